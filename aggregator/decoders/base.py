@@ -1,0 +1,82 @@
+"""Accumulators: mergeable, serializable sufficient statistics of a mechanism's reports.
+
+Every state is a dict of numpy arrays that merge by addition, so partial states of several
+workers (or shards) combine exactly; ``to_bytes``/``from_bytes`` use ``np.savez`` (no pickle).
+"""
+
+from __future__ import annotations
+
+import io
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+
+from ldptel.aggregator.result import FrequencyEstimate
+from ldptel.client.mechanisms.base import Mechanism
+from ldptel.proto import ReportBatch
+
+
+class Accumulator(ABC):
+    mechanism_name: ClassVar[str]
+
+    def __init__(self, mech: Mechanism) -> None:
+        self.mech = mech
+        self.state: dict[str, np.ndarray] = {"n": np.zeros(1, dtype=np.int64), **self.empty()}
+
+    @abstractmethod
+    def empty(self) -> dict[str, np.ndarray]:
+        """Zero statistics (besides the report count ``n``)."""
+
+    @abstractmethod
+    def add_columns(self, columns: dict, count: int) -> None:
+        """Accumulate one batch given as the mechanism's numpy columns."""
+
+    @abstractmethod
+    def estimate(self) -> FrequencyEstimate:
+        """Raw unbiased counts, exact-variance std errors and Norm-Sub counts."""
+
+    @property
+    def n(self) -> int:
+        return int(self.state["n"][0])
+
+    def add(self, batch: ReportBatch) -> None:
+        self.add_columns(self.mech.columns(batch), batch.count)
+        self.state["n"][0] += batch.count
+
+    def merge(self, other: Accumulator) -> Accumulator:
+        if type(other) is not type(self):
+            raise ValueError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
+        for key, value in other.state.items():
+            if self.state[key].shape != value.shape:
+                raise ValueError(f"state {key!r} shapes differ: {self.state[key].shape} vs {value.shape}")
+            self.state[key] = self.state[key] + value
+        return self
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.savez(buf, **self.state)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, mech: Mechanism, data: bytes) -> Accumulator:
+        acc = cls(mech)
+        with np.load(io.BytesIO(data), allow_pickle=False) as stored:
+            for key in acc.state:
+                if key not in stored or stored[key].shape != acc.state[key].shape:
+                    raise ValueError(f"stored state does not match {mech!r} (key {key!r})")
+                acc.state[key] = stored[key].copy()
+        return acc
+
+
+class PureAccumulator(Accumulator):
+    """Pure protocols: the support counts C_v are sufficient; Ĉ_v = (C_v − Nq)/(p − q)."""
+
+    def empty(self) -> dict[str, np.ndarray]:
+        return {"support": np.zeros(self.mech.domain_size, dtype=np.int64)}
+
+    def estimate(self) -> FrequencyEstimate:
+        n = self.n
+        counts = self.mech.unbiased_counts(self.state["support"], n)
+        se = np.sqrt(self.mech.count_variance(counts, n))
+        return FrequencyEstimate(n=n, counts=counts, std_error=se)

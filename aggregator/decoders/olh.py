@@ -1,0 +1,15 @@
+"""OLH decoder: C_v = #{i : H_seed_i(v) = y_i}, evaluated for every item in blocks of reports
+(four numpy passes per report × item; see ``ldptel.client.hashing``)."""
+
+from __future__ import annotations
+
+from ldptel.aggregator.decoders.base import PureAccumulator
+from ldptel.client import hashing
+
+
+class OlhAccumulator(PureAccumulator):
+    mechanism_name = "olh"
+
+    def add_columns(self, columns: dict, count: int) -> None:
+        a, b, w = hashing.olh_match_params(columns["seeds"], columns["values"], self.mech.g)
+        self.state["support"] += hashing.olh_support_counts(a, b, w, self.mech.keys)

@@ -1,0 +1,53 @@
+"""The estimate of a frequency campaign."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ldptel.aggregator.postprocess import norm_sub
+from ldptel.client.mechanisms.base import Z95
+
+
+@dataclass
+class FrequencyEstimate:
+    """Counts (number of devices) per item: raw unbiased estimates with std errors and 95%
+    normal CIs, plus the Norm-Sub consistent counts (non-negative, summing to n)."""
+
+    n: int
+    counts: np.ndarray
+    std_error: np.ndarray
+    labels: list | None = None
+    normalized: np.ndarray = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.counts = np.asarray(self.counts, dtype=np.float64)
+        self.std_error = np.asarray(self.std_error, dtype=np.float64)
+        if self.normalized is None:
+            self.normalized = norm_sub(self.counts, self.n)
+
+    @property
+    def ci_low(self) -> np.ndarray:
+        return self.counts - Z95 * self.std_error
+
+    @property
+    def ci_high(self) -> np.ndarray:
+        return self.counts + Z95 * self.std_error
+
+    def items(self) -> list[dict]:
+        """Rows as in the export API: value, estimate, std_error, ci_low, ci_high,
+        estimate_normalized."""
+        labels = self.labels if self.labels is not None else range(self.counts.size)
+        lo, hi = self.ci_low, self.ci_high
+        return [
+            {
+                "value": label,
+                "estimate": float(self.counts[i]),
+                "std_error": float(self.std_error[i]),
+                "ci_low": float(lo[i]),
+                "ci_high": float(hi[i]),
+                "estimate_normalized": float(self.normalized[i]),
+            }
+            for i, label in enumerate(labels)
+        ]

@@ -1,0 +1,48 @@
+"""The frequency oracles, one module each, and ``create_mechanism``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ldptel.client.mechanisms.base import Mechanism, PureMechanism
+from ldptel.client.mechanisms.grr import GRR
+from ldptel.client.mechanisms.hadamard import Hadamard
+from ldptel.client.mechanisms.olh import OLH
+from ldptel.client.mechanisms.rappor import RAPPOR
+from ldptel.client.mechanisms.unary import OUE, SUE
+
+MECHANISMS: dict[str, type[Mechanism]] = {
+    m.name: m for m in (GRR, SUE, OUE, OLH, Hadamard, RAPPOR)
+}
+RAPPOR_PARAMS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates", "secret")
+
+
+def create_mechanism(oracle: str, **params: Any) -> Mechanism:
+    """Build a mechanism by name: ``grr | sue | oue | olh | hadamard`` take ``epsilon`` and
+    ``domain_size``; ``rappor`` takes ``bloom_bits, hashes, cohorts, f, p, q`` and
+    ``candidates`` (and optionally a device ``secret``). Bad arguments raise ``ValueError``
+    naming the argument."""
+    if not isinstance(oracle, str) or oracle not in MECHANISMS:
+        raise ValueError(f"oracle must be one of {sorted(MECHANISMS)}, got {oracle!r}")
+    allowed = RAPPOR_PARAMS if oracle == "rappor" else ("epsilon", "domain_size")
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown argument {unknown[0]!r} for {oracle} (takes {', '.join(allowed)})")
+    required = allowed[:6] if oracle == "rappor" else allowed
+    missing = [k for k in required if k not in params]
+    if missing:
+        raise ValueError(f"missing argument {missing[0]!r} for {oracle}")
+    return MECHANISMS[oracle](**params)
+
+
+def recommend_oracle(epsilon: float, domain_size: int) -> str:
+    """GRR when d < 3e^ε + 2 (its variance is lower there), else OLH (Wang et al. 2017)."""
+    import math
+
+    return "grr" if domain_size < 3 * math.exp(epsilon) + 2 else "olh"
+
+
+__all__ = [
+    "GRR", "OLH", "OUE", "RAPPOR", "SUE", "Hadamard", "MECHANISMS", "Mechanism", "PureMechanism",
+    "create_mechanism", "recommend_oracle",
+]

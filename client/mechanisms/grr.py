@@ -1,0 +1,45 @@
+"""Direct encoding / generalized randomized response (GRR).
+
+Report the true value w.p. p = e^ε/(e^ε + d − 1), else one of the d − 1 others uniformly
+(each w.p. q = 1/(e^ε + d − 1)). Var* = (e^ε + d − 2)/(e^ε − 1)².
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ldptel.client.mechanisms.base import PureMechanism
+from ldptel.proto import GrrPayload, ReportBatch
+
+
+def perturb_categorical(values: np.ndarray, size: int, p_keep: float, rng) -> np.ndarray:
+    """Keep each value in [0, size) w.p. ``p_keep``, else replace it by a uniform other value."""
+    keep = rng.random(values.size) < p_keep
+    other = rng.integers(0, size - 1, values.size)
+    other = other + (other >= values)  # uniform over [0, size) without the true value
+    return np.where(keep, values, other).astype(np.uint32)
+
+
+class GRR(PureMechanism):
+    name = "grr"
+    payload = "grr"
+
+    @property
+    def p(self) -> float:
+        e = math.exp(self.epsilon)
+        return e / (e + self.domain_size - 1)
+
+    @property
+    def q(self) -> float:
+        return 1.0 / (math.exp(self.epsilon) + self.domain_size - 1)
+
+    def randomize(self, values: np.ndarray, rng) -> dict:
+        return {"values": perturb_categorical(values, self.domain_size, self.p, rng)}
+
+    def payload_message(self, columns: dict) -> GrrPayload:
+        return GrrPayload(values=columns["values"].tolist())
+
+    def columns(self, batch: ReportBatch) -> dict:
+        return {"values": np.asarray(batch.grr.values, dtype=np.int64)}

@@ -1,0 +1,73 @@
+"""Hadamard response (one-bit Hadamard randomized response).
+
+D = next power of two ≥ d, H[j, v] = (−1)^popcount(j & v). The device draws j uniform in [D]
+and reports (j, b) with b = H[j, v] w.p. e^ε/(e^ε+1), else −b. With k = (e^ε+1)/(e^ε−1),
+c(v) = k·Σ_i b_i·H[j_i, v] is unbiased (E_j[H[j,u]H[j,v]] = δ_uv); the aggregator keeps
+A[j] = Σ_{i: j_i=j} b_i and gets every c(v) from one fast Walsh–Hadamard transform of A.
+Var[c(v)] = N·k² − c_v exactly; Var* = k².
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ldptel.client.mechanisms.base import Mechanism
+from ldptel.proto import HadamardPayload, ReportBatch
+
+
+def hadamard_entry(j: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """H[j, v] ∈ {+1, −1} elementwise."""
+    parity = np.bitwise_count(np.bitwise_and(j, v)) & 1
+    return 1 - 2 * parity.astype(np.int64)
+
+
+class Hadamard(Mechanism):
+    name = "hadamard"
+    payload = "hadamard"
+
+    def __init__(self, epsilon: float, domain_size: int) -> None:
+        super().__init__(epsilon, domain_size)
+        self.D = 1 << (self.domain_size - 1).bit_length()
+
+    @property
+    def p_keep(self) -> float:
+        e = math.exp(self.epsilon)
+        return e / (e + 1)
+
+    @property
+    def scale(self) -> float:
+        """k = (e^ε + 1)/(e^ε − 1)."""
+        e = math.exp(self.epsilon)
+        return (e + 1) / (e - 1)
+
+    def variance_star(self) -> float:
+        return self.scale**2
+
+    def count_variance(self, counts: np.ndarray, n: int) -> np.ndarray:
+        c = np.clip(np.asarray(counts, dtype=np.float64), 0, n)
+        return n * self.scale**2 - c
+
+    def randomize(self, values: np.ndarray, rng) -> dict:
+        j = rng.integers(0, self.D, values.size).astype(np.int64)
+        positive = hadamard_entry(j, values) > 0
+        keep = rng.random(values.size) < self.p_keep
+        return {"indices": j.astype(np.uint32), "signs": positive == keep}
+
+    def payload_message(self, columns: dict) -> HadamardPayload:
+        return HadamardPayload(
+            indices=columns["indices"].tolist(),
+            signs=np.packbits(np.asarray(columns["signs"], dtype=bool)).tobytes(),
+        )
+
+    def columns(self, batch: ReportBatch) -> dict:
+        n = batch.count
+        raw = batch.hadamard.signs
+        if len(raw) != (n + 7) // 8:
+            raise ValueError(f"signs must hold {(n + 7) // 8} bytes for {n} reports, got {len(raw)}")
+        signs = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), count=n).astype(bool)
+        return {"indices": np.asarray(batch.hadamard.indices, dtype=np.int64), "signs": signs}
+
+    def public_params(self) -> dict:
+        return {**super().public_params(), "D": self.D}

@@ -1,0 +1,72 @@
+"""Optimized local hashing (OLH).
+
+g = round(e^ε) + 1. The device draws a 32-bit seed, hashes its value to y = H_seed(v) ∈ [0, g)
+(see ``ldptel.client.hashing``) and reports (seed, y') where y' = y w.p. p' = e^ε/(e^ε + g − 1),
+else uniform among the g − 1 others. A report supports v iff H_seed(v) = y', which happens w.p.
+p' for the true value and 1/g for any other, so with q = 1/g it is a pure protocol:
+Ĉ_v = (C_v − N/g)/(p' − 1/g); Var* = q(1−q)/(p'−q)² (= 4e^ε/(e^ε−1)² at g = e^ε + 1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ldptel.client import hashing
+from ldptel.client.mechanisms.base import PureMechanism
+from ldptel.client.mechanisms.grr import perturb_categorical
+from ldptel.proto import OlhPayload, ReportBatch
+
+
+def olh_g(epsilon: float) -> int:
+    """Hash range g = round(e^ε) + 1 (at least 2)."""
+    return max(2, int(round(math.exp(epsilon))) + 1)
+
+
+class OLH(PureMechanism):
+    name = "olh"
+    payload = "olh"
+
+    def __init__(self, epsilon: float, domain_size: int) -> None:
+        super().__init__(epsilon, domain_size)
+        self.g = olh_g(self.epsilon)
+        self._keys: np.ndarray | None = None
+
+    @property
+    def p(self) -> float:
+        e = math.exp(self.epsilon)
+        return e / (e + self.g - 1)
+
+    @property
+    def q(self) -> float:
+        return 1.0 / self.g
+
+    @property
+    def keys(self) -> np.ndarray:
+        """x_v = xxh32(v) for the whole domain (computed once)."""
+        if self._keys is None:
+            self._keys = hashing.item_keys(self.domain_size)
+        return self._keys
+
+    def randomize(self, values: np.ndarray, rng) -> dict:
+        seeds = rng.integers(0, 2**32, values.size).astype(np.uint32)
+        if values.size == 1:  # one device: the scalar path the SDK runs
+            key = hashing.xxh32_int(int(values[0]))
+            y = np.array([hashing.olh_hash(int(seeds[0]), key, self.g)], dtype=np.int64)
+        else:
+            keys = hashing.xxh32_u32(values.astype(np.uint32))
+            y = hashing.olh_hash_batch(seeds, keys, self.g).astype(np.int64)
+        return {"seeds": seeds, "values": perturb_categorical(y, self.g, self.p, rng)}
+
+    def payload_message(self, columns: dict) -> OlhPayload:
+        return OlhPayload(seeds=columns["seeds"].tolist(), values=columns["values"].tolist())
+
+    def columns(self, batch: ReportBatch) -> dict:
+        return {
+            "seeds": np.asarray(batch.olh.seeds, dtype=np.uint32),
+            "values": np.asarray(batch.olh.values, dtype=np.int64),
+        }
+
+    def public_params(self) -> dict:
+        return {**super().public_params(), "g": self.g}

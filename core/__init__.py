@@ -1,0 +1,3 @@
+"""ldptel: local-differential-privacy telemetry (SDK, collector, aggregator)."""
+
+__version__ = "0.1.0"
