@@ -13,7 +13,6 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
-
 from ldptel.client.randomness import OsRandom, resolve
 from ldptel.proto import SCHEMA_VERSION, ReportBatch
 

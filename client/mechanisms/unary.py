@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from ldptel.client.mechanisms.base import PureMechanism, pack_rows, unpack_rows
 from ldptel.proto import ReportBatch, UnaryPayload
 

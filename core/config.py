@@ -1,0 +1,298 @@
+"""The TOML configuration (DESIGN §3), validated at start.
+
+Every error names the offending key (``campaigns[2].epsilon: …``) and is raised as
+``ConfigError``; the CLI prints it and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
+KINDS = ("frequency", "heavy_hitters", "range")
+ORACLES = ("grr", "sue", "oue", "olh", "hadamard", "rappor")
+WINDOWS = {"1h": 3600, "1d": 86400, "all": 0}
+RANGE_METHODS = ("haar", "hierarchical")
+
+SERVER_KEYS = {
+    "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
+    "rate_limit_per_minute", "secret_key",
+}
+AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms"}
+COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
+KIND_KEYS = {
+    "frequency": {"oracle", "domain", "domain_size", "bloom_bits", "hashes", "cohorts", "f", "p",
+                  "q", "candidates"},
+    "heavy_hitters": {"max_length", "levels", "width", "oracle"},
+    "range": {"domain_size", "method", "branching"},
+}
+RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message starts with the key."""
+
+
+def _fail(key: str, msg: str) -> ConfigError:
+    return ConfigError(f"{key}: {msg}")
+
+
+def _int(d: dict, key: str, where: str, default: int | None, low: int, high: int) -> int:
+    if key not in d:
+        if default is None:
+            raise _fail(f"{where}.{key}", "is required")
+        return default
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise _fail(f"{where}.{key}", f"must be an integer in [{low}, {high}], got {v!r}")
+    return v
+
+
+def _tokens(d: dict, key: str, env: str) -> list[str]:
+    raw = os.environ.get(env)
+    tokens: Any = [t.strip() for t in raw.split(",") if t.strip()] if raw else d.get(key, [])
+    if not isinstance(tokens, list) or not all(isinstance(t, str) and t for t in tokens):
+        raise _fail(f"server.{key}", "must be a list of non-empty strings")
+    for t in tokens:
+        if len(t) < 8:
+            raise _fail(f"server.{key}", "tokens must be at least 8 characters")
+    return tokens
+
+
+@dataclass
+class ServerConfig:
+    ingest_tokens: list[str] = field(default_factory=list)
+    export_tokens: list[str] = field(default_factory=list)
+    max_body_bytes: int = 1 << 20
+    max_reports_per_batch: int = 10_000
+    rate_limit_per_minute: int = 6_000  # requests per ingest token per minute
+    secret_key: str | None = None  # signs operator sessions; random per process if unset
+
+
+@dataclass
+class AggregatorConfig:
+    read_count: int = 500  # stream entries (batches) per XREADGROUP
+    block_ms: int = 1000
+    retention_seconds: int = 7 * 86400  # acked entries older than this are trimmed
+    claim_idle_ms: int = 60_000  # pending entries idle this long are claimed from dead workers
+
+
+@dataclass
+class Campaign:
+    """One campaign. ``params`` holds the kind-specific settings as validated values."""
+
+    name: str
+    kind: str
+    epsilon: float | None
+    window: str = "all"
+    min_reports: int = 1000
+    shards: int = 1
+    description: str = ""
+    oracle: str | None = None
+    domain: list[str] | None = None
+    domain_size: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def window_seconds(self) -> int:
+        return WINDOWS[self.window]
+
+    def labels(self) -> list:
+        """Item labels for estimates: the categorical domain, RAPPOR candidates, or 0..d-1."""
+        if self.domain is not None:
+            return list(self.domain)
+        if self.oracle == "rappor":
+            return list(self.params["candidates"])
+        return list(range(self.domain_size or 0))
+
+    def mechanism(self):
+        """The frequency oracle of a frequency campaign (``ldptel.client`` object)."""
+        from ldptel.client import create_mechanism
+
+        if self.kind != "frequency":
+            raise ValueError(f"campaign {self.name!r} is {self.kind}, not a frequency campaign")
+        if self.oracle == "rappor":
+            return create_mechanism("rappor", **self.params)
+        return create_mechanism(self.oracle, epsilon=self.epsilon, domain_size=self.domain_size)
+
+    def public(self) -> dict:
+        """What clients fetch from ``GET /v1/campaigns`` (no secrets)."""
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "epsilon": self.epsilon}
+        for key in ("oracle", "domain", "domain_size"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        out.update(self.params)
+        return out
+
+
+@dataclass
+class Config:
+    server: ServerConfig
+    aggregator: AggregatorConfig
+    campaigns: list[Campaign]
+    path: Path | None = None
+
+    def campaign(self, name: str) -> Campaign | None:
+        return next((c for c in self.campaigns if c.name == name), None)
+
+
+def _campaign(raw: Any, where: str) -> Campaign:
+    if not isinstance(raw, dict):
+        raise _fail(where, "must be a table")
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise _fail(f"{where}.name", f"must match [a-z0-9_-]{{1,64}}, got {name!r}")
+    where = f"campaigns[{name}]"
+    kind = raw.get("kind", "frequency")
+    if kind not in KINDS:
+        raise _fail(f"{where}.kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+    allowed = COMMON_CAMPAIGN_KEYS | KIND_KEYS[kind]
+    for key in raw:
+        if key not in allowed:
+            raise _fail(f"{where}.{key}", f"unknown key for a {kind} campaign "
+                        f"(allowed: {', '.join(sorted(allowed))})")
+    window = raw.get("window", "all")
+    if window not in WINDOWS:
+        raise _fail(f"{where}.window", f"must be one of {', '.join(WINDOWS)}, got {window!r}")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise _fail(f"{where}.description", "must be a string")
+    camp = Campaign(
+        name=name, kind=kind, epsilon=None, window=window, description=description,
+        min_reports=_int(raw, "min_reports", where, 1000, 1, 10**12),
+        shards=_int(raw, "shards", where, 1, 1, 1024),
+    )
+    oracle = raw.get("oracle", "olh")
+    if kind == "frequency" and oracle == "rappor":
+        camp.oracle = "rappor"
+        missing = [k for k in RAPPOR_KEYS if k not in raw]
+        if missing:
+            raise _fail(f"{where}.{missing[0]}", "is required for the rappor oracle")
+        if "epsilon" in raw or "domain" in raw or "domain_size" in raw:
+            bad = next(k for k in ("epsilon", "domain", "domain_size") if k in raw)
+            raise _fail(f"{where}.{bad}", "does not apply to rappor (ε follows from f, p, q, hashes)")
+        params = {k: raw[k] for k in RAPPOR_KEYS}
+        from ldptel.client import create_mechanism
+
+        try:
+            mech = create_mechanism("rappor", **params)
+        except ValueError as exc:
+            key = str(exc).split()[0]
+            raise _fail(f"{where}.{key if key in RAPPOR_KEYS else 'rappor'}", str(exc)) from None
+        camp.params = params
+        camp.epsilon = mech.epsilon
+        camp.params["epsilon_inf"] = mech.epsilon_inf
+        return camp
+
+    eps = raw.get("epsilon")
+    if eps is None:
+        raise _fail(f"{where}.epsilon", "is required (no default: choose the privacy budget)")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= 10:
+        raise _fail(f"{where}.epsilon", f"must be a number with 0 < epsilon <= 10, got {eps!r}")
+    camp.epsilon = float(eps)
+
+    if kind == "frequency":
+        if oracle not in ORACLES:
+            raise _fail(f"{where}.oracle", f"must be one of {', '.join(ORACLES)}, got {oracle!r}")
+        for key in ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates"):
+            if key in raw:
+                raise _fail(f"{where}.{key}", "applies only to oracle = \"rappor\"")
+        camp.oracle = oracle
+        if ("domain" in raw) == ("domain_size" in raw):
+            raise _fail(f"{where}.domain", "give exactly one of domain (labels) or domain_size")
+        if "domain" in raw:
+            dom = raw["domain"]
+            if (not isinstance(dom, list) or len(dom) < 2
+                    or not all(isinstance(v, str) and v for v in dom)):
+                raise _fail(f"{where}.domain", "must be a list of at least 2 non-empty strings")
+            if len(set(dom)) != len(dom):
+                raise _fail(f"{where}.domain", "values must be distinct")
+            camp.domain = list(dom)
+            camp.domain_size = len(dom)
+        else:
+            camp.domain_size = _int(raw, "domain_size", where, None, 2, 1 << 24)
+    elif kind == "heavy_hitters":
+        camp.oracle = "olh"
+        if raw.get("oracle", "olh") != "olh":
+            raise _fail(f"{where}.oracle", "heavy hitters use olh")
+        max_length = _int(raw, "max_length", where, None, 1, 64)
+        camp.params = {
+            "max_length": max_length,
+            "levels": _int(raw, "levels", where, max_length, 1, 8 * max_length),
+            "width": _int(raw, "width", where, 64, 1, 4096),
+        }
+    else:  # range
+        camp.domain_size = _int(raw, "domain_size", where, None, 2, 1 << 24)
+        method = raw.get("method", "haar")
+        if method not in RANGE_METHODS:
+            raise _fail(f"{where}.method", f"must be one of {', '.join(RANGE_METHODS)}, got {method!r}")
+        camp.params = {"method": method}
+        if "branching" in raw:
+            if method != "hierarchical":
+                raise _fail(f"{where}.branching", "applies only to method = \"hierarchical\"")
+            camp.params["branching"] = _int(raw, "branching", where, None, 2, 1024)
+    return camp
+
+
+def parse_config(data: dict, path: Path | None = None) -> Config:
+    """Validate a parsed TOML document."""
+    for key in data:
+        if key not in ("server", "aggregator", "campaigns"):
+            raise _fail(key, "unknown top-level key (allowed: server, aggregator, campaigns)")
+    srv = data.get("server", {})
+    if not isinstance(srv, dict):
+        raise _fail("server", "must be a table")
+    for key in srv:
+        if key not in SERVER_KEYS:
+            raise _fail(f"server.{key}", f"unknown key (allowed: {', '.join(sorted(SERVER_KEYS))})")
+    secret = srv.get("secret_key")
+    if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
+        raise _fail("server.secret_key", "must be a string of at least 16 characters")
+    server = ServerConfig(
+        ingest_tokens=_tokens(srv, "ingest_tokens", "LDPTEL_INGEST_TOKENS"),
+        export_tokens=_tokens(srv, "export_tokens", "LDPTEL_EXPORT_TOKENS"),
+        max_body_bytes=_int(srv, "max_body_bytes", "server", 1 << 20, 1024, 1 << 30),
+        max_reports_per_batch=_int(srv, "max_reports_per_batch", "server", 10_000, 1, 1_000_000),
+        rate_limit_per_minute=_int(srv, "rate_limit_per_minute", "server", 6_000, 1, 10**9),
+        secret_key=os.environ.get("LDPTEL_SECRET_KEY", secret),
+    )
+    agg = data.get("aggregator", {})
+    if not isinstance(agg, dict):
+        raise _fail("aggregator", "must be a table")
+    for key in agg:
+        if key not in AGGREGATOR_KEYS:
+            raise _fail(f"aggregator.{key}",
+                        f"unknown key (allowed: {', '.join(sorted(AGGREGATOR_KEYS))})")
+    aggregator = AggregatorConfig(
+        read_count=_int(agg, "read_count", "aggregator", 500, 1, 100_000),
+        block_ms=_int(agg, "block_ms", "aggregator", 1000, 1, 600_000),
+        retention_seconds=_int(agg, "retention_seconds", "aggregator", 7 * 86400, 0, 10**9),
+        claim_idle_ms=_int(agg, "claim_idle_ms", "aggregator", 60_000, 1, 10**9),
+    )
+    raw_campaigns = data.get("campaigns", [])
+    if not isinstance(raw_campaigns, list) or not raw_campaigns:
+        raise _fail("campaigns", "at least one [[campaigns]] table is required")
+    campaigns = [_campaign(c, f"campaigns[{i}]") for i, c in enumerate(raw_campaigns)]
+    names = [c.name for c in campaigns]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise _fail(f"campaigns[{dup}].name", "is used by more than one campaign")
+    return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path)
+
+
+def load_config(path: str | os.PathLike) -> Config:
+    """Read and validate a TOML config file."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config: file not found: {p}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: {p} is not valid TOML: {exc}") from None
+    return parse_config(data, p)

