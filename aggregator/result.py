@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from ldptel.aggregator.postprocess import norm_sub
 from ldptel.client.mechanisms.base import Z95
 

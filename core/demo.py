@@ -11,6 +11,7 @@ import sys
 import time
 
 import numpy as np
+
 from ldptel.aggregator import estimate
 from ldptel.client import create_mechanism
 

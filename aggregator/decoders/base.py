@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 import numpy as np
+
 from ldptel.aggregator.result import FrequencyEstimate
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch

@@ -4,6 +4,7 @@ Walsh–Hadamard transform, O(N + D log D)."""
 from __future__ import annotations
 
 import numpy as np
+
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.result import FrequencyEstimate
 

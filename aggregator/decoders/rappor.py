@@ -14,10 +14,11 @@ same weighted system (not forced to sum to N: strings outside the candidates are
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import nnls
+
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.decoders.unary import column_popcount
 from ldptel.aggregator.result import FrequencyEstimate
-from scipy.optimize import nnls
 
 
 class RapporAccumulator(Accumulator):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from ldptel.aggregator.decoders.base import PureAccumulator
 
 ROWS = 255  # a uint8 lane of the uint64 row sum holds at most 255 ones

@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
+
 from ldptel.client.randomness import OsRandom, resolve
 from ldptel.proto import SCHEMA_VERSION, ReportBatch
 
@@ -39,6 +40,15 @@ def check_int(value: Any, name: str, low: int, high: int | None = None) -> int:
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be {bound}, got {v}")
     return v
+
+
+class InvalidReport(ValueError):
+    """A report that no honest device could have sent; ``index`` is its position in the batch."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"report {index}: {reason}")
+        self.index = index
+        self.reason = reason
 
 
 class Mechanism(ABC):
@@ -72,6 +82,11 @@ class Mechanism(ABC):
     @abstractmethod
     def columns(self, batch: ReportBatch) -> dict:
         """The payload of ``batch`` as numpy columns (inverse of ``payload_message``)."""
+
+    def validate_columns(self, columns: dict, count: int) -> None:
+        """Collector-side check of a decoded batch (vectorized): raise ``InvalidReport`` for the
+        first report out of range or implausible for an honest device."""
+        raise NotImplementedError(f"{type(self).__name__} has no validator yet")
 
     def check_values(self, values: Any) -> np.ndarray:
         """Integers in [0, d) as an int64 array, else ``ValueError`` naming ``value``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ldptel.client.mechanisms.base import PureMechanism
 from ldptel.proto import GrrPayload, ReportBatch
 

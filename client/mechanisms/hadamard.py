@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.proto import HadamardPayload, ReportBatch
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import PureMechanism
 from ldptel.client.mechanisms.grr import perturb_categorical

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import MAX_EPSILON, Mechanism, check_int, unpack_rows
 from ldptel.client.randomness import resolve

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ldptel.client.mechanisms.base import PureMechanism, pack_rows, unpack_rows
 from ldptel.proto import ReportBatch, UnaryPayload
 
