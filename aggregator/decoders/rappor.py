@@ -60,23 +60,29 @@ class RapporAccumulator(Accumulator):
         X, n_j = X[live], n_j[live]
         ones = self.state["ones"][live].astype(np.float64)
         t = self.bit_estimates()[live]  # (m', k)
+        m_live, k = t.shape
         A = X * (n_j / n)[:, None, None]  # (m', k, C)
         rate = np.clip(ones / n_j[:, None], mech.p_star, mech.q_star)
         mean_rate = rate.mean(axis=1)
         w = 1.0 / (n_j * mean_rate * (1 - mean_rate))  # per cohort
         sigma = n_j[:, None] * rate * (1 - rate) / mech.bit_scale**2  # Var t_jb
 
-        WA = A * w[:, None, None]
-        G = np.einsum("jbc,jbd->cd", WA, A)
-        G_inv = np.linalg.pinv(G)
-        counts = G_inv @ np.einsum("jbc,jb->c", WA, t)
-        meat = np.einsum("jbc,jb,jbd->cd", WA, sigma, WA)
-        var_noise = np.einsum("cd,de,ec->c", G_inv, meat, G_inv)
+        A2 = A.reshape(-1, C)
+        WA2 = A2 * np.repeat(w, k)[:, None]
+        G_inv = np.linalg.pinv(WA2.T @ A2)
+        counts = G_inv @ (WA2.T @ t.reshape(-1))
+        meat = (WA2 * sigma.reshape(-1)[:, None]).T @ WA2
+        var_noise = ((G_inv @ meat) * G_inv).sum(axis=1)  # diag(G⁻¹ meat G⁻¹), G⁻¹ symmetric
 
         # random split of devices over cohorts: M_j = L_j X_j, L_j = G⁻¹ A_jᵀ W_j
-        M = np.einsum("cd,jbd,jbe->jce", G_inv, WA, X)  # (m', C, C)
         m_all = mech.cohorts
-        spread = (M**2).sum(axis=0) / m_all - (M.sum(axis=0) / m_all) ** 2
+        m_sum = np.zeros((C, C))
+        m_sq = np.zeros((C, C))
+        for j in range(m_live):  # a loop over cohorts, not reports
+            M = G_inv @ (WA2[j * k : (j + 1) * k].T @ X[j])
+            m_sum += M
+            m_sq += M * M
+        spread = m_sq / m_all - (m_sum / m_all) ** 2
         var_split = spread @ np.clip(counts, 0, n)
 
         sw = np.sqrt(w)[:, None, None]

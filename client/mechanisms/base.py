@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldptel.client.randomness import OsRandom, resolve
+from ldptel.client.randomness import OS_RANDOM, OsRandom, resolve
 from ldptel.proto import SCHEMA_VERSION, ReportBatch
 
 MAX_EPSILON = 10.0
@@ -117,7 +117,14 @@ class Mechanism(ABC):
         """Randomize one value with OS randomness into a ``ReportBatch`` holding one report."""
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ValueError(f"value must be an integer in [0, {self.domain_size}), got {value!r}")
-        return self.encode_batch([int(value)], campaign=campaign)
+        v = int(value)
+        if not 0 <= v < self.domain_size:
+            raise ValueError(f"value must be in [0, {self.domain_size}), got {v}")
+        return self.pack(self.randomize_one(v), 1, campaign)
+
+    def randomize_one(self, value: int) -> dict:
+        """One device's report with OS randomness (a scalar fast path where it pays off)."""
+        return self.randomize(np.array([value], dtype=np.int64), OS_RANDOM)
 
     def pack(self, columns: dict, count: int, campaign: str = "",
              batch_id: bytes | None = None) -> ReportBatch:

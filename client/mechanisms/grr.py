@@ -11,7 +11,16 @@ import math
 import numpy as np
 
 from ldptel.client.mechanisms.base import PureMechanism
+from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import GrrPayload, ReportBatch
+
+
+def perturb_one(value: int, size: int, p_keep: float) -> int:
+    """Scalar ``perturb_categorical`` with OS randomness."""
+    if SYSTEM_RANDOM.random() < p_keep:
+        return value
+    other = SYSTEM_RANDOM.randrange(size - 1)
+    return other + (other >= value)
 
 
 def perturb_categorical(values: np.ndarray, size: int, p_keep: float, rng) -> np.ndarray:
@@ -38,8 +47,11 @@ class GRR(PureMechanism):
     def randomize(self, values: np.ndarray, rng) -> dict:
         return {"values": perturb_categorical(values, self.domain_size, self.p, rng)}
 
+    def randomize_one(self, value: int) -> dict:
+        return {"values": [perturb_one(value, self.domain_size, self.p)]}
+
     def payload_message(self, columns: dict) -> GrrPayload:
-        return GrrPayload(values=columns["values"].tolist())
+        return GrrPayload(values=np.asarray(columns["values"]).tolist())
 
     def columns(self, batch: ReportBatch) -> dict:
         return {"values": np.asarray(batch.grr.values, dtype=np.int64)}

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ldptel.client.mechanisms.base import Mechanism
+from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import HadamardPayload, ReportBatch
 
 
@@ -55,9 +56,15 @@ class Hadamard(Mechanism):
         keep = rng.random(values.size) < self.p_keep
         return {"indices": j.astype(np.uint32), "signs": positive == keep}
 
+    def randomize_one(self, value: int) -> dict:
+        j = SYSTEM_RANDOM.randrange(self.D)
+        positive = (j & value).bit_count() % 2 == 0
+        keep = SYSTEM_RANDOM.random() < self.p_keep
+        return {"indices": [j], "signs": [positive == keep]}
+
     def payload_message(self, columns: dict) -> HadamardPayload:
         return HadamardPayload(
-            indices=columns["indices"].tolist(),
+            indices=np.asarray(columns["indices"]).tolist(),
             signs=np.packbits(np.asarray(columns["signs"], dtype=bool)).tobytes(),
         )
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import PureMechanism
-from ldptel.client.mechanisms.grr import perturb_categorical
+from ldptel.client.mechanisms.grr import perturb_categorical, perturb_one
+from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import OlhPayload, ReportBatch
 
 
@@ -51,16 +52,18 @@ class OLH(PureMechanism):
 
     def randomize(self, values: np.ndarray, rng) -> dict:
         seeds = rng.integers(0, 2**32, values.size).astype(np.uint32)
-        if values.size == 1:  # one device: the scalar path the SDK runs
-            key = hashing.xxh32_int(int(values[0]))
-            y = np.array([hashing.olh_hash(int(seeds[0]), key, self.g)], dtype=np.int64)
-        else:
-            keys = hashing.xxh32_u32(values.astype(np.uint32))
-            y = hashing.olh_hash_batch(seeds, keys, self.g).astype(np.int64)
+        keys = hashing.xxh32_u32(values.astype(np.uint32))
+        y = hashing.olh_hash_batch(seeds, keys, self.g).astype(np.int64)
         return {"seeds": seeds, "values": perturb_categorical(y, self.g, self.p, rng)}
 
+    def randomize_one(self, value: int) -> dict:
+        seed = SYSTEM_RANDOM.getrandbits(32)
+        y = hashing.olh_hash(seed, hashing.xxh32_int(value), self.g)
+        return {"seeds": [seed], "values": [perturb_one(y, self.g, self.p)]}
+
     def payload_message(self, columns: dict) -> OlhPayload:
-        return OlhPayload(seeds=columns["seeds"].tolist(), values=columns["values"].tolist())
+        return OlhPayload(seeds=np.asarray(columns["seeds"]).tolist(),
+                          values=np.asarray(columns["values"]).tolist())
 
     def columns(self, batch: ReportBatch) -> dict:
         return {

@@ -24,7 +24,7 @@ import numpy as np
 
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import MAX_EPSILON, Mechanism, check_int, unpack_rows
-from ldptel.client.randomness import resolve
+from ldptel.client.randomness import bernoulli, resolve
 from ldptel.proto import RapporPayload, ReportBatch
 
 
@@ -177,9 +177,9 @@ class RAPPOR(Mechanism):
         tables = np.stack([self.bloom_table(str(s)) for s in uniq]) if n else np.zeros((0, 1, k), bool)
         cohorts = rng.integers(0, self.cohorts, n).astype(np.int64)
         bloom = tables[inverse, cohorts] if n else np.zeros((0, k), bool)
-        u = rng.random((n, k))
-        prr = np.where(u < self.f / 2, True, np.where(u < self.f, False, bloom))
-        bits = rng.random((n, k)) < np.where(prr, self.q, self.p)
+        # permanent RR per bit: P(B'=1) = 1 − f/2 if B = 1 else f/2; then instantaneous RR
+        prr = bernoulli(rng, np.where(bloom, 1 - self.f / 2, self.f / 2), (n, k))
+        bits = bernoulli(rng, np.where(prr, self.q, self.p), (n, k))
         return {"cohorts": cohorts.astype(np.uint32), "bits": np.packbits(bits, axis=1)}
 
     def payload_message(self, columns: dict) -> RapporPayload:

@@ -8,10 +8,12 @@ OUE (optimized): 1→1 w.p. p = ½, 0→1 w.p. q = 1/(e^ε+1); Var* = 4e^ε/(e^�
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from ldptel.client.mechanisms.base import PureMechanism, pack_rows, unpack_rows
+from ldptel.client.randomness import SYSTEM_RANDOM, bernoulli
 from ldptel.proto import ReportBatch, UnaryPayload
 
 CHUNK_BITS = 1 << 24  # random draws per chunk in encode_batch (bounded memory)
@@ -23,22 +25,25 @@ class UnaryEncoding(PureMechanism):
     def randomize(self, values: np.ndarray, rng) -> dict:
         d = self.domain_size
         rows = max(1, CHUNK_BITS // d)
-        # thresholds on uint32 draws: P(bit) = round(prob·2^32)/2^32 (exact to 2^-32)
-        tq = np.uint32(min(round(self.q * 2**32), 2**32 - 1))
-        tp = np.uint32(min(round(self.p * 2**32), 2**32 - 1))
         parts = []
         for start in range(0, values.size, rows):
             v = values[start : start + rows]
-            if isinstance(rng, np.random.Generator):
-                draws = rng.integers(0, 2**32, size=(v.size, d), dtype=np.uint32)
-            else:
-                draws = (rng.random((v.size, d)) * 2**32).astype(np.uint32)
-            bits = draws < tq
-            idx = np.arange(v.size)
-            bits[idx, v] = draws[idx, v] < tp
+            bits = bernoulli(rng, self.q, (v.size, d))
+            bits[np.arange(v.size), v] = bernoulli(rng, self.p, (v.size,))
             parts.append(np.packbits(bits, axis=1))
         packed = np.concatenate(parts) if parts else np.zeros((0, (d + 7) // 8), np.uint8)
         return {"bits": packed}
+
+    def randomize_one(self, value: int) -> dict:
+        # bernoulli() specialised to one row: a byte per bit from the OS, ties broken exactly
+        scaled = self.q * 256.0
+        threshold = int(scaled)
+        raw = np.frombuffer(os.urandom(self.domain_size), dtype=np.uint8)
+        bits = raw < threshold
+        for i in np.flatnonzero(raw == threshold).tolist():  # ~d/256 ties
+            bits[i] = SYSTEM_RANDOM.random() < scaled - threshold
+        bits[value] = SYSTEM_RANDOM.random() < self.p
+        return {"bits": np.packbits(bits)[None, :]}
 
     def payload_message(self, columns: dict) -> UnaryPayload:
         return UnaryPayload(bits=np.ascontiguousarray(columns["bits"]).tobytes())
