@@ -77,3 +77,61 @@ def bernoulli(rng: np.random.Generator | OsRandom, prob: float | np.ndarray,
         frac = (scaled - threshold).reshape(-1)[tie]
         out.reshape(-1)[tie] = rng.random(tie.size) < frac
     return out
+
+
+def _random_words(rng: np.random.Generator | OsRandom, size: int) -> np.ndarray:
+    """``size`` uniform uint64 words."""
+    if isinstance(rng, np.random.Generator):
+        return rng.bit_generator.random_raw(size)
+    return np.frombuffer(rng.bytes(8 * size), dtype=np.uint64)
+
+
+def _bernoulli_words(rng: np.random.Generator | OsRandom, prob: float, words: int) -> np.ndarray:
+    """``words`` uint64 words whose 64·words bits are i.i.d. Bernoulli(prob), bit-sliced.
+
+    Each lane compares an 8-bit uniform U (one bit from each of 8 random words, MSB first)
+    with T = ⌊256·prob⌋ using word-wide boolean ops: bit = [U < T], and lanes with U = T
+    (probability 1/256) are resolved recursively with probability 256·prob − T, so
+    P(bit) = T/256 + (256·prob − T)/256 = prob exactly (to float64).
+    """
+    scaled = prob * 256.0
+    threshold = int(scaled)
+    if threshold >= 256:
+        return np.full(words, np.uint64(0xFFFFFFFFFFFFFFFF))
+    lt = np.zeros(words, dtype=np.uint64)
+    eq = np.full(words, np.uint64(0xFFFFFFFFFFFFFFFF))
+    r = _random_words(rng, 8 * words).reshape(8, words)
+    for i in range(8):
+        if (threshold >> (7 - i)) & 1:
+            lt |= eq & ~r[i]
+            eq &= r[i]
+        else:
+            eq &= ~r[i]
+    frac = scaled - threshold
+    if frac > 0:
+        tied = np.flatnonzero(eq)
+        if tied.size:
+            lt[tied] |= eq[tied] & _bernoulli_words(rng, frac, tied.size)
+    return lt
+
+
+def bernoulli_packed(rng: np.random.Generator | OsRandom, prob: float, rows: int,
+                     width: int) -> np.ndarray:
+    """A (rows, ceil(width/8)) uint8 matrix of i.i.d. Bernoulli(prob) bits in ``np.packbits``
+    row layout, padding bits zero: ~8× fewer numpy element operations than ``bernoulli``."""
+    row_bytes = (width + 7) // 8
+    total = rows * row_bytes
+    words = _bernoulli_words(rng, prob, (total + 7) // 8)
+    out = words.view(np.uint8)[:total].reshape(rows, row_bytes).copy()
+    if width % 8:
+        out[:, -1] &= np.uint8((0xFF << (8 - width % 8)) & 0xFF)
+    return out
+
+
+def set_packed_bits(packed: np.ndarray, columns: np.ndarray, bits: np.ndarray) -> None:
+    """In ``packed`` (np.packbits rows), set row i's bit ``columns[i]`` to ``bits[i]``."""
+    rows = np.arange(packed.shape[0])
+    byte = columns // 8
+    mask = (0x80 >> (columns % 8)).astype(np.uint8)
+    cur = packed[rows, byte]
+    packed[rows, byte] = np.where(bits, cur | mask, cur & ~mask)

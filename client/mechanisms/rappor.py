@@ -24,7 +24,7 @@ import numpy as np
 
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import MAX_EPSILON, Mechanism, check_int, unpack_rows
-from ldptel.client.randomness import bernoulli, resolve
+from ldptel.client.randomness import bernoulli_packed, resolve
 from ldptel.proto import RapporPayload, ReportBatch
 
 
@@ -172,15 +172,20 @@ class RAPPOR(Mechanism):
         return self.pack(self.randomize(strings, resolve(rng)), len(strings), campaign, batch_id)
 
     def randomize(self, values: Sequence[str], rng) -> dict:
+        """Simulation of devices that report once: given its Bloom bit B, a reported bit is
+        Bernoulli(q*) if B = 1 else Bernoulli(p*), independently across bits — the same
+        distribution as permanent then instantaneous RR, drawn bit-sliced in one stage."""
         n, k = len(values), self.bloom_bits
-        uniq, inverse = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
-        tables = np.stack([self.bloom_table(str(s)) for s in uniq]) if n else np.zeros((0, 1, k), bool)
+        row = (k + 7) // 8
         cohorts = rng.integers(0, self.cohorts, n).astype(np.int64)
-        bloom = tables[inverse, cohorts] if n else np.zeros((0, k), bool)
-        # permanent RR per bit: P(B'=1) = 1 − f/2 if B = 1 else f/2; then instantaneous RR
-        prr = bernoulli(rng, np.where(bloom, 1 - self.f / 2, self.f / 2), (n, k))
-        bits = bernoulli(rng, np.where(prr, self.q, self.p), (n, k))
-        return {"cohorts": cohorts.astype(np.uint32), "bits": np.packbits(bits, axis=1)}
+        if n == 0:
+            return {"cohorts": cohorts.astype(np.uint32), "bits": np.zeros((0, row), np.uint8)}
+        uniq, inverse = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
+        tables = np.packbits(np.stack([self.bloom_table(str(s)) for s in uniq]), axis=2)
+        bloom = tables[inverse, cohorts]  # (n, row) packed Bloom filters
+        ones = bernoulli_packed(rng, self.q_star, n, k)
+        zeros = bernoulli_packed(rng, self.p_star, n, k)
+        return {"cohorts": cohorts.astype(np.uint32), "bits": (bloom & ones) | (~bloom & zeros)}
 
     def payload_message(self, columns: dict) -> RapporPayload:
         return RapporPayload(cohorts=columns["cohorts"].tolist(),

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from ldptel.client.mechanisms.base import PureMechanism, pack_rows, unpack_rows
-from ldptel.client.randomness import SYSTEM_RANDOM, bernoulli
+from ldptel.client.randomness import SYSTEM_RANDOM, bernoulli, bernoulli_packed, set_packed_bits
 from ldptel.proto import ReportBatch, UnaryPayload
 
 CHUNK_BITS = 1 << 24  # random draws per chunk in encode_batch (bounded memory)
@@ -28,9 +28,9 @@ class UnaryEncoding(PureMechanism):
         parts = []
         for start in range(0, values.size, rows):
             v = values[start : start + rows]
-            bits = bernoulli(rng, self.q, (v.size, d))
-            bits[np.arange(v.size), v] = bernoulli(rng, self.p, (v.size,))
-            parts.append(np.packbits(bits, axis=1))
+            packed = bernoulli_packed(rng, self.q, v.size, d)
+            set_packed_bits(packed, v, bernoulli(rng, self.p, (v.size,)))
+            parts.append(packed)
         packed = np.concatenate(parts) if parts else np.zeros((0, (d + 7) // 8), np.uint8)
         return {"bits": packed}
 
