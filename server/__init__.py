@@ -1,0 +1,1 @@
+"""ldptel collector: Flask app factory, ingest, export API, operator pages."""
