@@ -1,0 +1,288 @@
+"""The aggregator worker against a real (embedded) Redis: exactly-once under SIGKILL, concurrent
+workers, a Redis restart, lost claims, retention, undecodable entries, windows, config drift."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+from agg_support import (
+    aggregate_cmd,
+    random_batches,
+    reference,
+    run_aggregate,
+    same_state,
+    write_config,
+    xadd_batches,
+)
+
+from ldptel.aggregator import store
+from ldptel.aggregator.worker import StateMismatch, Worker
+from ldptel.redis_server import EmbeddedRedis
+from ldptel.streams import GROUP, state_key, stream_key
+
+
+def counted(r: redis.Redis, name: str, shards: int, window: int = 0) -> int:
+    return sum(int(r.hget(state_key(name, s), f"n:{window}") or 0) for s in range(shards))
+
+
+def pending(r: redis.Redis, name: str, shards: int) -> int:
+    total = 0
+    for s in range(shards):
+        try:
+            total += r.xpending(stream_key(name, s), GROUP)["pending"]
+        except redis.ResponseError:
+            pass
+    return total
+
+
+def test_drain_per_window_and_store_reads(redis_client: redis.Redis, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "hourly", "oracle": "oue", "epsilon": 1.0, "domain_size": 40, "window": "1h",
+         "shards": 3, "min_reports": 10}], aggregator={"read_count": 7})
+    camp = cfg.campaigns[0]
+    sent = {}
+    for i, w in enumerate((7200, 3600, 10800)):
+        sent[w] = xadd_batches(redis_client, camp, random_batches(camp, 3000 + 500 * i, 100, seed=i), w)
+    stats = Worker(cfg, redis_client).run(once=True)
+    assert stats.entries == sum(n // 100 for n in sent.values())
+    assert stats.reports == sum(sent.values())
+    ref = reference(redis_client, camp)
+    assert store.list_windows(redis_client, camp) == [3600, 7200, 10800]
+    assert store.window_counts(redis_client, camp) == dict(sorted(sent.items()))
+    for w, n in sent.items():
+        acc, got = store.load_accumulator(redis_client, camp, w)
+        assert got == n and same_state(acc, ref[w])
+    assert store.resolve_window(redis_client, camp, "latest") == 10800
+    assert store.resolve_window(redis_client, camp, None) == 10800
+    assert store.resolve_window(redis_client, camp, "3600") == 3600
+    for bad in ("1800", "-3600", "abc", "1e4", "99999999999999"):
+        with pytest.raises(store.WindowError):
+            store.resolve_window(redis_client, camp, bad)
+    assert store.load_accumulator(redis_client, camp, 0)[1] == 0
+    assert store.last_updated(redis_client, camp) is not None
+    # one accumulator field per (shard, window) after compaction
+    for s in range(3):
+        fields = [f for f in redis_client.hkeys(state_key(camp.name, s)) if f.startswith(b"acc:")]
+        assert len(fields) == len({store.field_window(f) for f in fields})
+    assert pending(redis_client, camp.name, 3) == 0
+
+
+def test_claimed_entries_are_not_committed_by_the_slow_worker(redis_client: redis.Redis,
+                                                               tmp_path: Path) -> None:
+    """A reads entries, B claims them (A looked dead) and commits; A's late commit is refused,
+    so each entry is counted once, by B."""
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "race", "oracle": "grr", "epsilon": 1.0, "domain_size": 8}],
+        aggregator={"read_count": 50, "claim_idle_ms": 1})
+    camp = cfg.campaigns[0]
+    total = xadd_batches(redis_client, camp, random_batches(camp, 2000, 100, seed=1))
+    a, b = Worker(cfg, redis_client, consumer="A"), Worker(cfg, redis_client, consumer="B")
+    a.setup()
+    slot = a.slots[0]
+    resp = redis_client.xreadgroup(GROUP, "A", {slot.stream: ">"}, count=8)
+    entries = resp[0][1]
+    time.sleep(0.01)
+    b.run(once=True)  # claims A's 8 pending entries (idle > 1 ms) and drains everything
+    assert counted(redis_client, camp.name, 1) == total
+    assert a.process(slot, entries) == 0 and a.stats.lost == 1
+    assert counted(redis_client, camp.name, 1) == total
+    a.run(once=True)
+    acc, n = store.load_accumulator(redis_client, camp, 0)
+    assert n == total and same_state(acc, reference(redis_client, camp)[0])
+
+
+def test_concurrent_compaction_retries(redis_client: redis.Redis, tmp_path: Path) -> None:
+    """A field replaced by another worker between read and commit makes the commit retry."""
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "cc", "oracle": "hadamard", "epsilon": 1.0, "domain_size": 30}])
+    camp = cfg.campaigns[0]
+    a, b = Worker(cfg, redis_client, consumer="A"), Worker(cfg, redis_client, consumer="B")
+    xadd_batches(redis_client, camp, random_batches(camp, 1000, 100, seed=2))
+    b.run(once=True)
+    slot = a.slots[0]
+    a.setup()
+    xadd_batches(redis_client, camp, random_batches(camp, 500, 100, seed=3))
+    entries = redis_client.xreadgroup(GROUP, "A", {slot.stream: ">"}, count=100)[0][1]
+    real_hmget = redis_client.hmget
+    calls = []
+
+    def hmget_then_compact(*args, **kwargs):  # B commits (replacing the field) right after A reads
+        out = real_hmget(*args, **kwargs)
+        if not calls:
+            calls.append(1)
+            xadd_batches(redis_client, camp, random_batches(camp, 300, 100, seed=4))
+            b.run(once=True)
+        return out
+
+    redis_client.hmget = hmget_then_compact
+    try:
+        assert a.process(slot, entries) == len(entries)
+    finally:
+        redis_client.hmget = real_hmget
+    acc, n = store.load_accumulator(redis_client, camp, 0)
+    assert n == 1800 and same_state(acc, reference(redis_client, camp)[0])
+
+
+def test_fault_sigkill_while_draining(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
+    """200 000 reports; the real worker process is SIGKILLed at random points ≥ 20 times while it
+    drains and restarted; the result equals an uninterrupted run over the same entries."""
+    agg = {"read_count": 3, "claim_idle_ms": 50, "block_ms": 50}
+    params = {"oracle": "grr", "epsilon": 1.0, "domain_size": 16, "shards": 2}
+    cfg = write_config(tmp_path / "fault.toml", [{"name": "fault", **params}], aggregator=agg)
+    ref_cfg = write_config(tmp_path / "ref.toml", [{"name": "ref", **params}], aggregator=agg)
+    camp, ref_camp = cfg.campaigns[0], ref_cfg.campaigns[0]
+    batches = random_batches(camp, 200_000, 50, seed=5)
+    accepted = xadd_batches(redis_client, camp, batches)
+    xadd_batches(redis_client, ref_camp, batches)
+    assert accepted == 200_000
+
+    rnd = random.Random(11)
+    kills_draining = kills_early = spawns = 0
+    while kills_draining < 20:
+        spawns += 1
+        assert spawns < 80, "could not kill the worker 20 times while draining"
+        before = counted(redis_client, "fault", 2)
+        assert before < accepted, f"drain finished after only {kills_draining} kills"
+        proc = subprocess.Popen(aggregate_cmd(tmp_path / "fault.toml", redis_url),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if spawns % 5 == 0:  # now and then a kill during start-up (claiming, first read)
+            time.sleep(rnd.uniform(0.0, 0.5))
+            kills_early += 1
+        else:  # wait for its first commit, then kill at a random point of the drain
+            while counted(redis_client, "fault", 2) == before and proc.poll() is None:
+                time.sleep(0.002)
+            time.sleep(rnd.uniform(0.0, 0.04))
+            kills_draining += proc.poll() is None
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert counted(redis_client, "fault", 2) < accepted
+    assert pending(redis_client, "fault", 2) > 0 or kills_draining == 0  # work left mid-flight
+
+    time.sleep(0.06)  # the dead consumers' entries become claimable
+    run_aggregate(tmp_path / "fault.toml", redis_url)
+    Worker(ref_cfg, redis_client).run(once=True)  # the uninterrupted run
+
+    acc, n = store.load_accumulator(redis_client, camp, 0)
+    ref_acc, ref_n = store.load_accumulator(redis_client, ref_camp, 0)
+    assert n == accepted == ref_n
+    assert same_state(acc, ref_acc) and same_state(acc, reference(redis_client, camp)[0])
+    est, ref_est = acc.estimate(), ref_acc.estimate()
+    assert np.array_equal(est.counts, ref_est.counts) and np.array_equal(est.normalized, ref_est.normalized)
+    assert pending(redis_client, "fault", 2) == 0
+    entries = sum(int(redis_client.hget(state_key("fault", s), "entries:0") or 0) for s in range(2))
+    assert entries == len(batches)
+
+
+def test_two_workers_at_once_equal_one(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
+    agg = {"read_count": 4, "claim_idle_ms": 40}  # short idle: they also steal from each other
+    params = {"oracle": "sue", "epsilon": 2.0, "domain_size": 50, "shards": 2}
+    write_config(tmp_path / "two.toml", [{"name": "two", **params}], aggregator=agg)
+    cfg = write_config(tmp_path / "one.toml", [{"name": "one", **params}], aggregator=agg)
+    batches = random_batches(cfg.campaigns[0], 60_000, 25, seed=6)
+    two = write_config(tmp_path / "two.toml", [{"name": "two", **params}], aggregator=agg).campaigns[0]
+    total = xadd_batches(redis_client, two, batches)
+    xadd_batches(redis_client, cfg.campaigns[0], batches)
+    procs = [subprocess.Popen(aggregate_cmd(tmp_path / "two.toml", redis_url), stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=90)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    drained = [int(out.split("drained ")[1].split()[0]) for out in outs]
+    assert all(d > 0 for d in drained), f"both workers must have drained something: {drained}"
+    time.sleep(0.05)
+    run_aggregate(tmp_path / "two.toml", redis_url)  # picks up anything a worker left pending
+    Worker(cfg, redis_client).run(once=True)
+    acc, n = store.load_accumulator(redis_client, two, 0)
+    one_acc, one_n = store.load_accumulator(redis_client, cfg.campaigns[0], 0)
+    assert n == one_n == total and same_state(acc, one_acc)
+    assert pending(redis_client, "two", 2) == 0
+
+
+def test_redis_restart_between_ingest_and_aggregation(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "persist", "oracle": "olh", "epsilon": 1.0, "domain_size": 64}])
+    camp = cfg.campaigns[0]
+    batches = random_batches(camp, 20_000, 500, seed=7)
+    server = EmbeddedRedis(data_dir=tmp_path / "redis").start()
+    try:
+        r = redis.Redis.from_url(server.url)
+        total = xadd_batches(r, camp, batches)
+        ref = reference(r, camp)[0]
+        r.close()
+        server.stop()  # graceful: SHUTDOWN writes the AOF
+        server = EmbeddedRedis(data_dir=tmp_path / "redis", port=server.port).start()
+        r = redis.Redis.from_url(server.url)
+        Worker(cfg, r).run(once=True)
+        acc, n = store.load_accumulator(r, camp, 0)
+        assert n == total and same_state(acc, ref)
+        # and the aggregated state survives a restart too
+        r.close()
+        server.stop()
+        server = EmbeddedRedis(data_dir=tmp_path / "redis", port=server.port).start()
+        r = redis.Redis.from_url(server.url)
+        acc, n = store.load_accumulator(r, camp, 0)
+        assert n == total and same_state(acc, ref)
+        r.close()
+    finally:
+        server.cleanup()
+
+
+def test_trim_keeps_pending_and_undelivered(redis_client: redis.Redis, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "trim", "oracle": "grr", "epsilon": 1.0, "domain_size": 8}],
+        aggregator={"retention_seconds": 0, "read_count": 100})
+    camp = cfg.campaigns[0]
+    key = stream_key("trim", 0)
+    xadd_batches(redis_client, camp, random_batches(camp, 1000, 100, seed=8))
+    w = Worker(cfg, redis_client)
+    w.run(once=True)
+    assert redis_client.xlen(key) == 0  # everything acknowledged and older than 0 s
+    xadd_batches(redis_client, camp, random_batches(camp, 500, 100, seed=9))
+    redis_client.xreadgroup(GROUP, "other", {key: ">"}, count=2)  # 2 pending to another consumer
+    xadd_batches(redis_client, camp, random_batches(camp, 300, 100, seed=10))  # undelivered
+    assert w.trim() == 0 and redis_client.xlen(key) == 8
+    w.step()  # reads and commits the 6 new entries, the 2 pending stay with "other"
+    w.trim()
+    assert redis_client.xlen(key) == 8  # the oldest entry is pending: nothing after it is trimmed
+    redis_client.xack(key, GROUP, *[e[0] for e in redis_client.xrange(key, count=2)])
+    w.trim()
+    assert redis_client.xlen(key) == 0
+
+
+def test_undecodable_entry_is_skipped_and_counted(redis_client: redis.Redis, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "bad", "oracle": "oue", "epsilon": 1.0, "domain_size": 16}])
+    camp = cfg.campaigns[0]
+    good = random_batches(camp, 600, 100, seed=11)
+    xadd_batches(redis_client, camp, good[:3])
+    redis_client.xadd(stream_key("bad", 0), {"batch": b"\xff\x00garbage", "window": 0, "count": 5})
+    wrong = camp.mechanism().encode_batch(np.arange(16), rng=np.random.default_rng(1))
+    wrong.unary.bits = wrong.unary.bits[:-1]  # wrong row length
+    xadd_batches(redis_client, camp, [wrong])
+    xadd_batches(redis_client, camp, good[3:])
+    logs: list[str] = []
+    stats = Worker(cfg, redis_client, log=logs.append).run(once=True)
+    assert stats.rejected == 2 and stats.reports == 600
+    acc, n = store.load_accumulator(redis_client, camp, 0)
+    ref = store.new_accumulator(camp)
+    for b in good:
+        ref.add(b)
+    assert n == 600 and same_state(acc, ref)
+    assert int(redis_client.hget(state_key("bad", 0), "rejected")) == 2
+    assert sum("skipped" in m for m in logs) == 2
+
+
+def test_changed_campaign_parameters_stop_the_worker(redis_client: redis.Redis, tmp_path: Path) -> None:
+    camp = {"name": "drift", "oracle": "grr", "epsilon": 1.0, "domain_size": 8}
+    cfg = write_config(tmp_path / "a.toml", [camp])
+    xadd_batches(redis_client, cfg.campaigns[0], random_batches(cfg.campaigns[0], 500, 100, seed=12))
+    Worker(cfg, redis_client).run(once=True)
+    changed = write_config(tmp_path / "b.toml", [{**camp, "domain_size": 9}])
+    with pytest.raises(StateMismatch, match="drift"):
+        Worker(changed, redis_client).run(once=True)
