@@ -13,6 +13,8 @@ holding their sum plus the new entries, bumps the counters and (4) ``XACK``s the
 a check fails, changes nothing. State fields are immutable (each has a fresh uid), so "the field
 still exists" means "it still holds what I read": a set of fields is replaced by their sum at most
 once, and the state of a window is always the sum of its fields (``ldptel.aggregator.store``).
+Which fields a commit folds in is size-tiered (``pick_fields``): for the fixed-size frequency
+states that is all of them, so a window normally has one field.
 
 Why nothing is lost or counted twice, wherever a worker or Redis dies:
 
@@ -104,6 +106,7 @@ return {r[1], #r[2]}
 TRIM_INTERVAL_S = 10.0
 PROGRESS_INTERVAL_S = 2.0
 COMPACT_RETRIES = 3
+TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 ONCE_GIVE_UP_S = 60.0  # --once: give up when Redis stays unreachable this long
 
 
@@ -261,7 +264,7 @@ class Worker:
                 n = self.step(block_ms=None if once else self.cfg.block_ms)
                 backoff, down_since = 0.1, None
                 self.housekeeping()
-                if once and n == 0:
+                if once and n == 0 and not any(slot.history for slot in self.slots):
                     break
             except (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.BusyLoadingError) as exc:
                 down_since = down_since or time.monotonic()
@@ -386,17 +389,17 @@ class Worker:
             compact = attempt < COMPACT_RETRIES
             dels: list[bytes] = []
             sets: list = []
+            fields = self.r.hkeys(slot.state) if compact and deltas else []
             for w, acc in deltas.items():
                 total = acc
-                if compact:
-                    old = [f for f in self.r.hkeys(slot.state) if store.field_window(f) == w]
-                    if old:
-                        total = slot.fresh().merge(acc)
-                        for f, data in zip(old, self.r.hmget(slot.state, old), strict=True):
-                            if data is None:
-                                continue  # compacted meanwhile; the script's check will refuse
-                            total.merge(store.decode_accumulator(slot.campaign, data, slot.template))
-                            dels.append(f)
+                old = self.pick_fields(slot, [f for f in fields if store.field_window(f) == w], acc)
+                if old:
+                    total = slot.fresh().merge(acc)
+                    for f, data in zip(old, self.r.hmget(slot.state, old), strict=True):
+                        if data is None:
+                            continue  # replaced meanwhile by another worker's field: left alone
+                        total.merge(store.decode_accumulator(slot.campaign, data, slot.template))
+                        dels.append(f)
                 sets += [store.acc_field(w, secrets.token_hex(8)), total.to_bytes(), f"updated:{w}", now_ms]
             args = [GROUP, self.consumer, len(ids), len(dels), len(sets) // 2, len(incr) // 2,
                     *ids, *dels, *sets, *incr]
@@ -407,6 +410,27 @@ class Worker:
                 return False
             # b"stale": another worker compacted this window meanwhile; read again
         raise RuntimeError("commit without compaction cannot be stale")  # pragma: no cover
+
+    def pick_fields(self, slot: Slot, fields: list[bytes], delta: Accumulator) -> list[bytes]:
+        """The stored fields of a window to fold into this commit's new field: smallest first, while
+        a field is at most twice the size gathered so far (size-tiered). Fixed-size states (every
+        frequency oracle) thus always end up as one field per window; a state that grows with
+        the reports keeps O(log N) fields and is rewritten O(log N) times, not on every commit."""
+        if not fields:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for f in fields:
+            pipe.hstrlen(slot.state, f)
+        gathered = sum(a.nbytes for a in delta.state.values())
+        chosen = []
+        for size, f in sorted(zip(pipe.execute(), fields, strict=True)):
+            if size == 0:
+                continue  # already replaced by another worker
+            if size > 2 * gathered + TIER_SLACK_BYTES:
+                break
+            chosen.append(f)
+            gathered += size
+        return chosen
 
     # --- retention --------------------------------------------------------------------------
     def trim(self) -> int:

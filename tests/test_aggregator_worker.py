@@ -98,6 +98,27 @@ def test_claimed_entries_are_not_committed_by_the_slow_worker(redis_client: redi
     assert n == total and same_state(acc, reference(redis_client, camp)[0])
 
 
+def test_once_finishes_its_own_pending_after_a_lost_commit(redis_client: redis.Redis,
+                                                           tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "part", "oracle": "grr", "epsilon": 1.0, "domain_size": 8}],
+        aggregator={"read_count": 50, "claim_idle_ms": 60_000})
+    camp = cfg.campaigns[0]
+    total = xadd_batches(redis_client, camp, random_batches(camp, 2000, 100, seed=13))
+    a = Worker(cfg, redis_client, consumer="A")
+    a.setup()
+    slot = a.slots[0]
+    entries = redis_client.xreadgroup(GROUP, "A", {slot.stream: ">"}, count=8)[0][1]
+    redis_client.xclaim(slot.stream, GROUP, "B", 0, [e[0] for e in entries[:3]])
+    assert a.process(slot, entries) == 0  # 3 of its entries now belong to B: nothing committed
+    a.run(once=True)  # its 5 remaining pending entries and all new ones, before exiting
+    assert redis_client.xpending_range(slot.stream, GROUP, "-", "+", 10, consumername="A") == []
+    assert counted(redis_client, "part", 1) == total - 300
+    Worker(cfg, redis_client, consumer="B").run(once=True)  # B's own 3
+    acc, n = store.load_accumulator(redis_client, camp, 0)
+    assert n == total and same_state(acc, reference(redis_client, camp)[0])
+
+
 def test_concurrent_compaction_retries(redis_client: redis.Redis, tmp_path: Path) -> None:
     """A field replaced by another worker between read and commit makes the commit retry."""
     cfg = write_config(tmp_path / "c.toml", [
