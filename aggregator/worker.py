@@ -261,6 +261,11 @@ class Worker:
                 if not ready:
                     self.setup()
                     ready = True
+                if not self.slots:  # nothing this worker can aggregate
+                    if once:
+                        break
+                    stop.wait(self.cfg.block_ms / 1000)
+                    continue
                 n = self.step(block_ms=None if once else self.cfg.block_ms)
                 backoff, down_since = 0.1, None
                 self.housekeeping()
@@ -275,6 +280,12 @@ class Worker:
                     slot.history = True
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
+                continue
+            except redis_lib.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                self.log("aggregate: a consumer group vanished (Redis data reset?); setting up again")
+                ready = False
                 continue
             if (progress and time.monotonic() - last_progress > PROGRESS_INTERVAL_S
                     and self.stats.entries != last_entries):

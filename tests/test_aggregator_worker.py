@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -251,6 +252,46 @@ def test_redis_restart_between_ingest_and_aggregation(tmp_path: Path) -> None:
         assert n == total and same_state(acc, ref)
         r.close()
     finally:
+        server.cleanup()
+
+
+def test_worker_survives_a_redis_restart_while_draining(tmp_path: Path) -> None:
+    """A running worker (thread) loses its connection mid-drain, Redis restarts on the same data
+    dir, the worker reconnects and counts everything once (the AOF holds stream, PEL and state)."""
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "bounce", "oracle": "hadamard", "epsilon": 1.0, "domain_size": 64}],
+        aggregator={"read_count": 2, "block_ms": 50})
+    camp = cfg.campaigns[0]
+    batches = random_batches(camp, 60_000, 50, seed=14)
+    server = EmbeddedRedis(data_dir=tmp_path / "redis").start()
+    stop = threading.Event()
+    try:
+        r = redis.Redis.from_url(server.url)
+        total = xadd_batches(r, camp, batches)
+        ref = reference(r, camp)[0]
+        worker = Worker(cfg, redis.Redis.from_url(server.url, socket_timeout=5), log=lambda _m: None)
+        thread = threading.Thread(target=worker.run, kwargs={"stop": stop}, daemon=True)
+        thread.start()
+        while counted(r, "bounce", 1) == 0:
+            time.sleep(0.005)
+        r.close()
+        server.stop()  # graceful; the worker is somewhere in its drain
+        server = EmbeddedRedis(data_dir=tmp_path / "redis", port=server.port).start()
+        r = redis.Redis.from_url(server.url)
+        assert 0 < counted(r, "bounce", 1) < total
+        more = xadd_batches(r, camp, random_batches(camp, 5000, 50, seed=15))
+        deadline = time.monotonic() + 30
+        while counted(r, "bounce", 1) < total + more:
+            assert time.monotonic() < deadline and thread.is_alive()
+            time.sleep(0.02)
+        stop.set()
+        thread.join(10)
+        acc, n = store.load_accumulator(r, camp, 0)
+        assert n == total + more and same_state(acc, reference(r, camp)[0])
+        assert pending(r, "bounce", 1) == 0 and ref.n == total
+        r.close()
+    finally:
+        stop.set()
         server.cleanup()
 
 
