@@ -47,7 +47,8 @@ class Hadamard(Mechanism):
         return self.scale**2
 
     def count_variance(self, counts: np.ndarray, n: int) -> np.ndarray:
-        c = np.clip(np.asarray(counts, dtype=np.float64), 0, n)
+        # linear in c: at the raw estimate (|ĉ| ≤ N·k) an unbiased variance estimate ≥ N·k(k − 1)
+        c = np.asarray(counts, dtype=np.float64)
         return n * self.scale**2 - c
 
     def randomize(self, values: np.ndarray, rng) -> dict:

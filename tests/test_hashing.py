@@ -1,0 +1,144 @@
+"""The server's vectorized hashes equal the client's ``xxhash`` ones bit for bit (DESIGN §4), and
+the OLH hash family behaves as OLH's estimator assumes (two distinct items collide w.p. 1/g).
+
+The references here are written from the formulas in ``ldptel.client.hashing``'s docstring using
+only the ``xxhash`` library and Python integers, so they do not share code with what they check.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import xxhash
+
+from ldptel.client import hashing
+from ldptel.client.mechanisms.olh import olh_g
+
+TWO32 = 1 << 32
+EDGE_U32 = np.array([0, 1, 2, 0x7FFFFFFF, 0x80000000, 0x80000001, TWO32 - 2, TWO32 - 1], dtype=np.uint32)
+# g for every ε the API accepts is in [2, round(e^10) + 1 = 22027]; include both ends and
+# non-powers of two (the interval arithmetic of olh_match_params is exact only if done right).
+G_VALUES = [2, 3, 4, 5, 8, 21, 1000, olh_g(10.0)]
+
+
+def ref_xxh32(value: int, seed: int) -> int:
+    return xxhash.xxh32_intdigest(int(value).to_bytes(4, "little"), seed=int(seed))
+
+
+def ref_olh(seed: int, key: int, g: int) -> int:
+    """H_seed(key) = floor(((a·key + b) mod 2^32)·g / 2^32), a = xxh32(seed, A) | 1, b = xxh32(seed, B)."""
+    a = ref_xxh32(seed, hashing.SEED_A) | 1
+    b = ref_xxh32(seed, hashing.SEED_B)
+    return ((a * key + b) % TWO32) * g // TWO32
+
+
+def random_u32(rng: np.random.Generator, n: int) -> np.ndarray:
+    return np.concatenate([EDGE_U32, rng.integers(0, TWO32, n, dtype=np.uint32)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, hashing.SEED_A, hashing.SEED_B, 0x7FFFFFFF, 0x80000000,
+                                  TWO32 - 1, 2_654_435_761])
+def test_xxh32_u32_scalar_seed_matches_xxhash(seed: int) -> None:
+    values = random_u32(np.random.default_rng(seed % 1000), 3000)
+    got = hashing.xxh32_u32(values, seed)
+    assert got.dtype == np.uint32
+    assert got.tolist() == [ref_xxh32(v, seed) for v in values.tolist()]
+    # the library wrapper the SDK uses agrees too
+    assert [hashing.xxh32_int(v, seed) for v in values[:50].tolist()] == got[:50].tolist()
+
+
+def test_xxh32_u32_per_element_seeds_match_xxhash() -> None:
+    rng = np.random.default_rng(11)
+    values = random_u32(rng, 20_000)
+    seeds = random_u32(rng, 20_000)[::-1].copy()  # edge seeds meet random values and vice versa
+    got = hashing.xxh32_u32(values, seeds)
+    assert got.tolist() == [ref_xxh32(v, s) for v, s in zip(values.tolist(), seeds.tolist(), strict=True)]
+
+
+def test_item_keys_and_seed_params() -> None:
+    assert hashing.item_keys(1000).tolist() == [ref_xxh32(v, 0) for v in range(1000)]
+    seeds = random_u32(np.random.default_rng(12), 5000)
+    a, b = hashing.seed_params(seeds)
+    assert a.tolist() == [ref_xxh32(s, hashing.SEED_A) | 1 for s in seeds.tolist()]
+    assert b.tolist() == [ref_xxh32(s, hashing.SEED_B) for s in seeds.tolist()]
+
+
+@pytest.mark.parametrize("g", G_VALUES)
+def test_olh_hash_scalar_and_batch_match_reference(g: int) -> None:
+    rng = np.random.default_rng(g)
+    seeds = random_u32(rng, 4000)
+    keys = random_u32(rng, 4000)[::-1].copy()
+    expected = [ref_olh(s, k, g) for s, k in zip(seeds.tolist(), keys.tolist(), strict=True)]
+    assert [hashing.olh_hash(s, k, g) for s, k in zip(seeds.tolist(), keys.tolist(), strict=True)] == expected
+    got = hashing.olh_hash_batch(seeds, keys, g)
+    assert got.tolist() == expected
+    assert int(got.max()) < g
+
+
+def keys_hitting(seed: int, targets: list[int]) -> list[int]:
+    """Keys x with (a·x + b) mod 2^32 equal to each target (a is odd, hence invertible)."""
+    a = ref_xxh32(seed, hashing.SEED_A) | 1
+    b = ref_xxh32(seed, hashing.SEED_B)
+    a_inv = pow(a, -1, TWO32)
+    return [((t - b) * a_inv) % TWO32 for t in targets]
+
+
+@pytest.mark.parametrize("g", G_VALUES)
+def test_olh_support_counts_match_brute_force(g: int) -> None:
+    """C[j] = #{i : H_seed_i(key_j) == y_i} from the server's interval test equals counting with
+    the reference hash, including keys placed exactly on the bucket edges of a report's y."""
+    rng = np.random.default_rng(100 + g)
+    n = 700  # not a multiple of the 255-report block
+    seeds = np.concatenate([EDGE_U32, rng.integers(0, TWO32, n - EDGE_U32.size, dtype=np.uint32)])
+    keys = [*EDGE_U32.tolist(), *hashing.item_keys(29).tolist()]  # 37 keys: not a multiple of 8
+    # y: the hash of one of the keys (so there are matches to count) or a uniform value in [g)
+    ys = []
+    for s in seeds.tolist():
+        if rng.random() < 0.5:
+            ys.append(ref_olh(s, keys[int(rng.integers(len(keys)))], g))
+        else:
+            ys.append(int(rng.integers(g)))
+    # bucket edges: u = lo − 1, lo, hi − 1, hi for the y of the first reports
+    for i in range(8):
+        s, y = int(seeds[i]), ys[i]
+        lo, hi = -(-y * TWO32 // g), -(-(y + 1) * TWO32 // g)
+        keys += keys_hitting(s, [(lo - 1) % TWO32, lo, hi - 1, hi % TWO32])
+    expected = np.zeros(len(keys), dtype=np.int64)
+    for s, y in zip(seeds.tolist(), ys, strict=True):
+        expected += np.array([ref_olh(s, k, g) == y for k in keys])
+    # the edge keys land on both sides of the bucket (else the edge test would test nothing)
+    for i in range(8):
+        edge = keys[-32 + 4 * i: len(keys) - 28 + 4 * i]
+        assert [ref_olh(int(seeds[i]), k, g) == ys[i] for k in edge] == [False, True, True, False]
+    a, b_shift, w = hashing.olh_match_params(seeds, np.array(ys, dtype=np.int64), g)
+    key_arr = np.array(keys, dtype=np.uint32)
+    np.testing.assert_array_equal(hashing.olh_support_counts(a, b_shift, w, key_arr), expected)
+    # another block size gives the same counts
+    np.testing.assert_array_equal(hashing.olh_support_counts(a, b_shift, w, key_arr, block=64), expected)
+
+
+def test_olh_pairwise_collision_rate_is_one_over_g() -> None:
+    """P(H_s(x) = H_s(x')) over a uniform seed s is 1/g for distinct keys x ≠ x' (the estimator's
+    q = 1/g). With n seeds the observed rate has sd sqrt((1/g)(1 − 1/g)/n); we test 4 values of g
+    × 4 pairs = 16 rates at 4 sd, so an exact hash family fails with probability ≤ 16·6.3e-5 ≈ 1e-3
+    (Bonferroni; normal approximation, fine at n·min(1/g) ≥ 18 expected collisions)."""
+    rng = np.random.default_rng(2024)
+    n = 400_000
+    seeds = rng.integers(0, TWO32, n, dtype=np.uint32)
+    items = hashing.item_keys(1024)
+    pairs = [
+        (items[3], items[4]),  # adjacent items of an integer domain
+        tuple(items[rng.choice(1024, 2, replace=False)]),  # a random pair of domain items
+        (np.uint32(0), np.uint32(TWO32 - 1)),  # edge keys
+        tuple(rng.integers(0, TWO32, 2, dtype=np.uint32)),  # two random 32-bit keys
+    ]
+    for g in (2, 4, 8, olh_g(10.0)):
+        sd = math.sqrt((1 / g) * (1 - 1 / g) / n)
+        for x, x2 in pairs:
+            assert x != x2
+            h1 = hashing.olh_hash_batch(seeds, np.full(n, x, dtype=np.uint32), g)
+            h2 = hashing.olh_hash_batch(seeds, np.full(n, x2, dtype=np.uint32), g)
+            rate = float(np.mean(h1 == h2))
+            assert abs(rate - 1 / g) <= 4 * sd, (g, int(x), int(x2), rate, 1 / g, sd)
