@@ -1,5 +1,9 @@
 """ldptel client SDK: on-device randomizers (frequency oracles) and report batching."""
 
 from ldptel.client.mechanisms import MECHANISMS, Mechanism, create_mechanism, recommend_oracle
+from ldptel.client.transport import FlushResult, TelemetryClient, TelemetryError
 
-__all__ = ["MECHANISMS", "Mechanism", "create_mechanism", "recommend_oracle"]
+__all__ = [
+    "MECHANISMS", "FlushResult", "Mechanism", "TelemetryClient", "TelemetryError", "create_mechanism",
+    "recommend_oracle",
+]

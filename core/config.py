@@ -117,7 +117,7 @@ class Campaign:
         if self.kind != "frequency":
             raise ValueError(f"campaign {self.name!r} is {self.kind}, not a frequency campaign")
         if self.oracle == "rappor":
-            return create_mechanism("rappor", **self.params)
+            return create_mechanism("rappor", **{k: self.params[k] for k in RAPPOR_KEYS})
         return create_mechanism(self.oracle, epsilon=self.epsilon, domain_size=self.domain_size)
 
     def public(self) -> dict:

@@ -12,6 +12,9 @@ Lua script or MULTI touching them runs on one Redis Cluster node.
                        with the XADD.
 - ``{…}:state``        aggregator state (hash: field per window → accumulator bytes, plus
                        counters), written atomically with the XACK of the entries it includes.
+- ``{…}:metrics``      collector counters of the (campaign, shard) (hash: ``accepted_batches``,
+                       ``accepted_reports``, ``duplicate_batches``, ``duplicate_reports``), updated
+                       by the same script as the XADD; read by ``/metrics``.
 - consumer group ``aggregators`` on each stream.
 
 A batch goes to shard ``xxh32(batch_id) mod shards``, so a retried batch meets its own dedupe
@@ -44,6 +47,10 @@ def seen_key(campaign: str, shard: int, batch_id: bytes) -> str:
 
 def state_key(campaign: str, shard: int = 0) -> str:
     return f"{tag(campaign, shard)}:state"
+
+
+def metrics_key(campaign: str, shard: int = 0) -> str:
+    return f"{tag(campaign, shard)}:metrics"
 
 
 def window_start(receive_time: float, window_seconds: int) -> int:

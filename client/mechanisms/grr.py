@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ldptel.client.mechanisms.base import PureMechanism
+from ldptel.client.mechanisms.validation import check_lengths, reject_first
 from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import GrrPayload, ReportBatch
 
@@ -55,3 +56,9 @@ class GRR(PureMechanism):
 
     def columns(self, batch: ReportBatch) -> dict:
         return {"values": np.asarray(batch.grr.values, dtype=np.int64)}
+
+    def validate_columns(self, columns: dict, count: int) -> None:
+        """``count`` values, each in [0, d)."""
+        check_lengths(columns, count, ["values"])
+        v, d = columns["values"], self.domain_size
+        reject_first([((v < 0) | (v >= d), lambda i: f"value {v[i]} is not in [0, {d})")])

@@ -1,0 +1,197 @@
+"""The SDK's on-disk queue: randomized reports waiting to be sent, in one SQLite file.
+
+Tables:
+
+- ``reports(id, campaign, count, batch, chunk)`` — ``batch`` is a serialized ``ReportBatch``
+  holding ``count`` already-randomized reports (one for ``report()``; raw values are never
+  stored); ``chunk`` is NULL until the row is assigned to a chunk;
+- ``chunks(id, campaign, batch_id)`` — a group of rows of one campaign that is sent as one
+  ``ReportBatch`` under a fixed random ``batch_id``. The assignment is committed *before* the
+  first attempt, so every retry (also after a crash or restart) re-sends the same reports under
+  the same id and the collector stores them once;
+- ``meta(key, value)`` — the device secret (RAPPOR's memoized permanent randomized response must
+  survive restarts) and the cached campaign configs.
+
+WAL journal: a committed report survives the process being killed. One connection guarded by a
+lock, so a ``ReportQueue`` can be shared by threads; several processes may share the file
+(SQLite locking; at worst a chunk is sent twice and deduplicated by the collector).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS reports (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    campaign TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    batch BLOB NOT NULL,
+    chunk INTEGER
+);
+CREATE INDEX IF NOT EXISTS reports_chunk ON reports (chunk, campaign, id);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    campaign TEXT NOT NULL,
+    batch_id BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Rows of one campaign to send as one batch under ``batch_id``."""
+
+    id: int
+    campaign: str
+    batch_id: bytes
+    batches: list[bytes]  # serialized ReportBatch rows, in queue order
+    count: int  # reports in all rows
+
+
+class ReportQueue:
+    """Thread-safe SQLite queue of randomized report rows (see module docstring)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
+                                   check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # durable against process crashes
+        self._db.executescript(SCHEMA)
+
+    # --- writing ------------------------------------------------------------------------------
+    def append(self, campaign: str, count: int, batch: bytes) -> None:
+        """Queue one row of ``count`` randomized reports (committed on return)."""
+        self.append_many([(campaign, count, batch)])
+
+    def append_many(self, rows: Iterable[tuple[str, int, bytes]]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT INTO reports (campaign, count, batch) VALUES (?, ?, ?)",
+                                     ((c, int(n), b) for c, n, b in rows))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    # --- chunks -------------------------------------------------------------------------------
+    def next_chunk(self, max_reports: int) -> Chunk | None:
+        """The oldest chunk not yet delivered, or a new one: the oldest unassigned rows of one
+        campaign, at most ``max_reports`` reports (at least one row). None if the queue is empty."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                chunk = self._open_chunk() or self._new_chunk(max_reports)
+                self._db.execute("COMMIT")
+                return chunk
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _open_chunk(self) -> Chunk | None:
+        row = self._db.execute("SELECT id, campaign, batch_id FROM chunks ORDER BY id LIMIT 1").fetchone()
+        if row is None:
+            return None
+        rows = self._db.execute("SELECT count, batch FROM reports WHERE chunk = ? ORDER BY id",
+                                (row[0],)).fetchall()
+        if not rows:  # emptied by another process
+            self._db.execute("DELETE FROM chunks WHERE id = ?", (row[0],))
+            return self._open_chunk()
+        return Chunk(row[0], row[1], bytes(row[2]), [bytes(b) for _, b in rows], sum(n for n, _ in rows))
+
+    def _new_chunk(self, max_reports: int) -> Chunk | None:
+        first = self._db.execute(
+            "SELECT campaign FROM reports WHERE chunk IS NULL ORDER BY id LIMIT 1").fetchone()
+        if first is None:
+            return None
+        campaign = first[0]
+        picked: list[tuple[int, int, bytes]] = []
+        total = 0
+        for rid, n, b in self._db.execute(
+                "SELECT id, count, batch FROM reports WHERE chunk IS NULL AND campaign = ? "
+                "ORDER BY id LIMIT ?", (campaign, max(1, max_reports))):
+            if picked and total + n > max_reports:
+                break
+            picked.append((rid, n, bytes(b)))
+            total += n
+        batch_id = os.urandom(16)
+        cur = self._db.execute("INSERT INTO chunks (campaign, batch_id) VALUES (?, ?)", (campaign, batch_id))
+        chunk_id = cur.lastrowid
+        self._db.executemany("UPDATE reports SET chunk = ? WHERE id = ?", ((chunk_id, r[0]) for r in picked))
+        return Chunk(chunk_id, campaign, batch_id, [r[2] for r in picked], total)
+
+    def complete(self, chunk: Chunk) -> None:
+        """Remove a delivered (or deliberately dropped) chunk and its reports."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM reports WHERE chunk = ?", (chunk.id,))
+                self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def release(self, chunk: Chunk) -> None:
+        """Return a chunk's rows to the queue unassigned (only for a chunk the collector refused
+        as a whole, e.g. too large, so that it is regrouped under a new batch_id)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("UPDATE reports SET chunk = NULL WHERE chunk = ?", (chunk.id,))
+                self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    # --- inspection and metadata ---------------------------------------------------------------
+    def pending(self, campaign: str | None = None) -> int:
+        """Reports still queued (assigned to a chunk or not)."""
+        with self._lock:
+            if campaign is None:
+                row = self._db.execute("SELECT COALESCE(SUM(count), 0) FROM reports").fetchone()
+            else:
+                row = self._db.execute("SELECT COALESCE(SUM(count), 0) FROM reports WHERE campaign = ?",
+                                       (campaign,)).fetchone()
+            return int(row[0])
+
+    def get_meta(self, key: str) -> bytes | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return None if row is None else bytes(row[0])
+
+    def set_meta(self, key: str, value: bytes) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def meta_setdefault(self, key: str, make: Callable[[], bytes]) -> bytes:
+        """The value of ``key``, storing ``make()`` first if there is none (atomic)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+                if row is None:
+                    value = make()
+                    self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+                else:
+                    value = bytes(row[0])
+                self._db.execute("COMMIT")
+                return value
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,149 @@
+"""Flask app factory.
+
+``create_app(config, redis_url)`` builds the collector: one Redis client and the validated config
+in ``app.extensions["ldptel"]`` (a ``ServerState``), the blueprints of ``BLUEPRINT_MODULES``
+(each module exposes ``bp``), JSON errors (``{"error", "detail"}``, DESIGN §3) and request
+metrics. To add an API, append its module to ``BLUEPRINT_MODULES`` or pass ``blueprints=``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from flask import Blueprint, Flask, current_app, g, jsonify, request
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+from werkzeug.exceptions import HTTPException
+
+from ldptel.config import Campaign, Config
+from ldptel.server.metrics import Metrics
+
+log = logging.getLogger("ldptel.server")
+
+# Blueprint modules registered by default, in order; each exposes ``bp``. The export API and
+# operator pages (server/export.py) are added here when they land.
+BLUEPRINT_MODULES: list[str] = [
+    "ldptel.server.ingest",
+    "ldptel.server.health",
+    "ldptel.server.export",
+]
+
+
+@dataclass
+class ServerState:
+    """What the blueprints share: ``app.extensions["ldptel"]``."""
+
+    config: Config
+    redis: redis.Redis
+    redis_url: str
+    metrics: Metrics
+    mechanisms: dict[str, Any] = field(default_factory=dict)  # campaign name → Mechanism
+    unsupported: dict[str, str] = field(default_factory=dict)  # campaign name → why not
+    scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
+
+    def campaign(self, name: str) -> Campaign | None:
+        return self.config.campaign(name)
+
+
+def state() -> ServerState:
+    """The ``ServerState`` of the current app."""
+    return current_app.extensions["ldptel"]
+
+
+def error_response(status: int, error: str, detail: Any = None, headers: dict | None = None):
+    """A JSON error response ``{"error": error, "detail": detail}`` (DESIGN §3)."""
+    resp = jsonify({"error": error, "detail": detail})
+    resp.status_code = status
+    for k, v in (headers or {}).items():
+        resp.headers[k] = v
+    return resp
+
+
+def redis_client(url: str) -> redis.Redis:
+    """A Redis client that fails fast when the server is down (the request answers 503) and
+    reconnects by itself once it is back: short connect timeout, two quick retries."""
+    return redis.Redis.from_url(
+        url, socket_connect_timeout=2.0, socket_timeout=10.0,
+        retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), 2), health_check_interval=0,
+    )
+
+
+def build_mechanisms(config: Config) -> tuple[dict[str, Any], dict[str, str]]:
+    """One mechanism object per campaign (``Campaign.mechanism()``), and the reasons for the
+    campaigns the collector cannot validate yet (no mechanism or no ``validate_columns``)."""
+    from ldptel.client.mechanisms.base import Mechanism
+
+    mechs: dict[str, Any] = {}
+    unsupported: dict[str, str] = {}
+    for camp in config.campaigns:
+        try:
+            mech = camp.mechanism()
+        except (ValueError, NotImplementedError, ImportError) as exc:
+            unsupported[camp.name] = f"no collector support for this campaign yet: {exc}"
+            continue
+        if type(mech).validate_columns is Mechanism.validate_columns:
+            unsupported[camp.name] = f"{type(mech).__name__} has no validator yet"
+            continue
+        mechs[camp.name] = mech
+    return mechs, unsupported
+
+
+def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] | None = None) -> Flask:
+    """The collector app. ``blueprints`` (default: the ``bp`` of every ``BLUEPRINT_MODULES``
+    entry) are registered in order."""
+    app = Flask("ldptel.server")
+    app.config["MAX_CONTENT_LENGTH"] = config.server.max_body_bytes
+    app.config["JSON_SORT_KEYS"] = False
+    if config.server.secret_key:
+        app.secret_key = config.server.secret_key
+    client = redis_client(redis_url)
+    mechs, unsupported = build_mechanisms(config)
+    for name, why in unsupported.items():
+        log.warning("campaign %s: %s", name, why)
+    app.extensions["ldptel"] = ServerState(
+        config=config, redis=client, redis_url=redis_url, metrics=Metrics(client),
+        mechanisms=mechs, unsupported=unsupported,
+    )
+    if blueprints is None:
+        blueprints = [importlib.import_module(m).bp for m in BLUEPRINT_MODULES]
+    for bp in blueprints:
+        app.register_blueprint(bp)
+    _install_hooks(app)
+    return app
+
+
+def _install_hooks(app: Flask) -> None:
+    @app.before_request
+    def _start_timer() -> None:
+        g.ldptel_t0 = time.perf_counter()
+
+    @app.after_request
+    def _observe(response):
+        t0 = g.pop("ldptel_t0", None)
+        if t0 is not None:
+            state().metrics.observe_request(request.endpoint or "none", response.status_code,
+                                            time.perf_counter() - t0)
+        return response
+
+    @app.errorhandler(redis.RedisError)
+    def _redis_down(exc: redis.RedisError):
+        log.warning("redis unavailable: %s", exc)
+        state().metrics.reject(None, "redis_unavailable")
+        return error_response(503, "unavailable", "storage is unavailable; retry later",
+                              {"Retry-After": "1"})
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):
+        if exc.code == 413:
+            state().metrics.reject(None, "body_too_large")
+            return error_response(413, "too_large",
+                                  f"request body exceeds {app.config['MAX_CONTENT_LENGTH']} bytes",
+                                  {"Connection": "close"})
+        name = (exc.name or "error").lower().replace(" ", "_")
+        return error_response(exc.code or 500, name, exc.description)

@@ -1,0 +1,127 @@
+"""Ingest API: ``GET /v1/campaigns`` and ``POST /v1/reports`` (DESIGN §3).
+
+``POST /v1/reports`` — ``Authorization: Bearer <ingest token>``,
+``Content-Type: application/x-protobuf``, body a serialized ``ReportBatch``:
+
+- checks in order: token (401), content type (415), body size (413), per-token rate limit (429),
+  the batch (400 / 413, ``server.validation``); Redis errors answer 503;
+- stores a valid batch with ``INGEST_SCRIPT``: one atomic step that drops it if its ``batch_id``
+  was seen (``streams.seen_key``), else XADDs ``{batch, window, count}`` to
+  ``streams.stream_key(campaign, streams.shard_of(batch_id, shards))`` and marks the id seen for
+  ``streams.DEDUPE_TTL_SECONDS``; it also counts accepted / duplicate batches and reports;
+- answers ``202 {"accepted": n, "duplicate": false}``, or ``202 {"accepted": 0, "duplicate": true}``
+  for a batch already stored (a retry: the client must not send it again).
+
+The stream entry holds no IP, token, user agent or precise time: the receive time is rounded down
+to the campaign's window (``streams.window_start``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from flask import Blueprint, g, jsonify, request
+
+from ldptel import streams
+from ldptel.server.app import error_response, state
+from ldptel.server.auth import require_token
+from ldptel.server.ratelimit import check_rate
+from ldptel.server.validation import Rejection, validate_batch
+
+bp = Blueprint("ingest", __name__)
+
+PROTOBUF_TYPES = ("application/x-protobuf", "application/protobuf")
+
+# KEYS: seen marker, stream, metrics hash (one hash tag); ARGV: ttl, batch, window, count.
+# EXISTS → XADD → SET: a failing XADD (e.g. OOM) leaves no marker, so the retry is not lost.
+INGEST_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[3], 'duplicate_batches', 1)
+  redis.call('HINCRBY', KEYS[3], 'duplicate_reports', ARGV[4])
+  return false
+end
+local id = redis.call('XADD', KEYS[2], '*', 'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4])
+redis.call('SET', KEYS[1], id, 'EX', ARGV[1])
+redis.call('HINCRBY', KEYS[3], 'accepted_batches', 1)
+redis.call('HINCRBY', KEYS[3], 'accepted_reports', ARGV[4])
+return id
+"""
+
+
+def _script():
+    st = state()
+    script = st.scripts.get("ingest")
+    if script is None:
+        script = st.scripts["ingest"] = st.redis.register_script(INGEST_SCRIPT)
+    return script
+
+
+def read_body(limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes, else 413. With a Content-Length Werkzeug
+    enforces the limit; a chunked body (no length) is read from the server-terminated input up to
+    ``limit`` + 1 bytes, so one byte too many is detected exactly."""
+    if request.content_length is not None or "wsgi.input_terminated" not in request.environ:
+        return request.get_data(cache=False)
+    stream = request.environ["wsgi.input"]
+    parts, size = [], 0
+    while size <= limit:
+        part = stream.read(limit + 1 - size)
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    if size > limit:
+        raise Rejection(413, "too_large", f"request body exceeds {limit} bytes", "body_too_large")
+    return b"".join(parts)
+
+
+@bp.get("/v1/campaigns")
+@require_token("ingest", "export")
+def list_campaigns():
+    """Public configs of the campaigns clients can report to."""
+    st = state()
+    campaigns = [c.public() for c in st.config.campaigns if c.name in st.mechanisms]
+    resp = jsonify({"campaigns": campaigns})
+    resp.headers["Cache-Control"] = "private, max-age=60"
+    return resp
+
+
+@bp.post("/v1/reports")
+@require_token("ingest")
+def post_reports():
+    st = state()
+    cfg = st.config.server
+    retry_after = 0
+    try:
+        if request.mimetype not in PROTOBUF_TYPES:
+            raise Rejection(415, "unsupported_media_type",
+                            f"Content-Type must be application/x-protobuf, got {request.mimetype or 'none'}",
+                            "content_type")
+        if request.content_length is not None and request.content_length > cfg.max_body_bytes:
+            raise Rejection(413, "too_large", f"request body exceeds {cfg.max_body_bytes} bytes",
+                            "body_too_large")
+        allowed, retry_after = check_rate(st.redis, g.ldptel_token_id, cfg.rate_limit_per_minute)
+        if not allowed:
+            raise Rejection(429, "rate_limited",
+                            f"over {cfg.rate_limit_per_minute} requests per minute for this token",
+                            "rate_limited")
+        body = read_body(cfg.max_body_bytes)
+        valid = validate_batch(body, st.config, st.mechanisms, st.unsupported)
+    except Rejection as rej:
+        st.metrics.reject(rej.campaign, rej.reason)
+        headers = {"Retry-After": str(retry_after)} if rej.status == 429 else None
+        if rej.status == 413:  # the rest of the body may still be on the wire
+            headers = {"Connection": "close"}
+        return error_response(rej.status, rej.error, rej.detail, headers)
+
+    camp = valid.campaign
+    shard = streams.shard_of(valid.batch_id, camp.shards)
+    window = streams.window_start(time.time(), camp.window_seconds)
+    entry = _script()(
+        keys=[streams.seen_key(camp.name, shard, valid.batch_id), streams.stream_key(camp.name, shard),
+              streams.metrics_key(camp.name, shard)],
+        args=[streams.DEDUPE_TTL_SECONDS, valid.data, window, valid.count],
+    )
+    if entry is None:
+        return jsonify({"accepted": 0, "duplicate": True}), 202
+    return jsonify({"accepted": valid.count, "duplicate": False}), 202

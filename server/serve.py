@@ -1,0 +1,120 @@
+"""``ldptel serve --config FILE [--redis-url URL] [--host H] [--port P] [--workers N]``.
+
+Loads and validates the config (a bad one exits 2 with a message naming the key, via the CLI),
+picks Redis — ``--redis-url``, else ``$REDIS_URL``, else an embedded ``redis-server`` whose URL is
+printed, with its data (AOF) under ``$LDPTEL_DATA_DIR`` (default ``~/.local/share/ldptel``) in a
+directory per config file — and runs the collector app under gunicorn with ``--workers`` worker
+processes bound to ``--host`` (127.0.0.1 by default). With an embedded Redis an aggregator runs
+beside the collector (``start_aggregator``). Ctrl-C / SIGTERM stop everything cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from ldptel.config import Config, load_config
+
+WORKER_CLASS = "gthread"  # keep-alive connections; threads per worker below
+THREADS = 4
+
+
+class CollectorApplication(BaseApplication):
+    """gunicorn application serving ``create_app(config, redis_url)``; the app is built in each
+    worker after the fork (no shared Redis connections)."""
+
+    def __init__(self, config: Config, redis_url: str, options: dict[str, Any]) -> None:
+        self.config, self.redis_url, self.options = config, redis_url, options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        from ldptel.server.app import create_app
+
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s")
+        return create_app(self.config, self.redis_url)
+
+
+def gunicorn_options(host: str, port: int, workers: int) -> dict[str, Any]:
+    return {
+        "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        "workers": workers,
+        "worker_class": WORKER_CLASS,
+        "threads": THREADS,
+        "keepalive": 30,
+        "timeout": 60,
+        "graceful_timeout": 10,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": "info",
+        "proc_name": "ldptel-serve",
+        "control_socket_disable": True,  # one fixed path per user would clash between instances
+    }
+
+
+def default_data_dir(config_path: str | os.PathLike | None) -> Path:
+    """``$LDPTEL_DATA_DIR`` or ``~/.local/share/ldptel``, plus ``redis-<config stem>-<hash>``, so a
+    restarted ``ldptel serve`` of the same config finds its data again."""
+    base = Path(os.environ.get("LDPTEL_DATA_DIR") or Path.home() / ".local" / "share" / "ldptel")
+    cfg = Path(config_path).resolve() if config_path else Path("ldptel")
+    digest = hashlib.sha256(str(cfg).encode()).hexdigest()[:10]
+    return base / f"redis-{cfg.stem}-{digest}"
+
+
+# ---------------------------------------------------------------------------------------------
+# HOOK (aggregator issue): an aggregator beside the collector when Redis is embedded.
+# ``ldptel.aggregator.worker.start_beside_collector(config, redis_url)`` — when it exists — is
+# called once before gunicorn starts and must return an object with ``stop()`` (called at exit),
+# e.g. a thread or process draining the streams. Until then nothing runs here.
+# ---------------------------------------------------------------------------------------------
+def start_aggregator(config: Config, redis_url: str) -> Any | None:
+    try:
+        from ldptel.aggregator.worker import start_beside_collector  # type: ignore[attr-defined]
+    except ImportError as exc:
+        if exc.name in ("ldptel.aggregator.worker", "ldptel.aggregator"):
+            return None
+        raise
+    return start_beside_collector(config, redis_url)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Entry point of ``ldptel serve``; returns the exit status."""
+    config = load_config(args.config)
+    if args.workers < 1:
+        print("ldptel serve: --workers must be at least 1", file=sys.stderr)
+        return 2
+    redis_url = args.redis_url or os.environ.get("REDIS_URL")
+    embedded = None
+    aggregator = None
+    try:
+        if not redis_url:
+            from ldptel.redis_server import EmbeddedRedis
+
+            embedded = EmbeddedRedis(data_dir=default_data_dir(args.config)).start()
+            redis_url = embedded.url
+            print(f"ldptel: embedded Redis at {redis_url} (data in {embedded.data_dir})", flush=True)
+            aggregator = start_aggregator(config, redis_url)
+        print(f"ldptel: collector on http://{args.host}:{args.port} "
+              f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
+        try:
+            options = gunicorn_options(args.host, args.port, args.workers)
+            CollectorApplication(config, redis_url, options).run()
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return 0
+    finally:
+        if aggregator is not None:
+            aggregator.stop()
+        if embedded is not None:
+            embedded.stop()

@@ -1,0 +1,144 @@
+"""All-or-nothing validation of one ``ReportBatch`` body against its campaign.
+
+Order of checks (the first failure rejects the whole batch, nothing is stored):
+
+1. the body parses as a ``ReportBatch`` (else 400 ``malformed_batch``);
+2. ``schema_version`` = 1, ``batch_id`` of 16 bytes (400 ``invalid_batch``);
+3. the campaign exists (400 ``unknown_campaign``) and the collector can validate it
+   (400 ``unsupported_campaign``);
+4. 1 ≤ ``count`` ≤ ``server.max_reports_per_batch`` (400 ``invalid_batch`` / 413 ``too_many_reports``);
+5. the payload kind is the campaign's (400 ``wrong_payload``);
+6. wire-level shape of packed bit fields: bit rows of whole reports, zero padding of bit-packed
+   per-report signs (400 ``invalid_report`` with the index);
+7. ``mech.columns(batch)`` then ``mech.validate_columns(columns, count)``: per-mechanism ranges
+   and the poisoning defence (400 ``invalid_report`` naming the index and reason).
+
+The batch that is stored is the parsed message re-serialized without unknown fields, so nothing a
+client adds beyond the schema reaches the stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from ldptel.client.mechanisms.base import InvalidReport
+from ldptel.client.mechanisms.validation import ImplausibleReport
+from ldptel.config import Campaign, Config
+from ldptel.proto import SCHEMA_VERSION, ReportBatch
+
+BATCH_ID_BYTES = 16
+
+# payload → (bytes field holding one packed bit row per report, row length in bytes)
+BIT_ROW_FIELDS = {
+    "unary": ("bits", lambda m: (m.domain_size + 7) // 8),
+    "rappor": ("bits", lambda m: (m.bloom_bits + 7) // 8),
+}
+# payload → bytes field holding one bit per report, packed over the batch (np.packbits)
+PACKED_BIT_FIELDS = {"hadamard": "signs"}
+
+
+class Rejection(Exception):
+    """A rejected request: HTTP ``status``, ``error`` code and ``detail`` of the JSON body, and the
+    metric ``reason`` (with ``campaign`` when it names a configured one)."""
+
+    def __init__(self, status: int, error: str, detail: Any, reason: str | None = None,
+                 campaign: str | None = None) -> None:
+        super().__init__(f"{status} {error}: {detail}")
+        self.status, self.error, self.detail = status, error, detail
+        self.reason = reason or error
+        self.campaign = campaign
+
+
+@dataclass
+class ValidBatch:
+    campaign: Campaign
+    batch_id: bytes
+    count: int
+    data: bytes  # the batch to store (re-serialized, unknown fields dropped)
+
+
+def invalid_report(campaign: str, index: int | None, reason: str,
+                   metric: str = "invalid_report") -> Rejection:
+    return Rejection(400, "invalid_report", {"index": index, "reason": reason}, metric, campaign)
+
+
+def parse_batch(body: bytes) -> ReportBatch:
+    """The ``ReportBatch`` of ``body`` (400 ``malformed_batch`` if it does not parse)."""
+    if not body:
+        raise Rejection(400, "malformed_batch", "empty body: expected a serialized ReportBatch")
+    try:
+        return ReportBatch.FromString(body)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise Rejection(400, "malformed_batch", f"not a valid ReportBatch protobuf: {exc}") from None
+
+
+def _check_wire_shape(name: str, batch: ReportBatch, payload: str, mech: Any, count: int) -> None:
+    msg = getattr(batch, payload)
+    if payload in BIT_ROW_FIELDS:
+        field, row_of = BIT_ROW_FIELDS[payload]
+        raw, row = getattr(msg, field), row_of(mech)
+        if len(raw) != count * row:
+            index = min(len(raw) // row, count)
+            raise invalid_report(name, index, f"{field} must hold {count} rows of {row} bytes, "
+                                              f"got {len(raw)} bytes")
+    if payload in PACKED_BIT_FIELDS:
+        field = PACKED_BIT_FIELDS[payload]
+        raw = getattr(msg, field)
+        need = (count + 7) // 8
+        if len(raw) != need:
+            raise invalid_report(name, min(8 * len(raw), count),
+                                 f"{field} must hold {need} bytes for {count} reports, got {len(raw)}")
+        pad = (-count) % 8
+        if pad and raw[-1] & ((1 << pad) - 1):
+            raise invalid_report(name, count - 1, f"{field} padding bits after report {count - 1} "
+                                                  "must be zero")
+
+
+def validate_batch(body: bytes, config: Config, mechanisms: dict[str, Any],
+                   unsupported: dict[str, str] | None = None) -> ValidBatch:
+    """Validate ``body`` as one batch of a configured campaign; raise ``Rejection`` otherwise."""
+    batch = parse_batch(body)
+    if batch.schema_version != SCHEMA_VERSION:
+        raise Rejection(400, "invalid_batch",
+                        f"schema_version must be {SCHEMA_VERSION}, got {batch.schema_version}")
+    if len(batch.batch_id) != BATCH_ID_BYTES:
+        raise Rejection(400, "invalid_batch",
+                        f"batch_id must be {BATCH_ID_BYTES} bytes, got {len(batch.batch_id)}")
+    campaign = config.campaign(batch.campaign)
+    if campaign is None:
+        shown = batch.campaign if len(batch.campaign) <= 64 else batch.campaign[:64] + "…"
+        raise Rejection(400, "unknown_campaign", f"no campaign named {shown!r}")
+    name = campaign.name
+    mech = mechanisms.get(name)
+    if mech is None:
+        why = (unsupported or {}).get(name, "no validator for this campaign")
+        raise Rejection(400, "unsupported_campaign", why, campaign=name)
+    count = batch.count
+    if count < 1:
+        raise Rejection(400, "invalid_batch", "count must be at least 1", campaign=name)
+    limit = config.server.max_reports_per_batch
+    if count > limit:
+        raise Rejection(413, "too_many_reports", f"count {count} exceeds {limit} reports per batch",
+                        campaign=name)
+    payload = batch.WhichOneof("payload")
+    if payload != mech.payload:
+        raise Rejection(400, "wrong_payload", f"campaign {name!r} takes {mech.payload} payloads, "
+                                              f"got {payload or 'none'}", campaign=name)
+    _check_wire_shape(name, batch, payload, mech, count)
+    try:
+        columns = mech.columns(batch)
+        mech.validate_columns(columns, count)
+    except InvalidReport as exc:
+        metric = "implausible_bits" if isinstance(exc, ImplausibleReport) else "invalid_report"
+        raise invalid_report(name, exc.index, exc.reason, metric) from None
+    except ValueError as exc:
+        raise invalid_report(name, None, str(exc)) from None
+    batch.DiscardUnknownFields()
+    return ValidBatch(campaign=campaign, batch_id=bytes(batch.batch_id), count=int(count),
+                      data=batch.SerializeToString())
+
+
+__all__ = ["Rejection", "ValidBatch", "parse_batch", "validate_batch"]

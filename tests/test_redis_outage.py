@@ -1,0 +1,51 @@
+"""Redis goes down under a running collector: ingest answers 503 and stores nothing, the SDK keeps
+its queue, and once Redis is back (same data directory and port, AOF reloaded) every report
+arrives exactly once. Uses its own embedded Redis, not the session one."""
+
+from __future__ import annotations
+
+import redis
+from ingest_support import INGEST_TOKEN, Poster, config_text, request, start_collector, stored_reports
+
+from ldptel.client import TelemetryClient
+from ldptel.redis_server import EmbeddedRedis
+
+
+def test_redis_down_then_back(tmp_path):
+    server = EmbeddedRedis(data_dir=tmp_path / "redis").start()
+    collector = None
+    try:
+        collector = start_collector(tmp_path / "collector", config_text(), server.url, workers=2)
+        client = TelemetryClient(collector.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite",
+                                 batch_size=40, backoff_base=0.05, max_backoff=0.5)
+        for v in range(30):  # before the outage: stored, and must survive the restart (AOF)
+            client.report("olh", v)
+        assert client.flush().accepted == 30
+
+        server.stop()
+        for v in range(100):
+            client.report("olh", v)
+        for v in range(20):
+            client.report("grr", v % 5)
+        poster = Poster(collector.url)
+        body = client.mechanism("olh").encode_batch([1, 2], campaign="olh").SerializeToString()
+        status, data = poster.post(body)
+        assert status == 503 and data["error"] == "unavailable"
+        assert request(collector.url, "GET", "/healthz")[0] == 503
+        result = client.flush(timeout=1.0)
+        assert (result.accepted, result.pending) == (0, 120) and "503" in result.error
+        assert client.pending() == 120
+
+        server = EmbeddedRedis(data_dir=tmp_path / "redis", port=server.port).start()
+        result = client.flush(timeout=30)
+        assert (result.accepted, result.duplicates, result.pending) == (120, 0, 0)
+        client.close()
+        rc = redis.Redis.from_url(server.url)
+        assert stored_reports(rc, "olh") == 130 and stored_reports(rc, "grr") == 20
+        assert poster.post(body)[0] == 202  # the collector reconnected by itself
+        poster.close()
+        rc.close()
+    finally:
+        if collector is not None:
+            collector.stop()
+        server.cleanup()

@@ -1,0 +1,93 @@
+"""``Mechanism.validate_columns`` (in process): the poisoning bounds are the exact binomial-tail
+quantiles (checked against scipy), honest batches pass, and each kind of bad report is rejected at
+its index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ldptel.client import create_mechanism
+from ldptel.client.mechanisms.base import InvalidReport
+from ldptel.client.mechanisms.validation import (
+    FALSE_REJECT,
+    ImplausibleReport,
+    binomial_pmf,
+    rappor_weight_bounds,
+    unary_weight_bounds,
+)
+
+
+def unary_tails(d: int, p: float, q: float, lo: int, hi: int) -> tuple[float, float]:
+    """P(W < lo), P(W > hi) for W = Bernoulli(p) + Binomial(d − 1, q) (scipy)."""
+    b = stats.binom(d - 1, q)
+    below = (1 - p) * b.cdf(lo - 1) + p * b.cdf(lo - 2)
+    above = (1 - p) * b.sf(hi) + p * b.sf(hi - 1)
+    return below, above
+
+
+@pytest.mark.parametrize("oracle", ["sue", "oue"])
+@pytest.mark.parametrize("epsilon,d", [(0.5, 64), (1.0, 1021), (4.0, 1024), (10.0, 5000), (0.1, 200_000)])
+def test_unary_bounds_are_exact_binomial_quantiles(oracle, epsilon, d):
+    mech = create_mechanism(oracle, epsilon=epsilon, domain_size=d)
+    lo, hi = mech.weight_bounds()
+    below, above = unary_tails(d, mech.p, mech.q, lo, hi)
+    assert below + above < 1e-9
+    # tight: one step narrower on either side would exceed α/2 on that side
+    if lo < d:
+        assert unary_tails(d, mech.p, mech.q, lo + 1, hi)[0] > FALSE_REJECT / 2
+    if hi > 0:
+        assert unary_tails(d, mech.p, mech.q, lo, hi - 1)[1] > FALSE_REJECT / 2
+
+
+def test_rappor_bounds_cover_every_bloom_weight():
+    k, h, ps, qs = 128, 4, 0.3, 0.7
+    lo, hi = rappor_weight_bounds(k, h, ps, qs)
+    for m in range(1, h + 1):
+        pmf = np.convolve(stats.binom(m, qs).pmf(np.arange(m + 1)),
+                          stats.binom(k - m, ps).pmf(np.arange(k - m + 1)))
+        assert pmf[:lo].sum() + pmf[hi + 1:].sum() < 1e-9
+
+
+def test_binomial_pmf_window():
+    lo, pmf = binomial_pmf(10**6, 0.3)
+    ref = stats.binom(10**6, 0.3).pmf(np.arange(lo, lo + pmf.size))
+    assert abs(pmf.sum() - 1) < 1e-12 and np.allclose(pmf, ref, rtol=1e-7, atol=1e-300)
+
+
+def test_honest_batches_pass():
+    rng = np.random.default_rng(5)
+    for oracle in ("grr", "sue", "oue", "olh", "hadamard"):
+        mech = create_mechanism(oracle, epsilon=1.0, domain_size=300)
+        batch = mech.encode_batch(rng.integers(0, 300, 50_000), rng=rng)
+        mech.validate_columns(mech.columns(batch), batch.count)
+    mech = create_mechanism("rappor", bloom_bits=32, hashes=3, cohorts=16, f=0.5, p=0.5, q=0.75)
+    batch = mech.encode_batch([f"v{i % 1000}" for i in range(50_000)], rng=rng)
+    mech.validate_columns(mech.columns(batch), batch.count)
+    for _ in range(20):  # the device path too (memoized permanent response)
+        one = mech.encode("v1")
+        mech.validate_columns(mech.columns(one), 1)
+
+
+def test_first_bad_report_is_named():
+    mech = create_mechanism("oue", epsilon=2.0, domain_size=64)
+    cols = mech.columns(mech.encode_batch(np.arange(20), rng=np.random.default_rng(1)))
+    cols["bits"] = cols["bits"].copy()
+    cols["bits"][12] = 0xFF  # implausible
+    cols["bits"][15, 0] = 0xFF
+    with pytest.raises(ImplausibleReport) as exc:
+        mech.validate_columns(cols, 20)
+    assert exc.value.index == 12 and "implausible" in exc.value.reason
+
+    grr = create_mechanism("grr", epsilon=1.0, domain_size=4)
+    with pytest.raises(InvalidReport) as exc:
+        grr.validate_columns({"values": np.array([0, 3, 9, 4])}, 4)
+    assert exc.value.index == 2 and not isinstance(exc.value, ImplausibleReport)
+    with pytest.raises(InvalidReport, match="values has 3 entries"):
+        grr.validate_columns({"values": np.array([0, 3, 1])}, 4)
+
+
+def test_small_domains_reject_nothing_plausible():
+    """With d = 2 every weight 0..2 is possible for an honest SUE device: nothing is rejected."""
+    assert unary_weight_bounds(2, 0.6, 0.4) == (0, 2)
