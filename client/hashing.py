@@ -1,16 +1,17 @@
 """Hash functions shared by the SDK (scalar, the ``xxhash`` library) and the aggregator
 (vectorized numpy). Both sides must agree bit for bit; ``tests/test_hashing.py`` checks it.
 
-OLH hash family. A report's 32-bit ``seed`` selects the function
+OLH hash family (multiply-add-shift, Dietzfelbinger 1996). A report's 32-bit ``seed`` selects
 
-    a = xxh32(seed, SEED_A) | 1,   b = xxh32(seed, SEED_B)          (seed as 4 little-endian bytes)
-    H_seed(x) = floor(((a·x + b) mod 2^32) · g / 2^32)                (x = the item's 32-bit key)
+    a = (xxh32(seed, A_HI)·2^32 + xxh32(seed, A_LO)) | 1,  b = xxh32(seed, B_HI)·2^32 + xxh32(seed, B_LO)
+    H_seed(x) = floor(⌊((a·x + b) mod 2^64) / 2^32⌋ · g / 2^32)      (seed as 4 little-endian bytes)
 
 where the item's key is ``x = xxh32(v)`` for an integer item v (a bijection on uint32, so distinct
-items never share a key) or ``xxh32(bytes)`` for a string prefix. For a random seed, u = a·x + b
-is uniform and u' = u + a·(x' − x) is (almost exactly) independent of u, so two distinct items
-collide with probability 1/g, which is what OLH's estimator assumes. The server tests
-``H_seed(x) == y`` for a whole block of reports × items in four numpy passes
+items never share a key) or ``xxh32(bytes)`` for a string prefix. The high 32 bits of
+(a·x + b) mod 2^64 form a 2-independent family over 32-bit keys, so two distinct items collide
+with probability 1/g (to within 2^-32), as OLH's estimator assumes, whatever their keys'
+difference (a 32-bit multiply would never collide keys that differ by a multiple of 2^30).
+The server tests ``H_seed(x) == y`` for a block of reports × items in four numpy passes
 (multiply, add, compare, count) instead of one xxhash call per (report, item).
 """
 
@@ -25,8 +26,8 @@ P3 = 0xC2B2AE3D
 P4 = 0x27D4EB2F
 P5 = 0x165667B1
 MASK32 = 0xFFFFFFFF
-SEED_A = 0x5EED0A
-SEED_B = 0x5EED0B
+MASK64 = 0xFFFFFFFFFFFFFFFF
+SEED_A_HI, SEED_A_LO, SEED_B_HI, SEED_B_LO = 0x5EED0A1, 0x5EED0A0, 0x5EED0B1, 0x5EED0B0
 
 
 def xxh32_int(value: int, seed: int = 0) -> int:
@@ -64,34 +65,40 @@ def item_keys(domain_size: int) -> np.ndarray:
     return xxh32_u32(np.arange(domain_size, dtype=np.uint32))
 
 
+def _join(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    return (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
+
+
 def seed_params(seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorized (a, b) of the OLH hash for an array of uint32 seeds."""
+    """Vectorized 64-bit (a, b) of the OLH hash for an array of uint32 seeds."""
     s = np.asarray(seeds, dtype=np.uint32)
-    return xxh32_u32(s, SEED_A) | np.uint32(1), xxh32_u32(s, SEED_B)
+    a = _join(xxh32_u32(s, SEED_A_HI), xxh32_u32(s, SEED_A_LO)) | np.uint64(1)
+    return a, _join(xxh32_u32(s, SEED_B_HI), xxh32_u32(s, SEED_B_LO))
 
 
 def olh_hash(seed: int, key: int, g: int) -> int:
     """H_seed(key) in [0, g): the scalar form used on the device."""
-    a = xxh32_int(seed, SEED_A) | 1
-    b = xxh32_int(seed, SEED_B)
-    return (((a * key + b) & MASK32) * g) >> 32
+    a = (xxh32_int(seed, SEED_A_HI) << 32 | xxh32_int(seed, SEED_A_LO)) | 1
+    b = xxh32_int(seed, SEED_B_HI) << 32 | xxh32_int(seed, SEED_B_LO)
+    return ((((a * key + b) & MASK64) >> 32) * g) >> 32
 
 
 def olh_hash_batch(seeds: np.ndarray, keys: np.ndarray, g: int) -> np.ndarray:
     """Vectorized H_seed_i(key_i) for paired arrays (the encoder of simulations)."""
     a, b = seed_params(seeds)
     with np.errstate(over="ignore"):
-        u = a * np.asarray(keys, dtype=np.uint32) + b
-    return ((u.astype(np.uint64) * np.uint64(g)) >> np.uint64(32)).astype(np.uint32)
+        u = a * np.asarray(keys, dtype=np.uint32).astype(np.uint64) + b
+    return (((u >> np.uint64(32)) * np.uint64(g)) >> np.uint64(32)).astype(np.uint32)
 
 
 def olh_match_params(
     seeds: np.ndarray, ys: np.ndarray, g: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-report (a, b', w) such that H_seed(x) == y  ⇔  (a·x + b') mod 2^32 < w.
+    """Per-report uint64 (a, b', w) such that H_seed(x) == y  ⇔  (a·x + b') mod 2^64 < w.
 
-    H = y ⇔ lo ≤ u < hi with lo = ceil(y·2^32/g), hi = ceil((y+1)·2^32/g); shifting by lo
-    turns the interval test into one unsigned comparison: b' = b − lo, w = hi − lo.
+    With v = high 32 bits of u = a·x + b: H = y ⇔ lo ≤ v < hi, lo = ceil(y·2^32/g),
+    hi = ceil((y+1)·2^32/g) ⇔ lo·2^32 ≤ u < hi·2^32; shifting by lo·2^32 makes it one unsigned
+    comparison: b' = b − lo·2^32, w = (hi − lo)·2^32.
     """
     a, b = seed_params(seeds)
     y = np.asarray(ys, dtype=np.uint64)
@@ -100,24 +107,24 @@ def olh_match_params(
     lo = (y * two32 + gg - np.uint64(1)) // gg
     hi = ((y + np.uint64(1)) * two32 + gg - np.uint64(1)) // gg
     with np.errstate(over="ignore"):
-        b_shift = (b.astype(np.uint64) - lo) & np.uint64(MASK32)
-    return a, b_shift.astype(np.uint32), (hi - lo).astype(np.uint32)
+        b_shift = b - (lo << np.uint64(32))
+    return a, b_shift, (hi - lo) << np.uint64(32)
 
 
 def olh_support_counts(
-    a: np.ndarray, b_shift: np.ndarray, w: np.ndarray, keys: np.ndarray, block: int = 256
+    a: np.ndarray, b_shift: np.ndarray, w: np.ndarray, keys: np.ndarray, block: int = 128
 ) -> np.ndarray:
     """C[j] = #{i : H_seed_i(keys[j]) == y_i}, from ``olh_match_params``; int64 of len(keys).
 
-    Blocks of ``block`` reports keep the (block × len(keys)) uint32 scratch in cache; the row
+    Blocks of ``block`` reports keep the (block × len(keys)) uint64 scratch in cache; the row
     sum of the boolean matrix runs as uint64 adds over 8 byte-lanes (≤ 255 rows per block).
     """
-    keys = np.asarray(keys, dtype=np.uint32)
+    keys = np.asarray(keys, dtype=np.uint32).astype(np.uint64)
     m = keys.size
     out = np.zeros(m, dtype=np.int64)
     block = min(block, 255)
     pad = (-m) % 8
-    buf = np.empty((block, m), dtype=np.uint32)
+    buf = np.empty((block, m), dtype=np.uint64)
     hit = np.zeros((block, m + pad), dtype=np.uint8)
     for start in range(0, a.size, block):
         n = min(block, a.size - start)
