@@ -111,9 +111,15 @@ class Campaign:
         return list(range(self.domain_size or 0))
 
     def mechanism(self):
-        """The frequency oracle of a frequency campaign (``ldptel.client`` object)."""
+        """The campaign's mechanism (``ldptel.client`` object): the frequency oracle, the
+        heavy-hitter prefix tree or the range method."""
         from ldptel.client import create_mechanism
 
+        if self.kind in ("heavy_hitters", "range"):
+            from ldptel.client.mechanisms.structured import structured_mechanism
+
+            return structured_mechanism(self.kind, {"epsilon": self.epsilon,
+                                                    "domain_size": self.domain_size, **self.params})
         if self.kind != "frequency":
             raise ValueError(f"campaign {self.name!r} is {self.kind}, not a frequency campaign")
         if self.oracle == "rappor":
@@ -223,7 +229,8 @@ def _campaign(raw: Any, where: str) -> Campaign:
         max_length = _int(raw, "max_length", where, None, 1, 64)
         camp.params = {
             "max_length": max_length,
-            "levels": _int(raw, "levels", where, max_length, 1, 8 * max_length),
+            # at most 16 new bits per level (the walk evaluates width·2^bits candidates)
+            "levels": _int(raw, "levels", where, max_length, -(-max_length // 2), 8 * max_length),
             "width": _int(raw, "width", where, 64, 1, 4096),
         }
     else:  # range

@@ -5,7 +5,10 @@ from __future__ import annotations
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.decoders.grr import GrrAccumulator
 from ldptel.aggregator.decoders.hadamard import HadamardAccumulator
+from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
 from ldptel.aggregator.decoders.olh import OlhAccumulator
+from ldptel.aggregator.decoders.range_haar import RangeHaarAccumulator
+from ldptel.aggregator.decoders.range_hierarchical import RangeHierarchicalAccumulator
 from ldptel.aggregator.decoders.rappor import RapporAccumulator
 from ldptel.aggregator.decoders.unary import UnaryAccumulator
 from ldptel.client.mechanisms.base import Mechanism
@@ -17,6 +20,9 @@ ACCUMULATORS: dict[str, type[Accumulator]] = {
     "olh": OlhAccumulator,
     "hadamard": HadamardAccumulator,
     "rappor": RapporAccumulator,
+    "heavy_hitters": HeavyHitterAccumulator,
+    "range_haar": RangeHaarAccumulator,
+    "range_hierarchical": RangeHierarchicalAccumulator,
 }
 
 

@@ -1,0 +1,265 @@
+"""Heavy hitters over strings: a prefix tree walked level by level (PEM / TreeHistogram family),
+OLH per level at the full ε, devices split across levels (not ε).
+
+Encoding. A value is a ``str`` whose UTF-8 encoding has at most L = ``max_length`` bytes and no
+NUL byte; it is zero-padded to L bytes, the T = 8L-bit string s̄ (bits in ``np.packbits`` order,
+MSB first). NUL is the terminator: since no value contains it, padding is injective ("a" ↦
+``61 00 …``; "a\\0" is not a value and the SDK rejects it), and a prefix holding a complete zero
+byte determines the whole string (all later bits are zero). Levels j = 1..J cut T into prefix
+lengths b_j = ceil(j·T/J) bits (at most 16 new bits per level). prefix_j(s) is the first b_j bits
+as ceil(b_j/8) bytes with the bits past b_j zeroed; its OLH key is x = xxh32(prefix bytes,
+seed = b_j) (the bit length in the seed keeps the levels' key spaces apart).
+
+Device. Assigned to one level for life (uniform over J; ``encode`` derives it from the instance's
+device secret with HMAC-SHA256, ``encode_batch`` draws one per simulated device) and reports
+(level, seed, y): y = H_seed(x) w.p. p = e^ε/(e^ε + g − 1), else uniform among the g − 1 others,
+g = round(e^ε) + 1. A level-j report supports a prefix u iff H_seed(key(u)) = y, w.p. p for the
+true prefix and q = 1/g for any other, so from the n_j level-j reports
+Ĉ_j(u) = (C_j(u) − n_j q)/(p − q) is unbiased for the level's count of prefix u, with
+Var = (c p(1−p) + (n_j − c) q(1−q))/(p − q)²  (null: n_j·Var*, Var* = q(1−q)/(p−q)²).
+The decoder (``ldptel.aggregator.decoders.heavy_hitters``) walks the tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ldptel.client import hashing
+from ldptel.client.mechanisms.base import InvalidReport, PureMechanism, check_epsilon, check_int
+from ldptel.client.mechanisms.grr import perturb_categorical
+from ldptel.client.mechanisms.olh import olh_g
+from ldptel.client.randomness import resolve
+from ldptel.proto import HeavyHitterPayload, ReportBatch
+
+MAX_LEVEL_BITS = 16  # new bits per level: the walk evaluates width · 2^bits candidates
+
+_P1, _P2, _P3, _P4, _P5 = hashing.P1, hashing.P2, hashing.P3, hashing.P4, hashing.P5
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def xxh32_rows(rows: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Vectorized xxh32 of every row of an (n, k) uint8 matrix (k bytes each, same k for all
+    rows); equals ``xxhash.xxh32_intdigest(row.tobytes(), seed)``. Stripes of 16 bytes go through
+    the four accumulators v_i ← rotl(v_i + lane·P2, 13)·P1, then 4-byte words h ← rotl(h +
+    w·P3, 17)·P4, bytes h ← rotl(h + b·P5, 11)·P1, and the avalanche (all mod 2^32)."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    n, k = rows.shape
+    seed32 = np.uint32(seed & hashing.MASK32)
+    full = k // 4
+    words = rows[:, : 4 * full].view("<u4").astype(np.uint32) if full else np.zeros((n, 0), np.uint32)
+    with np.errstate(over="ignore"):
+        pos = 0
+        if k >= 16:
+            v = [np.full(n, s, dtype=np.uint32) for s in (
+                (int(seed32) + _P1 + _P2) & hashing.MASK32, (int(seed32) + _P2) & hashing.MASK32,
+                int(seed32), (int(seed32) - _P1) & hashing.MASK32)]
+            while pos + 4 <= (k // 16) * 4:
+                for i in range(4):
+                    v[i] = _rotl(v[i] + words[:, pos + i] * np.uint32(_P2), 13) * np.uint32(_P1)
+                pos += 4
+            h = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
+        else:
+            h = np.full(n, (int(seed32) + _P5) & hashing.MASK32, dtype=np.uint32)
+        h = h + np.uint32(k)
+        while pos < full:
+            h = _rotl(h + words[:, pos] * np.uint32(_P3), 17) * np.uint32(_P4)
+            pos += 1
+        for b in range(4 * full, k):
+            h = _rotl(h + rows[:, b].astype(np.uint32) * np.uint32(_P5), 11) * np.uint32(_P1)
+        h ^= h >> np.uint32(15)
+        h *= np.uint32(_P2)
+        h ^= h >> np.uint32(13)
+        h *= np.uint32(_P3)
+        h ^= h >> np.uint32(16)
+    return h
+
+
+def level_bits(total_bits: int, levels: int) -> np.ndarray:
+    """Prefix lengths b_j = ceil(j·T/J), j = 1..J (int64)."""
+    j = np.arange(1, levels + 1, dtype=np.int64)
+    return -((-j * total_bits) // levels)
+
+
+def prefix_rows(rows: np.ndarray, bits: int) -> np.ndarray:
+    """The first ``bits`` bits of each padded row, as ceil(bits/8) bytes, later bits zeroed."""
+    nb = (bits + 7) // 8
+    out = np.array(rows[:, :nb], dtype=np.uint8, copy=True)
+    if bits % 8:
+        out[:, -1] &= np.uint8((0xFF << (8 - bits % 8)) & 0xFF)
+    return out
+
+
+class HeavyHitters(PureMechanism):
+    """Prefix-tree heavy hitters. ``epsilon`` (0 < ε ≤ 10), ``max_length`` (bytes, 1..64),
+    ``levels`` (default ``max_length``: one byte per level; at most 16 new bits per level),
+    ``width`` (candidates kept per level, default 64), ``secret`` (the device secret that fixes
+    this device's level; random if omitted)."""
+
+    name = "heavy_hitters"
+    payload = "heavy_hitters"
+
+    def __init__(self, epsilon: float, max_length: int, levels: int | None = None, width: int = 64,
+                 secret: bytes | None = None) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.max_length = check_int(max_length, "max_length", 1, 64)
+        self.total_bits = 8 * self.max_length
+        lo = -(-self.total_bits // MAX_LEVEL_BITS)
+        self.levels = check_int(self.max_length if levels is None else levels, "levels", lo,
+                                self.total_bits)
+        self.width = check_int(width, "width", 1, 4096)
+        if secret is not None and (not isinstance(secret, bytes) or len(secret) < 16):
+            raise ValueError("secret must be at least 16 bytes")
+        self.secret = secret if secret is not None else os.urandom(32)
+        self.g = olh_g(self.epsilon)
+        self.bits = level_bits(self.total_bits, self.levels)
+        self.domain_size = 0  # strings: no enumerable domain
+
+    # --- math -----------------------------------------------------------------------------
+    @property
+    def p(self) -> float:
+        e = math.exp(self.epsilon)
+        return e / (e + self.g - 1)
+
+    @property
+    def q(self) -> float:
+        return 1.0 / self.g
+
+    def new_bits(self, level: int) -> int:
+        """Bits added at ``level`` (0-based): b_1 for the first level, else b_j − b_{j−1}."""
+        return int(self.bits[level] - (self.bits[level - 1] if level else 0))
+
+    # --- strings ----------------------------------------------------------------------------
+    def check_string(self, value: Any) -> bytes:
+        """UTF-8 bytes of a valid value, else ``ValueError`` naming ``value``."""
+        if not isinstance(value, str):
+            raise ValueError(f"value must be a string, got {type(value).__name__}")
+        data = value.encode("utf-8")
+        if len(data) > self.max_length:
+            raise ValueError(f"value is {len(data)} bytes in UTF-8, longer than max_length = "
+                             f"{self.max_length}: {value[:40]!r}")
+        if b"\0" in data:
+            raise ValueError("value must not contain NUL characters (NUL is the padding terminator)")
+        return data
+
+    def string_rows(self, values: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct values as an (u, L) zero-padded uint8 matrix, and each value's row index.
+
+        The Python work is per distinct value (validation, UTF-8); per-report work is numpy."""
+        if isinstance(values, (str, bytes)):
+            raise ValueError("values must be a sequence of strings")
+        arr = np.asarray(list(values), dtype=object)
+        if arr.size == 0:
+            return np.zeros((0, self.max_length), np.uint8), np.zeros(0, np.int64)
+        for v in arr:  # type check first: np.unique needs comparable objects
+            if not isinstance(v, str):
+                raise ValueError(f"value must be a string, got {type(v).__name__}")
+        uniq, inverse = np.unique(arr, return_inverse=True)
+        padded = b"".join(self.check_string(s).ljust(self.max_length, b"\0") for s in uniq)
+        rows = np.frombuffer(padded, dtype=np.uint8).reshape(uniq.size, self.max_length)
+        return rows, inverse.astype(np.int64)
+
+    def decode_row(self, row: np.ndarray) -> str:
+        """The string of a padded row (trailing NULs stripped; invalid UTF-8 escaped)."""
+        return bytes(row).rstrip(b"\0").decode("utf-8", errors="backslashreplace")
+
+    def keys(self, rows: np.ndarray, level: int) -> np.ndarray:
+        """OLH keys of the level-``level`` (0-based) prefixes of padded ``rows``."""
+        b = int(self.bits[level])
+        return xxh32_rows(prefix_rows(rows, b), seed=b)
+
+    def device_level(self) -> int:
+        """This device's level (0-based), fixed for life by its secret."""
+        digest = hmac.new(self.secret, b"ldptel/heavy_hitters/level", hashlib.sha256).digest()
+        return int.from_bytes(digest[:8], "little") % self.levels
+
+    # --- encoding -------------------------------------------------------------------------
+    def encode(self, value: Any, campaign: str = "") -> ReportBatch:
+        """One report of this device: its own level, the scalar xxhash path, OS randomness."""
+        data = self.check_string(value).ljust(self.max_length, b"\0")
+        level = self.device_level()
+        b = int(self.bits[level])
+        pref = bytearray(data[: (b + 7) // 8])
+        if b % 8:
+            pref[-1] &= (0xFF << (8 - b % 8)) & 0xFF
+        key = hashing.xxh32_bytes(bytes(pref), seed=b)
+        rng = resolve(None)
+        seed = int(rng.integers(0, 2**32, 1)[0])
+        y = np.array([hashing.olh_hash(seed, key, self.g)], dtype=np.int64)
+        cols = {"levels": np.array([level], dtype=np.uint32),
+                "seeds": np.array([seed], dtype=np.uint32),
+                "values": perturb_categorical(y, self.g, self.p, rng)}
+        return self.pack(cols, 1, campaign)
+
+    def encode_batch(self, values: Any, rng: np.random.Generator | None = None,
+                     campaign: str = "", batch_id: bytes | None = None) -> ReportBatch:
+        """Simulation: every value is a distinct device with a uniformly drawn level."""
+        rows, inverse = self.string_rows(values)
+        return self.pack(self.randomize_rows(rows, inverse, resolve(rng)), inverse.size, campaign,
+                         batch_id)
+
+    def randomize_rows(self, rows: np.ndarray, inverse: np.ndarray, rng) -> dict:
+        n = inverse.size
+        levels = rng.integers(0, self.levels, n).astype(np.int64)
+        seeds = rng.integers(0, 2**32, n).astype(np.uint32)
+        keys = np.empty(n, dtype=np.uint32)
+        for j in range(self.levels):  # per level (≤ 8·max_length), not per report
+            sel = np.flatnonzero(levels == j)
+            if sel.size:
+                keys[sel] = self.keys(rows, j)[inverse[sel]]
+        y = hashing.olh_hash_batch(seeds, keys, self.g).astype(np.int64)
+        return {"levels": levels.astype(np.uint32), "seeds": seeds,
+                "values": perturb_categorical(y, self.g, self.p, rng)}
+
+    def randomize(self, values: np.ndarray, rng) -> dict:
+        rows, inverse = self.string_rows(values)
+        return self.randomize_rows(rows, inverse, rng)
+
+    def payload_message(self, columns: dict) -> HeavyHitterPayload:
+        return HeavyHitterPayload(levels=np.asarray(columns["levels"]).tolist(),
+                                  seeds=np.asarray(columns["seeds"]).tolist(),
+                                  values=np.asarray(columns["values"]).tolist())
+
+    def columns(self, batch: ReportBatch) -> dict:
+        p = batch.heavy_hitters
+        return {"levels": np.asarray(p.levels, dtype=np.int64),
+                "seeds": np.asarray(p.seeds, dtype=np.uint32),
+                "values": np.asarray(p.values, dtype=np.int64)}
+
+    def validate_columns(self, columns: dict, count: int) -> None:
+        """Every column has ``count`` entries, level < J, y < g."""
+        check_lengths(columns, count, ("levels", "seeds", "values"))
+        first_bad(columns["levels"] >= self.levels, "level out of range [0, levels)")
+        first_bad(columns["values"] >= self.g, f"value out of range [0, g = {self.g})")
+
+    def public_params(self) -> dict:
+        return {"oracle": "olh", "epsilon": self.epsilon, "max_length": self.max_length,
+                "levels": self.levels, "width": self.width, "g": self.g}
+
+    def __repr__(self) -> str:
+        return (f"HeavyHitters(epsilon={self.epsilon!r}, max_length={self.max_length}, "
+                f"levels={self.levels}, width={self.width})")
+
+
+def check_lengths(columns: dict, count: int, names: Sequence[str]) -> None:
+    """Raise ``InvalidReport`` at the first report a column is missing (or beyond ``count``)."""
+    for name in names:
+        size = len(columns[name])
+        if size != count:
+            raise InvalidReport(min(size, count), f"{name} has {size} entries for {count} reports")
+
+
+def first_bad(mask: np.ndarray, reason: str) -> None:
+    """Raise ``InvalidReport`` at the first True of ``mask``."""
+    bad = np.flatnonzero(mask)
+    if bad.size:
+        raise InvalidReport(int(bad[0]), reason)
