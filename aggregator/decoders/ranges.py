@@ -6,7 +6,8 @@ Monotone CDF: F̂(x) = Ŝ(x)/N from the raw prefix estimates Ŝ(x) = R̂[0, x], 
 since every device has a value < d), then clipped to [0, 1]. Isotonic regression is a projection
 onto a convex set containing the true CDF, so it never moves F̂ farther from it in L2.
 Quantile q: x̂_q = min{x : F̃(x) ≥ q}. Its rank error |F(x̂_q) − q| is predicted by the
-CDF's std error there, se_F(x̂_q) = √Var[Ŝ(x̂_q)]/N (``rank_std_error``); the value interval is
+CDF's std error there, se_F = max(√Var[Ŝ(x̂_q)], √Var[Ŝ(x̂_q − 1)])/N (``rank_std_error``; the
+prefix ending at d − 1 is exact, hence the neighbour); the value interval is
 [x̂_{q − 1.96·se}, x̂_{q + 1.96·se}].
 """
 
@@ -91,7 +92,10 @@ class RangeEstimate(FrequencyEstimate):
             return np.minimum(np.searchsorted(F, np.clip(p, 0, 1) - 1e-12, side="left"), last)
 
         x = at(q)
-        rank_se = self.ranges(np.zeros_like(x), x)[1] / max(self.n, 1)
+        # the CDF's uncertainty around x̂: its std error at x̂ and just before (the full-domain
+        # prefix is exact, so x̂ = d − 1 alone would claim no uncertainty)
+        se = self.ranges(np.zeros(2 * x.size, np.int64), np.concatenate((x, np.maximum(x - 1, 0))))[1]
+        rank_se = np.maximum(se[: x.size], se[x.size :]) / max(self.n, 1)
         lo, hi = at(q - Z95 * rank_se), at(q + Z95 * rank_se)
         return [{"q": float(q[i]), "value": int(x[i]), "rank_std_error": float(rank_se[i]),
                  "value_ci_low": int(lo[i]), "value_ci_high": int(hi[i])} for i in range(q.size)]

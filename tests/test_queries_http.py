@@ -1,0 +1,117 @@
+"""Heavy-hitter, range and quantile endpoints through the real app over HTTP: reports POSTed to
+the collector (which validates them with the mechanisms' ``validate_columns``), drained by the
+real worker into the embedded Redis, read back from ``server/queries.py``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import redis
+from agg_support import HttpStack, write_config
+
+from ldptel.aggregator.worker import Worker
+
+HH = {"name": "search", "kind": "heavy_hitters", "epsilon": 4.0, "max_length": 8, "levels": 8,
+      "width": 16, "min_reports": 1000}
+HAAR = {"name": "latency", "kind": "range", "epsilon": 2.0, "domain_size": 64, "min_reports": 1000}
+TREE = {"name": "latency-tree", "kind": "range", "epsilon": 2.0, "domain_size": 64,
+        "method": "hierarchical", "min_reports": 1000}
+SMALL = {"name": "small", "kind": "range", "epsilon": 2.0, "domain_size": 64, "min_reports": 50_000}
+WORDS = np.array(["checkout", "search", "home", "cart", "x"], dtype=object)
+N = 12_000
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
+    r = redis.Redis.from_url(redis_url)
+    r.flushdb()
+    cfg = write_config(tmp_path_factory.mktemp("q") / "c.toml", [HH, HAAR, TREE, SMALL])
+    s = HttpStack(cfg, redis_url)
+    rng = np.random.default_rng(7)
+    words = WORDS[rng.choice(WORDS.size, N, p=[0.35, 0.25, 0.2, 0.15, 0.05])]
+    values = np.clip(rng.normal(20, 8, N).round(), 0, 63).astype(np.int64)
+    truth = {"words": dict(zip(*np.unique(words, return_counts=True), strict=True)),
+             "cum": np.concatenate(([0], np.cumsum(np.bincount(values, minlength=64))))}
+    for camp in cfg.campaigns:
+        mech = camp.mechanism()
+        data = words if camp.kind == "heavy_hitters" else values
+        for start in range(0, N, 2000):
+            batch = mech.encode_batch(data[start:start + 2000], rng=rng, campaign=camp.name)
+            assert s.post_batch(batch)["accepted"] == len(data[start:start + 2000])
+    Worker(cfg, r).run(once=True)
+    try:
+        yield s, truth
+    finally:
+        s.close()
+        r.close()
+
+
+def get_json(s: HttpStack, path: str, **kw) -> tuple[int, dict]:
+    status, _, body = s.get(path, **kw)
+    return status, json.loads(body)
+
+
+def test_heavy_hitters_endpoint(stack) -> None:
+    s, truth = stack
+    status, doc = get_json(s, "/v1/campaigns/search/heavy-hitters?k=3")
+    assert status == 200, doc
+    assert doc["n_reports"] == N and doc["kind"] == "heavy_hitters" and len(doc["items"]) == 3
+    assert [row["value"] for row in doc["items"]] == ["checkout", "search", "home"]
+    for row in doc["items"]:
+        assert abs(row["estimate"] - truth["words"][row["value"]]) <= 4 * row["std_error"]
+        assert row["ci_low"] < row["estimate"] < row["ci_high"]
+    status, doc = get_json(s, "/v1/campaigns/search/heavy-hitters")
+    assert status == 200 and {"checkout", "search", "home", "cart"} <= {r["value"] for r in doc["items"]}
+
+
+def test_range_and_quantile_endpoints(stack) -> None:
+    s, truth = stack
+    cum = truth["cum"]
+    for name in ("latency", "latency-tree"):
+        status, doc = get_json(s, f"/v1/campaigns/{name}/range?lo=10&hi=25")
+        assert status == 200, doc
+        assert doc["n_reports"] == N and (doc["lo"], doc["hi"]) == (10, 25)
+        assert abs(doc["estimate"] - (cum[26] - cum[10])) <= 4 * doc["std_error"]
+        status, doc = get_json(s, f"/v1/campaigns/{name}/quantiles?q=0.5,0.9")
+        assert status == 200, doc
+        assert [row["q"] for row in doc["items"]] == [0.5, 0.9]
+        for row in doc["items"]:
+            x, q = row["value"], row["q"]
+            err = max(0.0, cum[x] / N - q, q - cum[x + 1] / N)
+            assert err <= 4 * row["rank_std_error"], row
+
+
+@pytest.mark.parametrize("path, param", [
+    ("/v1/campaigns/search/heavy-hitters?k=abc", "k"),
+    ("/v1/campaigns/search/heavy-hitters?k=0", "k"),
+    ("/v1/campaigns/search/heavy-hitters?k=17", "k"),
+    ("/v1/campaigns/latency/range?hi=5", "lo"),
+    ("/v1/campaigns/latency/range?lo=-1&hi=5", "lo"),
+    ("/v1/campaigns/latency/range?lo=1&hi=64", "hi"),
+    ("/v1/campaigns/latency/range?lo=9&hi=5", "lo"),
+    ("/v1/campaigns/latency/range?lo=1.5&hi=5", "lo"),
+    ("/v1/campaigns/latency/quantiles", "q"),
+    ("/v1/campaigns/latency/quantiles?q=0.5,1.5", "q"),
+    ("/v1/campaigns/latency/quantiles?q=0.5,median", "q"),
+    ("/v1/campaigns/latency/quantiles?q=nan", "q"),
+])
+def test_bad_parameters_400_naming_the_parameter(stack, path: str, param: str) -> None:
+    status, doc = get_json(stack[0], path)
+    assert status == 400 and doc["error"] == "bad_parameter"
+    assert doc["detail"].startswith(f"{param}:"), doc
+
+
+def test_errors(stack) -> None:
+    s, _ = stack
+    status, doc = get_json(s, "/v1/campaigns/small/range?lo=0&hi=5")
+    assert status == 409 and doc["detail"]["n_reports"] == N and doc["detail"]["min_reports"] == 50_000
+    status, doc = get_json(s, "/v1/campaigns/small/quantiles?q=0.5")
+    assert status == 409
+    assert get_json(s, "/v1/campaigns/latency/heavy-hitters")[0] == 400
+    assert get_json(s, "/v1/campaigns/search/range?lo=0&hi=1")[0] == 400
+    assert get_json(s, "/v1/campaigns/nope/quantiles?q=0.5")[0] == 404
+    assert get_json(s, "/v1/campaigns/latency/range?lo=0&hi=1&window=abc")[0] == 400
+    assert s.get("/v1/campaigns/latency/range?lo=0&hi=1", token=None)[0] == 401
+    assert s.get("/v1/campaigns/latency/range?lo=0&hi=1", token="wrong-token-123")[0] == 401
