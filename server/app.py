@@ -32,6 +32,7 @@ BLUEPRINT_MODULES: list[str] = [
     "ldptel.server.ingest",
     "ldptel.server.health",
     "ldptel.server.export",
+    "ldptel.server.queries",
 ]
 
 
