@@ -1,7 +1,8 @@
 """``ldptel simulate --config FILE --campaign NAME --values-file F --url URL --token T [--seed S]``.
 
 One simulated device per line of F (the line is that device's true value: a label of a
-categorical domain, an integer in [0, d), or any string for RAPPOR). Every device's value is
+categorical domain, an integer in [0, d) (also for range campaigns), or any string for RAPPOR and
+heavy hitters). Every device's value is
 randomized by the SDK (``TelemetryClient.report_many``: vectorized, each value an independent
 device with its own randomness — for RAPPOR its own cohort and permanent response), queued in a
 temporary SQLite queue and sent through the real HTTP path (``flush``: batches, retries, dedupe).
@@ -25,7 +26,7 @@ def read_values(path: str | Path, campaign) -> list:
     """The values file as a list of device values, checked against the campaign's domain."""
     lines = [ln.strip() for ln in Path(path).read_text().splitlines()]
     values: list = [ln for ln in lines if ln]
-    if campaign.oracle == "rappor":
+    if campaign.oracle == "rappor" or campaign.kind == "heavy_hitters":
         return values
     labels = campaign.domain
     out = []
@@ -52,10 +53,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"ldptel simulate: --campaign: no campaign named {args.campaign!r} in {args.config}",
               file=sys.stderr)
         return 2
-    if campaign.kind != "frequency":
-        print(f"ldptel simulate: --campaign: {campaign.kind} campaigns are not simulated yet",
-              file=sys.stderr)
-        return 2
     try:
         values = read_values(args.values_file, campaign)
     except (OSError, ValueError) as exc:
@@ -71,6 +68,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         except TelemetryError as exc:
             print(f"ldptel simulate: {exc}", file=sys.stderr)
             return 1
+        except ValueError as exc:  # a value the campaign's mechanism refuses
+            print(f"ldptel simulate: --values-file: {exc}", file=sys.stderr)
+            return 2
         finally:
             client.close(flush_timeout=None)
     dt = time.perf_counter() - t0

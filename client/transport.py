@@ -16,8 +16,10 @@
   [0, min(max_backoff, backoff_base·2^attempt)], at least the server's Retry-After); a chunk is
   dropped (and logged) only on a 4xx that retrying cannot fix (400, 404, 409, 415, 422, or 413
   for a single row). 401/403 stop the flush and keep the queue (a token problem is fixable).
-- RAPPOR: the device secret (cohort, memoized permanent randomized response) is created once and
-  kept in the SQLite file; each campaign uses HMAC-SHA256(secret, campaign name).
+- RAPPOR and heavy hitters: the device secret (RAPPOR's cohort and memoized permanent randomized
+  response, the heavy-hitter level) is created once and kept in the SQLite file; each campaign
+  uses HMAC-SHA256(secret, campaign name). Heavy-hitter and range campaigns use the mechanisms of
+  ``ldptel.client.mechanisms.structured``.
 
 Thread-safe: ``report`` and ``flush`` may be called from any thread.
 Depends only on the standard library, numpy and protobuf (through the mechanisms).
@@ -86,13 +88,26 @@ class _HttpStatus(Exception):
         self.status, self.body, self.retry_after = status, body, retry_after
 
 
+def uses_device_secret(cfg: dict) -> bool:
+    """RAPPOR (cohort, memoized permanent response) and heavy hitters (the device's level) tie a
+    device's reports to a secret that must outlive restarts."""
+    return cfg.get("kind") == "heavy_hitters" or (cfg.get("kind", "frequency") == "frequency"
+                                                   and cfg.get("oracle") == "rappor")
+
+
 def mechanism_from_config(cfg: dict, secret: bytes | None = None) -> Mechanism:
     """The mechanism of a public campaign config (``GET /v1/campaigns``); ``secret`` is the
-    device secret of a RAPPOR campaign."""
+    device's secret for the campaign (see ``uses_device_secret``)."""
     kind = cfg.get("kind", "frequency")
+    if kind in ("heavy_hitters", "range"):
+        try:
+            from ldptel.client.mechanisms.structured import structured_mechanism
+        except ImportError:
+            raise TelemetryError(f"campaign {cfg.get('name')!r}: {kind} campaigns are not supported "
+                                 "by this SDK version") from None
+        return structured_mechanism(kind, cfg, secret=secret if kind == "heavy_hitters" else None)
     if kind != "frequency":
-        raise TelemetryError(f"campaign {cfg.get('name')!r}: {kind} campaigns are not supported by "
-                             "this SDK version yet")
+        raise TelemetryError(f"campaign {cfg.get('name')!r}: unknown campaign kind {kind!r}")
     oracle = cfg.get("oracle")
     if oracle == "rappor":
         return create_mechanism("rappor", **{k: cfg[k] for k in RAPPOR_KEYS}, secret=secret)
@@ -152,6 +167,7 @@ class TelemetryClient:
         self._chunk_reports = batch_size
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._since_wake = 0
         self._thread: threading.Thread | None = None
         if background:
             self.start()
@@ -198,7 +214,7 @@ class TelemetryClient:
         with self._lock:
             cached = self._mechs.get(campaign)
             if cached is None or cached[0] != cfg:
-                secret = self._rappor_secret(campaign) if cfg.get("oracle") == "rappor" else None
+                secret = self._device_secret(campaign) if uses_device_secret(cfg) else None
                 cached = self._mechs[campaign] = (cfg, mechanism_from_config(cfg, secret))
             return cached[1]
 
@@ -207,9 +223,11 @@ class TelemetryClient:
         with self._lock:
             return self._mechs[campaign][0], mech
 
-    def _rappor_secret(self, campaign: str) -> bytes:
+    def _device_secret(self, campaign: str) -> bytes:
+        """HMAC-SHA256(device secret, campaign): the device secret is drawn once and kept in the
+        queue file, so cohorts, memoized responses and levels survive restarts."""
         device = self.queue.meta_setdefault("device_secret", lambda: os.urandom(32))
-        return hmac.new(device, b"ldptel/rappor/campaign\0" + campaign.encode(), hashlib.sha256).digest()
+        return hmac.new(device, b"ldptel/campaign-secret\0" + campaign.encode(), hashlib.sha256).digest()
 
     def _index(self, cfg: dict, value: Any) -> Any:
         """A categorical label → its index; integers (and RAPPOR strings) pass through."""
@@ -226,7 +244,7 @@ class TelemetryClient:
         """Randomize ``value`` for ``campaign`` now and queue the randomized report."""
         cfg, mech = self._config_and_mechanism(campaign)
         value = self._index(cfg, value)
-        if self.rng is not None and cfg.get("oracle") != "rappor":
+        if self.rng is not None and not uses_device_secret(cfg):
             batch = mech.encode_batch([value], rng=self.rng, campaign=campaign, batch_id=b"")
         else:
             batch = mech.encode(value, campaign=campaign)
@@ -237,7 +255,8 @@ class TelemetryClient:
     def report_many(self, campaign: str, values: Sequence[Any]) -> int:
         """Randomize many values at once (vectorized), each as an independent report — for RAPPOR
         each value is a separate simulated device (own cohort and permanent response). For
-        simulations and load tests; returns the number queued."""
+        simulations and load tests; returns the number queued. (Heavy hitters: each value a device
+        with its own level.)"""
         cfg, mech = self._config_and_mechanism(campaign)
         vals = [self._index(cfg, v) for v in values]
         rows = []
@@ -246,7 +265,7 @@ class TelemetryClient:
             batch = mech.encode_batch(part, rng=self.rng, campaign=campaign, batch_id=b"")
             rows.append((campaign, len(part), batch.SerializeToString()))
         self.queue.append_many(rows)
-        self._maybe_wake()
+        self._maybe_wake(len(vals))
         return len(vals)
 
     def pending(self) -> int:
@@ -366,8 +385,12 @@ class TelemetryClient:
             raise _HttpStatus(exc.code, raw, retry_after) from None
 
     # --- background sender ------------------------------------------------------------------
-    def _maybe_wake(self) -> None:
-        if self._thread is not None and self.queue.pending() >= self.batch_size:
+    def _maybe_wake(self, n: int = 1) -> None:
+        """Wake the background sender once a full batch was queued since it last ran."""
+        with self._lock:
+            self._since_wake += n
+            full = self._since_wake >= self.batch_size
+        if full and self._thread is not None:
             self._wake.set()
 
     def start(self) -> None:
@@ -384,6 +407,8 @@ class TelemetryClient:
         while not self._stop.is_set():
             self._wake.wait(self.flush_interval)
             self._wake.clear()
+            with self._lock:
+                self._since_wake = 0
             if self._stop.is_set():
                 break
             try:

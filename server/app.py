@@ -23,6 +23,7 @@ from werkzeug.exceptions import HTTPException
 
 from ldptel.config import Campaign, Config
 from ldptel.server.metrics import Metrics
+from ldptel.server.ratelimit import RateLimiter
 
 log = logging.getLogger("ldptel.server")
 
@@ -44,6 +45,7 @@ class ServerState:
     redis: redis.Redis
     redis_url: str
     metrics: Metrics
+    rate_limiter: RateLimiter
     mechanisms: dict[str, Any] = field(default_factory=dict)  # campaign name → Mechanism
     unsupported: dict[str, str] = field(default_factory=dict)  # campaign name → why not
     scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
@@ -109,6 +111,7 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
         log.warning("campaign %s: %s", name, why)
     app.extensions["ldptel"] = ServerState(
         config=config, redis=client, redis_url=redis_url, metrics=Metrics(client),
+        rate_limiter=RateLimiter(client, config.server.rate_limit_per_minute),
         mechanisms=mechs, unsupported=unsupported,
     )
     if blueprints is None:
@@ -138,6 +141,13 @@ def _install_hooks(app: Flask) -> None:
         state().metrics.reject(None, "redis_unavailable")
         return error_response(503, "unavailable", "storage is unavailable; retry later",
                               {"Retry-After": "1"})
+
+    @app.errorhandler(Exception)
+    def _internal_error(exc: Exception):
+        if isinstance(exc, HTTPException):
+            return _http_error(exc)
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, "internal_error", "unexpected server error")
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):

@@ -25,7 +25,6 @@ from flask import Blueprint, g, jsonify, request
 from ldptel import streams
 from ldptel.server.app import error_response, state
 from ldptel.server.auth import require_token
-from ldptel.server.ratelimit import check_rate
 from ldptel.server.validation import Rejection, validate_batch
 
 bp = Blueprint("ingest", __name__)
@@ -100,7 +99,7 @@ def post_reports():
         if request.content_length is not None and request.content_length > cfg.max_body_bytes:
             raise Rejection(413, "too_large", f"request body exceeds {cfg.max_body_bytes} bytes",
                             "body_too_large")
-        allowed, retry_after = check_rate(st.redis, g.ldptel_token_id, cfg.rate_limit_per_minute)
+        allowed, retry_after = st.rate_limiter.check(g.ldptel_token_id)
         if not allowed:
             raise Rejection(429, "rate_limited",
                             f"over {cfg.rate_limit_per_minute} requests per minute for this token",

@@ -74,9 +74,9 @@ def default_data_dir(config_path: str | os.PathLike | None) -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # HOOK (aggregator issue): an aggregator beside the collector when Redis is embedded.
-# ``ldptel.aggregator.worker.start_beside_collector(config, redis_url)`` — when it exists — is
-# called once before gunicorn starts and must return an object with ``stop()`` (called at exit),
-# e.g. a thread or process draining the streams. Until then nothing runs here.
+# ``ldptel.aggregator.worker.start_beside_collector(config, redis_url)`` is called once before
+# gunicorn starts (so gunicorn's forks copy no running thread) and returns an object whose
+# ``stop()`` is called at exit. Without that module nothing runs here.
 # ---------------------------------------------------------------------------------------------
 def start_aggregator(config: Config, redis_url: str) -> Any | None:
     try:

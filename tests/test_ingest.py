@@ -336,6 +336,12 @@ def test_campaign_configs(collector):
     assert request(collector.url, "GET", "/v1/campaigns")[0] == 401
 
 
+def test_unknown_routes_answer_json(collector):
+    assert request(collector.url, "GET", "/nope")[1]["error"] == "not_found"
+    status, data = request(collector.url, "GET", "/v1/reports")
+    assert status == 405 and data["error"] == "method_not_allowed"
+
+
 def test_health_and_metrics(collector, poster, redis_client):
     assert request(collector.url, "GET", "/healthz") == (200, {"status": "ok", "redis": "ok",
                                                               "version": "0.1.0"})
@@ -392,3 +398,20 @@ def test_rate_limit(redis_url, redis_client, tmp_path):
         conn.close()
     finally:
         limited.stop()
+
+
+def test_rate_limiter_leases_share_one_limit(redis_client):
+    """Three processes' limiters leasing quota in blocks admit exactly the limit per minute, and
+    the previous minute still weighs in (sliding window)."""
+    from ldptel.server.ratelimit import RateLimiter
+
+    limiters = [RateLimiter(redis_client, 4_000) for _ in range(3)]
+    assert limiters[0].lease == 20
+    t0 = 60.0 * 30_000_000  # the start of a minute
+    allowed = sum(limiters[i % 3].check("tok", t0 + i * 1e-6)[0] for i in range(5_000))
+    assert allowed == 4_000
+    ok, wait = limiters[0].check("tok", t0 + 1)
+    assert not ok and 59 <= wait <= 60
+    # half-way through the next minute the previous minute's 5 001 weigh 2 500.5: 1 499 left
+    allowed = sum(limiters[i % 3].check("tok", t0 + 90 + i * 1e-6)[0] for i in range(2_000))
+    assert allowed == 1_499

@@ -33,11 +33,25 @@ from ldptel.client.transport import UnknownCampaign
 from ldptel.proto import ReportBatch
 from ldptel.redis_server import free_port
 
+STRUCTURED = """
+[[campaigns]]
+name = "hh"
+kind = "heavy_hitters"
+epsilon = 2.0
+max_length = 4
+
+[[campaigns]]
+name = "range"
+kind = "range"
+epsilon = 1.0
+domain_size = 64
+"""
+
 
 @pytest.fixture(scope="module")
 def collector(redis_url, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sdk-collector")
-    c = start_collector(tmp, config_text(), redis_url, workers=2)
+    c = start_collector(tmp, config_text(extra=STRUCTURED), redis_url, workers=2)
     c.config_path = tmp / "ldptel.toml"
     yield c
     c.stop()
@@ -63,6 +77,24 @@ def test_reports_of_every_oracle_arrive_in_columnar_batches(collector, tmp_path,
         for e in got:
             batch = ReportBatch.FromString(e[b"batch"])
             assert batch.campaign == camp and batch.count == int(e[b"count"]) and len(batch.batch_id) == 16
+    client.close()
+
+
+def test_heavy_hitter_and_range_campaigns(collector, tmp_path, redis_client):
+    client = make_client(collector, tmp_path, batch_size=30)
+    if not {"hh", "range"} <= set(client.campaigns()):
+        pytest.skip("the collector does not ingest heavy-hitter/range campaigns yet")
+    for i in range(40):
+        client.report("hh", ["abcd", "ab", "zz"][i % 3])
+        client.report("range", i % 64)
+    client.report_many("hh", ["abcd"] * 25)
+    level = client.mechanism("hh").device_level()
+    result = client.flush()
+    assert (result.accepted, result.dropped, result.pending) == (105, 0, 0)
+    assert stored_reports(redis_client, "hh") == 65 and stored_reports(redis_client, "range") == 40
+    device = [ReportBatch.FromString(e[b"batch"]) for e in entries(redis_client, "hh")]
+    assert sorted(b.count for b in device) == [10, 25, 30]  # 40 device reports, then 25 simulated
+    assert {lv for b in device if b.count != 25 for lv in b.heavy_hitters.levels} == {level}
     client.close()
 
 
