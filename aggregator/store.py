@@ -18,9 +18,9 @@ The functions here are the read API for the export endpoints, the heavy-hitter/r
 and the operator pages: ``load_accumulator`` (sum over shards and fields), ``list_windows``,
 ``window_counts``, ``last_updated``, ``resolve_window``.
 
-Other campaign kinds plug in with ``register_accumulator(kind, factory)``: the factory maps a
-``Campaign`` to an empty ``Accumulator`` (additive numpy state, ``add``/``merge``/``to_bytes``);
-the worker and ``load_accumulator`` then handle that kind like a frequency campaign.
+Every campaign kind (frequency, heavy_hitters, range) is aggregated through
+``ACCUMULATOR_FACTORIES`` (campaign → empty ``Accumulator``: mergeable state, ``add``/``merge``/
+``to_bytes``); ``register_accumulator(kind, factory)`` replaces or adds one.
 """
 
 from __future__ import annotations
@@ -40,13 +40,17 @@ ACC_PREFIX = "acc:"
 AccumulatorFactory = Callable[[Campaign], Accumulator]
 
 
-def _frequency_accumulator(campaign: Campaign) -> Accumulator:
+def _mechanism_accumulator(campaign: Campaign) -> Accumulator:
     return accumulator_for(campaign.mechanism())
 
 
-# kind → factory of an empty accumulator. Heavy-hitter and range campaigns register theirs here
-# (``register_accumulator("heavy_hitters", ...)``, ``register_accumulator("range", ...)``).
-ACCUMULATOR_FACTORIES: dict[str, AccumulatorFactory] = {"frequency": _frequency_accumulator}
+# kind → factory of an empty accumulator: every kind's campaign builds its mechanism
+# (``Campaign.mechanism()``) and the decoders map it to its accumulator.
+ACCUMULATOR_FACTORIES: dict[str, AccumulatorFactory] = {
+    "frequency": _mechanism_accumulator,
+    "heavy_hitters": _mechanism_accumulator,
+    "range": _mechanism_accumulator,
+}
 
 
 def register_accumulator(kind: str, factory: AccumulatorFactory) -> None:
