@@ -16,7 +16,7 @@ Layout of the state hash ``{ldptel:<campaign>:<shard>}:state`` (one per stream s
 
 The functions here are the read API for the export endpoints, the heavy-hitter/range queries
 and the operator pages: ``load_accumulator`` (sum over shards and fields), ``list_windows``,
-``window_counts``, ``last_updated``, ``resolve_window``.
+``window_counts``, ``last_updated``, ``resolve_window``, ``backlog``, ``summary``.
 
 Every campaign kind (frequency, heavy_hitters, range) is aggregated through
 ``ACCUMULATOR_FACTORIES`` (campaign → empty ``Accumulator``: mergeable state, ``add``/``merge``/
@@ -33,7 +33,7 @@ import redis as redis_lib
 
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
 from ldptel.config import Campaign
-from ldptel.streams import state_key, window_start
+from ldptel.streams import metrics_key, state_key, window_start
 
 ACC_PREFIX = "acc:"
 
@@ -187,16 +187,30 @@ def resolve_window(r: redis_lib.Redis, campaign: Campaign, spec: str | None) -> 
     return w
 
 
+def backlog(r: redis_lib.Redis, campaign: Campaign) -> int:
+    """Stream entries (batches) the collector accepted that no worker has counted yet: the
+    collector's ``accepted_batches`` counter minus the entries the workers committed or rejected,
+    per shard. (Entries written to a stream by other means are not known here.)"""
+    lag = 0
+    for s in range(campaign.shards):
+        accepted = int(r.hget(metrics_key(campaign.name, s), "accepted_batches") or 0)
+        key = state_key(campaign.name, s)
+        done = sum(int(v) for _, v in _hscan_prefix(r, key, "entries:")) + int(r.hget(key, "rejected") or 0)
+        lag += max(accepted - done, 0)
+    return lag
+
+
 @dataclass
 class WindowSummary:
     """Cheap per-campaign numbers for listings (no decoding)."""
 
-    windows: dict[int, int]  # window → reports
-    rejected: int
-    updated: float | None
+    windows: dict[int, int]  # window → reports counted
+    rejected: int  # entries that could not be decoded
+    updated: float | None  # epoch seconds of the last commit
+    backlog: int  # accepted entries not yet counted
 
 
 def summary(r: redis_lib.Redis, campaign: Campaign) -> WindowSummary:
     rejected = sum(int(r.hget(k, "rejected") or 0) for k in _state_keys(campaign))
     return WindowSummary(windows=window_counts(r, campaign), rejected=rejected,
-                         updated=last_updated(r, campaign))
+                         updated=last_updated(r, campaign), backlog=backlog(r, campaign))
