@@ -193,3 +193,15 @@ def test_campaign_builds_heavy_hitters() -> None:
     with pytest.raises(ConfigError, match="levels"):
         parse_config({"campaigns": [{"name": "s", "kind": "heavy_hitters", "epsilon": 4.0,
                                      "max_length": 16, "levels": 4}]})
+
+
+def test_scalar_encode_keeps_the_hash_with_probability_p() -> None:
+    mech = HeavyHitters(2.0, max_length=8, levels=4)
+    n = 5000
+    reports = [mech.encode("hello").heavy_hitters for _ in range(n)]
+    level = reports[0].levels[0]
+    rows, _ = mech.string_rows(["hello"])
+    key = int(mech.keys(rows, level)[0])
+    hits = np.mean([hashing.olh_hash(r.seeds[0], key, mech.g) == r.values[0] for r in reports])
+    assert all(r.levels[0] == level for r in reports)
+    assert abs(hits - mech.p) <= 4 * np.sqrt(mech.p * (1 - mech.p) / n)

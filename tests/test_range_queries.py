@@ -290,3 +290,26 @@ def test_campaigns_build_range_mechanisms() -> None:
     assert isinstance(hier, RangeHierarchical) and hier.B == 8
     assert isinstance(accumulator_for(haar), RangeHaarAccumulator)
     assert isinstance(accumulator_for(hier), RangeHierarchicalAccumulator)
+
+
+def test_scalar_encode_paths_have_the_batch_distribution() -> None:
+    """``encode`` (one report, OS randomness, scalar code) draws the level uniformly and keeps
+    the true sign / value with the mechanism's probability: each rate within 4 binomial sd."""
+    n = 6000
+    haar = RangeHaar(1.0, 64)
+    reports = [haar.encode(37) for _ in range(n)]
+    lev = np.array([b.range.levels[0] for b in reports]) + 1
+    j = np.array([b.range.indices[0] for b in reports])
+    sign = np.array([haar.columns(b)["signs"][0] for b in reports])
+    truth = (1 - 2 * ((37 >> (lev - 1)) & 1)) * hadamard_entry(j, 37 >> lev)
+    kept = (sign == (truth > 0)).mean()
+    assert abs(kept - haar.p_keep) <= 4 * np.sqrt(haar.p_keep * (1 - haar.p_keep) / n)
+    counts = np.bincount(lev - 1, minlength=haar.h)
+    assert np.all(np.abs(counts - n / haar.h) <= 4 * np.sqrt(n / haar.h))
+    tree = RangeHierarchical(1.0, 64, branching=4)  # level 0: GRR over 4 nodes
+    reports = [tree.encode(37) for _ in range(n)]
+    cols = {k: np.concatenate([tree.columns(b)[k] for b in reports]) for k in ("levels", "values", "seeds")}
+    tree.validate_columns({**cols, "indices": [], "signs": []}, n)
+    at0 = cols["levels"] == 0
+    p = tree.oracles[0].p
+    assert abs((cols["values"][at0] == 37 // 16).mean() - p) <= 4 * np.sqrt(p * (1 - p) / at0.sum())

@@ -33,9 +33,9 @@ import numpy as np
 
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import InvalidReport, PureMechanism, check_epsilon, check_int
-from ldptel.client.mechanisms.grr import perturb_categorical
+from ldptel.client.mechanisms.grr import perturb_categorical, perturb_one
 from ldptel.client.mechanisms.olh import olh_g
-from ldptel.client.randomness import resolve
+from ldptel.client.randomness import SYSTEM_RANDOM, resolve
 from ldptel.proto import HeavyHitterPayload, ReportBatch
 
 MAX_LEVEL_BITS = 16  # new bits per level: the walk evaluates width · 2^bits candidates
@@ -123,6 +123,7 @@ class HeavyHitters(PureMechanism):
         self.g = olh_g(self.epsilon)
         self.bits = level_bits(self.total_bits, self.levels)
         self.domain_size = 0  # strings: no enumerable domain
+        self._level: int | None = None
 
     # --- math -----------------------------------------------------------------------------
     @property
@@ -186,18 +187,16 @@ class HeavyHitters(PureMechanism):
     def encode(self, value: Any, campaign: str = "") -> ReportBatch:
         """One report of this device: its own level, the scalar xxhash path, OS randomness."""
         data = self.check_string(value).ljust(self.max_length, b"\0")
-        level = self.device_level()
+        if self._level is None:
+            self._level = self.device_level()
+        level = self._level
         b = int(self.bits[level])
         pref = bytearray(data[: (b + 7) // 8])
         if b % 8:
             pref[-1] &= (0xFF << (8 - b % 8)) & 0xFF
-        key = hashing.xxh32_bytes(bytes(pref), seed=b)
-        rng = resolve(None)
-        seed = int(rng.integers(0, 2**32, 1)[0])
-        y = np.array([hashing.olh_hash(seed, key, self.g)], dtype=np.int64)
-        cols = {"levels": np.array([level], dtype=np.uint32),
-                "seeds": np.array([seed], dtype=np.uint32),
-                "values": perturb_categorical(y, self.g, self.p, rng)}
+        seed = SYSTEM_RANDOM.getrandbits(32)
+        y = hashing.olh_hash(seed, hashing.xxh32_bytes(bytes(pref), seed=b), self.g)
+        cols = {"levels": [level], "seeds": [seed], "values": [perturb_one(y, self.g, self.p)]}
         return self.pack(cols, 1, campaign)
 
     def encode_batch(self, values: Any, rng: np.random.Generator | None = None,

@@ -32,6 +32,7 @@ import numpy as np
 from ldptel.client.mechanisms.base import InvalidReport, Mechanism
 from ldptel.client.mechanisms.hadamard import hadamard_entry
 from ldptel.client.mechanisms.heavy_hitters import check_lengths, first_bad
+from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import RangePayload, ReportBatch
 
 
@@ -109,6 +110,14 @@ class RangeHaar(Mechanism):
         keep = rng.random(n) < self.p_keep
         return {"levels": (lev - 1).astype(np.uint32), "indices": j.astype(np.uint32),
                 "signs": (b > 0) == keep}
+
+    def randomize_one(self, value: int) -> dict:
+        lev = SYSTEM_RANDOM.randrange(self.h) + 1
+        i, sigma = value >> lev, 1 - 2 * ((value >> (lev - 1)) & 1)
+        j = SYSTEM_RANDOM.randrange(int(self.K[lev - 1]))
+        positive = (sigma > 0) == ((i & j).bit_count() % 2 == 0)
+        keep = SYSTEM_RANDOM.random() < self.p_keep
+        return {"levels": [lev - 1], "indices": [j], "signs": [positive == keep]}
 
     def payload_message(self, columns: dict) -> RangePayload:
         return RangePayload(levels=np.asarray(columns["levels"]).tolist(),

@@ -41,6 +41,7 @@ from ldptel.client.mechanisms.grr import GRR
 from ldptel.client.mechanisms.heavy_hitters import check_lengths, first_bad
 from ldptel.client.mechanisms.olh import OLH
 from ldptel.client.mechanisms.range_haar import range_columns
+from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import RangePayload, ReportBatch
 
 
@@ -208,6 +209,12 @@ class RangeHierarchical(Mechanism):
             if "seeds" in cols:
                 seeds[sel] = cols["seeds"]
         return {"levels": lev.astype(np.uint32), "values": out, "seeds": seeds}
+
+    def randomize_one(self, value: int) -> dict:
+        lev = SYSTEM_RANDOM.randrange(self.H)
+        cols = self.oracles[lev].randomize_one(value // self.widths[lev])
+        return {"levels": [lev], "values": list(cols["values"]),
+                "seeds": list(cols.get("seeds", [0])) if self.uses_olh else []}
 
     def payload_message(self, columns: dict) -> RangePayload:
         return RangePayload(levels=np.asarray(columns["levels"]).tolist(),
