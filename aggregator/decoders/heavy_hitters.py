@@ -44,6 +44,7 @@ from ldptel.client.mechanisms.heavy_hitters import HeavyHitters, prefix_rows
 
 COLUMNS: dict[str, type] = {"levels": np.uint16, "seeds": np.uint32, "values": np.uint16}
 KERNEL_BLOCK = 128  # reports per block of the OLH kernel (keeps the scratch in cache)
+NULL_OFFSPRING = 0.5  # expected surviving null children of a null survivor (< 1: noise dies out)
 
 
 @dataclass
@@ -206,7 +207,7 @@ class _Walk:
                 break
             n = self.n_level[j]
             est = (c - n * q) / self.scale
-            keep = np.flatnonzero(c > binom.isf(1.0 / (2.0 * (1 << mech.new_bits(j))), n, q))
+            keep = np.flatnonzero(c > binom.isf(NULL_OFFSPRING / (1 << mech.new_bits(j)), n, q))
             keep = keep[np.argsort(-est[keep], kind="stable")[: mech.width]]
             surv = cands[keep]
             done = (prefix_rows(surv, int(mech.bits[j]))[:, : int(mech.bits[j]) // 8] == 0).any(axis=1)
