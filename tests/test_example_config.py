@@ -1,0 +1,26 @@
+"""The shipped example config loads, builds a mechanism for every campaign, and the CLI reports
+config errors with the key and a non-zero exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ldptel.cli import main
+from ldptel.config import load_config
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ldptel.toml"
+
+
+def test_example_config_builds_every_campaign() -> None:
+    config = load_config(EXAMPLE)
+    assert {c.kind for c in config.campaigns} == {"frequency", "heavy_hitters", "range"}
+    for campaign in config.campaigns:
+        mech = campaign.mechanism()
+        assert mech.epsilon == campaign.epsilon
+
+
+def test_cli_names_the_bad_key(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(EXAMPLE.read_text().replace("epsilon = 2.0", "epsilon = 0"))
+    assert main(["aggregate", "--config", str(bad), "--once"]) == 2
+    assert "campaigns[font-size].epsilon" in capsys.readouterr().err
