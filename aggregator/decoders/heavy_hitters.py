@@ -35,7 +35,6 @@ import io
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binom
 
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.result import FrequencyEstimate
@@ -194,6 +193,8 @@ class _Walk:
         return rows[valid]
 
     def run(self, k: int | None, alpha: float) -> HeavyHitterEstimate:
+        from scipy.stats import binom  # imported here: keeps `ldptel` start-up fast
+
         mech, q, J = self.mech, self.mech.q, self.mech.levels
         term_rows: list[np.ndarray] = []
         term_level: list[np.ndarray] = []

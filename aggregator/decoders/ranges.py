@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from ldptel.aggregator.result import FrequencyEstimate
 from ldptel.client.mechanisms.base import Z95
@@ -74,6 +73,8 @@ class RangeEstimate(FrequencyEstimate):
     def cdf(self) -> np.ndarray:
         """The monotone CDF F̃ (isotonic regression of Ŝ/N, clipped to [0, 1]); cached."""
         if self._cdf is None:
+            from scipy.optimize import isotonic_regression  # imported here: fast start-up
+
             raw = np.cumsum(self.counts) / max(self.n, 1)
             w = np.ones_like(raw)
             raw[-1], w[-1] = 1.0, 1e9

@@ -14,7 +14,6 @@ same weighted system (not forced to sum to N: strings outside the candidates are
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import nnls
 
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.decoders.unary import column_popcount
@@ -47,6 +46,8 @@ class RapporAccumulator(Accumulator):
         return (self.state["ones"] - mech.p_star * n_j) / mech.bit_scale
 
     def estimate(self) -> FrequencyEstimate:
+        from scipy.optimize import nnls  # imported here: keeps `ldptel` start-up fast
+
         mech = self.mech
         n = self.n
         X = mech.design_matrix().astype(np.float64)  # (m, k, C)
