@@ -115,7 +115,7 @@ def test_state_concatenates_merges_and_round_trips() -> None:
     a, b = merged.estimate(), whole.estimate()
     assert a.labels == b.labels and np.allclose(a.counts, b.counts)
     assert set(a.labels) == {"ab", "abc", "zz", "q"}
-    with pytest.raises(ValueError, match="different campaigns"):
+    with pytest.raises(ValueError, match="new name"):
         merged.merge(HeavyHitterAccumulator(HeavyHitters(4.0, max_length=5)))
     with pytest.raises(ValueError):
         HeavyHitterAccumulator.from_bytes(HeavyHitters(4.0, max_length=4, levels=2), whole.to_bytes())

@@ -341,3 +341,21 @@ def test_single_report_rappor_devices_are_decoded_unbiased() -> None:
                    [ReportBatch.FromString(b.SerializeToString()) for b in batches])
     z = (est.counts - truth) / est.std_error
     assert np.abs(z).max() <= 4.0, z.round(2).tolist()
+
+
+def test_state_of_other_parameters_is_refused() -> None:
+    """An accumulator saved under one ε (or domain) is never merged into or decoded as another:
+    the mechanism's parameters travel with the state."""
+    from ldptel.aggregator import accumulator_for
+
+    rng = np.random.default_rng(5)
+    old = create_mechanism("grr", epsilon=1.0, domain_size=8)
+    new = create_mechanism("grr", epsilon=2.0, domain_size=8)
+    acc = accumulator_for(old)
+    acc.add(old.encode_batch(rng.integers(0, 8, 100), rng=rng))
+    with pytest.raises(ValueError, match="epsilon"):
+        type(acc).from_bytes(new, acc.to_bytes())
+    with pytest.raises(ValueError, match="new name"):
+        accumulator_for(new).merge(acc)
+    same = type(acc).from_bytes(create_mechanism("grr", epsilon=1.0, domain_size=8), acc.to_bytes())
+    np.testing.assert_array_equal(same.state["support"], acc.state["support"])

@@ -7,6 +7,7 @@ workers (or shards) combine exactly; ``to_bytes``/``from_bytes`` use ``np.savez`
 from __future__ import annotations
 
 import io
+import json
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -15,6 +16,8 @@ import numpy as np
 from ldptel.aggregator.result import FrequencyEstimate
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch
+
+FINGERPRINT_KEY = "_mechanism"
 
 
 class Accumulator(ABC):
@@ -44,9 +47,20 @@ class Accumulator(ABC):
         self.add_columns(self.mech.columns(batch), batch.count)
         self.state["n"][0] += batch.count
 
+    def fingerprint(self) -> str:
+        """The mechanism's parameters (``public_params``) as canonical JSON: states made with
+        different parameters (a changed ε or domain) must never be merged or decoded together."""
+        return json.dumps(self.mech.public_params(), sort_keys=True, default=str)
+
+    def check_compatible(self, other_fingerprint: str) -> None:
+        if other_fingerprint != self.fingerprint():
+            raise ValueError(f"state was made with {other_fingerprint}, but the mechanism is now "
+                             f"{self.fingerprint()}: a campaign whose parameters change needs a new name")
+
     def merge(self, other: Accumulator) -> Accumulator:
         if type(other) is not type(self):
             raise ValueError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
+        self.check_compatible(other.fingerprint())
         for key, value in other.state.items():
             if self.state[key].shape != value.shape:
                 raise ValueError(f"state {key!r} shapes differ: {self.state[key].shape} vs {value.shape}")
@@ -55,13 +69,22 @@ class Accumulator(ABC):
 
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()
-        np.savez(buf, **self.state)
+        stamp = np.frombuffer(self.fingerprint().encode(), dtype=np.uint8)
+        np.savez(buf, **self.state, **{FINGERPRINT_KEY: stamp})
         return buf.getvalue()
+
+    @classmethod
+    def stored_fingerprint(cls, stored) -> str | None:
+        """The fingerprint saved by ``to_bytes`` (None in states saved before it existed)."""
+        return stored[FINGERPRINT_KEY].tobytes().decode() if FINGERPRINT_KEY in stored else None
 
     @classmethod
     def from_bytes(cls, mech: Mechanism, data: bytes) -> Accumulator:
         acc = cls(mech)
         with np.load(io.BytesIO(data), allow_pickle=False) as stored:
+            saved = cls.stored_fingerprint(stored)
+            if saved is not None:
+                acc.check_compatible(saved)
             for key in acc.state:
                 if key not in stored or stored[key].shape != acc.state[key].shape:
                     raise ValueError(f"stored state does not match {mech!r} (key {key!r})")

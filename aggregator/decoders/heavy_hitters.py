@@ -32,6 +32,7 @@ count in the level sample.
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -111,12 +112,15 @@ class HeavyHitterAccumulator(Accumulator):
     def add_columns(self, columns: dict, count: int) -> None:
         self._append(columns)
 
+    def fingerprint(self) -> str:
+        """As ``Accumulator.fingerprint`` without ``width``: a decode setting, not the state's."""
+        params = {k: v for k, v in self.mech.public_params().items() if k != "width"}
+        return json.dumps(params, sort_keys=True, default=str)
+
     def merge(self, other: Accumulator) -> Accumulator:
         if type(other) is not type(self):
             raise ValueError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
-        if (other.mech.levels, other.mech.g, other.mech.max_length) != (
-                self.mech.levels, self.mech.g, self.mech.max_length):
-            raise ValueError("cannot merge heavy-hitter states of different campaigns")
+        self.check_compatible(other.fingerprint())
         self._append(other.state)
         self._n += other.state["n"]
         return self
@@ -125,6 +129,9 @@ class HeavyHitterAccumulator(Accumulator):
     def from_bytes(cls, mech: HeavyHitters, data: bytes) -> HeavyHitterAccumulator:
         acc = cls(mech)
         with np.load(io.BytesIO(data), allow_pickle=False) as stored:
+            saved = cls.stored_fingerprint(stored)
+            if saved is not None:
+                acc.check_compatible(saved)
             missing = [k for k in ("n", *COLUMNS) if k not in stored]
             if missing:
                 raise ValueError(f"stored state does not match {mech!r} (key {missing[0]!r})")
