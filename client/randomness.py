@@ -48,7 +48,12 @@ OS_RANDOM = OsRandom()
 
 def resolve(rng: np.random.Generator | None) -> np.random.Generator | OsRandom:
     """``rng`` if given (tests, simulations), else the OS source."""
-    return OS_RANDOM if rng is None else rng
+    if rng is None:
+        return OS_RANDOM
+    if not isinstance(rng, (np.random.Generator, OsRandom)):
+        raise ValueError(f"rng must be a numpy.random.Generator (or None for OS randomness), "
+                         f"got {type(rng).__name__}")
+    return rng
 
 
 def random_bytes(rng: np.random.Generator | OsRandom, shape: tuple[int, ...]) -> np.ndarray:

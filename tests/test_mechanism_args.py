@@ -233,3 +233,10 @@ def test_rappor_randomness() -> None:
     assert payload_bytes(mech, mech.encode_batch(values)) != payload_bytes(mech, c)
     # one device: 64 instantaneous-RR bits per report are fresh each time
     assert payload_bytes(mech, mech.encode("a")) != payload_bytes(mech, mech.encode("a"))
+
+
+@pytest.mark.parametrize("rng", [42, "seed", np.random.RandomState(1)])
+def test_bad_rng_is_named(rng) -> None:
+    mech = create_mechanism("grr", epsilon=1.0, domain_size=4)
+    with pytest.raises(ValueError, match="rng"):
+        mech.encode_batch([0, 1], rng=rng)
