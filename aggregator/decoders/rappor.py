@@ -46,48 +46,67 @@ class RapporAccumulator(Accumulator):
         return (self.state["ones"] - mech.p_star * n_j) / mech.bit_scale
 
     def estimate(self) -> FrequencyEstimate:
-        from scipy.optimize import nnls  # imported here: keeps `ldptel` start-up fast
+        """Closed forms with a_j = N_j/N, c_j = w_j·a_j and S_j = X_jᵀX_j (sparse: each candidate
+        sets ≤ h bits per cohort): G = Σ_j c_j a_j S_j, n̂ = G⁻¹ Σ_j c_j X_jᵀ t_j,
+        Var_noise = diag(G⁻¹ [Σ_j c_j² X_jᵀ diag(Σ_j) X_j] G⁻¹), and with M_j = c_j G⁻¹ S_j the
+        cohort-split term Σ_c n_c·Var_j(M_j[·, c]) = diag(G⁻¹ Q G⁻¹),
+        Q = (1/m) Σ_j c_j² S_j D S_j − (1/m²) S̄ D S̄, S̄ = Σ_j c_j S_j, D = diag(n̂⁺).
+        Only C×C dense algebra, never the (m·k × C) design matrix."""
+        from scipy import sparse  # imported here: keeps `ldptel` start-up fast
+        from scipy.optimize import nnls
 
         mech = self.mech
         n = self.n
-        X = mech.design_matrix().astype(np.float64)  # (m, k, C)
-        C = X.shape[2]
+        C = len(mech.candidates)
         if n == 0:
             zeros = np.zeros(C)
             return FrequencyEstimate(n=0, counts=zeros, std_error=zeros.copy(),
                                      labels=list(mech.candidates), normalized=zeros.copy())
         n_j = self.state["cohort_n"].astype(np.float64)
         live = n_j > 0
-        X, n_j = X[live], n_j[live]
+        X = mech.design_matrix()[live]  # (m', k, C) boolean
+        n_j = n_j[live]
         ones = self.state["ones"][live].astype(np.float64)
         t = self.bit_estimates()[live]  # (m', k)
         m_live, k = t.shape
-        A = X * (n_j / n)[:, None, None]  # (m', k, C)
         rate = np.clip(ones / n_j[:, None], mech.p_star, mech.q_star)
         mean_rate = rate.mean(axis=1)
-        w = 1.0 / (n_j * mean_rate * (1 - mean_rate))  # per cohort
+        w = 1.0 / (n_j * mean_rate * (1 - mean_rate))  # WLS weight per cohort
         sigma = n_j[:, None] * rate * (1 - rate) / mech.bit_scale**2  # Var t_jb
+        a = n_j / n
+        c = w * a
 
-        A2 = A.reshape(-1, C)
-        WA2 = A2 * np.repeat(w, k)[:, None]
-        G_inv = np.linalg.pinv(WA2.T @ A2)
-        counts = G_inv @ (WA2.T @ t.reshape(-1))
-        meat = (WA2 * sigma.reshape(-1)[:, None]).T @ WA2
-        var_noise = ((G_inv @ meat) * G_inv).sum(axis=1)  # diag(G⁻¹ meat G⁻¹), G⁻¹ symmetric
+        Xs = sparse.csr_matrix(X.reshape(-1, C).astype(np.float64))  # rows (cohort, bit)
 
-        # random split of devices over cohorts: M_j = L_j X_j, L_j = G⁻¹ A_jᵀ W_j
-        m_all = mech.cohorts
-        m_sum = np.zeros((C, C))
-        m_sq = np.zeros((C, C))
+        def gram(row_weights: np.ndarray) -> sparse.csr_matrix:
+            return (Xs.T @ sparse.diags(row_weights) @ Xs).tocsr()
+
+        G = gram(np.repeat(c * a, k)).toarray()
+        G_inv = np.linalg.pinv(G, hermitian=True)
+        counts = G_inv @ (Xs.T @ (np.repeat(c, k) * t.reshape(-1)))
+        meat = gram(np.repeat(c**2, k) * sigma.reshape(-1))
+
+        D = sparse.diags(np.clip(counts, 0, n))
+        P = sparse.csr_matrix((C, C))
         for j in range(m_live):  # a loop over cohorts, not reports
-            M = G_inv @ (WA2[j * k : (j + 1) * k].T @ X[j])
-            m_sum += M
-            m_sq += M * M
-        spread = m_sq / m_all - (m_sum / m_all) ** 2
-        var_split = spread @ np.clip(counts, 0, n)
+            Xj = Xs[j * k : (j + 1) * k]
+            S_j = (Xj.T @ Xj).tocsr()
+            P = P + c[j] ** 2 * (S_j @ D @ S_j)
+        S_bar = gram(np.repeat(c, k))
+        m_all = mech.cohorts
+        Q = P / m_all - (S_bar @ D @ S_bar) / m_all**2
 
-        sw = np.sqrt(w)[:, None, None]
-        fit, _ = nnls((A * sw).reshape(-1, C), (t * sw[:, :, 0]).reshape(-1), maxiter=50 * C)
+        # diag(G⁻¹ B G⁻¹) for B = meat, Q in one product (G⁻¹ symmetric)
+        both = G_inv @ np.hstack([meat.toarray(), Q.toarray()])
+        var_noise = (both[:, :C] * G_inv).sum(axis=1)
+        var_split = (both[:, C:] * G_inv).sum(axis=1)
+
+        # NNLS on the C×C square root of the normal equations: ‖Rβ − z‖² = βᵀGβ − 2βᵀg + const
+        evals, evecs = np.linalg.eigh(G)
+        keep = evals > evals.max() * 1e-12
+        R = np.sqrt(evals[keep])[:, None] * evecs[:, keep].T
+        z = (evecs[:, keep].T @ (G @ counts)) / np.sqrt(evals[keep])
+        fit, _ = nnls(R, z, maxiter=50 * C)
         se = np.sqrt(np.maximum(var_noise + np.maximum(var_split, 0), 0))
         return FrequencyEstimate(n=n, counts=counts, std_error=se,
                                  labels=list(mech.candidates), normalized=fit)
