@@ -27,13 +27,13 @@ from ldptel.server.ratelimit import RateLimiter
 
 log = logging.getLogger("ldptel.server")
 
-# Blueprint modules registered by default, in order; each exposes ``bp``. The export API and
-# operator pages (server/export.py) are added here when they land.
+# Blueprint modules registered by default, in order; each exposes ``bp``.
 BLUEPRINT_MODULES: list[str] = [
     "ldptel.server.ingest",
     "ldptel.server.health",
     "ldptel.server.export",
     "ldptel.server.queries",
+    "ldptel.server.pages",
 ]
 
 

@@ -1,0 +1,635 @@
+"""Operator pages (server/pages.py) in a real headless Chromium (Playwright) against the real app:
+``ldptel serve`` (gunicorn, two workers, so sessions must work across processes) on a free
+127.0.0.1 port, the embedded Redis, reports POSTed over HTTP and counted by the real worker.
+
+Screenshots of every page go to ``<pytest tmp>/operator-screenshots*/``. Without
+``/usr/bin/chromium`` the browser tests skip (install: ``apt-get install -y chromium``); with
+``LDPTEL_REQUIRE_BROWSER=1`` (set by ``.ci/run``) they fail instead. The HTTP-level tests (CSRF,
+cookie flags, shared session secret) and the chart unit tests run either way.
+"""
+
+from __future__ import annotations
+
+import csv
+import http.client
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config, xadd_batches
+
+from ldptel.aggregator.worker import Worker
+from ldptel.config import Config
+from ldptel.redis_server import free_port
+from ldptel.server import charts
+from ldptel.server.pages import SECRET_REDIS_KEY
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+REQUIRE_BROWSER = os.environ.get("LDPTEL_REQUIRE_BROWSER") == "1"
+INSTALL_HINT = ("install Debian's chromium (`sudo apt-get install -y chromium`, or run .ci/run) and the "
+                "test extras (`pip install -e '.[test]'` for Playwright)")
+
+LONG_NAME = "android-settings-theme-choice-by-device-model-and-region-eu-2025"  # 64 characters
+COLORS = ["red", "green", "blue", "yellow", "purple", "orange", "black", "white"]
+WORDS = np.array(["checkout", "search", "home", "cart", "wishlist", "x"], dtype=object)
+RAPPOR = {"bloom_bits": 64, "hashes": 2, "cohorts": 8, "f": 0.25, "p": 0.35, "q": 0.65,
+          "candidates": ["email", "google", "apple", "github", "sso"]}
+
+
+def device_models(n: int) -> list[str]:
+    """``n`` distinct item labels, a few of them very long."""
+    brands = ["Pixel", "Galaxy", "Xperia", "Moto", "Redmi", "OnePlus", "Nokia", "Oppo"]
+    out = [f"{brands[i % len(brands)]} {i // len(brands) + 1}{'a' if i % 3 == 0 else ''}" for i in range(n)]
+    out[3] = "Samsung Galaxy S24 Ultra Enterprise Edition (SM-S928B/DS, 512 GB, Titanium Violet)"
+    out[11] = "Fairphone 5 — refurbished, dual SIM, 256 GB, “Sky Blue”, EU charger"
+    return out
+
+
+CAMPAIGNS = [
+    {"name": "colors", "oracle": "oue", "epsilon": 1.0, "domain": COLORS, "min_reports": 1000,
+     "description": "Favourite colour in the onboarding survey"},
+    {"name": LONG_NAME, "oracle": "olh", "epsilon": 1.0, "domain": device_models(240), "min_reports": 1000,
+     "description": "Theme chosen in Settings, per device model. " * 4},
+    {"name": "scarce", "oracle": "grr", "epsilon": 1.0, "domain_size": 5, "min_reports": 5000},
+    {"name": "empty", "oracle": "hadamard", "epsilon": 0.5, "domain_size": 16, "window": "1h"},
+    {"name": "search", "kind": "heavy_hitters", "epsilon": 4.0, "max_length": 8, "levels": 8, "width": 16,
+     "description": "Search terms typed in the app"},
+    {"name": "latency", "kind": "range", "epsilon": 2.0, "domain_size": 1024,
+     "description": "Page latency in ms (0 to 1023)"},
+    {"name": "signup", "oracle": "rappor", **RAPPOR, "description": "Sign-up method"},
+    {"name": "hourly", "oracle": "grr", "epsilon": 2.0, "domain": ["ios", "android", "web"], "window": "1h",
+     "min_reports": 100},
+]
+N = {"colors": 6000, LONG_NAME: 20_000, "scarce": 1200, "search": 12_000, "latency": 20_000, "signup": 3000,
+     "hourly": 600}
+
+
+# --- the running site ---------------------------------------------------------------------------
+
+@dataclass
+class Site:
+    url: str
+    port: int
+    config: Config
+    redis: redis.Redis
+    proc: subprocess.Popen
+
+    def request(self, method: str, path: str, body: bytes | str | None = None,
+                headers: dict | None = None) -> tuple[int, dict, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            hdrs: dict = {}
+            for k, v in resp.getheaders():
+                hdrs.setdefault(k.lower(), []).append(v)
+            return resp.status, {k: v if k == "set-cookie" else v[0] for k, v in hdrs.items()}, resp.read()
+        finally:
+            conn.close()
+
+    def api(self, path: str) -> bytes:
+        status, _, body = self.request("GET", path, headers={"Authorization": f"Bearer {EXPORT_TOKEN}"})
+        assert status == 200, (path, status, body[:300])
+        return body
+
+    def api_json(self, path: str) -> dict:
+        return json.loads(self.api(path))
+
+    def post(self, campaign_name: str, values) -> None:
+        camp = self.config.campaign(campaign_name)
+        mech = camp.mechanism()
+        rng = np.random.default_rng(len(values))
+        for start in range(0, len(values), 2000):
+            batch = mech.encode_batch(values[start:start + 2000], rng=rng, campaign=camp.name)
+            status, _, body = self.request("POST", "/v1/reports", batch.SerializeToString(), {
+                "Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST_TOKEN}"})
+            assert status == 202, body
+
+    def aggregate(self) -> None:
+        Worker(self.config, self.redis).run(once=True)
+
+
+def _values(name: str, n: int, rng: np.random.Generator):
+    camp = next(c for c in CAMPAIGNS if c["name"] == name)
+    if camp.get("kind") == "heavy_hitters":
+        return WORDS[rng.choice(WORDS.size, n, p=[0.34, 0.24, 0.18, 0.12, 0.08, 0.04])]
+    if camp.get("kind") == "range":
+        return np.clip(rng.lognormal(np.log(180), 0.6, n).round(), 0, 1023).astype(np.int64)
+    d = len(camp["candidates"] if "candidates" in camp else camp.get("domain") or range(camp["domain_size"]))
+    w = 1.0 / np.arange(1, d + 1) ** 1.1
+    v = rng.choice(d, size=n, p=w / w.sum())
+    return [camp["candidates"][i] for i in v] if "candidates" in camp else v
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
+    r = redis.Redis.from_url(redis_url)
+    r.flushdb()
+    tmp = tmp_path_factory.mktemp("pages")
+    cfg = write_config(tmp / "pages.toml", CAMPAIGNS)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("LDPTEL_SECRET_KEY", "LDPTEL_EXPORT_TOKENS",
+                                                             "LDPTEL_INGEST_TOKENS")}
+    log = (tmp / "serve.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "serve", "--config", str(tmp / "pages.toml"),
+                             "--redis-url", redis_url, "--host", "127.0.0.1", "--port", str(port),
+                             "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    s = Site(f"http://127.0.0.1:{port}", port, cfg, r, proc)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if s.request("GET", "/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, (tmp / "serve.log").read_text()
+            assert time.monotonic() < deadline, "ldptel serve did not come up"
+            time.sleep(0.1)
+        rng = np.random.default_rng(2026)
+        for name, n in N.items():
+            s.post(name, _values(name, n, rng))
+        hourly = cfg.campaign("hourly")  # an older window, written as the collector stores it
+        older = (int(time.time()) // 3600 - 1) * 3600
+        xadd_batches(r, hourly, random_batches(hourly, 400, 200, seed=3), window=older)
+        s.aggregate()
+        yield s
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        r.close()
+
+
+# --- the browser ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    reason = None
+    if not Path(CHROMIUM).exists():
+        reason = f"{CHROMIUM} not found: {INSTALL_HINT}"
+    else:
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            reason = f"Playwright for Python is not installed: {INSTALL_HINT}"
+    if reason:
+        if REQUIRE_BROWSER:
+            pytest.fail(f"LDPTEL_REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("operator-screenshots")
+
+
+def new_page(browser, site: Site, state: dict | None = None):
+    ctx = browser.new_context(base_url=site.url, viewport={"width": 1440, "height": 900},
+                              storage_state=state, accept_downloads=True)
+    ctx.set_default_timeout(15_000)
+    return ctx, ctx.new_page()
+
+
+def sign_in(page, token: str = EXPORT_TOKEN) -> None:
+    page.fill("#token", token)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+
+
+@pytest.fixture(scope="module")
+def signed_in_state(browser, site: Site) -> dict:
+    ctx, page = new_page(browser, site)
+    page.goto("/signin")
+    sign_in(page)
+    assert urllib.parse.urlparse(page.url).path == "/"
+    state = ctx.storage_state()
+    ctx.close()
+    return state
+
+
+@pytest.fixture
+def page(browser, site: Site, signed_in_state: dict):
+    ctx, pg = new_page(browser, site, signed_in_state)
+    yield pg
+    ctx.close()
+
+
+def shoot(page, shots: Path, name: str) -> None:
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+
+
+def table_rows(page) -> list[dict]:
+    """The estimates table: value and the exact numbers of each row (``data-*``) and its text."""
+    return page.eval_on_selector_all("table.estimates tbody tr", """rows => rows.map(tr => {
+        const cell = c => tr.querySelector(`[data-col="${c}"]`);
+        const out = {value: tr.dataset.value, text: {}};
+        for (const c of ["estimate", "std_error", "estimate_normalized"]) {
+            const el = cell(c); if (!el) continue;
+            out[c] = JSON.parse(el.dataset.raw); out.text[c] = el.textContent.trim();
+        }
+        const ci = cell("ci");
+        if (ci) { out.ci_low = JSON.parse(ci.dataset.low); out.ci_high = JSON.parse(ci.dataset.high);
+                  out.text.ci = ci.textContent.trim(); }
+        return out; })""")
+
+
+ROW_CENTERS = """idx => {
+    const bars = [...document.querySelectorAll('svg.chart.bars rect.bar')];
+    const rows = [...document.querySelectorAll('table.estimates tbody tr')];
+    return idx.map(i => { const b = bars[i].getBoundingClientRect(), r = rows[i].getBoundingClientRect();
+                          return [b.top + b.height / 2, r.top + r.height / 2]; }); }"""
+
+
+def assert_rows_line_up(page, idx: list[int]) -> None:
+    """The chart's bar i is level with the table's row i (same row heights, same header)."""
+    for bar_y, row_y in page.evaluate(ROW_CENTERS, idx):
+        assert abs(bar_y - row_y) <= 2, (idx, bar_y, row_y)
+
+
+def check_rows_equal_api(rows: list[dict], items: list[dict]) -> None:
+    by_value = {str(it["value"]): it for it in items}
+    for row in rows:
+        it = by_value[row["value"]]
+        for key in ("estimate", "std_error", "ci_low", "ci_high", "estimate_normalized"):
+            if key in row:
+                assert row[key] == it[key], (row["value"], key, row[key], it[key])
+        assert row["text"]["estimate"] == charts.fmt_count(it["estimate"])
+        assert row["text"]["ci"] == f"{charts.fmt_count(it['ci_low'])} to {charts.fmt_count(it['ci_high'])}"
+        assert row["text"]["std_error"] == f"± {charts.fmt_count(it['std_error'])}"
+
+
+# --- browser tests ----------------------------------------------------------------------------------
+
+def test_unauthenticated_request_lands_on_signin(browser, site: Site, shots: Path) -> None:
+    ctx, page = new_page(browser, site)
+    try:
+        page.goto("/campaigns/colors?view=normalized")
+        url = urllib.parse.urlparse(page.url)
+        assert url.path == "/signin"
+        assert urllib.parse.parse_qs(url.query)["next"] == ["/campaigns/colors?view=normalized"]
+        assert page.is_visible("input#token") and "export token" in page.inner_text("main").lower()
+        assert page.locator("svg.chart").count() == 0 and page.locator("table").count() == 0
+        shoot(page, shots, "01-signin")
+        page.goto("/")
+        assert urllib.parse.urlparse(page.url).path == "/signin"
+    finally:
+        ctx.close()
+
+
+def test_signin_refuses_a_wrong_token_and_accepts_an_export_token(browser, site: Site, shots: Path) -> None:
+    ctx, page = new_page(browser, site)
+    try:
+        page.goto("/campaigns/colors")
+        for bad in ("wrong-token-123", INGEST_TOKEN):
+            sign_in(page, bad)
+            assert urllib.parse.urlparse(page.url).path == "/signin"
+            assert "not a valid export token" in page.inner_text("#signin-error")
+            assert page.input_value("#token") == ""
+        shoot(page, shots, "02-signin-refused")
+        assert not any(c["name"] == "ldptel_session" and "auth" in c["value"] for c in ctx.cookies())
+        sign_in(page)
+        assert urllib.parse.urlparse(page.url).path == "/campaigns/colors"  # back where it started
+        assert page.inner_text("h1") == "colors"
+        cookie = next(c for c in ctx.cookies() if c["name"] == "ldptel_session")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Lax" and not cookie["secure"]
+        assert EXPORT_TOKEN not in cookie["value"]
+        assert page.evaluate("document.cookie") == ""  # HttpOnly: invisible to scripts
+        # sign out: POST with the CSRF token, back to sign-in, pages closed again
+        page.click("form.signout button")
+        page.wait_for_load_state()
+        assert urllib.parse.urlparse(page.url).path == "/signin" and "signed out" in page.inner_text("main")
+        page.goto("/campaigns/colors")
+        assert urllib.parse.urlparse(page.url).path == "/signin"
+    finally:
+        ctx.close()
+
+
+def test_campaigns_list(page, site: Site, shots: Path) -> None:
+    page.goto("/")
+    rows = page.locator("table.campaigns tbody tr")
+    assert rows.count() == len(CAMPAIGNS)
+    assert page.locator(f'tr[data-campaign="{LONG_NAME}"] td.name a').inner_text() == LONG_NAME
+    colors = page.locator('tr[data-campaign="colors"]')
+    assert colors.locator('[data-col="reports"]').inner_text().startswith("6,000")
+    assert "released" in colors.inner_text() and "OUE" in colors.inner_text()
+    assert colors.locator('[data-col="lag"]').inner_text() == "up to date"
+    assert colors.locator('[data-col="window"]').inner_text().startswith("All time")
+    assert re.match(r"(just now|\d+ s ago)", colors.locator('[data-col="updated"]').inner_text())
+    assert "1,200 of 5,000 needed" in page.locator('tr[data-campaign="scarce"]').inner_text()
+    assert "no reports yet" in page.locator('tr[data-campaign="empty"]').inner_text()
+    assert "UTC" in page.locator('tr[data-campaign="empty"] [data-col="window"]').inner_text()
+    signup = page.locator('tr[data-campaign="signup"] [data-col="epsilon"]').inner_text()
+    eps_inf = site.config.campaign("signup").params["epsilon_inf"]
+    assert f"ε∞ {charts.fmt_eps(eps_inf)}" in signup
+    # the page is wide enough for the long name without a horizontal scrollbar
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shoot(page, shots, "03-campaigns")
+    # the list's JSON refresh endpoint, as the page's script calls it
+    live = page.evaluate("fetch('/live').then(r => r.json())")
+    assert "colors" in live["fragments"]["rows"]
+
+
+def test_frequency_chart_and_table_equal_the_export_api(page, site: Site, shots: Path) -> None:
+    doc = site.api_json("/v1/campaigns/colors/estimates")
+    page.goto("/campaigns/colors")
+    assert page.locator("svg.chart.bars rect.bar").count() == len(COLORS)
+    assert page.locator("svg.chart.bars g.whisker").count() == len(COLORS)
+    rows = table_rows(page)
+    assert len(rows) == len(COLORS)
+    check_rows_equal_api(rows, doc["items"])
+    ests = [r["estimate"] for r in rows]
+    assert ests == sorted(ests, reverse=True)
+    bars = page.eval_on_selector_all("svg.chart.bars rect.bar",
+                                     "els => els.map(e => Number(e.dataset.value))")
+    assert bars == ests  # the chart shows the table's numbers, in the table's order
+    assert page.inner_text('[data-stat="n"]') == "6,000"
+    note = page.inner_text("section.privacy")
+    assert "ε = 1" in note and "2.7 times" in note
+    shoot(page, shots, "04-frequency-raw")
+
+    page.click('a[data-view="normalized"]')
+    page.wait_for_load_state()
+    assert "view=normalized" in page.url
+    assert page.locator("svg.chart.bars rect.bar").count() == len(COLORS)
+    assert page.locator("svg.chart.bars g.whisker").count() == 0
+    norm = [r["estimate_normalized"] for r in table_rows(page)]
+    assert norm == sorted(norm, reverse=True) and min(norm) >= 0
+    assert sum(norm) == pytest.approx(6000)
+    shoot(page, shots, "05-frequency-normalized")
+
+
+def test_downloads_are_the_export_api_output(page, site: Site) -> None:
+    page.goto("/campaigns/colors")
+    with page.expect_download() as dl:
+        page.click('a[data-download="csv"]')
+    got = Path(dl.value.path()).read_bytes()
+    assert dl.value.suggested_filename == "colors-0.csv"
+    assert got == site.api("/v1/campaigns/colors/estimates?format=csv")
+    rows = list(csv.reader(io.StringIO(got.decode())))
+    assert rows[0] == ["value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized"]
+    assert [r[0] for r in rows[1:]] == COLORS
+    with page.expect_download() as dl:
+        page.click('a[data-download="json"]')
+    assert json.loads(Path(dl.value.path()).read_bytes()) == site.api_json("/v1/campaigns/colors/estimates")
+
+
+def test_240_items_long_labels_and_negative_estimates(page, site: Site, shots: Path) -> None:
+    doc = site.api_json(f"/v1/campaigns/{LONG_NAME}/estimates")
+    page.goto(f"/campaigns/{LONG_NAME}")
+    assert page.locator("svg.chart.bars rect.bar").count() == 25
+    assert page.locator("table.estimates tbody tr").count() == 25
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.evaluate("[...document.querySelectorAll('.table-box')]"
+                         ".every(e => e.scrollWidth <= e.clientWidth)")  # no column cut off
+    assert_rows_line_up(page, [0, 12, 24])
+    shoot(page, shots, "06-many-items-top25")
+
+    page.click('a[data-action="show-all"]')
+    page.wait_for_load_state()
+    assert page.locator("svg.chart.bars rect.bar").count() == 240
+    assert page.locator("svg.chart.bars g.whisker").count() == 240
+    check_rows_equal_api(table_rows(page), doc["items"])
+    # negative raw estimates are bars left of the zero line
+    zero = float(page.get_attribute("svg.chart.bars", "data-zero-x"))
+    neg = page.eval_on_selector_all("svg.chart.bars rect.bar.negative",
+                                    "els => els.map(e => [Number(e.getAttribute('x'))"
+                                    " + Number(e.getAttribute('width')), Number(e.dataset.value)])")
+    assert neg and all(right <= zero + 0.1 and v < 0 for right, v in neg)
+    assert len(neg) == sum(1 for it in doc["items"] if it["estimate"] < 0)
+    # long labels are shortened in the chart, whole in its tooltip
+    labels = page.eval_on_selector_all("svg.chart.bars text.label", "els => els.map(e => e.textContent)")
+    assert max(map(len, labels)) <= 40 and any(t.endswith("…") for t in labels)
+    # the chart scrolls inside the page instead of making it 5000 px tall
+    box = page.locator(".chart-box").bounding_box()
+    assert box["height"] <= 0.8 * 900
+    assert_rows_line_up(page, [0, 5])
+    # ... and scrolls together with the table, row for row
+    page.eval_on_selector(".table-box", "e => { e.scrollTop = 3000; }")
+    page.wait_for_timeout(100)
+    assert abs(page.eval_on_selector(".chart-box", "e => e.scrollTop") - 3000) <= 2
+    assert_rows_line_up(page, [100, 105])
+    shoot(page, shots, "07-many-items-all")
+
+
+def test_below_threshold_and_empty_campaigns_show_no_numbers(page, site: Site, shots: Path) -> None:
+    page.goto("/campaigns/scarce")
+    content = page.inner_text('[data-fragment="content"]')
+    assert "Not enough reports yet (1,200 of 5,000)" in content
+    assert page.locator("svg.chart").count() == 0 and page.locator("table.estimates").count() == 0
+    assert page.locator("a[data-download]").count() == 0
+    shoot(page, shots, "08-below-threshold")
+    page.goto("/campaigns/empty")
+    assert "No reports yet" in page.inner_text('[data-fragment="content"]')
+    assert page.locator("svg.chart").count() == 0
+    shoot(page, shots, "09-empty")
+
+
+def test_heavy_hitters_page(page, site: Site, shots: Path) -> None:
+    doc = site.api_json("/v1/campaigns/search/heavy-hitters")
+    page.goto("/campaigns/search")
+    rows = table_rows(page)
+    assert [r["value"] for r in rows] == [it["value"] for it in doc["items"]]
+    assert {"checkout", "search", "home"} <= {r["value"] for r in rows}
+    check_rows_equal_api(rows, doc["items"])
+    assert page.locator("svg.chart.bars rect.bar").count() == len(rows)
+    with page.expect_download() as dl:
+        page.click('a[data-download="json"]')
+    assert json.loads(Path(dl.value.path()).read_bytes()) == doc
+    shoot(page, shots, "10-heavy-hitters")
+
+
+def test_range_page_cdf_quantiles_and_range_form(page, site: Site, shots: Path) -> None:
+    page.goto("/campaigns/latency")
+    assert page.locator("svg.chart.cdf path.cdf").count() == 1
+    assert page.locator("svg.chart.cdf path.band").count() == 1
+    qs = page.eval_on_selector_all("table.quantiles tbody tr", "rows => rows.map(tr => tr.dataset.q)")
+    api = site.api_json(f"/v1/campaigns/latency/quantiles?q={','.join(qs)}")
+    got = page.eval_on_selector_all("table.quantiles tbody tr", """rows => rows.map(tr => [
+        JSON.parse(tr.querySelector('[data-col=value]').dataset.raw),
+        JSON.parse(tr.querySelector('[data-col=rank_std_error]').dataset.raw)])""")
+    assert got == [[it["value"], it["rank_std_error"]] for it in api["items"]]
+
+    page.fill("#lo", "100")
+    page.fill("#hi", "299")
+    page.click("#range-form button")
+    page.wait_for_load_state()
+    ans = site.api_json("/v1/campaigns/latency/range?lo=100&hi=299")
+    el = page.locator("p.answer")
+    assert json.loads(el.get_attribute("data-estimate")) == ans["estimate"]
+    assert json.loads(el.get_attribute("data-std-error")) == ans["std_error"]
+    assert f"{charts.fmt_count(ans['estimate'])} devices" in el.inner_text()
+    assert page.locator("svg.chart.cdf rect.highlight").count() == 1
+    shoot(page, shots, "11-range")
+
+    page.fill("#lo", "500")
+    page.fill("#hi", "20")
+    page.click("#range-form button")
+    page.wait_for_load_state()
+    assert "lo: must be <= hi" in page.inner_text("#range-answer")
+
+
+def test_auto_refresh_replaces_fragments_without_reloading(page, site: Site, shots: Path) -> None:
+    page.goto("/campaigns/hourly")
+    windows = page.eval_on_selector_all("select#window option", "os => os.map(o => o.value)")
+    assert len(windows) == 3  # latest + the current and the previous hour
+    assert page.inner_text('[data-stat="n"]') == "600"
+    page.evaluate("window.__not_reloaded = true")
+    before = table_rows(page)
+    site.post("hourly", _values("hourly", 400, np.random.default_rng(9)))
+    site.aggregate()
+    deadline = time.monotonic() + 15  # the page polls every 5 s (the CSP forbids wait_for_function's eval)
+    while page.inner_text('[data-stat="n"]') != "1,000":
+        assert time.monotonic() < deadline, "the page did not refresh itself"
+        page.wait_for_timeout(200)
+    assert page.evaluate("window.__not_reloaded") is True
+    after = table_rows(page)
+    assert after != before
+    doc = site.api_json("/v1/campaigns/hourly/estimates")
+    assert doc["n_reports"] == 1000
+    check_rows_equal_api(after, doc["items"])
+    assert "Live · updated" in page.inner_text("#live-status")
+    shoot(page, shots, "12-after-refresh")
+
+    with page.expect_navigation():  # choosing a window submits the form (a full navigation)
+        page.select_option("select#window", windows[2])  # the previous hour
+    assert f"window={windows[2]}" in page.url and page.inner_text('[data-stat="n"]') == "400"
+
+
+def test_rappor_page_and_a_bad_window(page, site: Site, shots: Path) -> None:
+    eps_inf = charts.fmt_eps(site.config.campaign("signup").params["epsilon_inf"])
+    page.goto("/campaigns/signup")
+    assert f"ε∞ = {eps_inf}" in page.inner_text("section.privacy")
+    check_rows_equal_api(table_rows(page), site.api_json("/v1/campaigns/signup/estimates")["items"])
+    shoot(page, shots, "13-rappor")
+    page.goto("/campaigns/hourly?window=123")
+    assert "is not the start of a 1h window" in page.inner_text("p.notice.warn")
+    assert page.inner_text('[data-stat="n"]') == charts.fmt_count(site.api_json(
+        "/v1/campaigns/hourly/estimates")["n_reports"])  # the latest window instead
+    shoot(page, shots, "14-bad-window")
+
+
+# --- HTTP-level tests (no browser) ---------------------------------------------------------------------
+
+def _cookie(headers: dict) -> str:
+    return next(c.split(";", 1)[0] for c in headers.get("set-cookie", []) if c.startswith("ldptel_session="))
+
+
+def _signin_form(site: Site) -> tuple[str, str]:
+    status, headers, body = site.request("GET", "/signin")
+    assert status == 200
+    csrf = re.search(rb'name="csrf_token" value="([^"]+)"', body).group(1).decode()
+    return _cookie(headers), csrf
+
+
+def test_csrf_cookie_flags_and_session_across_workers(site: Site) -> None:
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    cookie, csrf = _signin_form(site)
+    # no CSRF token, or a wrong one: refused even with the right export token
+    for data in ({"token": EXPORT_TOKEN}, {"token": EXPORT_TOKEN, "csrf_token": "forged"}):
+        status, headers, body = site.request("POST", "/signin", urllib.parse.urlencode(data),
+                                             {**form, "Cookie": cookie})
+        assert status == 400 and b"expired" in body
+        assert not any("auth" in c for c in headers.get("set-cookie", []))
+    cookie, csrf = _signin_form(site)
+    data = {"token": EXPORT_TOKEN, "csrf_token": csrf, "next": "https://evil.example/"}
+    status, headers, _ = site.request("POST", "/signin", urllib.parse.urlencode(data),
+                                      {**form, "Cookie": cookie})
+    assert status == 302 and headers["location"] == "/"  # never off-site
+    set_cookie = next(c for c in headers["set-cookie"] if c.startswith("ldptel_session="))
+    assert "HttpOnly" in set_cookie and "SameSite=Lax" in set_cookie and "Secure" not in set_cookie
+    session = set_cookie.split(";", 1)[0]
+    # two gunicorn workers, one secret (created once in Redis): every new connection works
+    assert site.redis.get(SECRET_REDIS_KEY)
+    for _ in range(12):
+        status, headers, _ = site.request("GET", "/", headers={"Cookie": session})
+        assert status == 200 and "script-src 'nonce-" in headers["content-security-policy"]
+    # sign-out without the CSRF token does nothing
+    status, _, _ = site.request("POST", "/signout", "", {**form, "Cookie": session})
+    assert status == 400
+    assert site.request("GET", "/", headers={"Cookie": session})[0] == 200
+    # without a session: pages redirect, the refresh endpoint answers 401, downloads redirect
+    status, headers, _ = site.request("GET", "/campaigns/colors")
+    assert status == 302 and headers["location"].startswith("/signin?next=")
+    status, _, body = site.request("GET", "/campaigns/colors/live")
+    assert status == 401 and json.loads(body)["error"] == "unauthorized"
+    status, headers, _ = site.request("GET", "/campaigns/colors/download/estimates.csv?format=csv")
+    assert status == 302 and "/signin" in headers["location"]
+    # a forged cookie is no session
+    assert site.request("GET", "/", headers={"Cookie": "ldptel_session=eyJhdXRoIjoieCJ9.x.y"})[0] == 302
+
+
+def test_session_secret_is_created_once_in_redis(redis_url: str, tmp_path: Path) -> None:
+    from ldptel.server.app import create_app
+
+    r = redis.Redis.from_url(redis_url)
+    r.delete(SECRET_REDIS_KEY)
+    cfg = write_config(tmp_path / "c.toml", CAMPAIGNS[:1])
+    a, b = create_app(cfg, redis_url), create_app(cfg, redis_url)
+    assert a.secret_key and a.secret_key == b.secret_key == r.get(SECRET_REDIS_KEY).decode()
+    fixed = write_config(tmp_path / "d.toml", CAMPAIGNS[:1], server={"secret_key": "k" * 32})
+    assert create_app(fixed, redis_url).secret_key == "k" * 32
+
+
+def test_pages_answer_503_while_redis_is_down(tmp_path: Path) -> None:
+    from ldptel.server.app import create_app
+
+    cfg = write_config(tmp_path / "c.toml", CAMPAIGNS[:1])
+    app = create_app(cfg, f"redis://127.0.0.1:{free_port()}")  # nothing listens there
+    client = app.test_client()
+    resp = client.get("/campaigns/colors")
+    assert resp.status_code == 503 and b"Storage unavailable" in resp.data and resp.mimetype == "text/html"
+    resp = client.get("/campaigns/colors/live")
+    assert resp.status_code == 503 and resp.get_json()["error"] == "unavailable"
+
+
+# --- chart and formatting units ----------------------------------------------------------------------
+
+def test_number_formatting() -> None:
+    assert charts.fmt_count(1234.6) == "1,235" and charts.fmt_count(-3.2) == "\u22123"
+    assert charts.fmt_count(-0.2) == "0" and charts.fmt_count(None) == "—"
+    assert charts.fmt_count(float("nan")) == "—"
+    assert charts.fmt_compact(1500) == "1.5k" and charts.fmt_compact(-2_000_000) == "\u22122M"
+    assert charts.fmt_eps(2.0) == "2" and charts.fmt_eps(1.0718) == "1.07"
+    assert charts.fmt_pct(0.1234) == "12.3%" and charts.fmt_rate(3.21) == "3.2"
+    assert charts.fmt_rate(12345.6) == "12,346"
+    assert charts.nice_ticks(-130, 980) == [-250.0, 0.0, 250.0, 500.0, 750.0, 1000.0]
+    assert charts.nice_ticks(0, 1) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert charts.nice_ticks(5, 5)[0] <= 5 <= charts.nice_ticks(5, 5)[-1]
+
+
+def test_bar_chart_svg() -> None:
+    bars = [charts.Bar("<script>alert(1)</script>", 100.0, 60.0, 140.0), charts.Bar("b", -20.0, -60.0, 20.0),
+            charts.Bar("c", None), charts.Bar("x" * 200, 5.0, float("nan"), 9.0)]
+    svg = str(charts.bar_chart(bars))
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+    assert svg.count('class="bar"') == 2 and svg.count('class="bar negative"') == 1
+    assert svg.count('class="whisker"') == 2  # no whisker without both CI ends
+    zero = float(re.search(r'data-zero-x="([\d.]+)"', svg).group(1))
+    neg = re.search(r'class="bar negative" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', svg)
+    x, w = map(float, neg.groups())
+    assert abs(x + w - zero) < 0.2
+    many = str(charts.bar_chart([charts.Bar(f"item {i}", float(i), i - 1.0, i + 1.0) for i in range(250)]))
+    assert many.count('class="bar"') == 250 and 'data-rows="250"' in many
