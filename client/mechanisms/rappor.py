@@ -84,6 +84,17 @@ class RAPPOR(Mechanism):
         self.domain_size = len(self.candidates)
         self._bloom_cache: dict[str, np.ndarray] = {}
 
+    @property
+    def secret(self) -> bytes:
+        """The device secret; setting it resets what is derived from it (cohort, memo)."""
+        return self._secret
+
+    @secret.setter
+    def secret(self, value: bytes) -> None:
+        self._secret = value
+        self._prr_memo: dict[tuple[str, int], np.ndarray] = {}
+        self._cohort: int | None = None
+
     # --- privacy and rates ----------------------------------------------------------------
     @property
     def q_star(self) -> float:
@@ -143,12 +154,19 @@ class RAPPOR(Mechanism):
         return int.from_bytes(digest[:8], "little") % self.cohorts
 
     def permanent_bits(self, value: str, cohort: int) -> np.ndarray:
-        """B' for ``value``: a deterministic function of (secret, value), so it is memoized."""
+        """B' for ``value``: a deterministic function of (secret, value), so it is memoized
+        without a stored table (kept in memory for speed; recomputing gives the same bits)."""
+        memo = self._prr_memo.get((value, cohort))
+        if memo is not None:
+            return memo
         key = hmac.new(self.secret, b"ldptel/rappor/prr\0" + value.encode(), hashlib.sha256)
         stream = hashlib.shake_256(key.digest()).digest(4 * self.bloom_bits)
         u = np.frombuffer(stream, dtype="<u4").astype(np.float64) / 2**32
         bloom = self.bloom_table(value)[cohort]
-        return np.where(u < self.f / 2, True, np.where(u < self.f, False, bloom))
+        bits = np.where(u < self.f / 2, True, np.where(u < self.f, False, bloom))
+        if len(self._prr_memo) < 10_000:
+            self._prr_memo[(value, cohort)] = bits
+        return bits
 
     def check_strings(self, values: Any) -> list[str]:
         if isinstance(values, str):
@@ -163,7 +181,9 @@ class RAPPOR(Mechanism):
         """One report of this device (cohort and permanent bits from its secret)."""
         if not isinstance(value, str):
             raise ValueError(f"value must be a string, got {type(value).__name__}")
-        cohort = self.device_cohort()
+        if self._cohort is None:
+            self._cohort = self.device_cohort()
+        cohort = self._cohort
         prr = self.permanent_bits(value, cohort)
         rng = resolve(None)
         bits = rng.random(self.bloom_bits) < np.where(prr, self.q, self.p)
