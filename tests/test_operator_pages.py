@@ -337,7 +337,7 @@ def test_campaigns_list(page, site: Site, shots: Path) -> None:
     assert "released" in colors.inner_text() and "OUE" in colors.inner_text()
     assert colors.locator('[data-col="lag"]').inner_text() == "up to date"
     assert colors.locator('[data-col="window"]').inner_text().startswith("All time")
-    assert re.match(r"(just now|\d+ s ago)", colors.locator('[data-col="updated"]').inner_text())
+    assert re.match(r"(just now|\d+ s ago|\d+ min ago)", colors.locator('[data-col="updated"]').inner_text())
     assert "1,200 of 5,000 needed" in page.locator('tr[data-campaign="scarce"]').inner_text()
     assert "no reports yet" in page.locator('tr[data-campaign="empty"]').inner_text()
     assert "UTC" in page.locator('tr[data-campaign="empty"] [data-col="window"]').inner_text()
