@@ -25,6 +25,18 @@ def hadamard_entry(j: np.ndarray, v: np.ndarray) -> np.ndarray:
     return 1 - 2 * parity.astype(np.int64)
 
 
+def keep_probability(epsilon: float) -> float:
+    """Binary randomized response keeps the bit w.p. e^ε/(e^ε + 1)."""
+    e = math.exp(epsilon)
+    return e / (e + 1)
+
+
+def debias_scale(epsilon: float) -> float:
+    """k = (e^ε + 1)/(e^ε − 1): E[k·b] = the true sign; Var[k·b] = k² − 1 for one report."""
+    e = math.exp(epsilon)
+    return (e + 1) / (e - 1)
+
+
 class Hadamard(Mechanism):
     name = "hadamard"
     payload = "hadamard"
@@ -35,14 +47,12 @@ class Hadamard(Mechanism):
 
     @property
     def p_keep(self) -> float:
-        e = math.exp(self.epsilon)
-        return e / (e + 1)
+        return keep_probability(self.epsilon)
 
     @property
     def scale(self) -> float:
         """k = (e^ε + 1)/(e^ε − 1)."""
-        e = math.exp(self.epsilon)
-        return (e + 1) / (e - 1)
+        return debias_scale(self.epsilon)
 
     def variance_star(self) -> float:
         return self.scale**2

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -34,7 +33,7 @@ import numpy as np
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import InvalidReport, PureMechanism, check_epsilon, check_int
 from ldptel.client.mechanisms.grr import perturb_categorical, perturb_one
-from ldptel.client.mechanisms.olh import olh_g
+from ldptel.client.mechanisms.olh import keep_probability, olh_g
 from ldptel.client.randomness import SYSTEM_RANDOM, resolve
 from ldptel.proto import HeavyHitterPayload, ReportBatch
 
@@ -128,8 +127,7 @@ class HeavyHitters(PureMechanism):
     # --- math -----------------------------------------------------------------------------
     @property
     def p(self) -> float:
-        e = math.exp(self.epsilon)
-        return e / (e + self.g - 1)
+        return keep_probability(self.epsilon, self.g)
 
     @property
     def q(self) -> float:

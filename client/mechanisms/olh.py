@@ -26,6 +26,12 @@ def olh_g(epsilon: float) -> int:
     return max(2, int(round(math.exp(epsilon))) + 1)
 
 
+def keep_probability(epsilon: float, g: int) -> float:
+    """p' = e^ε/(e^ε + g − 1): the hashed value is kept, else one of the g − 1 others."""
+    e = math.exp(epsilon)
+    return e / (e + g - 1)
+
+
 class OLH(PureMechanism):
     name = "olh"
     payload = "olh"
@@ -37,8 +43,7 @@ class OLH(PureMechanism):
 
     @property
     def p(self) -> float:
-        e = math.exp(self.epsilon)
-        return e / (e + self.g - 1)
+        return keep_probability(self.epsilon, self.g)
 
     @property
     def q(self) -> float:

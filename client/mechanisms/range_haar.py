@@ -25,12 +25,10 @@ like log|R| and saturates at ≈ h/6 once |R| ≥ D/2).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ldptel.client.mechanisms.base import InvalidReport, Mechanism
-from ldptel.client.mechanisms.hadamard import hadamard_entry
+from ldptel.client.mechanisms.hadamard import debias_scale, hadamard_entry, keep_probability
 from ldptel.client.mechanisms.heavy_hitters import check_lengths, first_bad
 from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import RangePayload, ReportBatch
@@ -51,14 +49,12 @@ class RangeHaar(Mechanism):
 
     @property
     def p_keep(self) -> float:
-        e = math.exp(self.epsilon)
-        return e / (e + 1)
+        return keep_probability(self.epsilon)
 
     @property
     def scale(self) -> float:
         """k = (e^ε + 1)/(e^ε − 1)."""
-        e = math.exp(self.epsilon)
-        return (e + 1) / (e - 1)
+        return debias_scale(self.epsilon)
 
     def variance_star(self) -> float:
         """Per-report variance of one rescaled coefficient: h·k²."""
