@@ -35,6 +35,14 @@ campaign's parameters stops it with a message), claims entries of dead consumers
 drains what is pending to itself. Acknowledged entries older than ``retention_seconds`` are
 trimmed (``XTRIM MINID``, never past the oldest pending or undelivered entry); consumers of the
 group that are idle and own no pending entry are removed.
+
+Redis Cluster (``ldptel.redis_client``): every script above touches the keys of one (campaign,
+shard) hash tag, so it runs on that shard's node. New entries are then read with one
+``XREADGROUP`` per stream (one pipelined round trip; a multi-stream read would cross slots), and
+when all are empty the worker blocks on one stream at a time, in turn, for at most
+``CLUSTER_BLOCK_MS``. Each shard's stream has its own consumer group, so several workers share
+the shards entry by entry, and the estimate is the sum over shards of the committed states
+(``store.load_accumulator``): the same as one worker's.
 """
 
 from __future__ import annotations
@@ -52,11 +60,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis as redis_lib
+from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config, load_config
 from ldptel.proto import ReportBatch
+from ldptel.redis_client import connect, is_cluster
 from ldptel.streams import GROUP, state_key, stream_key
 
 COMMIT_LUA = """
@@ -108,6 +118,10 @@ PROGRESS_INTERVAL_S = 2.0
 COMPACT_RETRIES = 3
 TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 ONCE_GIVE_UP_S = 60.0  # --once: give up when Redis stays unreachable this long
+# errors after which the worker waits and retries (a cluster node down or slots not served)
+UNAVAILABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.BusyLoadingError,
+               ClusterDownError, SlotNotCoveredError)
+CLUSTER_BLOCK_MS = 100  # Redis Cluster: longest block on one stream while all are empty
 
 
 class StateMismatch(RuntimeError):
@@ -185,6 +199,8 @@ class Worker:
         self._autoclaim = r.register_script(AUTOCLAIM_LUA)
         self._last_claim = 0.0
         self._last_trim = time.monotonic()
+        self._cluster = is_cluster(r)
+        self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
 
     # --- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -271,7 +287,7 @@ class Worker:
                 self.housekeeping()
                 if once and n == 0 and not any(slot.history for slot in self.slots):
                     break
-            except (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.BusyLoadingError) as exc:
+            except UNAVAILABLE as exc:
                 down_since = down_since or time.monotonic()
                 if once and time.monotonic() - down_since > ONCE_GIVE_UP_S:
                     raise
@@ -322,13 +338,30 @@ class Worker:
         if done or not self.slots:
             return done
         by_stream = {slot.stream: slot for slot in self.slots}
-        resp = self.r.xreadgroup(GROUP, self.consumer, {k: ">" for k in by_stream},
-                                 count=self.cfg.read_count, block=block_ms)
+        if self._cluster:
+            resp = self.read_new_cluster(block_ms)
+        else:
+            resp = self.r.xreadgroup(GROUP, self.consumer, {k: ">" for k in by_stream},
+                                     count=self.cfg.read_count, block=block_ms)
         for key, entries in resp or []:
             key = key.decode() if isinstance(key, bytes) else key
             if entries:
                 done += self.process(by_stream[key], entries)
         return done
+
+    def read_new_cluster(self, block_ms: int | None) -> list:
+        """New entries of every stream on a Redis Cluster: one XREADGROUP per stream, pipelined;
+        if all are empty and ``block_ms`` is set, block on one stream (in turn) for a short time."""
+        pipe = self.r.pipeline(transaction=False)
+        for slot in self.slots:
+            pipe.xreadgroup(GROUP, self.consumer, {slot.stream: ">"}, count=self.cfg.read_count)
+        resp = [item for res in pipe.execute() for item in (res or [])]
+        if resp or not block_ms:
+            return resp
+        slot = self.slots[self._turn % len(self.slots)]
+        self._turn += 1
+        return self.r.xreadgroup(GROUP, self.consumer, {slot.stream: ">"}, count=self.cfg.read_count,
+                                 block=min(block_ms, CLUSTER_BLOCK_MS)) or []
 
     # --- decode and commit ------------------------------------------------------------------
     def decode(self, slot: Slot, entries: list) -> tuple[dict[int, Accumulator], dict[int, int], int]:
@@ -484,7 +517,11 @@ def run_aggregate(args: argparse.Namespace) -> int:
         print("ldptel aggregate: no Redis: pass --redis-url or set REDIS_URL "
               "(the embedded Redis runs with `ldptel serve`)", file=sys.stderr)
         return 2
-    r = redis_lib.Redis.from_url(url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+    try:
+        r = connect(url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+    except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
+        print(f"ldptel aggregate: cannot connect to {url}: {exc}", file=sys.stderr)
+        return 1
     worker = Worker(config, r)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -508,7 +545,7 @@ class BackgroundAggregator:
     ``stop()`` finishes the current commit and joins."""
 
     def __init__(self, config: Config, redis_url: str, log: Callable[[str], None] | None = None) -> None:
-        r = redis_lib.Redis.from_url(redis_url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+        r = connect(redis_url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
         self.worker = Worker(config, r, log=log)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ldptel-aggregator", daemon=True)

@@ -119,3 +119,110 @@ class EmbeddedRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+CLUSTER_SLOTS = 16384
+
+
+class EmbeddedRedisCluster:
+    """A private Redis Cluster of ``masters`` primaries (no replicas) on 127.0.0.1, each an
+    ``EmbeddedRedis`` of the bundled binary with ``--cluster-enabled yes``: the slots are split
+    evenly (``CLUSTER ADDSLOTS``), the nodes introduced (``CLUSTER MEET``), and ``start()``
+    returns once every node reports ``cluster_state:ok`` and sees the whole slot map.
+    ``url`` is a ``redis+cluster://`` URL (``ldptel.redis_client``)."""
+
+    def __init__(self, masters: int = 3, data_dir: str | os.PathLike | None = None,
+                 ports: list[int] | None = None, node_timeout_ms: int = 3000) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="ldptel-cluster-"))
+        ports = ports or _distinct_free_ports(masters)
+        self.nodes = [
+            EmbeddedRedis(data_dir=self.data_dir / f"node-{port}", port=port, extra_args=[
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(node_timeout_ms)])
+            for port in ports
+        ]
+
+    @property
+    def url(self) -> str:
+        from ldptel.redis_client import cluster_url
+
+        return cluster_url([("127.0.0.1", n.port) for n in self.nodes])
+
+    @property
+    def node_urls(self) -> list[str]:
+        return [n.url for n in self.nodes]
+
+    def start(self, timeout: float = 30.0) -> EmbeddedRedisCluster:
+        try:
+            for node in self.nodes:
+                node.start(timeout)
+            clients = [redis.Redis.from_url(n.url, socket_timeout=5) for n in self.nodes]
+            try:
+                if int(clients[0].cluster("info").get("cluster_slots_assigned", 0)) == 0:
+                    self._create(clients)
+                self._wait_ok(clients, timeout)
+            finally:
+                for c in clients:
+                    c.close()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _create(self, clients: list[redis.Redis]) -> None:
+        n = len(clients)
+        for i, c in enumerate(clients):
+            lo, hi = i * CLUSTER_SLOTS // n, (i + 1) * CLUSTER_SLOTS // n
+            c.execute_command("CLUSTER ADDSLOTS", *range(lo, hi))
+        for node in self.nodes[1:]:
+            clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port)
+
+    def _wait_ok(self, clients: list[redis.Redis], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            states = [c.cluster("info") for c in clients]
+            if all(s.get("cluster_state") == "ok" and int(s.get("cluster_known_nodes", 0)) == len(clients)
+                   and int(s.get("cluster_slots_ok", 0)) == CLUSTER_SLOTS for s in states):
+                slots = [sum(int(r[1]) - int(r[0]) + 1 for r in c.execute_command("CLUSTER SLOTS"))
+                         for c in clients]
+                if all(s == CLUSTER_SLOTS for s in slots):
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis cluster not ready in {timeout}s: {states}")
+            time.sleep(0.05)
+
+    def stop(self, graceful: bool = True) -> None:
+        for node in self.nodes:
+            node.stop(graceful)
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedRedisCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def _distinct_free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports whose cluster bus ports (port + 10000) are free too."""
+    ports: list[int] = []
+    while len(ports) < n:
+        p = free_port()
+        if p + 10000 > 65535 or p in ports or not _port_free(p + 10000):
+            continue
+        ports.append(p)
+    return ports
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

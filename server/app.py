@@ -18,10 +18,12 @@ from typing import Any
 import redis
 from flask import Blueprint, Flask, current_app, g, jsonify, request
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import SlotNotCoveredError
 from redis.retry import Retry
 from werkzeug.exceptions import HTTPException
 
 from ldptel.config import Campaign, Config
+from ldptel.redis_client import AnyRedis, connect
 from ldptel.server.metrics import Metrics
 from ldptel.server.ratelimit import RateLimiter
 
@@ -42,7 +44,7 @@ class ServerState:
     """What the blueprints share: ``app.extensions["ldptel"]``."""
 
     config: Config
-    redis: redis.Redis
+    redis: AnyRedis
     redis_url: str
     metrics: Metrics
     rate_limiter: RateLimiter
@@ -68,10 +70,11 @@ def error_response(status: int, error: str, detail: Any = None, headers: dict | 
     return resp
 
 
-def redis_client(url: str) -> redis.Redis:
+def redis_client(url: str) -> AnyRedis:
     """A Redis client that fails fast when the server is down (the request answers 503) and
-    reconnects by itself once it is back: short connect timeout, two quick retries."""
-    return redis.Redis.from_url(
+    reconnects by itself once it is back: short connect timeout, two quick retries. A Redis
+    Cluster URL (``ldptel.redis_client``) gives a cluster client."""
+    return connect(
         url, socket_connect_timeout=2.0, socket_timeout=10.0,
         retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), 2), health_check_interval=0,
     )
@@ -136,7 +139,8 @@ def _install_hooks(app: Flask) -> None:
         return response
 
     @app.errorhandler(redis.RedisError)
-    def _redis_down(exc: redis.RedisError):
+    @app.errorhandler(SlotNotCoveredError)
+    def _redis_down(exc: Exception):
         log.warning("redis unavailable: %s", exc)
         state().metrics.reject(None, "redis_unavailable")
         return error_response(503, "unavailable", "storage is unavailable; retry later",
