@@ -17,6 +17,9 @@ Layout of the state hash ``{ldptel:<campaign>:<shard>}:state`` (one per stream s
 The functions here are the read API for the export endpoints, the heavy-hitter/range queries
 and the operator pages: ``load_accumulator`` (sum over shards and fields), ``list_windows``,
 ``window_counts``, ``last_updated``, ``resolve_window``, ``backlog``, ``summary``.
+Each takes a client from ``ldptel.redis_client.connect`` — one server or a Redis Cluster: every
+read touches the keys of one (campaign, shard) hash tag at a time, and a campaign is read as the
+sum over its shards.
 
 Every campaign kind (frequency, heavy_hitters, range) is aggregated through
 ``ACCUMULATOR_FACTORIES`` (campaign → empty ``Accumulator``: mergeable state, ``add``/``merge``/

@@ -23,14 +23,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="collector, operator pages and export API")
     serve.add_argument("--config", required=True, help="TOML config file")
-    serve.add_argument("--redis-url", default=None, help="Redis URL (default: $REDIS_URL, else embedded)")
+    serve.add_argument("--redis-url", default=None,
+                       help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
+                            "(default: $REDIS_URL, else embedded)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
 
     agg = sub.add_parser("aggregate", help="aggregator worker: drain report streams into estimates")
     agg.add_argument("--config", required=True, help="TOML config file")
-    agg.add_argument("--redis-url", default=None, help="Redis URL (default: $REDIS_URL)")
+    agg.add_argument("--redis-url", default=None,
+                     help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
+                          "(default: $REDIS_URL)")
     agg.add_argument("--once", action="store_true", help="drain what is in the streams, save, exit")
 
     sim = sub.add_parser("simulate", help="one simulated device per line of a values file")

@@ -1,0 +1,29 @@
+"""Smoke run of the load test (``loadtest/run.sh``): the real stack on loopback — embedded Redis,
+``ldptel serve`` under gunicorn, an aggregator — under a few locust devices for a few seconds,
+then its exactly-once check (clients vs collector metrics vs store vs export API)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_load_test_smoke(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("LDPTEL_")}
+    env["LDPTEL_PYTHON"] = sys.executable
+    proc = subprocess.run(
+        ["bash", str(ROOT / "loadtest" / "run.sh"), "--users", "4", "--run-time", "6s", "--workers", "1",
+         "--invalid", "0.05", "--resend", "0.05", "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "OK: every accepted report counted exactly once" in proc.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["accepted_reports"] > 0 and not summary["problems"]
+    assert summary["statuses"].get("400", 0) > 0 and summary["statuses"].get("202", 0) > 0
+    assert all(len(kinds) == 1 for kinds in summary["invalid"].values())  # one status per kind
+    assert (tmp_path / "locust_stats.csv").exists() and (tmp_path / "locust.html").exists()
