@@ -12,7 +12,8 @@ configs, then posts ``ReportBatch``es in a closed loop:
 - a share ``LDPTEL_LT_RESEND`` of re-sends of an already accepted batch (same bytes, same
   batch_id) — answered ``202 {"accepted": 0, "duplicate": true}``;
 - like the SDK, a request that fails with 429, a 5xx or a connection error is retried (same
-  batch_id) up to ``RETRIES`` times with backoff.
+  body, so the same batch_id) up to ``RETRIES`` times with backoff; a batch still unanswered then
+  is given up (the SDK would keep it queued).
 
 Load generation is cheap: a pool of batches per campaign is encoded once per process at start
 (``LDPTEL_LT_POOL`` per campaign), and a request only writes a new batch_id into a copy of a pooled
@@ -52,12 +53,17 @@ POOL = int(os.environ.get("LDPTEL_LT_POOL", "24"))
 INVALID_SHARE = float(os.environ.get("LDPTEL_LT_INVALID", "0.02"))
 RESEND_SHARE = float(os.environ.get("LDPTEL_LT_RESEND", "0.03"))
 RATE_PER_USER = float(os.environ.get("LDPTEL_LT_RATE_PER_USER", "0"))  # requests/s; 0 = closed loop
-RETRIES = 4
+RETRIES = 6  # backoff 0.05 … 1 s: about 2.5 s of retries
 WORDS = ["news", "maps", "mail", "chat", "games", "shop", "weather", "music", "video", "bank",
          "travel", "sports", "recipes", "jobs", "cinema", "photos"]
 PROTOBUF = "application/x-protobuf"
 N_VALID, N_RESEND, N_INVALID, N_RETRY = ("POST /v1/reports", "POST /v1/reports [resend]",
                                          "POST /v1/reports [invalid]", "POST /v1/reports [retry]")
+
+
+def retryable(status: int) -> bool:
+    """Answers the SDK retries: none (connection error), 429 and 5xx."""
+    return status == 0 or status == 429 or status >= 500
 
 
 def size_range() -> tuple[int, int]:
@@ -232,49 +238,56 @@ class Device(FastHttpUser):
             kind, expected, body = random.choice(INVALID)
             data, _ = body.fresh()
             LEDGER.unanswered["invalid"] += 1
-            status, _doc = self._post(data, N_INVALID, expect=expected)
+            status, _doc = self._send(data, N_INVALID, expect=expected)
             LEDGER.unanswered["invalid"] -= 1
             LEDGER.invalid[kind][str(status)] += 1
-            if status != expected:
+            if status != expected and not retryable(status):
                 LEDGER.note_unexpected(f"invalid {kind}: status {status}, expected {expected}")
             return
         if u < INVALID_SHARE + RESEND_SHARE and self.sent:
             body = random.choice(self.sent)
             LEDGER.unanswered["resend"] += 1
-            status, doc = self._post(body.data, N_RESEND, expect=202)
+            status, doc = self._send(body.data, N_RESEND, expect=202)
             LEDGER.unanswered["resend"] -= 1
             if status == 202:
                 if doc.get("duplicate") and doc.get("accepted") == 0:
                     LEDGER.duplicate_answers += 1
                 else:
                     LEDGER.note_unexpected(f"re-sent batch stored again: {doc}")
+            elif not retryable(status):
+                LEDGER.note_unexpected(f"re-sent batch answered {status}: {doc}")
             return
         template = random.choice(VALID)
         data, bid = template.fresh()
         LEDGER.pending[bid] = (template.campaign, template.count)
-        name = N_VALID
+        status, doc = self._send(data, N_VALID, expect=202)
+        if status == 202:
+            del LEDGER.pending[bid]
+            if doc.get("duplicate"):  # an earlier attempt was stored; its answer was lost
+                LEDGER.duplicate_answers += 1
+            elif doc.get("accepted") != template.count:
+                LEDGER.note_unexpected(f"accepted {doc.get('accepted')} of {template.count}")
+            LEDGER.accepted_reports[template.campaign] += template.count
+            LEDGER.accepted_batches[template.campaign] += 1
+            kept = Body(template.campaign, template.count, data, None)
+            if len(self.sent) < 64:
+                self.sent.append(kept)
+            else:
+                self.sent[random.randrange(64)] = kept
+        elif not retryable(status):  # a valid batch must not be refused
+            del LEDGER.pending[bid]
+            LEDGER.note_unexpected(f"valid batch of {template.campaign} answered {status}: {doc}")
+        # else still pending (retries used up): the checker looks up its dedupe marker
+
+    def _send(self, data: bytes, name: str, expect: int) -> tuple[int, dict]:
+        """POST with the SDK's policy: 429, 5xx and connection errors are retried (same body, so
+        the same batch_id) with exponential backoff and jitter. Returns the last answer."""
         for attempt in range(RETRIES + 1):
-            status, doc = self._post(data, name, expect=202)
-            if status == 202:
-                del LEDGER.pending[bid]
-                if doc.get("duplicate"):  # an earlier attempt was stored; its answer was lost
-                    LEDGER.duplicate_answers += 1
-                elif doc.get("accepted") != template.count:
-                    LEDGER.note_unexpected(f"accepted {doc.get('accepted')} of {template.count}")
-                LEDGER.accepted_reports[template.campaign] += template.count
-                LEDGER.accepted_batches[template.campaign] += 1
-                if len(self.sent) < 64:
-                    self.sent.append(Body(template.campaign, template.count, data, None))
-                else:
-                    self.sent[random.randrange(64)] = Body(template.campaign, template.count, data, None)
-                return
-            if 400 <= status < 500 and status != 429:  # not retryable: a valid batch must not get it
-                del LEDGER.pending[bid]
-                LEDGER.note_unexpected(f"valid batch of {template.campaign} answered {status}: {doc}")
-                return
-            name = N_RETRY
+            status, doc = self._post(data, name if attempt == 0 else N_RETRY, expect)
+            if not retryable(status) or attempt == RETRIES:
+                return status, doc
             gevent.sleep(min(0.05 * 2**attempt, 1.0) * (0.5 + random.random()))
-        # still pending: resolved by the checker through the dedupe marker
+        raise AssertionError("unreachable")
 
     def _post(self, data: bytes, name: str, expect: int) -> tuple[int, dict]:
         t0 = time.time()

@@ -3,7 +3,7 @@
 #
 #   loadtest/run.sh [--users 16] [--run-time 60s] [--workers 2] [--aggregators 1] [--sizes 1-500]
 #                   [--cluster 0] [--shards N] [--processes 1] [--rate-per-user 0]
-#                   [--invalid 0.02] [--resend 0.03] [--out loadtest/out]
+#                   [--invalid 0.02] [--resend 0.03] [--outage AT[:SECONDS]] [--out loadtest/out]
 #
 # Starts an embedded Redis (--cluster M: a Redis Cluster of M masters) from loadtest/redis_up.py,
 # `ldptel serve` (gunicorn, --workers) against it and --aggregators `ldptel aggregate` workers,
@@ -14,6 +14,9 @@
 # requests/s, reports/s, statuses and latency percentiles. Locust's CSV and HTML report, the logs and summary.txt go to
 # --out. Exits non-zero on a lost or double-counted report, an invalid batch not rejected, or a 5xx.
 # --aggregators 0 measures ingest alone (the check then compares clients, collector and streams).
+# --outage AT:SECONDS stops Redis (on a cluster, one master) AT seconds into the run for SECONDS
+# (default 2) and starts it again: the collector answers 503 meanwhile (intended 503s), the
+# devices retry, and the check still demands that nothing accepted is lost.
 # Every process started here is stopped on exit (also on Ctrl-C or an error). The Python used is
 # $LDPTEL_PYTHON, default .venv/bin/python.
 set -euo pipefail
@@ -32,6 +35,7 @@ RATE_PER_USER=0
 INVALID=0.02
 RESEND=0.03
 OUT="$ROOT/loadtest/out"
+OUTAGE=""
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 while [[ $# -gt 0 ]]; do
@@ -47,6 +51,7 @@ while [[ $# -gt 0 ]]; do
     --rate-per-user) RATE_PER_USER="$2"; shift 2 ;;
     --invalid) INVALID="$2"; shift 2 ;;
     --resend) RESEND="$2"; shift 2 ;;
+    --outage) OUTAGE="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -68,16 +73,18 @@ fi
 PIDS=()
 stop_all() {
   local pid i
-  # newest first: locust, aggregators, collector, then Redis
+  # newest first: locust, aggregators, collector, then Redis; only our own jobs that still run
   for (( i=${#PIDS[@]}-1; i>=0; i-- )); do
     pid="${PIDS[$i]}"
+    running "$pid" || continue
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do running "$pid" || break; sleep 0.2; done
+    if running "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
     wait "$pid" 2>/dev/null || true
   done
   PIDS=()
 }
+running() { jobs -pr | grep -qx "$1"; }
 trap stop_all EXIT
 trap 'exit 130' INT TERM
 
@@ -90,10 +97,14 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   done
 }
 
+OUTAGE_AT="${OUTAGE%%:*}"
+OUTAGE_SECONDS=2
+if [[ "$OUTAGE" == *:* ]]; then OUTAGE_SECONDS="${OUTAGE#*:}"; fi
 "$PY" "$ROOT/loadtest/redis_up.py" --data "$OUT/redis" --url-file "$OUT/redis.url" --cluster "$CLUSTER" \
-  >"$OUT/redis.log" 2>&1 &
-PIDS+=($!)
-echo "redis $!" >"$OUT/pids"
+  --outage-seconds "$OUTAGE_SECONDS" >"$OUT/redis.log" 2>&1 &
+REDIS_PID=$!
+PIDS+=("$REDIS_PID")
+echo "redis $REDIS_PID" >"$OUT/pids"
 wait_for 60 "Redis" test -s "$OUT/redis.url"
 REDIS_URL="$(cat "$OUT/redis.url")"
 
@@ -125,11 +136,18 @@ LDPTEL_LT_RESEND="$RESEND" LDPTEL_LT_RATE_PER_USER="$RATE_PER_USER" \
   "$PY" -m locust "${LOCUST_ARGS[@]}" >"$OUT/locust.log" 2>&1 &
 LOCUST_PID=$!
 PIDS+=("$LOCUST_PID")
+CHECK_ARGS=()
+if [[ -n "$OUTAGE" ]]; then
+  ( sleep "$OUTAGE_AT"; kill -USR1 "$REDIS_PID" 2>/dev/null || true ) &
+  PIDS+=($!)
+  CHECK_ARGS+=(--allow-503)
+  LABEL="${LABEL%)}, Redis outage of ${OUTAGE_SECONDS}s at ${OUTAGE_AT}s)"
+fi
 wait "$LOCUST_PID" || { echo "run.sh: locust failed; see $OUT/locust.log" >&2; tail -20 "$OUT/locust.log" >&2; exit 1; }
-unset 'PIDS[${#PIDS[@]}-1]'
 
 status=0
 "$PY" "$ROOT/loadtest/check.py" --out "$OUT" --config "$CONFIG" --redis-url "$REDIS_URL" --collector "$URL" \
-  --label "$LABEL" $( (( AGGREGATORS == 0 )) && echo --ingest-only ) || status=$?
+  --label "$LABEL" ${CHECK_ARGS[@]+"${CHECK_ARGS[@]}"} $( (( AGGREGATORS == 0 )) && echo --ingest-only ) \
+  || status=$?
 echo "run.sh: report in $OUT (summary.txt, locust_stats.csv, locust.html)"
 exit "$status"

@@ -1,6 +1,7 @@
 """Smoke run of the load test (``loadtest/run.sh``): the real stack on loopback — embedded Redis,
 ``ldptel serve`` under gunicorn, an aggregator — under a few locust devices for a few seconds,
-then its exactly-once check (clients vs collector metrics vs store vs export API)."""
+with a one-second Redis outage in the middle (intended 503s, retried by the devices), then its
+exactly-once check (clients vs collector metrics vs store vs export API)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,15 @@ def test_load_test_smoke(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("LDPTEL_")}
     env["LDPTEL_PYTHON"] = sys.executable
     proc = subprocess.run(
-        ["bash", str(ROOT / "loadtest" / "run.sh"), "--users", "4", "--run-time", "6s", "--workers", "1",
-         "--invalid", "0.05", "--resend", "0.05", "--out", str(tmp_path)],
+        ["bash", str(ROOT / "loadtest" / "run.sh"), "--users", "4", "--run-time", "8s", "--workers", "1",
+         "--invalid", "0.05", "--resend", "0.05", "--outage", "5:1", "--out", str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "OK: every accepted report counted exactly once" in proc.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["accepted_reports"] > 0 and not summary["problems"]
     assert summary["statuses"].get("400", 0) > 0 and summary["statuses"].get("202", 0) > 0
-    assert all(len(kinds) == 1 for kinds in summary["invalid"].values())  # one status per kind
+    assert summary["statuses"].get("503", 0) > 0  # the outage was felt, and nothing was lost
+    for kind, statuses in summary["invalid"].items():  # one status per kind (or 503 in the outage)
+        assert len(set(statuses) - {"503"}) == 1, (kind, statuses)
     assert (tmp_path / "locust_stats.csv").exists() and (tmp_path / "locust.html").exists()
