@@ -12,6 +12,7 @@ reports/s (OLH ≥ 300 k), RAPPOR accumulation ≥ 1 M/s, batch encode ≥ 1 M/s
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 
@@ -118,7 +119,10 @@ def main() -> None:
         print(f"{r['mechanism']:10} {r['encode_per_s']:>12,.0f} {r['decode_per_s']:>12,.0f} "
               f"{r['accumulate_per_s']:>12,.0f} {r['estimate_s']:>10.3f} {r['mse_ratio']:>10.3f} "
               f"{r['encode_one_us']:>12.1f}", flush=True)
-    print("MSE/theory: empirical MSE over all items / (N·Var*) (RAPPOR: / mean predicted std_error²)")
+    print("MSE/theory: empirical MSE over all items / (N·Var*) (RAPPOR: / mean predicted std_error²);"
+          f" one run over d items, so its sd is about sqrt(2/d) = {math.sqrt(2 / args.d):.3f}")
+    print("decode/s = N / (accumulate + estimate); RAPPOR's estimate (the regression over its"
+          " candidates) costs the same at any N")
 
 
 if __name__ == "__main__":
