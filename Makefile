@@ -26,8 +26,12 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 
-bench: install
+bench: install  ## all benchmarks (several minutes; run on a quiet machine)
 	$(BIN)/python bench/oracles.py
+	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/aggregate.py
+	$(BIN)/python bench/heavy_hitters.py
+	$(BIN)/python bench/range.py
 
 proto: install
 	$(BIN)/python -m ldptel.proto.regenerate
