@@ -87,6 +87,40 @@ def _etag(campaign: Campaign, window: int, acc) -> str:
     return f'"{h.hexdigest()[:32]}"'
 
 
+def cached_document(campaign: Campaign, window: int, acc) -> tuple[str, dict]:
+    """(ETag, estimate document) of an accumulated window, from an LRU cache keyed by the ETag
+    (a RAPPOR fit is costly; the document changes exactly when the ETag does)."""
+    etag = _etag(campaign, window, acc)
+    with _cache_lock:
+        doc = _cache.get(etag)
+        if doc is not None:
+            _cache.move_to_end(etag)
+    if doc is None:
+        doc = estimate_document(campaign, window, acc)
+        with _cache_lock:
+            _cache[etag] = doc
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return etag, doc
+
+
+def load_released(campaign: Campaign) -> tuple[int, object] | Response:
+    """(window, accumulator) of the request's ``window`` (default ``latest``), or the error
+    response: ``400`` bad window, ``409`` below the campaign's ``min_reports`` (with the count)."""
+    st = state()
+    try:
+        window = store.resolve_window(st.redis, campaign, request.args.get("window"))
+    except store.WindowError as exc:
+        return error_response(400, "bad_window", str(exc))
+    acc, n = store.load_accumulator(st.redis, campaign, window)
+    if n < campaign.min_reports:
+        return error_response(409, "below_threshold",
+                              {"n_reports": n, "min_reports": campaign.min_reports, "window": window,
+                               "message": f"estimates are withheld until {campaign.min_reports} "
+                                          f"reports are counted ({n} so far)"})
+    return window, acc
+
+
 def _not_modified(etag: str, last_modified: datetime | None) -> bool:
     inm = request.headers.get("If-None-Match")
     if inm is not None:
@@ -114,16 +148,11 @@ def estimates(name: str):
     if campaign.kind != "frequency":
         return error_response(400, "bad_request",
                               f"campaign {name!r} is a {campaign.kind} campaign: no frequency estimates")
-    try:
-        window = store.resolve_window(st.redis, campaign, request.args.get("window"))
-    except store.WindowError as exc:
-        return error_response(400, "bad_window", str(exc))
-    acc, n = store.load_accumulator(st.redis, campaign, window)
-    if n < campaign.min_reports:
-        return error_response(409, "below_threshold",
-                              {"n_reports": n, "min_reports": campaign.min_reports, "window": window,
-                               "message": f"estimates are withheld until {campaign.min_reports} "
-                                          f"reports are counted ({n} so far)"})
+    loaded = load_released(campaign)
+    if not isinstance(loaded, tuple):
+        return loaded
+    window, acc = loaded
+    n = acc.n
     etag = _etag(campaign, window, acc)
     updated = store.last_updated(st.redis, campaign, window)
     last_modified = datetime.fromtimestamp(updated, UTC) if updated is not None else None
@@ -134,16 +163,7 @@ def estimates(name: str):
         headers["Last-Modified"] = format_datetime(last_modified, usegmt=True)
     if _not_modified(etag, last_modified):
         return Response(status=304, headers=headers)
-    with _cache_lock:
-        doc = _cache.get(etag)
-        if doc is not None:
-            _cache.move_to_end(etag)
-    if doc is None:
-        doc = estimate_document(campaign, window, acc)
-        with _cache_lock:
-            _cache[etag] = doc
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
+    _, doc = cached_document(campaign, window, acc)
     if fmt == "csv":
         headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}.csv"'
         return Response(to_csv(doc), mimetype="text/csv", headers=headers)

@@ -510,16 +510,7 @@ def _version(c: Campaign, window: int, n: int) -> str:
 
 def _frequency_doc(c: Campaign, window: int, acc) -> dict:
     """The export API's estimate document (same function, same cache)."""
-    etag = export._etag(c, window, acc)
-    with export._cache_lock:
-        doc = export._cache.get(etag)
-    if doc is None:
-        doc = export.estimate_document(c, window, acc)
-        with export._cache_lock:
-            export._cache[etag] = doc
-            while len(export._cache) > export.CACHE_SIZE:
-                export._cache.popitem(last=False)
-    return doc
+    return export.cached_document(c, window, acc)[1]
 
 
 def _row_view(rank: int, item: dict) -> dict:

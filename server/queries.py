@@ -38,6 +38,7 @@ from ldptel.aggregator.decoders import Accumulator, accumulator_for
 from ldptel.config import Campaign
 from ldptel.server.app import error_response, state
 from ldptel.server.auth import require_token
+from ldptel.server.export import load_released
 
 bp = Blueprint("queries", __name__)
 
@@ -139,21 +140,7 @@ def _campaign(name: str, kind: str, query: str):
     return campaign
 
 
-def _load(campaign: Campaign):
-    """(window, accumulator) of the requested window, or an error response (bad window, below
-    the campaign's ``min_reports``)."""
-    st = state()
-    try:
-        window = store.resolve_window(st.redis, campaign, request.args.get("window"))
-    except store.WindowError as exc:
-        return error_response(400, "bad_window", str(exc))
-    acc, n = store.load_accumulator(st.redis, campaign, window)
-    if n < campaign.min_reports:
-        return error_response(409, "below_threshold",
-                              {"n_reports": n, "min_reports": campaign.min_reports, "window": window,
-                               "message": f"estimates are withheld until {campaign.min_reports} "
-                                          f"reports are counted ({n} so far)"})
-    return window, acc
+_load = load_released  # (window, accumulator) or the 400/409 response, as for /estimates
 
 
 def _header(campaign: Campaign, window: int, acc: Accumulator) -> dict:
