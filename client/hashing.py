@@ -50,14 +50,56 @@ def xxh32_u32(values: np.ndarray, seed: int | np.ndarray = 0) -> np.ndarray:
     s = np.asarray(seed, dtype=np.uint64)
     h = ((s + np.uint64(P5 + 4)) & np.uint64(MASK32)).astype(np.uint32)
     with np.errstate(over="ignore"):
-        h = h + v * np.uint32(P3)
-        h = ((h << np.uint32(17)) | (h >> np.uint32(15))) * np.uint32(P4)
-        h ^= h >> np.uint32(15)
+        h = rotl32(h + v * np.uint32(P3), 17) * np.uint32(P4)
+    return avalanche32(h)
+
+
+def avalanche32(h: np.ndarray) -> np.ndarray:
+    """xxh32's final mix: h ^= h>>15; h *= P2; h ^= h>>13; h *= P3; h ^= h>>16 (mod 2^32)."""
+    with np.errstate(over="ignore"):
+        h = h ^ (h >> np.uint32(15))
         h *= np.uint32(P2)
         h ^= h >> np.uint32(13)
         h *= np.uint32(P3)
         h ^= h >> np.uint32(16)
     return h
+
+
+def rotl32(x: np.ndarray, r: int) -> np.ndarray:
+    """32-bit rotate left of a uint32 array."""
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def xxh32_rows(rows: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Vectorized xxh32 of every row of an (n, k) uint8 matrix (k bytes each, same k for all
+    rows); equals ``xxhash.xxh32_intdigest(row.tobytes(), seed)``. Stripes of 16 bytes go through
+    the four accumulators v_i ← rotl(v_i + lane·P2, 13)·P1, then 4-byte words h ← rotl(h +
+    w·P3, 17)·P4, bytes h ← rotl(h + b·P5, 11)·P1, and the avalanche (all mod 2^32)."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    n, k = rows.shape
+    seed32 = np.uint32(seed & MASK32)
+    full = k // 4
+    words = rows[:, : 4 * full].view("<u4").astype(np.uint32) if full else np.zeros((n, 0), np.uint32)
+    with np.errstate(over="ignore"):
+        pos = 0
+        if k >= 16:
+            v = [np.full(n, s, dtype=np.uint32) for s in (
+                (int(seed32) + P1 + P2) & MASK32, (int(seed32) + P2) & MASK32,
+                int(seed32), (int(seed32) - P1) & MASK32)]
+            while pos + 4 <= (k // 16) * 4:
+                for i in range(4):
+                    v[i] = rotl32(v[i] + words[:, pos + i] * np.uint32(P2), 13) * np.uint32(P1)
+                pos += 4
+            h = rotl32(v[0], 1) + rotl32(v[1], 7) + rotl32(v[2], 12) + rotl32(v[3], 18)
+        else:
+            h = np.full(n, (int(seed32) + P5) & MASK32, dtype=np.uint32)
+        h = h + np.uint32(k)
+        while pos < full:
+            h = rotl32(h + words[:, pos] * np.uint32(P3), 17) * np.uint32(P4)
+            pos += 1
+        for b in range(4 * full, k):
+            h = rotl32(h + rows[:, b].astype(np.uint32) * np.uint32(P5), 11) * np.uint32(P1)
+    return avalanche32(h)
 
 
 def item_keys(domain_size: int) -> np.ndarray:

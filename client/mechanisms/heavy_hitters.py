@@ -39,50 +39,6 @@ from ldptel.proto import HeavyHitterPayload, ReportBatch
 
 MAX_LEVEL_BITS = 16  # new bits per level: the walk evaluates width · 2^bits candidates
 
-_P1, _P2, _P3, _P4, _P5 = hashing.P1, hashing.P2, hashing.P3, hashing.P4, hashing.P5
-
-
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
-
-
-def xxh32_rows(rows: np.ndarray, seed: int = 0) -> np.ndarray:
-    """Vectorized xxh32 of every row of an (n, k) uint8 matrix (k bytes each, same k for all
-    rows); equals ``xxhash.xxh32_intdigest(row.tobytes(), seed)``. Stripes of 16 bytes go through
-    the four accumulators v_i ← rotl(v_i + lane·P2, 13)·P1, then 4-byte words h ← rotl(h +
-    w·P3, 17)·P4, bytes h ← rotl(h + b·P5, 11)·P1, and the avalanche (all mod 2^32)."""
-    rows = np.ascontiguousarray(rows, dtype=np.uint8)
-    n, k = rows.shape
-    seed32 = np.uint32(seed & hashing.MASK32)
-    full = k // 4
-    words = rows[:, : 4 * full].view("<u4").astype(np.uint32) if full else np.zeros((n, 0), np.uint32)
-    with np.errstate(over="ignore"):
-        pos = 0
-        if k >= 16:
-            v = [np.full(n, s, dtype=np.uint32) for s in (
-                (int(seed32) + _P1 + _P2) & hashing.MASK32, (int(seed32) + _P2) & hashing.MASK32,
-                int(seed32), (int(seed32) - _P1) & hashing.MASK32)]
-            while pos + 4 <= (k // 16) * 4:
-                for i in range(4):
-                    v[i] = _rotl(v[i] + words[:, pos + i] * np.uint32(_P2), 13) * np.uint32(_P1)
-                pos += 4
-            h = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
-        else:
-            h = np.full(n, (int(seed32) + _P5) & hashing.MASK32, dtype=np.uint32)
-        h = h + np.uint32(k)
-        while pos < full:
-            h = _rotl(h + words[:, pos] * np.uint32(_P3), 17) * np.uint32(_P4)
-            pos += 1
-        for b in range(4 * full, k):
-            h = _rotl(h + rows[:, b].astype(np.uint32) * np.uint32(_P5), 11) * np.uint32(_P1)
-        h ^= h >> np.uint32(15)
-        h *= np.uint32(_P2)
-        h ^= h >> np.uint32(13)
-        h *= np.uint32(_P3)
-        h ^= h >> np.uint32(16)
-    return h
-
-
 def level_bits(total_bits: int, levels: int) -> np.ndarray:
     """Prefix lengths b_j = ceil(j·T/J), j = 1..J (int64)."""
     j = np.arange(1, levels + 1, dtype=np.int64)
@@ -174,7 +130,7 @@ class HeavyHitters(PureMechanism):
     def keys(self, rows: np.ndarray, level: int) -> np.ndarray:
         """OLH keys of the level-``level`` (0-based) prefixes of padded ``rows``."""
         b = int(self.bits[level])
-        return xxh32_rows(prefix_rows(rows, b), seed=b)
+        return hashing.xxh32_rows(prefix_rows(rows, b), seed=b)
 
     def device_level(self) -> int:
         """This device's level (0-based), fixed for life by its secret."""
