@@ -129,9 +129,7 @@ class HeavyHitterAccumulator(Accumulator):
     def from_bytes(cls, mech: HeavyHitters, data: bytes) -> HeavyHitterAccumulator:
         acc = cls(mech)
         with np.load(io.BytesIO(data), allow_pickle=False) as stored:
-            saved = cls.stored_fingerprint(stored)
-            if saved is not None:
-                acc.check_compatible(saved)
+            acc.check_stored(stored)
             missing = [k for k in ("n", *COLUMNS) if k not in stored]
             if missing:
                 raise ValueError(f"stored state does not match {mech!r} (key {missing[0]!r})")
