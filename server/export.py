@@ -21,12 +21,9 @@ with counted reports) or a window's epoch start (``0`` for "all" campaigns). Ans
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import math
-import threading
-from collections import OrderedDict
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 
@@ -36,15 +33,13 @@ from ldptel.aggregator import store
 from ldptel.config import Campaign
 from ldptel.server.app import error_response, state
 from ldptel.server.auth import require_token
+from ldptel.server.cache import LruCache, state_digest
 
 bp = Blueprint("export", __name__)
 
 ITEM_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized")
 FORMATS = ("json", "csv")
-CACHE_SIZE = 64
-
-_cache: OrderedDict[str, dict] = OrderedDict()  # ETag → estimate document (RAPPOR fits are costly)
-_cache_lock = threading.Lock()
+_documents = LruCache(64)  # state digest → estimate document (RAPPOR fits are costly)
 
 
 def _finite(x: float) -> float | None:
@@ -78,29 +73,14 @@ def to_csv(doc: dict) -> str:
 
 
 def _etag(campaign: Campaign, window: int, acc) -> str:
-    h = hashlib.sha256()
-    h.update(json.dumps([campaign.public(), campaign.labels(), window], sort_keys=True,
-                        default=str).encode())
-    for key in sorted(acc.state):
-        h.update(key.encode())
-        h.update(acc.state[key].tobytes())
-    return f'"{h.hexdigest()[:32]}"'
+    return f'"{state_digest(campaign, window, acc)[:32]}"'
 
 
 def cached_document(campaign: Campaign, window: int, acc) -> tuple[str, dict]:
     """(ETag, estimate document) of an accumulated window, from an LRU cache keyed by the ETag
     (a RAPPOR fit is costly; the document changes exactly when the ETag does)."""
     etag = _etag(campaign, window, acc)
-    with _cache_lock:
-        doc = _cache.get(etag)
-        if doc is not None:
-            _cache.move_to_end(etag)
-    if doc is None:
-        doc = estimate_document(campaign, window, acc)
-        with _cache_lock:
-            _cache[etag] = doc
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
+    doc = _documents.get_or_compute(etag, lambda: estimate_document(campaign, window, acc))
     return etag, doc
 
 

@@ -540,8 +540,8 @@ def frequency_context(c: Campaign, window: int, acc, a: PageArgs) -> dict:
 
 
 def heavy_hitters_context(c: Campaign, window: int, acc, a: PageArgs) -> dict:
-    est = queries._estimate(c, window, acc)
-    items = [{k: queries._finite(v) for k, v in row.items()} for row in est.items()]
+    est = queries.cached_estimate(c, window, acc)
+    items = [queries.finite_row(row) for row in est.items()]
     rows = [_row_view(i + 1, it) for i, it in enumerate(items)]
     shown = rows if a.show_all else rows[:TOP_N]
     chart = charts.bar_chart(
@@ -552,7 +552,7 @@ def heavy_hitters_context(c: Campaign, window: int, acc, a: PageArgs) -> dict:
 
 
 def range_context(c: Campaign, window: int, acc, a: PageArgs) -> dict:
-    est = queries._estimate(c, window, acc)
+    est = queries.cached_estimate(c, window, acc)
     d = est.domain_size
     n = max(acc.n, 1)
     xs = np.unique(np.linspace(0, d - 1, min(d, CDF_POINTS)).round().astype(np.int64))
@@ -560,15 +560,11 @@ def range_context(c: Campaign, window: int, acc, a: PageArgs) -> dict:
     se = est.ranges(np.zeros(xs.size, np.int64), xs)[1] / n
     lo_band = np.clip(F[xs] - Z95 * se, 0, 1)
     hi_band = np.clip(F[xs] + Z95 * se, 0, 1)
-    qrows = [{k: queries._finite(v) for k, v in row.items()} for row in est.quantiles(list(QUANTILES))]
+    qrows = [queries.finite_row(row) for row in est.quantiles(list(QUANTILES))]
     answer, error = None, None
     if a.lo != "" or a.hi != "":
         try:
-            lo = queries._int_param("lo", 0, d - 1)
-            hi = queries._int_param("hi", 0, d - 1)
-            if lo > hi:
-                raise queries.BadParameter("lo", f"must be <= hi, got lo={lo}, hi={hi}")
-            answer = {k: queries._finite(v) for k, v in est.range(lo, hi).items()}
+            answer = queries.finite_row(est.range(*queries.range_params(c)))
             answer["share"] = (answer["estimate"] or 0) / n
         except queries.BadParameter as exc:
             error = str(exc)
@@ -683,12 +679,12 @@ def download(name: str, what: str):
     if what == "quantiles.json" and c.kind == "range":
         return _attachment(_api(queries.quantiles)(name), f"{name}-quantiles-{w}.json")
     if what == "cdf.csv" and c.kind == "range":
-        loaded = queries._load(c)
+        loaded = export.load_released(c)
         if not isinstance(loaded, tuple):
             return loaded
         window, acc = loaded
-        return _attachment(Response(_cdf_csv(queries._estimate(c, window, acc), acc.n), mimetype="text/csv"),
-                           f"{name}-cdf-{w}.csv")
+        cdf = _cdf_csv(queries.cached_estimate(c, window, acc), acc.n)
+        return _attachment(Response(cdf, mimetype="text/csv"), f"{name}-cdf-{w}.csv")
     return render_template("operator_error.html", title="No such download", status=404,
                            message=f"Campaign “{name}” has no download “{what}”.", back=True), 404
 

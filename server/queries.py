@@ -17,44 +17,28 @@ kind has no such query), ``401`` no/bad token, ``404`` unknown campaign, ``409``
 ``n_reports`` < ``min_reports`` (same body as the estimates endpoint). Estimates are cached per
 (campaign, window, accumulated state), so repeated queries do not repeat the level walk or the
 consistency step.
-
-Importing this module also registers the heavy-hitter and range kinds with the aggregator's
-store (``store.register_accumulator``) unless something registered them already.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import threading
-from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response, request
 
-from ldptel.aggregator import store
-from ldptel.aggregator.decoders import Accumulator, accumulator_for
+from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign
 from ldptel.server.app import error_response, state
 from ldptel.server.auth import require_token
+from ldptel.server.cache import LruCache, state_digest
 from ldptel.server.export import load_released
 
 bp = Blueprint("queries", __name__)
 
 MAX_QUANTILES = 100
-CACHE_SIZE = 32
-
-
-def _structured_accumulator(campaign: Campaign) -> Accumulator:
-    return accumulator_for(campaign.mechanism())
-
-
-for _kind in ("heavy_hitters", "range"):
-    store.ACCUMULATOR_FACTORIES.setdefault(_kind, _structured_accumulator)
-
-_cache: OrderedDict[str, Any] = OrderedDict()  # state digest → estimate object
-_cache_lock = threading.Lock()
+_estimates = LruCache(32)  # state digest → estimate object
 
 
 class BadParameter(ValueError):
@@ -106,27 +90,8 @@ def _json(doc: dict) -> Response:
                     headers={"Cache-Control": "private, no-cache", "Vary": "Authorization"})
 
 
-def _digest(campaign: Campaign, window: int, acc: Accumulator) -> str:
-    h = hashlib.sha256(json.dumps([campaign.public(), window], sort_keys=True, default=str).encode())
-    for key in sorted(acc.state):
-        h.update(key.encode())
-        h.update(acc.state[key].tobytes())
-    return h.hexdigest()
-
-
-def _estimate(campaign: Campaign, window: int, acc: Accumulator) -> Any:
-    key = _digest(campaign, window, acc)
-    with _cache_lock:
-        est = _cache.get(key)
-        if est is not None:
-            _cache.move_to_end(key)
-            return est
-    est = acc.estimate()
-    with _cache_lock:
-        _cache[key] = est
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return est
+def cached_estimate(campaign: Campaign, window: int, acc: Accumulator) -> Any:
+    return _estimates.get_or_compute(state_digest(campaign, window, acc), acc.estimate)
 
 
 def _campaign(name: str, kind: str, query: str):
@@ -140,71 +105,67 @@ def _campaign(name: str, kind: str, query: str):
     return campaign
 
 
-_load = load_released  # (window, accumulator) or the 400/409 response, as for /estimates
-
-
 def _header(campaign: Campaign, window: int, acc: Accumulator) -> dict:
     return {"campaign": campaign.name, "kind": campaign.kind, "epsilon": campaign.epsilon,
             "n_reports": acc.n, "window": window}
 
 
-@bp.get("/v1/campaigns/<name>/heavy-hitters")
-@require_token("export")
-def heavy_hitters(name: str):
-    campaign = _campaign(name, "heavy_hitters", "heavy hitters")
+def _answer(name: str, kind: str, query: str, parse: Callable[[Campaign], Any],
+            answer: Callable[[Campaign, Any, Any], dict]) -> Response:
+    """The pipeline of every query: campaign of ``kind`` (404/400) → ``parse`` the request's
+    parameters (400 naming one) → the released window (400/409, as for /estimates) → the
+    cached estimate → JSON of the header plus ``answer(campaign, estimate, params)``."""
+    campaign = _campaign(name, kind, query)
     if not isinstance(campaign, Campaign):
         return campaign
     try:
-        width = int(campaign.params.get("width", 64))
-        k = _int_param("k", 1, width, default=width)
+        params = parse(campaign)
     except BadParameter as exc:
         return error_response(400, "bad_parameter", str(exc))
-    loaded = _load(campaign)
+    loaded = load_released(campaign)
     if not isinstance(loaded, tuple):
         return loaded
     window, acc = loaded
-    est = _estimate(campaign, window, acc)
-    items = [{key: _finite(v) for key, v in row.items()} for row in est.items()[:k]]
-    return _json({**_header(campaign, window, acc), "alpha": 0.05, "items": items})
+    body = answer(campaign, cached_estimate(campaign, window, acc), params)
+    return _json({**_header(campaign, window, acc), **body})
+
+
+def finite_row(row: dict) -> dict:
+    return {key: _finite(v) for key, v in row.items()}
+
+
+def _k_param(campaign: Campaign) -> int:
+    width = int(campaign.params.get("width", 64))
+    return _int_param("k", 1, width, default=width)
+
+
+def range_params(campaign: Campaign) -> tuple[int, int]:
+    d = int(campaign.domain_size or 1)
+    lo = _int_param("lo", 0, d - 1)
+    hi = _int_param("hi", 0, d - 1)
+    if lo > hi:
+        raise BadParameter("lo", f"must be <= hi, got lo={lo}, hi={hi}")
+    return lo, hi
+
+
+@bp.get("/v1/campaigns/<name>/heavy-hitters")
+@require_token("export")
+def heavy_hitters(name: str):
+    return _answer(name, "heavy_hitters", "heavy hitters", _k_param,
+                   lambda c, est, k: {"alpha": 0.05, "items": [finite_row(r) for r in est.items()[:k]]})
 
 
 @bp.get("/v1/campaigns/<name>/range")
 @require_token("export")
 def range_query(name: str):
-    campaign = _campaign(name, "range", "range queries")
-    if not isinstance(campaign, Campaign):
-        return campaign
-    d = int(campaign.domain_size or 1)
-    try:
-        lo = _int_param("lo", 0, d - 1)
-        hi = _int_param("hi", 0, d - 1)
-        if lo > hi:
-            raise BadParameter("lo", f"must be <= hi, got lo={lo}, hi={hi}")
-    except BadParameter as exc:
-        return error_response(400, "bad_parameter", str(exc))
-    loaded = _load(campaign)
-    if not isinstance(loaded, tuple):
-        return loaded
-    window, acc = loaded
-    row = _estimate(campaign, window, acc).range(lo, hi)
-    return _json({**_header(campaign, window, acc), "method": campaign.params.get("method"),
-                  **{key: _finite(v) for key, v in row.items()}})
+    return _answer(name, "range", "range queries", range_params,
+                   lambda c, est, lohi: {"method": c.params.get("method"),
+                                         **finite_row(est.range(*lohi))})
 
 
 @bp.get("/v1/campaigns/<name>/quantiles")
 @require_token("export")
 def quantiles(name: str):
-    campaign = _campaign(name, "range", "quantiles")
-    if not isinstance(campaign, Campaign):
-        return campaign
-    try:
-        qs = _q_param()
-    except BadParameter as exc:
-        return error_response(400, "bad_parameter", str(exc))
-    loaded = _load(campaign)
-    if not isinstance(loaded, tuple):
-        return loaded
-    window, acc = loaded
-    rows = _estimate(campaign, window, acc).quantiles(qs)
-    return _json({**_header(campaign, window, acc), "method": campaign.params.get("method"),
-                  "items": [{key: _finite(v) for key, v in row.items()} for row in rows]})
+    return _answer(name, "range", "quantiles", lambda c: _q_param(),
+                   lambda c, est, qs: {"method": c.params.get("method"),
+                                       "items": [finite_row(r) for r in est.quantiles(qs)]})
