@@ -70,6 +70,7 @@ def batch_bodies(config, seed: int = 11) -> dict[str, list[tuple[bytes, int]]]:
             else:
                 values = idx  # frequency: label index; range: the value itself
             batch = mech.encode_batch(values, rng=rng, campaign=camp.name)
+            batch.batch_id = rng.bytes(16)  # seeded: the spread over shards is fixed, not by chance
             bodies.append((batch.SerializeToString(), batch.count))
         out[camp.name] = bodies
     return out
