@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Self
 
 import redis
 
@@ -41,7 +42,33 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class EmbeddedRedis:
+class _DataDirServer:
+    """Shared lifecycle: a server in ``data_dir`` (a private temporary directory unless given,
+    removed by ``cleanup``) that is a context manager (``start`` on enter, ``cleanup`` on exit)."""
+
+    def __init__(self, data_dir: str | os.PathLike | None, prefix: str) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix=prefix))
+
+    def start(self, timeout: float = 15.0) -> Self:
+        raise NotImplementedError
+
+    def stop(self, graceful: bool = True) -> None:
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+class EmbeddedRedis(_DataDirServer):
     """A private ``redis-server`` on 127.0.0.1. Use as a context manager or ``start()/stop()``.
 
     ``data_dir`` keeps the AOF; restarting with the same ``data_dir`` (and ``port``) reloads it.
@@ -49,8 +76,7 @@ class EmbeddedRedis:
 
     def __init__(self, data_dir: str | os.PathLike | None = None, port: int | None = None,
                  extra_args: list[str] | None = None) -> None:
-        self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="ldptel-redis-"))
+        super().__init__(data_dir, "ldptel-redis-")
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
         self.process: subprocess.Popen | None = None
@@ -59,7 +85,7 @@ class EmbeddedRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 15.0) -> EmbeddedRedis:
+    def start(self, timeout: float = 15.0) -> Self:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             redis_server_binary(),
@@ -109,22 +135,11 @@ class EmbeddedRedis:
         proc.kill()
         proc.wait(timeout=10)
 
-    def cleanup(self) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> EmbeddedRedis:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.cleanup()
-
 
 CLUSTER_SLOTS = 16384
 
 
-class EmbeddedRedisCluster:
+class EmbeddedRedisCluster(_DataDirServer):
     """A private Redis Cluster of ``masters`` primaries (no replicas) on 127.0.0.1, each an
     ``EmbeddedRedis`` of the bundled binary with ``--cluster-enabled yes``: the slots are split
     evenly (``CLUSTER ADDSLOTS``), the nodes introduced (``CLUSTER MEET``), and ``start()``
@@ -133,8 +148,7 @@ class EmbeddedRedisCluster:
 
     def __init__(self, masters: int = 3, data_dir: str | os.PathLike | None = None,
                  ports: list[int] | None = None, node_timeout_ms: int = 3000) -> None:
-        self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="ldptel-cluster-"))
+        super().__init__(data_dir, "ldptel-cluster-")
         ports = ports or _distinct_free_ports(masters)
         self.nodes = [
             EmbeddedRedis(data_dir=self.data_dir / f"node-{port}", port=port, extra_args=[
@@ -153,7 +167,7 @@ class EmbeddedRedisCluster:
     def node_urls(self) -> list[str]:
         return [n.url for n in self.nodes]
 
-    def start(self, timeout: float = 30.0) -> EmbeddedRedisCluster:
+    def start(self, timeout: float = 30.0) -> Self:
         try:
             for node in self.nodes:
                 node.start(timeout)
@@ -195,17 +209,6 @@ class EmbeddedRedisCluster:
     def stop(self, graceful: bool = True) -> None:
         for node in self.nodes:
             node.stop(graceful)
-
-    def cleanup(self) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> EmbeddedRedisCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.cleanup()
 
 
 def _distinct_free_ports(n: int) -> list[int]:
