@@ -1,7 +1,7 @@
 """The one HTTP client of the tests (``http_request``; ``request`` and ``Poster`` on top of it) and
 the one way to run the collector as a process (``start_collector``: ``ldptel serve`` under
-gunicorn on a free 127.0.0.1 port). The module-scoped ``collector`` fixture of conftest.py and
-``bench/ingest.py`` start it through here too."""
+gunicorn on a free 127.0.0.1 port), used by every test that talks HTTP or runs the collector, and by
+the module-scoped ``collector`` fixture of conftest.py."""
 
 from __future__ import annotations
 

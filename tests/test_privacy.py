@@ -1,4 +1,5 @@
-"""Empirical ε-LDP check (DESIGN §6): on small domains, estimate the probability of every output
+"""Empirical ε-LDP check (every mechanism must satisfy P(o | u) ≤ e^ε·P(o | u') for all
+inputs u, u' and outputs o): on small domains, estimate the probability of every output
 under every input from many seeded samples and test that no output's probability ratio between
 two inputs provably exceeds e^ε. A deliberately broken randomizer must fail the same check.
 

@@ -1,4 +1,4 @@
-"""Range queries and quantiles: Haar wavelet and hierarchical histograms (DESIGN §4, issue 5).
+"""Range queries and quantiles: Haar wavelet and hierarchical histograms (docs/architecture.md, issue 5).
 
 Accuracy set-up (the issue's): D = 1024, ε = 1, N = 200 000 devices of a fixed population (a
 two-component mixture, so the quantiles are well defined), R independent runs of the real encoder
