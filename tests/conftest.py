@@ -52,3 +52,11 @@ def collector(request: pytest.FixtureRequest, redis_url: str,
     c = start_collector(tmp_path_factory.mktemp("collector"), text, redis_url, workers=workers)
     yield c
     c.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that drives Chromium (uses the ``browser`` fixture of test_operator_pages) is
+    ``slow``: the unit tier (``pytest -m "not slow"``) keeps the HTTP-level page tests only."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

@@ -22,6 +22,8 @@ from ldptel.redis_client import connect, is_cluster
 from ldptel.redis_server import EmbeddedRedisCluster
 from ldptel.streams import GROUP, stream_key
 
+pytestmark = pytest.mark.slow
+
 SHARDS = 4
 CAMPAIGNS = [
     {"name": "grr", "oracle": "grr", "epsilon": 2.0, "domain": ["a", "b", "c", "d", "e"]},

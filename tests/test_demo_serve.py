@@ -11,10 +11,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config
 from http_support import http_request, request, start_collector
 
 from ldptel.redis_server import free_port
+
+pytestmark = pytest.mark.slow
 
 
 def get_json(url: str, path: str, token: str) -> tuple[int, dict]:

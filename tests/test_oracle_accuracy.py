@@ -187,6 +187,7 @@ def plugin_normal_coverage(mech, truth: np.ndarray, n: int) -> float:
     return float((norm.cdf(Z * (t + root)) - norm.cdf(Z * (t - root))).mean())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [1.0, 4.0])
 @pytest.mark.parametrize("oracle", ORACLES)
 def test_mse_std_errors_and_coverage(oracle: str, epsilon: float) -> None:
@@ -235,6 +236,7 @@ def test_grr_std_errors_unbiased_for_rare_items() -> None:
     assert abs(se_ratio - 1) <= 4 * se_sd, (se_ratio, se_sd)
 
 
+@pytest.mark.slow
 def test_rappor_mse_std_errors_and_coverage() -> None:
     """RAPPOR has no closed-form Var*: the MSE is compared with the mean of the predicted
     std_error² (the regression's sandwich variance plus the cohort-split term), as in 2. above."""
@@ -314,6 +316,7 @@ SCALAR_N = 6_000
 SCALAR_SHARES = np.array([0.1, 0.5, 0.0, 0.1, 0.05, 0.1, 0.1, 0.05])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("oracle", ORACLES)
 def test_single_report_encode_is_decoded_unbiased(oracle: str) -> None:
     d = SCALAR_SHARES.size

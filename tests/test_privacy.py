@@ -227,6 +227,7 @@ def test_honest_rappor_within_e_epsilon_one(config: str) -> None:
     assert result.attains_bound, str(result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("oracle", ["grr", "sue", "oue", "olh", "hadamard"])
 def test_one_report_path_within_e_epsilon(oracle: str) -> None:
     mech = create_mechanism(oracle, epsilon=1.0, domain_size=3)
@@ -236,6 +237,7 @@ def test_one_report_path_within_e_epsilon(oracle: str) -> None:
     assert result.attains_bound, str(result)
 
 
+@pytest.mark.slow
 def test_rappor_device_path_within_e_epsilon_one() -> None:
     mech = rappor("h2-m2")
     result = check_one_report_path(mech, rappor_inputs(mech)[:2], N_DEVICES)
@@ -322,6 +324,7 @@ class RapporDeviceNoPrr(RAPPOR):
         return self.bloom_table(value)[cohort]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("oracle", ["grr", "olh"])
 def test_one_report_path_with_more_epsilon_is_flagged(oracle: str) -> None:
     broken = leaky(create_mechanism(oracle, epsilon=1.0, domain_size=3), 2.0)
@@ -330,6 +333,7 @@ def test_one_report_path_with_more_epsilon_is_flagged(oracle: str) -> None:
     assert result.violation, str(result)
 
 
+@pytest.mark.slow
 def test_rappor_device_path_without_permanent_rr_is_flagged() -> None:
     honest = rappor("h2-m2")
     broken = RapporDeviceNoPrr(**RAPPOR_CONFIGS["h2-m2"], candidates=[], secret=bytes(32))
@@ -338,6 +342,7 @@ def test_rappor_device_path_without_permanent_rr_is_flagged() -> None:
     assert result.violation, str(result)
 
 
+@pytest.mark.slow
 def test_classic_bugs_are_flagged() -> None:
     results = {
         "grr-off-by-one": check_mechanism(GrrOffByOne(1.0, 4), list(range(4)), seed=1),

@@ -244,6 +244,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sdk_killed_and_restarted_delivers_everything_once(collector, tmp_path, redis_client):
     queue = tmp_path / "device.sqlite"
     script = tmp_path / "child.py"

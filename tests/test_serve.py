@@ -71,6 +71,7 @@ def test_more_bad_configs(case, tmp_path, capsys):
     assert key in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_embedded_redis_lifecycle(tmp_path):
     mech = create_mechanism("olh", epsilon=1.0, domain_size=1024)
     url = None
