@@ -47,6 +47,7 @@ def serve(config, *args, env=None, **kw):
                             env=env, **kw)
 
 
+@pytest.mark.slow  # one process per case; test_more_bad_configs covers the same path in-process
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
 def test_bad_config_exits_naming_the_key(case, tmp_path):
     text, key = BAD_CONFIGS[case]
