@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,7 +19,7 @@ class FrequencyEstimate:
     counts: np.ndarray
     std_error: np.ndarray
     labels: list | None = None
-    normalized: np.ndarray = field(default=None)  # type: ignore[assignment]
+    normalized: np.ndarray = None  # type: ignore[assignment]  # None: computed in __post_init__
 
     def __post_init__(self) -> None:
         self.counts = np.asarray(self.counts, dtype=np.float64)

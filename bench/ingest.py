@@ -1,4 +1,4 @@
-"""Collector ingest benchmark (DESIGN §5: ≥ 50 000 reports/s into Redis on 2 cores, batches of 100).
+"""Collector ingest benchmark (target: ≥ 50 000 reports/s into Redis on 2 cores, batches of 100).
 
 Starts an embedded Redis and ``ldptel serve`` (gunicorn, ``--workers`` processes) on free
 loopback ports, then for each batch size posts valid OLH batches (d = 1024, ε = 1, a fresh

@@ -1,4 +1,4 @@
-"""Frequency-oracle benchmark (DESIGN §5): for d = 1024, ε = 1, N = 1 000 000 reports, per
+"""Frequency-oracle benchmark: for d = 1024, ε = 1, N = 1 000 000 reports, per
 mechanism: batch encode rate, decode rate (accumulate + estimate), MSE / (N·Var*), and the
 median time of one ``encode`` call (OS randomness).
 

@@ -184,12 +184,14 @@ def _campaign(raw: Any, where: str) -> Campaign:
             raise _fail(f"{where}.{bad}", "does not apply to rappor (ε follows from f, p, q, hashes)")
         params = {k: raw[k] for k in RAPPOR_KEYS}
         from ldptel.client import create_mechanism
+        from ldptel.client.mechanisms.rappor import RAPPOR
 
         try:
             mech = create_mechanism("rappor", **params)
         except ValueError as exc:
             key = str(exc).split()[0]
             raise _fail(f"{where}.{key if key in RAPPOR_KEYS else 'rappor'}", str(exc)) from None
+        assert isinstance(mech, RAPPOR)
         camp.params = params
         camp.epsilon = mech.epsilon
         camp.params["epsilon_inf"] = mech.epsilon_inf

@@ -1,16 +1,12 @@
-"""Demo pieces for one heavy-hitter and one range campaign (for ``ldptel demo``).
+"""Demo pieces for one heavy-hitter and one range campaign (for ``ldptel demo``), used on the
+running stack with ``DemoSection(title, campaigns, simulate, report)`` of core/demo.py:
+``HH_TITLE, hh_campaigns, hh_simulate, hh_report`` and ``RANGE_TITLE, range_campaigns,
+range_simulate, range_report``.
 
-Two ways to use them:
-
-- offline: ``demo_heavy_hitters(users, seed)`` and ``demo_range(users, seed)`` simulate devices
-  through the real encoders and decoders (no services) and return printable lines;
-- on the running stack, with ``DemoSection(title, campaigns, simulate, report)`` of core/demo.py:
-  ``HH_TITLE, hh_campaigns, hh_simulate, hh_report`` and ``RANGE_TITLE, range_campaigns,
-  range_simulate, range_report``. ``*_simulate(stack, client, truth, rng, users)`` encodes the
-  devices' reports with the campaign's mechanism (seeded: simulation only) and POSTs them to
-  ``/v1/reports`` in batches of 1000 (the SDK's ``TelemetryClient`` takes frequency campaigns
-  only); ``*_report(stack, http, truth)`` reads the export API (``http.request(method, path,
-  body, headers) → (status, body)``) and prints the answers against the truth.
+``*_simulate(stack, client, truth, rng, users)`` encodes the devices' reports with the campaign's
+mechanism (seeded: simulation only) and POSTs them to ``/v1/reports`` in batches of 1000;
+``*_report(stack, http, truth)`` reads the export API (``http.request(method, path, body, headers)
+→ (status, body)``) and prints the answers against the truth.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from ldptel.aggregator.decoders import accumulator_for
-from ldptel.config import parse_config
+from ldptel.config import Campaign
 
 WORDS = ("weather", "news", "maps", "translate", "recipes", "football", "flights", "hotels", "jobs",
          "movies", "music", "stocks", "bitcoin", "horoscope", "lottery", "cinema", "traffic", "trains",
@@ -53,11 +48,7 @@ def latencies(users: int, rng: np.random.Generator) -> np.ndarray:
     return np.clip(rng.lognormal(np.log(180), 0.6, users).round(), 0, 1023).astype(np.int64)
 
 
-def _campaign(table: dict):
-    return parse_config({"campaigns": [table]}).campaigns[0]
-
-
-# --- printing (shared by the offline and the served demo) ------------------------------------
+# --- printing ----------------------------------------------------------------------------------
 
 def heavy_hitter_lines(items: list[dict], truth: dict[str, int], n: int) -> list[str]:
     lines = [f"{'string':>14} {'true':>7} {'estimate':>9} {'95% CI':>17}"]
@@ -90,37 +81,12 @@ def range_lines(rows: list[dict], qrows: list[dict], values: np.ndarray) -> list
     return lines
 
 
-# --- offline ------------------------------------------------------------------------------
-
-def demo_heavy_hitters(users: int = 50_000, seed: int = 1) -> list[str]:
-    """Offline: ``users`` devices' search terms → prefix-tree walk; printable lines."""
-    rng = np.random.default_rng(seed)
-    values = search_terms(users, rng)
-    mech = _campaign(HH_CAMPAIGN).mechanism()
-    acc = accumulator_for(mech)
-    acc.add(mech.encode_batch(values, rng=rng))
-    truth = dict(zip(*np.unique(values, return_counts=True), strict=True))
-    return heavy_hitter_lines(acc.estimate(k=10).items(), {k: int(v) for k, v in truth.items()}, users)
-
-
-def demo_range(users: int = 50_000, seed: int = 1) -> list[str]:
-    """Offline: ``users`` devices' latencies → Haar ranges and quantiles; printable lines."""
-    rng = np.random.default_rng(seed)
-    values = latencies(users, rng)
-    mech = _campaign(RANGE_CAMPAIGN).mechanism()
-    acc = accumulator_for(mech)
-    acc.add(mech.encode_batch(values, rng=rng))
-    est = acc.estimate()
-    return range_lines([est.range(lo, hi) for lo, hi in RANGES], est.quantiles(QUANTILES), values)
-
-
 # --- on the running stack -------------------------------------------------------------------
 
-def post_reports(url: str, token: str, campaign, values: Any, rng: np.random.Generator) -> int:
+def post_reports(url: str, token: str, campaign: Campaign, values: Any, rng: np.random.Generator) -> int:
     """Encode ``values`` with the campaign's mechanism and POST them in batches of 1000."""
     mech = campaign.mechanism()
-    target = urlparse(url)
-    conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+    conn = http.client.HTTPConnection(urlparse(url).netloc, timeout=60)
     sent = 0
     try:
         for start in range(0, len(values), BATCH):
@@ -179,7 +145,8 @@ def hh_report(stack: Any, http_: Any, truth: dict) -> None:
 
 def range_report(stack: Any, http_: Any, truth: dict) -> None:
     name = RANGE_CAMPAIGN["name"]
-    rows = [_get(stack, http_, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}") for lo, hi in RANGES]
+    docs = [_get(stack, http_, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}") for lo, hi in RANGES]
+    rows = [doc for doc in docs if doc is not None]
     qdoc = _get(stack, http_, f"/v1/campaigns/{name}/quantiles?q={','.join(map(str, QUANTILES))}")
-    if qdoc is not None and all(r is not None for r in rows):
-        print("\n".join(range_lines(rows, qdoc["items"], truth["values"])))  # type: ignore[arg-type]
+    if qdoc is not None and len(rows) == len(docs):
+        print("\n".join(range_lines(rows, qdoc["items"], truth["values"])))

@@ -64,6 +64,8 @@ def authenticate(*kinds: str) -> bool:
     """True if the request carries a valid token of one of ``kinds``; sets ``g.ldptel_token_id``
     and ``g.ldptel_token_kind``."""
     token = bearer_token()
+    if token is None:
+        return False
     for kind in kinds:
         if token_ok(token, kind):
             g.ldptel_token_id = _digest(token).hex()[:24]

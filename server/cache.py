@@ -7,12 +7,15 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ldptel.config import Campaign
 
+if TYPE_CHECKING:
+    from ldptel.aggregator.decoders.base import Accumulator
 
-def state_digest(campaign: Campaign, window: int, acc) -> str:
+
+def state_digest(campaign: Campaign, window: int, acc: Accumulator) -> str:
     """SHA-256 over the campaign's public config and labels, the window and the accumulator
     state: it changes exactly when an estimate computed from them can change."""
     h = hashlib.sha256()

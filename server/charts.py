@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from markupsafe import Markup, escape
 
@@ -25,7 +26,7 @@ CHAR_W = 6.6  # average width of a 12 px system-ui character, for label truncati
 
 # --- numbers -------------------------------------------------------------------------------
 
-def _finite(x: float | None) -> bool:
+def _finite(x: float | None) -> TypeGuard[float]:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
@@ -38,7 +39,7 @@ def fmt_count(x: float | None) -> str:
     "—" when missing (e.g. ``1234.6`` → ``"1,235"``, ``-3.2`` → ``"−3"``)."""
     if not _finite(x):
         return DASH
-    r = round(float(x))  # type: ignore[arg-type]
+    r = round(float(x))
     return _sign(f"{r + 0:,d}")  # + 0: no "−0"
 
 
@@ -57,22 +58,22 @@ def fmt_pct(x: float | None, digits: int = 1) -> str:
     """A share in [0, 1] as a percentage (``0.1234`` → ``"12.3%"``)."""
     if not _finite(x):
         return DASH
-    return _sign(f"{100 * float(x):.{digits}f}%")  # type: ignore[arg-type]
+    return _sign(f"{100 * float(x):.{digits}f}%")
 
 
 def fmt_eps(x: float | None) -> str:
     """ε with up to two decimals, trailing zeros dropped (``2.0`` → ``"2"``, ``1.0718`` → ``"1.07"``)."""
     if not _finite(x):
         return DASH
-    return f"{float(x):.2f}".rstrip("0").rstrip(".")  # type: ignore[arg-type]
+    return f"{float(x):.2f}".rstrip("0").rstrip(".")
 
 
 def fmt_rate(x: float | None) -> str:
     """Reports per second: one decimal below 10, whole numbers above."""
     if not _finite(x):
         return DASH
-    x = float(x)  # type: ignore[arg-type]
-    return f"{x:.1f}" if x < 10 else f"{round(x):,d}"
+    rate = float(x)
+    return f"{rate:.1f}" if rate < 10 else f"{round(rate):,d}"
 
 
 def nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
@@ -140,7 +141,7 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
     for b in bars:
         for x in (b.value, b.ci_low if whiskers else None, b.ci_high if whiskers else None):
             if _finite(x):
-                points.append(float(x))  # type: ignore[arg-type]
+                points.append(float(x))
     lo, hi = min(points), max(points)
     if hi - lo <= 0:
         hi = lo + 1.0
@@ -169,10 +170,10 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
         f'data-rows="{n}" data-zero-x="{_num(zero)}">'
     ]
     for t in ticks:
-        x = _num(sx(t))
-        out.append(f'<line class="grid" x1="{x}" y1="{max(top - 4, 0)}" x2="{x}" y2="{plot_bottom}"/>')
+        tx = _num(sx(t))
+        out.append(f'<line class="grid" x1="{tx}" y1="{max(top - 4, 0)}" x2="{tx}" y2="{plot_bottom}"/>')
         if not sticky_axis:
-            out.append(f'<text class="tick" x="{x}" y="{top - 10}" '
+            out.append(f'<text class="tick" x="{tx}" y="{top - 10}" '
                        f'text-anchor="middle">{fmt_compact(t)}</text>')
     for i, (b, label) in enumerate(zip(bars, labels, strict=True)):
         y = top + i * row_height
@@ -187,13 +188,13 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
         out.append(f'<text class="label" x="{left - 8}" y="{_num(cy + 4)}" '
                    f'text-anchor="end">{escape(shorten(label, max_chars))}</text>')
         if _finite(b.value):
-            v = float(b.value)  # type: ignore[arg-type]
+            v = float(b.value)
             x0, x1 = sorted((zero, sx(v)))
             cls = "bar negative" if v < 0 else "bar"
             out.append(f'<rect class="{cls}" x="{_num(x0)}" y="{_num(cy - bar_h / 2)}" '
                        f'width="{_num(max(x1 - x0, 0.0))}" height="{bar_h}" data-value="{v!r}"/>')
         if whiskers and _finite(b.ci_low) and _finite(b.ci_high):
-            wl, wh = _num(sx(float(b.ci_low))), _num(sx(float(b.ci_high)))  # type: ignore[arg-type]
+            wl, wh = _num(sx(float(b.ci_low))), _num(sx(float(b.ci_high)))
             c1, c2 = _num(cy - 5), _num(cy + 5)
             out.append(f'<g class="whisker"><line x1="{wl}" y1="{_num(cy)}" x2="{wh}" y2="{_num(cy)}"/>'
                        f'<line x1="{wl}" y1="{c1}" x2="{wl}" y2="{c2}"/>'
@@ -275,9 +276,9 @@ def cdf_chart(xs: Sequence[float], cdf: Sequence[float], band_low: Sequence[floa
     for m in sorted(markers, key=lambda m: m.x):
         x = _num(sx(m.x))
         half = CHAR_W * 0.92 * len(m.label) / 2 + 4
-        line = 0 if sx(m.x) - half > ends[0] else (1 if sx(m.x) - half > ends[1] else 0)
-        ends[line] = sx(m.x) + half
-        ly = top - 6 - 14 * line
+        tier = 0 if sx(m.x) - half > ends[0] else (1 if sx(m.x) - half > ends[1] else 0)
+        ends[tier] = sx(m.x) + half
+        ly = top - 6 - 14 * tier
         out.append(f'<g class="marker"><line x1="{x}" y1="{top}" x2="{x}" y2="{bottom}"/>'
                    f'<text x="{x}" y="{ly}" text-anchor="middle">{escape(m.label)}</text></g>')
     out.append(f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>')

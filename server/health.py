@@ -12,13 +12,13 @@ bp = Blueprint("health", __name__)
 
 
 @bp.get("/healthz")
-def healthz():
+def healthz() -> Response:
     """200 ``{"status": "ok"}`` when Redis answers; a Redis error answers 503 (app handler)."""
     state().redis.ping()
     return jsonify({"status": "ok", "redis": "ok", "version": __version__})
 
 
 @bp.get("/metrics")
-def metrics():
+def metrics() -> Response:
     st = state()
     return Response(st.metrics.render(st.config), mimetype="text/plain; version=0.0.4")

@@ -80,7 +80,7 @@ def default_data_dir(config_path: str | os.PathLike | None) -> Path:
 # ---------------------------------------------------------------------------------------------
 def start_aggregator(config: Config, redis_url: str) -> Any | None:
     try:
-        from ldptel.aggregator.worker import start_beside_collector  # type: ignore[attr-defined]
+        from ldptel.aggregator.worker import start_beside_collector
     except ImportError as exc:
         if exc.name in ("ldptel.aggregator.worker", "ldptel.aggregator"):
             return None

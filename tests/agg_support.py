@@ -3,7 +3,6 @@ stores them (``ldptel.streams`` format), and a reference decode of a stream read
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import redis
+from http_support import http_request
 
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import Accumulator
@@ -132,13 +132,8 @@ class HttpStack:
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict | None = None) -> tuple[int, dict, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.server.server_port, timeout=30)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            resp = conn.getresponse()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-        finally:
-            conn.close()
+        reply = http_request(self.url, method, path, body, headers)
+        return reply.status, reply.headers, reply.body
 
     def post_batch(self, batch: ReportBatch, token: str = INGEST_TOKEN) -> dict:
         status, _, body = self.request("POST", "/v1/reports", batch.SerializeToString(), {

@@ -1,17 +1,21 @@
-"""Shared fixtures: one real Redis per test session (the embedded server, or ``REDIS_URL``)."""
+"""Shared fixtures: one real Redis per test session (the embedded server, or ``REDIS_URL``), and
+the collector of a test module (``ldptel serve`` on that Redis)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 import redis
+from http_support import Collector, start_collector
+from ingest_support import config_text
 
 from ldptel.redis_server import EmbeddedRedis
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory):
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a real Redis: ``REDIS_URL`` if set, else an embedded server for the session."""
     if os.environ.get("REDIS_URL"):
         yield os.environ["REDIS_URL"]
@@ -25,9 +29,34 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture
-def redis_client(redis_url: str):
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     """A client on the session Redis, flushed before each test."""
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="module")
+def collector(request: pytest.FixtureRequest, redis_url: str,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
+    """``ldptel serve`` for one test module on the session Redis (flushed before it starts). The
+    module sets its config with ``pytestmark = pytest.mark.collector(config_text, workers=n)``;
+    the default is ``config_text()`` of ingest_support and two gunicorn workers."""
+    marker = request.node.get_closest_marker("collector")
+    text = marker.args[0] if marker and marker.args else config_text()
+    workers = marker.kwargs.get("workers", 2) if marker else 2
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    client.close()
+    c = start_collector(tmp_path_factory.mktemp("collector"), text, redis_url, workers=workers)
+    yield c
+    c.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that drives Chromium (uses the ``browser`` fixture of test_operator_pages) is
+    ``slow``: the unit tier (``pytest -m "not slow"``) keeps the HTTP-level page tests only."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

@@ -163,6 +163,7 @@ def _cli_silently(argv: list[str]) -> None:
     os._exit(cli.main(argv))
 
 
+@pytest.mark.slow
 def test_fault_sigkill_while_draining(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
     """200 000 reports; the real worker process is SIGKILLed at random points ≥ 20 times while it
     drains and restarted; the result equals an uninterrupted run over the same entries.
@@ -229,6 +230,7 @@ def test_fault_sigkill_while_draining(redis_client: redis.Redis, redis_url: str,
     assert entries == len(batches)
 
 
+@pytest.mark.slow
 def test_two_workers_at_once_equal_one(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
     agg = {"read_count": 4, "claim_idle_ms": 40}  # short idle: they also steal from each other
     params = {"oracle": "sue", "epsilon": 2.0, "domain_size": 50, "shards": 2}
@@ -282,6 +284,7 @@ def test_redis_restart_between_ingest_and_aggregation(tmp_path: Path) -> None:
         server.cleanup()
 
 
+@pytest.mark.slow
 def test_worker_survives_a_redis_restart_while_draining(tmp_path: Path) -> None:
     """A running worker (thread) loses its connection mid-drain, Redis restarts on the same data
     dir, the worker reconnects and counts everything once (the AOF holds stream, PEL and state)."""

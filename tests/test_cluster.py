@@ -15,12 +15,14 @@ import numpy as np
 import pytest
 import redis
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, aggregate_cmd, same_state, write_config
-from ingest_support import Poster, request, start_collector
+from http_support import Poster, request, start_collector
 
 from ldptel.aggregator import store
 from ldptel.redis_client import connect, is_cluster
 from ldptel.redis_server import EmbeddedRedisCluster
 from ldptel.streams import GROUP, stream_key
+
+pytestmark = pytest.mark.slow
 
 SHARDS = 4
 CAMPAIGNS = [

@@ -3,29 +3,26 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config
+from http_support import http_request, request, start_collector
 
 from ldptel.redis_server import free_port
 
+pytestmark = pytest.mark.slow
 
-def get_json(url: str, token: str) -> tuple[int, dict]:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+
+def get_json(url: str, path: str, token: str) -> tuple[int, dict]:
+    reply = http_request(url, "GET", path, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    return reply.status, json.loads(reply.body)
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -63,9 +60,10 @@ def test_demo_keeps_running_and_serves_the_export_api() -> None:
                 break
         text = "".join(lines)
         token = re.search(r"export token: (\S+)", text).group(1)
-        status, doc = get_json(f"http://127.0.0.1:{port}/v1/campaigns/demo-olh/estimates", token)
+        url, path = f"http://127.0.0.1:{port}", "/v1/campaigns/demo-olh/estimates"
+        status, doc = get_json(url, path, token)
         assert status == 200 and doc["n_reports"] == 2000 and len(doc["items"]) == 64
-        assert get_json(f"http://127.0.0.1:{port}/v1/campaigns/demo-olh/estimates", "nope-nope")[0] == 401
+        assert get_json(url, path, "nope-nope")[0] == 401
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
     finally:
@@ -78,31 +76,19 @@ def test_serve_runs_an_aggregator_beside_the_collector(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "serve.toml", [
         {"name": "served", "oracle": "oue", "epsilon": 1.0, "domain_size": 10, "min_reports": 500}],
         aggregator={"block_ms": 100})
-    port = free_port()
-    env = {**os.environ, "LDPTEL_DATA_DIR": str(tmp_path / "data")}
-    env.pop("REDIS_URL", None)
-    cmd = [sys.executable, "-m", "ldptel.cli", "serve", "--config", str(tmp_path / "serve.toml"),
-           "--port", str(port), "--workers", "1"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
+    col = start_collector(tmp_path / "serve", (tmp_path / "serve.toml").read_text(), None, workers=1,
+                          env={"LDPTEL_DATA_DIR": str(tmp_path / "data")})
+    proc = col.proc
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=2):
-                    break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "serve did not come up"
-                time.sleep(0.1)
         sent = 0
         for batch in random_batches(cfg.campaigns[0], 2000, 500, seed=np.uint32(3)):
-            req = urllib.request.Request(base + "/v1/reports", data=batch.SerializeToString(), headers={
+            status, reply = request(col.url, "POST", "/v1/reports", batch.SerializeToString(), {
                 "Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST_TOKEN}"})
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                sent += json.loads(resp.read())["accepted"]
+            assert status == 202, reply
+            sent += reply["accepted"]
         deadline = time.monotonic() + 30
         while True:
-            status, doc = get_json(base + "/v1/campaigns/served/estimates", EXPORT_TOKEN)
+            status, doc = get_json(col.url, "/v1/campaigns/served/estimates", EXPORT_TOKEN)
             if status == 200 and doc["n_reports"] == sent:
                 break
             assert status in (200, 409), (status, doc)  # 409: not all counted yet

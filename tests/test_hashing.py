@@ -1,5 +1,6 @@
-"""The server's vectorized hashes equal the client's ``xxhash`` ones bit for bit (DESIGN §4), and
-the OLH hash family behaves as OLH's estimator assumes (two distinct items collide w.p. 1/g).
+"""The server's vectorized hashes equal the client's ``xxhash`` ones bit for bit (a report
+hashed on the device decodes identically on the server), and the OLH hash family behaves as
+OLH's estimator assumes (two distinct items collide w.p. 1/g).
 
 The references here are written from the formulas in ``ldptel.client.hashing``'s docstring using
 only the ``xxhash`` library and Python integers, so they do not share code with what they check.

@@ -1,4 +1,4 @@
-"""Heavy hitters through the prefix tree (DESIGN §4, issue 5)."""
+"""Heavy hitters through the prefix tree (docs/architecture.md, issue 5)."""
 
 from __future__ import annotations
 

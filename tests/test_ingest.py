@@ -10,14 +10,12 @@ import tomllib
 
 import numpy as np
 import pytest
+from http_support import Poster, http_request, request, start_collector
 from ingest_support import (
     EXPORT_TOKEN,
     INGEST_TOKEN,
     INGEST_TOKEN_2,
-    Poster,
     config_text,
-    request,
-    start_collector,
     stored_reports,
     total_entries,
 )
@@ -29,13 +27,6 @@ from ldptel.proto import GrrPayload, ReportBatch
 CONFIG = parse_config(tomllib.loads(config_text()))
 MECHS = {c.name: c.mechanism() for c in CONFIG.campaigns}
 RNG = np.random.default_rng(20260101)
-
-
-@pytest.fixture(scope="module")
-def collector(redis_url, tmp_path_factory):
-    c = start_collector(tmp_path_factory.mktemp("collector"), config_text(), redis_url, workers=2)
-    yield c
-    c.stop()
 
 
 @pytest.fixture
@@ -157,17 +148,12 @@ def test_oversized_body(collector, poster, redis_client):
     big = body + b"\x00" * ((1 << 20) + 1 - len(body))
     assert_refused(poster, redis_client, big, 413, "too_large")
     # chunked upload without Content-Length: cut off at the limit all the same
-    import http.client
-
     before = total_entries(redis_client)
-    conn = http.client.HTTPConnection("127.0.0.1", collector.port, timeout=15)
     chunks = (big[i:i + 65536] for i in range(0, len(big), 65536))
-    conn.request("POST", "/v1/reports", body=chunks, encode_chunked=True,
-                 headers={"Content-Type": "application/x-protobuf",
-                          "Authorization": f"Bearer {INGEST_TOKEN}"})
-    resp = conn.getresponse()
-    assert resp.status == 413, resp.read()
-    conn.close()
+    reply = http_request(collector.url, "POST", "/v1/reports", chunks, chunked=True, timeout=15,
+                         headers={"Content-Type": "application/x-protobuf",
+                                  "Authorization": f"Bearer {INGEST_TOKEN}"})
+    assert reply.status == 413, reply.body
     assert total_entries(redis_client) == before
 
 
@@ -386,16 +372,10 @@ def test_rate_limit(redis_url, redis_client, tmp_path):
         assert total_entries(redis_client) == before == 3
         assert p.post(valid_batch("grr", 2).SerializeToString(), token=INGEST_TOKEN_2)[0] == 202
         p.close()
-        import http.client
-
-        conn = http.client.HTTPConnection("127.0.0.1", limited.port, timeout=10)
-        conn.request("POST", "/v1/reports", body=valid_batch("grr", 2).SerializeToString(),
-                     headers={"Content-Type": "application/x-protobuf",
-                              "Authorization": f"Bearer {INGEST_TOKEN}"})
-        resp = conn.getresponse()
-        resp.read()
-        assert resp.status == 429 and int(resp.getheader("Retry-After")) >= 1
-        conn.close()
+        reply = http_request(limited.url, "POST", "/v1/reports", valid_batch("grr", 2).SerializeToString(),
+                             headers={"Content-Type": "application/x-protobuf",
+                                      "Authorization": f"Bearer {INGEST_TOKEN}"}, timeout=10)
+        assert reply.status == 429 and int(reply.headers["retry-after"]) >= 1
     finally:
         limited.stop()
 

@@ -8,16 +8,19 @@ import tomllib
 
 import numpy as np
 import pytest
+from http_support import Poster
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from ingest_support import Poster, config_text, start_collector
+from ingest_support import config_text
 
 from ldptel import streams
 from ldptel.config import parse_config
 from ldptel.proto import GrrPayload, OlhPayload, ReportBatch
 
-CONFIG = parse_config(tomllib.loads(config_text(max_reports=500)))
+CONFIG_TEXT = config_text(max_reports=500)
+CONFIG = parse_config(tomllib.loads(CONFIG_TEXT))
 MECHS = {c.name: c.mechanism() for c in CONFIG.campaigns}
+pytestmark = pytest.mark.collector(CONFIG_TEXT, workers=1)
 STREAMS = [streams.stream_key(c.name, s) for c in CONFIG.campaigns for s in range(c.shards)]
 REPEATED = {"grr": ["values"], "olh": ["seeds", "values"], "hadamard": ["indices"],
             "unary": [], "rappor": ["cohorts"]}
@@ -64,13 +67,10 @@ def reference_valid(body: bytes) -> bool:
 
 
 @pytest.fixture(scope="module")
-def poster(redis_url, tmp_path_factory):
-    collector = start_collector(tmp_path_factory.mktemp("fuzz"), config_text(max_reports=500),
-                                redis_url, workers=1)
+def poster(collector):
     p = Poster(collector.url)
     yield p
     p.close()
-    collector.stop()
 
 
 @st.composite

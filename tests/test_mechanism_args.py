@@ -1,4 +1,4 @@
-"""Bad arguments raise ``ValueError`` whose message names the argument (DESIGN §3 "Python API",
+"""Bad arguments raise ``ValueError`` whose message names the argument (the Python API's contract,
 issue 2), and the randomness contract: the OS by default, a seeded generator reproducibly."""
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ def test_inconsistent_rappor_parameters(changes: dict, name: str) -> None:
 
 
 def test_rappor_epsilons_exposed() -> None:
-    """DESIGN §4's example: h = 2, f = 0.5, p = 0.5, q = 0.75 gives ε∞ = 4 ln 3, ε₁ ≈ 1.07."""
+    """RAPPOR's textbook example (Erlingsson et al. 2014): h = 2, f = 0.5, p = 0.5,
+    q = 0.75 gives ε∞ = 4 ln 3, ε₁ ≈ 1.07."""
     mech = create_mechanism("rappor", **RAPPOR_OK)
     assert mech.epsilon_inf == pytest.approx(4 * math.log(3), rel=1e-12)
     q_star, p_star = 0.25 * 1.25 + 0.5 * 0.75, 0.25 * 1.25 + 0.5 * 0.5  # ½f(p+q) + (1−f)·q or p

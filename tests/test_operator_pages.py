@@ -11,13 +11,11 @@ cookie flags, shared session secret) and the chart unit tests run either way.
 from __future__ import annotations
 
 import csv
-import http.client
 import io
 import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ import numpy as np
 import pytest
 import redis
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config, xadd_batches
+from http_support import http_request, start_collector
 
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config
@@ -88,16 +87,9 @@ class Site:
 
     def request(self, method: str, path: str, body: bytes | str | None = None,
                 headers: dict | None = None) -> tuple[int, dict, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            resp = conn.getresponse()
-            hdrs: dict = {}
-            for k, v in resp.getheaders():
-                hdrs.setdefault(k.lower(), []).append(v)
-            return resp.status, {k: v if k == "set-cookie" else v[0] for k, v in hdrs.items()}, resp.read()
-        finally:
-            conn.close()
+        """(status, headers with ``set-cookie`` as the list of every cookie set, body)."""
+        reply = http_request(self.url, method, path, body, headers)
+        return reply.status, {**reply.headers, "set-cookie": reply.cookies}, reply.body
 
     def api(self, path: str) -> bytes:
         status, _, body = self.request("GET", path, headers={"Authorization": f"Bearer {EXPORT_TOKEN}"})
@@ -139,25 +131,9 @@ def site(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
     r.flushdb()
     tmp = tmp_path_factory.mktemp("pages")
     cfg = write_config(tmp / "pages.toml", CAMPAIGNS)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("LDPTEL_SECRET_KEY", "LDPTEL_EXPORT_TOKENS",
-                                                             "LDPTEL_INGEST_TOKENS")}
-    log = (tmp / "serve.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "serve", "--config", str(tmp / "pages.toml"),
-                             "--redis-url", redis_url, "--host", "127.0.0.1", "--port", str(port),
-                             "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    s = Site(f"http://127.0.0.1:{port}", port, cfg, r, proc)
+    collector = start_collector(tmp, (tmp / "pages.toml").read_text(), redis_url, workers=2)
+    s = Site(collector.url, collector.port, cfg, r, collector.proc)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if s.request("GET", "/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, (tmp / "serve.log").read_text()
-            assert time.monotonic() < deadline, "ldptel serve did not come up"
-            time.sleep(0.1)
         rng = np.random.default_rng(2026)
         for name, n in N.items():
             s.post(name, _values(name, n, rng))
@@ -167,13 +143,7 @@ def site(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
         s.aggregate()
         yield s
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        collector.stop()
         r.close()
 
 

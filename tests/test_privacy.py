@@ -1,4 +1,5 @@
-"""Empirical ε-LDP check (DESIGN §6): on small domains, estimate the probability of every output
+"""Empirical ε-LDP check (every mechanism must satisfy P(o | u) ≤ e^ε·P(o | u') for all
+inputs u, u' and outputs o): on small domains, estimate the probability of every output
 under every input from many seeded samples and test that no output's probability ratio between
 two inputs provably exceeds e^ε. A deliberately broken randomizer must fail the same check.
 
@@ -226,6 +227,7 @@ def test_honest_rappor_within_e_epsilon_one(config: str) -> None:
     assert result.attains_bound, str(result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("oracle", ["grr", "sue", "oue", "olh", "hadamard"])
 def test_one_report_path_within_e_epsilon(oracle: str) -> None:
     mech = create_mechanism(oracle, epsilon=1.0, domain_size=3)
@@ -235,6 +237,7 @@ def test_one_report_path_within_e_epsilon(oracle: str) -> None:
     assert result.attains_bound, str(result)
 
 
+@pytest.mark.slow
 def test_rappor_device_path_within_e_epsilon_one() -> None:
     mech = rappor("h2-m2")
     result = check_one_report_path(mech, rappor_inputs(mech)[:2], N_DEVICES)
@@ -321,6 +324,7 @@ class RapporDeviceNoPrr(RAPPOR):
         return self.bloom_table(value)[cohort]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("oracle", ["grr", "olh"])
 def test_one_report_path_with_more_epsilon_is_flagged(oracle: str) -> None:
     broken = leaky(create_mechanism(oracle, epsilon=1.0, domain_size=3), 2.0)
@@ -329,6 +333,7 @@ def test_one_report_path_with_more_epsilon_is_flagged(oracle: str) -> None:
     assert result.violation, str(result)
 
 
+@pytest.mark.slow
 def test_rappor_device_path_without_permanent_rr_is_flagged() -> None:
     honest = rappor("h2-m2")
     broken = RapporDeviceNoPrr(**RAPPOR_CONFIGS["h2-m2"], candidates=[], secret=bytes(32))
@@ -337,6 +342,7 @@ def test_rappor_device_path_without_permanent_rr_is_flagged() -> None:
     assert result.violation, str(result)
 
 
+@pytest.mark.slow
 def test_classic_bugs_are_flagged() -> None:
     results = {
         "grr-off-by-one": check_mechanism(GrrOffByOne(1.0, 4), list(range(4)), seed=1),

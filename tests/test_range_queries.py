@@ -1,4 +1,4 @@
-"""Range queries and quantiles: Haar wavelet and hierarchical histograms (DESIGN §4, issue 5).
+"""Range queries and quantiles: Haar wavelet and hierarchical histograms (docs/architecture.md, issue 5).
 
 Accuracy set-up (the issue's): D = 1024, ε = 1, N = 200 000 devices of a fixed population (a
 two-component mixture, so the quantiles are well defined), R independent runs of the real encoder
@@ -79,6 +79,7 @@ def variance_ratio(res: dict) -> tuple[float, float]:
     return float(run_means.mean()), float(run_means.std(ddof=1) / np.sqrt(run_means.size))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["haar", "hierarchical"])
 def test_empirical_variance_matches_formula(which: str, haar_runs: dict, hier_runs: dict) -> None:
     res = haar_runs if which == "haar" else hier_runs
@@ -96,6 +97,7 @@ def bucket_stats(res: dict, lo_len: int, hi_len: int) -> tuple[float, float, flo
         float(per_run.std(ddof=1) / np.sqrt(per_run.size) / per_run.mean())
 
 
+@pytest.mark.slow
 def test_haar_error_does_not_grow_with_range_length(haar_runs: dict) -> None:
     """Var = N·h·k²·W2 − …: W2 depends on where the two ends sit in each level's blocks, not on
     the length, and W2 ≤ h/2 for every range. Two checks. (1) Every range's formula variance
@@ -122,6 +124,7 @@ def rank_error(cum: np.ndarray, x: int, q: float) -> float:
     return max(0.0, lo - q, q - hi)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["haar", "hierarchical"])
 def test_quantiles_within_predicted_rank_error(which: str, haar_runs: dict, hier_runs: dict) -> None:
     """|F(x̂_q) − q| ≤ 4·se_F(x̂_q) in every run (normal tail 6e-5 per check; ≤ 160 checks), and

@@ -4,11 +4,15 @@ arrives exactly once. Uses its own embedded Redis, not the session one."""
 
 from __future__ import annotations
 
+import pytest
 import redis
-from ingest_support import INGEST_TOKEN, Poster, config_text, request, start_collector, stored_reports
+from http_support import Poster, request, start_collector
+from ingest_support import INGEST_TOKEN, config_text, stored_reports
 
 from ldptel.client import TelemetryClient
 from ldptel.redis_server import EmbeddedRedis
+
+pytestmark = pytest.mark.slow
 
 
 def test_redis_down_then_back(tmp_path):

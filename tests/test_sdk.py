@@ -17,15 +17,8 @@ import time
 
 import numpy as np
 import pytest
-from ingest_support import (
-    INGEST_TOKEN,
-    config_text,
-    entries,
-    request,
-    start_collector,
-    stored_reports,
-    total_entries,
-)
+from http_support import request
+from ingest_support import INGEST_TOKEN, config_text, entries, stored_reports, total_entries
 
 from ldptel.client import TelemetryClient
 from ldptel.client.queue import ReportQueue
@@ -46,15 +39,7 @@ kind = "range"
 epsilon = 1.0
 domain_size = 64
 """
-
-
-@pytest.fixture(scope="module")
-def collector(redis_url, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("sdk-collector")
-    c = start_collector(tmp, config_text(extra=STRUCTURED), redis_url, workers=2)
-    c.config_path = tmp / "ldptel.toml"
-    yield c
-    c.stop()
+pytestmark = pytest.mark.collector(config_text(extra=STRUCTURED))
 
 
 def make_client(collector, tmp_path, name="queue.sqlite", **kw) -> TelemetryClient:
@@ -82,8 +67,7 @@ def test_reports_of_every_oracle_arrive_in_columnar_batches(collector, tmp_path,
 
 def test_heavy_hitter_and_range_campaigns(collector, tmp_path, redis_client):
     client = make_client(collector, tmp_path, batch_size=30)
-    if not {"hh", "range"} <= set(client.campaigns()):
-        pytest.skip("the collector does not ingest heavy-hitter/range campaigns yet")
+    assert {"hh", "range"} <= set(client.campaigns()), client.campaigns()
     for i in range(40):
         client.report("hh", ["abcd", "ab", "zz"][i % 3])
         client.report("range", i % 64)
@@ -260,6 +244,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sdk_killed_and_restarted_delivers_everything_once(collector, tmp_path, redis_client):
     queue = tmp_path / "device.sqlite"
     script = tmp_path / "child.py"

@@ -4,16 +4,15 @@ on SIGTERM."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 import redis
-from ingest_support import INGEST_TOKEN, Poster, config_text, request
+from http_support import Poster, start_collector
+from ingest_support import INGEST_TOKEN, config_text
 
 from ldptel import streams
 from ldptel.client import create_mechanism
@@ -48,6 +47,7 @@ def serve(config, *args, env=None, **kw):
                             env=env, **kw)
 
 
+@pytest.mark.slow  # one process per case; test_more_bad_configs covers the same path in-process
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
 def test_bad_config_exits_naming_the_key(case, tmp_path):
     text, key = BAD_CONFIGS[case]
@@ -72,40 +72,27 @@ def test_more_bad_configs(case, tmp_path, capsys):
     assert key in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_embedded_redis_lifecycle(tmp_path):
-    cfg = tmp_path / "ldptel.toml"
-    cfg.write_text(config_text())
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL",) and not k.startswith("LDPTEL_")}
-    env["LDPTEL_DATA_DIR"] = str(tmp_path / "data")
     mech = create_mechanism("olh", epsilon=1.0, domain_size=1024)
     url = None
     for run in range(2):
-        port = free_port()
-        proc = serve(cfg, "--port", str(port), "--workers", "1", env=env, stdout=subprocess.PIPE,
-                     stderr=subprocess.DEVNULL, text=True)
+        col = start_collector(tmp_path, config_text(), None, workers=1, stdout=subprocess.PIPE,
+                              env={"LDPTEL_DATA_DIR": str(tmp_path / "data")})
         try:
-            line = proc.stdout.readline()
+            line = col.proc.stdout.readline()
             assert "embedded Redis at redis://127.0.0.1:" in line, line
             url = line.split(" at ")[1].split()[0]
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if request(f"http://127.0.0.1:{port}", "GET", "/healthz")[0] == 200:
-                        break
-                except OSError:
-                    pass
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.05)
             client = redis.Redis.from_url(url)
             assert client.xlen(streams.stream_key("olh")) == run  # the AOF kept the first run's batch
-            poster = Poster(f"http://127.0.0.1:{port}")
+            poster = Poster(col.url)
             batch = mech.encode_batch(np.arange(5), rng=np.random.default_rng(run), campaign="olh")
             assert poster.post(batch.SerializeToString(), token=INGEST_TOKEN)[0] == 202
             poster.close()
             client.close()
         finally:
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
+            col.proc.send_signal(signal.SIGTERM)
+            assert col.proc.wait(timeout=30) == 0
         with pytest.raises(redis.ConnectionError):
             redis.Redis.from_url(url, socket_connect_timeout=1).ping()
     assert list((tmp_path / "data").iterdir())[0].name.startswith("redis-ldptel-")

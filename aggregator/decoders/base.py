@@ -9,12 +9,12 @@ from __future__ import annotations
 import io
 import json
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ldptel.aggregator.result import FrequencyEstimate
-from ldptel.client.mechanisms.base import Mechanism
+from ldptel.client.mechanisms.base import Mechanism, PureMechanism
 from ldptel.proto import ReportBatch
 
 FINGERPRINT_KEY = "_mechanism"
@@ -70,7 +70,9 @@ class Accumulator(ABC):
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()
         stamp = np.frombuffer(self.fingerprint().encode(), dtype=np.uint8)
-        np.savez(buf, **self.state, **{FINGERPRINT_KEY: stamp})
+        # Any: numpy's stubs would match a str-keyed dict of arrays against savez's allow_pickle
+        arrays: dict[str, Any] = {**self.state, FINGERPRINT_KEY: stamp}
+        np.savez(buf, **arrays)
         return buf.getvalue()
 
     def check_stored(self, stored) -> None:
@@ -93,6 +95,8 @@ class Accumulator(ABC):
 
 class PureAccumulator(Accumulator):
     """Pure protocols: the support counts C_v are sufficient; Ĉ_v = (C_v − Nq)/(p − q)."""
+
+    mech: PureMechanism
 
     def empty(self) -> dict[str, np.ndarray]:
         return {"support": np.zeros(self.mech.domain_size, dtype=np.int64)}

@@ -7,6 +7,7 @@ import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.result import FrequencyEstimate
+from ldptel.client.mechanisms.hadamard import Hadamard
 
 
 def fwht(a: np.ndarray) -> np.ndarray:
@@ -23,6 +24,7 @@ def fwht(a: np.ndarray) -> np.ndarray:
 
 class HadamardAccumulator(Accumulator):
     mechanism_name = "hadamard"
+    mech: Hadamard
 
     def empty(self) -> dict[str, np.ndarray]:
         return {"signs": np.zeros(self.mech.D, dtype=np.int64)}

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from ldptel.aggregator.decoders.base import PureAccumulator
 from ldptel.client import hashing
+from ldptel.client.mechanisms.olh import OLH
 
 
 class OlhAccumulator(PureAccumulator):
     mechanism_name = "olh"
+    mech: OLH
 
     def add_columns(self, columns: dict, count: int) -> None:
         a, b, w = hashing.olh_match_params(columns["seeds"], columns["values"], self.mech.g)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from ldptel.aggregator.result import FrequencyEstimate
 from ldptel.client.mechanisms.base import Z95
@@ -37,7 +38,7 @@ class RangeEstimate(FrequencyEstimate):
     def domain_size(self) -> int:
         return int(self.counts.size)
 
-    def check_range(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def check_range(self, lo: npt.ArrayLike, hi: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         lo = np.asarray(lo, dtype=np.int64).reshape(-1)
         hi = np.asarray(hi, dtype=np.int64).reshape(-1)
         d = self.domain_size
@@ -49,7 +50,7 @@ class RangeEstimate(FrequencyEstimate):
             raise ValueError("lo must be <= hi")
         return lo, hi
 
-    def ranges(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def ranges(self, lo: npt.ArrayLike, hi: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Estimates and std errors of the ranges [lo_i, hi_i] (vectorized)."""
         lo, hi = self.check_range(lo, hi)
         cum = np.concatenate(([0.0], np.cumsum(self.counts)))

@@ -1,0 +1,167 @@
+"""The one HTTP client of the tests (``http_request``; ``request`` and ``Poster`` on top of it) and
+the one way to run the collector as a process (``start_collector``: ``ldptel serve`` under
+gunicorn on a free 127.0.0.1 port), used by every test that talks HTTP or runs the collector, and by
+the module-scoped ``collector`` fixture of conftest.py."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ingest_support import INGEST_TOKEN, PROTOBUF
+
+from ldptel.redis_server import free_port
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A response read to the end. ``headers``: lower-case names, a repeated header's values
+    joined by ", "; ``cookies``: every ``Set-Cookie`` value."""
+
+    status: int
+    headers: dict[str, str]
+    cookies: list[str]
+    body: bytes
+
+    def parsed(self) -> object:
+        """The body as JSON when the content type says so, else as text."""
+        return parse_body(self.headers.get("content-type", ""), self.body)
+
+
+def parse_body(content_type: str, raw: bytes) -> object:
+    return json.loads(raw) if "json" in content_type else raw.decode(errors="replace")
+
+
+def _connection(url: str, timeout: float) -> http.client.HTTPConnection:
+    return http.client.HTTPConnection(urlsplit(url).netloc, timeout=timeout)
+
+
+def http_request(url: str, method: str, path: str, body: bytes | str | Iterable[bytes] | None = None,
+                 headers: dict | None = None, timeout: float = 30.0, chunked: bool = False) -> Reply:
+    """One request on a fresh connection to ``url`` (``http://host:port``); ``chunked`` sends an
+    iterable ``body`` with ``Transfer-Encoding: chunked`` (no Content-Length)."""
+    conn = _connection(url, timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {}, encode_chunked=chunked)
+        resp = conn.getresponse()
+        raw = resp.read()
+    finally:
+        conn.close()
+    merged: dict[str, str] = {}
+    for name, value in resp.getheaders():
+        key = name.lower()
+        merged[key] = f"{merged[key]}, {value}" if key in merged else value
+    return Reply(resp.status, merged, resp.msg.get_all("Set-Cookie") or [], raw)
+
+
+def request(url: str, method: str, path: str, body: bytes | None = None,
+            headers: dict | None = None, timeout: float = 15.0) -> tuple[int, object]:
+    """``http_request`` as (status, parsed JSON or text)."""
+    reply = http_request(url, method, path, body, headers, timeout)
+    return reply.status, reply.parsed()
+
+
+class Poster:
+    """A keep-alive connection POSTing batches to ``/v1/reports`` (fast enough for property
+    tests); reconnects once when the server closed it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.conn = _connection(url, 15)
+
+    def post(self, body: bytes, token: str | None = INGEST_TOKEN, content_type: str = PROTOBUF,
+             headers: dict | None = None) -> tuple[int, object]:
+        hdrs = {"Content-Type": content_type, **(headers or {})}
+        if token is not None:
+            hdrs["Authorization"] = f"Bearer {token}"
+        for attempt in range(2):
+            try:
+                self.conn.request("POST", "/v1/reports", body=body, headers=hdrs)
+                resp = self.conn.getresponse()
+                raw = resp.read()
+                break
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                self.conn = _connection(self.url, 15)
+                if attempt:
+                    raise
+        if resp.getheader("Connection", "").lower() == "close":
+            self.conn.close()
+            self.conn = _connection(self.url, 15)
+        return resp.status, parse_body(resp.getheader("Content-Type", ""), raw)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# --- the collector process -------------------------------------------------------------------
+
+@dataclass
+class Collector:
+    proc: subprocess.Popen
+    port: int
+    config_path: Path
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        """SIGTERM (gunicorn stops its workers, an embedded Redis and aggregator); SIGKILL only
+        after 15 s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 1,
+                    env: dict[str, str] | None = None, stdout: int = subprocess.DEVNULL,
+                    timeout: float = 30.0) -> Collector:
+    """``ldptel serve`` with the TOML config ``text`` (written to ``tmp/ldptel.toml``) on a free
+    loopback port against ``redis_url`` (``None``: the embedded Redis and an aggregator beside
+    it); waits until ``/healthz`` answers 200. The process inherits no ``LDPTEL_*`` variable nor
+    ``REDIS_URL`` (``env`` adds variables); its stderr goes to ``tmp/serve.log``; ``stdout`` is
+    a ``subprocess`` target (text mode)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    cfg = tmp / "ldptel.toml"
+    cfg.write_text(text)
+    port = free_port()
+    log_path = tmp / "serve.log"
+    clean = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("LDPTEL_")}
+    cmd = [sys.executable, "-m", "ldptel.cli", "serve", "--config", str(cfg), "--host", "127.0.0.1",
+           "--port", str(port), "--workers", str(workers)]
+    if redis_url is not None:
+        cmd += ["--redis-url", redis_url]
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=log, env={**clean, **(env or {})}, text=True)
+    collector = Collector(proc, port, cfg, log_path)
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ldptel serve exited ({proc.returncode}):\n{collector.log()}")
+        try:
+            if http_request(collector.url, "GET", "/healthz", timeout=5).status == 200:
+                return collector
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            collector.stop()
+            raise RuntimeError(f"ldptel serve did not answer in {timeout}s:\n{collector.log()}")
+        time.sleep(0.05)
