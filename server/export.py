@@ -1,4 +1,4 @@
-"""Export API: ``GET /v1/campaigns/<name>/estimates?format=json|csv&window=…`` (DESIGN §3).
+"""Export API: ``GET /v1/campaigns/<name>/estimates?format=json|csv&window=…``.
 
 Export token (``Authorization: Bearer …``). ``window``: ``latest`` (default: the newest window
 with counted reports) or a window's epoch start (``0`` for "all" campaigns). Answers:
@@ -17,7 +17,8 @@ with counted reports) or a window's epoch start (``0`` for "all" campaigns). Ans
   campaign kind without frequency estimates, ``409`` while ``n_reports`` < ``min_reports``
   (``detail`` holds both counts). Nothing below the threshold is ever released.
 
-``estimates(campaign, window, params)`` is the document, for the view and the operator pages.
+``estimates(campaign, window, params)`` is the document and ``validators(campaign, window)`` its
+response headers, for the view and the operator pages' downloads.
 """
 
 from __future__ import annotations
@@ -101,6 +102,24 @@ def _not_modified(etag: str, last_modified: datetime | None) -> bool:
     return False
 
 
+def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str], bool]:
+    """(window start, response headers, unchanged) of a frequency campaign's released ``window``:
+    the headers are ``ETag``, ``Last-Modified``, private caching and ``X-Ldptel-*``; ``unchanged``
+    is True when the request's ``If-None-Match`` / ``If-Modified-Since`` match them (answer 304).
+    ``ApiError`` as ``estimates``."""
+    _require_frequency(campaign)
+    start, acc = load_released(campaign, window)
+    etag = _etag(campaign, start, acc)
+    updated = store.last_updated(state().redis, campaign, start)
+    last_modified = datetime.fromtimestamp(updated, UTC) if updated is not None else None
+    headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
+               "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Window": str(start),
+               "X-Ldptel-N-Reports": str(acc.n)}
+    if last_modified is not None:
+        headers["Last-Modified"] = format_datetime(last_modified, usegmt=True)
+    return start, headers, _not_modified(etag, last_modified)
+
+
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")
 @require_token("export")
 def estimates_view(name: str) -> Response:
@@ -108,17 +127,8 @@ def estimates_view(name: str) -> Response:
     fmt = request.args.get("format", "json")
     if fmt not in FORMATS:
         raise ApiError(400, "bad_request", f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    _require_frequency(campaign)
-    window, acc = load_released(campaign, request.args.get("window"))
-    etag = _etag(campaign, window, acc)
-    updated = store.last_updated(state().redis, campaign, window)
-    last_modified = datetime.fromtimestamp(updated, UTC) if updated is not None else None
-    headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
-               "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Window": str(window),
-               "X-Ldptel-N-Reports": str(acc.n)}
-    if last_modified is not None:
-        headers["Last-Modified"] = format_datetime(last_modified, usegmt=True)
-    if _not_modified(etag, last_modified):
+    window, headers, unchanged = validators(campaign, request.args.get("window"))
+    if unchanged:
         return Response(status=304, headers=headers)
     doc = estimates(campaign, window, request.args)
     if fmt == "csv":

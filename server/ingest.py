@@ -1,4 +1,4 @@
-"""Ingest API: ``GET /v1/campaigns`` and ``POST /v1/reports`` (DESIGN §3).
+"""Ingest API: ``GET /v1/campaigns`` and ``POST /v1/reports``.
 
 ``POST /v1/reports`` — ``Authorization: Bearer <ingest token>``,
 ``Content-Type: application/x-protobuf``, body a serialized ``ReportBatch``:

@@ -1,4 +1,4 @@
-"""Heavy-hitter, range and quantile queries (DESIGN §3), export token:
+"""Heavy-hitter, range and quantile queries, export token:
 
 - ``GET /v1/campaigns/<name>/heavy-hitters?k=…&window=…`` (heavy_hitters campaigns) →
   ``{"campaign", "kind", "epsilon", "n_reports", "window", "alpha", "items": [{"value",

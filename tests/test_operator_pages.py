@@ -583,6 +583,64 @@ def test_csrf_cookie_flags_and_session_across_workers(site: Site) -> None:
     assert site.request("GET", "/", headers={"Cookie": "ldptel_session=eyJhdXRoIjoieCJ9.x.y"})[0] == 302
 
 
+def _signed_in_cookie(site: Site) -> str:
+    cookie, csrf = _signin_form(site)
+    status, headers, _ = site.request("POST", "/signin", urllib.parse.urlencode(
+        {"token": EXPORT_TOKEN, "csrf_token": csrf}), {"Content-Type": "application/x-www-form-urlencoded",
+                                                        "Cookie": cookie})
+    assert status == 302
+    return _cookie(headers)
+
+
+def test_downloads_answer_as_the_api_does(site: Site) -> None:
+    cookie = {"Cookie": _signed_in_cookie(site)}
+    auth = {"Authorization": f"Bearer {EXPORT_TOKEN}"}
+    api_path = "/v1/campaigns/colors/estimates?format=csv&window=0"
+    status, api_headers, api_body = site.request("GET", api_path, None, auth)
+    assert status == 200
+    path = "/campaigns/colors/download/estimates.csv?window=0"
+    status, headers, body = site.request("GET", path, None, cookie)
+    assert status == 200 and body == api_body
+    for h in ("etag", "last-modified", "x-ldptel-campaign", "x-ldptel-window", "x-ldptel-n-reports"):
+        assert headers[h] == api_headers[h], h
+    assert headers["content-disposition"] == 'attachment; filename="colors-0.csv"'
+    assert headers["vary"] == "Cookie" and headers["cache-control"] == "no-store"
+    status, headers, body = site.request("GET", "/campaigns/colors/download/estimates.json?window=0", None,
+                                         {**cookie, "If-None-Match": api_headers["etag"]})
+    assert (status, body, headers["etag"], headers["vary"]) == (304, b"", api_headers["etag"], "Cookie")
+    assert "content-disposition" not in headers
+    # heavy hitters as CSV: the API's JSON rows, written with the one CSV writer
+    doc = site.api_json("/v1/campaigns/search/heavy-hitters")
+    status, headers, body = site.request("GET", "/campaigns/search/download/heavy-hitters.csv", None, cookie)
+    assert status == 200
+    assert headers["content-disposition"] == 'attachment; filename="search-heavy-hitters-latest.csv"'
+    rows = list(csv.reader(io.StringIO(body.decode())))
+    assert rows[0] == list(doc["items"][0]) and len(rows) == len(doc["items"]) + 1
+    assert rows[1:] == [["" if v is None else str(v) for v in it.values()] for it in doc["items"]]
+    q = "q=0.1,0.5,0.9"
+    status, _, body = site.request("GET", f"/campaigns/latency/download/quantiles.json?{q}", None, cookie)
+    assert status == 200 and json.loads(body) == site.api_json(f"/v1/campaigns/latency/quantiles?{q}")
+    status, _, body = site.request("GET", "/campaigns/latency/download/cdf.csv", None, cookie)
+    rows = list(csv.reader(io.StringIO(body.decode())))
+    assert status == 200 and rows[0] == ["value", "cdf", "cdf_ci_low", "cdf_ci_high"] and len(rows) == 1025
+    values = np.array(rows[1:], dtype=float)
+    assert (np.diff(values[:, 1]) >= 0).all() and (values[:, 2] <= values[:, 1]).all()
+    assert (values[:, 1] <= values[:, 3]).all() and values[:, 2:].min() >= 0 and values[:, 2:].max() <= 1
+    # errors are the API's JSON errors
+    for page_path, api_path in (("/campaigns/scarce/download/estimates.csv",
+                                 "/v1/campaigns/scarce/estimates"),
+                                ("/campaigns/colors/download/estimates.csv?window=x",
+                                 "/v1/campaigns/colors/estimates?window=x"),
+                                ("/campaigns/latency/download/quantiles.json?q=2",
+                                 "/v1/campaigns/latency/quantiles?q=2")):
+        status, headers, body = site.request("GET", page_path, None, cookie)
+        api_status, _, api_body = site.request("GET", api_path, None, auth)
+        assert (status, body) == (api_status, api_body) and status in (400, 409), page_path
+        assert headers["vary"] == "Cookie"
+    status, _, body = site.request("GET", "/campaigns/latency/download/estimates.csv", None, cookie)
+    assert status == 404 and b"No such download" in body
+
+
 def test_session_secret_is_created_once_in_redis(redis_url: str, tmp_path: Path) -> None:
     from ldptel.server.app import create_app
 

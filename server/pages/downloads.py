@@ -3,7 +3,9 @@ window, written with the one JSON and CSV writer (``server/documents.py``).
 
 ``/campaigns/<name>/download/<what>``: ``estimates.csv|json`` (frequency),
 ``heavy-hitters.csv|json``, ``quantiles.json`` (with ``q=``) and ``cdf.csv`` (range). The query
-string is the document's parameters (``window``, ``q``); errors are the API's (JSON 400/409).
+string is the document's parameters (``window``, ``q``); the estimates carry the API's ``ETag``,
+``Last-Modified`` and ``X-Ldptel-*`` headers (and answer 304 as it does); errors are the API's
+(JSON 400/409).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ class Download:
     formats: tuple[str, ...]
     suffix: str  # of the file name, before the window
     columns: tuple[str, ...] = ()  # CSV columns of the document's ``items``
+    validators: Callable[[Campaign, Window], tuple[int, dict[str, str], bool]] | None = None  # ETag & co
 
 
 DOWNLOADS = {
-    "estimates": Download("frequency", export.estimates, ("csv", "json"), "", export.ITEM_COLUMNS),
+    "estimates": Download("frequency", export.estimates, ("csv", "json"), "", export.ITEM_COLUMNS,
+                          export.validators),
     "heavy-hitters": Download("heavy_hitters", queries.heavy_hitters, ("csv", "json"), "-heavy-hitters",
                               queries.HEAVY_HITTER_COLUMNS),
     "quantiles": Download("range", queries.quantiles, ("json",), "-quantiles"),
@@ -43,12 +47,18 @@ def download(c: Campaign, what: str, args: Params) -> Response:
     d = DOWNLOADS.get(name)
     if d is None or d.kind != c.kind or fmt not in d.formats:
         raise PageError(404, "No such download", f"Campaign “{c.name}” has no download “{what}”.", back=True)
+    window, headers, unchanged = args.get("window"), {}, False
     try:
-        doc = d.document(c, args.get("window"), args)
+        if d.validators is not None:
+            window, headers, unchanged = d.validators(c, window)
+        doc = None if unchanged else d.document(c, window, args)
     except ApiError as exc:
         exc.headers["Vary"] = "Cookie"
         raise
-    body = csv_text(doc["items"], d.columns) if fmt == "csv" else json_text(doc)
+    headers["Vary"] = "Cookie"
+    if doc is None:
+        return Response(status=304, headers=headers)
     filename = f"{c.name}{d.suffix}-{args.get('window', 'latest')}.{fmt}"
-    return Response(body, mimetype="text/csv" if fmt == "csv" else "application/json",
-                    headers={"Content-Disposition": f'attachment; filename="{filename}"', "Vary": "Cookie"})
+    headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    body = csv_text(doc["items"], d.columns) if fmt == "csv" else json_text(doc)
+    return Response(body, mimetype="text/csv" if fmt == "csv" else "application/json", headers=headers)
