@@ -67,7 +67,7 @@ def authenticate(*kinds: str) -> bool:
     and ``g.ldptel_token_kind``."""
     token = bearer_token()
     for kind in kinds:
-        if token_ok(token, kind):
+        if token is not None and token_ok(token, kind):
             g.ldptel_token_id = _digest(token).hex()[:24]
             g.ldptel_token_kind = kind
             return True

@@ -169,10 +169,10 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
         f'data-rows="{n}" data-zero-x="{_num(zero)}">'
     ]
     for t in ticks:
-        x = _num(sx(t))
-        out.append(f'<line class="grid" x1="{x}" y1="{max(top - 4, 0)}" x2="{x}" y2="{plot_bottom}"/>')
+        tx = _num(sx(t))
+        out.append(f'<line class="grid" x1="{tx}" y1="{max(top - 4, 0)}" x2="{tx}" y2="{plot_bottom}"/>')
         if not sticky_axis:
-            out.append(f'<text class="tick" x="{x}" y="{top - 10}" '
+            out.append(f'<text class="tick" x="{tx}" y="{top - 10}" '
                        f'text-anchor="middle">{fmt_compact(t)}</text>')
     for i, (b, label) in enumerate(zip(bars, labels, strict=True)):
         y = top + i * row_height
@@ -275,9 +275,9 @@ def cdf_chart(xs: Sequence[float], cdf: Sequence[float], band_low: Sequence[floa
     for m in sorted(markers, key=lambda m: m.x):
         x = _num(sx(m.x))
         half = CHAR_W * 0.92 * len(m.label) / 2 + 4
-        line = 0 if sx(m.x) - half > ends[0] else (1 if sx(m.x) - half > ends[1] else 0)
-        ends[line] = sx(m.x) + half
-        ly = top - 6 - 14 * line
+        row = 0 if sx(m.x) - half > ends[0] else (1 if sx(m.x) - half > ends[1] else 0)
+        ends[row] = sx(m.x) + half
+        ly = top - 6 - 14 * row
         out.append(f'<g class="marker"><line x1="{x}" y1="{top}" x2="{x}" y2="{bottom}"/>'
                    f'<text x="{x}" y="{ly}" text-anchor="middle">{escape(m.label)}</text></g>')
     out.append(f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>')

@@ -24,6 +24,7 @@ import redis
 
 from ldptel import streams
 from ldptel.config import Config
+from ldptel.redis_client import AnyRedis
 
 log = logging.getLogger("ldptel.server.metrics")
 
@@ -35,7 +36,7 @@ UNKNOWN_CAMPAIGN = ""  # label of rejections that name no configured campaign
 class Metrics:
     """Per-process buffer of counter increments, flushed to the Redis hash ``GLOBAL_KEY``."""
 
-    def __init__(self, client: redis.Redis, flush_interval: float = 1.0) -> None:
+    def __init__(self, client: AnyRedis, flush_interval: float = 1.0) -> None:
         self.client = client
         self.flush_interval = flush_interval
         self._lock = threading.Lock()
@@ -76,8 +77,8 @@ class Metrics:
             pipe = self.client.pipeline(transaction=False)
             for k, v in ints.items():
                 pipe.hincrby(GLOBAL_KEY, k, v)
-            for k, v in floats.items():
-                pipe.hincrbyfloat(GLOBAL_KEY, k, v)
+            for k, f in floats.items():
+                pipe.hincrbyfloat(GLOBAL_KEY, k, f)
             pipe.execute()
             return True
         except redis.RedisError as exc:
@@ -86,8 +87,8 @@ class Metrics:
             with self._lock:
                 for k, v in ints.items():
                     self._ints[k] += v
-                for k, v in floats.items():
-                    self._floats[k] += v
+                for k, f in floats.items():
+                    self._floats[k] += f
             return False
 
     def _ensure_thread(self) -> None:

@@ -47,7 +47,9 @@ def download(c: Campaign, what: str, args: Params) -> Response:
     d = DOWNLOADS.get(name)
     if d is None or d.kind != c.kind or fmt not in d.formats:
         raise PageError(404, "No such download", f"Campaign “{c.name}” has no download “{what}”.", back=True)
-    window, headers, unchanged = args.get("window"), {}, False
+    window: Window = args.get("window")
+    headers: dict[str, str] = {}
+    unchanged = False
     try:
         if d.validators is not None:
             window, headers, unchanged = d.validators(c, window)

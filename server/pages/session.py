@@ -76,8 +76,8 @@ def install_sessions(app: Flask) -> None:
 
 def token_id(token: str) -> str:
     """What the session keeps of a token: an HMAC under the session secret (not reversible
-    without the secret, unlike a bare hash in a readable cookie)."""
-    key = current_app.secret_key
+    without the secret, unlike a bare hash in a readable cookie). Needs the app's secret key."""
+    key = current_app.secret_key or b""
     key = key.encode() if isinstance(key, str) else key
     return hmac.new(key, b"operator-token:" + hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest(),
                     hashlib.sha256).hexdigest()[:40]

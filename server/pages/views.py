@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from typing import Any
+from typing import Any, cast
 
 import redis as redis_lib
 from flask import (
     Blueprint,
+    Flask,
     Response,
     current_app,
     g,
@@ -21,6 +22,7 @@ from flask import (
     url_for,
 )
 from flask.blueprints import BlueprintSetupState
+from flask.typing import ResponseReturnValue
 
 from ldptel.config import Campaign
 from ldptel.server import charts
@@ -54,12 +56,12 @@ LIVE_ENDPOINTS = {"pages.campaigns_live", "pages.campaign_live"}  # JSON for the
 
 @bp.record_once
 def _setup(setup_state: BlueprintSetupState) -> None:
-    install_sessions(setup_state.app)
+    install_sessions(cast(Flask, setup_state.app))  # a Blueprint is registered on a Flask app
     setup_state.app.extensions[RATES_EXTENSION] = IngestRates()
 
 
 @bp.before_request
-def _guard() -> Response | None:
+def _guard() -> ResponseReturnValue | None:
     g.csp_nonce = secrets.token_urlsafe(16)
     if request.endpoint == "pages.static":
         return None
@@ -79,12 +81,12 @@ def _headers(resp: Response) -> Response:
 
 
 @bp.errorhandler(redis_lib.RedisError)
-def _redis_down(exc: redis_lib.RedisError) -> Response | tuple[str, int]:
+def _redis_down(exc: redis_lib.RedisError) -> ResponseReturnValue:
     log.warning("operator page: redis unavailable: %s", exc)
     return _unavailable()
 
 
-def _unavailable() -> Response | tuple[str, int]:
+def _unavailable() -> ResponseReturnValue:
     if request.endpoint in LIVE_ENDPOINTS:
         return render(ApiError(503, "unavailable", "storage is unavailable; retrying"))
     return render_template("operator_error.html", title="Storage unavailable", status=503,
