@@ -1,4 +1,4 @@
-"""Operator pages (server/pages.py) in a real headless Chromium (Playwright) against the real app:
+"""Operator pages (server/pages/) in a real headless Chromium (Playwright) against the real app:
 ``ldptel serve`` (gunicorn, two workers, so sessions must work across processes) on a free
 127.0.0.1 port, the embedded Redis, reports POSTed over HTTP and counted by the real worker.
 
