@@ -33,8 +33,6 @@ RATES_EXTENSION = "ldptel_ingest_rates"  # app.extensions key of the app's ``Ing
 class PageArgs:
     """The campaign page's query parameters (kept across links and by the auto-refresh)."""
 
-    KEYS = ("window", "view", "sort", "show", "lo", "hi")
-
     def __init__(self, args: Mapping[str, str]) -> None:
         self.window = args.get("window") or "latest"
         self.view = "normalized" if args.get("view") == "normalized" else "raw"
@@ -65,12 +63,15 @@ def list_rows() -> list[dict]:
 
 
 def _row_view(rank: int, item: dict) -> dict:
+    """A table row: rank, value, display label and the document row's numbers."""
     return {"rank": rank, "value": item["value"], "label": charts.display_label(item["value"]), **{
         k: item.get(k) for k in ("estimate", "std_error", "ci_low", "ci_high", "estimate_normalized",
                                  "z_score", "levels_used")}}
 
 
 def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict:
+    """Rows (raw or normalized, by count or by item, top ``TOP_N`` or all) and the bar chart of
+    ``export.estimates``."""
     doc = export.estimates(c, window)
     key = "estimate_normalized" if a.view == "normalized" else "estimate"
     order = list(range(len(doc["items"])))
@@ -91,6 +92,7 @@ def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict:
 
 
 def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict:
+    """Rows and bar chart of ``queries.heavy_hitters`` (every string the walk kept)."""
     doc = queries.heavy_hitters(c, window, {})
     rows = [_row_view(i + 1, it) for i, it in enumerate(doc["items"])]
     shown = rows if a.show_all else rows[:TOP_N]
@@ -102,6 +104,8 @@ def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict:
 
 
 def range_context(c: Campaign, window: int, a: PageArgs) -> dict:
+    """``QUANTILES``, the CDF chart (``CDF_POINTS``) with the median/p90/p99 marked, and the
+    answer to the page's ``lo``/``hi`` range (or the parameter's error)."""
     d = int(c.domain_size or 1)
     qdoc = queries.quantiles(c, window, {"q": ",".join(map(str, QUANTILES))})
     answer, error = None, None
