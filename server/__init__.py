@@ -4,6 +4,7 @@
 under gunicorn (``server/serve.py``).
 """
 
-from ldptel.server.app import BLUEPRINT_MODULES, ServerState, create_app, error_response, state
+from ldptel.server.app import BLUEPRINT_MODULES, ServerState, create_app, state
+from ldptel.server.errors import ApiError
 
-__all__ = ["BLUEPRINT_MODULES", "ServerState", "create_app", "error_response", "state"]
+__all__ = ["BLUEPRINT_MODULES", "ApiError", "ServerState", "create_app", "state"]

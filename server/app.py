@@ -2,8 +2,9 @@
 
 ``create_app(config, redis_url)`` builds the collector: one Redis client and the validated config
 in ``app.extensions["ldptel"]`` (a ``ServerState``), the blueprints of ``BLUEPRINT_MODULES``
-(each module exposes ``bp``), JSON errors (``{"error", "detail"}``, DESIGN §3) and request
-metrics. To add an API, append its module to ``BLUEPRINT_MODULES`` or pass ``blueprints=``.
+(each module exposes ``bp``), JSON errors (``{"error", "detail"}``: every ``errors.ApiError`` raised
+below a view, Redis outages and HTTP errors, rendered by ``errors.render``) and request metrics.
+To add an API, append its module to ``BLUEPRINT_MODULES`` or pass ``blueprints=``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-from flask import Blueprint, Flask, current_app, g, jsonify, request
+from flask import Blueprint, Flask, Response, current_app, g, request
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import SlotNotCoveredError
 from redis.retry import Retry
@@ -24,6 +25,7 @@ from werkzeug.exceptions import HTTPException
 
 from ldptel.config import Campaign, Config
 from ldptel.redis_client import AnyRedis, connect
+from ldptel.server.errors import ApiError, render
 from ldptel.server.metrics import Metrics
 from ldptel.server.ratelimit import RateLimiter
 
@@ -59,15 +61,6 @@ class ServerState:
 def state() -> ServerState:
     """The ``ServerState`` of the current app."""
     return current_app.extensions["ldptel"]
-
-
-def error_response(status: int, error: str, detail: Any = None, headers: dict | None = None):
-    """A JSON error response ``{"error": error, "detail": detail}`` (DESIGN §3)."""
-    resp = jsonify({"error": error, "detail": detail})
-    resp.status_code = status
-    for k, v in (headers or {}).items():
-        resp.headers[k] = v
-    return resp
 
 
 def redis_client(url: str) -> AnyRedis:
@@ -138,27 +131,29 @@ def _install_hooks(app: Flask) -> None:
                                             time.perf_counter() - t0)
         return response
 
+    app.register_error_handler(ApiError, render)
+
     @app.errorhandler(redis.RedisError)
     @app.errorhandler(SlotNotCoveredError)
-    def _redis_down(exc: Exception):
+    def _redis_down(exc: Exception) -> Response:
         log.warning("redis unavailable: %s", exc)
         state().metrics.reject(None, "redis_unavailable")
-        return error_response(503, "unavailable", "storage is unavailable; retry later",
-                              {"Retry-After": "1"})
+        return render(ApiError(503, "unavailable", "storage is unavailable; retry later",
+                               {"Retry-After": "1"}))
 
     @app.errorhandler(Exception)
-    def _internal_error(exc: Exception):
+    def _internal_error(exc: Exception) -> Response:
         if isinstance(exc, HTTPException):
             return _http_error(exc)
         log.exception("unhandled error in %s %s", request.method, request.path)
-        return error_response(500, "internal_error", "unexpected server error")
+        return render(ApiError(500, "internal_error", "unexpected server error"))
 
     @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException):
+    def _http_error(exc: HTTPException) -> Response:
         if exc.code == 413:
             state().metrics.reject(None, "body_too_large")
-            return error_response(413, "too_large",
-                                  f"request body exceeds {app.config['MAX_CONTENT_LENGTH']} bytes",
-                                  {"Connection": "close"})
+            return render(ApiError(413, "too_large",
+                                   f"request body exceeds {app.config['MAX_CONTENT_LENGTH']} bytes",
+                                   {"Connection": "close"}))
         name = (exc.name or "error").lower().replace(" ", "_")
-        return error_response(exc.code or 500, name, exc.description)
+        return render(ApiError(exc.code or 500, name, exc.description))

@@ -24,6 +24,8 @@ from typing import Any
 
 from flask import current_app, g, request
 
+from ldptel.server.errors import ApiError
+
 KINDS = ("ingest", "export")
 
 
@@ -67,7 +69,7 @@ def authenticate(*kinds: str) -> bool:
     if token is None:
         return False
     for kind in kinds:
-        if token_ok(token, kind):
+        if token is not None and token_ok(token, kind):
             g.ldptel_token_id = _digest(token).hex()[:24]
             g.ldptel_token_kind = kind
             return True
@@ -75,7 +77,7 @@ def authenticate(*kinds: str) -> bool:
 
 
 def require_token(*kinds: str) -> Callable:
-    """View decorator: 401 ``{"error": "unauthorized"}`` unless the request carries a valid
+    """View decorator: raises ``ApiError`` 401 ``unauthorized`` unless the request carries a valid
     bearer token of one of ``kinds`` (``"ingest"``, ``"export"``)."""
     if not kinds or any(k not in KINDS for k in kinds):
         raise ValueError(f"require_token takes token kinds from {KINDS}, got {kinds!r}")
@@ -84,12 +86,11 @@ def require_token(*kinds: str) -> Callable:
         @functools.wraps(view)
         def wrapped(*args: Any, **kwargs: Any):
             if not authenticate(*kinds):
-                from ldptel.server.app import error_response, state
+                from ldptel.server.app import state
 
                 state().metrics.reject(None, "unauthorized")
                 detail = "missing bearer token" if bearer_token() is None else "invalid token"
-                return error_response(401, "unauthorized", detail,
-                                      {"WWW-Authenticate": 'Bearer realm="ldptel"'})
+                raise ApiError(401, "unauthorized", detail, {"WWW-Authenticate": 'Bearer realm="ldptel"'})
             return view(*args, **kwargs)
 
         return wrapped

@@ -1,4 +1,4 @@
-"""Export API: ``GET /v1/campaigns/<name>/estimates?format=json|csv&window=…`` (DESIGN §3).
+"""Export API: ``GET /v1/campaigns/<name>/estimates?format=json|csv&window=…``.
 
 Export token (``Authorization: Bearer …``). ``window``: ``latest`` (default: the newest window
 with counted reports) or a window's epoch start (``0`` for "all" campaigns). Answers:
@@ -16,24 +16,35 @@ with counted reports) or a window's epoch start (``0`` for "all" campaigns). Ans
 - ``401`` missing/wrong token, ``404`` unknown campaign, ``400`` bad ``window``/``format`` or a
   campaign kind without frequency estimates, ``409`` while ``n_reports`` < ``min_reports``
   (``detail`` holds both counts). Nothing below the threshold is ever released.
+
+``estimates(campaign, window, params)`` is the document and ``validators(campaign, window)`` its
+response headers, for the view and the operator pages' downloads.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 
 from flask import Blueprint, Response, request
 
 from ldptel.aggregator import store
+from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign
-from ldptel.server.app import error_response, state
+from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.cache import LruCache, state_digest
+from ldptel.server.documents import (
+    Params,
+    Window,
+    csv_text,
+    find_campaign,
+    finite_row,
+    json_text,
+    load_released,
+    require_kind,
+)
+from ldptel.server.errors import ApiError
 
 bp = Blueprint("export", __name__)
 
@@ -42,16 +53,11 @@ FORMATS = ("json", "csv")
 _documents = LruCache(64)  # state digest → estimate document (RAPPOR fits are costly)
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def estimate_document(campaign: Campaign, window: int, acc) -> dict:
+def estimate_document(campaign: Campaign, window: int, acc: Accumulator) -> dict:
     """The JSON document of an accumulated window (no threshold check)."""
     est = acc.estimate()
     if est.labels is None:
         est.labels = campaign.labels()
-    items = [{k: (_finite(v) if isinstance(v, float) else v) for k, v in row.items()} for row in est.items()]
     return {
         "campaign": campaign.name,
         "kind": campaign.kind,
@@ -59,46 +65,27 @@ def estimate_document(campaign: Campaign, window: int, acc) -> dict:
         "epsilon": campaign.epsilon,
         "n_reports": acc.n,
         "window": window,
-        "items": [{k: row[k] for k in ITEM_COLUMNS} for row in items],
+        "items": [{k: row[k] for k in ITEM_COLUMNS} for row in map(finite_row, est.items())],
     }
 
 
-def to_csv(doc: dict) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(ITEM_COLUMNS)
-    for row in doc["items"]:
-        writer.writerow(["" if row[k] is None else row[k] for k in ITEM_COLUMNS])
-    return buf.getvalue()
-
-
-def _etag(campaign: Campaign, window: int, acc) -> str:
+def _etag(campaign: Campaign, window: int, acc: Accumulator) -> str:
     return f'"{state_digest(campaign, window, acc)[:32]}"'
 
 
-def cached_document(campaign: Campaign, window: int, acc) -> tuple[str, dict]:
-    """(ETag, estimate document) of an accumulated window, from an LRU cache keyed by the ETag
-    (a RAPPOR fit is costly; the document changes exactly when the ETag does)."""
-    etag = _etag(campaign, window, acc)
-    doc = _documents.get_or_compute(etag, lambda: estimate_document(campaign, window, acc))
-    return etag, doc
+def _require_frequency(campaign: Campaign) -> None:
+    require_kind(campaign, "frequency", "no frequency estimates")
 
 
-def load_released(campaign: Campaign) -> tuple[int, object] | Response:
-    """(window, accumulator) of the request's ``window`` (default ``latest``), or the error
-    response: ``400`` bad window, ``409`` below the campaign's ``min_reports`` (with the count)."""
-    st = state()
-    try:
-        window = store.resolve_window(st.redis, campaign, request.args.get("window"))
-    except store.WindowError as exc:
-        return error_response(400, "bad_window", str(exc))
-    acc, n = store.load_accumulator(st.redis, campaign, window)
-    if n < campaign.min_reports:
-        return error_response(409, "below_threshold",
-                              {"n_reports": n, "min_reports": campaign.min_reports, "window": window,
-                               "message": f"estimates are withheld until {campaign.min_reports} "
-                                          f"reports are counted ({n} so far)"})
-    return window, acc
+def estimates(campaign: Campaign, window: Window, params: Params | None = None) -> dict:
+    """The estimate document of a frequency campaign's released ``window`` (no parameters:
+    ``params`` is accepted for the common signature), from an LRU cache keyed by the ETag (a
+    RAPPOR fit is costly; the document changes exactly when the ETag does). ``ApiError`` 400 for
+    another kind or a bad window, 409 below ``min_reports``."""
+    _require_frequency(campaign)
+    start, acc = load_released(campaign, window)
+    return _documents.get_or_compute(_etag(campaign, start, acc),
+                                     lambda: estimate_document(campaign, start, acc))
 
 
 def _not_modified(etag: str, last_modified: datetime | None) -> bool:
@@ -115,36 +102,36 @@ def _not_modified(etag: str, last_modified: datetime | None) -> bool:
     return False
 
 
-@bp.get("/v1/campaigns/<name>/estimates")
-@require_token("export")
-def estimates(name: str):
-    st = state()
-    campaign = st.config.campaign(name)
-    if campaign is None:
-        return error_response(404, "not_found", f"unknown campaign {name!r}")
-    fmt = request.args.get("format", "json")
-    if fmt not in FORMATS:
-        return error_response(400, "bad_request", f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if campaign.kind != "frequency":
-        return error_response(400, "bad_request",
-                              f"campaign {name!r} is a {campaign.kind} campaign: no frequency estimates")
-    loaded = load_released(campaign)
-    if not isinstance(loaded, tuple):
-        return loaded
-    window, acc = loaded
-    n = acc.n
-    etag = _etag(campaign, window, acc)
-    updated = store.last_updated(st.redis, campaign, window)
+def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str], bool]:
+    """(window start, response headers, unchanged) of a frequency campaign's released ``window``:
+    the headers are ``ETag``, ``Last-Modified``, private caching and ``X-Ldptel-*``; ``unchanged``
+    is True when the request's ``If-None-Match`` / ``If-Modified-Since`` match them (answer 304).
+    ``ApiError`` as ``estimates``."""
+    _require_frequency(campaign)
+    start, acc = load_released(campaign, window)
+    etag = _etag(campaign, start, acc)
+    updated = store.last_updated(state().redis, campaign, start)
     last_modified = datetime.fromtimestamp(updated, UTC) if updated is not None else None
     headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
-               "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Window": str(window),
-               "X-Ldptel-N-Reports": str(n)}
+               "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Window": str(start),
+               "X-Ldptel-N-Reports": str(acc.n)}
     if last_modified is not None:
         headers["Last-Modified"] = format_datetime(last_modified, usegmt=True)
-    if _not_modified(etag, last_modified):
+    return start, headers, _not_modified(etag, last_modified)
+
+
+@bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")
+@require_token("export")
+def estimates_view(name: str) -> Response:
+    campaign = find_campaign(name)
+    fmt = request.args.get("format", "json")
+    if fmt not in FORMATS:
+        raise ApiError(400, "bad_request", f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    window, headers, unchanged = validators(campaign, request.args.get("window"))
+    if unchanged:
         return Response(status=304, headers=headers)
-    _, doc = cached_document(campaign, window, acc)
+    doc = estimates(campaign, window, request.args)
     if fmt == "csv":
         headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}.csv"'
-        return Response(to_csv(doc), mimetype="text/csv", headers=headers)
-    return Response(json.dumps(doc, allow_nan=False) + "\n", mimetype="application/json", headers=headers)
+        return Response(csv_text(doc["items"], ITEM_COLUMNS), mimetype="text/csv", headers=headers)
+    return Response(json_text(doc), mimetype="application/json", headers=headers)

@@ -1,4 +1,4 @@
-"""Ingest API: ``GET /v1/campaigns`` and ``POST /v1/reports`` (DESIGN §3).
+"""Ingest API: ``GET /v1/campaigns`` and ``POST /v1/reports``.
 
 ``POST /v1/reports`` — ``Authorization: Bearer <ingest token>``,
 ``Content-Type: application/x-protobuf``, body a serialized ``ReportBatch``:
@@ -23,8 +23,9 @@ import time
 from flask import Blueprint, g, jsonify, request
 
 from ldptel import streams
-from ldptel.server.app import error_response, state
+from ldptel.server.app import state
 from ldptel.server.auth import require_token
+from ldptel.server.errors import ApiError
 from ldptel.server.validation import Rejection, validate_batch
 
 bp = Blueprint("ingest", __name__)
@@ -111,7 +112,7 @@ def post_reports():
         headers = {"Retry-After": str(retry_after)} if rej.status == 429 else None
         if rej.status == 413:  # the rest of the body may still be on the wire
             headers = {"Connection": "close"}
-        return error_response(rej.status, rej.error, rej.detail, headers)
+        raise ApiError(rej.status, rej.error, rej.detail, headers) from None
 
     camp = valid.campaign
     shard = streams.shard_of(valid.batch_id, camp.shards)

@@ -1,4 +1,4 @@
-"""Heavy-hitter, range and quantile queries (DESIGN §3), export token:
+"""Heavy-hitter, range and quantile queries, export token:
 
 - ``GET /v1/campaigns/<name>/heavy-hitters?k=…&window=…`` (heavy_hitters campaigns) →
   ``{"campaign", "kind", "epsilon", "n_reports", "window", "alpha", "items": [{"value",
@@ -17,38 +17,52 @@ kind has no such query), ``401`` no/bad token, ``404`` unknown campaign, ``409``
 ``n_reports`` < ``min_reports`` (same body as the estimates endpoint). Estimates are cached per
 (campaign, window, accumulated state), so repeated queries do not repeat the level walk or the
 consistency step.
+
+Each endpoint's document is a function ``(campaign, window, params) -> dict`` (``heavy_hitters``,
+``range_estimate``, ``quantiles``), called by the views and the operator pages; ``cdf`` (the
+monotone CDF with its 95% band at up to ``points`` values) serves the pages' chart and CSV.
+Each checks, in order: the campaign's kind (400), its parameters (400 ``bad_parameter`` naming
+one), the released window (400/409, ``documents.load_released``).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from flask import Blueprint, Response, request
 
 from ldptel.aggregator.decoders import Accumulator
+from ldptel.client.mechanisms.base import Z95
 from ldptel.config import Campaign
-from ldptel.server.app import error_response, state
 from ldptel.server.auth import require_token
 from ldptel.server.cache import LruCache, state_digest
-from ldptel.server.export import load_released
+from ldptel.server.documents import (
+    Params,
+    Window,
+    find_campaign,
+    finite_row,
+    header,
+    json_text,
+    load_released,
+    require_kind,
+)
+from ldptel.server.errors import BadParameter
 
 bp = Blueprint("queries", __name__)
 
 MAX_QUANTILES = 100
+MAX_CDF_POINTS = 4096
+HEAVY_HITTER_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized",
+                        "z_score", "levels_used")
+CDF_COLUMNS = ("value", "cdf", "cdf_ci_low", "cdf_ci_high")
 _estimates = LruCache(32)  # state digest → estimate object
 
 
-class BadParameter(ValueError):
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(f"{name}: {message}")
-        self.name = name
-
-
-def _int_param(name: str, low: int, high: int, default: int | None = None) -> int:
-    raw = request.args.get(name)
+def _int_param(params: Params, name: str, low: int, high: int, default: int | None = None) -> int:
+    raw = params.get(name)
     if raw is None or raw == "":
         if default is None:
             raise BadParameter(name, "is required")
@@ -62,8 +76,8 @@ def _int_param(name: str, low: int, high: int, default: int | None = None) -> in
     return value
 
 
-def _q_param() -> list[float]:
-    raw = request.args.get("q")
+def _q_param(campaign: Campaign, params: Params) -> list[float]:
+    raw = params.get("q")
     if not raw:
         raise BadParameter("q", "is required (comma-separated probabilities, e.g. q=0.5,0.9)")
     parts = raw.split(",")
@@ -81,91 +95,87 @@ def _q_param() -> list[float]:
     return out
 
 
-def _finite(x: Any) -> Any:
-    return x if not isinstance(x, float) or math.isfinite(x) else None
-
-
-def _json(doc: dict) -> Response:
-    return Response(json.dumps(doc, allow_nan=False) + "\n", mimetype="application/json",
-                    headers={"Cache-Control": "private, no-cache", "Vary": "Authorization"})
-
-
-def cached_estimate(campaign: Campaign, window: int, acc: Accumulator) -> Any:
-    return _estimates.get_or_compute(state_digest(campaign, window, acc), acc.estimate)
-
-
-def _campaign(name: str, kind: str, query: str):
-    """The campaign if it exists and is of ``kind``, else an error response."""
-    campaign = state().config.campaign(name)
-    if campaign is None:
-        return error_response(404, "not_found", f"unknown campaign {name!r}")
-    if campaign.kind != kind:
-        return error_response(400, "bad_request", f"campaign {name!r} is a {campaign.kind} campaign: "
-                                                  f"no {query} (only {kind} campaigns)")
-    return campaign
-
-
-def _header(campaign: Campaign, window: int, acc: Accumulator) -> dict:
-    return {"campaign": campaign.name, "kind": campaign.kind, "epsilon": campaign.epsilon,
-            "n_reports": acc.n, "window": window}
-
-
-def _answer(name: str, kind: str, query: str, parse: Callable[[Campaign], Any],
-            answer: Callable[[Campaign, Any, Any], dict]) -> Response:
-    """The pipeline of every query: campaign of ``kind`` (404/400) → ``parse`` the request's
-    parameters (400 naming one) → the released window (400/409, as for /estimates) → the
-    cached estimate → JSON of the header plus ``answer(campaign, estimate, params)``."""
-    campaign = _campaign(name, kind, query)
-    if not isinstance(campaign, Campaign):
-        return campaign
-    try:
-        params = parse(campaign)
-    except BadParameter as exc:
-        return error_response(400, "bad_parameter", str(exc))
-    loaded = load_released(campaign)
-    if not isinstance(loaded, tuple):
-        return loaded
-    window, acc = loaded
-    body = answer(campaign, cached_estimate(campaign, window, acc), params)
-    return _json({**_header(campaign, window, acc), **body})
-
-
-def finite_row(row: dict) -> dict:
-    return {key: _finite(v) for key, v in row.items()}
-
-
-def _k_param(campaign: Campaign) -> int:
+def _k_param(campaign: Campaign, params: Params) -> int:
     width = int(campaign.params.get("width", 64))
-    return _int_param("k", 1, width, default=width)
+    return _int_param(params, "k", 1, width, default=width)
 
 
-def range_params(campaign: Campaign) -> tuple[int, int]:
+def _range_params(campaign: Campaign, params: Params) -> tuple[int, int]:
     d = int(campaign.domain_size or 1)
-    lo = _int_param("lo", 0, d - 1)
-    hi = _int_param("hi", 0, d - 1)
+    lo = _int_param(params, "lo", 0, d - 1)
+    hi = _int_param(params, "hi", 0, d - 1)
     if lo > hi:
         raise BadParameter("lo", f"must be <= hi, got lo={lo}, hi={hi}")
     return lo, hi
 
 
-@bp.get("/v1/campaigns/<name>/heavy-hitters")
-@require_token("export")
-def heavy_hitters(name: str):
-    return _answer(name, "heavy_hitters", "heavy hitters", _k_param,
-                   lambda c, est, k: {"alpha": 0.05, "items": [finite_row(r) for r in est.items()[:k]]})
+def _points_param(campaign: Campaign, params: Params) -> int:
+    return _int_param(params, "points", 1, MAX_CDF_POINTS, default=MAX_CDF_POINTS)
 
 
-@bp.get("/v1/campaigns/<name>/range")
-@require_token("export")
-def range_query(name: str):
-    return _answer(name, "range", "range queries", range_params,
-                   lambda c, est, lohi: {"method": c.params.get("method"),
-                                         **finite_row(est.range(*lohi))})
+def cached_estimate(campaign: Campaign, window: int, acc: Accumulator) -> Any:
+    """``acc.estimate()``, cached per (campaign, window, accumulated state)."""
+    return _estimates.get_or_compute(state_digest(campaign, window, acc), acc.estimate)
 
 
-@bp.get("/v1/campaigns/<name>/quantiles")
-@require_token("export")
-def quantiles(name: str):
-    return _answer(name, "range", "quantiles", lambda c: _q_param(),
-                   lambda c, est, qs: {"method": c.params.get("method"),
-                                       "items": [finite_row(r) for r in est.quantiles(qs)]})
+def _document(campaign: Campaign, window: Window, params: Params, kind: str, query: str,
+              parse: Callable[[Campaign, Params], Any], answer: Callable[[Campaign, Any, Any], dict]) -> dict:
+    """The pipeline of every query: ``campaign`` of ``kind`` (400) → ``parse`` its parameters
+    (400 naming one) → the released window (400/409) → the cached estimate → the header plus
+    ``answer(campaign, estimate, parsed parameters)``."""
+    require_kind(campaign, kind, f"no {query} (only {kind} campaigns)")
+    parsed = parse(campaign, params)
+    start, acc = load_released(campaign, window)
+    return {**header(campaign, start, acc), **answer(campaign, cached_estimate(campaign, start, acc), parsed)}
+
+
+def heavy_hitters(campaign: Campaign, window: Window, params: Params) -> dict:
+    """The ``k`` (default: the campaign's width) heaviest strings, rows ``HEAVY_HITTER_COLUMNS``."""
+    return _document(campaign, window, params, "heavy_hitters", "heavy hitters", _k_param,
+                     lambda c, est, k: {"alpha": 0.05, "items": [finite_row(r) for r in est.items()[:k]]})
+
+
+def range_estimate(campaign: Campaign, window: Window, params: Params) -> dict:
+    """Devices with a value in [``lo``, ``hi``]."""
+    return _document(campaign, window, params, "range", "range queries", _range_params,
+                     lambda c, est, lohi: {"method": c.params.get("method"), **finite_row(est.range(*lohi))})
+
+
+def quantiles(campaign: Campaign, window: Window, params: Params) -> dict:
+    """The quantiles ``q`` (comma-separated) with their rank std errors and value intervals."""
+    return _document(campaign, window, params, "range", "quantiles", _q_param,
+                     lambda c, est, qs: {"method": c.params.get("method"),
+                                         "items": [finite_row(r) for r in est.quantiles(qs)]})
+
+
+def _cdf_rows(est: Any, points: int) -> dict:
+    """F̃(x) at up to ``points`` evenly spaced values x with the band F̃(x) ± 1.96·σ(Ŝ(x))/N
+    (clipped to [0, 1]), rows ``CDF_COLUMNS``."""
+    d = est.domain_size
+    xs = np.unique(np.linspace(0, d - 1, min(d, points)).round().astype(np.int64))
+    F = est.cdf()[xs]
+    se = est.ranges(np.zeros(xs.size, np.int64), xs)[1] / max(est.n, 1)
+    lo, hi = np.clip(F - Z95 * se, 0, 1), np.clip(F + Z95 * se, 0, 1)
+    return {"items": [{"value": x, "cdf": f, "cdf_ci_low": a, "cdf_ci_high": b} for x, f, a, b
+                      in zip(xs.tolist(), F.tolist(), lo.tolist(), hi.tolist(), strict=True)]}
+
+
+def cdf(campaign: Campaign, window: Window, params: Params) -> dict:
+    """The monotone CDF at up to ``points`` (default and at most ``MAX_CDF_POINTS``) values."""
+    return _document(campaign, window, params, "range", "CDF", _points_param,
+                     lambda c, est, points: {"method": c.params.get("method"), **_cdf_rows(est, points)})
+
+
+def _view(document: Callable[[Campaign, Window, Params], dict]) -> Callable[[str], Response]:
+    def view(name: str) -> Response:
+        doc = document(find_campaign(name), request.args.get("window"), request.args)
+        return Response(json_text(doc), mimetype="application/json",
+                        headers={"Cache-Control": "private, no-cache", "Vary": "Authorization"})
+
+    view.__name__ = f"{document.__name__}_view"
+    return require_token("export")(view)
+
+
+bp.add_url_rule("/v1/campaigns/<name>/heavy-hitters", "heavy_hitters", _view(heavy_hitters))
+bp.add_url_rule("/v1/campaigns/<name>/range", "range_query", _view(range_estimate))
+bp.add_url_rule("/v1/campaigns/<name>/quantiles", "quantiles", _view(quantiles))

@@ -1,4 +1,4 @@
-"""Operator pages (server/pages.py) in a real headless Chromium (Playwright) against the real app:
+"""Operator pages (server/pages/) in a real headless Chromium (Playwright) against the real app:
 ``ldptel serve`` (gunicorn, two workers, so sessions must work across processes) on a free
 127.0.0.1 port, the embedded Redis, reports POSTed over HTTP and counted by the real worker.
 
@@ -31,7 +31,9 @@ from ldptel.aggregator.worker import Worker
 from ldptel.config import Config
 from ldptel.redis_server import free_port
 from ldptel.server import charts
+from ldptel.server.metrics import GLOBAL_KEY as GLOBAL_METRICS_KEY
 from ldptel.server.pages import SECRET_REDIS_KEY
+from ldptel.server.pages.status import RATE_FORGET_S, IngestRates
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -551,6 +553,64 @@ def test_csrf_cookie_flags_and_session_across_workers(site: Site) -> None:
     assert site.request("GET", "/", headers={"Cookie": "ldptel_session=eyJhdXRoIjoieCJ9.x.y"})[0] == 302
 
 
+def _signed_in_cookie(site: Site) -> str:
+    cookie, csrf = _signin_form(site)
+    status, headers, _ = site.request("POST", "/signin", urllib.parse.urlencode(
+        {"token": EXPORT_TOKEN, "csrf_token": csrf}), {"Content-Type": "application/x-www-form-urlencoded",
+                                                        "Cookie": cookie})
+    assert status == 302
+    return _cookie(headers)
+
+
+def test_downloads_answer_as_the_api_does(site: Site) -> None:
+    cookie = {"Cookie": _signed_in_cookie(site)}
+    auth = {"Authorization": f"Bearer {EXPORT_TOKEN}"}
+    api_path = "/v1/campaigns/colors/estimates?format=csv&window=0"
+    status, api_headers, api_body = site.request("GET", api_path, None, auth)
+    assert status == 200
+    path = "/campaigns/colors/download/estimates.csv?window=0"
+    status, headers, body = site.request("GET", path, None, cookie)
+    assert status == 200 and body == api_body
+    for h in ("etag", "last-modified", "x-ldptel-campaign", "x-ldptel-window", "x-ldptel-n-reports"):
+        assert headers[h] == api_headers[h], h
+    assert headers["content-disposition"] == 'attachment; filename="colors-0.csv"'
+    assert headers["vary"] == "Cookie" and headers["cache-control"] == "no-store"
+    status, headers, body = site.request("GET", "/campaigns/colors/download/estimates.json?window=0", None,
+                                         {**cookie, "If-None-Match": api_headers["etag"]})
+    assert (status, body, headers["etag"], headers["vary"]) == (304, b"", api_headers["etag"], "Cookie")
+    assert "content-disposition" not in headers
+    # heavy hitters as CSV: the API's JSON rows, written with the one CSV writer
+    doc = site.api_json("/v1/campaigns/search/heavy-hitters")
+    status, headers, body = site.request("GET", "/campaigns/search/download/heavy-hitters.csv", None, cookie)
+    assert status == 200
+    assert headers["content-disposition"] == 'attachment; filename="search-heavy-hitters-latest.csv"'
+    rows = list(csv.reader(io.StringIO(body.decode())))
+    assert rows[0] == list(doc["items"][0]) and len(rows) == len(doc["items"]) + 1
+    assert rows[1:] == [["" if v is None else str(v) for v in it.values()] for it in doc["items"]]
+    q = "q=0.1,0.5,0.9"
+    status, _, body = site.request("GET", f"/campaigns/latency/download/quantiles.json?{q}", None, cookie)
+    assert status == 200 and json.loads(body) == site.api_json(f"/v1/campaigns/latency/quantiles?{q}")
+    status, _, body = site.request("GET", "/campaigns/latency/download/cdf.csv", None, cookie)
+    rows = list(csv.reader(io.StringIO(body.decode())))
+    assert status == 200 and rows[0] == ["value", "cdf", "cdf_ci_low", "cdf_ci_high"] and len(rows) == 1025
+    values = np.array(rows[1:], dtype=float)
+    assert (np.diff(values[:, 1]) >= 0).all() and (values[:, 2] <= values[:, 1]).all()
+    assert (values[:, 1] <= values[:, 3]).all() and values[:, 2:].min() >= 0 and values[:, 2:].max() <= 1
+    # errors are the API's JSON errors
+    for page_path, api_path in (("/campaigns/scarce/download/estimates.csv",
+                                 "/v1/campaigns/scarce/estimates"),
+                                ("/campaigns/colors/download/estimates.csv?window=x",
+                                 "/v1/campaigns/colors/estimates?window=x"),
+                                ("/campaigns/latency/download/quantiles.json?q=2",
+                                 "/v1/campaigns/latency/quantiles?q=2")):
+        status, headers, body = site.request("GET", page_path, None, cookie)
+        api_status, _, api_body = site.request("GET", api_path, None, auth)
+        assert (status, body) == (api_status, api_body) and status in (400, 409), page_path
+        assert headers["vary"] == "Cookie"
+    status, _, body = site.request("GET", "/campaigns/latency/download/estimates.csv", None, cookie)
+    assert status == 404 and b"No such download" in body
+
+
 def test_session_secret_is_created_once_in_redis(redis_url: str, tmp_path: Path) -> None:
     from ldptel.server.app import create_app
 
@@ -573,6 +633,64 @@ def test_pages_answer_503_while_redis_is_down(tmp_path: Path) -> None:
     assert resp.status_code == 503 and b"Storage unavailable" in resp.data and resp.mimetype == "text/html"
     resp = client.get("/campaigns/colors/live")
     assert resp.status_code == 503 and resp.get_json()["error"] == "unavailable"
+
+
+def _signed_in_client(app):
+    client = app.test_client()
+    form = client.get("/signin").get_data(as_text=True)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
+    assert client.post("/signin", data={"token": EXPORT_TOKEN, "csrf_token": csrf}).status_code == 302
+    return client
+
+
+def _redis_snapshot(r: redis.Redis) -> dict:
+    """Every key but the request-metrics hash, with its value (as DUMP bytes)."""
+    return {k: r.dump(k) for k in r.scan_iter(count=1000) if k != GLOBAL_METRICS_KEY.encode()}
+
+
+def test_ingest_rate_from_the_counter_and_page_views_write_nothing(redis_url: str, tmp_path: Path) -> None:
+    from ldptel.server.app import create_app
+
+    r = redis.Redis.from_url(redis_url)
+    probe = {"name": "rate-probe", "oracle": "grr", "epsilon": 1.0, "domain_size": 4, "min_reports": 10}
+    cfg = write_config(tmp_path / "c.toml", [probe])
+    app = create_app(cfg, redis_url)
+    client = _signed_in_client(app)
+    stat = re.compile(r'data-stat="rate">([^<]*)<')
+    t0 = time.time()
+    assert stat.search(client.get("/campaigns/rate-probe").get_data(as_text=True)).group(1) == "measuring…"
+    camp = cfg.campaign("rate-probe")
+    rng = np.random.default_rng(1)
+    batch = camp.mechanism().encode_batch(np.arange(400) % 4, rng=rng, campaign=camp.name)
+    resp = client.post("/v1/reports", data=batch.SerializeToString(), headers={
+        "Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST_TOKEN}"})
+    assert resp.status_code == 202
+    app.extensions["ldptel"].metrics.flush()
+    before = _redis_snapshot(r)
+    time.sleep(2.1)  # the first reading must be RATE_GAP_S old
+    paths = ("/campaigns/rate-probe", "/", "/live", "/campaigns/rate-probe/live")
+    views = [client.get(path) for path in paths]
+    assert [v.status_code for v in views] == [200] * 4
+    elapsed = time.time() - t0
+    shown = stat.search(views[0].get_data(as_text=True)).group(1)
+    rate = float(shown.removesuffix(" reports/s").replace(",", ""))
+    # 400 reports between the two readings, taken 2.1 s to `elapsed` apart
+    assert 400 / elapsed * 0.95 <= rate <= 400 / 2.1 * 1.05, shown
+    app.extensions["ldptel"].metrics.flush()
+    assert _redis_snapshot(r) == before  # page views wrote nothing (request metrics aside)
+
+
+def test_ingest_rate_readings() -> None:
+    rates = IngestRates()
+    assert rates.rate("a", 100, 1000.0) is None  # one reading: no rate yet
+    assert rates.rate("a", 150, 1001.0) is None  # less than RATE_GAP_S later: not kept
+    assert rates.rate("a", 300, 1010.0) == pytest.approx(20.0)  # (300 - 100) / 10 s
+    assert rates.rate("a", 900, 1040.0) == pytest.approx(20.0)  # from the oldest reading in the last minute
+    assert rates.rate("a", 1500, 1100.0) == pytest.approx(10.0)  # (1500 - 900) / 60 s: the span moved on
+    assert rates.rate("a", 1500, 1300.0) == 0.0  # nothing within the span: the newest older reading
+    assert rates.rate("a", 0, 1310.0) == 0.0  # a counter that went back (new storage) is no negative rate
+    assert rates.rate("b", 5, 1310.0) is None  # per campaign
+    assert rates.rate("a", 7, 1310.0 + RATE_FORGET_S + 1) is None  # readings over an hour old are forgotten
 
 
 # --- chart and formatting units ----------------------------------------------------------------------

@@ -1,0 +1,179 @@
+"""What the campaign page renders: its query parameters, the header numbers, and per kind the
+numbers of the released window — from the export API's document functions
+(``export.estimates``, ``queries.heavy_hitters`` / ``quantiles`` / ``range_estimate`` / ``cdf``),
+so that the page and the API agree exactly. Nothing is decoded while a window has fewer than the
+campaign's ``min_reports``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import current_app
+
+from ldptel.aggregator import store
+from ldptel.config import Campaign
+from ldptel.server import charts, export, queries
+from ldptel.server.app import state
+from ldptel.server.documents import load_released
+from ldptel.server.errors import ApiError, BadParameter
+from ldptel.server.pages import labels
+from ldptel.server.pages.status import Status, campaign_status, status_view
+
+TOP_N = 25  # items shown before "show all"
+QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
+CDF_POINTS = 512  # points of the CDF line and band on the chart
+MAX_WINDOWS = 500  # newest windows offered in the selector
+RATES_EXTENSION = "ldptel_ingest_rates"  # app.extensions key of the app's ``IngestRates``
+
+
+class PageArgs:
+    """The campaign page's query parameters (kept across links and by the auto-refresh)."""
+
+    def __init__(self, args: Mapping[str, str]) -> None:
+        self.window = args.get("window") or "latest"
+        self.view = "normalized" if args.get("view") == "normalized" else "raw"
+        self.sort = "item" if args.get("sort") == "item" else "estimate"
+        self.show_all = args.get("show") == "all"
+        self.lo, self.hi = args.get("lo", ""), args.get("hi", "")
+
+    def query(self, **changes: Any) -> dict:
+        cur = {"window": None if self.window == "latest" else self.window,
+               "view": None if self.view == "raw" else self.view,
+               "sort": None if self.sort == "estimate" else self.sort,
+               "show": "all" if self.show_all else None, "lo": self.lo or None, "hi": self.hi or None}
+        cur.update(changes)
+        return {k: v for k, v in cur.items() if v not in (None, "")}
+
+    def qs(self, **changes: Any) -> str:
+        return "?" + urlencode(self.query(**changes))
+
+
+def status(c: Campaign) -> Status:
+    """``campaign_status`` with this app's ingest-rate readings."""
+    return campaign_status(state().redis, c, current_app.extensions[RATES_EXTENSION])
+
+
+def list_rows() -> list[dict]:
+    """The campaigns list: display strings of every campaign's status."""
+    return [status_view(status(c)) for c in state().config.campaigns]
+
+
+def _row_view(rank: int, item: dict) -> dict:
+    """A table row: rank, value, display label and the document row's numbers."""
+    return {"rank": rank, "value": item["value"], "label": charts.display_label(item["value"]), **{
+        k: item.get(k) for k in ("estimate", "std_error", "ci_low", "ci_high", "estimate_normalized",
+                                 "z_score", "levels_used")}}
+
+
+def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict:
+    """Rows (raw or normalized, by count or by item, top ``TOP_N`` or all) and the bar chart of
+    ``export.estimates``."""
+    doc = export.estimates(c, window)
+    key = "estimate_normalized" if a.view == "normalized" else "estimate"
+    order = list(range(len(doc["items"])))
+    if a.sort == "estimate":
+        order.sort(key=lambda i: -(doc["items"][i][key] if doc["items"][i][key] is not None else -math.inf))
+    rows = [_row_view(r + 1, doc["items"][i]) for r, i in enumerate(order)]
+    shown = rows if a.show_all else rows[:TOP_N]
+    raw = a.view == "raw"
+    chart = charts.bar_chart(
+        [charts.Bar(r["label"], r[key], r["ci_low"] if raw else None, r["ci_high"] if raw else None)
+         for r in shown],
+        whiskers=raw, axis_label="devices" if a.show_all else
+        "estimated devices" + (" (raw, with 95% CI)" if raw else " (normalized)"),
+        sticky_axis=a.show_all, aria_label=f"Estimated devices per item for {c.name}")
+    return {"rows": shown, "total_items": len(rows), "chart": chart, "view": a.view,
+            "negatives": sum(1 for r in rows if (r["estimate"] or 0) < 0),
+            "normalized_sum": sum(r["estimate_normalized"] or 0 for r in rows)}
+
+
+def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict:
+    """Rows and bar chart of ``queries.heavy_hitters`` (every string the walk kept)."""
+    doc = queries.heavy_hitters(c, window, {})
+    rows = [_row_view(i + 1, it) for i, it in enumerate(doc["items"])]
+    shown = rows if a.show_all else rows[:TOP_N]
+    chart = charts.bar_chart(
+        [charts.Bar(r["label"], r["estimate"], r["ci_low"], r["ci_high"]) for r in shown],
+        axis_label="devices" if a.show_all else "estimated devices (with 95% CI)",
+        sticky_axis=a.show_all, aria_label=f"Heavy hitters of {c.name}") if shown else None
+    return {"rows": shown, "total_items": len(rows), "chart": chart, "width": c.params.get("width")}
+
+
+def range_context(c: Campaign, window: int, a: PageArgs) -> dict:
+    """``QUANTILES``, the CDF chart (``CDF_POINTS``) with the median/p90/p99 marked, and the
+    answer to the page's ``lo``/``hi`` range (or the parameter's error)."""
+    d = int(c.domain_size or 1)
+    qdoc = queries.quantiles(c, window, {"q": ",".join(map(str, QUANTILES))})
+    answer, error = None, None
+    if a.lo != "" or a.hi != "":
+        try:
+            answer = queries.range_estimate(c, window, {"lo": a.lo, "hi": a.hi})
+            answer["share"] = (answer["estimate"] or 0) / max(qdoc["n_reports"], 1)
+        except BadParameter as exc:
+            error = exc.detail
+    cdf = queries.cdf(c, window, {"points": str(CDF_POINTS)})["items"]
+    xs, F, band_low, band_high = ([p[k] for p in cdf] for k in queries.CDF_COLUMNS)
+    named = {0.5: "median", 0.9: "p90", 0.99: "p99"}
+    markers = [charts.Marker(float(q["value"]), f"{named[q['q']]} {charts.fmt_count(q['value'])}")
+               for q in qdoc["items"] if q["q"] in named]
+    chart = charts.cdf_chart(xs, F, band_low, band_high, domain=(0, d - 1), markers=markers,
+                             highlight=(answer["lo"], answer["hi"]) if answer else None,
+                             x_label=f"value (0 to {charts.fmt_count(d - 1)})",
+                             aria_label=f"Estimated CDF of {c.name}")
+    return {"chart": chart, "quantiles": qdoc["items"], "answer": answer, "error": error, "domain_size": d,
+            "method": qdoc["method"]}
+
+
+CONTENT: dict[str, Callable[[Campaign, int, PageArgs], dict]] = {
+    "frequency": frequency_context, "heavy_hitters": heavy_hitters_context, "range": range_context}
+
+
+def _version(c: Campaign, window: int, n: int) -> str:
+    updated = store.last_updated(state().redis, c, window)
+    return f"{window}:{n}:{0 if updated is None else int(updated * 1000)}"
+
+
+def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dict:
+    """Everything the campaign page renders (``with_content=False``: header numbers only, no
+    decoding; ``add_content`` completes it)."""
+    r = state().redis
+    window_error = None
+    try:
+        window = store.resolve_window(r, c, None if a.window == "latest" else a.window)
+    except store.WindowError as exc:
+        window_error = str(exc)[:1].upper() + str(exc)[1:]
+        window = store.resolve_window(r, c, None)
+    st = status(c)
+    n = st.windows.get(window, 0)
+    ctx: dict[str, Any] = {
+        "c": c, "a": a, "s": status_view(st), "window": window,
+        "window_label": labels.window_label(c, window), "window_error": window_error,
+        "n": n, "n_fmt": charts.fmt_count(n),
+        "released": n >= c.min_reports, "epsilon_note": labels.epsilon_note(c),
+        "windows": [(w, labels.window_label(c, w)) for w in sorted(st.windows, reverse=True)[:MAX_WINDOWS]],
+        "version": _version(c, window, n), "progress": min(1.0, n / max(c.min_reports, 1)),
+        "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),
+        "domain": labels.domain_label(c),
+        "window_updated": labels.ago(store.last_updated(r, c, window)),
+    }
+    return add_content(ctx) if with_content else ctx
+
+
+def add_content(ctx: dict) -> dict:
+    """Decode the window and add the kind's numbers (nothing below the release threshold)."""
+    c: Campaign = ctx["c"]
+    if ctx["released"]:
+        try:
+            _, acc = load_released(c, ctx["window"])
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            ctx["released"] = False
+            return ctx
+        ctx["n"], ctx["n_fmt"] = acc.n, charts.fmt_count(acc.n)
+        ctx["content"] = CONTENT[c.kind](c, ctx["window"], ctx["a"])
+    return ctx

@@ -1,0 +1,66 @@
+"""Downloads of the campaign page, for signed-in users: the export API's documents of the page's
+window, written with the one JSON and CSV writer (``server/documents.py``).
+
+``/campaigns/<name>/download/<what>``: ``estimates.csv|json`` (frequency),
+``heavy-hitters.csv|json``, ``quantiles.json`` (with ``q=``) and ``cdf.csv`` (range). The query
+string is the document's parameters (``window``, ``q``); the estimates carry the API's ``ETag``,
+``Last-Modified`` and ``X-Ldptel-*`` headers (and answer 304 as it does); errors are the API's
+(JSON 400/409).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flask import Response
+
+from ldptel.config import Campaign
+from ldptel.server import export, queries
+from ldptel.server.documents import Params, Window, csv_text, json_text
+from ldptel.server.errors import ApiError, PageError
+
+
+@dataclass(frozen=True)
+class Download:
+    kind: str  # the campaign kind that has it
+    document: Callable[[Campaign, Window, Params], dict]
+    formats: tuple[str, ...]
+    suffix: str  # of the file name, before the window
+    columns: tuple[str, ...] = ()  # CSV columns of the document's ``items``
+    validators: Callable[[Campaign, Window], tuple[int, dict[str, str], bool]] | None = None  # ETag & co
+
+
+DOWNLOADS = {
+    "estimates": Download("frequency", export.estimates, ("csv", "json"), "", export.ITEM_COLUMNS,
+                          export.validators),
+    "heavy-hitters": Download("heavy_hitters", queries.heavy_hitters, ("csv", "json"), "-heavy-hitters",
+                              queries.HEAVY_HITTER_COLUMNS),
+    "quantiles": Download("range", queries.quantiles, ("json",), "-quantiles"),
+    "cdf": Download("range", queries.cdf, ("csv",), "-cdf", queries.CDF_COLUMNS),
+}
+
+
+def download(c: Campaign, what: str, args: Params) -> Response:
+    """The file ``what`` (``<name>.<format>``) of campaign ``c``; ``PageError`` 404 if it has none."""
+    name, _, fmt = what.rpartition(".")
+    d = DOWNLOADS.get(name)
+    if d is None or d.kind != c.kind or fmt not in d.formats:
+        raise PageError(404, "No such download", f"Campaign “{c.name}” has no download “{what}”.", back=True)
+    window: Window = args.get("window")
+    headers: dict[str, str] = {}
+    unchanged = False
+    try:
+        if d.validators is not None:
+            window, headers, unchanged = d.validators(c, window)
+        doc = None if unchanged else d.document(c, window, args)
+    except ApiError as exc:
+        exc.headers["Vary"] = "Cookie"
+        raise
+    headers["Vary"] = "Cookie"
+    if doc is None:
+        return Response(status=304, headers=headers)
+    filename = f"{c.name}{d.suffix}-{args.get('window', 'latest')}.{fmt}"
+    headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    body = csv_text(doc["items"], d.columns) if fmt == "csv" else json_text(doc)
+    return Response(body, mimetype="text/csv" if fmt == "csv" else "application/json", headers=headers)

@@ -1,0 +1,100 @@
+"""Display strings of a campaign: kind, mechanism, domain, what its ε means, window names, times."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime, timedelta
+
+from markupsafe import Markup
+
+from ldptel.config import Campaign
+from ldptel.server import charts
+
+KIND_LABELS = {"frequency": "Frequency", "heavy_hitters": "Heavy hitters", "range": "Range"}
+ORACLE_LABELS = {"grr": "GRR (direct encoding)", "sue": "SUE (basic RAPPOR)", "oue": "OUE (optimized unary)",
+                 "olh": "OLH (local hashing)", "hadamard": "Hadamard response"}
+
+
+def mechanism_label(c: Campaign) -> str:
+    """The randomizer and its main parameters."""
+    if c.kind == "heavy_hitters":
+        return f"Prefix tree + OLH ({c.params.get('levels')} levels)"
+    if c.kind == "range":
+        if c.params.get("method") == "hierarchical":
+            b = c.params.get("branching")
+            return "Hierarchical tree" + (f" (B = {b})" if b else "")
+        return "Haar wavelet"
+    if c.oracle == "rappor":
+        p = c.params
+        return f"RAPPOR ({p['bloom_bits']}-bit Bloom, {p['hashes']} hashes, {p['cohorts']} cohorts)"
+    return ORACLE_LABELS.get(c.oracle or "", (c.oracle or "").upper())
+
+
+def domain_label(c: Campaign) -> str:
+    """What devices report: labels, items, strings or values."""
+    if c.kind == "heavy_hitters":
+        return f"strings up to {c.params.get('max_length')} bytes"
+    if c.kind == "range":
+        return f"values 0 to {charts.fmt_count((c.domain_size or 1) - 1)}"
+    if c.oracle == "rappor":
+        return f"{len(c.params['candidates']):,} candidate strings"
+    if c.domain is not None:
+        return f"{len(c.domain):,} labels"
+    return f"{c.domain_size:,} items (0 to {c.domain_size - 1:,})" if c.domain_size else ""
+
+
+def epsilon_note(c: Campaign) -> Markup:
+    """What ε means for this campaign, in plain words."""
+    eps = float(c.epsilon or 0)
+    e = charts.fmt_eps(eps)
+    ratio = math.exp(eps)
+    ratio_s = f"{ratio:,.1f}" if ratio < 100 else f"{ratio:,.0f}"
+    what = {"heavy_hitters": "one prefix of its string",
+            "range": "one coefficient of its value"}.get(c.kind, "its value")
+    text = Markup(
+        "Each device sends {what}, randomized on the device with ε = {e} per report. Whatever a device's "
+        "true value, no report is more than e<sup>{e}</sup> ≈ {ratio} times as likely under it as under "
+        "any other value, so a single report says little about its sender. Only counts over many devices "
+        "carry signal; the error bars show the noise that remains. Smaller ε means more privacy and wider "
+        "error bars.").format(what=what, e=e, ratio=ratio_s)
+    if c.oracle == "rappor":
+        text += Markup(" RAPPOR reuses the same noise for the same value, so a device that reports one value "
+                       "again and again reveals at most ε∞ = {} in total.").format(
+                           charts.fmt_eps(c.params.get("epsilon_inf")))
+    elif c.window != "all":
+        text += " A device that reports again in a later window spends another ε."
+    return text
+
+
+def window_label(c: Campaign, w: int) -> str:
+    """The window starting at ``w``: "All time", an hour or a day (UTC)."""
+    if c.window_seconds == 0:
+        return "All time"
+    start = datetime.fromtimestamp(w, UTC)
+    if c.window_seconds == 3600:
+        end = start + timedelta(hours=1)
+        return f"{start:%Y-%m-%d %H:%M}–{end:%H:%M} UTC"
+    return f"{start:%Y-%m-%d} (UTC day)"
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    """How long ago ``ts`` (epoch seconds) was, coarsely; a UTC date past a day."""
+    if ts is None:
+        return "never"
+    dt = max(0.0, (time.time() if now is None else now) - ts)
+    if dt < 5:
+        return "just now"
+    if dt < 60:
+        return f"{int(dt)} s ago"
+    if dt < 3600:
+        return f"{int(dt // 60)} min ago"
+    if dt < 86400:
+        return f"{int(dt // 3600)} h ago"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def utc(ts: float | None) -> str:
+    """``ts`` as a UTC timestamp ("" for None)."""
+    return "" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+

@@ -1,0 +1,139 @@
+"""Operator sessions: the signed cookie, its secret, sign-in state, CSRF tokens, security headers.
+
+The cookie (``ldptel_session``: HttpOnly, SameSite=Lax, Secure when the request came over HTTPS,
+``SESSION_HOURS``) holds an HMAC of the export token, not the token; removing a token from the
+config signs its sessions out. POST forms carry a per-session CSRF token in a hidden field. The
+signing secret is ``server.secret_key`` or, if unset, one random key created once in Redis
+(``SET NX``) so that every gunicorn worker signs with the same key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+import threading
+from datetime import timedelta
+
+import redis as redis_lib
+from flask import Flask, Request, Response, current_app, request, session, url_for
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
+
+from ldptel.server.app import state
+
+log = logging.getLogger("ldptel.server.pages")
+
+SECRET_REDIS_KEY = "ldptel:operator:session_secret"
+SESSION_HOURS = 12
+
+
+class OperatorSessionInterface(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, with the secret loaded lazily from Redis when the config
+    has none, ``Secure`` set per request (HTTPS), and no signing work for requests without a
+    session cookie (the ingest path)."""
+
+    def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        if not request.cookies.get(self.get_cookie_name(app)):
+            return self.session_class()
+        if not app.secret_key and not load_secret(app):
+            return self.session_class()
+        return super().open_session(app, request)
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        return bool(request.is_secure)
+
+
+_secret_lock = threading.Lock()
+
+
+def load_secret(app: Flask) -> bool:
+    """Set ``app.secret_key`` from Redis, creating it once (``SET NX``) if no worker did yet.
+    False if Redis is unavailable (sessions then wait for it)."""
+    with _secret_lock:
+        if app.secret_key:
+            return True
+        r = app.extensions["ldptel"].redis
+        try:
+            r.set(SECRET_REDIS_KEY, secrets.token_hex(32), nx=True)
+            value = r.get(SECRET_REDIS_KEY)
+        except redis_lib.RedisError as exc:
+            log.warning("operator sessions: cannot load the session secret from Redis: %s", exc)
+            return False
+        app.secret_key = value.decode() if isinstance(value, bytes) else value
+        return bool(app.secret_key)
+
+
+def install_sessions(app: Flask) -> None:
+    """Cookie settings and the session interface of ``app`` (once, at blueprint registration)."""
+    app.config.update(SESSION_COOKIE_NAME="ldptel_session", SESSION_COOKIE_HTTPONLY=True,
+                      SESSION_COOKIE_SAMESITE="Lax",
+                      PERMANENT_SESSION_LIFETIME=timedelta(hours=SESSION_HOURS))
+    app.session_interface = OperatorSessionInterface()
+    if not app.secret_key:
+        load_secret(app)
+
+
+def token_id(token: str) -> str:
+    """What the session keeps of a token: an HMAC under the session secret (not reversible
+    without the secret, unlike a bare hash in a readable cookie). Needs the app's secret key."""
+    key = current_app.secret_key or b""
+    key = key.encode() if isinstance(key, str) else key
+    return hmac.new(key, b"operator-token:" + hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest(),
+                    hashlib.sha256).hexdigest()[:40]
+
+
+def signed_in() -> bool:
+    """True if the session belongs to a currently configured export token."""
+    held = session.get("auth")
+    if not isinstance(held, str) or not current_app.secret_key:
+        return False
+    ok = False
+    for token in state().config.server.export_tokens:
+        ok |= hmac.compare_digest(held, token_id(token))
+    return ok
+
+
+def sign_in(token: str) -> None:
+    """A fresh signed-in session for ``token`` (already checked), with a new CSRF token."""
+    session.clear()
+    session.permanent = True
+    session["auth"] = token_id(token)
+    session["csrf"] = secrets.token_urlsafe(32)
+
+
+def csrf_token() -> str:
+    """This session's CSRF token (created on first use)."""
+    tok = session.get("csrf")
+    if not isinstance(tok, str):
+        tok = secrets.token_urlsafe(32)
+        session["csrf"] = tok
+    return tok
+
+
+def csrf_ok() -> bool:
+    """True if the posted form carries this session's CSRF token."""
+    sent, held = request.form.get("csrf_token", ""), session.get("csrf")
+    return isinstance(held, str) and hmac.compare_digest(sent.encode(), held.encode())
+
+
+def safe_next(target: str | None) -> str:
+    """A same-site path to return to after sign-in (never another host)."""
+    if (not target or not target.startswith("/") or target.startswith("//") or "\\" in target
+            or target.startswith("/signin")):
+        return url_for("pages.campaigns")
+    return target
+
+
+def security_headers(resp: Response, nonce: str, cacheable: bool) -> Response:
+    """CSP (scripts only with this response's ``nonce``), no framing, no sniffing, same-origin
+    referrers; ``Cache-Control: no-store`` unless ``cacheable`` (static files)."""
+    resp.headers["Content-Security-Policy"] = (
+        f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+    resp.headers["X-Frame-Options"] = "DENY"
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    resp.headers["Referrer-Policy"] = "same-origin"
+    if not cacheable:
+        resp.headers["Cache-Control"] = "no-store"
+    return resp

@@ -1,0 +1,116 @@
+"""A campaign's status for the campaigns list and a campaign's header: counts, aggregator lag,
+ingest rate (no decoding).
+
+The ingest rate is accepted reports per second over about the last minute, from the collector's
+accepted-reports counter (``store.summary``: summed over shards, written by the ingest script).
+``IngestRates`` keeps, in this process's memory, the readings of that counter every status read
+makes anyway: a page view writes nothing to Redis. The counter counts the reports of every
+worker, so the readings of any one process give the collector's rate; a process answers once it
+has two readings ``RATE_GAP_S`` apart (until then the page shows "measuring…").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ldptel.aggregator import store
+from ldptel.config import Campaign
+from ldptel.redis_client import AnyRedis
+from ldptel.server import charts
+from ldptel.server.pages.labels import KIND_LABELS, ago, domain_label, mechanism_label, utc, window_label
+
+RATE_GAP_S = 2.0  # readings kept at least this far apart
+RATE_SPAN_S = 60.0  # the rate covers about this much
+RATE_SLACK_S = 5.0
+RATE_READINGS = 64  # readings kept per campaign
+RATE_FORGET_S = 3600.0  # readings older than this are dropped
+
+
+class IngestRates:
+    """Per-campaign readings (time, accepted reports) of the collector's counter, newest first
+    (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._readings: dict[str, deque[tuple[float, int]]] = {}
+        self._lock = threading.Lock()
+
+    def rate(self, name: str, accepted: int, now: float) -> float | None:
+        """Record the reading ``accepted`` at ``now`` (if the newest kept one is ``RATE_GAP_S``
+        old) and return (accepted − c₀) / (now − t₀) for the oldest kept reading (t₀, c₀) from
+        ``RATE_GAP_S`` to ``RATE_SPAN_S`` (+ slack) ago, or else the newest one older than
+        that; None while there is none."""
+        with self._lock:
+            readings = self._readings.setdefault(name, deque(maxlen=RATE_READINGS))
+            while readings and now - readings[-1][0] > RATE_FORGET_S:
+                readings.pop()
+            if not readings or now - readings[0][0] >= RATE_GAP_S:
+                readings.appendleft((now, accepted))
+            older = [(t, c) for t, c in readings if RATE_GAP_S <= now - t <= RATE_SPAN_S + RATE_SLACK_S]
+            if not older:
+                older = [(t, c) for t, c in readings if now - t >= RATE_GAP_S][:1]
+        if not older:
+            return None
+        t0, c0 = min(older)
+        return max(0.0, (accepted - c0) / (now - t0))
+
+
+@dataclass
+class Status:
+    """What the campaigns list and a campaign's header show; no decoding."""
+
+    campaign: Campaign
+    windows: dict[int, int]  # window → reports counted
+    counted: int
+    current_window: int
+    current_reports: int
+    accepted: int  # reports the collector stored
+    lag_entries: int  # stream entries (batches) accepted but not yet counted
+    lag_reports: int | None
+    rate: float | None
+    updated: float | None
+
+    @property
+    def released(self) -> bool:
+        return self.current_reports >= self.campaign.min_reports
+
+
+def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: float | None = None) -> Status:
+    """The campaign's ``store.summary`` at ``now`` (default: the clock), with its ingest rate."""
+    now = time.time() if now is None else now
+    summ = store.summary(r, campaign)
+    cur = store.current_window(campaign, now)
+    return Status(campaign=campaign, windows=summ.windows, counted=sum(summ.windows.values()),
+                  current_window=cur, current_reports=summ.windows.get(cur, 0),
+                  accepted=summ.accepted_reports, lag_entries=summ.lag_entries, lag_reports=summ.lag_reports,
+                  rate=rates.rate(campaign.name, summ.accepted_reports, now), updated=summ.updated)
+
+
+def status_view(st: Status) -> dict[str, Any]:
+    """Display strings of a ``Status``."""
+    c = st.campaign
+    if st.lag_entries == 0:
+        lag = "up to date"
+    else:
+        lag = f"{st.lag_entries:,} batch{'es' if st.lag_entries != 1 else ''} waiting"
+        if st.lag_reports:
+            lag += f" ({charts.fmt_count(st.lag_reports)} reports)"
+    eps = charts.fmt_eps(c.epsilon)
+    return {
+        "name": c.name, "kind": KIND_LABELS.get(c.kind, c.kind), "mechanism": mechanism_label(c),
+        "domain": domain_label(c), "description": c.description,
+        "epsilon": eps,
+        "epsilon_inf": charts.fmt_eps(c.params.get("epsilon_inf")) if c.oracle == "rappor" else None,
+        "counted": charts.fmt_count(st.counted), "accepted": charts.fmt_count(st.accepted),
+        "current_window": window_label(c, st.current_window),
+        "current_reports": charts.fmt_count(st.current_reports), "current_n": st.current_reports,
+        "rate": "measuring…" if st.rate is None else
+        "0 reports/s" if st.rate == 0 else f"{charts.fmt_rate(st.rate)} reports/s",
+        "lag": lag, "lag_ok": st.lag_entries == 0,
+        "updated": ago(st.updated), "updated_utc": utc(st.updated),
+        "min_reports": charts.fmt_count(c.min_reports), "released": st.released,
+        "progress": min(1.0, st.current_reports / max(c.min_reports, 1)),
+    }
