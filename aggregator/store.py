@@ -211,9 +211,25 @@ class WindowSummary:
     rejected: int  # entries that could not be decoded
     updated: float | None  # epoch seconds of the last commit
     backlog: int  # accepted entries not yet counted
+    accepted_batches: int  # the collector's counters, summed over shards
+    accepted_reports: int
+    lag_entries: int  # accepted batches − counted entries − rejected entries (≥ 0)
+    lag_reports: int | None  # accepted − counted reports (≥ 0); None once an entry was rejected
 
 
 def summary(r: redis_lib.Redis, campaign: Campaign) -> WindowSummary:
-    rejected = sum(int(r.hget(k, "rejected") or 0) for k in _state_keys(campaign))
-    return WindowSummary(windows=window_counts(r, campaign), rejected=rejected,
-                         updated=last_updated(r, campaign), backlog=backlog(r, campaign))
+    keys = _state_keys(campaign)
+    rejected = sum(int(r.hget(k, "rejected") or 0) for k in keys)
+    windows = window_counts(r, campaign)
+    pipe = r.pipeline(transaction=False)
+    for s in range(campaign.shards):
+        pipe.hmget(metrics_key(campaign.name, s), "accepted_batches", "accepted_reports")
+    accepted = pipe.execute()
+    batches = sum(int(b or 0) for b, _ in accepted)
+    reports = sum(int(n or 0) for _, n in accepted)
+    entries = sum(int(v) for key in keys for _, v in _hscan_prefix(r, key, "entries:"))
+    counted = sum(windows.values())
+    return WindowSummary(windows=windows, rejected=rejected, updated=last_updated(r, campaign),
+                         backlog=backlog(r, campaign), accepted_batches=batches, accepted_reports=reports,
+                         lag_entries=max(0, batches - entries - rejected),
+                         lag_reports=max(0, reports - counted) if rejected == 0 else None)
