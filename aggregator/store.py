@@ -1,7 +1,7 @@
-"""Aggregated state in Redis: how the worker stores it and how everyone else reads it.
+"""Aggregated state in Redis: the only module that reads or writes it.
 
-Layout of the state hash ``{ldptel:<campaign>:<shard>}:state`` (one per stream shard, see
-``ldptel.streams``):
+Layout of the state hash ``keys.state_key(campaign, shard)`` (one per stream shard; field names
+in ``ldptel.keys``):
 
 - ``acc:<window>:<uid>``  accumulator bytes (``Accumulator.to_bytes``). A field is written once
                           and never modified; the worker replaces a set of fields by one field
@@ -14,64 +14,37 @@ Layout of the state hash ``{ldptel:<campaign>:<shard>}:state`` (one per stream s
 - ``rejected``            entries that could not be decoded (acknowledged, not counted; they stay
                           in the stream until retention trims them).
 
-The functions here are the read API for the export endpoints, the heavy-hitter/range queries
-and the operator pages: ``load_accumulator`` (sum over shards and fields), ``list_windows``,
-``window_counts``, ``last_updated``, ``resolve_window``, ``backlog``, ``summary``.
-Each takes a client from ``ldptel.redis_client.connect`` — one server or a Redis Cluster: every
-read touches the keys of one (campaign, shard) hash tag at a time, and a campaign is read as the
-sum over its shards.
+Reads (export endpoints, heavy-hitter/range queries, operator pages): ``load_accumulator`` (sum
+over shards and fields), ``list_windows``, ``window_counts``, ``last_updated``,
+``resolve_window``, ``backlog``, ``summary``. Writes (the aggregator worker): ``check_state``,
+``acc_fields``, ``field_sizes``, ``read_fields``, ``commit``. Each takes a client from
+``ldptel.redis_client.connect`` — one server or a Redis Cluster: every call touches the keys of
+one (campaign, shard) hash tag at a time, and a campaign is read as the sum over its shards.
 
-Every campaign kind (frequency, heavy_hitters, range) is aggregated through
-``ACCUMULATOR_FACTORIES`` (campaign → empty ``Accumulator``: mergeable state, ``add``/``merge``/
-``to_bytes``); ``register_accumulator(kind, factory)`` replaces or adds one.
+Every campaign kind (frequency, heavy_hitters, range) builds its mechanism
+(``Campaign.mechanism()``) and the decoders map it to its ``Accumulator`` (mergeable state,
+``add``/``merge``/``to_bytes``).
 """
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis as redis_lib
+from redis.commands.core import Script
 
+from ldptel import keys, scripts
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
+from ldptel.aggregator.errors import StateMismatch, WindowError
 from ldptel.config import Campaign
-from ldptel.streams import metrics_key, state_key, window_start
-
-ACC_PREFIX = "acc:"
-
-AccumulatorFactory = Callable[[Campaign], Accumulator]
-
-
-def _mechanism_accumulator(campaign: Campaign) -> Accumulator:
-    return accumulator_for(campaign.mechanism())
-
-
-# kind → factory of an empty accumulator: every kind's campaign builds its mechanism
-# (``Campaign.mechanism()``) and the decoders map it to its accumulator.
-ACCUMULATOR_FACTORIES: dict[str, AccumulatorFactory] = {
-    "frequency": _mechanism_accumulator,
-    "heavy_hitters": _mechanism_accumulator,
-    "range": _mechanism_accumulator,
-}
-
-
-def register_accumulator(kind: str, factory: AccumulatorFactory) -> None:
-    """Make campaigns of ``kind`` aggregatable: ``factory(campaign)`` → empty ``Accumulator``."""
-    ACCUMULATOR_FACTORIES[kind] = factory
-
-
-def has_accumulator(campaign: Campaign) -> bool:
-    return campaign.kind in ACCUMULATOR_FACTORIES
+from ldptel.keys import ACC_PREFIX, ENTRIES_PREFIX, N_PREFIX, REJECTED, UPDATED_PREFIX
 
 
 def new_accumulator(campaign: Campaign) -> Accumulator:
-    """An empty accumulator for ``campaign``; ``ValueError`` if its kind has no decoder yet."""
-    try:
-        factory = ACCUMULATOR_FACTORIES[campaign.kind]
-    except KeyError:
-        raise ValueError(f"campaign {campaign.name!r}: no aggregator for kind {campaign.kind!r}") from None
-    return factory(campaign)
+    """An empty accumulator for ``campaign``."""
+    return accumulator_for(campaign.mechanism())
 
 
 def decode_accumulator(campaign: Campaign, data: bytes, template: Accumulator | None = None) -> Accumulator:
@@ -81,40 +54,11 @@ def decode_accumulator(campaign: Campaign, data: bytes, template: Accumulator | 
     return type(template).from_bytes(template.mech, data)
 
 
-# --- field names ---------------------------------------------------------------------------
-
-def acc_field(window: int, uid: str) -> str:
-    return f"{ACC_PREFIX}{window}:{uid}"
-
-
-def field_window(field: str | bytes) -> int | None:
-    """The window of an ``acc:<window>:<uid>`` field name, else None."""
-    if isinstance(field, bytes):
-        field = field.decode()
-    if not field.startswith(ACC_PREFIX):
-        return None
-    try:
-        return int(field[len(ACC_PREFIX):].split(":", 1)[0])
-    except ValueError:
-        return None
-
-
 def _state_keys(campaign: Campaign) -> list[str]:
-    return [state_key(campaign.name, s) for s in range(campaign.shards)]
+    return [keys.state_key(campaign.name, s) for s in range(campaign.shards)]
 
 
 # --- reads ---------------------------------------------------------------------------------
-
-_READ_WINDOW = """
-local out = {}
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if string.sub(field, 1, #ARGV[1]) == ARGV[1] then
-    out[#out + 1] = redis.call('HGET', KEYS[1], field)
-  end
-end
-return out
-"""
-
 
 def load_accumulator(r: redis_lib.Redis, campaign: Campaign, window: int) -> tuple[Accumulator, int]:
     """Everything counted for ``campaign`` in ``window`` (epoch start; 0 for "all" campaigns):
@@ -122,9 +66,9 @@ def load_accumulator(r: redis_lib.Redis, campaign: Campaign, window: int) -> tup
     and 0 when nothing was counted). Each shard's fields are read atomically, so the result
     includes exactly the entries the workers had acknowledged at that moment."""
     acc = new_accumulator(campaign)
-    prefix = f"{ACC_PREFIX}{window}:"
+    prefix = keys.acc_field(window, "")
     for key in _state_keys(campaign):
-        for data in r.eval(_READ_WINDOW, 1, key, prefix):
+        for data in r.eval(scripts.READ_WINDOW, 1, key, prefix):
             acc.merge(decode_accumulator(campaign, data, acc))
     return acc, acc.n
 
@@ -133,8 +77,8 @@ def window_counts(r: redis_lib.Redis, campaign: Campaign) -> dict[int, int]:
     """Reports counted per window (summed over shards), ascending by window."""
     out: dict[int, int] = {}
     for key in _state_keys(campaign):
-        for field, value in _hscan_prefix(r, key, "n:"):
-            w = int(field[2:])
+        for field, value in _hscan_prefix(r, key, N_PREFIX):
+            w = int(field[len(N_PREFIX):])
             out[w] = out.get(w, 0) + int(value)
     return dict(sorted(out.items()))
 
@@ -153,9 +97,9 @@ def last_updated(r: redis_lib.Redis, campaign: Campaign, window: int | None = No
     best: int | None = None
     for key in _state_keys(campaign):
         if window is not None:
-            values = [r.hget(key, f"updated:{window}")]
+            values = [r.hget(key, f"{UPDATED_PREFIX}{window}")]
         else:
-            values = [v for _, v in _hscan_prefix(r, key, "updated:")]
+            values = [v for _, v in _hscan_prefix(r, key, UPDATED_PREFIX)]
         for v in values:
             if v is not None and (best is None or int(v) > best):
                 best = int(v)
@@ -164,11 +108,7 @@ def last_updated(r: redis_lib.Redis, campaign: Campaign, window: int | None = No
 
 def current_window(campaign: Campaign, now: float | None = None) -> int:
     """The window a report received ``now`` falls in (0 for "all" campaigns)."""
-    return window_start(time.time() if now is None else now, campaign.window_seconds)
-
-
-class WindowError(ValueError):
-    """An invalid ``window`` query value (the export API answers 400)."""
+    return keys.window_start(time.time() if now is None else now, campaign.window_seconds)
 
 
 def resolve_window(r: redis_lib.Redis, campaign: Campaign, spec: str | None) -> int:
@@ -196,9 +136,9 @@ def backlog(r: redis_lib.Redis, campaign: Campaign) -> int:
     per shard. (Entries written to a stream by other means are not known here.)"""
     lag = 0
     for s in range(campaign.shards):
-        accepted = int(r.hget(metrics_key(campaign.name, s), "accepted_batches") or 0)
-        key = state_key(campaign.name, s)
-        done = sum(int(v) for _, v in _hscan_prefix(r, key, "entries:")) + int(r.hget(key, "rejected") or 0)
+        accepted = int(r.hget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES) or 0)
+        key = keys.state_key(campaign.name, s)
+        done = sum(int(v) for _, v in _hscan_prefix(r, key, ENTRIES_PREFIX)) + int(r.hget(key, REJECTED) or 0)
         lag += max(accepted - done, 0)
     return lag
 
@@ -218,18 +158,83 @@ class WindowSummary:
 
 
 def summary(r: redis_lib.Redis, campaign: Campaign) -> WindowSummary:
-    keys = _state_keys(campaign)
-    rejected = sum(int(r.hget(k, "rejected") or 0) for k in keys)
+    state_keys = _state_keys(campaign)
+    rejected = sum(int(r.hget(k, REJECTED) or 0) for k in state_keys)
     windows = window_counts(r, campaign)
     pipe = r.pipeline(transaction=False)
     for s in range(campaign.shards):
-        pipe.hmget(metrics_key(campaign.name, s), "accepted_batches", "accepted_reports")
+        pipe.hmget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES, keys.ACCEPTED_REPORTS)
     accepted = pipe.execute()
     batches = sum(int(b or 0) for b, _ in accepted)
     reports = sum(int(n or 0) for _, n in accepted)
-    entries = sum(int(v) for key in keys for _, v in _hscan_prefix(r, key, "entries:"))
+    entries = sum(int(v) for key in state_keys for _, v in _hscan_prefix(r, key, ENTRIES_PREFIX))
     counted = sum(windows.values())
     return WindowSummary(windows=windows, rejected=rejected, updated=last_updated(r, campaign),
                          backlog=backlog(r, campaign), accepted_batches=batches, accepted_reports=reports,
                          lag_entries=max(0, batches - entries - rejected),
                          lag_reports=max(0, reports - counted) if rejected == 0 else None)
+
+
+# --- writes (the aggregator worker) ---------------------------------------------------------
+
+def check_state(r: redis_lib.Redis, campaign: Campaign, shard: int, template: Accumulator) -> None:
+    """Decode every stored accumulator of a shard: state written under other campaign parameters
+    (changed domain, ε, oracle) must not be merged silently. Raises ``StateMismatch``."""
+    key = keys.state_key(campaign.name, shard)
+    for fld, data in r.hscan_iter(key, match=f"{ACC_PREFIX}*", count=100):
+        try:
+            decode_accumulator(campaign, data, template)
+        except (ValueError, OSError) as exc:
+            raise StateMismatch(
+                f"campaign {campaign.name!r}: stored state {key} field "
+                f"{fld.decode()} does not fit the configured mechanism ({exc}); the campaign's "
+                "parameters changed — give it a new name or delete its state") from None
+
+
+def acc_fields(r: redis_lib.Redis, campaign: Campaign, shard: int) -> dict[int, list[bytes]]:
+    """The accumulator fields of a shard's state, by window."""
+    out: dict[int, list[bytes]] = {}
+    for f in r.hkeys(keys.state_key(campaign.name, shard)):
+        w = keys.field_window(f)
+        if w is not None:
+            out.setdefault(w, []).append(f)
+    return out
+
+
+def field_sizes(r: redis_lib.Redis, campaign: Campaign, shard: int, fields: list[bytes]) -> list[int]:
+    """Byte sizes of ``fields`` (0 for a field that no longer exists), one round trip."""
+    key = keys.state_key(campaign.name, shard)
+    pipe = r.pipeline(transaction=False)
+    for f in fields:
+        pipe.hstrlen(key, f)
+    return pipe.execute()
+
+
+def read_fields(r: redis_lib.Redis, campaign: Campaign, shard: int,
+                fields: list[bytes]) -> list[bytes | None]:
+    """Values of ``fields`` (None for a field that no longer exists)."""
+    return r.hmget(keys.state_key(campaign.name, shard), fields)
+
+
+def commit(script: Script, campaign: Campaign, shard: int, group: str, consumer: str, ids: list,
+           replaced: list[bytes], totals: dict[int, Accumulator], deltas: dict[int, Accumulator],
+           entries: dict[int, int], rejected: int) -> bytes:
+    """Run ``scripts.COMMIT`` (``script``: it registered on the client) for one shard: if every
+    entry of ``ids`` is still pending to ``consumer`` and every ``replaced`` field still exists,
+    delete those fields, write each window's ``totals`` as one new field, add the ``deltas``'
+    reports and ``entries`` to the window counters and ``rejected`` to the rejected count, and
+    XACK ``ids``. Returns ``b"ok"``, ``b"lost"`` (an entry was claimed by another consumer) or
+    ``b"stale"`` (a field was replaced meanwhile); nothing is written unless ``b"ok"``."""
+    now_ms = str(int(time.time() * 1000))
+    sets: list = []
+    for w, total in totals.items():
+        sets += [keys.acc_field(w, secrets.token_hex(8)), total.to_bytes(), f"{UPDATED_PREFIX}{w}", now_ms]
+    incr: list = []
+    for w, acc in deltas.items():
+        incr += [f"{N_PREFIX}{w}", acc.n, f"{ENTRIES_PREFIX}{w}", entries.get(w, 0)]
+    if rejected:
+        incr += [REJECTED, rejected]
+    args = [group, consumer, len(ids), len(replaced), len(sets) // 2, len(incr) // 2,
+            *ids, *replaced, *sets, *incr]
+    stream, state = keys.stream_key(campaign.name, shard), keys.state_key(campaign.name, shard)
+    return script(keys=[stream, state], args=args)[0]

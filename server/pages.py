@@ -56,7 +56,7 @@ from flask import (
 from flask.sessions import SecureCookieSessionInterface
 from markupsafe import Markup
 
-from ldptel import streams
+from ldptel import keys, scripts
 from ldptel.aggregator import store
 from ldptel.client.mechanisms.base import Z95
 from ldptel.config import Campaign
@@ -69,8 +69,6 @@ log = logging.getLogger("ldptel.server.pages")
 bp = Blueprint("pages", __name__, template_folder="templates", static_folder="static",
                static_url_path="/operator-static")
 
-SECRET_REDIS_KEY = "ldptel:operator:session_secret"
-RATE_KEY = "ldptel:operator:ingest:{}"  # recent (time, accepted reports) samples per campaign
 SESSION_HOURS = 12
 REFRESH_SECONDS = 5
 TOP_N = 25  # items shown before "show all"
@@ -114,8 +112,8 @@ def load_secret(app: Flask) -> bool:
             return True
         r = app.extensions["ldptel"].redis
         try:
-            r.set(SECRET_REDIS_KEY, secrets.token_hex(32), nx=True)
-            value = r.get(SECRET_REDIS_KEY)
+            r.set(keys.SESSION_SECRET_KEY, secrets.token_hex(32), nx=True)
+            value = r.get(keys.SESSION_SECRET_KEY)
         except redis_lib.RedisError as exc:
             log.warning("operator sessions: cannot load the session secret from Redis: %s", exc)
             return False
@@ -269,16 +267,6 @@ def signout():
 
 # --- cheap per-campaign numbers ----------------------------------------------------------------
 
-_RATE_LUA = """
-local now, total, gap, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local head = redis.call('LINDEX', KEYS[1], 0)
-if (not head) or now - tonumber(string.match(head, '^(%d+)')) >= gap then
-  redis.call('LPUSH', KEYS[1], now .. ':' .. total)
-  redis.call('LTRIM', KEYS[1], 0, keep - 1)
-  redis.call('PEXPIRE', KEYS[1], 3600000)
-end
-return redis.call('LRANGE', KEYS[1], 0, -1)
-"""
 RATE_GAP_MS = 2000
 RATE_SPAN_S = 60.0
 
@@ -288,7 +276,8 @@ def ingest_rate(r: redis_lib.Redis, name: str, accepted: int, now: float) -> flo
     counter that every page view records in Redis (shared by all workers); None until two
     samples at least ``RATE_GAP_MS`` apart exist."""
     now_ms = int(now * 1000)
-    rows = r.eval(_RATE_LUA, 1, RATE_KEY.format(name), now_ms, accepted, RATE_GAP_MS, 64)
+    rows = r.eval(scripts.INGEST_RATE_SAMPLE, 1, keys.ingest_rate_key(name), now_ms, accepted,
+                  RATE_GAP_MS, 64)
     samples = [tuple(int(x) for x in (row.decode() if isinstance(row, bytes) else row).split(":"))
                for row in rows]
     older = [(t, c) for t, c in samples if RATE_GAP_MS <= now_ms - t <= RATE_SPAN_S * 1000 + 5000]
@@ -323,22 +312,12 @@ class Status:
 def campaign_status(r: redis_lib.Redis, campaign: Campaign, now: float | None = None) -> Status:
     now = time.time() if now is None else now
     summ = store.summary(r, campaign)
-    pipe = r.pipeline(transaction=False)
-    for s in range(campaign.shards):
-        pipe.hmget(streams.metrics_key(campaign.name, s), "accepted_batches", "accepted_reports")
-    res = pipe.execute()
-    batches = sum(int(a or 0) for a, _ in res)
-    accepted = sum(int(b or 0) for _, b in res)
-    counted_entries = sum(int(v) for s in range(campaign.shards)
-                          for _, v in r.hscan_iter(streams.state_key(campaign.name, s), match="entries:*",
-                                                   count=1000))
-    counted = sum(summ.windows.values())
     cur = store.current_window(campaign, now)
-    lag = max(0, batches - counted_entries - summ.rejected)
-    return Status(campaign=campaign, windows=summ.windows, counted=counted, current_window=cur,
-                  current_reports=summ.windows.get(cur, 0), accepted=accepted, lag_entries=lag,
-                  lag_reports=max(0, accepted - counted) if summ.rejected == 0 else None,
-                  rate=ingest_rate(r, campaign.name, accepted, now), updated=summ.updated)
+    return Status(campaign=campaign, windows=summ.windows, counted=sum(summ.windows.values()),
+                  current_window=cur,
+                  current_reports=summ.windows.get(cur, 0), accepted=summ.accepted_reports,
+                  lag_entries=summ.lag_entries, lag_reports=summ.lag_reports,
+                  rate=ingest_rate(r, campaign.name, summ.accepted_reports, now), updated=summ.updated)
 
 
 # --- descriptions ------------------------------------------------------------------------------

@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from ingest_support import Poster, config_text, start_collector
 
-from ldptel import streams
+from ldptel import keys
 from ldptel.config import parse_config
 from ldptel.proto import GrrPayload, OlhPayload, ReportBatch
 
 CONFIG = parse_config(tomllib.loads(config_text(max_reports=500)))
 MECHS = {c.name: c.mechanism() for c in CONFIG.campaigns}
-STREAMS = [streams.stream_key(c.name, s) for c in CONFIG.campaigns for s in range(c.shards)]
+STREAMS = [keys.stream_key(c.name, s) for c in CONFIG.campaigns for s in range(c.shards)]
 REPEATED = {"grr": ["values"], "olh": ["seeds", "values"], "hadamard": ["indices"],
             "unary": [], "rappor": ["cohorts"]}
 BYTES = {"grr": [], "olh": [], "hadamard": ["signs"], "unary": ["bits"], "rappor": ["bits"]}

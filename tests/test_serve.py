@@ -15,7 +15,7 @@ import pytest
 import redis
 from ingest_support import INGEST_TOKEN, Poster, config_text, request
 
-from ldptel import streams
+from ldptel import keys
 from ldptel.client import create_mechanism
 from ldptel.redis_server import free_port
 
@@ -97,7 +97,7 @@ def test_embedded_redis_lifecycle(tmp_path):
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.05)
             client = redis.Redis.from_url(url)
-            assert client.xlen(streams.stream_key("olh")) == run  # the AOF kept the first run's batch
+            assert client.xlen(keys.stream_key("olh")) == run  # the AOF kept the first run's batch
             poster = Poster(f"http://127.0.0.1:{port}")
             batch = mech.encode_batch(np.arange(5), rng=np.random.default_rng(run), campaign="olh")
             assert poster.post(batch.SerializeToString(), token=INGEST_TOKEN)[0] == 202
