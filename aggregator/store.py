@@ -17,7 +17,7 @@ in ``ldptel.keys``):
 Reads (export endpoints, heavy-hitter/range queries, operator pages): ``load_accumulator`` (sum
 over shards and fields), ``list_windows``, ``window_counts``, ``last_updated``,
 ``resolve_window``, ``backlog``, ``summary``. Writes (the aggregator worker): ``check_state``,
-``acc_fields``, ``field_sizes``, ``read_fields``, ``commit``. Each takes a client from
+``fold_stored``, ``commit``. Each takes a client from
 ``ldptel.redis_client.connect`` — one server or a Redis Cluster: every call touches the keys of
 one (campaign, shard) hash tag at a time, and a campaign is read as the sum over its shards.
 
@@ -40,6 +40,8 @@ from ldptel.aggregator.decoders import Accumulator, accumulator_for
 from ldptel.aggregator.errors import StateMismatch, WindowError
 from ldptel.config import Campaign
 from ldptel.keys import ACC_PREFIX, ENTRIES_PREFIX, N_PREFIX, REJECTED, UPDATED_PREFIX
+
+TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 
 
 def new_accumulator(campaign: Campaign) -> Accumulator:
@@ -191,29 +193,49 @@ def check_state(r: redis_lib.Redis, campaign: Campaign, shard: int, template: Ac
                 "parameters changed — give it a new name or delete its state") from None
 
 
-def acc_fields(r: redis_lib.Redis, campaign: Campaign, shard: int) -> dict[int, list[bytes]]:
-    """The accumulator fields of a shard's state, by window."""
-    out: dict[int, list[bytes]] = {}
-    for f in r.hkeys(keys.state_key(campaign.name, shard)):
-        w = keys.field_window(f)
-        if w is not None:
-            out.setdefault(w, []).append(f)
-    return out
-
-
-def field_sizes(r: redis_lib.Redis, campaign: Campaign, shard: int, fields: list[bytes]) -> list[int]:
-    """Byte sizes of ``fields`` (0 for a field that no longer exists), one round trip."""
+def fold_stored(r: redis_lib.Redis, campaign: Campaign, shard: int, deltas: dict[int, Accumulator],
+                template: Accumulator) -> tuple[dict[int, Accumulator], list[bytes]]:
+    """Per window, ``deltas`` plus the stored fields chosen by ``_pick_fields``: (totals, the
+    fields they replace). A field gone meanwhile (another worker replaced it) is left out."""
     key = keys.state_key(campaign.name, shard)
+    stored: dict[int, list[bytes]] = {}
+    for f in r.hkeys(key):
+        stored.setdefault(keys.field_window(f), []).append(f)
+    totals: dict[int, Accumulator] = {}
+    replaced: list[bytes] = []
+    for w, acc in deltas.items():
+        totals[w] = acc
+        old = _pick_fields(r, key, stored.get(w, []), acc)
+        if old:
+            totals[w] = type(template)(template.mech).merge(acc)
+            for f, data in zip(old, r.hmget(key, old), strict=True):
+                if data is None:
+                    continue  # replaced meanwhile by another worker's field: left alone
+                totals[w].merge(decode_accumulator(campaign, data, template))
+                replaced.append(f)
+    return totals, replaced
+
+
+def _pick_fields(r: redis_lib.Redis, key: str, fields: list[bytes], delta: Accumulator) -> list[bytes]:
+    """The stored fields of a window to fold into a commit's new field: smallest first, while a
+    field is at most twice the size gathered so far (size-tiered). Fixed-size states (every
+    frequency oracle) thus always end up as one field per window; a state that grows with the
+    reports keeps O(log N) fields and is rewritten O(log N) times, not on every commit."""
+    if not fields:
+        return []
     pipe = r.pipeline(transaction=False)
     for f in fields:
         pipe.hstrlen(key, f)
-    return pipe.execute()
-
-
-def read_fields(r: redis_lib.Redis, campaign: Campaign, shard: int,
-                fields: list[bytes]) -> list[bytes | None]:
-    """Values of ``fields`` (None for a field that no longer exists)."""
-    return r.hmget(keys.state_key(campaign.name, shard), fields)
+    gathered = sum(a.nbytes for a in delta.state.values())
+    chosen = []
+    for size, f in sorted(zip(pipe.execute(), fields, strict=True)):
+        if size == 0:
+            continue  # already replaced by another worker
+        if size > 2 * gathered + TIER_SLACK_BYTES:
+            break
+        chosen.append(f)
+        gathered += size
+    return chosen
 
 
 def commit(script: Script, campaign: Campaign, shard: int, group: str, consumer: str, ids: list,

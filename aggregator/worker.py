@@ -1,21 +1,19 @@
 """The aggregator worker: drains the campaigns' report streams into accumulator state, exactly once.
 
-``ldptel aggregate --config FILE [--redis-url URL] [--once]`` runs one worker
-(``ldptel.aggregator.runners``); any number may run at once (consumer group ``aggregators`` on
-every (campaign, shard) stream, see ``ldptel.keys``).
+Any number of workers may run at once (``ldptel aggregate``, see ``ldptel.aggregator.runners``):
+they share consumer group ``keys.GROUP`` on every (campaign, shard) stream.
 
 Exactly-once design
 -------------------
-A commit is one Lua script on the keys of one (campaign, shard) — the stream and its state hash
-share a hash tag. It (1) checks that every entry the worker decoded is still pending *to this
-worker's consumer* (``XPENDING … id id 1 consumer``), (2) checks that every state field it read
-still exists, then (3) deletes those fields, writes one new ``acc:<window>:<uid>`` field per window
+A commit (``store.commit``, script ``scripts.COMMIT``) touches the keys of one (campaign, shard):
+the stream and its state hash share a hash tag. It (1) checks that every entry the worker decoded
+is still pending *to this worker's consumer*, (2) checks that every state field it read still
+exists, then (3) deletes those fields, writes one new ``acc:<window>:<uid>`` field per window
 holding their sum plus the new entries, bumps the counters and (4) ``XACK``s the entries — or, if
 a check fails, changes nothing. State fields are immutable (each has a fresh uid), so "the field
 still exists" means "it still holds what I read": a set of fields is replaced by their sum at most
-once, and the state of a window is always the sum of its fields (``ldptel.aggregator.store``).
-Which fields a commit folds in is size-tiered (``pick_fields``): for the fixed-size frequency
-states that is all of them, so a window normally has one field.
+once, and the state of a window is always the sum of its fields. Which fields a commit folds in
+is size-tiered (``store.fold_stored``): for the fixed-size frequency states that is all of them.
 
 Why nothing is lost or counted twice, wherever a worker or Redis dies:
 
@@ -26,24 +24,17 @@ Why nothing is lost or counted twice, wherever a worker or Redis dies:
   and throws away its whole uncommitted delta; it then re-reads what is still pending to it.
   An entry is therefore added by exactly one commit: the one that acknowledged it.
 - Two workers compacting the same window: the second fails check (2) and retries on fresh fields.
-- Every consumer name is unique per process (``host:pid:random``), so two processes never
-  believe they own the same pending entry.
+- Every consumer name is unique per process (``host:pid:random``).
 
-Reads are ``XREADGROUP`` of up to ``read_count`` entries per stream; entries are grouped by their
-``window`` field and decoded with the campaign's accumulator (vectorized per batch). On start a
-worker loads and checks the stored state of every campaign (a state that no longer fits the
-campaign's parameters stops it with a message), claims entries of dead consumers, and first
-drains what is pending to itself. Acknowledged entries older than ``retention_seconds`` are
-trimmed (``XTRIM MINID``, never past the oldest pending or undelivered entry); consumers of the
-group that are idle and own no pending entry are removed.
+Entries are read ``read_count`` per stream, grouped by their ``window`` field and decoded with the
+campaign's accumulator (vectorized per batch). On start a worker checks the stored state of every
+campaign (``StateMismatch`` if it no longer fits the parameters), claims entries of dead
+consumers, and first drains what is pending to itself; ``ldptel.aggregator.upkeep`` trims
+acknowledged entries past retention and removes idle consumers that own nothing.
 
-Redis Cluster (``ldptel.redis_client``): every script above touches the keys of one (campaign,
-shard) hash tag, so it runs on that shard's node. New entries are then read with one
-``XREADGROUP`` per stream (one pipelined round trip; a multi-stream read would cross slots), and
-when all are empty the worker blocks on one stream at a time, in turn, for at most
-``CLUSTER_BLOCK_MS``. Each shard's stream has its own consumer group, so several workers share
-the shards entry by entry, and the estimate is the sum over shards of the committed states
-(``store.load_accumulator``): the same as one worker's.
+Redis Cluster: new entries are read with one ``XREADGROUP`` per stream (pipelined; a multi-stream
+read would cross slots); when all are empty the worker blocks on one stream at a time, in turn,
+for at most ``CLUSTER_BLOCK_MS``. The estimate is the sum over shards of the committed states.
 """
 
 from __future__ import annotations
@@ -71,7 +62,6 @@ from ldptel.redis_client import is_cluster
 TRIM_INTERVAL_S = 10.0
 PROGRESS_INTERVAL_S = 2.0
 COMPACT_RETRIES = 3
-TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 ONCE_GIVE_UP_S = 60.0  # --once: give up when Redis stays unreachable this long
 # errors after which the worker waits and retries (a cluster node down or slots not served)
 UNAVAILABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.BusyLoadingError,
@@ -143,7 +133,7 @@ def new_consumer_name() -> str:
 
 
 class Worker:
-    """Consumes every aggregatable campaign of ``config``. ``run()`` until stopped (or drained,
+    """Consumes every campaign of ``config`` (a config has at least one). ``run()`` until stopped (or drained,
     with ``once``); ``step()`` does one read-decode-commit round."""
 
     def __init__(self, config: Config, r: redis_lib.Redis, consumer: str | None = None,
@@ -217,11 +207,6 @@ class Worker:
                 if not self._ready:
                     self.setup()
                     self._ready = True
-                if not self.slots:  # a config without campaigns
-                    if once:
-                        break
-                    stop.wait(self.cfg.block_ms / 1000)
-                    continue
                 n = self.step(block_ms=None if once else self.cfg.block_ms)
                 backoff.reset()
                 self.housekeeping()
@@ -284,7 +269,7 @@ class Worker:
                     slot.history = False
                 else:
                     done += self.process(slot, entries)
-        if done or not self.slots:
+        if done:
             return done
         by_stream = {slot.stream: slot for slot in self.slots}
         if self._cluster:
@@ -370,25 +355,13 @@ class Worker:
     def commit(self, slot: Slot, ids: list, deltas: dict[int, Accumulator], n_entries: dict[int, int],
                rejected: int) -> bool:
         """Merge ``deltas`` into the stored state and acknowledge ``ids``, atomically
-        (``store.commit``), folding in the stored fields ``pick_fields`` chooses.
+        (``store.commit``), folding in the stored fields ``store.fold_stored`` picks.
 
         Returns False (nothing written) if an entry is no longer pending to this consumer."""
         for attempt in range(COMPACT_RETRIES + 1):
-            compact = attempt < COMPACT_RETRIES
-            stored = store.acc_fields(self.r, slot.campaign, slot.shard) if compact and deltas else {}
-            replaced: list[bytes] = []
-            totals: dict[int, Accumulator] = {}
-            for w, acc in deltas.items():
-                totals[w] = acc
-                old = self.pick_fields(slot, stored.get(w, []), acc)
-                if old:
-                    totals[w] = slot.fresh().merge(acc)
-                    for f, data in zip(old, store.read_fields(self.r, slot.campaign, slot.shard, old),
-                                       strict=True):
-                        if data is None:
-                            continue  # replaced meanwhile by another worker's field: left alone
-                        totals[w].merge(store.decode_accumulator(slot.campaign, data, slot.template))
-                        replaced.append(f)
+            totals, replaced = deltas, []
+            if attempt < COMPACT_RETRIES and deltas:
+                totals, replaced = store.fold_stored(self.r, slot.campaign, slot.shard, deltas, slot.template)
             status = store.commit(self._commit, slot.campaign, slot.shard, GROUP, self.consumer, ids,
                                   replaced, totals, deltas, n_entries, rejected)
             if status == b"ok":
@@ -397,22 +370,3 @@ class Worker:
                 return False
             # b"stale": another worker compacted this window meanwhile; read again
         raise RuntimeError("commit without compaction cannot be stale")  # pragma: no cover
-
-    def pick_fields(self, slot: Slot, fields: list[bytes], delta: Accumulator) -> list[bytes]:
-        """The stored fields of a window to fold into this commit's new field: smallest first, while
-        a field is at most twice the size gathered so far (size-tiered). Fixed-size states (every
-        frequency oracle) thus always end up as one field per window; a state that grows with
-        the reports keeps O(log N) fields and is rewritten O(log N) times, not on every commit."""
-        if not fields:
-            return []
-        sizes = store.field_sizes(self.r, slot.campaign, slot.shard, fields)
-        gathered = sum(a.nbytes for a in delta.state.values())
-        chosen = []
-        for size, f in sorted(zip(sizes, fields, strict=True)):
-            if size == 0:
-                continue  # already replaced by another worker
-            if size > 2 * gathered + TIER_SLACK_BYTES:
-                break
-            chosen.append(f)
-            gathered += size
-        return chosen
