@@ -101,7 +101,7 @@ def counted(r, config) -> dict[str, int]:
 
 
 def collector_accepted(r, config) -> dict[str, int]:
-    return {c.name: sum(int(r.hget(keys.metrics_key(c.name, s), "accepted_reports") or 0)
+    return {c.name: sum(int(r.hget(keys.metrics_key(c.name, s), keys.ACCEPTED_REPORTS) or 0)
                         for s in range(c.shards)) for c in config.campaigns}
 
 
@@ -211,7 +211,7 @@ def main() -> int:
                    for c in config.campaigns}
         if entries != {c.name: m_batches.get(c.name, 0) for c in config.campaigns}:
             problems.append(f"stream entries {entries} differ from the collector's accepted batches")
-    undecodable = sum(int(r.hget(keys.state_key(c.name, s), "rejected") or 0)
+    undecodable = sum(int(r.hget(keys.state_key(c.name, s), keys.REJECTED) or 0)
                       for c in config.campaigns for s in range(c.shards))
     if undecodable:
         problems.append(f"the aggregator could not decode {undecodable} stored entries")

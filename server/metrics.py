@@ -132,10 +132,12 @@ class Metrics:
             out.append(f"# TYPE {metric} {kind}")
 
         for metric, field, help_ in (
-            ("ldptel_reports_accepted_total", "accepted_reports", "Reports stored in the streams."),
-            ("ldptel_batches_accepted_total", "accepted_batches", "Batches stored (one stream entry each)."),
-            ("ldptel_reports_duplicate_total", "duplicate_reports", "Reports of duplicate batches dropped."),
-            ("ldptel_batches_duplicate_total", "duplicate_batches", "Batches dropped as duplicates."),
+            ("ldptel_reports_accepted_total", keys.ACCEPTED_REPORTS, "Reports stored in the streams."),
+            ("ldptel_batches_accepted_total", keys.ACCEPTED_BATCHES,
+             "Batches stored (one stream entry each)."),
+            ("ldptel_reports_duplicate_total", keys.DUPLICATE_REPORTS,
+             "Reports of duplicate batches dropped."),
+            ("ldptel_batches_duplicate_total", keys.DUPLICATE_BATCHES, "Batches dropped as duplicates."),
         ):
             family(metric, "counter", help_)
             out.extend(f'{metric}{{campaign="{n}"}} {per[n].get(field, 0)}' for n in per)
