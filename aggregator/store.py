@@ -33,7 +33,6 @@ import time
 from dataclasses import dataclass
 
 import redis as redis_lib
-from redis.commands.core import Script
 
 from ldptel import keys, scripts
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
@@ -200,7 +199,9 @@ def fold_stored(r: redis_lib.Redis, campaign: Campaign, shard: int, deltas: dict
     key = keys.state_key(campaign.name, shard)
     stored: dict[int, list[bytes]] = {}
     for f in r.hkeys(key):
-        stored.setdefault(keys.field_window(f), []).append(f)
+        w = keys.field_window(f)
+        if w is not None:
+            stored.setdefault(w, []).append(f)
     totals: dict[int, Accumulator] = {}
     replaced: list[bytes] = []
     for w, acc in deltas.items():
@@ -238,11 +239,11 @@ def _pick_fields(r: redis_lib.Redis, key: str, fields: list[bytes], delta: Accum
     return chosen
 
 
-def commit(script: Script, campaign: Campaign, shard: int, group: str, consumer: str, ids: list,
+def commit(r: redis_lib.Redis, campaign: Campaign, shard: int, consumer: str, ids: list,
            replaced: list[bytes], totals: dict[int, Accumulator], deltas: dict[int, Accumulator],
            entries: dict[int, int], rejected: int) -> bytes:
-    """Run ``scripts.COMMIT`` (``script``: it registered on the client) for one shard: if every
-    entry of ``ids`` is still pending to ``consumer`` and every ``replaced`` field still exists,
+    """Run ``scripts.COMMIT`` on one shard: if every entry of ``ids`` is still pending to
+    ``consumer`` (in group ``keys.GROUP``) and every ``replaced`` field still exists,
     delete those fields, write each window's ``totals`` as one new field, add the ``deltas``'
     reports and ``entries`` to the window counters and ``rejected`` to the rejected count, and
     XACK ``ids``. Returns ``b"ok"``, ``b"lost"`` (an entry was claimed by another consumer) or
@@ -256,7 +257,7 @@ def commit(script: Script, campaign: Campaign, shard: int, group: str, consumer:
         incr += [f"{N_PREFIX}{w}", acc.n, f"{ENTRIES_PREFIX}{w}", entries.get(w, 0)]
     if rejected:
         incr += [REJECTED, rejected]
-    args = [group, consumer, len(ids), len(replaced), len(sets) // 2, len(incr) // 2,
+    args = [keys.GROUP, consumer, len(ids), len(replaced), len(sets) // 2, len(incr) // 2,
             *ids, *replaced, *sets, *incr]
     stream, state = keys.stream_key(campaign.name, shard), keys.state_key(campaign.name, shard)
-    return script(keys=[stream, state], args=args)[0]
+    return r.register_script(scripts.COMMIT)(keys=[stream, state], args=args)[0]

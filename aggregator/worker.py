@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 import redis as redis_lib
 from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
-from ldptel import scripts
 from ldptel.aggregator import store, upkeep
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config
@@ -148,7 +147,6 @@ class Worker:
         for camp in config.campaigns:
             template = store.new_accumulator(camp)
             self.slots.extend(Slot(camp, s, template) for s in range(camp.shards))
-        self._commit = r.register_script(scripts.COMMIT)
         self._ready = False  # groups created and stored state checked (setup() done)
         self._last_claim = 0.0
         self._last_trim = time.monotonic()
@@ -362,8 +360,8 @@ class Worker:
             totals, replaced = deltas, []
             if attempt < COMPACT_RETRIES and deltas:
                 totals, replaced = store.fold_stored(self.r, slot.campaign, slot.shard, deltas, slot.template)
-            status = store.commit(self._commit, slot.campaign, slot.shard, GROUP, self.consumer, ids,
-                                  replaced, totals, deltas, n_entries, rejected)
+            status = store.commit(self.r, slot.campaign, slot.shard, self.consumer, ids, replaced, totals,
+                                  deltas, n_entries, rejected)
             if status == b"ok":
                 return True
             if status == b"lost":
