@@ -31,14 +31,14 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
-
-import redis as redis_lib
+from typing import cast
 
 from ldptel import keys, scripts
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
 from ldptel.aggregator.errors import StateMismatch, WindowError
 from ldptel.config import Campaign
 from ldptel.keys import ACC_PREFIX, ENTRIES_PREFIX, N_PREFIX, REJECTED, UPDATED_PREFIX
+from ldptel.redis_client import AnyRedis
 
 TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 
@@ -61,7 +61,7 @@ def _state_keys(campaign: Campaign) -> list[str]:
 
 # --- reads ---------------------------------------------------------------------------------
 
-def load_accumulator(r: redis_lib.Redis, campaign: Campaign, window: int) -> tuple[Accumulator, int]:
+def load_accumulator(r: AnyRedis, campaign: Campaign, window: int) -> tuple[Accumulator, int]:
     """Everything counted for ``campaign`` in ``window`` (epoch start; 0 for "all" campaigns):
     the sum of all accumulator fields of all shards, and its report count (an empty accumulator
     and 0 when nothing was counted). Each shard's fields are read atomically, so the result
@@ -74,7 +74,7 @@ def load_accumulator(r: redis_lib.Redis, campaign: Campaign, window: int) -> tup
     return acc, acc.n
 
 
-def window_counts(r: redis_lib.Redis, campaign: Campaign) -> dict[int, int]:
+def window_counts(r: AnyRedis, campaign: Campaign) -> dict[int, int]:
     """Reports counted per window (summed over shards), ascending by window."""
     out: dict[int, int] = {}
     for key in _state_keys(campaign):
@@ -84,16 +84,16 @@ def window_counts(r: redis_lib.Redis, campaign: Campaign) -> dict[int, int]:
     return dict(sorted(out.items()))
 
 
-def _hscan_prefix(r: redis_lib.Redis, key: str, prefix: str) -> list[tuple[str, bytes]]:
+def _hscan_prefix(r: AnyRedis, key: str, prefix: str) -> list[tuple[str, bytes]]:
     return [(f.decode(), v) for f, v in r.hscan_iter(key, match=f"{prefix}*", count=1000)]
 
 
-def list_windows(r: redis_lib.Redis, campaign: Campaign) -> list[int]:
+def list_windows(r: AnyRedis, campaign: Campaign) -> list[int]:
     """Windows with at least one counted report, ascending."""
     return [w for w, n in window_counts(r, campaign).items() if n > 0]
 
 
-def last_updated(r: redis_lib.Redis, campaign: Campaign, window: int | None = None) -> float | None:
+def last_updated(r: AnyRedis, campaign: Campaign, window: int | None = None) -> float | None:
     """Epoch seconds of the last commit (touching ``window`` if given), or None."""
     best: int | None = None
     for key in _state_keys(campaign):
@@ -112,7 +112,7 @@ def current_window(campaign: Campaign, now: float | None = None) -> int:
     return keys.window_start(time.time() if now is None else now, campaign.window_seconds)
 
 
-def resolve_window(r: redis_lib.Redis, campaign: Campaign, spec: str | None) -> int:
+def resolve_window(r: AnyRedis, campaign: Campaign, spec: str | None) -> int:
     """A ``window=`` query value → window start. ``None``/``""``/``"latest"``: the newest window
     with counted reports (the current window if none); otherwise an epoch start aligned to the
     campaign's window length ("all" campaigns: only 0). Raises ``WindowError``."""
@@ -131,7 +131,7 @@ def resolve_window(r: redis_lib.Redis, campaign: Campaign, spec: str | None) -> 
     return w
 
 
-def backlog(r: redis_lib.Redis, campaign: Campaign) -> int:
+def backlog(r: AnyRedis, campaign: Campaign) -> int:
     """Stream entries (batches) the collector accepted that no worker has counted yet: the
     collector's ``accepted_batches`` counter minus the entries the workers committed or rejected,
     per shard. (Entries written to a stream by other means are not known here.)"""
@@ -158,7 +158,7 @@ class WindowSummary:
     lag_reports: int | None  # accepted − counted reports (≥ 0); None once an entry was rejected
 
 
-def summary(r: redis_lib.Redis, campaign: Campaign) -> WindowSummary:
+def summary(r: AnyRedis, campaign: Campaign) -> WindowSummary:
     state_keys = _state_keys(campaign)
     rejected = sum(int(r.hget(k, REJECTED) or 0) for k in state_keys)
     windows = window_counts(r, campaign)
@@ -178,7 +178,7 @@ def summary(r: redis_lib.Redis, campaign: Campaign) -> WindowSummary:
 
 # --- writes (the aggregator worker) ---------------------------------------------------------
 
-def check_state(r: redis_lib.Redis, campaign: Campaign, shard: int, template: Accumulator) -> None:
+def check_state(r: AnyRedis, campaign: Campaign, shard: int, template: Accumulator) -> None:
     """Decode every stored accumulator of a shard: state written under other campaign parameters
     (changed domain, ε, oracle) must not be merged silently. Raises ``StateMismatch``."""
     key = keys.state_key(campaign.name, shard)
@@ -192,13 +192,13 @@ def check_state(r: redis_lib.Redis, campaign: Campaign, shard: int, template: Ac
                 "parameters changed — give it a new name or delete its state") from None
 
 
-def fold_stored(r: redis_lib.Redis, campaign: Campaign, shard: int, deltas: dict[int, Accumulator],
+def fold_stored(r: AnyRedis, campaign: Campaign, shard: int, deltas: dict[int, Accumulator],
                 template: Accumulator) -> tuple[dict[int, Accumulator], list[bytes]]:
     """Per window, ``deltas`` plus the stored fields chosen by ``_pick_fields``: (totals, the
     fields they replace). A field gone meanwhile (another worker replaced it) is left out."""
     key = keys.state_key(campaign.name, shard)
     stored: dict[int, list[bytes]] = {}
-    for f in r.hkeys(key):
+    for f in cast(list[bytes], r.hkeys(key)):
         w = keys.field_window(f)
         if w is not None:
             stored.setdefault(w, []).append(f)
@@ -209,7 +209,7 @@ def fold_stored(r: redis_lib.Redis, campaign: Campaign, shard: int, deltas: dict
         old = _pick_fields(r, key, stored.get(w, []), acc)
         if old:
             totals[w] = type(template)(template.mech).merge(acc)
-            for f, data in zip(old, r.hmget(key, old), strict=True):
+            for f, data in zip(old, cast(list[bytes | None], r.hmget(key, old)), strict=True):
                 if data is None:
                     continue  # replaced meanwhile by another worker's field: left alone
                 totals[w].merge(decode_accumulator(campaign, data, template))
@@ -217,7 +217,7 @@ def fold_stored(r: redis_lib.Redis, campaign: Campaign, shard: int, deltas: dict
     return totals, replaced
 
 
-def _pick_fields(r: redis_lib.Redis, key: str, fields: list[bytes], delta: Accumulator) -> list[bytes]:
+def _pick_fields(r: AnyRedis, key: str, fields: list[bytes], delta: Accumulator) -> list[bytes]:
     """The stored fields of a window to fold into a commit's new field: smallest first, while a
     field is at most twice the size gathered so far (size-tiered). Fixed-size states (every
     frequency oracle) thus always end up as one field per window; a state that grows with the
@@ -239,7 +239,7 @@ def _pick_fields(r: redis_lib.Redis, key: str, fields: list[bytes], delta: Accum
     return chosen
 
 
-def commit(r: redis_lib.Redis, campaign: Campaign, shard: int, consumer: str, ids: list,
+def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list,
            replaced: list[bytes], totals: dict[int, Accumulator], deltas: dict[int, Accumulator],
            entries: dict[int, int], rejected: int) -> bytes:
     """Run ``scripts.COMMIT`` on one shard: if every entry of ``ids`` is still pending to

@@ -10,9 +10,10 @@ import redis as redis_lib
 
 from ldptel import scripts
 from ldptel.keys import GROUP
+from ldptel.redis_client import AnyRedis
 
 
-def claim_idle(r: redis_lib.Redis, stream: str, consumer: str, idle_ms: int) -> int:
+def claim_idle(r: AnyRedis, stream: str, consumer: str, idle_ms: int) -> int:
     """``XAUTOCLAIM`` to ``consumer`` every entry of ``stream`` pending for at least ``idle_ms``
     to any consumer; returns the number claimed."""
     autoclaim = r.register_script(scripts.AUTOCLAIM)
@@ -26,7 +27,7 @@ def claim_idle(r: redis_lib.Redis, stream: str, consumer: str, idle_ms: int) -> 
         start = nxt
 
 
-def remove_idle_consumers(r: redis_lib.Redis, stream: str, keep: str, idle_ms: int) -> None:
+def remove_idle_consumers(r: AnyRedis, stream: str, keep: str, idle_ms: int) -> None:
     """Drop consumers of ``stream`` (other than ``keep``) idle longer than ``idle_ms`` that own no
     pending entry (a live one is re-created by its next read; nothing pending means nothing to
     lose). The pending check and the removal are one script."""
@@ -41,14 +42,14 @@ def remove_idle_consumers(r: redis_lib.Redis, stream: str, keep: str, idle_ms: i
             delconsumer(keys=[stream], args=[GROUP, name])
 
 
-def retention_bound(r: redis_lib.Redis, retention_seconds: int) -> tuple[int, int]:
+def retention_bound(r: AnyRedis, retention_seconds: int) -> tuple[int, int]:
     """The stream id ``retention_seconds`` before the Redis server's clock."""
     sec, usec = r.time()
     cutoff_ms = sec * 1000 + usec // 1000 - retention_seconds * 1000
     return max(cutoff_ms, 0), 0
 
 
-def trim(r: redis_lib.Redis, stream: str, bound: tuple[int, int]) -> int:
+def trim(r: AnyRedis, stream: str, bound: tuple[int, int]) -> int:
     """Trim the entries of ``stream`` below ``bound`` that are acknowledged: MINID is the smallest
     of ``bound``, the oldest pending entry and the first undelivered one of every group. Returns
     the number of entries removed."""

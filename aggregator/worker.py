@@ -47,6 +47,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis as redis_lib
 from redis.exceptions import ClusterDownError, SlotNotCoveredError
@@ -56,7 +57,7 @@ from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config
 from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, GROUP, stream_key
 from ldptel.proto import ReportBatch
-from ldptel.redis_client import is_cluster
+from ldptel.redis_client import AnyRedis, is_cluster
 
 TRIM_INTERVAL_S = 10.0
 PROGRESS_INTERVAL_S = 2.0
@@ -135,7 +136,7 @@ class Worker:
     """Consumes every campaign of ``config`` (a config has at least one). ``run()`` until stopped (or drained,
     with ``once``); ``step()`` does one read-decode-commit round."""
 
-    def __init__(self, config: Config, r: redis_lib.Redis, consumer: str | None = None,
+    def __init__(self, config: Config, r: AnyRedis, consumer: str | None = None,
                  log: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.cfg = config.aggregator
@@ -261,8 +262,9 @@ class Worker:
         done = 0
         for slot in self.slots:
             if slot.history:
-                resp = self.r.xreadgroup(GROUP, self.consumer, {slot.stream: "0"}, count=self.cfg.read_count)
-                entries = resp[0][1] if resp else []
+                pending: Any = self.r.xreadgroup(GROUP, self.consumer, {slot.stream: "0"},
+                                                 count=self.cfg.read_count)
+                entries = pending[0][1] if pending else []
                 if not entries:
                     slot.history = False
                 else:
@@ -270,6 +272,7 @@ class Worker:
         if done:
             return done
         by_stream = {slot.stream: slot for slot in self.slots}
+        resp: Any
         if self._cluster:
             resp = self.read_new_cluster(block_ms)
         else:
@@ -287,13 +290,14 @@ class Worker:
         pipe = self.r.pipeline(transaction=False)
         for slot in self.slots:
             pipe.xreadgroup(GROUP, self.consumer, {slot.stream: ">"}, count=self.cfg.read_count)
-        resp = [item for res in pipe.execute() for item in (res or [])]
-        if resp or not block_ms:
-            return resp
+        new = [item for res in pipe.execute() for item in (res or [])]
+        if new or not block_ms:
+            return new
         slot = self.slots[self._turn % len(self.slots)]
         self._turn += 1
-        return self.r.xreadgroup(GROUP, self.consumer, {slot.stream: ">"}, count=self.cfg.read_count,
-                                 block=min(block_ms, CLUSTER_BLOCK_MS)) or []
+        resp: Any = self.r.xreadgroup(GROUP, self.consumer, {slot.stream: ">"}, count=self.cfg.read_count,
+                                      block=min(block_ms, CLUSTER_BLOCK_MS))
+        return resp or []
 
     # --- decode and commit ------------------------------------------------------------------
     def decode(self, slot: Slot, entries: list) -> tuple[dict[int, Accumulator], dict[int, int], int]:
@@ -357,7 +361,8 @@ class Worker:
 
         Returns False (nothing written) if an entry is no longer pending to this consumer."""
         for attempt in range(COMPACT_RETRIES + 1):
-            totals, replaced = deltas, []
+            totals: dict[int, Accumulator] = deltas
+            replaced: list[bytes] = []
             if attempt < COMPACT_RETRIES and deltas:
                 totals, replaced = store.fold_stored(self.r, slot.campaign, slot.shard, deltas, slot.template)
             status = store.commit(self.r, slot.campaign, slot.shard, self.consumer, ids, replaced, totals,

@@ -23,9 +23,8 @@ import math
 import threading
 import time
 
-import redis
-
 from ldptel import keys
+from ldptel.redis_client import AnyRedis
 
 WINDOW = 60
 
@@ -33,7 +32,7 @@ WINDOW = 60
 class RateLimiter:
     """Per-process front of the Redis counters (thread-safe)."""
 
-    def __init__(self, client: redis.Redis, limit: int) -> None:
+    def __init__(self, client: AnyRedis, limit: int) -> None:
         self.client = client
         self.limit = limit
         self.lease = max(1, min(limit // 200, 100))
