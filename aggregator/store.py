@@ -1,7 +1,7 @@
-"""Aggregated state in Redis: how the worker stores it and how everyone else reads it.
+"""Aggregated state in Redis: the only module that reads or writes it.
 
-Layout of the state hash ``{ldptel:<campaign>:<shard>}:state`` (one per stream shard, see
-``ldptel.streams``):
+Layout of the state hash ``keys.state_key(campaign, shard)`` (one per stream shard; field names
+in ``ldptel.keys``):
 
 - ``acc:<window>:<uid>``  accumulator bytes (``Accumulator.to_bytes``). A field is written once
                           and never modified; the worker replaces a set of fields by one field
@@ -14,64 +14,38 @@ Layout of the state hash ``{ldptel:<campaign>:<shard>}:state`` (one per stream s
 - ``rejected``            entries that could not be decoded (acknowledged, not counted; they stay
                           in the stream until retention trims them).
 
-The functions here are the read API for the export endpoints, the heavy-hitter/range queries
-and the operator pages: ``load_accumulator`` (sum over shards and fields), ``list_windows``,
-``window_counts``, ``last_updated``, ``resolve_window``, ``backlog``, ``summary``.
-Each takes a client from ``ldptel.redis_client.connect`` — one server or a Redis Cluster: every
-read touches the keys of one (campaign, shard) hash tag at a time, and a campaign is read as the
-sum over its shards.
+Reads (export endpoints, heavy-hitter/range queries, operator pages): ``load_accumulator`` (sum
+over shards and fields), ``list_windows``, ``window_counts``, ``last_updated``,
+``resolve_window``, ``backlog``, ``summary``. Writes (the aggregator worker): ``check_state``,
+``fold_stored``, ``commit``. Each takes a client from
+``ldptel.redis_client.connect`` — one server or a Redis Cluster: every call touches the keys of
+one (campaign, shard) hash tag at a time, and a campaign is read as the sum over its shards.
 
-Every campaign kind (frequency, heavy_hitters, range) is aggregated through
-``ACCUMULATOR_FACTORIES`` (campaign → empty ``Accumulator``: mergeable state, ``add``/``merge``/
-``to_bytes``); ``register_accumulator(kind, factory)`` replaces or adds one.
+Every campaign kind (frequency, heavy_hitters, range) builds its mechanism
+(``Campaign.mechanism()``) and the decoders map it to its ``Accumulator`` (mergeable state,
+``add``/``merge``/``to_bytes``).
 """
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
-import redis as redis_lib
-
+from ldptel import keys, scripts
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
+from ldptel.aggregator.errors import StateMismatch, WindowError
 from ldptel.config import Campaign
-from ldptel.streams import metrics_key, state_key, window_start
+from ldptel.keys import ACC_PREFIX, ENTRIES_PREFIX, N_PREFIX, REJECTED, UPDATED_PREFIX
+from ldptel.redis_client import AnyRedis
 
-ACC_PREFIX = "acc:"
-
-AccumulatorFactory = Callable[[Campaign], Accumulator]
-
-
-def _mechanism_accumulator(campaign: Campaign) -> Accumulator:
-    return accumulator_for(campaign.mechanism())
-
-
-# kind → factory of an empty accumulator: every kind's campaign builds its mechanism
-# (``Campaign.mechanism()``) and the decoders map it to its accumulator.
-ACCUMULATOR_FACTORIES: dict[str, AccumulatorFactory] = {
-    "frequency": _mechanism_accumulator,
-    "heavy_hitters": _mechanism_accumulator,
-    "range": _mechanism_accumulator,
-}
-
-
-def register_accumulator(kind: str, factory: AccumulatorFactory) -> None:
-    """Make campaigns of ``kind`` aggregatable: ``factory(campaign)`` → empty ``Accumulator``."""
-    ACCUMULATOR_FACTORIES[kind] = factory
-
-
-def has_accumulator(campaign: Campaign) -> bool:
-    return campaign.kind in ACCUMULATOR_FACTORIES
+TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 
 
 def new_accumulator(campaign: Campaign) -> Accumulator:
-    """An empty accumulator for ``campaign``; ``ValueError`` if its kind has no decoder yet."""
-    try:
-        factory = ACCUMULATOR_FACTORIES[campaign.kind]
-    except KeyError:
-        raise ValueError(f"campaign {campaign.name!r}: no aggregator for kind {campaign.kind!r}") from None
-    return factory(campaign)
+    """An empty accumulator for ``campaign``."""
+    return accumulator_for(campaign.mechanism())
 
 
 def decode_accumulator(campaign: Campaign, data: bytes, template: Accumulator | None = None) -> Accumulator:
@@ -81,81 +55,52 @@ def decode_accumulator(campaign: Campaign, data: bytes, template: Accumulator | 
     return type(template).from_bytes(template.mech, data)
 
 
-# --- field names ---------------------------------------------------------------------------
-
-def acc_field(window: int, uid: str) -> str:
-    return f"{ACC_PREFIX}{window}:{uid}"
-
-
-def field_window(field: str | bytes) -> int | None:
-    """The window of an ``acc:<window>:<uid>`` field name, else None."""
-    if isinstance(field, bytes):
-        field = field.decode()
-    if not field.startswith(ACC_PREFIX):
-        return None
-    try:
-        return int(field[len(ACC_PREFIX):].split(":", 1)[0])
-    except ValueError:
-        return None
-
-
 def _state_keys(campaign: Campaign) -> list[str]:
-    return [state_key(campaign.name, s) for s in range(campaign.shards)]
+    return [keys.state_key(campaign.name, s) for s in range(campaign.shards)]
 
 
 # --- reads ---------------------------------------------------------------------------------
 
-_READ_WINDOW = """
-local out = {}
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if string.sub(field, 1, #ARGV[1]) == ARGV[1] then
-    out[#out + 1] = redis.call('HGET', KEYS[1], field)
-  end
-end
-return out
-"""
-
-
-def load_accumulator(r: redis_lib.Redis, campaign: Campaign, window: int) -> tuple[Accumulator, int]:
+def load_accumulator(r: AnyRedis, campaign: Campaign, window: int) -> tuple[Accumulator, int]:
     """Everything counted for ``campaign`` in ``window`` (epoch start; 0 for "all" campaigns):
     the sum of all accumulator fields of all shards, and its report count (an empty accumulator
     and 0 when nothing was counted). Each shard's fields are read atomically, so the result
     includes exactly the entries the workers had acknowledged at that moment."""
     acc = new_accumulator(campaign)
-    prefix = f"{ACC_PREFIX}{window}:"
+    prefix = keys.acc_field(window, "")
     for key in _state_keys(campaign):
-        for data in r.eval(_READ_WINDOW, 1, key, prefix):
+        for data in r.eval(scripts.READ_WINDOW, 1, key, prefix):
             acc.merge(decode_accumulator(campaign, data, acc))
     return acc, acc.n
 
 
-def window_counts(r: redis_lib.Redis, campaign: Campaign) -> dict[int, int]:
+def window_counts(r: AnyRedis, campaign: Campaign) -> dict[int, int]:
     """Reports counted per window (summed over shards), ascending by window."""
     out: dict[int, int] = {}
     for key in _state_keys(campaign):
-        for field, value in _hscan_prefix(r, key, "n:"):
-            w = int(field[2:])
+        for field, value in _hscan_prefix(r, key, N_PREFIX):
+            w = int(field[len(N_PREFIX):])
             out[w] = out.get(w, 0) + int(value)
     return dict(sorted(out.items()))
 
 
-def _hscan_prefix(r: redis_lib.Redis, key: str, prefix: str) -> list[tuple[str, bytes]]:
+def _hscan_prefix(r: AnyRedis, key: str, prefix: str) -> list[tuple[str, bytes]]:
     return [(f.decode(), v) for f, v in r.hscan_iter(key, match=f"{prefix}*", count=1000)]
 
 
-def list_windows(r: redis_lib.Redis, campaign: Campaign) -> list[int]:
+def list_windows(r: AnyRedis, campaign: Campaign) -> list[int]:
     """Windows with at least one counted report, ascending."""
     return [w for w, n in window_counts(r, campaign).items() if n > 0]
 
 
-def last_updated(r: redis_lib.Redis, campaign: Campaign, window: int | None = None) -> float | None:
+def last_updated(r: AnyRedis, campaign: Campaign, window: int | None = None) -> float | None:
     """Epoch seconds of the last commit (touching ``window`` if given), or None."""
     best: int | None = None
     for key in _state_keys(campaign):
         if window is not None:
-            values = [r.hget(key, f"updated:{window}")]
+            values = [r.hget(key, f"{UPDATED_PREFIX}{window}")]
         else:
-            values = [v for _, v in _hscan_prefix(r, key, "updated:")]
+            values = [v for _, v in _hscan_prefix(r, key, UPDATED_PREFIX)]
         for v in values:
             if v is not None and (best is None or int(v) > best):
                 best = int(v)
@@ -164,14 +109,10 @@ def last_updated(r: redis_lib.Redis, campaign: Campaign, window: int | None = No
 
 def current_window(campaign: Campaign, now: float | None = None) -> int:
     """The window a report received ``now`` falls in (0 for "all" campaigns)."""
-    return window_start(time.time() if now is None else now, campaign.window_seconds)
+    return keys.window_start(time.time() if now is None else now, campaign.window_seconds)
 
 
-class WindowError(ValueError):
-    """An invalid ``window`` query value (the export API answers 400)."""
-
-
-def resolve_window(r: redis_lib.Redis, campaign: Campaign, spec: str | None) -> int:
+def resolve_window(r: AnyRedis, campaign: Campaign, spec: str | None) -> int:
     """A ``window=`` query value → window start. ``None``/``""``/``"latest"``: the newest window
     with counted reports (the current window if none); otherwise an epoch start aligned to the
     campaign's window length ("all" campaigns: only 0). Raises ``WindowError``."""
@@ -190,15 +131,15 @@ def resolve_window(r: redis_lib.Redis, campaign: Campaign, spec: str | None) -> 
     return w
 
 
-def backlog(r: redis_lib.Redis, campaign: Campaign) -> int:
+def backlog(r: AnyRedis, campaign: Campaign) -> int:
     """Stream entries (batches) the collector accepted that no worker has counted yet: the
     collector's ``accepted_batches`` counter minus the entries the workers committed or rejected,
     per shard. (Entries written to a stream by other means are not known here.)"""
     lag = 0
     for s in range(campaign.shards):
-        accepted = int(r.hget(metrics_key(campaign.name, s), "accepted_batches") or 0)
-        key = state_key(campaign.name, s)
-        done = sum(int(v) for _, v in _hscan_prefix(r, key, "entries:")) + int(r.hget(key, "rejected") or 0)
+        accepted = int(r.hget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES) or 0)
+        key = keys.state_key(campaign.name, s)
+        done = sum(int(v) for _, v in _hscan_prefix(r, key, ENTRIES_PREFIX)) + int(r.hget(key, REJECTED) or 0)
         lag += max(accepted - done, 0)
     return lag
 
@@ -217,19 +158,106 @@ class WindowSummary:
     lag_reports: int | None  # accepted − counted reports (≥ 0); None once an entry was rejected
 
 
-def summary(r: redis_lib.Redis, campaign: Campaign) -> WindowSummary:
-    keys = _state_keys(campaign)
-    rejected = sum(int(r.hget(k, "rejected") or 0) for k in keys)
+def summary(r: AnyRedis, campaign: Campaign) -> WindowSummary:
+    state_keys = _state_keys(campaign)
+    rejected = sum(int(r.hget(k, REJECTED) or 0) for k in state_keys)
     windows = window_counts(r, campaign)
     pipe = r.pipeline(transaction=False)
     for s in range(campaign.shards):
-        pipe.hmget(metrics_key(campaign.name, s), "accepted_batches", "accepted_reports")
+        pipe.hmget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES, keys.ACCEPTED_REPORTS)
     accepted = pipe.execute()
     batches = sum(int(b or 0) for b, _ in accepted)
     reports = sum(int(n or 0) for _, n in accepted)
-    entries = sum(int(v) for key in keys for _, v in _hscan_prefix(r, key, "entries:"))
+    entries = sum(int(v) for key in state_keys for _, v in _hscan_prefix(r, key, ENTRIES_PREFIX))
     counted = sum(windows.values())
     return WindowSummary(windows=windows, rejected=rejected, updated=last_updated(r, campaign),
                          backlog=backlog(r, campaign), accepted_batches=batches, accepted_reports=reports,
                          lag_entries=max(0, batches - entries - rejected),
                          lag_reports=max(0, reports - counted) if rejected == 0 else None)
+
+
+# --- writes (the aggregator worker) ---------------------------------------------------------
+
+def check_state(r: AnyRedis, campaign: Campaign, shard: int, template: Accumulator) -> None:
+    """Decode every stored accumulator of a shard: state written under other campaign parameters
+    (changed domain, ε, oracle) must not be merged silently. Raises ``StateMismatch``."""
+    key = keys.state_key(campaign.name, shard)
+    for fld, data in r.hscan_iter(key, match=f"{ACC_PREFIX}*", count=100):
+        try:
+            decode_accumulator(campaign, data, template)
+        except (ValueError, OSError) as exc:
+            raise StateMismatch(
+                f"campaign {campaign.name!r}: stored state {key} field "
+                f"{fld.decode()} does not fit the configured mechanism ({exc}); the campaign's "
+                "parameters changed — give it a new name or delete its state") from None
+
+
+def fold_stored(r: AnyRedis, campaign: Campaign, shard: int, deltas: dict[int, Accumulator],
+                template: Accumulator) -> tuple[dict[int, Accumulator], list[bytes]]:
+    """Per window, ``deltas`` plus the stored fields chosen by ``_pick_fields``: (totals, the
+    fields they replace). A field gone meanwhile (another worker replaced it) is left out."""
+    key = keys.state_key(campaign.name, shard)
+    stored: dict[int, list[bytes]] = {}
+    for f in cast(list[bytes], r.hkeys(key)):
+        w = keys.field_window(f)
+        if w is not None:
+            stored.setdefault(w, []).append(f)
+    totals: dict[int, Accumulator] = {}
+    replaced: list[bytes] = []
+    for w, acc in deltas.items():
+        totals[w] = acc
+        old = _pick_fields(r, key, stored.get(w, []), acc)
+        if old:
+            totals[w] = type(template)(template.mech).merge(acc)
+            for f, data in zip(old, cast(list[bytes | None], r.hmget(key, old)), strict=True):
+                if data is None:
+                    continue  # replaced meanwhile by another worker's field: left alone
+                totals[w].merge(decode_accumulator(campaign, data, template))
+                replaced.append(f)
+    return totals, replaced
+
+
+def _pick_fields(r: AnyRedis, key: str, fields: list[bytes], delta: Accumulator) -> list[bytes]:
+    """The stored fields of a window to fold into a commit's new field: smallest first, while a
+    field is at most twice the size gathered so far (size-tiered). Fixed-size states (every
+    frequency oracle) thus always end up as one field per window; a state that grows with the
+    reports keeps O(log N) fields and is rewritten O(log N) times, not on every commit."""
+    if not fields:
+        return []
+    pipe = r.pipeline(transaction=False)
+    for f in fields:
+        pipe.hstrlen(key, f)
+    gathered = sum(a.nbytes for a in delta.state.values())
+    chosen = []
+    for size, f in sorted(zip(pipe.execute(), fields, strict=True)):
+        if size == 0:
+            continue  # already replaced by another worker
+        if size > 2 * gathered + TIER_SLACK_BYTES:
+            break
+        chosen.append(f)
+        gathered += size
+    return chosen
+
+
+def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list,
+           replaced: list[bytes], totals: dict[int, Accumulator], deltas: dict[int, Accumulator],
+           entries: dict[int, int], rejected: int) -> bytes:
+    """Run ``scripts.COMMIT`` on one shard: if every entry of ``ids`` is still pending to
+    ``consumer`` (in group ``keys.GROUP``) and every ``replaced`` field still exists,
+    delete those fields, write each window's ``totals`` as one new field, add the ``deltas``'
+    reports and ``entries`` to the window counters and ``rejected`` to the rejected count, and
+    XACK ``ids``. Returns ``b"ok"``, ``b"lost"`` (an entry was claimed by another consumer) or
+    ``b"stale"`` (a field was replaced meanwhile); nothing is written unless ``b"ok"``."""
+    now_ms = str(int(time.time() * 1000))
+    sets: list = []
+    for w, total in totals.items():
+        sets += [keys.acc_field(w, secrets.token_hex(8)), total.to_bytes(), f"{UPDATED_PREFIX}{w}", now_ms]
+    incr: list = []
+    for w, acc in deltas.items():
+        incr += [f"{N_PREFIX}{w}", acc.n, f"{ENTRIES_PREFIX}{w}", entries.get(w, 0)]
+    if rejected:
+        incr += [REJECTED, rejected]
+    args = [keys.GROUP, consumer, len(ids), len(replaced), len(sets) // 2, len(incr) // 2,
+            *ids, *replaced, *sets, *incr]
+    stream, state = keys.stream_key(campaign.name, shard), keys.state_key(campaign.name, shard)
+    return r.register_script(scripts.COMMIT)(keys=[stream, state], args=args)[0]

@@ -20,8 +20,8 @@ import redis
 from ldptel.aggregator import accumulator_for, store
 from ldptel.aggregator.worker import Worker
 from ldptel.config import parse_config
+from ldptel.keys import stream_key
 from ldptel.redis_server import EmbeddedRedis
-from ldptel.streams import stream_key
 
 D = 1024
 ORACLES = ("grr", "sue", "oue", "olh", "hadamard", "rappor")

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import redis
 
-from ldptel import streams
+from ldptel import keys
 from ldptel.client import create_mechanism
 from ldptel.redis_server import EmbeddedRedis, free_port
 
@@ -161,10 +161,10 @@ def main() -> int:
             with ctx.Pool(args.clients) as pool:
                 for size in sizes:
                     body, offset = batch_body(size)
-                    before = client.xlen(streams.stream_key(CAMPAIGN))
+                    before = client.xlen(keys.stream_key(CAMPAIGN))
                     # warm-up (connections, script load, numpy caches), not counted
                     pool.map(_client, [(port, body, offset, size, 0.3, 10**6, time.time())] * args.clients)
-                    warm = client.xlen(streams.stream_key(CAMPAIGN)) - before
+                    warm = client.xlen(keys.stream_key(CAMPAIGN)) - before
                     start_at = time.time() + 0.2
                     t0 = time.perf_counter()
                     res = pool.map(_client, [(port, body, offset, size, args.seconds,
@@ -172,7 +172,7 @@ def main() -> int:
                     wall = time.perf_counter() - t0 - 0.2
                     accepted = sum(r[0] for r in res)
                     failed = sum(r[1] for r in res)
-                    stored = client.xlen(streams.stream_key(CAMPAIGN)) - before - warm
+                    stored = client.xlen(keys.stream_key(CAMPAIGN)) - before - warm
                     if stored * size != accepted or failed:
                         print(f"warning: batch {size}: {accepted} accepted vs {stored * size} stored, "
                               f"{failed} failed requests", file=sys.stderr)

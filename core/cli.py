@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_serve(args)
         if args.command == "aggregate":
-            from ldptel.aggregator.worker import run_aggregate
+            from ldptel.aggregator.runners import run_aggregate
 
             return run_aggregate(args)
         if args.command == "simulate":

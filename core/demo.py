@@ -59,7 +59,7 @@ class Stack:
     def __init__(self, config: Config, port: int) -> None:
         from werkzeug.serving import make_server
 
-        from ldptel.aggregator.worker import BackgroundAggregator
+        from ldptel.aggregator.runners import BackgroundAggregator
         from ldptel.redis_server import EmbeddedRedis
         from ldptel.server.app import create_app
 

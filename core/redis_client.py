@@ -12,7 +12,7 @@ URLs:
   those seed nodes; the cluster must be reachable at start (the client loads the slot map then).
   This is the form to use in production: it does not depend on what the node said at start.
 
-All keys of one (campaign, shard) share a hash tag (``ldptel.streams``), and every Lua script and
+All keys of one (campaign, shard) share a hash tag (``ldptel.keys``), and every Lua script and
 transaction of ldptel touches the keys of one tag only, so each runs on one cluster node.
 """
 

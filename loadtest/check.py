@@ -5,7 +5,7 @@ Sources compared, per campaign:
 
 - the clients' ledgers (``ledger-<pid>.json``, written by the locustfile): reports of every
   batch_id answered 202, plus the batches that got no definitive answer and whose dedupe marker
-  (``streams.seen_key``) shows they were stored;
+  (``keys.seen_key``) shows they were stored;
 - the collector's counters (``GET /metrics``: accepted, duplicate and rejected batches);
 - what the aggregator counted: ``n_reports`` of the export API (``/estimates``, ``/heavy-hitters``,
   ``/range``) and of the store (sum over shards and windows), and the entries it could not decode.
@@ -31,7 +31,7 @@ from urllib.parse import urlparse
 
 from cpu import snapshot
 
-from ldptel import streams
+from ldptel import keys
 from ldptel.aggregator import store
 from ldptel.config import load_config
 from ldptel.redis_client import connect, is_cluster
@@ -101,7 +101,7 @@ def counted(r, config) -> dict[str, int]:
 
 
 def collector_accepted(r, config) -> dict[str, int]:
-    return {c.name: sum(int(r.hget(streams.metrics_key(c.name, s), "accepted_reports") or 0)
+    return {c.name: sum(int(r.hget(keys.metrics_key(c.name, s), keys.ACCEPTED_REPORTS) or 0)
                         for s in range(c.shards)) for c in config.campaigns}
 
 
@@ -190,7 +190,7 @@ def main() -> int:
     for name, hexid, n in ledger["ambiguous"]:
         camp = config.campaign(name)
         bid = bytes.fromhex(hexid)
-        if r.exists(streams.seen_key(name, streams.shard_of(bid, camp.shards), bid)):
+        if r.exists(keys.seen_key(name, keys.shard_of(bid, camp.shards), bid)):
             ambiguous_stored[name] += n
         else:
             ambiguous_lost += 1
@@ -207,11 +207,11 @@ def main() -> int:
     m_rejected = metric_by(metrics, "ldptel_batches_rejected_total", "reason")
     store_n = counted(r, config) if not args.ingest_only else dict(m_accepted)
     if args.ingest_only:
-        entries = {c.name: sum(r.xlen(streams.stream_key(c.name, s)) for s in range(c.shards))
+        entries = {c.name: sum(r.xlen(keys.stream_key(c.name, s)) for s in range(c.shards))
                    for c in config.campaigns}
         if entries != {c.name: m_batches.get(c.name, 0) for c in config.campaigns}:
             problems.append(f"stream entries {entries} differ from the collector's accepted batches")
-    undecodable = sum(int(r.hget(streams.state_key(c.name, s), "rejected") or 0)
+    undecodable = sum(int(r.hget(keys.state_key(c.name, s), keys.REJECTED) or 0)
                       for c in config.campaigns for s in range(c.shards))
     if undecodable:
         problems.append(f"the aggregator could not decode {undecodable} stored entries")

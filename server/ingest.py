@@ -5,15 +5,15 @@
 
 - checks in order: token (401), content type (415), body size (413), per-token rate limit (429),
   the batch (400 / 413, ``server.validation``); Redis errors answer 503;
-- stores a valid batch with ``INGEST_SCRIPT``: one atomic step that drops it if its ``batch_id``
-  was seen (``streams.seen_key``), else XADDs ``{batch, window, count}`` to
-  ``streams.stream_key(campaign, streams.shard_of(batch_id, shards))`` and marks the id seen for
-  ``streams.DEDUPE_TTL_SECONDS``; it also counts accepted / duplicate batches and reports;
+- stores a valid batch with ``scripts.INGEST``: one atomic step that drops it if its ``batch_id``
+  was seen (``keys.seen_key``), else XADDs ``{batch, window, count}`` to
+  ``keys.stream_key(campaign, keys.shard_of(batch_id, shards))`` and marks the id seen for
+  ``keys.DEDUPE_TTL_SECONDS``; it also counts accepted / duplicate batches and reports;
 - answers ``202 {"accepted": n, "duplicate": false}``, or ``202 {"accepted": 0, "duplicate": true}``
   for a batch already stored (a retry: the client must not send it again).
 
 The stream entry holds no IP, token, user agent or precise time: the receive time is rounded down
-to the campaign's window (``streams.window_start``).
+to the campaign's window (``keys.window_start``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 
 from flask import Blueprint, g, jsonify, request
 
-from ldptel import streams
+from ldptel import keys, scripts
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.errors import ApiError
@@ -32,27 +32,11 @@ bp = Blueprint("ingest", __name__)
 
 PROTOBUF_TYPES = ("application/x-protobuf", "application/protobuf")
 
-# KEYS: seen marker, stream, metrics hash (one hash tag); ARGV: ttl, batch, window, count.
-# EXISTS → XADD → SET: a failing XADD (e.g. OOM) leaves no marker, so the retry is not lost.
-INGEST_SCRIPT = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HINCRBY', KEYS[3], 'duplicate_batches', 1)
-  redis.call('HINCRBY', KEYS[3], 'duplicate_reports', ARGV[4])
-  return false
-end
-local id = redis.call('XADD', KEYS[2], '*', 'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4])
-redis.call('SET', KEYS[1], id, 'EX', ARGV[1])
-redis.call('HINCRBY', KEYS[3], 'accepted_batches', 1)
-redis.call('HINCRBY', KEYS[3], 'accepted_reports', ARGV[4])
-return id
-"""
-
-
 def _script():
     st = state()
     script = st.scripts.get("ingest")
     if script is None:
-        script = st.scripts["ingest"] = st.redis.register_script(INGEST_SCRIPT)
+        script = st.scripts["ingest"] = st.redis.register_script(scripts.INGEST)
     return script
 
 
@@ -115,12 +99,12 @@ def post_reports():
         raise ApiError(rej.status, rej.error, rej.detail, headers) from None
 
     camp = valid.campaign
-    shard = streams.shard_of(valid.batch_id, camp.shards)
-    window = streams.window_start(time.time(), camp.window_seconds)
+    shard = keys.shard_of(valid.batch_id, camp.shards)
+    window = keys.window_start(time.time(), camp.window_seconds)
     entry = _script()(
-        keys=[streams.seen_key(camp.name, shard, valid.batch_id), streams.stream_key(camp.name, shard),
-              streams.metrics_key(camp.name, shard)],
-        args=[streams.DEDUPE_TTL_SECONDS, valid.data, window, valid.count],
+        keys=[keys.seen_key(camp.name, shard, valid.batch_id), keys.stream_key(camp.name, shard),
+              keys.metrics_key(camp.name, shard)],
+        args=[keys.DEDUPE_TTL_SECONDS, valid.data, window, valid.count],
     )
     if entry is None:
         return jsonify({"accepted": 0, "duplicate": True}), 202

@@ -1,9 +1,9 @@
 """Collector metrics kept in Redis, so that every gunicorn worker adds to the same counters.
 
-- accepted / duplicate batches and reports per (campaign, shard): ``streams.metrics_key``, updated
+- accepted / duplicate batches and reports per (campaign, shard): ``keys.metrics_key``, updated
   by the ingest script in the same atomic step as the XADD (exact);
 - everything else (rejections by campaign and reason, requests by endpoint and status, the
-  request-latency histogram) in the hash ``ldptel:metrics``: each worker buffers increments in
+  request-latency histogram) in the hash ``keys.GLOBAL_METRICS_KEY``: each worker buffers increments in
   memory and adds them with one pipelined round trip at most every ``flush_interval`` seconds
   (a daemon thread), and right away after a rejection. An increment that cannot be written
   (Redis down) stays buffered and is written later.
@@ -22,19 +22,18 @@ from collections import defaultdict
 
 import redis
 
-from ldptel import streams
+from ldptel import keys
 from ldptel.config import Config
 from ldptel.redis_client import AnyRedis
 
 log = logging.getLogger("ldptel.server.metrics")
 
-GLOBAL_KEY = "ldptel:metrics"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 UNKNOWN_CAMPAIGN = ""  # label of rejections that name no configured campaign
 
 
 class Metrics:
-    """Per-process buffer of counter increments, flushed to the Redis hash ``GLOBAL_KEY``."""
+    """Per-process buffer of counter increments, flushed to the Redis hash ``keys.GLOBAL_METRICS_KEY``."""
 
     def __init__(self, client: AnyRedis, flush_interval: float = 1.0) -> None:
         self.client = client
@@ -76,9 +75,9 @@ class Metrics:
         try:
             pipe = self.client.pipeline(transaction=False)
             for k, n in ints.items():
-                pipe.hincrby(GLOBAL_KEY, k, n)
+                pipe.hincrby(keys.GLOBAL_METRICS_KEY, k, n)
             for k, x in floats.items():
-                pipe.hincrbyfloat(GLOBAL_KEY, k, x)
+                pipe.hincrbyfloat(keys.GLOBAL_METRICS_KEY, k, x)
             pipe.execute()
             return True
         except redis.RedisError as exc:
@@ -114,11 +113,11 @@ class Metrics:
         """Prometheus text exposition of the counters of all workers."""
         self.flush()
         pipe = self.client.pipeline(transaction=False)
-        pipe.hgetall(GLOBAL_KEY)
+        pipe.hgetall(keys.GLOBAL_METRICS_KEY)
         shards = [(c.name, s) for c in config.campaigns for s in range(c.shards)]
         for name, s in shards:
-            pipe.hgetall(streams.metrics_key(name, s))
-            pipe.xlen(streams.stream_key(name, s))
+            pipe.hgetall(keys.metrics_key(name, s))
+            pipe.xlen(keys.stream_key(name, s))
         res = pipe.execute()
         glob = {k.decode(): v.decode() for k, v in res[0].items()}
         per: dict[str, dict[str, int]] = {c.name: defaultdict(int) for c in config.campaigns}
@@ -134,10 +133,12 @@ class Metrics:
             out.append(f"# TYPE {metric} {kind}")
 
         for metric, field, help_ in (
-            ("ldptel_reports_accepted_total", "accepted_reports", "Reports stored in the streams."),
-            ("ldptel_batches_accepted_total", "accepted_batches", "Batches stored (one stream entry each)."),
-            ("ldptel_reports_duplicate_total", "duplicate_reports", "Reports of duplicate batches dropped."),
-            ("ldptel_batches_duplicate_total", "duplicate_batches", "Batches dropped as duplicates."),
+            ("ldptel_reports_accepted_total", keys.ACCEPTED_REPORTS, "Reports stored in the streams."),
+            ("ldptel_batches_accepted_total", keys.ACCEPTED_BATCHES,
+             "Batches stored (one stream entry each)."),
+            ("ldptel_reports_duplicate_total", keys.DUPLICATE_REPORTS,
+             "Reports of duplicate batches dropped."),
+            ("ldptel_batches_duplicate_total", keys.DUPLICATE_BATCHES, "Batches dropped as duplicates."),
         ):
             family(metric, "counter", help_)
             out.extend(f'{metric}{{campaign="{n}"}} {per[n].get(field, 0)}' for n in per)

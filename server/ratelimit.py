@@ -1,7 +1,7 @@
 """Per-token request rate limit held in Redis (shared by all workers and collector processes).
 
 Sliding-window counter: requests of a token are counted per minute in
-``ldptel:ratelimit:<token digest>:<minute>`` (expiring after two minutes); a request at fraction
+``keys.ratelimit_key(<token digest>, <minute>)`` (expiring after two minutes); a request at fraction
 t ∈ [0, 1) of the current minute is allowed iff
 
     previous_minute_count · (1 − t) + current_minute_count ≤ limit
@@ -23,16 +23,16 @@ import math
 import threading
 import time
 
-import redis
+from ldptel import keys
+from ldptel.redis_client import AnyRedis
 
-PREFIX = "ldptel:ratelimit"
 WINDOW = 60
 
 
 class RateLimiter:
     """Per-process front of the Redis counters (thread-safe)."""
 
-    def __init__(self, client: redis.Redis, limit: int) -> None:
+    def __init__(self, client: AnyRedis, limit: int) -> None:
         self.client = client
         self.limit = limit
         self.lease = max(1, min(limit // 200, 100))
@@ -49,7 +49,7 @@ class RateLimiter:
                 self._local[token_id] = (minute, held[1] - 1)
                 return True, 0
         frac = now / WINDOW - minute
-        cur, prev = f"{PREFIX}:{token_id}:{minute}", f"{PREFIX}:{token_id}:{minute - 1}"
+        cur, prev = keys.ratelimit_key(token_id, minute), keys.ratelimit_key(token_id, minute - 1)
         pipe = self.client.pipeline(transaction=False)
         pipe.incrby(cur, self.lease)
         pipe.expire(cur, 2 * WINDOW)

@@ -5,7 +5,8 @@ picks Redis — ``--redis-url``, else ``$REDIS_URL``, else an embedded ``redis-s
 printed, with its data (AOF) under ``$LDPTEL_DATA_DIR`` (default ``~/.local/share/ldptel``) in a
 directory per config file — and runs the collector app under gunicorn with ``--workers`` worker
 processes bound to ``--host`` (127.0.0.1 by default). With an embedded Redis an aggregator runs
-beside the collector (``start_aggregator``). Ctrl-C / SIGTERM stop everything cleanly.
+beside the collector (``aggregator.runners.start_beside_collector``, started before gunicorn
+forks, so the forks copy no running thread). Ctrl-C / SIGTERM stop everything cleanly.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from ldptel.aggregator.runners import start_beside_collector
 from ldptel.config import Config, load_config
 
 WORKER_CLASS = "gthread"  # keep-alive connections; threads per worker below
@@ -72,22 +74,6 @@ def default_data_dir(config_path: str | os.PathLike | None) -> Path:
     return base / f"redis-{cfg.stem}-{digest}"
 
 
-# ---------------------------------------------------------------------------------------------
-# HOOK (aggregator issue): an aggregator beside the collector when Redis is embedded.
-# ``ldptel.aggregator.worker.start_beside_collector(config, redis_url)`` is called once before
-# gunicorn starts (so gunicorn's forks copy no running thread) and returns an object whose
-# ``stop()`` is called at exit. Without that module nothing runs here.
-# ---------------------------------------------------------------------------------------------
-def start_aggregator(config: Config, redis_url: str) -> Any | None:
-    try:
-        from ldptel.aggregator.worker import start_beside_collector
-    except ImportError as exc:
-        if exc.name in ("ldptel.aggregator.worker", "ldptel.aggregator"):
-            return None
-        raise
-    return start_beside_collector(config, redis_url)
-
-
 def run_serve(args: argparse.Namespace) -> int:
     """Entry point of ``ldptel serve``; returns the exit status."""
     config = load_config(args.config)
@@ -104,7 +90,7 @@ def run_serve(args: argparse.Namespace) -> int:
             embedded = EmbeddedRedis(data_dir=default_data_dir(args.config)).start()
             redis_url = embedded.url
             print(f"ldptel: embedded Redis at {redis_url} (data in {embedded.data_dir})", flush=True)
-            aggregator = start_aggregator(config, redis_url)
+            aggregator = start_beside_collector(config, redis_url)
         print(f"ldptel: collector on http://{args.host}:{args.port} "
               f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
         try:

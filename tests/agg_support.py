@@ -1,5 +1,5 @@
 """Helpers for the aggregator tests: configs on disk, stream entries written the way the collector
-stores them (``ldptel.streams`` format), and a reference decode of a stream read directly."""
+stores them (``ldptel.keys`` format), and a reference decode of a stream read directly."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from http_support import http_request
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config, load_config
+from ldptel.keys import shard_of, stream_key
 from ldptel.proto import ReportBatch
-from ldptel.streams import shard_of, stream_key
 
 EXPORT_TOKEN = "export-token-for-tests"
 INGEST_TOKEN = "ingest-token-for-tests"

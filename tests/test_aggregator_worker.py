@@ -27,9 +27,10 @@ from agg_support import (
 
 from ldptel import cli
 from ldptel.aggregator import store
-from ldptel.aggregator.worker import StateMismatch, Worker
+from ldptel.aggregator.errors import StateMismatch
+from ldptel.aggregator.worker import Worker
+from ldptel.keys import GROUP, field_window, state_key, stream_key
 from ldptel.redis_server import EmbeddedRedis
-from ldptel.streams import GROUP, state_key, stream_key
 
 
 def counted(r: redis.Redis, name: str, shards: int, window: int = 0) -> int:
@@ -74,7 +75,7 @@ def test_drain_per_window_and_store_reads(redis_client: redis.Redis, tmp_path: P
     # one accumulator field per (shard, window) after compaction
     for s in range(3):
         fields = [f for f in redis_client.hkeys(state_key(camp.name, s)) if f.startswith(b"acc:")]
-        assert len(fields) == len({store.field_window(f) for f in fields})
+        assert len(fields) == len({field_window(f) for f in fields})
     assert pending(redis_client, camp.name, 3) == 0
 
 

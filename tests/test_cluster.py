@@ -18,9 +18,9 @@ from agg_support import EXPORT_TOKEN, INGEST_TOKEN, aggregate_cmd, same_state, w
 from http_support import Poster, request, start_collector
 
 from ldptel.aggregator import store
+from ldptel.keys import GROUP, stream_key
 from ldptel.redis_client import connect, is_cluster
 from ldptel.redis_server import EmbeddedRedisCluster
-from ldptel.streams import GROUP, stream_key
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from ingest_support import (
     total_entries,
 )
 
-from ldptel import streams
+from ldptel import keys
 from ldptel.config import parse_config
 from ldptel.proto import GrrPayload, ReportBatch
 
@@ -61,7 +61,7 @@ def test_valid_batch_is_one_entry_without_identifiers(campaign, poster, redis_cl
     status, data = poster.post(batch.SerializeToString(), headers={"User-Agent": "secret-agent/1"})
     assert (status, data) == (202, {"accepted": 25, "duplicate": False})
     camp = CONFIG.campaign(campaign)
-    key = streams.stream_key(campaign, streams.shard_of(batch.batch_id, camp.shards))
+    key = keys.stream_key(campaign, keys.shard_of(batch.batch_id, camp.shards))
     assert total_entries(redis_client) == redis_client.xlen(key) == 1
     [(_, fields)] = redis_client.xrange(key)
     assert set(fields) == {b"batch", b"window", b"count"}
@@ -75,7 +75,7 @@ def test_valid_batch_is_one_entry_without_identifiers(campaign, poster, redis_cl
         assert window % 3600 == 0 and 0 <= time.time() - window < 3600 + 5
     else:
         assert window == 0
-    assert redis_client.exists(streams.seen_key(campaign, streams.shard_of(batch.batch_id, camp.shards),
+    assert redis_client.exists(keys.seen_key(campaign, keys.shard_of(batch.batch_id, camp.shards),
                                                 batch.batch_id))
 
 
@@ -83,8 +83,8 @@ def test_sharded_campaign_spreads_batches(poster, redis_client):
     ids = [valid_batch("hadamard", 3) for _ in range(24)]
     for b in ids:
         assert poster.post(b.SerializeToString())[0] == 202
-    lengths = [redis_client.xlen(streams.stream_key("hadamard", s)) for s in range(4)]
-    expected = np.bincount([streams.shard_of(b.batch_id, 4) for b in ids], minlength=4).tolist()
+    lengths = [redis_client.xlen(keys.stream_key("hadamard", s)) for s in range(4)]
+    expected = np.bincount([keys.shard_of(b.batch_id, 4) for b in ids], minlength=4).tolist()
     assert lengths == expected and sum(lengths) == 24
 
 
@@ -94,7 +94,7 @@ def test_unknown_fields_are_not_stored(poster, redis_client):
     body = clean + bytes([0xF8, 0x06, 0x2A])  # field 111, varint 42: unknown to the schema
     assert ReportBatch.FromString(body).batch_id == batch.batch_id
     assert poster.post(body)[0] == 202
-    [(_, fields)] = redis_client.xrange(streams.stream_key("grr"))
+    [(_, fields)] = redis_client.xrange(keys.stream_key("grr"))
     assert fields[b"batch"] == clean
 
 

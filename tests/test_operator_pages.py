@@ -29,10 +29,9 @@ from http_support import http_request, start_collector
 
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config
+from ldptel.keys import GLOBAL_METRICS_KEY, SESSION_SECRET_KEY
 from ldptel.redis_server import free_port
 from ldptel.server import charts
-from ldptel.server.metrics import GLOBAL_KEY as GLOBAL_METRICS_KEY
-from ldptel.server.pages import SECRET_REDIS_KEY
 from ldptel.server.pages.status import RATE_FORGET_S, IngestRates
 
 CHROMIUM = "/usr/bin/chromium"
@@ -534,7 +533,7 @@ def test_csrf_cookie_flags_and_session_across_workers(site: Site) -> None:
     assert "HttpOnly" in set_cookie and "SameSite=Lax" in set_cookie and "Secure" not in set_cookie
     session = set_cookie.split(";", 1)[0]
     # two gunicorn workers, one secret (created once in Redis): every new connection works
-    assert site.redis.get(SECRET_REDIS_KEY)
+    assert site.redis.get(SESSION_SECRET_KEY)
     for _ in range(12):
         status, headers, _ = site.request("GET", "/", headers={"Cookie": session})
         assert status == 200 and "script-src 'nonce-" in headers["content-security-policy"]
@@ -615,10 +614,10 @@ def test_session_secret_is_created_once_in_redis(redis_url: str, tmp_path: Path)
     from ldptel.server.app import create_app
 
     r = redis.Redis.from_url(redis_url)
-    r.delete(SECRET_REDIS_KEY)
+    r.delete(SESSION_SECRET_KEY)
     cfg = write_config(tmp_path / "c.toml", CAMPAIGNS[:1])
     a, b = create_app(cfg, redis_url), create_app(cfg, redis_url)
-    assert a.secret_key and a.secret_key == b.secret_key == r.get(SECRET_REDIS_KEY).decode()
+    assert a.secret_key and a.secret_key == b.secret_key == r.get(SESSION_SECRET_KEY).decode()
     fixed = write_config(tmp_path / "d.toml", CAMPAIGNS[:1], server={"secret_key": "k" * 32})
     assert create_app(fixed, redis_url).secret_key == "k" * 32
 

@@ -17,7 +17,6 @@ Modules: ``views`` (the blueprint ``bp``: routes, guard, headers, error pages), 
 ``status``, ``labels``, ``contexts``, ``downloads``.
 """
 
-from ldptel.server.pages.session import SECRET_REDIS_KEY
 from ldptel.server.pages.views import REFRESH_SECONDS, bp
 
-__all__ = ["REFRESH_SECONDS", "SECRET_REDIS_KEY", "bp"]
+__all__ = ["REFRESH_SECONDS", "bp"]

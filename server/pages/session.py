@@ -20,11 +20,11 @@ import redis as redis_lib
 from flask import Flask, Request, Response, current_app, request, session, url_for
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 
+from ldptel.keys import SESSION_SECRET_KEY
 from ldptel.server.app import state
 
 log = logging.getLogger("ldptel.server.pages")
 
-SECRET_REDIS_KEY = "ldptel:operator:session_secret"
 SESSION_HOURS = 12
 
 
@@ -55,8 +55,8 @@ def load_secret(app: Flask) -> bool:
             return True
         r = app.extensions["ldptel"].redis
         try:
-            r.set(SECRET_REDIS_KEY, secrets.token_hex(32), nx=True)
-            value = r.get(SECRET_REDIS_KEY)
+            r.set(SESSION_SECRET_KEY, secrets.token_hex(32), nx=True)
+            value = r.get(SESSION_SECRET_KEY)
         except redis_lib.RedisError as exc:
             log.warning("operator sessions: cannot load the session secret from Redis: %s", exc)
             return False

@@ -1,0 +1,111 @@
+"""Ways to run the aggregator worker: the ``ldptel aggregate`` CLI entry, a worker in a daemon
+thread, a worker in a child process, and the ``ldptel serve`` hook choosing between the last two."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+
+import redis as redis_lib
+
+from ldptel.aggregator.errors import StateMismatch
+from ldptel.aggregator.worker import Worker
+from ldptel.config import Config, load_config
+from ldptel.redis_client import connect
+
+
+def run_aggregate(args: argparse.Namespace) -> int:
+    """``ldptel aggregate``: one worker; ``--once`` drains, prints what it did, exits 0."""
+    config = load_config(args.config)
+    url = args.redis_url or os.environ.get("REDIS_URL")
+    if not url:
+        print("ldptel aggregate: no Redis: pass --redis-url or set REDIS_URL "
+              "(the embedded Redis runs with `ldptel serve`)", file=sys.stderr)
+        return 2
+    try:
+        r = connect(url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+    except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
+        print(f"ldptel aggregate: cannot connect to {url}: {exc}", file=sys.stderr)
+        return 1
+    worker = Worker(config, r)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if not args.once:
+        print(f"ldptel aggregate: consumer {worker.consumer} on "
+              f"{len(worker.slots)} stream(s) of {url}", flush=True)
+    try:
+        stats = worker.run(once=args.once, stop=stop, progress=True)
+    except StateMismatch as exc:
+        print(f"ldptel aggregate: {exc}", file=sys.stderr)
+        return 2
+    except redis_lib.RedisError as exc:
+        print(f"ldptel aggregate: redis error: {exc}", file=sys.stderr)
+        return 1
+    print(f"ldptel aggregate: drained {stats.line()}", flush=True)
+    return 0
+
+
+class BackgroundAggregator:
+    """A worker in a daemon thread (``ldptel serve``/``demo`` run one beside the collector).
+    ``stop()`` finishes the current commit and joins."""
+
+    def __init__(self, config: Config, redis_url: str, log: Callable[[str], None] | None = None) -> None:
+        r = connect(redis_url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+        self.worker = Worker(config, r, log=log)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ldptel-aggregator", daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self.worker.run(stop=self._stop)
+        except BaseException as exc:  # noqa: BLE001 - surfaced through .error
+            self.error = exc
+            self.worker.log(f"aggregate: worker stopped: {exc!r}")
+
+    def start(self) -> BackgroundAggregator:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+class AggregatorProcess:
+    """``ldptel aggregate`` as a child process (what ``ldptel serve`` runs beside gunicorn: a
+    separate process, so gunicorn's forks never copy a running worker thread). ``stop()`` sends
+    SIGTERM — the worker finishes its current commit — and waits."""
+
+    def __init__(self, config_path: str, redis_url: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate",
+                                      "--config", str(config_path), "--redis-url", redis_url])
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def is_alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def start_beside_collector(config: Config, redis_url: str) -> AggregatorProcess | BackgroundAggregator:
+    """The ``ldptel serve`` hook (embedded Redis): an aggregator running next to the collector
+    until ``stop()``. A child ``ldptel aggregate`` process when the config came from a file, else
+    a thread."""
+    if config.path is not None:
+        return AggregatorProcess(str(config.path), redis_url)
+    return BackgroundAggregator(config, redis_url).start()

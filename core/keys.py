@@ -1,0 +1,111 @@
+"""Every Redis key and hash field the product uses, and the stream-entry format.
+
+Per (campaign, shard) — all keys share the hash tag ``{ldptel:<campaign>:<shard>}`` so that a Lua
+script or MULTI touching them runs on one Redis Cluster node:
+
+- ``{…}:reports``      stream (``stream_key``); one entry per accepted batch, fields
+                       ``batch`` (serialized ``ReportBatch``: payload, count, campaign, batch_id),
+                       ``window`` (start of the receive-time window, epoch seconds; 0 for "all"),
+                       ``count`` (reports in the batch). Nothing else: no IP, token, user agent
+                       or precise time. Consumer group ``GROUP`` on each stream.
+- ``{…}:seen:<hex id>`` dedupe marker of a batch_id (``seen_key``; SET with a TTL of
+                       ``DEDUPE_TTL_SECONDS``), written atomically with the XADD.
+- ``{…}:state``        aggregator state (``state_key``), written atomically with the XACK of the
+                       entries it includes; read and written only by ``ldptel.aggregator.store``.
+                       Fields: ``acc:<window>:<uid>`` accumulator bytes (``acc_field``),
+                       ``n:<window>`` reports counted, ``entries:<window>`` stream entries
+                       counted, ``updated:<window>`` epoch ms of the last commit, ``rejected``
+                       entries that could not be decoded.
+- ``{…}:metrics``      collector counters (``metrics_key``; fields ``ACCEPTED_BATCHES``,
+                       ``ACCEPTED_REPORTS``, ``DUPLICATE_BATCHES``, ``DUPLICATE_REPORTS``), updated
+                       by the ingest script with the XADD; read by ``/metrics`` and the store.
+
+Process-wide keys (no hash tag):
+
+- ``ldptel:metrics``                       other collector counters (``GLOBAL_METRICS_KEY``).
+- ``ldptel:ratelimit:<token id>:<minute>`` per-token request counter (``ratelimit_key``).
+- ``ldptel:operator:session_secret``       operator-session signing secret (``SESSION_SECRET_KEY``).
+
+A batch goes to shard ``xxh32(batch_id) mod shards``, so a retried batch meets its own dedupe
+marker. The Lua scripts that write these keys are in ``ldptel.scripts``.
+"""
+
+from __future__ import annotations
+
+from ldptel.client.hashing import xxh32_bytes
+
+GROUP = "aggregators"
+DEDUPE_TTL_SECONDS = 7 * 86400
+
+# stream entry fields (bytes: as redis-py returns them)
+ENTRY_BATCH = b"batch"
+ENTRY_WINDOW = b"window"
+
+# collector counters of a (campaign, shard) (hash ``metrics_key``)
+ACCEPTED_BATCHES = "accepted_batches"
+ACCEPTED_REPORTS = "accepted_reports"
+DUPLICATE_BATCHES = "duplicate_batches"
+DUPLICATE_REPORTS = "duplicate_reports"
+
+# aggregator state fields (hash ``state_key``)
+ACC_PREFIX = "acc:"
+N_PREFIX = "n:"
+ENTRIES_PREFIX = "entries:"
+UPDATED_PREFIX = "updated:"
+REJECTED = "rejected"
+
+GLOBAL_METRICS_KEY = "ldptel:metrics"
+RATELIMIT_PREFIX = "ldptel:ratelimit"
+SESSION_SECRET_KEY = "ldptel:operator:session_secret"
+
+
+def shard_of(batch_id: bytes, shards: int) -> int:
+    return xxh32_bytes(batch_id, 0) % shards if shards > 1 else 0
+
+
+def tag(campaign: str, shard: int) -> str:
+    return f"{{ldptel:{campaign}:{shard}}}"
+
+
+def stream_key(campaign: str, shard: int = 0) -> str:
+    return f"{tag(campaign, shard)}:reports"
+
+
+def seen_key(campaign: str, shard: int, batch_id: bytes) -> str:
+    return f"{tag(campaign, shard)}:seen:{batch_id.hex()}"
+
+
+def state_key(campaign: str, shard: int = 0) -> str:
+    return f"{tag(campaign, shard)}:state"
+
+
+def metrics_key(campaign: str, shard: int = 0) -> str:
+    return f"{tag(campaign, shard)}:metrics"
+
+
+def ratelimit_key(token_id: str, minute: int) -> str:
+    return f"{RATELIMIT_PREFIX}:{token_id}:{minute}"
+
+
+
+def acc_field(window: int, uid: str) -> str:
+    return f"{ACC_PREFIX}{window}:{uid}"
+
+
+def field_window(field: str | bytes) -> int | None:
+    """The window of an ``acc:<window>:<uid>`` field name, else None."""
+    if isinstance(field, bytes):
+        field = field.decode()
+    if not field.startswith(ACC_PREFIX):
+        return None
+    try:
+        return int(field[len(ACC_PREFIX):].split(":", 1)[0])
+    except ValueError:
+        return None
+
+
+def window_start(receive_time: float, window_seconds: int) -> int:
+    """Receive time rounded down to its window (0 for the "all" window)."""
+    if window_seconds <= 0:
+        return 0
+    return int(receive_time // window_seconds) * window_seconds

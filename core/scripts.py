@@ -1,0 +1,100 @@
+"""Every Lua script of the product, with what it expects in KEYS and ARGV and what it returns.
+
+Each script touches the keys of one (campaign, shard) hash tag (``ldptel.keys``), or one
+process-wide key, so it runs on one Redis Cluster node. A script is atomic, also in the AOF:
+that is what makes a stored batch, its dedupe marker and its counters (``INGEST``), and the
+aggregator state and the XACK of the entries it includes (``COMMIT``), move together.
+"""
+
+from __future__ import annotations
+
+# Store one batch unless its batch_id was seen; count accepted / duplicate batches and reports.
+# KEYS[1] dedupe marker (keys.seen_key), KEYS[2] stream (keys.stream_key),
+#      KEYS[3] collector counters (keys.metrics_key: fields keys.ACCEPTED_* / keys.DUPLICATE_*)
+# ARGV[1] marker TTL in seconds, ARGV[2] serialized ReportBatch, ARGV[3] window start,
+#      ARGV[4] reports in the batch
+# Returns the new entry id, or nil for a duplicate.
+# EXISTS → XADD → SET: a failing XADD (e.g. OOM) leaves no marker, so the retry is not lost.
+INGEST = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[3], 'duplicate_batches', 1)
+  redis.call('HINCRBY', KEYS[3], 'duplicate_reports', ARGV[4])
+  return false
+end
+local id = redis.call('XADD', KEYS[2], '*', 'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4])
+redis.call('SET', KEYS[1], id, 'EX', ARGV[1])
+redis.call('HINCRBY', KEYS[3], 'accepted_batches', 1)
+redis.call('HINCRBY', KEYS[3], 'accepted_reports', ARGV[4])
+return id
+"""
+
+# All accumulator fields of one window of a state hash, read atomically.
+# KEYS[1] state hash (keys.state_key)
+# ARGV[1] field prefix ``acc:<window>:`` (keys.acc_field)
+# Returns the values of the fields whose name starts with ARGV[1].
+READ_WINDOW = """
+local out = {}
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(field, 1, #ARGV[1]) == ARGV[1] then
+    out[#out + 1] = redis.call('HGET', KEYS[1], field)
+  end
+end
+return out
+"""
+
+# The aggregator's commit (ldptel.aggregator.worker): check, replace state fields, count, XACK.
+# KEYS[1] stream (keys.stream_key), KEYS[2] state hash (keys.state_key)
+# ARGV[1] group, ARGV[2] consumer, ARGV[3..6] n_ids, n_del, n_set, n_incr, then
+#      n_ids entry ids        (each must still be pending to ARGV[2], else {'lost', id})
+#      n_del field names      (each must still exist, else {'stale', field}; then deleted)
+#      n_set (field, value)   pairs written with HSET
+#      n_incr (field, amount) pairs added with HINCRBY
+# Returns {'ok', acknowledged count}; on 'lost' / 'stale' nothing was written.
+COMMIT = """
+local group, consumer = ARGV[1], ARGV[2]
+local n_ids, n_del, n_set, n_incr = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local i = 7
+local ids = {}
+for _ = 1, n_ids do
+  local id = ARGV[i]; i = i + 1
+  if #redis.call('XPENDING', KEYS[1], group, id, id, 1, consumer) == 0 then
+    return {'lost', id}
+  end
+  ids[#ids + 1] = id
+end
+local dels = {}
+for _ = 1, n_del do
+  local f = ARGV[i]; i = i + 1
+  if redis.call('HEXISTS', KEYS[2], f) == 0 then return {'stale', f} end
+  dels[#dels + 1] = f
+end
+for _, f in ipairs(dels) do redis.call('HDEL', KEYS[2], f) end
+for _ = 1, n_set do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2
+end
+for _ = 1, n_incr do
+  redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2
+end
+local acked = 0
+for s = 1, #ids, 1000 do
+  acked = acked + redis.call('XACK', KEYS[1], group, unpack(ids, s, math.min(s + 999, #ids)))
+end
+return {'ok', tostring(acked)}
+"""
+
+# Remove a consumer only if it owns no pending entry (checked atomically with the removal).
+# KEYS[1] stream; ARGV[1] group, ARGV[2] consumer
+# Returns the pending count XGROUP DELCONSUMER reports (0 when it was not removed).
+DELCONSUMER = """
+if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then return 0 end
+return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+"""
+
+# XAUTOCLAIM … JUSTID, returning (next cursor, number claimed) (redis-py drops the cursor).
+# KEYS[1] stream; ARGV[1] group, ARGV[2] new owner, ARGV[3] min idle ms, ARGV[4] start id,
+#      ARGV[5] count
+# Returns {next cursor, number of entries claimed}.
+AUTOCLAIM = """
+local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], 'COUNT', ARGV[5], 'JUSTID')
+return {r[1], #r[2]}
+"""
