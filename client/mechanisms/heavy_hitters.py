@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from ldptel.client import hashing
-from ldptel.client.mechanisms.base import InvalidReport, PureMechanism, check_epsilon, check_int
+from ldptel.client.mechanisms.base import PureMechanism, check_epsilon, check_int
+from ldptel.client.mechanisms.checks import check_lengths, out_of_range, reject_first
 from ldptel.client.mechanisms.grr import perturb_categorical, perturb_one
 from ldptel.client.mechanisms.olh import keep_probability, olh_g
 from ldptel.client.randomness import SYSTEM_RANDOM, resolve
@@ -191,8 +192,8 @@ class HeavyHitters(PureMechanism):
     def validate_columns(self, columns: dict, count: int) -> None:
         """Every column has ``count`` entries, level < J, y < g."""
         check_lengths(columns, count, ("levels", "seeds", "values"))
-        first_bad(columns["levels"] >= self.levels, "level out of range [0, levels)")
-        first_bad(columns["values"] >= self.g, f"value out of range [0, g = {self.g})")
+        reject_first([out_of_range(columns["levels"], self.levels, "level", f"levels = {self.levels}"),
+                      out_of_range(columns["values"], self.g, "value", f"g = {self.g}")])
 
     def public_params(self) -> dict:
         return {"oracle": "olh", "epsilon": self.epsilon, "max_length": self.max_length,
@@ -202,17 +203,3 @@ class HeavyHitters(PureMechanism):
         return (f"HeavyHitters(epsilon={self.epsilon!r}, max_length={self.max_length}, "
                 f"levels={self.levels}, width={self.width})")
 
-
-def check_lengths(columns: dict, count: int, names: Sequence[str]) -> None:
-    """Raise ``InvalidReport`` at the first report a column is missing (or beyond ``count``)."""
-    for name in names:
-        size = len(columns[name])
-        if size != count:
-            raise InvalidReport(min(size, count), f"{name} has {size} entries for {count} reports")
-
-
-def first_bad(mask: np.ndarray, reason: str) -> None:
-    """Raise ``InvalidReport`` at the first True of ``mask``."""
-    bad = np.flatnonzero(mask)
-    if bad.size:
-        raise InvalidReport(int(bad[0]), reason)

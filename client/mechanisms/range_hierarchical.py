@@ -36,9 +36,9 @@ import math
 
 import numpy as np
 
-from ldptel.client.mechanisms.base import InvalidReport, Mechanism, check_int
+from ldptel.client.mechanisms.base import Mechanism, check_int
+from ldptel.client.mechanisms.checks import check_lengths, out_of_range, per_level, reject_first
 from ldptel.client.mechanisms.grr import GRR
-from ldptel.client.mechanisms.heavy_hitters import check_lengths, first_bad
 from ldptel.client.mechanisms.olh import OLH
 from ldptel.client.mechanisms.range_haar import range_columns
 from ldptel.client.randomness import SYSTEM_RANDOM
@@ -222,23 +222,24 @@ class RangeHierarchical(Mechanism):
                             seeds=np.asarray(columns["seeds"]).tolist())
 
     def columns(self, batch: ReportBatch) -> dict:
-        return range_columns(batch)
+        """Every sign bit the (unused) ``signs`` bytes hold is unpacked, for ``validate_columns``
+        to refuse."""
+        signs = np.unpackbits(np.frombuffer(batch.range.signs, dtype=np.uint8)).astype(bool)
+        return range_columns(batch, signs)
 
     def validate_columns(self, columns: dict, count: int) -> None:
         """``count`` levels and values (and seeds iff some level uses OLH); level < H; value <
         d_ℓ (GRR level) or < g (OLH level); no indices or sign bits."""
+        why = "the hierarchical method sends none"
+        empty = {"indices": why, "signs": why}
+        if not self.uses_olh:
+            empty["seeds"] = "no level of this tree uses OLH"
         check_lengths(columns, count, ("levels", "values", "seeds") if self.uses_olh
-                      else ("levels", "values"))
-        if not self.uses_olh and len(columns.get("seeds", ())):
-            raise InvalidReport(0, "seeds must be empty: no level of this tree uses OLH")
-        for extra in ("indices", "signs"):
-            if len(columns.get(extra, ())):
-                raise InvalidReport(0, f"{extra} must be empty for the hierarchical method")
+                      else ("levels", "values"), empty)
         lev = columns["levels"]
-        first_bad((lev < 0) | (lev >= self.H), f"level out of range [0, {self.H})")
-        limit = np.array([o.g if isinstance(o, OLH) else o.domain_size for o in self.oracles])
-        first_bad((columns["values"] < 0) | (columns["values"] >= limit[lev]),
-                  "value out of range for its level's oracle")
+        limits = np.array([o.g if isinstance(o, OLH) else o.domain_size for o in self.oracles])
+        reject_first([out_of_range(lev, self.H, "level", f"H = {self.H}"),
+                      out_of_range(columns["values"], per_level(lev, limits), "value")])
 
     def public_params(self) -> dict:
         return {"method": "hierarchical", "epsilon": self.epsilon, "domain_size": self.domain_size,

@@ -23,13 +23,15 @@ from typing import Any
 import numpy as np
 
 from ldptel.client import hashing
-from ldptel.client.mechanisms.base import MAX_EPSILON, InvalidReport, Mechanism, check_int, unpack_rows
-from ldptel.client.mechanisms.validation import (
+from ldptel.client.mechanisms.base import MAX_EPSILON, Mechanism, check_int
+from ldptel.client.mechanisms.checks import (
+    bit_rows,
     check_bit_rows,
     check_lengths,
-    rappor_weight_bounds,
+    out_of_range,
     reject_first,
 )
+from ldptel.client.mechanisms.poisoning import rappor_weight_bounds
 from ldptel.client.randomness import bernoulli_packed, resolve
 from ldptel.proto import RapporPayload, ReportBatch
 
@@ -220,27 +222,24 @@ class RAPPOR(Mechanism):
     def columns(self, batch: ReportBatch) -> dict:
         return {
             "cohorts": np.asarray(batch.rappor.cohorts, dtype=np.int64),
-            "bits": unpack_rows(batch.rappor.bits, batch.count, self.bloom_bits),
+            "bits": bit_rows(batch.rappor.bits, batch.count, self.bloom_bits),
         }
 
     def weight_bounds(self) -> tuple[int, int]:
         """Accepted number of set bits per report: W = Binomial(m, q*) + Binomial(k − m, p*) for
         an honest device whose value sets m ∈ [1, h] Bloom bits, rejected outside [lo, hi] with
-        probability < 1e-9 (``validation.rappor_weight_bounds``)."""
+        probability < 1e-9 (``poisoning.rappor_weight_bounds``)."""
         if getattr(self, "_weight_bounds", None) is None:
             self._weight_bounds = rappor_weight_bounds(self.bloom_bits, self.hashes,
                                                        self.p_star, self.q_star)
         return self._weight_bounds
 
     def validate_columns(self, columns: dict, count: int) -> None:
-        """``count`` cohorts in [0, cohorts) and rows of ceil(k/8) bytes with zero padding and a
-        plausible number of set bits."""
+        """``count`` cohorts in [0, cohorts) and rows of ceil(k/8) bytes (as ``columns`` returns
+        them) with zero padding and a plausible number of set bits."""
         check_lengths(columns, count, ["cohorts", "bits"])
-        c, rows, k, m = columns["cohorts"], columns["bits"], self.bloom_bits, self.cohorts
-        if rows.ndim != 2 or rows.shape[1] != (k + 7) // 8:
-            raise InvalidReport(0, f"bit rows must be {(k + 7) // 8} bytes long")
-        reject_first([((c < 0) | (c >= m), lambda i: f"cohort {c[i]} is not in [0, {m})"),
-                      *check_bit_rows(rows, k, self.weight_bounds())])
+        reject_first([out_of_range(columns["cohorts"], self.cohorts, "cohort"),
+                      *check_bit_rows(columns["bits"], self.bloom_bits, self.weight_bounds())])
 
     def public_params(self) -> dict:
         return {
