@@ -28,7 +28,6 @@ Depends only on the standard library, numpy and protobuf (through the mechanisms
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import logging
 import os
@@ -44,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from ldptel.client.device_secret import derive, device_secret
 from ldptel.client.mechanisms import create_mechanism
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.queue import Chunk, ReportQueue
@@ -226,8 +226,8 @@ class TelemetryClient:
     def _device_secret(self, campaign: str) -> bytes:
         """HMAC-SHA256(device secret, campaign): the device secret is drawn once and kept in the
         queue file, so cohorts, memoized responses and levels survive restarts."""
-        device = self.queue.meta_setdefault("device_secret", lambda: os.urandom(32))
-        return hmac.new(device, b"ldptel/campaign-secret\0" + campaign.encode(), hashlib.sha256).digest()
+        device = self.queue.meta_setdefault("device_secret", device_secret)
+        return derive(device, b"ldptel/campaign-secret\0" + campaign.encode())
 
     def _index(self, cfg: dict, value: Any) -> Any:
         """A categorical label → its index; integers (and RAPPOR strings) pass through."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ldptel.client.mechanisms.base import Mechanism, PureMechanism
+from ldptel.client.mechanisms.chooser import local_oracle, recommend_oracle
 from ldptel.client.mechanisms.grr import GRR
 from ldptel.client.mechanisms.hadamard import Hadamard
 from ldptel.client.mechanisms.olh import OLH
@@ -35,14 +36,7 @@ def create_mechanism(oracle: str, **params: Any) -> Mechanism:
     return MECHANISMS[oracle](**params)
 
 
-def recommend_oracle(epsilon: float, domain_size: int) -> str:
-    """GRR when d < 3e^ε + 2 (its variance is lower there), else OLH (Wang et al. 2017)."""
-    import math
-
-    return "grr" if domain_size < 3 * math.exp(epsilon) + 2 else "olh"
-
-
 __all__ = [
     "GRR", "OLH", "OUE", "RAPPOR", "SUE", "Hadamard", "MECHANISMS", "Mechanism", "PureMechanism",
-    "create_mechanism", "recommend_oracle",
+    "create_mechanism", "local_oracle", "recommend_oracle",
 ]

@@ -22,15 +22,13 @@ The decoder (``ldptel.aggregator.decoders.heavy_hitters``) walks the tree.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ldptel.client import hashing
+from ldptel.client.device_secret import derive_index, device_secret
 from ldptel.client.mechanisms.base import PureMechanism, check_epsilon, check_int
 from ldptel.client.mechanisms.checks import check_lengths, out_of_range, reject_first
 from ldptel.client.mechanisms.grr import perturb_categorical, perturb_one
@@ -73,9 +71,7 @@ class HeavyHitters(PureMechanism):
         self.levels = check_int(self.max_length if levels is None else levels, "levels", lo,
                                 self.total_bits)
         self.width = check_int(width, "width", 1, 4096)
-        if secret is not None and (not isinstance(secret, bytes) or len(secret) < 16):
-            raise ValueError("secret must be at least 16 bytes")
-        self.secret = secret if secret is not None else os.urandom(32)
+        self.secret = device_secret(secret)
         self.g = olh_g(self.epsilon)
         self.bits = level_bits(self.total_bits, self.levels)
         self.domain_size = 0  # strings: no enumerable domain
@@ -135,8 +131,7 @@ class HeavyHitters(PureMechanism):
 
     def device_level(self) -> int:
         """This device's level (0-based), fixed for life by its secret."""
-        digest = hmac.new(self.secret, b"ldptel/heavy_hitters/level", hashlib.sha256).digest()
-        return int.from_bytes(digest[:8], "little") % self.levels
+        return derive_index(self.secret, b"ldptel/heavy_hitters/level", self.levels)
 
     # --- encoding -------------------------------------------------------------------------
     def encode(self, value: Any, campaign: str = "") -> ReportBatch:

@@ -4,7 +4,7 @@ of Cormode, Kulkarni, Srivastava, VLDB 2019), with least-squares consistency.
 Tree. H = smallest height with B^H ≥ d; level ℓ = 1..H has d_ℓ = ⌈d/B^{H−ℓ}⌉ nodes, node
 u = v // B^{H−ℓ} holding the values [u·B^{H−ℓ}, (u+1)·B^{H−ℓ}); level H is the values themselves,
 the root (level 0) is the known total N. Each level has its own oracle over its d_ℓ nodes: GRR if
-d_ℓ < 3e^ε + 2, else OLH (the lower-variance one, Wang et al. 2017).
+d_ℓ < 3e^ε + 2, else OLH (the lower-variance one, ``chooser.local_oracle``).
 
 Device: samples one level uniformly (probability 1/H) and reports its node there with the level's
 oracle at the full ε: (level − 1, value[, seed]).
@@ -38,6 +38,7 @@ import numpy as np
 
 from ldptel.client.mechanisms.base import Mechanism, check_int
 from ldptel.client.mechanisms.checks import check_lengths, out_of_range, per_level, reject_first
+from ldptel.client.mechanisms.chooser import local_oracle
 from ldptel.client.mechanisms.grr import GRR
 from ldptel.client.mechanisms.olh import OLH
 from ldptel.client.mechanisms.range_haar import range_columns
@@ -56,11 +57,6 @@ def tree_shape(domain_size: int, branching: int) -> tuple[int, list[int], list[i
     return H, widths, [-(-domain_size // w) for w in widths]
 
 
-def level_oracle(epsilon: float, nodes: int) -> GRR | OLH:
-    """GRR when d_ℓ < 3e^ε + 2, else OLH."""
-    return GRR(epsilon, nodes) if nodes < 3 * math.exp(epsilon) + 2 else OLH(epsilon, nodes)
-
-
 def choose_branching(epsilon: float, domain_size: int, candidates: range = range(2, 17)) -> int:
     """argmin_B H·2(B − 1)·Σ_ℓ Var*_ℓ (see the module docstring)."""
     best, best_b = math.inf, 2
@@ -68,7 +64,7 @@ def choose_branching(epsilon: float, domain_size: int, candidates: range = range
         if b > max(domain_size, 2):
             break
         H, _, nodes = tree_shape(domain_size, b)
-        bound = H * 2 * (b - 1) * sum(level_oracle(epsilon, max(m, 2)).variance_star() for m in nodes)
+        bound = H * 2 * (b - 1) * sum(local_oracle(epsilon, max(m, 2)).variance_star() for m in nodes)
         if bound < best:
             best, best_b = bound, b
     return best_b
@@ -91,7 +87,7 @@ class RangeHierarchical(Mechanism):
         self.B = (choose_branching(self.epsilon, self.domain_size) if branching is None
                   else check_int(branching, "branching", 2, 1024))
         self.H, self.widths, self.nodes = tree_shape(self.domain_size, self.B)
-        self.oracles = [level_oracle(self.epsilon, m) for m in self.nodes]
+        self.oracles = [local_oracle(self.epsilon, m) for m in self.nodes]
         self.offsets = np.concatenate(([0], np.cumsum(self.nodes))).astype(np.int64)
         self.uses_olh = any(isinstance(o, OLH) for o in self.oracles)
         self._consts: tuple | None = None

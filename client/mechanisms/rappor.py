@@ -14,15 +14,14 @@ One report: ε₁ = h·ln(q*(1−p*)/(p*(1−q*))); a lifetime of reports of one
 from __future__ import annotations
 
 import hashlib
-import hmac
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ldptel.client import hashing
+from ldptel.client.device_secret import derive, derive_index, device_secret
 from ldptel.client.mechanisms.base import MAX_EPSILON, Mechanism, check_int
 from ldptel.client.mechanisms.checks import (
     bit_rows,
@@ -79,9 +78,7 @@ class RAPPOR(Mechanism):
         if len(set(candidates)) != len(candidates):
             raise ValueError("candidates must be distinct")
         self.candidates = list(candidates)
-        if secret is not None and (not isinstance(secret, bytes) or len(secret) < 16):
-            raise ValueError("secret must be at least 16 bytes")
-        self.secret = secret if secret is not None else os.urandom(32)
+        self.secret = device_secret(secret)
         self.epsilon = self.epsilon_one
         self.domain_size = len(self.candidates)
         self._bloom_cache: dict[str, np.ndarray] = {}
@@ -152,8 +149,7 @@ class RAPPOR(Mechanism):
 
     # --- device side ------------------------------------------------------------------------
     def device_cohort(self) -> int:
-        digest = hmac.new(self.secret, b"ldptel/rappor/cohort", hashlib.sha256).digest()
-        return int.from_bytes(digest[:8], "little") % self.cohorts
+        return derive_index(self.secret, b"ldptel/rappor/cohort", self.cohorts)
 
     def permanent_bits(self, value: str, cohort: int) -> np.ndarray:
         """B' for ``value``: a deterministic function of (secret, value), so it is memoized
@@ -161,8 +157,8 @@ class RAPPOR(Mechanism):
         memo = self._prr_memo.get((value, cohort))
         if memo is not None:
             return memo
-        key = hmac.new(self.secret, b"ldptel/rappor/prr\0" + value.encode(), hashlib.sha256)
-        stream = hashlib.shake_256(key.digest()).digest(4 * self.bloom_bits)
+        key = derive(self.secret, b"ldptel/rappor/prr\0" + value.encode())
+        stream = hashlib.shake_256(key).digest(4 * self.bloom_bits)
         u = np.frombuffer(stream, dtype="<u4").astype(np.float64) / 2**32
         bloom = self.bloom_table(value)[cohort]
         bits = np.where(u < self.f / 2, True, np.where(u < self.f, False, bloom))
