@@ -161,7 +161,6 @@ class _Walk:
         self.start = np.concatenate(([0], np.cumsum(self.n_level)))
         self.a, self.b, self.w = hashing.olh_match_params(
             state["seeds"][order], state["values"][order].astype(np.int64), mech.g)
-        self.scale = mech.p - mech.q
         self.candidates: list[int] = []
 
     def support(self, level: int, rows: np.ndarray) -> np.ndarray:
@@ -171,10 +170,6 @@ class _Walk:
             return np.zeros(rows.shape[0], dtype=np.int64)
         keys = self.mech.keys(rows, level)
         return hashing.olh_support_counts(self.a[s:e], self.b[s:e], self.w[s:e], keys, KERNEL_BLOCK)
-
-    def null_se(self, n: np.ndarray | int) -> np.ndarray:
-        q = self.mech.q
-        return np.sqrt(np.asarray(n, dtype=np.float64) * q * (1 - q)) / self.scale
 
     def extend(self, parents: np.ndarray, level: int) -> np.ndarray:
         """All children of ``parents`` at ``level`` (the level's new bits enumerated), without
@@ -212,7 +207,7 @@ class _Walk:
                 last_c = c
                 break
             n = self.n_level[j]
-            est = (c - n * q) / self.scale
+            est = mech.unbiased_counts(c, n)
             keep = np.flatnonzero(c > binom.isf(NULL_OFFSPRING / (1 << mech.new_bits(j)), n, q))
             keep = keep[np.argsort(-est[keep], kind="stable")[: mech.width]]
             surv = cands[keep]
@@ -240,8 +235,8 @@ class _Walk:
         m = rows.shape[0]
         level_alpha = alpha / max(m, 1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            est = (C - nE * q) / self.scale
-            zs = est / self.null_se(nE)
+            est = mech.unbiased_counts(C, nE)
+            zs = est / mech.null_std_error(nE)
         self.final_rows, self.final_z, self.final_n = rows, zs, nE
         hit = np.flatnonzero((nE > 0) & (C > binom.isf(level_alpha, nE, q)))
         hit = hit[np.argsort(-zs[hit], kind="stable")]

@@ -174,7 +174,17 @@ class PureMechanism(Mechanism):
         p, q = self.p, self.q
         return (c * p * (1 - p) + (n - c) * q * (1 - q)) / (p - q) ** 2
 
-    def unbiased_counts(self, support: np.ndarray, n: int | np.ndarray) -> np.ndarray:
-        """Ĉ = (C − n·q)/(p − q) from support counts C of n reports (``n`` may be per item)."""
-        return (np.asarray(support, dtype=np.float64) - n * self.q) / (self.p - self.q)
+    def null_std_error(self, n: int | np.ndarray) -> np.ndarray:
+        """√(n·q(1−q))/(p − q): the std error of Ĉ for an item nobody among the n reports holds."""
+        q = self.q
+        return np.sqrt(np.asarray(n, dtype=np.float64) * q * (1 - q)) / (self.p - self.q)
+
+    def unbiased_counts(self, support: np.ndarray, n: int | np.ndarray,
+                        scale: float = 1.0) -> np.ndarray:
+        """Ĉ = scale·(C − n·q)/(p − q) from support counts C of n reports (``n`` may be per
+        item); ``scale`` is an inverse sampling rate (a range tree level's H), else 1."""
+        excess = np.asarray(support, dtype=np.float64) - n * self.q
+        if scale != 1:
+            excess = scale * excess
+        return excess / (self.p - self.q)
 
