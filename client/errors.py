@@ -29,9 +29,4 @@ class UnknownCampaign(TelemetryError, ValueError):
     """The collector has no campaign of that name."""
 
 
-class UndecodableChunk(ValueError):
-    """Queued rows that no longer match their campaign's mechanism (its config changed)."""
-
-
-__all__ = ["ImplausibleReport", "InvalidReport", "TelemetryError", "UndecodableChunk",
-           "UnknownCampaign"]
+__all__ = ["ImplausibleReport", "InvalidReport", "TelemetryError", "UnknownCampaign"]

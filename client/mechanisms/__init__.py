@@ -9,13 +9,13 @@ from ldptel.client.mechanisms.chooser import local_oracle, recommend_oracle
 from ldptel.client.mechanisms.grr import GRR
 from ldptel.client.mechanisms.hadamard import Hadamard
 from ldptel.client.mechanisms.olh import OLH
-from ldptel.client.mechanisms.rappor import RAPPOR
+from ldptel.client.mechanisms.rappor import RAPPOR, RAPPOR_KEYS
 from ldptel.client.mechanisms.unary import OUE, SUE
 
 MECHANISMS: dict[str, type[Mechanism]] = {
     m.name: m for m in (GRR, SUE, OUE, OLH, Hadamard, RAPPOR)
 }
-RAPPOR_PARAMS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates", "secret")
+RAPPOR_PARAMS = (*RAPPOR_KEYS, "secret")
 
 
 def create_mechanism(oracle: str, **params: Any) -> Mechanism:

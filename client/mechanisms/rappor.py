@@ -34,6 +34,8 @@ from ldptel.client.mechanisms.poisoning import rappor_weight_bounds
 from ldptel.client.randomness import bernoulli_packed, resolve
 from ldptel.proto import RapporPayload, ReportBatch
 
+RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")  # public parameters
+
 
 def _check_prob(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
