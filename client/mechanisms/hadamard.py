@@ -37,13 +37,11 @@ def debias_scale(epsilon: float) -> float:
     return (e + 1) / (e - 1)
 
 
-class Hadamard(Mechanism):
-    name = "hadamard"
-    payload = "hadamard"
+class SignResponse:
+    """Binary randomized response of a ±1 Hadamard/Haar entry at ``epsilon`` (Hadamard response
+    and the Haar range mechanism)."""
 
-    def __init__(self, epsilon: float, domain_size: int) -> None:
-        super().__init__(epsilon, domain_size)
-        self.D = 1 << (self.domain_size - 1).bit_length()
+    epsilon: float
 
     @property
     def p_keep(self) -> float:
@@ -53,6 +51,15 @@ class Hadamard(Mechanism):
     def scale(self) -> float:
         """k = (e^ε + 1)/(e^ε − 1)."""
         return debias_scale(self.epsilon)
+
+
+class Hadamard(SignResponse, Mechanism):
+    name = "hadamard"
+    payload = "hadamard"
+
+    def __init__(self, epsilon: float, domain_size: int) -> None:
+        super().__init__(epsilon, domain_size)
+        self.D = 1 << (self.domain_size - 1).bit_length()
 
     def variance_star(self) -> float:
         return self.scale**2

@@ -29,10 +29,10 @@ import numpy as np
 
 from ldptel.client import hashing
 from ldptel.client.device_secret import derive_index, device_secret
-from ldptel.client.mechanisms.base import PureMechanism, check_epsilon, check_int
+from ldptel.client.mechanisms.base import check_epsilon, check_int
 from ldptel.client.mechanisms.checks import check_lengths, out_of_range, reject_first
 from ldptel.client.mechanisms.grr import perturb_categorical, perturb_one
-from ldptel.client.mechanisms.olh import keep_probability, olh_g
+from ldptel.client.mechanisms.olh import LocalHashing, olh_g
 from ldptel.client.randomness import SYSTEM_RANDOM, resolve
 from ldptel.proto import HeavyHitterPayload, ReportBatch
 
@@ -53,7 +53,7 @@ def prefix_rows(rows: np.ndarray, bits: int) -> np.ndarray:
     return out
 
 
-class HeavyHitters(PureMechanism):
+class HeavyHitters(LocalHashing):
     """Prefix-tree heavy hitters. ``epsilon`` (0 < ε ≤ 10), ``max_length`` (bytes, 1..64),
     ``levels`` (default ``max_length``: one byte per level; at most 16 new bits per level),
     ``width`` (candidates kept per level, default 64), ``secret`` (the device secret that fixes
@@ -78,14 +78,6 @@ class HeavyHitters(PureMechanism):
         self._level: int | None = None
 
     # --- math -----------------------------------------------------------------------------
-    @property
-    def p(self) -> float:
-        return keep_probability(self.epsilon, self.g)
-
-    @property
-    def q(self) -> float:
-        return 1.0 / self.g
-
     def new_bits(self, level: int) -> int:
         """Bits added at ``level`` (0-based): b_1 for the first level, else b_j − b_{j−1}."""
         return int(self.bits[level] - (self.bits[level - 1] if level else 0))

@@ -32,14 +32,11 @@ def keep_probability(epsilon: float, g: int) -> float:
     return e / (e + g - 1)
 
 
-class OLH(PureMechanism):
-    name = "olh"
-    payload = "olh"
+class LocalHashing(PureMechanism):
+    """A pure protocol reporting a value hashed to [0, g) with GRR: p = p', q = 1/g (OLH, and the
+    heavy-hitter prefixes)."""
 
-    def __init__(self, epsilon: float, domain_size: int) -> None:
-        super().__init__(epsilon, domain_size)
-        self.g = olh_g(self.epsilon)
-        self._keys: np.ndarray | None = None
+    g: int
 
     @property
     def p(self) -> float:
@@ -48,6 +45,16 @@ class OLH(PureMechanism):
     @property
     def q(self) -> float:
         return 1.0 / self.g
+
+
+class OLH(LocalHashing):
+    name = "olh"
+    payload = "olh"
+
+    def __init__(self, epsilon: float, domain_size: int) -> None:
+        super().__init__(epsilon, domain_size)
+        self.g = olh_g(self.epsilon)
+        self._keys: np.ndarray | None = None
 
     @property
     def keys(self) -> np.ndarray:

@@ -35,12 +35,12 @@ from ldptel.client.mechanisms.checks import (
     per_level,
     reject_first,
 )
-from ldptel.client.mechanisms.hadamard import debias_scale, hadamard_entry, keep_probability
+from ldptel.client.mechanisms.hadamard import SignResponse, hadamard_entry
 from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import RangePayload, ReportBatch
 
 
-class RangeHaar(Mechanism):
+class RangeHaar(SignResponse, Mechanism):
     """Haar-wavelet range mechanism over the ordered integers [0, ``domain_size``)."""
 
     name = "range_haar"
@@ -52,15 +52,6 @@ class RangeHaar(Mechanism):
         self.D = 1 << self.h
         self.K = self.D >> np.arange(1, self.h + 1)  # coefficients per level ℓ = 1..h
         self.offsets = np.concatenate(([0], np.cumsum(self.K)))  # level ℓ at offsets[ℓ−1]
-
-    @property
-    def p_keep(self) -> float:
-        return keep_probability(self.epsilon)
-
-    @property
-    def scale(self) -> float:
-        """k = (e^ε + 1)/(e^ε − 1)."""
-        return debias_scale(self.epsilon)
 
     def variance_star(self) -> float:
         """Per-report variance of one rescaled coefficient: h·k²."""
