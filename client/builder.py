@@ -46,7 +46,7 @@ def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mech
         return range_mechanism(cfg)
     if kind != "frequency":
         raise ValueError(f"kind must be one of {', '.join(CAMPAIGN_KINDS)}, got {kind!r}")
-    oracle = cfg.get("oracle")
+    oracle: Any = cfg.get("oracle")  # create_mechanism names a bad one
     if oracle == "rappor":
         return create_mechanism("rappor", **{k: cfg[k] for k in RAPPOR_KEYS}, secret=secret)
     return create_mechanism(oracle, epsilon=cfg["epsilon"], domain_size=cfg["domain_size"])

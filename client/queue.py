@@ -127,6 +127,7 @@ class ReportQueue:
         batch_id = os.urandom(16)
         cur = self._db.execute("INSERT INTO chunks (campaign, batch_id) VALUES (?, ?)", (campaign, batch_id))
         chunk_id = cur.lastrowid
+        assert chunk_id is not None  # sqlite sets it on every successful INSERT
         self._db.executemany("UPDATE reports SET chunk = ? WHERE id = ?", ((chunk_id, r[0]) for r in picked))
         return Chunk(chunk_id, campaign, batch_id, [r[2] for r in picked], total)
 

@@ -1,4 +1,4 @@
-"""The TOML configuration (DESIGN §3), validated at start.
+"""The TOML configuration, validated at start.
 
 Every error names the offending key (``campaigns[2].epsilon: …``) and is raised as
 ``ConfigError``; the CLI prints it and exits non-zero.
@@ -15,7 +15,7 @@ from typing import Any
 
 from ldptel.client.builder import CAMPAIGN_KINDS as KINDS
 from ldptel.client.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
-from ldptel.client.mechanisms import MECHANISMS, create_mechanism
+from ldptel.client.mechanisms import MECHANISMS
 from ldptel.client.mechanisms.base import Mechanism
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -173,6 +173,8 @@ def _campaign(raw: Any, where: str) -> Campaign:
             bad = next(k for k in ("epsilon", "domain", "domain_size") if k in raw)
             raise _fail(f"{where}.{bad}", "does not apply to rappor (ε follows from f, p, q, hashes)")
         params = {k: raw[k] for k in RAPPOR_KEYS}
+        from ldptel.client import create_mechanism
+
         try:
             mech = create_mechanism("rappor", **params)
         except ValueError as exc:

@@ -8,9 +8,9 @@ Two ways to use them:
   ``HH_TITLE, hh_campaigns, hh_simulate, hh_report`` and ``RANGE_TITLE, range_campaigns,
   range_simulate, range_report``. ``*_simulate(stack, client, truth, rng, users)`` encodes the
   devices' reports with the campaign's mechanism (seeded: simulation only) and POSTs them to
-  ``/v1/reports`` in batches of 1000; ``*_report(stack, http, truth)`` reads the export API
-  (``http.request(method, path, body, headers) → (status, body)``) and prints the answers against
-  the truth.
+  ``/v1/reports`` in batches of 1000 (the SDK's ``TelemetryClient`` takes frequency campaigns
+  only); ``*_report(stack, http, truth)`` reads the export API (``http.request(method, path,
+  body, headers) → (status, body)``) and prints the answers against the truth.
 """
 
 from __future__ import annotations

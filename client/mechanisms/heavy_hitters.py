@@ -95,7 +95,7 @@ class HeavyHitters(LocalHashing):
             raise ValueError("value must not contain NUL characters (NUL is the padding terminator)")
         return data
 
-    def string_rows(self, values: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def string_rows(self, values: np.ndarray | Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Distinct values as an (u, L) zero-padded uint8 matrix, and each value's row index.
 
         The Python work is per distinct value (validation, UTF-8); per-report work is numpy."""
@@ -161,7 +161,7 @@ class HeavyHitters(LocalHashing):
         return {"levels": levels.astype(np.uint32), "seeds": seeds,
                 "values": perturb_categorical(y, self.g, self.p, rng)}
 
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict:
         rows, inverse = self.string_rows(values)
         return self.randomize_rows(rows, inverse, rng)
 

@@ -155,7 +155,7 @@ class RangeHierarchical(Mechanism):
             fbar = g
         g0 = (gamma[0][:, None] * fbar).sum(axis=0)
         zbar[0] += fbar - g0[None, :]
-        xbar = [np.empty(0)] * H
+        xbar: list[np.ndarray] = [np.empty(0)] * H
         for ell in range(H - 1):
             xbar[ell] = alpha[ell][:, None] * zbar[ell]
             child_parent = np.arange(self.nodes[ell + 1]) // B

@@ -197,7 +197,7 @@ class RAPPOR(Mechanism):
         strings = self.check_strings(values)
         return self.pack(self.randomize(strings, resolve(rng)), len(strings), campaign, batch_id)
 
-    def randomize(self, values: Sequence[str], rng) -> dict:
+    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict:
         """Simulation of devices that report once: given its Bloom bit B, a reported bit is
         Bernoulli(q*) if B = 1 else Bernoulli(p*), independently across bits — the same
         distribution as permanent then instantaneous RR, drawn bit-sliced in one stage."""
