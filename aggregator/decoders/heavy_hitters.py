@@ -40,6 +40,7 @@ import numpy as np
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.result import FrequencyEstimate
 from ldptel.client import hashing
+from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.mechanisms.heavy_hitters import HeavyHitters, prefix_rows
 
 COLUMNS: dict[str, type] = {"levels": np.uint16, "seeds": np.uint32, "values": np.uint16}
@@ -73,18 +74,19 @@ class HeavyHitterAccumulator(Accumulator):
 
     def __init__(self, mech: HeavyHitters) -> None:
         self._n = np.zeros(1, dtype=np.int64)
-        self._buf = {k: np.zeros(0, dtype=dt) for k, dt in COLUMNS.items()}
+        self._buf: dict[str, np.ndarray] = {k: np.zeros(0, dtype=dt) for k, dt in COLUMNS.items()}
         self._size = 0
         super().__init__(mech)
 
     # --- state: concatenable report columns -------------------------------------------------
-    @property  # type: ignore[override]
+    @property
     def state(self) -> dict[str, np.ndarray]:
         return {"n": self._n, **{k: b[: self._size] for k, b in self._buf.items()}}
 
     @state.setter
     def state(self, value: dict[str, np.ndarray]) -> None:
-        cols = {k: np.asarray(value.get(k, np.zeros(0)), dtype=dt).reshape(-1) for k, dt in COLUMNS.items()}
+        cols: dict[str, np.ndarray] = {
+            k: np.asarray(value.get(k, np.zeros(0)), dtype=dt).reshape(-1) for k, dt in COLUMNS.items()}
         sizes = {c.size for c in cols.values()}
         if len(sizes) != 1:
             raise ValueError(f"state columns differ in length: {sorted(sizes)}")
@@ -126,7 +128,9 @@ class HeavyHitterAccumulator(Accumulator):
         return self
 
     @classmethod
-    def from_bytes(cls, mech: HeavyHitters, data: bytes) -> HeavyHitterAccumulator:
+    def from_bytes(cls, mech: Mechanism, data: bytes) -> HeavyHitterAccumulator:
+        if not isinstance(mech, HeavyHitters):
+            raise TypeError(f"a heavy-hitter state needs a HeavyHitters mechanism, got {mech!r}")
         acc = cls(mech)
         with np.load(io.BytesIO(data), allow_pickle=False) as stored:
             acc.check_stored(stored)

@@ -21,10 +21,12 @@ import numpy as np
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.decoders.unary import column_popcount
 from ldptel.aggregator.result import FrequencyEstimate
+from ldptel.client.mechanisms.rappor import RAPPOR
 
 
 class RapporAccumulator(Accumulator):
     mechanism_name = "rappor"
+    mech: RAPPOR
 
     def empty(self) -> dict[str, np.ndarray]:
         m, k = self.mech.cohorts, self.mech.bloom_bits

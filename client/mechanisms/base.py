@@ -167,7 +167,7 @@ class PureMechanism(Mechanism):
     def variance_star(self) -> float:
         return self.q * (1 - self.q) / (self.p - self.q) ** 2
 
-    def count_variance(self, counts: np.ndarray, n: int) -> np.ndarray:
+    def count_variance(self, counts: np.ndarray, n: int | np.ndarray) -> np.ndarray:
         # no clipping of c to [0, n]: E[max(Ĉ, 0)] > c for rare items inflated the std errors
         # (GRR, d = 256, N = 20 000, ε = 1: variance +4.5%, CI coverage 0.960)
         c = np.asarray(counts, dtype=np.float64)
