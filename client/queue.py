@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,35 +69,34 @@ class ReportQueue:
         self._db.execute("PRAGMA synchronous=NORMAL")  # durable against process crashes
         self._db.executescript(SCHEMA)
 
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the lock (BEGIN IMMEDIATE; COMMIT, or ROLLBACK on error)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
     # --- writing ------------------------------------------------------------------------------
     def append(self, campaign: str, count: int, batch: bytes) -> None:
         """Queue one row of ``count`` randomized reports (committed on return)."""
         self.append_many([(campaign, count, batch)])
 
     def append_many(self, rows: Iterable[tuple[str, int, bytes]]) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT INTO reports (campaign, count, batch) VALUES (?, ?, ?)",
-                                     ((c, int(n), b) for c, n, b in rows))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._transaction():
+            self._db.executemany("INSERT INTO reports (campaign, count, batch) VALUES (?, ?, ?)",
+                                 ((c, int(n), b) for c, n, b in rows))
 
     # --- chunks -------------------------------------------------------------------------------
     def next_chunk(self, max_reports: int) -> Chunk | None:
         """The oldest chunk not yet delivered, or a new one: the oldest unassigned rows of one
         campaign, at most ``max_reports`` reports (at least one row). None if the queue is empty."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                chunk = self._open_chunk() or self._new_chunk(max_reports)
-                self._db.execute("COMMIT")
-                return chunk
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._transaction():
+            return self._open_chunk() or self._new_chunk(max_reports)
 
     def _open_chunk(self) -> Chunk | None:
         row = self._db.execute("SELECT id, campaign, batch_id FROM chunks ORDER BY id LIMIT 1").fetchone()
@@ -133,28 +133,16 @@ class ReportQueue:
 
     def complete(self, chunk: Chunk) -> None:
         """Remove a delivered (or deliberately dropped) chunk and its reports."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("DELETE FROM reports WHERE chunk = ?", (chunk.id,))
-                self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._transaction():
+            self._db.execute("DELETE FROM reports WHERE chunk = ?", (chunk.id,))
+            self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
 
     def release(self, chunk: Chunk) -> None:
         """Return a chunk's rows to the queue unassigned (only for a chunk the collector refused
         as a whole, e.g. too large, so that it is regrouped under a new batch_id)."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("UPDATE reports SET chunk = NULL WHERE chunk = ?", (chunk.id,))
-                self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._transaction():
+            self._db.execute("UPDATE reports SET chunk = NULL WHERE chunk = ?", (chunk.id,))
+            self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
 
     # --- inspection and metadata ---------------------------------------------------------------
     def pending(self, campaign: str | None = None) -> int:
@@ -178,20 +166,14 @@ class ReportQueue:
 
     def meta_setdefault(self, key: str, make: Callable[[], bytes]) -> bytes:
         """The value of ``key``, storing ``make()`` first if there is none (atomic)."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-                if row is None:
-                    value = make()
-                    self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
-                else:
-                    value = bytes(row[0])
-                self._db.execute("COMMIT")
-                return value
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._transaction():
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                value = make()
+                self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+            else:
+                value = bytes(row[0])
+            return value
 
     def close(self) -> None:
         with self._lock:

@@ -11,15 +11,12 @@
   (``ldptel.client.queue``), which survives restarts.
 - ``flush()`` (and the background sender) posts the queue as columnar ``ReportBatch`` es, one per
   chunk of at most ``batch_size`` reports of one campaign, each chunk under a batch_id fixed before
-  its first attempt, so a retry is deduplicated by the collector. Network errors, 5xx, 408 and
-  429 are retried with exponential backoff and full jitter (delay uniform in
-  [0, min(max_backoff, backoff_base·2^attempt)], at least the server's Retry-After); a chunk is
-  dropped (and logged) only on a 4xx that retrying cannot fix (400, 404, 409, 415, 422, or 413
-  for a single row). 401/403 stop the flush and keep the queue (a token problem is fixable).
+  its first attempt, so a retry is deduplicated by the collector. What each answer means (retry
+  with backoff, drop, regroup, stop) is ``ldptel.client.delivery.classify``.
 - RAPPOR and heavy hitters: the device secret (RAPPOR's cohort and memoized permanent randomized
   response, the heavy-hitter level) is created once and kept in the SQLite file; each campaign
-  uses HMAC-SHA256(secret, campaign name). Heavy-hitter and range campaigns use the mechanisms of
-  ``ldptel.client.mechanisms.structured``.
+  uses HMAC-SHA256(secret, campaign name) (``ldptel.client.device_secret``). Mechanisms are built
+  from the public config by ``ldptel.client.builder``.
 
 Thread-safe: ``report`` and ``flush`` may be called from any thread.
 Depends only on the standard library, numpy and protobuf (through the mechanisms).
@@ -28,90 +25,30 @@ Depends only on the standard library, numpy and protobuf (through the mechanisms
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import logging
 import os
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ldptel.client.mechanisms import create_mechanism
+from ldptel.client import delivery
+from ldptel.client.builder import CAMPAIGN_KINDS, build_mechanism, uses_device_secret
+from ldptel.client.delivery import AUTH_STATUS, CONTENT_TYPE, Action, Attempt, FlushResult, HttpStatus
+from ldptel.client.device_secret import derive, device_secret
+from ldptel.client.errors import TelemetryError, UnknownCampaign
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.queue import Chunk, ReportQueue
 from ldptel.proto import ReportBatch
 
 log = logging.getLogger("ldptel.client")
 
-RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")
-RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-AUTH_STATUS = frozenset({401, 403})
-CONTENT_TYPE = "application/x-protobuf"
-
-
-class TelemetryError(RuntimeError):
-    """The SDK cannot proceed (no campaign config, unknown campaign, authentication)."""
-
-
-class UnknownCampaign(TelemetryError, ValueError):
-    """The collector has no campaign of that name."""
-
-
-@dataclass
-class FlushResult:
-    """Outcome of one ``flush``: reports the collector accepted, reports in batches it already had
-    (retries), reports dropped as invalid, reports still queued, and the last error if any."""
-
-    accepted: int = 0
-    duplicates: int = 0
-    dropped: int = 0
-    pending: int = 0
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the queue is empty."""
-        return self.pending == 0
-
-
-class _HttpStatus(Exception):
-    def __init__(self, status: int, body: bytes, retry_after: float | None) -> None:
-        super().__init__(f"HTTP {status}: {body[:300]!r}")
-        self.status, self.body, self.retry_after = status, body, retry_after
-
-
-def uses_device_secret(cfg: dict) -> bool:
-    """RAPPOR (cohort, memoized permanent response) and heavy hitters (the device's level) tie a
-    device's reports to a secret that must outlive restarts."""
-    return cfg.get("kind") == "heavy_hitters" or (cfg.get("kind", "frequency") == "frequency"
-                                                   and cfg.get("oracle") == "rappor")
-
-
-def mechanism_from_config(cfg: dict, secret: bytes | None = None) -> Mechanism:
-    """The mechanism of a public campaign config (``GET /v1/campaigns``); ``secret`` is the
-    device's secret for the campaign (see ``uses_device_secret``)."""
-    kind = cfg.get("kind", "frequency")
-    if kind in ("heavy_hitters", "range"):
-        try:
-            from ldptel.client.mechanisms.structured import structured_mechanism
-        except ImportError:
-            raise TelemetryError(f"campaign {cfg.get('name')!r}: {kind} campaigns are not supported "
-                                 "by this SDK version") from None
-        return structured_mechanism(kind, cfg, secret=secret if kind == "heavy_hitters" else None)
-    if kind != "frequency":
-        raise TelemetryError(f"campaign {cfg.get('name')!r}: unknown campaign kind {kind!r}")
-    oracle = cfg.get("oracle")
-    if oracle == "rappor":
-        return create_mechanism("rappor", **{k: cfg[k] for k in RAPPOR_KEYS}, secret=secret)
-    return create_mechanism(oracle, epsilon=cfg["epsilon"], domain_size=cfg["domain_size"])
+__all__ = ["FlushResult", "TelemetryClient", "TelemetryError", "UnknownCampaign", "default_queue_path"]
 
 
 def default_queue_path(url: str) -> Path:
@@ -184,7 +121,7 @@ class TelemetryClient:
                 data = json.loads(self._request("GET", "/v1/campaigns"))
                 configs = {c["name"]: c for c in data["campaigns"]}
                 self.queue.set_meta("campaigns", json.dumps(configs).encode())
-            except _HttpStatus as exc:
+            except HttpStatus as exc:
                 if exc.status in AUTH_STATUS:
                     raise TelemetryError(f"collector refused the token ({exc.status})") from None
                 configs = self._stored_configs(exc)
@@ -214,8 +151,10 @@ class TelemetryClient:
         with self._lock:
             cached = self._mechs.get(campaign)
             if cached is None or cached[0] != cfg:
+                if cfg.get("kind", "frequency") not in CAMPAIGN_KINDS:
+                    raise TelemetryError(f"campaign {campaign!r}: unknown campaign kind {cfg['kind']!r}")
                 secret = self._device_secret(campaign) if uses_device_secret(cfg) else None
-                cached = self._mechs[campaign] = (cfg, mechanism_from_config(cfg, secret))
+                cached = self._mechs[campaign] = (cfg, build_mechanism(cfg, secret))
             return cached[1]
 
     def _config_and_mechanism(self, campaign: str) -> tuple[dict, Mechanism]:
@@ -226,8 +165,8 @@ class TelemetryClient:
     def _device_secret(self, campaign: str) -> bytes:
         """HMAC-SHA256(device secret, campaign): the device secret is drawn once and kept in the
         queue file, so cohorts, memoized responses and levels survive restarts."""
-        device = self.queue.meta_setdefault("device_secret", lambda: os.urandom(32))
-        return hmac.new(device, b"ldptel/campaign-secret\0" + campaign.encode(), hashlib.sha256).digest()
+        device = self.queue.meta_setdefault("device_secret", device_secret)
+        return derive(device, b"ldptel/campaign-secret\0" + campaign.encode())
 
     def _index(self, cfg: dict, value: Any) -> Any:
         """A categorical label → its index; integers (and RAPPOR strings) pass through."""
@@ -284,57 +223,55 @@ class TelemetryClient:
                 chunk = self.queue.next_chunk(self._chunk_reports)
                 if chunk is None:
                     break
-                try:
-                    body = self._batch_body(chunk)
-                except TelemetryError as exc:  # no campaign configs yet: retry later
-                    if not isinstance(exc, UnknownCampaign):
-                        result.error = str(exc)
-                        delay = self._backoff(attempt, None)
-                        if not self._wait(delay, deadline):
-                            break
-                        attempt += 1
-                        continue
-                    self._drop(chunk, result, str(exc))
-                    continue
-                except ValueError as exc:  # rows that no longer match the campaign's config
-                    self._drop(chunk, result, f"undecodable queued reports: {exc}")
-                    continue
-                try:
-                    outcome = json.loads(self._request("POST", "/v1/reports", body, CONTENT_TYPE) or b"{}")
-                except _HttpStatus as exc:
-                    result.error = str(exc)
-                    if exc.status in AUTH_STATUS:
-                        log.error("collector refused the token (%s); keeping %d queued reports",
-                                  exc.status, self.queue.pending())
-                        break
-                    if exc.status == 413 and len(chunk.batches) > 1:
-                        self._chunk_reports = max(1, chunk.count // 2)
-                        log.warning("batch of %d reports too large; regrouping", chunk.count)
-                        self.queue.release(chunk)
-                        continue
-                    if exc.status not in RETRY_STATUS:
-                        self._drop(chunk, result, f"collector answered {exc}")
-                        continue
-                    delay = self._backoff(attempt, exc.retry_after)
-                except (OSError, ValueError) as exc:  # network errors, timeouts, garbled answers
-                    result.error = f"{type(exc).__name__}: {exc}"
-                    delay = self._backoff(attempt, None)
-                else:
+                outcome = self._attempt(chunk)
+                if outcome.error is not None:
+                    result.error = outcome.error
+                if outcome.action is Action.SENT:
                     self.queue.complete(chunk)
-                    if outcome.get("duplicate"):
+                    if outcome.duplicate:
                         result.duplicates += chunk.count
                     else:
                         result.accepted += chunk.count
                     attempt = 0
-                    continue
-                attempt += 1
-                log.info("send failed (%s); retrying in %.2f s", result.error, delay)
-                if not self._wait(delay, deadline):
+                elif outcome.action is Action.DROP:
+                    self._drop(chunk, result, outcome.reason)
+                elif outcome.action is Action.REGROUP:
+                    self._chunk_reports = max(1, chunk.count // 2)
+                    log.warning("batch of %d reports too large; regrouping", chunk.count)
+                    self.queue.release(chunk)
+                elif outcome.action is Action.STOP:
+                    log.error("collector refused the token (%s); keeping %d queued reports",
+                              outcome.error, self.queue.pending())
                     break
+                else:  # RETRY
+                    delay = delivery.backoff(self._jitter, attempt, self.backoff_base,
+                                             self.max_backoff, outcome.retry_after)
+                    attempt += 1
+                    log.info("send failed (%s); retrying in %.2f s", result.error, delay)
+                    if not self._wait(delay, deadline):
+                        break
         result.pending = self.queue.pending()
         if result.pending == 0:
             result.error = None
         return result
+
+    def _attempt(self, chunk: Chunk) -> Attempt:
+        """Build the chunk's body and post it once (no side effects on the queue)."""
+        try:
+            body = self._batch_body(chunk)
+        except UnknownCampaign as exc:
+            return Attempt(Action.DROP, reason=str(exc))
+        except TelemetryError as exc:  # no campaign configs yet: retry later
+            return Attempt(Action.RETRY, error=str(exc))
+        except ValueError as exc:  # rows that no longer match the campaign's config
+            return Attempt(Action.DROP, reason=f"undecodable queued reports: {exc}")
+        try:
+            answer = json.loads(self._request("POST", "/v1/reports", body, CONTENT_TYPE) or b"{}")
+        except HttpStatus as exc:
+            return Attempt.from_status(exc, len(chunk.batches))
+        except (OSError, ValueError) as exc:  # network errors, timeouts, garbled answers
+            return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
+        return Attempt(Action.SENT, duplicate=bool(answer.get("duplicate")))
 
     def _wait(self, delay: float, deadline: float | None) -> bool:
         """Sleep ``delay`` unless that passes the deadline or the client is stopping."""
@@ -346,12 +283,6 @@ class TelemetryClient:
         log.error("dropping %d reports of %s: %s", chunk.count, chunk.campaign, why)
         self.queue.complete(chunk)
         result.dropped += chunk.count
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        delay = self._jitter.uniform(0, min(self.max_backoff, self.backoff_base * 2 ** min(attempt, 30)))
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.max_backoff))
-        return delay
 
     def _batch_body(self, chunk: Chunk) -> bytes:
         """The chunk's rows as one columnar ``ReportBatch`` under the chunk's batch_id."""
@@ -368,21 +299,7 @@ class TelemetryClient:
 
     def _request(self, method: str, path: str, body: bytes | None = None,
                  content_type: str | None = None) -> bytes:
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return resp.read()
-        except urllib.error.HTTPError as exc:
-            raw = exc.read() if exc.fp is not None else b""
-            retry = exc.headers.get("Retry-After") if exc.headers else None
-            try:
-                retry_after = float(retry) if retry is not None else None
-            except ValueError:
-                retry_after = None
-            raise _HttpStatus(exc.code, raw, retry_after) from None
+        return delivery.request(self.url + path, self.token, self.timeout, method, body, content_type)
 
     # --- background sender ------------------------------------------------------------------
     def _maybe_wake(self, n: int = 1) -> None:

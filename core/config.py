@@ -1,4 +1,4 @@
-"""The TOML configuration (DESIGN §3), validated at start.
+"""The TOML configuration, validated at start.
 
 Every error names the offending key (``campaigns[2].epsilon: …``) and is raised as
 ``ConfigError``; the CLI prints it and exits non-zero.
@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ldptel.client.builder import CAMPAIGN_KINDS as KINDS
+from ldptel.client.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
+from ldptel.client.mechanisms import MECHANISMS
+from ldptel.client.mechanisms.base import Mechanism
+
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
-KINDS = ("frequency", "heavy_hitters", "range")
-ORACLES = ("grr", "sue", "oue", "olh", "hadamard", "rappor")
+ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
 WINDOWS = {"1h": 3600, "1d": 86400, "all": 0}
-RANGE_METHODS = ("haar", "hierarchical")
 
 SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
@@ -26,12 +29,10 @@ SERVER_KEYS = {
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms"}
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
 KIND_KEYS = {
-    "frequency": {"oracle", "domain", "domain_size", "bloom_bits", "hashes", "cohorts", "f", "p",
-                  "q", "candidates"},
+    "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
     "heavy_hitters": {"max_length", "levels", "width", "oracle"},
     "range": {"domain_size", "method", "branching"},
 }
-RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")
 
 
 class ConfigError(ValueError):
@@ -110,21 +111,10 @@ class Campaign:
             return list(self.params["candidates"])
         return list(range(self.domain_size or 0))
 
-    def mechanism(self):
+    def mechanism(self) -> Mechanism:
         """The campaign's mechanism (``ldptel.client`` object): the frequency oracle, the
-        heavy-hitter prefix tree or the range method."""
-        from ldptel.client import create_mechanism
-
-        if self.kind in ("heavy_hitters", "range"):
-            from ldptel.client.mechanisms.structured import structured_mechanism
-
-            return structured_mechanism(self.kind, {"epsilon": self.epsilon,
-                                                    "domain_size": self.domain_size, **self.params})
-        if self.kind != "frequency":
-            raise ValueError(f"campaign {self.name!r} is {self.kind}, not a frequency campaign")
-        if self.oracle == "rappor":
-            return create_mechanism("rappor", **{k: self.params[k] for k in RAPPOR_KEYS})
-        return create_mechanism(self.oracle, epsilon=self.epsilon, domain_size=self.domain_size)
+        heavy-hitter prefix tree or the range method, built from ``public()``."""
+        return build_mechanism(self.public())
 
     def public(self) -> dict:
         """What clients fetch from ``GET /v1/campaigns`` (no secrets)."""
@@ -207,7 +197,7 @@ def _campaign(raw: Any, where: str) -> Campaign:
     if kind == "frequency":
         if oracle not in ORACLES:
             raise _fail(f"{where}.oracle", f"must be one of {', '.join(ORACLES)}, got {oracle!r}")
-        for key in ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates"):
+        for key in RAPPOR_KEYS:
             if key in raw:
                 raise _fail(f"{where}.{key}", "applies only to oracle = \"rappor\"")
         camp.oracle = oracle

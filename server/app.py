@@ -51,7 +51,6 @@ class ServerState:
     metrics: Metrics
     rate_limiter: RateLimiter
     mechanisms: dict[str, Any] = field(default_factory=dict)  # campaign name → Mechanism
-    unsupported: dict[str, str] = field(default_factory=dict)  # campaign name → why not
     scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
 
     def campaign(self, name: str) -> Campaign | None:
@@ -73,24 +72,10 @@ def redis_client(url: str) -> AnyRedis:
     )
 
 
-def build_mechanisms(config: Config) -> tuple[dict[str, Any], dict[str, str]]:
-    """One mechanism object per campaign (``Campaign.mechanism()``), and the reasons for the
-    campaigns the collector cannot validate yet (no mechanism or no ``validate_columns``)."""
-    from ldptel.client.mechanisms.base import Mechanism
-
-    mechs: dict[str, Any] = {}
-    unsupported: dict[str, str] = {}
-    for camp in config.campaigns:
-        try:
-            mech = camp.mechanism()
-        except (ValueError, NotImplementedError, ImportError) as exc:
-            unsupported[camp.name] = f"no collector support for this campaign yet: {exc}"
-            continue
-        if type(mech).validate_columns is Mechanism.validate_columns:
-            unsupported[camp.name] = f"{type(mech).__name__} has no validator yet"
-            continue
-        mechs[camp.name] = mech
-    return mechs, unsupported
+def build_mechanisms(config: Config) -> dict[str, Any]:
+    """One mechanism object per campaign (``Campaign.mechanism()``): it validates the campaign's
+    reports."""
+    return {camp.name: camp.mechanism() for camp in config.campaigns}
 
 
 def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] | None = None) -> Flask:
@@ -102,13 +87,11 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
     if config.server.secret_key:
         app.secret_key = config.server.secret_key
     client = redis_client(redis_url)
-    mechs, unsupported = build_mechanisms(config)
-    for name, why in unsupported.items():
-        log.warning("campaign %s: %s", name, why)
+    mechs = build_mechanisms(config)
     app.extensions["ldptel"] = ServerState(
         config=config, redis=client, redis_url=redis_url, metrics=Metrics(client),
         rate_limiter=RateLimiter(client, config.server.rate_limit_per_minute),
-        mechanisms=mechs, unsupported=unsupported,
+        mechanisms=mechs,
     )
     if blueprints is None:
         blueprints = [importlib.import_module(m).bp for m in BLUEPRINT_MODULES]

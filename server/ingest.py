@@ -64,7 +64,7 @@ def read_body(limit: int) -> bytes:
 def list_campaigns():
     """Public configs of the campaigns clients can report to."""
     st = state()
-    campaigns = [c.public() for c in st.config.campaigns if c.name in st.mechanisms]
+    campaigns = [c.public() for c in st.config.campaigns]
     resp = jsonify({"campaigns": campaigns})
     resp.headers["Cache-Control"] = "private, max-age=60"
     return resp
@@ -90,7 +90,7 @@ def post_reports():
                             f"over {cfg.rate_limit_per_minute} requests per minute for this token",
                             "rate_limited")
         body = read_body(cfg.max_body_bytes)
-        valid = validate_batch(body, st.config, st.mechanisms, st.unsupported)
+        valid = validate_batch(body, st.config, st.mechanisms)
     except Rejection as rej:
         st.metrics.reject(rej.campaign, rej.reason)
         headers = {"Retry-After": str(retry_after)} if rej.status == 429 else None

@@ -4,14 +4,13 @@ Order of checks (the first failure rejects the whole batch, nothing is stored):
 
 1. the body parses as a ``ReportBatch`` (else 400 ``malformed_batch``);
 2. ``schema_version`` = 1, ``batch_id`` of 16 bytes (400 ``invalid_batch``);
-3. the campaign exists (400 ``unknown_campaign``) and the collector can validate it
-   (400 ``unsupported_campaign``);
+3. the campaign exists (400 ``unknown_campaign``);
 4. 1 ≤ ``count`` ≤ ``server.max_reports_per_batch`` (400 ``invalid_batch`` / 413 ``too_many_reports``);
 5. the payload kind is the campaign's (400 ``wrong_payload``);
-6. wire-level shape of packed bit fields: bit rows of whole reports, zero padding of bit-packed
-   per-report signs (400 ``invalid_report`` with the index);
-7. ``mech.columns(batch)`` then ``mech.validate_columns(columns, count)``: per-mechanism ranges
-   and the poisoning defence (400 ``invalid_report`` naming the index and reason).
+6. the campaign's mechanism checks its payload (``Mechanism.checked_columns``: wire shape, column
+   lengths, ranges, the poisoning defence); its ``InvalidReport`` becomes 400 ``invalid_report``
+   naming the lowest bad index and the reason (metric ``implausible_bits`` for an
+   ``ImplausibleReport``, else ``invalid_report``).
 
 The batch that is stored is the parsed message re-serialized without unknown fields, so nothing a
 client adds beyond the schema reaches the stream.
@@ -24,20 +23,12 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from ldptel.client.mechanisms.base import InvalidReport
-from ldptel.client.mechanisms.validation import ImplausibleReport
+from ldptel.client.errors import ImplausibleReport, InvalidReport
+from ldptel.client.mechanisms.base import Mechanism
 from ldptel.config import Campaign, Config
 from ldptel.proto import SCHEMA_VERSION, ReportBatch
 
 BATCH_ID_BYTES = 16
-
-# payload → (bytes field holding one packed bit row per report, row length in bytes)
-BIT_ROW_FIELDS = {
-    "unary": ("bits", lambda m: (m.domain_size + 7) // 8),
-    "rappor": ("bits", lambda m: (m.bloom_bits + 7) // 8),
-}
-# payload → bytes field holding one bit per report, packed over the batch (np.packbits)
-PACKED_BIT_FIELDS = {"hadamard": "signs"}
 
 
 class Rejection(Exception):
@@ -75,30 +66,7 @@ def parse_batch(body: bytes) -> ReportBatch:
         raise Rejection(400, "malformed_batch", f"not a valid ReportBatch protobuf: {exc}") from None
 
 
-def _check_wire_shape(name: str, batch: ReportBatch, payload: str, mech: Any, count: int) -> None:
-    msg = getattr(batch, payload)
-    if payload in BIT_ROW_FIELDS:
-        field, row_of = BIT_ROW_FIELDS[payload]
-        raw, row = getattr(msg, field), row_of(mech)
-        if len(raw) != count * row:
-            index = min(len(raw) // row, count)
-            raise invalid_report(name, index, f"{field} must hold {count} rows of {row} bytes, "
-                                              f"got {len(raw)} bytes")
-    if payload in PACKED_BIT_FIELDS:
-        field = PACKED_BIT_FIELDS[payload]
-        raw = getattr(msg, field)
-        need = (count + 7) // 8
-        if len(raw) != need:
-            raise invalid_report(name, min(8 * len(raw), count),
-                                 f"{field} must hold {need} bytes for {count} reports, got {len(raw)}")
-        pad = (-count) % 8
-        if pad and raw[-1] & ((1 << pad) - 1):
-            raise invalid_report(name, count - 1, f"{field} padding bits after report {count - 1} "
-                                                  "must be zero")
-
-
-def validate_batch(body: bytes, config: Config, mechanisms: dict[str, Any],
-                   unsupported: dict[str, str] | None = None) -> ValidBatch:
+def validate_batch(body: bytes, config: Config, mechanisms: dict[str, Mechanism]) -> ValidBatch:
     """Validate ``body`` as one batch of a configured campaign; raise ``Rejection`` otherwise."""
     batch = parse_batch(body)
     if batch.schema_version != SCHEMA_VERSION:
@@ -112,10 +80,7 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[str, Any],
         shown = batch.campaign if len(batch.campaign) <= 64 else batch.campaign[:64] + "…"
         raise Rejection(400, "unknown_campaign", f"no campaign named {shown!r}")
     name = campaign.name
-    mech = mechanisms.get(name)
-    if mech is None:
-        why = (unsupported or {}).get(name, "no validator for this campaign")
-        raise Rejection(400, "unsupported_campaign", why, campaign=name)
+    mech = mechanisms[name]
     count = batch.count
     if count < 1:
         raise Rejection(400, "invalid_batch", "count must be at least 1", campaign=name)
@@ -127,15 +92,11 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[str, Any],
     if payload != mech.payload:
         raise Rejection(400, "wrong_payload", f"campaign {name!r} takes {mech.payload} payloads, "
                                               f"got {payload or 'none'}", campaign=name)
-    _check_wire_shape(name, batch, payload, mech, count)
     try:
-        columns = mech.columns(batch)
-        mech.validate_columns(columns, count)
+        mech.checked_columns(batch)
     except InvalidReport as exc:
         metric = "implausible_bits" if isinstance(exc, ImplausibleReport) else "invalid_report"
         raise invalid_report(name, exc.index, exc.reason, metric) from None
-    except ValueError as exc:
-        raise invalid_report(name, None, str(exc)) from None
     batch.DiscardUnknownFields()
     return ValidBatch(campaign=campaign, batch_id=bytes(batch.batch_id), count=int(count),
                       data=batch.SerializeToString())

@@ -9,8 +9,8 @@ import xxhash
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
 from ldptel.client import hashing
+from ldptel.client.errors import InvalidReport
 from ldptel.client.hashing import xxh32_rows
-from ldptel.client.mechanisms.base import InvalidReport
 from ldptel.client.mechanisms.heavy_hitters import HeavyHitters, level_bits, prefix_rows
 from ldptel.config import ConfigError, parse_config
 from ldptel.proto import ReportBatch

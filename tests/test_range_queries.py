@@ -18,7 +18,7 @@ import pytest
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.decoders.range_haar import RangeHaarAccumulator
 from ldptel.aggregator.decoders.range_hierarchical import RangeHierarchicalAccumulator
-from ldptel.client.mechanisms.base import InvalidReport
+from ldptel.client.errors import InvalidReport
 from ldptel.client.mechanisms.hadamard import hadamard_entry
 from ldptel.client.mechanisms.range_haar import RangeHaar
 from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical, choose_branching

@@ -9,10 +9,9 @@ import pytest
 from scipy import stats
 
 from ldptel.client import create_mechanism
-from ldptel.client.mechanisms.base import InvalidReport
-from ldptel.client.mechanisms.validation import (
+from ldptel.client.errors import ImplausibleReport, InvalidReport
+from ldptel.client.mechanisms.poisoning import (
     FALSE_REJECT,
-    ImplausibleReport,
     binomial_pmf,
     rappor_weight_bounds,
     unary_weight_bounds,
@@ -91,3 +90,67 @@ def test_first_bad_report_is_named():
 def test_small_domains_reject_nothing_plausible():
     """With d = 2 every weight 0..2 is possible for an honest SUE device: nothing is rejected."""
     assert unary_weight_bounds(2, 0.6, 0.4) == (0, 2)
+
+
+def _set_bit_row(msg, row: int, width: int, data: bytes) -> None:
+    raw = bytearray(msg.bits)
+    raw[row * width:(row + 1) * width] = data
+    msg.bits = bytes(raw)
+
+
+def _bad_2_and_5(kind: str):
+    """A batch of 8 honest reports of ``kind``, then report 5 broken by the check its mechanism
+    lists first and report 2 by a later one (or the same one where there is only one)."""
+    from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
+    from ldptel.client.mechanisms.range_haar import RangeHaar
+    from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
+
+    rng = np.random.default_rng(3)
+    if kind == "rappor":
+        mech = create_mechanism("rappor", bloom_bits=61, hashes=2, cohorts=4, f=0.5, p=0.5, q=0.75)
+        batch = mech.encode_batch([f"v{i}" for i in range(8)], rng=rng)
+        batch.rappor.cohorts[5] = 4  # cohort out of range
+        _set_bit_row(batch.rappor, 2, 8, bytes(8))  # no bit set: implausible
+        return mech, batch
+    if kind == "heavy_hitters":
+        mech = HeavyHitters(2.0, 4, secret=bytes(16))
+        batch = mech.encode_batch(["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op"], rng=rng)
+        batch.heavy_hitters.levels[5] = mech.levels
+        batch.heavy_hitters.values[2] = mech.g
+        return mech, batch
+    if kind == "range_haar":
+        mech = RangeHaar(1.0, 64)
+        batch = mech.encode_batch(np.arange(8), rng=rng)
+        batch.range.levels[5] = mech.h
+        batch.range.indices[2] = int(mech.K[batch.range.levels[2]])
+        return mech, batch
+    if kind == "range_hierarchical":
+        mech = RangeHierarchical(1.0, 64)
+        batch = mech.encode_batch(np.arange(8), rng=rng)
+        batch.range.levels[5] = mech.H
+        batch.range.values[2] = 1 << 20
+        return mech, batch
+    mech = create_mechanism(kind, epsilon=1.0, domain_size=100)
+    batch = mech.encode_batch(np.arange(8), rng=rng)
+    if kind in ("sue", "oue"):
+        raw = bytearray(batch.unary.bits)
+        raw[5 * 13 + 12] |= 0x01  # padding bit after bit 100
+        batch.unary.bits = bytes(raw)
+        _set_bit_row(batch.unary, 2, 13, bytes(13))  # no bit set: implausible
+    else:
+        payload = getattr(batch, batch.WhichOneof("payload"))
+        field = "indices" if kind == "hadamard" else "values"
+        limit = {"grr": 100, "olh": mech.g if kind == "olh" else 0, "hadamard": 128}[kind]
+        getattr(payload, field)[5] = limit
+        getattr(payload, field)[2] = limit + 1
+    return mech, batch
+
+
+@pytest.mark.parametrize("kind", ["grr", "sue", "oue", "olh", "hadamard", "rappor", "heavy_hitters",
+                                  "range_haar", "range_hierarchical"])
+def test_lowest_bad_index_is_named(kind):
+    """Every mechanism names the lowest bad report, whichever of its checks flags it."""
+    mech, batch = _bad_2_and_5(kind)
+    with pytest.raises(InvalidReport) as exc:
+        mech.checked_columns(batch)
+    assert exc.value.index == 2, exc.value

@@ -40,6 +40,7 @@ import numpy as np
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.result import FrequencyEstimate
 from ldptel.client import hashing
+from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.mechanisms.heavy_hitters import HeavyHitters, prefix_rows
 
 COLUMNS: dict[str, type] = {"levels": np.uint16, "seeds": np.uint32, "values": np.uint16}
@@ -73,18 +74,19 @@ class HeavyHitterAccumulator(Accumulator):
 
     def __init__(self, mech: HeavyHitters) -> None:
         self._n = np.zeros(1, dtype=np.int64)
-        self._buf = {k: np.zeros(0, dtype=dt) for k, dt in COLUMNS.items()}
+        self._buf: dict[str, np.ndarray] = {k: np.zeros(0, dtype=dt) for k, dt in COLUMNS.items()}
         self._size = 0
         super().__init__(mech)
 
     # --- state: concatenable report columns -------------------------------------------------
-    @property  # type: ignore[override]
+    @property
     def state(self) -> dict[str, np.ndarray]:
         return {"n": self._n, **{k: b[: self._size] for k, b in self._buf.items()}}
 
     @state.setter
     def state(self, value: dict[str, np.ndarray]) -> None:
-        cols = {k: np.asarray(value.get(k, np.zeros(0)), dtype=dt).reshape(-1) for k, dt in COLUMNS.items()}
+        cols: dict[str, np.ndarray] = {
+            k: np.asarray(value.get(k, np.zeros(0)), dtype=dt).reshape(-1) for k, dt in COLUMNS.items()}
         sizes = {c.size for c in cols.values()}
         if len(sizes) != 1:
             raise ValueError(f"state columns differ in length: {sorted(sizes)}")
@@ -126,7 +128,9 @@ class HeavyHitterAccumulator(Accumulator):
         return self
 
     @classmethod
-    def from_bytes(cls, mech: HeavyHitters, data: bytes) -> HeavyHitterAccumulator:
+    def from_bytes(cls, mech: Mechanism, data: bytes) -> HeavyHitterAccumulator:
+        if not isinstance(mech, HeavyHitters):
+            raise TypeError(f"a heavy-hitter state needs a HeavyHitters mechanism, got {mech!r}")
         acc = cls(mech)
         with np.load(io.BytesIO(data), allow_pickle=False) as stored:
             acc.check_stored(stored)
@@ -161,7 +165,6 @@ class _Walk:
         self.start = np.concatenate(([0], np.cumsum(self.n_level)))
         self.a, self.b, self.w = hashing.olh_match_params(
             state["seeds"][order], state["values"][order].astype(np.int64), mech.g)
-        self.scale = mech.p - mech.q
         self.candidates: list[int] = []
 
     def support(self, level: int, rows: np.ndarray) -> np.ndarray:
@@ -171,10 +174,6 @@ class _Walk:
             return np.zeros(rows.shape[0], dtype=np.int64)
         keys = self.mech.keys(rows, level)
         return hashing.olh_support_counts(self.a[s:e], self.b[s:e], self.w[s:e], keys, KERNEL_BLOCK)
-
-    def null_se(self, n: np.ndarray | int) -> np.ndarray:
-        q = self.mech.q
-        return np.sqrt(np.asarray(n, dtype=np.float64) * q * (1 - q)) / self.scale
 
     def extend(self, parents: np.ndarray, level: int) -> np.ndarray:
         """All children of ``parents`` at ``level`` (the level's new bits enumerated), without
@@ -212,7 +211,7 @@ class _Walk:
                 last_c = c
                 break
             n = self.n_level[j]
-            est = (c - n * q) / self.scale
+            est = mech.unbiased_counts(c, n)
             keep = np.flatnonzero(c > binom.isf(NULL_OFFSPRING / (1 << mech.new_bits(j)), n, q))
             keep = keep[np.argsort(-est[keep], kind="stable")[: mech.width]]
             surv = cands[keep]
@@ -240,8 +239,8 @@ class _Walk:
         m = rows.shape[0]
         level_alpha = alpha / max(m, 1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            est = (C - nE * q) / self.scale
-            zs = est / self.null_se(nE)
+            est = mech.unbiased_counts(C, nE)
+            zs = est / mech.null_std_error(nE)
         self.final_rows, self.final_z, self.final_n = rows, zs, nE
         hit = np.flatnonzero((nE > 0) & (C > binom.isf(level_alpha, nE, q)))
         hit = hit[np.argsort(-zs[hit], kind="stable")]

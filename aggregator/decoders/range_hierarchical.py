@@ -44,7 +44,7 @@ class RangeHierarchicalAccumulator(Accumulator):
         """x̂_ℓ for ℓ = 1..H (HT-scaled unbiased node counts)."""
         m = self.mech
         sup, ln = self.state["support"], self.state["level_n"]
-        return [m.H * (sup[m.offsets[i] : m.offsets[i + 1]] - ln[i] * o.q) / (o.p - o.q)
+        return [o.unbiased_counts(sup[m.offsets[i] : m.offsets[i + 1]], ln[i], m.H)
                 for i, o in enumerate(m.oracles)]
 
     def estimate(self) -> RangeEstimate:

@@ -67,10 +67,6 @@ class RangeEstimate(FrequencyEstimate):
         return {"lo": int(lo), "hi": int(hi), "estimate": e, "std_error": s,
                 "ci_low": e - Z95 * s, "ci_high": e + Z95 * s}
 
-    def prefix(self, x: int) -> dict:
-        """The prefix [0, x]."""
-        return self.range(0, x)
-
     def cdf(self) -> np.ndarray:
         """The monotone CDF F̃ (isotonic regression of Ŝ/N, clipped to [0, 1]); cached."""
         if self._cdf is None:

@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from ldptel.client.mechanisms.base import Mechanism, PureMechanism
+from ldptel.client.mechanisms.chooser import local_oracle, recommend_oracle
 from ldptel.client.mechanisms.grr import GRR
 from ldptel.client.mechanisms.hadamard import Hadamard
 from ldptel.client.mechanisms.olh import OLH
-from ldptel.client.mechanisms.rappor import RAPPOR
+from ldptel.client.mechanisms.rappor import RAPPOR, RAPPOR_KEYS
 from ldptel.client.mechanisms.unary import OUE, SUE
 
 MECHANISMS: dict[str, type[Mechanism]] = {
     m.name: m for m in (GRR, SUE, OUE, OLH, Hadamard, RAPPOR)
 }
-RAPPOR_PARAMS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates", "secret")
+RAPPOR_PARAMS = (*RAPPOR_KEYS, "secret")
 
 
 def create_mechanism(oracle: str, **params: Any) -> Mechanism:
@@ -35,14 +36,7 @@ def create_mechanism(oracle: str, **params: Any) -> Mechanism:
     return MECHANISMS[oracle](**params)
 
 
-def recommend_oracle(epsilon: float, domain_size: int) -> str:
-    """GRR when d < 3e^ε + 2 (its variance is lower there), else OLH (Wang et al. 2017)."""
-    import math
-
-    return "grr" if domain_size < 3 * math.exp(epsilon) + 2 else "olh"
-
-
 __all__ = [
     "GRR", "OLH", "OUE", "RAPPOR", "SUE", "Hadamard", "MECHANISMS", "Mechanism", "PureMechanism",
-    "create_mechanism", "recommend_oracle",
+    "create_mechanism", "local_oracle", "recommend_oracle",
 ]

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ldptel.client.mechanisms.base import PureMechanism
-from ldptel.client.mechanisms.validation import check_lengths, reject_first
+from ldptel.client.mechanisms.checks import check_lengths, out_of_range, reject_first
 from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import GrrPayload, ReportBatch
 
@@ -60,5 +60,4 @@ class GRR(PureMechanism):
     def validate_columns(self, columns: dict, count: int) -> None:
         """``count`` values, each in [0, d)."""
         check_lengths(columns, count, ["values"])
-        v, d = columns["values"], self.domain_size
-        reject_first([((v < 0) | (v >= d), lambda i: f"value {v[i]} is not in [0, {d})")])
+        reject_first([out_of_range(columns["values"], self.domain_size, "value")])

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ldptel.client.mechanisms.base import Mechanism
-from ldptel.client.mechanisms.validation import check_lengths, reject_first
+from ldptel.client.mechanisms.checks import check_lengths, out_of_range, packed_bits, reject_first
 from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import HadamardPayload, ReportBatch
 
@@ -37,13 +37,11 @@ def debias_scale(epsilon: float) -> float:
     return (e + 1) / (e - 1)
 
 
-class Hadamard(Mechanism):
-    name = "hadamard"
-    payload = "hadamard"
+class SignResponse:
+    """Binary randomized response of a ±1 Hadamard/Haar entry at ``epsilon`` (Hadamard response
+    and the Haar range mechanism)."""
 
-    def __init__(self, epsilon: float, domain_size: int) -> None:
-        super().__init__(epsilon, domain_size)
-        self.D = 1 << (self.domain_size - 1).bit_length()
+    epsilon: float
 
     @property
     def p_keep(self) -> float:
@@ -53,6 +51,15 @@ class Hadamard(Mechanism):
     def scale(self) -> float:
         """k = (e^ε + 1)/(e^ε − 1)."""
         return debias_scale(self.epsilon)
+
+
+class Hadamard(SignResponse, Mechanism):
+    name = "hadamard"
+    payload = "hadamard"
+
+    def __init__(self, epsilon: float, domain_size: int) -> None:
+        super().__init__(epsilon, domain_size)
+        self.D = 1 << (self.domain_size - 1).bit_length()
 
     def variance_star(self) -> float:
         return self.scale**2
@@ -81,19 +88,13 @@ class Hadamard(Mechanism):
         )
 
     def columns(self, batch: ReportBatch) -> dict:
-        n = batch.count
-        raw = batch.hadamard.signs
-        if len(raw) != (n + 7) // 8:
-            raise ValueError(f"signs must hold {(n + 7) // 8} bytes for {n} reports, got {len(raw)}")
-        signs = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), count=n).astype(bool)
-        return {"indices": np.asarray(batch.hadamard.indices, dtype=np.int64), "signs": signs}
+        return {"indices": np.asarray(batch.hadamard.indices, dtype=np.int64),
+                "signs": packed_bits(batch.hadamard.signs, batch.count)}
 
     def validate_columns(self, columns: dict, count: int) -> None:
-        """``count`` (j, sign) pairs with j in [0, D). (The zero padding of the packed sign bits is
-        not visible in the columns; the collector checks it on the wire bytes.)"""
+        """``count`` (j, sign) pairs with j in [0, D) (``columns`` checked the sign bytes)."""
         check_lengths(columns, count, ["indices", "signs"])
-        j, D = columns["indices"], self.D
-        reject_first([((j < 0) | (j >= D), lambda i: f"index {j[i]} is not in [0, D = {D})")])
+        reject_first([out_of_range(columns["indices"], self.D, "index", f"D = {self.D}")])
 
     def public_params(self) -> dict:
         return {**super().public_params(), "D": self.D}

@@ -22,18 +22,17 @@ The decoder (``ldptel.aggregator.decoders.heavy_hitters``) walks the tree.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ldptel.client import hashing
-from ldptel.client.mechanisms.base import InvalidReport, PureMechanism, check_epsilon, check_int
+from ldptel.client.device_secret import derive_index, device_secret
+from ldptel.client.mechanisms.base import check_epsilon, check_int
+from ldptel.client.mechanisms.checks import check_lengths, out_of_range, reject_first
 from ldptel.client.mechanisms.grr import perturb_categorical, perturb_one
-from ldptel.client.mechanisms.olh import keep_probability, olh_g
+from ldptel.client.mechanisms.olh import LocalHashing, olh_g
 from ldptel.client.randomness import SYSTEM_RANDOM, resolve
 from ldptel.proto import HeavyHitterPayload, ReportBatch
 
@@ -54,7 +53,7 @@ def prefix_rows(rows: np.ndarray, bits: int) -> np.ndarray:
     return out
 
 
-class HeavyHitters(PureMechanism):
+class HeavyHitters(LocalHashing):
     """Prefix-tree heavy hitters. ``epsilon`` (0 < ε ≤ 10), ``max_length`` (bytes, 1..64),
     ``levels`` (default ``max_length``: one byte per level; at most 16 new bits per level),
     ``width`` (candidates kept per level, default 64), ``secret`` (the device secret that fixes
@@ -72,23 +71,13 @@ class HeavyHitters(PureMechanism):
         self.levels = check_int(self.max_length if levels is None else levels, "levels", lo,
                                 self.total_bits)
         self.width = check_int(width, "width", 1, 4096)
-        if secret is not None and (not isinstance(secret, bytes) or len(secret) < 16):
-            raise ValueError("secret must be at least 16 bytes")
-        self.secret = secret if secret is not None else os.urandom(32)
+        self.secret = device_secret(secret)
         self.g = olh_g(self.epsilon)
         self.bits = level_bits(self.total_bits, self.levels)
         self.domain_size = 0  # strings: no enumerable domain
         self._level: int | None = None
 
     # --- math -----------------------------------------------------------------------------
-    @property
-    def p(self) -> float:
-        return keep_probability(self.epsilon, self.g)
-
-    @property
-    def q(self) -> float:
-        return 1.0 / self.g
-
     def new_bits(self, level: int) -> int:
         """Bits added at ``level`` (0-based): b_1 for the first level, else b_j − b_{j−1}."""
         return int(self.bits[level] - (self.bits[level - 1] if level else 0))
@@ -106,7 +95,7 @@ class HeavyHitters(PureMechanism):
             raise ValueError("value must not contain NUL characters (NUL is the padding terminator)")
         return data
 
-    def string_rows(self, values: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def string_rows(self, values: np.ndarray | Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Distinct values as an (u, L) zero-padded uint8 matrix, and each value's row index.
 
         The Python work is per distinct value (validation, UTF-8); per-report work is numpy."""
@@ -134,8 +123,7 @@ class HeavyHitters(PureMechanism):
 
     def device_level(self) -> int:
         """This device's level (0-based), fixed for life by its secret."""
-        digest = hmac.new(self.secret, b"ldptel/heavy_hitters/level", hashlib.sha256).digest()
-        return int.from_bytes(digest[:8], "little") % self.levels
+        return derive_index(self.secret, b"ldptel/heavy_hitters/level", self.levels)
 
     # --- encoding -------------------------------------------------------------------------
     def encode(self, value: Any, campaign: str = "") -> ReportBatch:
@@ -173,7 +161,7 @@ class HeavyHitters(PureMechanism):
         return {"levels": levels.astype(np.uint32), "seeds": seeds,
                 "values": perturb_categorical(y, self.g, self.p, rng)}
 
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict:
         rows, inverse = self.string_rows(values)
         return self.randomize_rows(rows, inverse, rng)
 
@@ -191,8 +179,8 @@ class HeavyHitters(PureMechanism):
     def validate_columns(self, columns: dict, count: int) -> None:
         """Every column has ``count`` entries, level < J, y < g."""
         check_lengths(columns, count, ("levels", "seeds", "values"))
-        first_bad(columns["levels"] >= self.levels, "level out of range [0, levels)")
-        first_bad(columns["values"] >= self.g, f"value out of range [0, g = {self.g})")
+        reject_first([out_of_range(columns["levels"], self.levels, "level", f"levels = {self.levels}"),
+                      out_of_range(columns["values"], self.g, "value", f"g = {self.g}")])
 
     def public_params(self) -> dict:
         return {"oracle": "olh", "epsilon": self.epsilon, "max_length": self.max_length,
@@ -202,17 +190,3 @@ class HeavyHitters(PureMechanism):
         return (f"HeavyHitters(epsilon={self.epsilon!r}, max_length={self.max_length}, "
                 f"levels={self.levels}, width={self.width})")
 
-
-def check_lengths(columns: dict, count: int, names: Sequence[str]) -> None:
-    """Raise ``InvalidReport`` at the first report a column is missing (or beyond ``count``)."""
-    for name in names:
-        size = len(columns[name])
-        if size != count:
-            raise InvalidReport(min(size, count), f"{name} has {size} entries for {count} reports")
-
-
-def first_bad(mask: np.ndarray, reason: str) -> None:
-    """Raise ``InvalidReport`` at the first True of ``mask``."""
-    bad = np.flatnonzero(mask)
-    if bad.size:
-        raise InvalidReport(int(bad[0]), reason)

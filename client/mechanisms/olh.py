@@ -15,8 +15,8 @@ import numpy as np
 
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import PureMechanism
+from ldptel.client.mechanisms.checks import check_lengths, out_of_range, reject_first
 from ldptel.client.mechanisms.grr import perturb_categorical, perturb_one
-from ldptel.client.mechanisms.validation import check_lengths, reject_first
 from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import OlhPayload, ReportBatch
 
@@ -32,14 +32,11 @@ def keep_probability(epsilon: float, g: int) -> float:
     return e / (e + g - 1)
 
 
-class OLH(PureMechanism):
-    name = "olh"
-    payload = "olh"
+class LocalHashing(PureMechanism):
+    """A pure protocol reporting a value hashed to [0, g) with GRR: p = p', q = 1/g (OLH, and the
+    heavy-hitter prefixes)."""
 
-    def __init__(self, epsilon: float, domain_size: int) -> None:
-        super().__init__(epsilon, domain_size)
-        self.g = olh_g(self.epsilon)
-        self._keys: np.ndarray | None = None
+    g: int
 
     @property
     def p(self) -> float:
@@ -48,6 +45,16 @@ class OLH(PureMechanism):
     @property
     def q(self) -> float:
         return 1.0 / self.g
+
+
+class OLH(LocalHashing):
+    name = "olh"
+    payload = "olh"
+
+    def __init__(self, epsilon: float, domain_size: int) -> None:
+        super().__init__(epsilon, domain_size)
+        self.g = olh_g(self.epsilon)
+        self._keys: np.ndarray | None = None
 
     @property
     def keys(self) -> np.ndarray:
@@ -81,11 +88,8 @@ class OLH(PureMechanism):
         """``count`` (seed, y) pairs with y in [0, g); every uint32 seed is valid (the wire type
         bounds it to [0, 2^32))."""
         check_lengths(columns, count, ["seeds", "values"])
-        s, y, g = columns["seeds"], columns["values"], self.g
-        reject_first([
-            ((y < 0) | (y >= g), lambda i: f"hash value {y[i]} is not in [0, g = {g})"),
-            ((s < 0) | (s > 0xFFFFFFFF), lambda i: f"seed {s[i]} is not in [0, 2^32)"),
-        ])
+        reject_first([out_of_range(columns["values"], self.g, "hash value", f"g = {self.g}"),
+                      out_of_range(columns["seeds"], 1 << 32, "seed", "2^32")])
 
     def public_params(self) -> dict:
         return {**super().public_params(), "g": self.g}

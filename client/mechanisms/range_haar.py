@@ -27,14 +27,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldptel.client.mechanisms.base import InvalidReport, Mechanism
-from ldptel.client.mechanisms.hadamard import debias_scale, hadamard_entry, keep_probability
-from ldptel.client.mechanisms.heavy_hitters import check_lengths, first_bad
+from ldptel.client.mechanisms.base import Mechanism
+from ldptel.client.mechanisms.checks import (
+    check_lengths,
+    out_of_range,
+    packed_bits,
+    per_level,
+    reject_first,
+)
+from ldptel.client.mechanisms.hadamard import SignResponse, hadamard_entry
 from ldptel.client.randomness import SYSTEM_RANDOM
 from ldptel.proto import RangePayload, ReportBatch
 
 
-class RangeHaar(Mechanism):
+class RangeHaar(SignResponse, Mechanism):
     """Haar-wavelet range mechanism over the ordered integers [0, ``domain_size``)."""
 
     name = "range_haar"
@@ -46,15 +52,6 @@ class RangeHaar(Mechanism):
         self.D = 1 << self.h
         self.K = self.D >> np.arange(1, self.h + 1)  # coefficients per level ℓ = 1..h
         self.offsets = np.concatenate(([0], np.cumsum(self.K)))  # level ℓ at offsets[ℓ−1]
-
-    @property
-    def p_keep(self) -> float:
-        return keep_probability(self.epsilon)
-
-    @property
-    def scale(self) -> float:
-        """k = (e^ε + 1)/(e^ε − 1)."""
-        return debias_scale(self.epsilon)
 
     def variance_star(self) -> float:
         """Per-report variance of one rescaled coefficient: h·k²."""
@@ -121,19 +118,16 @@ class RangeHaar(Mechanism):
                             signs=np.packbits(np.asarray(columns["signs"], dtype=bool)).tobytes())
 
     def columns(self, batch: ReportBatch) -> dict:
-        return range_columns(batch)
+        return range_columns(batch, packed_bits(batch.range.signs, batch.count))
 
     def validate_columns(self, columns: dict, count: int) -> None:
         """``count`` levels, indices and sign bits; level < h; index < K_level; no seeds or
         values."""
-        check_lengths(columns, count, ("levels", "indices", "signs"))
-        for extra in ("seeds", "values"):
-            if len(columns.get(extra, ())):
-                raise InvalidReport(0, f"{extra} must be empty for the haar method")
+        why = "the haar method sends none"
+        check_lengths(columns, count, ("levels", "indices", "signs"), {"seeds": why, "values": why})
         lev = columns["levels"]
-        first_bad((lev < 0) | (lev >= self.h), f"level out of range [0, {self.h})")
-        first_bad((columns["indices"] < 0) | (columns["indices"] >= self.K[lev]),
-                  "index out of range for its level")
+        reject_first([out_of_range(lev, self.h, "level", f"h = {self.h}"),
+                      out_of_range(columns["indices"], per_level(lev, self.K), "index")])
 
     def public_params(self) -> dict:
         return {"method": "haar", "epsilon": self.epsilon, "domain_size": self.domain_size,
@@ -141,16 +135,10 @@ class RangeHaar(Mechanism):
 
 
 
-def range_columns(batch: ReportBatch) -> dict:
-    """The ``RangePayload`` as numpy columns. Sign bits are unpacked to ``count`` entries when
-    the byte count is right (pad bits ignored), else all of them, so that ``validate_columns``
-    reports the length mismatch."""
+def range_columns(batch: ReportBatch, signs: np.ndarray) -> dict:
+    """The ``RangePayload`` as numpy columns, with its sign bits unpacked by the method
+    (``packed_bits`` for the Haar method; the hierarchical method sends none)."""
     p = batch.range
-    raw = np.frombuffer(p.signs, dtype=np.uint8)
-    if raw.size == (batch.count + 7) // 8:
-        signs = np.unpackbits(raw, count=batch.count).astype(bool)
-    else:
-        signs = np.unpackbits(raw).astype(bool)
     return {"levels": np.asarray(p.levels, dtype=np.int64),
             "indices": np.asarray(p.indices, dtype=np.int64), "signs": signs,
             "seeds": np.asarray(p.seeds, dtype=np.uint32),

@@ -4,7 +4,7 @@ of Cormode, Kulkarni, Srivastava, VLDB 2019), with least-squares consistency.
 Tree. H = smallest height with B^H ≥ d; level ℓ = 1..H has d_ℓ = ⌈d/B^{H−ℓ}⌉ nodes, node
 u = v // B^{H−ℓ} holding the values [u·B^{H−ℓ}, (u+1)·B^{H−ℓ}); level H is the values themselves,
 the root (level 0) is the known total N. Each level has its own oracle over its d_ℓ nodes: GRR if
-d_ℓ < 3e^ε + 2, else OLH (the lower-variance one, Wang et al. 2017).
+d_ℓ < 3e^ε + 2, else OLH (the lower-variance one, ``chooser.local_oracle``).
 
 Device: samples one level uniformly (probability 1/H) and reports its node there with the level's
 oracle at the full ε: (level − 1, value[, seed]).
@@ -36,9 +36,10 @@ import math
 
 import numpy as np
 
-from ldptel.client.mechanisms.base import InvalidReport, Mechanism, check_int
+from ldptel.client.mechanisms.base import Mechanism, check_int
+from ldptel.client.mechanisms.checks import check_lengths, out_of_range, per_level, reject_first
+from ldptel.client.mechanisms.chooser import local_oracle
 from ldptel.client.mechanisms.grr import GRR
-from ldptel.client.mechanisms.heavy_hitters import check_lengths, first_bad
 from ldptel.client.mechanisms.olh import OLH
 from ldptel.client.mechanisms.range_haar import range_columns
 from ldptel.client.randomness import SYSTEM_RANDOM
@@ -56,11 +57,6 @@ def tree_shape(domain_size: int, branching: int) -> tuple[int, list[int], list[i
     return H, widths, [-(-domain_size // w) for w in widths]
 
 
-def level_oracle(epsilon: float, nodes: int) -> GRR | OLH:
-    """GRR when d_ℓ < 3e^ε + 2, else OLH."""
-    return GRR(epsilon, nodes) if nodes < 3 * math.exp(epsilon) + 2 else OLH(epsilon, nodes)
-
-
 def choose_branching(epsilon: float, domain_size: int, candidates: range = range(2, 17)) -> int:
     """argmin_B H·2(B − 1)·Σ_ℓ Var*_ℓ (see the module docstring)."""
     best, best_b = math.inf, 2
@@ -68,7 +64,7 @@ def choose_branching(epsilon: float, domain_size: int, candidates: range = range
         if b > max(domain_size, 2):
             break
         H, _, nodes = tree_shape(domain_size, b)
-        bound = H * 2 * (b - 1) * sum(level_oracle(epsilon, max(m, 2)).variance_star() for m in nodes)
+        bound = H * 2 * (b - 1) * sum(local_oracle(epsilon, max(m, 2)).variance_star() for m in nodes)
         if bound < best:
             best, best_b = bound, b
     return best_b
@@ -91,7 +87,7 @@ class RangeHierarchical(Mechanism):
         self.B = (choose_branching(self.epsilon, self.domain_size) if branching is None
                   else check_int(branching, "branching", 2, 1024))
         self.H, self.widths, self.nodes = tree_shape(self.domain_size, self.B)
-        self.oracles = [level_oracle(self.epsilon, m) for m in self.nodes]
+        self.oracles = [local_oracle(self.epsilon, m) for m in self.nodes]
         self.offsets = np.concatenate(([0], np.cumsum(self.nodes))).astype(np.int64)
         self.uses_olh = any(isinstance(o, OLH) for o in self.oracles)
         self._consts: tuple | None = None
@@ -159,7 +155,7 @@ class RangeHierarchical(Mechanism):
             fbar = g
         g0 = (gamma[0][:, None] * fbar).sum(axis=0)
         zbar[0] += fbar - g0[None, :]
-        xbar = [np.empty(0)] * H
+        xbar: list[np.ndarray] = [np.empty(0)] * H
         for ell in range(H - 1):
             xbar[ell] = alpha[ell][:, None] * zbar[ell]
             child_parent = np.arange(self.nodes[ell + 1]) // B
@@ -222,23 +218,24 @@ class RangeHierarchical(Mechanism):
                             seeds=np.asarray(columns["seeds"]).tolist())
 
     def columns(self, batch: ReportBatch) -> dict:
-        return range_columns(batch)
+        """Every sign bit the (unused) ``signs`` bytes hold is unpacked, for ``validate_columns``
+        to refuse."""
+        signs = np.unpackbits(np.frombuffer(batch.range.signs, dtype=np.uint8)).astype(bool)
+        return range_columns(batch, signs)
 
     def validate_columns(self, columns: dict, count: int) -> None:
         """``count`` levels and values (and seeds iff some level uses OLH); level < H; value <
         d_ℓ (GRR level) or < g (OLH level); no indices or sign bits."""
+        why = "the hierarchical method sends none"
+        empty = {"indices": why, "signs": why}
+        if not self.uses_olh:
+            empty["seeds"] = "no level of this tree uses OLH"
         check_lengths(columns, count, ("levels", "values", "seeds") if self.uses_olh
-                      else ("levels", "values"))
-        if not self.uses_olh and len(columns.get("seeds", ())):
-            raise InvalidReport(0, "seeds must be empty: no level of this tree uses OLH")
-        for extra in ("indices", "signs"):
-            if len(columns.get(extra, ())):
-                raise InvalidReport(0, f"{extra} must be empty for the hierarchical method")
+                      else ("levels", "values"), empty)
         lev = columns["levels"]
-        first_bad((lev < 0) | (lev >= self.H), f"level out of range [0, {self.H})")
-        limit = np.array([o.g if isinstance(o, OLH) else o.domain_size for o in self.oracles])
-        first_bad((columns["values"] < 0) | (columns["values"] >= limit[lev]),
-                  "value out of range for its level's oracle")
+        limits = np.array([o.g if isinstance(o, OLH) else o.domain_size for o in self.oracles])
+        reject_first([out_of_range(lev, self.H, "level", f"H = {self.H}"),
+                      out_of_range(columns["values"], per_level(lev, limits), "value")])
 
     def public_params(self) -> dict:
         return {"method": "hierarchical", "epsilon": self.epsilon, "domain_size": self.domain_size,

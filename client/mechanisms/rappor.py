@@ -14,24 +14,27 @@ One report: ε₁ = h·ln(q*(1−p*)/(p*(1−q*))); a lifetime of reports of one
 from __future__ import annotations
 
 import hashlib
-import hmac
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ldptel.client import hashing
-from ldptel.client.mechanisms.base import MAX_EPSILON, InvalidReport, Mechanism, check_int, unpack_rows
-from ldptel.client.mechanisms.validation import (
+from ldptel.client.device_secret import derive, derive_index, device_secret
+from ldptel.client.mechanisms.base import MAX_EPSILON, Mechanism, check_int
+from ldptel.client.mechanisms.checks import (
+    bit_rows,
     check_bit_rows,
     check_lengths,
-    rappor_weight_bounds,
+    out_of_range,
     reject_first,
 )
+from ldptel.client.mechanisms.poisoning import rappor_weight_bounds
 from ldptel.client.randomness import bernoulli_packed, resolve
 from ldptel.proto import RapporPayload, ReportBatch
+
+RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")  # public parameters
 
 
 def _check_prob(value: Any, name: str) -> float:
@@ -77,9 +80,7 @@ class RAPPOR(Mechanism):
         if len(set(candidates)) != len(candidates):
             raise ValueError("candidates must be distinct")
         self.candidates = list(candidates)
-        if secret is not None and (not isinstance(secret, bytes) or len(secret) < 16):
-            raise ValueError("secret must be at least 16 bytes")
-        self.secret = secret if secret is not None else os.urandom(32)
+        self.secret = device_secret(secret)
         self.epsilon = self.epsilon_one
         self.domain_size = len(self.candidates)
         self._bloom_cache: dict[str, np.ndarray] = {}
@@ -150,8 +151,7 @@ class RAPPOR(Mechanism):
 
     # --- device side ------------------------------------------------------------------------
     def device_cohort(self) -> int:
-        digest = hmac.new(self.secret, b"ldptel/rappor/cohort", hashlib.sha256).digest()
-        return int.from_bytes(digest[:8], "little") % self.cohorts
+        return derive_index(self.secret, b"ldptel/rappor/cohort", self.cohorts)
 
     def permanent_bits(self, value: str, cohort: int) -> np.ndarray:
         """B' for ``value``: a deterministic function of (secret, value), so it is memoized
@@ -159,8 +159,8 @@ class RAPPOR(Mechanism):
         memo = self._prr_memo.get((value, cohort))
         if memo is not None:
             return memo
-        key = hmac.new(self.secret, b"ldptel/rappor/prr\0" + value.encode(), hashlib.sha256)
-        stream = hashlib.shake_256(key.digest()).digest(4 * self.bloom_bits)
+        key = derive(self.secret, b"ldptel/rappor/prr\0" + value.encode())
+        stream = hashlib.shake_256(key).digest(4 * self.bloom_bits)
         u = np.frombuffer(stream, dtype="<u4").astype(np.float64) / 2**32
         bloom = self.bloom_table(value)[cohort]
         bits = np.where(u < self.f / 2, True, np.where(u < self.f, False, bloom))
@@ -197,7 +197,7 @@ class RAPPOR(Mechanism):
         strings = self.check_strings(values)
         return self.pack(self.randomize(strings, resolve(rng)), len(strings), campaign, batch_id)
 
-    def randomize(self, values: Sequence[str], rng) -> dict:
+    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict:
         """Simulation of devices that report once: given its Bloom bit B, a reported bit is
         Bernoulli(q*) if B = 1 else Bernoulli(p*), independently across bits — the same
         distribution as permanent then instantaneous RR, drawn bit-sliced in one stage."""
@@ -220,27 +220,24 @@ class RAPPOR(Mechanism):
     def columns(self, batch: ReportBatch) -> dict:
         return {
             "cohorts": np.asarray(batch.rappor.cohorts, dtype=np.int64),
-            "bits": unpack_rows(batch.rappor.bits, batch.count, self.bloom_bits),
+            "bits": bit_rows(batch.rappor.bits, batch.count, self.bloom_bits),
         }
 
     def weight_bounds(self) -> tuple[int, int]:
         """Accepted number of set bits per report: W = Binomial(m, q*) + Binomial(k − m, p*) for
         an honest device whose value sets m ∈ [1, h] Bloom bits, rejected outside [lo, hi] with
-        probability < 1e-9 (``validation.rappor_weight_bounds``)."""
+        probability < 1e-9 (``poisoning.rappor_weight_bounds``)."""
         if getattr(self, "_weight_bounds", None) is None:
             self._weight_bounds = rappor_weight_bounds(self.bloom_bits, self.hashes,
                                                        self.p_star, self.q_star)
         return self._weight_bounds
 
     def validate_columns(self, columns: dict, count: int) -> None:
-        """``count`` cohorts in [0, cohorts) and rows of ceil(k/8) bytes with zero padding and a
-        plausible number of set bits."""
+        """``count`` cohorts in [0, cohorts) and rows of ceil(k/8) bytes (as ``columns`` returns
+        them) with zero padding and a plausible number of set bits."""
         check_lengths(columns, count, ["cohorts", "bits"])
-        c, rows, k, m = columns["cohorts"], columns["bits"], self.bloom_bits, self.cohorts
-        if rows.ndim != 2 or rows.shape[1] != (k + 7) // 8:
-            raise InvalidReport(0, f"bit rows must be {(k + 7) // 8} bytes long")
-        reject_first([((c < 0) | (c >= m), lambda i: f"cohort {c[i]} is not in [0, {m})"),
-                      *check_bit_rows(rows, k, self.weight_bounds())])
+        reject_first([out_of_range(columns["cohorts"], self.cohorts, "cohort"),
+                      *check_bit_rows(columns["bits"], self.bloom_bits, self.weight_bounds())])
 
     def public_params(self) -> dict:
         return {

@@ -12,13 +12,9 @@ import os
 
 import numpy as np
 
-from ldptel.client.mechanisms.base import InvalidReport, PureMechanism, pack_rows, unpack_rows
-from ldptel.client.mechanisms.validation import (
-    check_bit_rows,
-    check_lengths,
-    reject_first,
-    unary_weight_bounds,
-)
+from ldptel.client.mechanisms.base import PureMechanism
+from ldptel.client.mechanisms.checks import bit_rows, check_bit_rows, check_lengths, reject_first
+from ldptel.client.mechanisms.poisoning import unary_weight_bounds
 from ldptel.client.randomness import SYSTEM_RANDOM, bernoulli, bernoulli_packed, set_packed_bits
 from ldptel.proto import ReportBatch, UnaryPayload
 
@@ -55,23 +51,21 @@ class UnaryEncoding(PureMechanism):
         return UnaryPayload(bits=np.ascontiguousarray(columns["bits"]).tobytes())
 
     def columns(self, batch: ReportBatch) -> dict:
-        return {"bits": unpack_rows(batch.unary.bits, batch.count, self.domain_size)}
+        return {"bits": bit_rows(batch.unary.bits, batch.count, self.domain_size)}
 
     def weight_bounds(self) -> tuple[int, int]:
         """Accepted number of set bits per report: W = Bernoulli(p) + Binomial(d − 1, q) for an
         honest device, rejected outside [lo, hi] with probability < 1e-9
-        (``validation.unary_weight_bounds``)."""
+        (``poisoning.unary_weight_bounds``)."""
         if getattr(self, "_weight_bounds", None) is None:
             self._weight_bounds = unary_weight_bounds(self.domain_size, self.p, self.q)
         return self._weight_bounds
 
     def validate_columns(self, columns: dict, count: int) -> None:
-        """``count`` rows of ceil(d/8) bytes, zero padding, a plausible number of set bits."""
+        """``count`` rows of ceil(d/8) bytes (as ``columns`` returns them), zero padding, a
+        plausible number of set bits."""
         check_lengths(columns, count, ["bits"])
-        rows, d = columns["bits"], self.domain_size
-        if rows.ndim != 2 or rows.shape[1] != (d + 7) // 8:
-            raise InvalidReport(0, f"bit rows must be {(d + 7) // 8} bytes long")
-        reject_first(check_bit_rows(rows, d, self.weight_bounds()))
+        reject_first(check_bit_rows(columns["bits"], self.domain_size, self.weight_bounds()))
 
 
 class SUE(UnaryEncoding):
@@ -99,4 +93,4 @@ class OUE(UnaryEncoding):
         return 1.0 / (math.exp(self.epsilon) + 1)
 
 
-__all__ = ["SUE", "OUE", "UnaryEncoding", "pack_rows"]
+__all__ = ["SUE", "OUE", "UnaryEncoding"]

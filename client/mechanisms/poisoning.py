@@ -1,9 +1,8 @@
-"""Collector-side checks shared by the mechanisms' ``validate_columns`` (vectorized numpy).
+"""Poisoning defence: the number of set bits an honest unary or RAPPOR report can have.
 
-A batch is rejected at its first bad report (``InvalidReport(index, reason)``). Besides ranges,
-unary encodings and RAPPOR get a poisoning defence: a report whose number of set bits W is
-implausible for an honest device is rejected. The acceptance interval [lo, hi] comes from the exact
-distribution of an honest W (a sum of independent Bernoulli counts, see ``binomial_pmf``):
+A report whose number of set bits W is implausible for an honest device is rejected
+(``checks.check_bit_rows``). The acceptance interval [lo, hi] comes from the exact distribution of
+an honest W (a sum of independent Bernoulli counts, see ``binomial_pmf``):
 
     lo = max{w : P(W < w) ≤ α/2},   hi = min{w : P(W > w) ≤ α/2},   α = FALSE_REJECT
 
@@ -13,54 +12,11 @@ so an honest report is rejected with probability P(W < lo) + P(W > hi) ≤ α < 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import numpy as np
 
-from ldptel.client.mechanisms.base import InvalidReport
-
 FALSE_REJECT = 0.98e-9  # α: bound on an honest report's rejection probability (< 1e-9)
 _WINDOW_SD = 15.0  # binomial pmf window: mean ± (15 sd + 40), outside mass < 1e-25
-
-
-class ImplausibleReport(InvalidReport):
-    """A report whose number of set bits no honest device produces (poisoning defence)."""
-
-
-def check_lengths(columns: dict, count: int, names: Iterable[str]) -> None:
-    """Every column in ``names`` holds exactly ``count`` entries (rows); else the first report
-    that is missing or extra is invalid."""
-    for name in names:
-        n = len(columns[name])
-        if n != count:
-            raise InvalidReport(min(n, count), f"{name} has {n} entries but count = {count}")
-
-
-def reject_first(checks: Iterable[tuple]) -> None:
-    """Raise ``InvalidReport`` (or the check's own subclass) for the lowest index flagged by any
-    check ``(mask, reason(index))`` or ``(mask, reason(index), exception class)``."""
-    best = None
-    for mask, reason, *cls in checks:
-        idx = np.flatnonzero(mask)
-        if idx.size and (best is None or idx[0] < best[0]):
-            best = (int(idx[0]), reason, cls[0] if cls else InvalidReport)
-    if best is not None:
-        index, reason, exc = best
-        raise exc(index, reason(index))
-
-
-def padding_mask(rows: np.ndarray, bits: int) -> np.ndarray:
-    """Rows (n, ceil(bits/8)) uint8 whose zero padding (the low 8·ceil(bits/8) − bits bits of the
-    last byte, np.packbits big-endian order) is not zero."""
-    pad = (-bits) % 8
-    if pad == 0 or rows.shape[0] == 0:
-        return np.zeros(rows.shape[0], dtype=bool)
-    return (rows[:, -1] & np.uint8((1 << pad) - 1)) != 0
-
-
-def row_weights(rows: np.ndarray) -> np.ndarray:
-    """Number of set bits of each packed row (int64)."""
-    return np.bitwise_count(rows).sum(axis=1, dtype=np.int64)
 
 
 def binomial_pmf(n: int, prob: float) -> tuple[int, np.ndarray]:
@@ -118,15 +74,3 @@ def rappor_weight_bounds(bits: int, hashes: int, p_star: float, q_star: float,
     w_hi = acceptance_interval(*sum_pmf(binomial_pmf(m_hi, q_star),
                                         binomial_pmf(bits - m_hi, p_star)), alpha)[1]
     return w_lo, w_hi
-
-
-def check_bit_rows(rows: np.ndarray, bits: int, bounds: tuple[int, int]) -> list:
-    """Checks (for ``reject_first``) of packed bit rows: zero padding and a plausible weight."""
-    weights = row_weights(rows)
-    w_lo, w_hi = bounds
-    return [
-        (padding_mask(rows, bits), lambda i: f"padding bits after bit {bits} must be zero"),
-        ((weights < w_lo) | (weights > w_hi),
-         lambda i: f"{weights[i]} of {bits} bits set is implausible for an honest device "
-                   f"(accepted: {w_lo}..{w_hi})", ImplausibleReport),
-    ]

@@ -1,0 +1,68 @@
+"""A campaign's public config → its mechanism: the one builder for the server
+(``Campaign.mechanism``) and the SDK (``TelemetryClient.mechanism``).
+
+The config is the dict ``GET /v1/campaigns`` returns (``Campaign.public()``):
+
+- ``kind = "frequency"``: ``oracle`` and ``epsilon, domain_size``, or for ``oracle = "rappor"``
+  the ``RAPPOR_KEYS``;
+- ``kind = "heavy_hitters"``: ``epsilon, max_length[, levels, width]``;
+- ``kind = "range"``: ``epsilon, domain_size[, method ("haar" | "hierarchical"), branching]``.
+
+``secret`` is the device's secret for the campaign; only RAPPOR (cohort, memoized permanent
+response) and heavy hitters (the device's level) use one (``uses_device_secret``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ldptel.client.mechanisms import create_mechanism
+from ldptel.client.mechanisms.base import Mechanism
+from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.client.mechanisms.range_haar import RangeHaar
+from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
+from ldptel.client.mechanisms.rappor import RAPPOR_KEYS
+
+CAMPAIGN_KINDS = ("frequency", "heavy_hitters", "range")
+RANGE_METHODS = ("haar", "hierarchical")
+
+
+def uses_device_secret(cfg: Mapping[str, Any]) -> bool:
+    """True for RAPPOR and heavy-hitter campaigns: their reports are tied to a device secret that
+    must outlive restarts."""
+    kind = cfg.get("kind", "frequency")
+    return kind == "heavy_hitters" or (kind == "frequency" and cfg.get("oracle") == "rappor")
+
+
+def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mechanism:
+    """The mechanism of a public campaign config (see the module docstring); a bad kind, oracle
+    or parameter raises ``ValueError`` naming it, a missing key ``KeyError``."""
+    kind = cfg.get("kind", "frequency")
+    if kind == "heavy_hitters":
+        return HeavyHitters(cfg["epsilon"], cfg["max_length"], levels=cfg.get("levels"),
+                            width=cfg.get("width", 64), secret=secret)
+    if kind == "range":
+        return range_mechanism(cfg)
+    if kind != "frequency":
+        raise ValueError(f"kind must be one of {', '.join(CAMPAIGN_KINDS)}, got {kind!r}")
+    oracle: Any = cfg.get("oracle")  # create_mechanism names a bad one
+    if oracle == "rappor":
+        return create_mechanism("rappor", **{k: cfg[k] for k in RAPPOR_KEYS}, secret=secret)
+    return create_mechanism(oracle, epsilon=cfg["epsilon"], domain_size=cfg["domain_size"])
+
+
+def range_mechanism(cfg: Mapping[str, Any]) -> RangeHaar | RangeHierarchical:
+    """``method = "haar"`` (default) or ``"hierarchical"`` (optionally with ``branching``)."""
+    method = cfg.get("method", "haar")
+    if method == "haar":
+        if cfg.get("branching") is not None:
+            raise ValueError("branching applies only to method = 'hierarchical'")
+        return RangeHaar(cfg["epsilon"], cfg["domain_size"])
+    if method == "hierarchical":
+        return RangeHierarchical(cfg["epsilon"], cfg["domain_size"], cfg.get("branching"))
+    raise ValueError(f"method must be 'haar' or 'hierarchical', got {method!r}")
+
+
+__all__ = ["CAMPAIGN_KINDS", "RANGE_METHODS", "RAPPOR_KEYS", "build_mechanism", "range_mechanism",
+           "uses_device_secret"]

@@ -1,0 +1,32 @@
+"""The client package's exceptions.
+
+Bad arguments to a mechanism or to the SDK raise plain ``ValueError`` naming the argument; the
+classes here carry more than a message: the index of a bad report, or why the SDK cannot go on.
+"""
+
+from __future__ import annotations
+
+
+class InvalidReport(ValueError):
+    """A report that no honest device could have sent; ``index`` is its position in the batch
+    (the lowest such position), ``reason`` says what is wrong with it."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"report {index}: {reason}")
+        self.index = index
+        self.reason = reason
+
+
+class ImplausibleReport(InvalidReport):
+    """A report whose number of set bits no honest device produces (poisoning defence)."""
+
+
+class TelemetryError(RuntimeError):
+    """The SDK cannot proceed (no campaign config, unknown campaign, authentication)."""
+
+
+class UnknownCampaign(TelemetryError, ValueError):
+    """The collector has no campaign of that name."""
+
+
+__all__ = ["ImplausibleReport", "InvalidReport", "TelemetryError", "UnknownCampaign"]
