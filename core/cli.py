@@ -1,4 +1,4 @@
-"""The ``ldptel`` command (DESIGN §3). Each subcommand lives in its own module, imported lazily
+"""The ``ldptel`` command. Each subcommand lives in its own module, imported lazily
 so that ``ldptel --help`` stays fast."""
 
 from __future__ import annotations
