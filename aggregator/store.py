@@ -14,8 +14,9 @@ in ``ldptel.keys``):
 - ``rejected``            entries that could not be decoded (acknowledged, not counted; they stay
                           in the stream until retention trims them).
 
-Reads (export endpoints, heavy-hitter/range queries, operator pages): ``load_accumulator`` (sum
-over shards and fields), ``list_windows``, ``window_counts``, ``last_updated``,
+Reads: ``load_accumulator`` (sum over shards and fields: what ``ldptel.aggregator.publish``
+decodes), and for the export endpoints and pages ``list_windows``, ``window_counts``,
+``window_count``, ``last_updated``,
 ``resolve_window``, ``backlog``, ``summary``. Writes (the aggregator worker): ``check_state``,
 ``fold_stored``, ``commit``. Each takes a client from
 ``ldptel.redis_client.connect`` — one server or a Redis Cluster: every call touches the keys of
@@ -82,6 +83,11 @@ def window_counts(r: AnyRedis, campaign: Campaign) -> dict[int, int]:
             w = int(field[len(N_PREFIX):])
             out[w] = out.get(w, 0) + int(value)
     return dict(sorted(out.items()))
+
+
+def window_count(r: AnyRedis, campaign: Campaign, window: int) -> int:
+    """Reports counted in one window (summed over shards)."""
+    return sum(int(r.hget(key, f"{N_PREFIX}{window}") or 0) for key in _state_keys(campaign))
 
 
 def _hscan_prefix(r: AnyRedis, key: str, prefix: str) -> list[tuple[str, bytes]]:

@@ -52,7 +52,7 @@ from typing import Any
 import redis as redis_lib
 from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
-from ldptel.aggregator import store, upkeep
+from ldptel.aggregator import publish, store, upkeep
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config
 from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, GROUP, stream_key
@@ -152,6 +152,7 @@ class Worker:
         self._last_claim = 0.0
         self._last_trim = time.monotonic()
         self._cluster = is_cluster(r)
+        self.publisher = publish.Publisher(r, self.cfg.publish_interval)
         self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
 
     # --- setup ------------------------------------------------------------------------------
@@ -165,6 +166,9 @@ class Worker:
                     raise
             store.check_state(self.r, slot.campaign, slot.shard, slot.template)
             slot.history = True
+        for camp in self.config.campaigns:
+            for w in publish.stale_windows(self.r, camp):
+                self.publisher.note(camp, w)
         self.claim_dead()
         self.remove_idle_consumers()
 
@@ -209,7 +213,9 @@ class Worker:
                 n = self.step(block_ms=None if once else self.cfg.block_ms)
                 backoff.reset()
                 self.housekeeping()
-                if once and n == 0 and not any(slot.history for slot in self.slots):
+                drained = n == 0 and not any(slot.history for slot in self.slots)
+                self.publisher.due(drained)
+                if once and drained:
                     break
             except (*UNAVAILABLE, redis_lib.ResponseError) as exc:
                 stop.wait(self.recover(exc, backoff, once))
@@ -348,6 +354,8 @@ class Worker:
             self.stats.lost += 1
             slot.history = True
             return 0
+        for window in deltas:
+            self.publisher.note(slot.campaign, window)
         self.stats.entries += len(ids)
         self.stats.reports += reports
         self.stats.rejected += rejected

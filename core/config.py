@@ -26,7 +26,7 @@ SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
     "rate_limit_per_minute", "secret_key",
 }
-AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms"}
+AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
@@ -52,6 +52,14 @@ def _int(d: dict, key: str, where: str, default: int | None, low: int, high: int
     if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
         raise _fail(f"{where}.{key}", f"must be an integer in [{low}, {high}], got {v!r}")
     return v
+
+
+def _seconds(d: dict, key: str, where: str, default: float, low: float, high: float) -> float:
+    """A number of seconds (integer or float, not a bool, NaN or infinity) in [low, high]."""
+    v = d.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v <= high:
+        raise _fail(f"{where}.{key}", f"must be a number of seconds in [{low:g}, {high:g}], got {v!r}")
+    return float(v)
 
 
 def _tokens(d: dict, key: str, env: str) -> list[str]:
@@ -81,6 +89,7 @@ class AggregatorConfig:
     block_ms: int = 1000
     retention_seconds: int = 7 * 86400  # acked entries older than this are trimmed
     claim_idle_ms: int = 60_000  # pending entries idle this long are claimed from dead workers
+    publish_interval: float = 5.0  # seconds between two publications of one (campaign, window)
 
 
 @dataclass
@@ -272,6 +281,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
         block_ms=_int(agg, "block_ms", "aggregator", 1000, 1, 600_000),
         retention_seconds=_int(agg, "retention_seconds", "aggregator", 7 * 86400, 0, 10**9),
         claim_idle_ms=_int(agg, "claim_idle_ms", "aggregator", 60_000, 1, 10**9),
+        publish_interval=_seconds(agg, "publish_interval", "aggregator", 5.0, 0.0, 3600.0),
     )
     raw_campaigns = data.get("campaigns", [])
     if not isinstance(raw_campaigns, list) or not raw_campaigns:

@@ -16,6 +16,14 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``n:<window>`` reports counted, ``entries:<window>`` stream entries
                        counted, ``updated:<window>`` epoch ms of the last commit, ``rejected``
                        entries that could not be decoded.
+- ``{…}:published:<window>`` (shard 0's tag only, ``published_key``) hash: the window's
+                       estimate document as the aggregator last decoded it, written in one step
+                       by ``scripts.PUBLISH`` and read by the export API and the pages with one
+                       HGETALL (``ldptel.aggregator.publish``). Fields: ``PUB_N`` reports
+                       decoded, ``PUB_DIGEST`` digest of the decoded state (and the campaign's
+                       parameters), ``PUB_CONFIG`` digest of the campaign's parameters alone,
+                       ``PUB_DECODED_AT`` epoch seconds, ``PUB_DOC`` the JSON
+                       document, ``PUB_ARRAYS`` ``np.savez`` arrays (range campaigns).
 - ``{…}:metrics``      collector counters (``metrics_key``; fields ``ACCEPTED_BATCHES``,
                        ``ACCEPTED_REPORTS``, ``DUPLICATE_BATCHES``, ``DUPLICATE_REPORTS``), updated
                        by the ingest script with the XADD; read by ``/metrics`` and the store.
@@ -54,6 +62,14 @@ ENTRIES_PREFIX = "entries:"
 UPDATED_PREFIX = "updated:"
 REJECTED = "rejected"
 
+# published estimate fields (hash ``published_key``)
+PUB_N = "n"
+PUB_DIGEST = "digest"
+PUB_CONFIG = "config"
+PUB_DECODED_AT = "decoded_at"
+PUB_DOC = "doc"
+PUB_ARRAYS = "arrays"
+
 GLOBAL_METRICS_KEY = "ldptel:metrics"
 RATELIMIT_PREFIX = "ldptel:ratelimit"
 SESSION_SECRET_KEY = "ldptel:operator:session_secret"
@@ -83,9 +99,12 @@ def metrics_key(campaign: str, shard: int = 0) -> str:
     return f"{tag(campaign, shard)}:metrics"
 
 
+def published_key(campaign: str, window: int) -> str:
+    return f"{tag(campaign, 0)}:published:{window}"
+
+
 def ratelimit_key(token_id: str, minute: int) -> str:
     return f"{RATELIMIT_PREFIX}:{token_id}:{minute}"
-
 
 
 def acc_field(window: int, uid: str) -> str:

@@ -82,6 +82,20 @@ end
 return {'ok', tostring(acked)}
 """
 
+# Publish a window's decoded estimate unless a document decoded from more reports is stored
+# (report counts only grow, so a slower publisher never overwrites a newer state's document).
+# KEYS[1] published hash (keys.published_key)
+# ARGV[1] reports decoded, then (field, value) pairs written with one HSET (the fields not
+#      given are deleted first, so the hash never mixes two publications)
+# Returns 1 if written, 0 if a newer document was kept.
+PUBLISH = """
+local stored = redis.call('HGET', KEYS[1], 'n')
+if stored and tonumber(stored) > tonumber(ARGV[1]) then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'n', ARGV[1], unpack(ARGV, 2))
+return 1
+"""
+
 # Remove a consumer only if it owns no pending entry (checked atomically with the removal).
 # KEYS[1] stream; ARGV[1] group, ARGV[2] consumer
 # Returns the pending count XGROUP DELCONSUMER reports (0 when it was not removed).

@@ -5,10 +5,14 @@ window, params)`` and return a dict; the API views and the operator pages both c
 start from:
 
 - ``find_campaign(name)``: the configured campaign (``ApiError`` 404 ``not_found``);
-- ``load_released(campaign, window)``: the window's start and accumulator, or ``ApiError`` 400
-  ``bad_window`` / 409 ``below_threshold`` (with both counts): nothing below the campaign's
-  ``min_reports`` is ever released. Within one request a window is read from Redis once, so the
-  ETag, the document and every number of a page come from one state.
+- ``load_released(campaign, window)``: the window's start and its publication
+  (``ldptel.aggregator.publish``: the document the aggregator decoded, tagged with the report
+  count and state digest it was decoded from), or ``ApiError`` 400 ``bad_window``, 409
+  ``below_threshold`` (with both counts: nothing below the campaign's ``min_reports`` is ever
+  released) or 503 ``not_yet_published`` (with ``Retry-After``: the window has enough reports but
+  the aggregator has not published it yet). Nothing is decoded on the request path. Within one
+  request a window is read from Redis once (one HGETALL), so the ETag, the document and every
+  number of a page come from one publication.
 
 and are written with ``json_text`` and ``csv_text`` (every CSV the product writes: a header row
 of ``columns``, then one line per row, missing values empty). Numbers are printed as shortest
@@ -26,14 +30,16 @@ from typing import Any
 
 from flask import g
 
-from ldptel.aggregator import store
-from ldptel.aggregator.decoders import Accumulator
+from ldptel.aggregator import publish, store
+from ldptel.aggregator.publish import Published, finite_row
 from ldptel.config import Campaign
 from ldptel.server.app import state
 from ldptel.server.errors import ApiError
 
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
+__all__ = ["Params", "Published", "Window", "csv_text", "find_campaign", "finite_row", "json_text",
+           "load_released", "require_kind"]
 
 
 def find_campaign(name: str) -> Campaign:
@@ -44,24 +50,32 @@ def find_campaign(name: str) -> Campaign:
     return campaign
 
 
-def load_released(campaign: Campaign, window: Window) -> tuple[int, Accumulator]:
-    """(window start, accumulator) of ``window`` (``store.resolve_window``) once it holds at least
-    ``min_reports`` reports; ``ApiError`` 400 ``bad_window`` or 409 ``below_threshold``."""
+def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
+    """(window start, publication) of ``window`` (``store.resolve_window``) once it holds at least
+    ``min_reports`` reports; ``ApiError`` 400 ``bad_window``, 409 ``below_threshold`` or 503
+    ``not_yet_published``."""
     st = state()
     try:
         start = store.resolve_window(st.redis, campaign, None if window is None else str(window))
     except store.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
-    loaded: dict[tuple[str, int], tuple[Accumulator, int]] = g.setdefault("ldptel_released", {})
+    loaded: dict[tuple[str, int], Published | None] = g.setdefault("ldptel_released", {})
     if (campaign.name, start) not in loaded:
-        loaded[campaign.name, start] = store.load_accumulator(st.redis, campaign, start)
-    acc, n = loaded[campaign.name, start]
+        loaded[campaign.name, start] = publish.read(st.redis, campaign, start)
+    pub = loaded[campaign.name, start]
+    n = pub.n if pub is not None and pub.doc is not None else store.window_count(st.redis, campaign, start)
     if n < campaign.min_reports:
         raise ApiError(409, "below_threshold",
                        {"n_reports": n, "min_reports": campaign.min_reports, "window": start,
                         "message": f"estimates are withheld until {campaign.min_reports} "
                                    f"reports are counted ({n} so far)"})
-    return start, acc
+    if pub is None or pub.doc is None:
+        retry = max(1, math.ceil(st.config.aggregator.publish_interval))
+        raise ApiError(503, "not_yet_published",
+                       {"n_reports": n, "window": start,
+                        "message": "the aggregator has not published this window's estimates yet"},
+                       headers={"Retry-After": str(retry)})
+    return start, pub
 
 
 def require_kind(campaign: Campaign, kind: str, what: str) -> None:
@@ -70,17 +84,6 @@ def require_kind(campaign: Campaign, kind: str, what: str) -> None:
     if campaign.kind != kind:
         raise ApiError(400, "bad_request",
                        f"campaign {campaign.name!r} is a {campaign.kind} campaign: {what}")
-
-
-def header(campaign: Campaign, window: int, acc: Accumulator) -> dict[str, Any]:
-    """The fields every query document starts with."""
-    return {"campaign": campaign.name, "kind": campaign.kind, "epsilon": campaign.epsilon,
-            "n_reports": acc.n, "window": window}
-
-
-def finite_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """``row`` with non-finite floats as None (JSON has no NaN or infinity)."""
-    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
 
 
 def json_text(doc: Mapping[str, Any]) -> str:

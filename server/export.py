@@ -3,19 +3,24 @@
 Export token (``Authorization: Bearer …``). ``window``: ``latest`` (default: the newest window
 with counted reports) or a window's epoch start (``0`` for "all" campaigns). Answers:
 
-- ``200`` JSON ``{"campaign", "kind", "oracle", "epsilon", "n_reports", "window", "items": [{"value",
+- ``200`` JSON ``{"campaign", "kind", "oracle", "epsilon", "n_reports", "window", "decoded_at",
+  "items": [{"value",
   "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized"}]}`` — counts of devices: the
   raw unbiased estimate, its std error and 95% CI, and the Norm-Sub consistent count; items in
   domain order. ``format=csv``: the same rows with a header in the same column order
   (``ITEM_COLUMNS``); campaign, window and n_reports in ``X-Ldptel-*`` headers. Numbers are
   printed as shortest round-trip floats in both formats, so JSON and CSV agree exactly.
-- ``304`` when ``If-None-Match`` matches the ``ETag`` (a digest of the campaign's parameters, the
-  window and the accumulated state, so it changes exactly when the numbers can change) or, without
-  ``If-None-Match``, when ``If-Modified-Since`` is not older than ``Last-Modified`` (last commit
-  of the window).
+  The document is the aggregator's publication (``ldptel.aggregator.publish``): ``n_reports``
+  reports decoded at ``decoded_at`` (epoch seconds); nothing is decoded here.
+- ``304`` when ``If-None-Match`` matches the ``ETag`` (the publication's state digest: the
+  campaign's parameters, the window and the accumulated state, so it changes exactly when the
+  numbers can change) or, without ``If-None-Match``, when ``If-Modified-Since`` is not older than
+  ``Last-Modified`` (``decoded_at``).
 - ``401`` missing/wrong token, ``404`` unknown campaign, ``400`` bad ``window``/``format`` or a
   campaign kind without frequency estimates, ``409`` while ``n_reports`` < ``min_reports``
-  (``detail`` holds both counts). Nothing below the threshold is ever released.
+  (``detail`` holds both counts). Nothing below the threshold is ever released. ``503``
+  ``not_yet_published`` with ``Retry-After`` when the window has enough reports but the
+  aggregator has not published it yet.
 
 ``estimates(campaign, window, params)`` is the document and ``validators(campaign, window)`` its
 response headers, for the view and the operator pages' downloads.
@@ -28,18 +33,14 @@ from email.utils import format_datetime, parsedate_to_datetime
 
 from flask import Blueprint, Response, request
 
-from ldptel.aggregator import store
-from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign
-from ldptel.server.app import state
 from ldptel.server.auth import require_token
-from ldptel.server.cache import LruCache, state_digest
 from ldptel.server.documents import (
     Params,
+    Published,
     Window,
     csv_text,
     find_campaign,
-    finite_row,
     json_text,
     load_released,
     require_kind,
@@ -50,27 +51,10 @@ bp = Blueprint("export", __name__)
 
 ITEM_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized")
 FORMATS = ("json", "csv")
-_documents = LruCache(64)  # state digest → estimate document (RAPPOR fits are costly)
 
 
-def estimate_document(campaign: Campaign, window: int, acc: Accumulator) -> dict:
-    """The JSON document of an accumulated window (no threshold check)."""
-    est = acc.estimate()
-    if est.labels is None:
-        est.labels = campaign.labels()
-    return {
-        "campaign": campaign.name,
-        "kind": campaign.kind,
-        "oracle": campaign.oracle,
-        "epsilon": campaign.epsilon,
-        "n_reports": acc.n,
-        "window": window,
-        "items": [{k: row[k] for k in ITEM_COLUMNS} for row in map(finite_row, est.items())],
-    }
-
-
-def _etag(campaign: Campaign, window: int, acc: Accumulator) -> str:
-    return f'"{state_digest(campaign, window, acc)[:32]}"'
+def _etag(pub: Published) -> str:
+    return f'"{pub.digest[:32]}"'
 
 
 def _require_frequency(campaign: Campaign) -> None:
@@ -78,23 +62,22 @@ def _require_frequency(campaign: Campaign) -> None:
 
 
 def estimates(campaign: Campaign, window: Window, params: Params | None = None) -> dict:
-    """The estimate document of a frequency campaign's released ``window`` (no parameters:
-    ``params`` is accepted for the common signature), from an LRU cache keyed by the ETag (a
-    RAPPOR fit is costly; the document changes exactly when the ETag does). ``ApiError`` 400 for
-    another kind or a bad window, 409 below ``min_reports``."""
+    """The published estimate document of a frequency campaign's released ``window`` (no
+    parameters: ``params`` is accepted for the common signature). ``ApiError`` 400 for another
+    kind or a bad window, 409 below ``min_reports``, 503 before the first publication."""
     _require_frequency(campaign)
-    start, acc = load_released(campaign, window)
-    return _documents.get_or_compute(_etag(campaign, start, acc),
-                                     lambda: estimate_document(campaign, start, acc))
+    _, pub = load_released(campaign, window)
+    assert pub.doc is not None
+    return pub.doc
 
 
-def _not_modified(etag: str, last_modified: datetime | None) -> bool:
+def _not_modified(etag: str, last_modified: datetime) -> bool:
     inm = request.headers.get("If-None-Match")
     if inm is not None:
         tags = {t.strip().removeprefix("W/") for t in inm.split(",")}
         return "*" in tags or etag in tags
     ims = request.headers.get("If-Modified-Since")
-    if ims and last_modified is not None:
+    if ims:
         try:
             return last_modified.replace(microsecond=0) <= parsedate_to_datetime(ims)
         except (TypeError, ValueError):
@@ -108,15 +91,13 @@ def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str],
     is True when the request's ``If-None-Match`` / ``If-Modified-Since`` match them (answer 304).
     ``ApiError`` as ``estimates``."""
     _require_frequency(campaign)
-    start, acc = load_released(campaign, window)
-    etag = _etag(campaign, start, acc)
-    updated = store.last_updated(state().redis, campaign, start)
-    last_modified = datetime.fromtimestamp(updated, UTC) if updated is not None else None
-    headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
+    start, pub = load_released(campaign, window)
+    etag = _etag(pub)
+    last_modified = datetime.fromtimestamp(pub.decoded_at, UTC)
+    headers = {"ETag": etag, "Last-Modified": format_datetime(last_modified, usegmt=True),
+               "Cache-Control": "private, no-cache", "Vary": "Authorization",
                "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Window": str(start),
-               "X-Ldptel-N-Reports": str(acc.n)}
-    if last_modified is not None:
-        headers["Last-Modified"] = format_datetime(last_modified, usegmt=True)
+               "X-Ldptel-N-Reports": str(pub.n)}
     return start, headers, _not_modified(etag, last_modified)
 
 

@@ -14,15 +14,18 @@
 
 ``window`` as in the estimates endpoint. ``400`` names the bad parameter (or says the campaign's
 kind has no such query), ``401`` no/bad token, ``404`` unknown campaign, ``409`` while
-``n_reports`` < ``min_reports`` (same body as the estimates endpoint). Estimates are cached per
-(campaign, window, accumulated state), so repeated queries do not repeat the level walk or the
-consistency step.
+``n_reports`` < ``min_reports`` (same body as the estimates endpoint), ``503``
+``not_yet_published`` before the aggregator's first publication of the window. Every document
+also has ``decoded_at`` after ``window``. Nothing is decoded here: heavy hitters are the
+aggregator's published list (``ldptel.aggregator.publish``), and ranges, quantiles and the CDF
+are evaluated on its published per-value counts, CDF and plug-in counts (a cumulative sum, a
+binary search and the method's closed-form variance).
 
 Each endpoint's document is a function ``(campaign, window, params) -> dict`` (``heavy_hitters``,
 ``range_estimate``, ``quantiles``), called by the views and the operator pages; ``cdf`` (the
 monotone CDF with its 95% band at up to ``points`` values) serves the pages' chart and CSV.
 Each checks, in order: the campaign's kind (400), its parameters (400 ``bad_parameter`` naming
-one), the released window (400/409, ``documents.load_released``).
+one), the released window (400/409/503, ``documents.load_released``).
 """
 
 from __future__ import annotations
@@ -34,17 +37,16 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, request
 
-from ldptel.aggregator.decoders import Accumulator
+from ldptel.aggregator import publish
 from ldptel.client.mechanisms.base import Z95
 from ldptel.config import Campaign
 from ldptel.server.auth import require_token
-from ldptel.server.cache import LruCache, state_digest
 from ldptel.server.documents import (
     Params,
+    Published,
     Window,
     find_campaign,
     finite_row,
-    header,
     json_text,
     load_released,
     require_kind,
@@ -58,7 +60,6 @@ MAX_CDF_POINTS = 4096
 HEAVY_HITTER_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized",
                         "z_score", "levels_used")
 CDF_COLUMNS = ("value", "cdf", "cdf_ci_low", "cdf_ci_high")
-_estimates = LruCache(32)  # state digest → estimate object
 
 
 def _int_param(params: Params, name: str, low: int, high: int, default: int | None = None) -> int:
@@ -113,26 +114,27 @@ def _points_param(campaign: Campaign, params: Params) -> int:
     return _int_param(params, "points", 1, MAX_CDF_POINTS, default=MAX_CDF_POINTS)
 
 
-def cached_estimate(campaign: Campaign, window: int, acc: Accumulator) -> Any:
-    """``acc.estimate()``, cached per (campaign, window, accumulated state)."""
-    return _estimates.get_or_compute(state_digest(campaign, window, acc), acc.estimate)
+def _estimate(campaign: Campaign, pub: Published) -> Any:
+    """What a query answers from: the published document (heavy hitters) or the published
+    range estimate (``publish.range_estimate``)."""
+    return publish.range_estimate(campaign, pub) if campaign.kind == "range" else pub.doc
 
 
 def _document(campaign: Campaign, window: Window, params: Params, kind: str, query: str,
               parse: Callable[[Campaign, Params], Any], answer: Callable[[Campaign, Any, Any], dict]) -> dict:
     """The pipeline of every query: ``campaign`` of ``kind`` (400) → ``parse`` its parameters
-    (400 naming one) → the released window (400/409) → the cached estimate → the header plus
-    ``answer(campaign, estimate, parsed parameters)``."""
+    (400 naming one) → the released window's publication (400/409/503) → its header plus
+    ``answer(campaign, published estimate, parsed parameters)``."""
     require_kind(campaign, kind, f"no {query} (only {kind} campaigns)")
     parsed = parse(campaign, params)
-    start, acc = load_released(campaign, window)
-    return {**header(campaign, start, acc), **answer(campaign, cached_estimate(campaign, start, acc), parsed)}
+    _, pub = load_released(campaign, window)
+    return {**pub.header(), **answer(campaign, _estimate(campaign, pub), parsed)}
 
 
 def heavy_hitters(campaign: Campaign, window: Window, params: Params) -> dict:
     """The ``k`` (default: the campaign's width) heaviest strings, rows ``HEAVY_HITTER_COLUMNS``."""
     return _document(campaign, window, params, "heavy_hitters", "heavy hitters", _k_param,
-                     lambda c, est, k: {"alpha": 0.05, "items": [finite_row(r) for r in est.items()[:k]]})
+                     lambda c, doc, k: {"alpha": doc["alpha"], "items": doc["items"][:k]})
 
 
 def range_estimate(campaign: Campaign, window: Window, params: Params) -> dict:

@@ -41,10 +41,7 @@ class RangeHaarAccumulator(Accumulator):
             half = np.concatenate((np.ones(size // 2), -np.ones(size // 2))) / size
             counts += (theta[:, None] * half[None, :]).reshape(-1)
         counts = counts[: m.domain_size]
-
-        def variance(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-            return m.range_variance(lo, hi, counts, n)
-
         v = np.arange(m.domain_size)
-        se = np.sqrt(np.maximum(variance(v, v), 0.0)) if n else np.zeros(m.domain_size)
-        return RangeEstimate(n=n, counts=counts, std_error=se, variance=variance, method="haar")
+        se = np.sqrt(np.maximum(m.range_variance(v, v, counts, n), 0.0)) if n else np.zeros(m.domain_size)
+        return RangeEstimate(n=n, counts=counts, std_error=se, range_variance=m.range_variance,
+                             plug_in=counts, method="haar")

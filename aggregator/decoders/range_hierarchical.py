@@ -51,13 +51,10 @@ class RangeHierarchicalAccumulator(Accumulator):
         m, n = self.mech, self.n
         counts = m.consistent_leaves(self.raw_levels(), float(n))
         plug = norm_sub(counts, n)
-
-        def variance(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-            return m.range_variance(lo, hi, plug, n)
-
         v = np.arange(m.domain_size)
         step = max(1, (1 << 22) // max(m.domain_size, 1))
-        var = np.concatenate([variance(v[s : s + step], v[s : s + step])
+        var = np.concatenate([m.range_variance(v[s : s + step], v[s : s + step], plug, n)
                               for s in range(0, v.size, step)])
         return RangeEstimate(n=n, counts=counts, std_error=np.sqrt(np.maximum(var, 0.0)),
-                             normalized=plug, variance=variance, method="hierarchical")
+                             normalized=plug, range_variance=m.range_variance, plug_in=plug,
+                             method="hierarchical")

@@ -25,14 +25,40 @@ from ldptel.client.mechanisms.base import Z95
 VAR_CELLS = 1 << 22  # ranges × values per variance evaluation (bounds the weight matrices)
 
 
+RangeVariance = Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
+
+
 @dataclass
 class RangeEstimate(FrequencyEstimate):
     """``counts``/``std_error`` per value v (the range [v, v]); ``variance(lo, hi)`` gives
-    Var[R̂] of arrays of ranges from the method's formula (plug-in counts)."""
+    Var[R̂] of arrays of ranges from the method's formula ``range_variance(lo, hi, plug_in, n)``
+    with the per-value counts ``plug_in`` plugged in. ``arrays()`` / ``from_arrays`` carry
+    everything a range, quantile or CDF query needs (the aggregator publishes them)."""
 
-    variance: Callable[[np.ndarray, np.ndarray], np.ndarray] = None  # type: ignore[assignment]
+    range_variance: RangeVariance = None  # type: ignore[assignment]
+    plug_in: np.ndarray = None  # type: ignore[assignment]
     method: str = ""
     _cdf: np.ndarray | None = field(default=None, repr=False)
+
+    ARRAYS = ("counts", "std_error", "normalized", "plug_in", "cdf")
+
+    def variance(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Var[R̂[lo_i, hi_i]] from the method's formula."""
+        return self.range_variance(lo, hi, self.plug_in, self.n)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The estimate's arrays (``ARRAYS``; the CDF computed if it was not)."""
+        self.cdf()
+        return {"counts": self.counts, "std_error": self.std_error, "normalized": self.normalized,
+                "plug_in": self.plug_in, "cdf": self.cdf()}
+
+    @classmethod
+    def from_arrays(cls, n: int, arrays: dict[str, np.ndarray], range_variance: RangeVariance,
+                    method: str) -> RangeEstimate:
+        """The estimate back from ``arrays()`` (no decoding: the CDF is not recomputed)."""
+        return cls(n=n, counts=arrays["counts"], std_error=arrays["std_error"],
+                   normalized=arrays["normalized"], range_variance=range_variance,
+                   plug_in=arrays["plug_in"], method=method, _cdf=arrays["cdf"])
 
     @property
     def domain_size(self) -> int:

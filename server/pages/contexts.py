@@ -1,8 +1,9 @@
 """What the campaign page renders: its query parameters, the header numbers, and per kind the
 numbers of the released window — from the export API's document functions
 (``export.estimates``, ``queries.heavy_hitters`` / ``quantiles`` / ``range_estimate`` / ``cdf``),
-so that the page and the API agree exactly. Nothing is decoded while a window has fewer than the
-campaign's ``min_reports``.
+so that the page and the API agree exactly. They read the aggregator's publication of the window
+(``ldptel.aggregator.publish``): nothing is decoded here, and the page says when the estimates
+were decoded and from how many reports.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from urllib.parse import urlencode
 
 from flask import current_app
 
-from ldptel.aggregator import store
+from ldptel.aggregator import publish, store
 from ldptel.config import Campaign
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
@@ -132,9 +133,9 @@ CONTENT: dict[str, Callable[[Campaign, int, PageArgs], dict]] = {
     "frequency": frequency_context, "heavy_hitters": heavy_hitters_context, "range": range_context}
 
 
-def _version(c: Campaign, window: int, n: int) -> str:
-    updated = store.last_updated(state().redis, c, window)
-    return f"{window}:{n}:{0 if updated is None else int(updated * 1000)}"
+def _version(window: int, n: int, pub: publish.Published | None) -> str:
+    """Changes when the page's numbers can: the window, its count, the publication's state."""
+    return f"{window}:{n}:{pub.digest[:16] if pub is not None else ''}"
 
 
 def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dict:
@@ -149,31 +150,35 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         window = store.resolve_window(r, c, None)
     st = status(c)
     n = st.windows.get(window, 0)
+    pub = publish.read(r, c, window, tag_only=True)
     ctx: dict[str, Any] = {
         "c": c, "a": a, "s": status_view(st), "window": window,
         "window_label": labels.window_label(c, window), "window_error": window_error,
         "n": n, "n_fmt": charts.fmt_count(n),
         "released": n >= c.min_reports, "epsilon_note": labels.epsilon_note(c),
         "windows": [(w, labels.window_label(c, w)) for w in sorted(st.windows, reverse=True)[:MAX_WINDOWS]],
-        "version": _version(c, window, n), "progress": min(1.0, n / max(c.min_reports, 1)),
+        "version": _version(window, n, pub), "progress": min(1.0, n / max(c.min_reports, 1)),
         "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),
         "domain": labels.domain_label(c),
         "window_updated": labels.ago(store.last_updated(r, c, window)),
+        "decoded": labels.decoded_note(pub.decoded_at, pub.n)
+        if pub is not None and pub.n >= c.min_reports else None,
     }
     return add_content(ctx) if with_content else ctx
 
 
 def add_content(ctx: dict) -> dict:
-    """Decode the window and add the kind's numbers (nothing below the release threshold)."""
+    """Add the kind's numbers of the window's publication (nothing below the release threshold;
+    ``pending`` while the aggregator has not published the window yet)."""
     c: Campaign = ctx["c"]
     if ctx["released"]:
         try:
-            _, acc = load_released(c, ctx["window"])
+            _, pub = load_released(c, ctx["window"])
         except ApiError as exc:
-            if exc.status != 409:
+            if exc.status not in (409, 503):
                 raise
-            ctx["released"] = False
+            ctx["released" if exc.status == 409 else "pending"] = exc.status != 409
             return ctx
-        ctx["n"], ctx["n_fmt"] = acc.n, charts.fmt_count(acc.n)
+        ctx["n"], ctx["n_fmt"] = pub.n, charts.fmt_count(pub.n)
         ctx["content"] = CONTENT[c.kind](c, ctx["window"], ctx["a"])
     return ctx

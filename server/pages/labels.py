@@ -78,6 +78,13 @@ def window_label(c: Campaign, w: int) -> str:
     return f"{start:%Y-%m-%d} (UTC day)"
 
 
+def decoded_note(decoded_at: float, n: int, now: float | None = None) -> str:
+    """"decoded 3 s ago from 12,345 reports" (seconds up to a minute, then ``ago``)."""
+    dt = max(0.0, (time.time() if now is None else now) - decoded_at)
+    when = f"{int(dt)} s ago" if dt < 60 else ago(decoded_at, now)
+    return f"decoded {when} from {n:,} reports"
+
+
 def ago(ts: float | None, now: float | None = None) -> str:
     """How long ago ``ts`` (epoch seconds) was, coarsely; a UTC date past a day."""
     if ts is None:

@@ -1,0 +1,216 @@
+"""Published estimates: the aggregator decodes a window after committing its reports and stores
+the result document next to the state; the export API, the queries and the operator pages only
+read it. The only module that reads or writes ``keys.published_key``.
+
+A publication is one hash (fields in ``ldptel.keys``) written by one ``scripts.PUBLISH`` call, so
+a reader's HGETALL sees one publication whole: the document, the report count ``n`` and the
+``digest`` of the state it was decoded from (``state_digest``), and ``decoded_at``. The script
+keeps a document decoded from more reports, so a slow publisher never replaces a newer one.
+
+Per kind the document is what the export API answers (``document``), plus ``decoded_at``:
+
+- frequency: ``campaign, kind, oracle, epsilon, n_reports, window, decoded_at, items`` (every
+  item, ``FrequencyEstimate.items``);
+- heavy_hitters: ``campaign, kind, epsilon, n_reports, window, decoded_at, alpha, items`` (every
+  string the walk kept, by decreasing count);
+- range: ``campaign, kind, epsilon, n_reports, window, decoded_at, method``, and the arrays of
+  ``RangeEstimate.arrays`` (per-value counts, std errors, Norm-Sub counts, the plug-in counts of
+  the variance formula and the monotone CDF): a range, quantile or CDF query is then a cumulative
+  sum, a binary search and the method's closed-form variance (``range_estimate``).
+
+Below the campaign's ``min_reports`` nothing is decoded: the publication holds the tag without a
+document (``Published.doc`` is None).
+
+``Publisher`` is the aggregator worker's schedule: a (campaign, window) noted after a commit is
+published at most once per ``publish_interval`` seconds while reports keep arriving (and not more
+often than ``DECODE_SHARE`` of the time allows), and at once when the worker finds its streams
+drained, so a quiet window converges to the exact estimate of everything counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+
+from ldptel import keys, scripts
+from ldptel.aggregator import store
+from ldptel.aggregator.decoders import Accumulator
+from ldptel.aggregator.decoders.ranges import RangeEstimate
+from ldptel.config import Campaign
+from ldptel.redis_client import AnyRedis
+
+HEADER = ("campaign", "kind", "epsilon", "n_reports", "window", "decoded_at")
+HEAVY_HITTER_ALPHA = 0.05
+DECODE_SHARE = 0.25  # while reports arrive, decoding takes at most about this share of the time
+
+
+def config_digest(campaign: Campaign) -> str:
+    """SHA-256 over what a document depends on besides the state: the campaign's public config,
+    labels and release threshold."""
+    blob = json.dumps([campaign.public(), campaign.labels(), campaign.min_reports], sort_keys=True,
+                      default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def state_digest(campaign: Campaign, window: int, acc: Accumulator) -> str:
+    """SHA-256 over ``config_digest``, the window and the accumulator state: it changes exactly
+    when a document decoded from them can change (the API's ETag)."""
+    h = hashlib.sha256(f"{config_digest(campaign)}:{window}".encode())
+    for key in sorted(acc.state):
+        h.update(key.encode())
+        h.update(np.ascontiguousarray(acc.state[key]).tobytes())
+    return h.hexdigest()
+
+
+def finite_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with non-finite floats as None (JSON has no NaN or infinity)."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+
+
+def document(campaign: Campaign, window: int, acc: Accumulator,
+             decoded_at: float) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+    """Decode ``acc`` (``Accumulator.estimate``): the kind's document and, for range campaigns,
+    the estimate's arrays."""
+    est = acc.estimate()
+    doc: dict[str, Any] = {"campaign": campaign.name, "kind": campaign.kind, "epsilon": campaign.epsilon,
+                           "n_reports": acc.n, "window": window, "decoded_at": decoded_at}
+    if campaign.kind == "range":
+        assert isinstance(est, RangeEstimate)
+        return {**doc, "method": est.method}, est.arrays()
+    if campaign.kind == "heavy_hitters":
+        return {**doc, "alpha": HEAVY_HITTER_ALPHA, "items": [finite_row(r) for r in est.items()]}, None
+    if est.labels is None:
+        est.labels = campaign.labels()
+    doc = {"campaign": campaign.name, "kind": campaign.kind, "oracle": campaign.oracle, **doc}
+    return {**doc, "items": [finite_row(r) for r in est.items()]}, None
+
+
+@dataclass
+class Published:
+    """One publication of a (campaign, window)."""
+
+    n: int  # reports decoded
+    digest: str  # state_digest of the state decoded
+    config: str  # config_digest of the campaign it was decoded under
+    decoded_at: float  # epoch seconds
+    doc: dict[str, Any] | None  # None: below min_reports, nothing decoded
+    arrays: dict[str, np.ndarray] | None = None  # range campaigns
+
+    def header(self) -> dict[str, Any]:
+        """The fields every query document starts with (``HEADER``)."""
+        assert self.doc is not None
+        return {k: self.doc[k] for k in HEADER}
+
+
+def _npz(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
+    return buf.getvalue()
+
+
+def publish(r: AnyRedis, campaign: Campaign, window: int, now: float | None = None) -> Published:
+    """Decode what is counted for ``campaign`` in ``window`` (``store.load_accumulator``) and
+    store it with its tag in one ``scripts.PUBLISH`` call (kept out if a document of more
+    reports is stored). Returns the publication made."""
+    acc, n = store.load_accumulator(r, campaign, window)
+    decoded_at = round(time.time() if now is None else now, 3)
+    pub = Published(n=n, digest=state_digest(campaign, window, acc), config=config_digest(campaign),
+                    decoded_at=decoded_at, doc=None)
+    fields: list[Any] = [keys.PUB_DIGEST, pub.digest, keys.PUB_CONFIG, pub.config,
+                         keys.PUB_DECODED_AT, repr(decoded_at)]
+    if n >= campaign.min_reports:
+        pub.doc, pub.arrays = document(campaign, window, acc, decoded_at)
+        fields += [keys.PUB_DOC, json.dumps(pub.doc, allow_nan=False)]
+        if pub.arrays is not None:
+            fields += [keys.PUB_ARRAYS, _npz(pub.arrays)]
+    r.register_script(scripts.PUBLISH)(keys=[keys.published_key(campaign.name, window)], args=[n, *fields])
+    return pub
+
+
+def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False) -> Published | None:
+    """The publication of ``campaign``'s ``window`` (one HGETALL: one publication, whole), or None
+    before the first. ``tag_only``: without the document (n, digest, decoded_at only)."""
+    key = keys.published_key(campaign.name, window)
+    raw: dict[str, bytes]
+    if tag_only:
+        tag = (keys.PUB_N, keys.PUB_DIGEST, keys.PUB_CONFIG, keys.PUB_DECODED_AT)
+        values = cast(list[bytes | None], r.hmget(key, tag))
+        raw = {k: v for k, v in zip(tag, values, strict=True) if v is not None}
+    else:
+        raw = {k.decode(): v for k, v in cast(dict[bytes, bytes], r.hgetall(key)).items()}
+    if keys.PUB_N not in raw:
+        return None
+    doc = json.loads(raw[keys.PUB_DOC]) if keys.PUB_DOC in raw else None
+    arrays = None
+    if keys.PUB_ARRAYS in raw:
+        with np.load(io.BytesIO(raw[keys.PUB_ARRAYS]), allow_pickle=False) as stored:
+            arrays = {k: stored[k] for k in stored.files}
+    return Published(n=int(raw[keys.PUB_N]), digest=raw[keys.PUB_DIGEST].decode(),
+                     config=raw[keys.PUB_CONFIG].decode(), decoded_at=float(raw[keys.PUB_DECODED_AT]),
+                     doc=doc, arrays=arrays)
+
+
+_range_variances: dict[str, Callable] = {}
+
+
+def range_estimate(campaign: Campaign, pub: Published) -> RangeEstimate:
+    """A range campaign's published estimate as a ``RangeEstimate`` (no decoding: the arrays,
+    and the variance formula of the campaign's mechanism, built once per parameter set)."""
+    assert pub.arrays is not None and pub.doc is not None
+    params = json.dumps(campaign.public(), sort_keys=True, default=str)
+    if params not in _range_variances:
+        _range_variances[params] = campaign.mechanism().range_variance  # type: ignore[attr-defined]
+    return RangeEstimate.from_arrays(pub.n, pub.arrays, _range_variances[params], pub.doc["method"])
+
+
+def stale_windows(r: AnyRedis, campaign: Campaign) -> list[int]:
+    """Windows whose publication is missing or behind the counted reports, or was decoded under
+    other campaign parameters (what a starting worker publishes)."""
+    config = config_digest(campaign)
+    out = []
+    for w, n in store.window_counts(r, campaign).items():
+        pub = read(r, campaign, w, tag_only=True)
+        if pub is None or pub.n != n or pub.config != config:
+            out.append(w)
+    return out
+
+
+class Publisher:
+    """When the worker publishes: ``note`` a (campaign, window) after a commit, call ``due``
+    every round (``drained``: the worker found no new entry)."""
+
+    def __init__(self, r: AnyRedis, interval: float) -> None:
+        self.r = r
+        self.interval = interval
+        self.dirty: dict[tuple[str, int], Campaign] = {}
+        self.last: dict[tuple[str, int], float] = {}  # monotonic time of the last publication
+        self.cost: dict[tuple[str, int], float] = {}  # seconds the last publication took
+        self.published = 0
+
+    def note(self, campaign: Campaign, window: int) -> None:
+        self.dirty[campaign.name, window] = campaign
+
+    def due(self, drained: bool) -> int:
+        """Publish every noted window that is due: all when ``drained``, else those last
+        published ``max(interval, cost / DECODE_SHARE)`` seconds ago or never. Returns how many."""
+        done = 0
+        for key, campaign in list(self.dirty.items()):
+            gap = max(self.interval, self.cost.get(key, 0.0) / DECODE_SHARE)
+            if not drained and time.monotonic() - self.last.get(key, -math.inf) < gap:
+                continue
+            started = time.monotonic()
+            publish(self.r, campaign, key[1])
+            self.last[key] = time.monotonic()
+            self.cost[key] = self.last[key] - started
+            del self.dirty[key]
+            done += 1
+        self.published += done
+        return done
