@@ -104,6 +104,11 @@ class Published:
     doc: dict[str, Any] | None  # None: below min_reports, nothing decoded
     arrays: dict[str, np.ndarray] | None = None  # range campaigns
 
+    @property
+    def etag(self) -> str:
+        """The HTTP entity tag of documents made from this publication (quoted)."""
+        return f'"{self.digest[:32]}"'
+
     def header(self) -> dict[str, Any]:
         """The fields every query document starts with (``HEADER``)."""
         assert self.doc is not None
@@ -116,22 +121,35 @@ def _npz(arrays: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def publish(r: AnyRedis, campaign: Campaign, window: int, now: float | None = None) -> Published:
-    """Decode what is counted for ``campaign`` in ``window`` (``store.load_accumulator``) and
-    store it with its tag in one ``scripts.PUBLISH`` call (kept out if a document of more
-    reports is stored). Returns the publication made."""
+def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = None) -> Published:
+    """Decode what is counted for ``campaign`` in ``window`` (``store.load_accumulator``; the
+    document only from ``min_reports`` reports on)."""
     acc, n = store.load_accumulator(r, campaign, window)
     decoded_at = round(time.time() if now is None else now, 3)
     pub = Published(n=n, digest=state_digest(campaign, window, acc), config=config_digest(campaign),
                     decoded_at=decoded_at, doc=None)
-    fields: list[Any] = [keys.PUB_DIGEST, pub.digest, keys.PUB_CONFIG, pub.config,
-                         keys.PUB_DECODED_AT, repr(decoded_at)]
     if n >= campaign.min_reports:
         pub.doc, pub.arrays = document(campaign, window, acc, decoded_at)
+    return pub
+
+
+def write(r: AnyRedis, campaign: Campaign, window: int, pub: Published) -> bool:
+    """Store ``pub`` whole in one ``scripts.PUBLISH`` call; False (nothing written) if a
+    publication decoded from more reports is stored."""
+    fields: list[Any] = [keys.PUB_DIGEST, pub.digest, keys.PUB_CONFIG, pub.config,
+                         keys.PUB_DECODED_AT, repr(pub.decoded_at)]
+    if pub.doc is not None:
         fields += [keys.PUB_DOC, json.dumps(pub.doc, allow_nan=False)]
-        if pub.arrays is not None:
-            fields += [keys.PUB_ARRAYS, _npz(pub.arrays)]
-    r.register_script(scripts.PUBLISH)(keys=[keys.published_key(campaign.name, window)], args=[n, *fields])
+    if pub.arrays is not None:
+        fields += [keys.PUB_ARRAYS, _npz(pub.arrays)]
+    script = r.register_script(scripts.PUBLISH)
+    return bool(script(keys=[keys.published_key(campaign.name, window)], args=[pub.n, *fields]))
+
+
+def publish(r: AnyRedis, campaign: Campaign, window: int) -> Published:
+    """``decode`` then ``write``: returns the publication made (perhaps kept out by a newer)."""
+    pub = decode(r, campaign, window)
+    write(r, campaign, window, pub)
     return pub
 
 

@@ -26,9 +26,11 @@ import io
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
-from flask import g
+from flask import g, request
 
 from ldptel.aggregator import publish, store
 from ldptel.aggregator.publish import Published, finite_row
@@ -39,7 +41,7 @@ from ldptel.server.errors import ApiError
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
 __all__ = ["Params", "Published", "Window", "csv_text", "find_campaign", "finite_row", "json_text",
-           "load_released", "require_kind"]
+           "load_released", "not_modified", "require_kind"]
 
 
 def find_campaign(name: str) -> Campaign:
@@ -76,6 +78,22 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
                         "message": "the aggregator has not published this window's estimates yet"},
                        headers={"Retry-After": str(retry)})
     return start, pub
+
+
+def not_modified(etag: str, last_modified: datetime) -> bool:
+    """Whether the request's ``If-None-Match`` matches ``etag`` or, without it, its
+    ``If-Modified-Since`` is not older than ``last_modified`` (answer 304)."""
+    inm = request.headers.get("If-None-Match")
+    if inm is not None:
+        tags = {t.strip().removeprefix("W/") for t in inm.split(",")}
+        return "*" in tags or etag in tags
+    ims = request.headers.get("If-Modified-Since")
+    if ims:
+        try:
+            return last_modified.replace(microsecond=0) <= parsedate_to_datetime(ims)
+        except (TypeError, ValueError):
+            return False
+    return False
 
 
 def require_kind(campaign: Campaign, kind: str, what: str) -> None:

@@ -29,7 +29,7 @@ response headers, for the view and the operator pages' downloads.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from email.utils import format_datetime, parsedate_to_datetime
+from email.utils import format_datetime
 
 from flask import Blueprint, Response, request
 
@@ -37,12 +37,12 @@ from ldptel.config import Campaign
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
     Params,
-    Published,
     Window,
     csv_text,
     find_campaign,
     json_text,
     load_released,
+    not_modified,
     require_kind,
 )
 from ldptel.server.errors import ApiError
@@ -51,10 +51,6 @@ bp = Blueprint("export", __name__)
 
 ITEM_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized")
 FORMATS = ("json", "csv")
-
-
-def _etag(pub: Published) -> str:
-    return f'"{pub.digest[:32]}"'
 
 
 def _require_frequency(campaign: Campaign) -> None:
@@ -71,20 +67,6 @@ def estimates(campaign: Campaign, window: Window, params: Params | None = None) 
     return pub.doc
 
 
-def _not_modified(etag: str, last_modified: datetime) -> bool:
-    inm = request.headers.get("If-None-Match")
-    if inm is not None:
-        tags = {t.strip().removeprefix("W/") for t in inm.split(",")}
-        return "*" in tags or etag in tags
-    ims = request.headers.get("If-Modified-Since")
-    if ims:
-        try:
-            return last_modified.replace(microsecond=0) <= parsedate_to_datetime(ims)
-        except (TypeError, ValueError):
-            return False
-    return False
-
-
 def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str], bool]:
     """(window start, response headers, unchanged) of a frequency campaign's released ``window``:
     the headers are ``ETag``, ``Last-Modified``, private caching and ``X-Ldptel-*``; ``unchanged``
@@ -92,13 +74,13 @@ def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str],
     ``ApiError`` as ``estimates``."""
     _require_frequency(campaign)
     start, pub = load_released(campaign, window)
-    etag = _etag(pub)
+    etag = pub.etag
     last_modified = datetime.fromtimestamp(pub.decoded_at, UTC)
     headers = {"ETag": etag, "Last-Modified": format_datetime(last_modified, usegmt=True),
                "Cache-Control": "private, no-cache", "Vary": "Authorization",
                "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Window": str(start),
                "X-Ldptel-N-Reports": str(pub.n)}
-    return start, headers, _not_modified(etag, last_modified)
+    return start, headers, not_modified(etag, last_modified)
 
 
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")

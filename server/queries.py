@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from ldptel.server.documents import (
     finite_row,
     json_text,
     load_released,
+    not_modified,
     require_kind,
 )
 from ldptel.server.errors import BadParameter
@@ -169,10 +171,18 @@ def cdf(campaign: Campaign, window: Window, params: Params) -> dict:
 
 
 def _view(document: Callable[[Campaign, Window, Params], dict]) -> Callable[[str], Response]:
+    """The API view of ``document``: its JSON, with the publication's ``ETag`` (304 on a match)
+    and ``X-Ldptel-N-Reports``."""
+
     def view(name: str) -> Response:
-        doc = document(find_campaign(name), request.args.get("window"), request.args)
-        return Response(json_text(doc), mimetype="application/json",
-                        headers={"Cache-Control": "private, no-cache", "Vary": "Authorization"})
+        campaign, window = find_campaign(name), request.args.get("window")
+        doc = document(campaign, window, request.args)
+        _, pub = load_released(campaign, window)  # the same publication (read once per request)
+        headers = {"ETag": pub.etag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
+                   "X-Ldptel-N-Reports": str(pub.n)}
+        if not_modified(pub.etag, datetime.fromtimestamp(pub.decoded_at, UTC)):
+            return Response(status=304, headers=headers)
+        return Response(json_text(doc), mimetype="application/json", headers=headers)
 
     view.__name__ = f"{document.__name__}_view"
     return require_token("export")(view)
