@@ -103,6 +103,7 @@ class Published:
     decoded_at: float  # epoch seconds
     doc: dict[str, Any] | None  # None: below min_reports, nothing decoded
     arrays: dict[str, np.ndarray] | None = None  # range campaigns
+    doc_json: str | None = None  # ``doc`` as stored: ``json.dumps(doc, allow_nan=False)``
 
     @property
     def etag(self) -> str:
@@ -130,6 +131,7 @@ def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = Non
                     decoded_at=decoded_at, doc=None)
     if n >= campaign.min_reports:
         pub.doc, pub.arrays = document(campaign, window, acc, decoded_at)
+        pub.doc_json = json.dumps(pub.doc, allow_nan=False)
     return pub
 
 
@@ -138,8 +140,8 @@ def write(r: AnyRedis, campaign: Campaign, window: int, pub: Published) -> bool:
     publication decoded from more reports is stored."""
     fields: list[Any] = [keys.PUB_DIGEST, pub.digest, keys.PUB_CONFIG, pub.config,
                          keys.PUB_DECODED_AT, repr(pub.decoded_at)]
-    if pub.doc is not None:
-        fields += [keys.PUB_DOC, json.dumps(pub.doc, allow_nan=False)]
+    if pub.doc_json is not None:
+        fields += [keys.PUB_DOC, pub.doc_json]
     if pub.arrays is not None:
         fields += [keys.PUB_ARRAYS, _npz(pub.arrays)]
     script = r.register_script(scripts.PUBLISH)
@@ -166,14 +168,14 @@ def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False) -
         raw = {k.decode(): v for k, v in cast(dict[bytes, bytes], r.hgetall(key)).items()}
     if keys.PUB_N not in raw:
         return None
-    doc = json.loads(raw[keys.PUB_DOC]) if keys.PUB_DOC in raw else None
+    doc_json = raw[keys.PUB_DOC].decode() if keys.PUB_DOC in raw else None
     arrays = None
     if keys.PUB_ARRAYS in raw:
         with np.load(io.BytesIO(raw[keys.PUB_ARRAYS]), allow_pickle=False) as stored:
             arrays = {k: stored[k] for k in stored.files}
     return Published(n=int(raw[keys.PUB_N]), digest=raw[keys.PUB_DIGEST].decode(),
                      config=raw[keys.PUB_CONFIG].decode(), decoded_at=float(raw[keys.PUB_DECODED_AT]),
-                     doc=doc, arrays=arrays)
+                     doc=None if doc_json is None else json.loads(doc_json), arrays=arrays, doc_json=doc_json)
 
 
 _range_variances: dict[str, Callable] = {}

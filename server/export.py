@@ -40,7 +40,6 @@ from ldptel.server.documents import (
     Window,
     csv_text,
     find_campaign,
-    json_text,
     load_released,
     not_modified,
     require_kind,
@@ -97,4 +96,5 @@ def estimates_view(name: str) -> Response:
     if fmt == "csv":
         headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}.csv"'
         return Response(csv_text(doc["items"], ITEM_COLUMNS), mimetype="text/csv", headers=headers)
-    return Response(json_text(doc), mimetype="application/json", headers=headers)
+    _, pub = load_released(campaign, window)  # the publication ``doc`` is (read once per request)
+    return Response(f"{pub.doc_json}\n", mimetype="application/json", headers=headers)

@@ -74,12 +74,12 @@ def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict:
     """Rows (raw or normalized, by count or by item, top ``TOP_N`` or all) and the bar chart of
     ``export.estimates``."""
     doc = export.estimates(c, window)
+    items = doc["items"]
     key = "estimate_normalized" if a.view == "normalized" else "estimate"
-    order = list(range(len(doc["items"])))
+    order = list(range(len(items)))
     if a.sort == "estimate":
-        order.sort(key=lambda i: -(doc["items"][i][key] if doc["items"][i][key] is not None else -math.inf))
-    rows = [_row_view(r + 1, doc["items"][i]) for r, i in enumerate(order)]
-    shown = rows if a.show_all else rows[:TOP_N]
+        order.sort(key=lambda i: -(items[i][key] if items[i][key] is not None else -math.inf))
+    shown = [_row_view(r + 1, items[i]) for r, i in enumerate(order if a.show_all else order[:TOP_N])]
     raw = a.view == "raw"
     chart = charts.bar_chart(
         [charts.Bar(r["label"], r[key], r["ci_low"] if raw else None, r["ci_high"] if raw else None)
@@ -87,9 +87,9 @@ def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict:
         whiskers=raw, axis_label="devices" if a.show_all else
         "estimated devices" + (" (raw, with 95% CI)" if raw else " (normalized)"),
         sticky_axis=a.show_all, aria_label=f"Estimated devices per item for {c.name}")
-    return {"rows": shown, "total_items": len(rows), "chart": chart, "view": a.view,
-            "negatives": sum(1 for r in rows if (r["estimate"] or 0) < 0),
-            "normalized_sum": sum(r["estimate_normalized"] or 0 for r in rows)}
+    return {"rows": shown, "total_items": len(items), "chart": chart, "view": a.view,
+            "negatives": sum(1 for it in items if (it["estimate"] or 0) < 0),
+            "normalized_sum": sum(it["estimate_normalized"] or 0 for it in items)}
 
 
 def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict:

@@ -1,0 +1,312 @@
+"""Request latency of the export API and the operator pages under load, with published estimates.
+
+Stores N heavy-hitter, N frequency and N range reports (default N = 10 000 000 each) as committed
+aggregator state, starts ``ldptel serve`` (gunicorn) and ``ldptel aggregate`` (which publishes
+every window at start), then runs, for ``--duration`` seconds each:
+
+1. ingest alone: batches of ``--batch`` reports POSTed at ``--ingest-rate`` requests/s (open
+   loop, spread over the three campaigns), so the aggregator keeps committing and republishing;
+2. the same ingest plus ``--clients`` concurrent clients (keep-alive, in ``--client-procs``
+   processes) polling ``/estimates``, ``/heavy-hitters``, ``/range`` and the three campaign pages
+   in turn, as fast as they are answered.
+
+Prints p50/p99 latency per endpoint, ingest p50/p99 without and with the pollers, the 5xx count,
+and how long the first publication of each window took (the decode at N).
+
+The N reports are not ingested over HTTP (10 M reports at the collector's ~100 k reports/s would
+take minutes per campaign): a block of ``--block`` reports is encoded with the campaign's
+mechanism and accumulated, the accumulator is scaled to N by merging copies of itself (the state
+of N reports is the sum of the blocks' states), and the result is written with ``store.commit``
+— the aggregator's own commit — so the server sees exactly the state N real reports leave.
+
+    .venv/bin/python bench/serve_latency.py [--n 10000000] [--duration 60] [--clients 32]
+        [--ingest-rate 200] [--batch 100] [--workers 2] [--client-procs 4] [--block 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import redis
+import requests
+
+from ldptel.aggregator import accumulator_for, store
+from ldptel.aggregator.decoders import Accumulator
+from ldptel.config import Campaign, load_config
+from ldptel.proto import ReportBatch
+from ldptel.redis_server import EmbeddedRedis, free_port
+
+EXPORT = "bench-export-token-0123"
+INGEST = "bench-ingest-token-0123"
+CONFIG = f"""[server]
+ingest_tokens = ["{INGEST}"]
+export_tokens = ["{EXPORT}"]
+
+[[campaigns]]
+name = "hh"
+kind = "heavy_hitters"
+epsilon = 4.0
+max_length = 16
+
+[[campaigns]]
+name = "freq"
+oracle = "olh"
+epsilon = 1.0
+domain_size = 1024
+
+[[campaigns]]
+name = "lat"
+kind = "range"
+epsilon = 2.0
+domain_size = 1024
+"""
+ENDPOINTS = {
+    "/estimates": "/v1/campaigns/freq/estimates",
+    "/heavy-hitters": "/v1/campaigns/hh/heavy-hitters?k=20",
+    "/range": "/v1/campaigns/lat/range?lo=100&hi=600",
+    "page freq": "/campaigns/freq",
+    "page hh": "/campaigns/hh",
+    "page lat": "/campaigns/lat",
+}
+
+
+def population(camp: Campaign, n: int, rng: np.random.Generator) -> np.ndarray:
+    """True values: Zipf(1.1) over 10 000 random strings of ≤ 16 bytes (heavy hitters), Zipf
+    over the domain (frequency), a rounded normal (range)."""
+    if camp.kind == "heavy_hitters":
+        alphabet = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789"))
+        words = np.array(["".join(rng.choice(alphabet, rng.integers(4, 17))) for _ in range(10_000)],
+                         dtype=object)
+        p = 1.0 / np.arange(1, words.size + 1) ** 1.1
+        return words[rng.choice(words.size, n, p=p / p.sum())]
+    d = int(camp.domain_size or 1)
+    if camp.kind == "range":
+        return np.clip(rng.normal(d / 3, d / 8, n).round(), 0, d - 1).astype(np.int64)
+    return (rng.zipf(1.3, n) - 1) % d
+
+
+def _copy(acc: Accumulator) -> Accumulator:
+    return type(acc).from_bytes(acc.mech, acc.to_bytes())
+
+
+def scaled_state(camp: Campaign, n: int, block: int, rng: np.random.Generator) -> tuple[Accumulator, int]:
+    """The state of ``n // block`` blocks of ``block`` encoded reports (binary expansion of
+    merges), and how many blocks."""
+    mech = camp.mechanism()
+    block_acc = accumulator_for(mech)
+    values = population(camp, block, rng)
+    for s in range(0, block, 10_000):
+        block_acc.add(mech.encode_batch(values[s:s + 10_000], rng=rng, campaign=camp.name))
+    k = max(1, n // block)
+    total: Accumulator | None = None
+    power, left = block_acc, k
+    while left:
+        if left & 1:
+            total = _copy(power) if total is None else total.merge(power)
+        left >>= 1
+        if left:
+            power = power.merge(_copy(power))
+    assert total is not None
+    return total, k
+
+
+def pool_of_batches(config_path: str, per_batch: int, count: int) -> list[tuple[str, bytes]]:
+    """Encoded batches to re-send with fresh batch_ids (campaign, serialized batch)."""
+    cfg = load_config(config_path)
+    rng = np.random.default_rng(5)
+    out = []
+    for camp in cfg.campaigns:
+        mech = camp.mechanism()
+        values = population(camp, per_batch * count, rng)
+        for s in range(0, values.size, per_batch):
+            out.append((camp.name, mech.encode_batch(values[s:s + per_batch], rng=rng,
+                                                     campaign=camp.name).SerializeToString()))
+    return out
+
+
+def ingest(url: str, config_path: str, rate: float, per_batch: int, duration: float,
+           threads: int = 8) -> list[tuple[float, int]]:
+    """POST batches at ``rate`` requests/s (open loop, ``threads`` senders) for ``duration``
+    seconds; returns (latency ms, status) per request."""
+    pool = pool_of_batches(config_path, per_batch, 20)
+    results: list[tuple[float, int]] = []
+    lock = threading.Lock()
+    start = time.perf_counter() + 0.5
+
+    def sender(t: int) -> None:
+        s = requests.Session()
+        s.headers.update({"Authorization": f"Bearer {INGEST}", "Content-Type": "application/x-protobuf"})
+        i = t
+        while True:
+            due = start + i / rate
+            if due - start > duration:
+                break
+            time.sleep(max(0.0, due - time.perf_counter()))
+            batch = ReportBatch.FromString(pool[i % len(pool)][1])
+            batch.batch_id = os.urandom(16)
+            t0 = time.perf_counter()
+            try:
+                status = s.post(url + "/v1/reports", data=batch.SerializeToString(), timeout=30).status_code
+            except requests.RequestException:
+                status = 599
+            with lock:
+                results.append(((time.perf_counter() - t0) * 1000, status))
+            i += threads
+
+    ts = [threading.Thread(target=sender, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return results
+
+
+def signed_in_session(url: str) -> requests.Session:
+    """An operator session (sign-in form with its CSRF token) that also carries the export token
+    for the API."""
+    s = requests.Session()
+    form = s.get(url + "/signin", timeout=30).text
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
+    assert csrf, "no CSRF token on the sign-in form"
+    resp = s.post(url + "/signin", data={"token": EXPORT, "csrf_token": csrf.group(1)}, timeout=30,
+                  allow_redirects=False)
+    assert resp.status_code in (302, 303), resp.status_code
+    return s
+
+
+def poll(url: str, threads: int, duration: float, offset: int) -> list[tuple[str, float, int]]:
+    """``threads`` clients, each requesting the ``ENDPOINTS`` in turn for ``duration`` seconds;
+    returns (endpoint, latency ms, status) per request."""
+    results: list[tuple[str, float, int]] = []
+    lock = threading.Lock()
+    names = list(ENDPOINTS)
+    end = time.perf_counter() + duration
+
+    def client(t: int) -> None:
+        s = signed_in_session(url)
+        api = {"Authorization": f"Bearer {EXPORT}"}
+        i = offset + t
+        while time.perf_counter() < end:
+            name = names[i % len(names)]
+            i += 1
+            t0 = time.perf_counter()
+            try:
+                status = s.get(url + ENDPOINTS[name], headers=api if name.startswith("/") else None,
+                               timeout=60).status_code
+            except requests.RequestException:
+                status = 599
+            with lock:
+                results.append((name, (time.perf_counter() - t0) * 1000, status))
+
+    ts = [threading.Thread(target=client, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return results
+
+
+def pct(xs: list[float], q: float) -> float:
+    return float(np.percentile(xs, q)) if xs else float("nan")
+
+
+def wait_published(url: str, timeout: float) -> dict[str, float]:
+    """Seconds until each API endpoint first answers 200 (the aggregator's first publication)."""
+    t0, done = time.perf_counter(), {}
+    api = {"Authorization": f"Bearer {EXPORT}"}
+    while len(done) < 3 and time.perf_counter() - t0 < timeout:
+        for name in ("/estimates", "/heavy-hitters", "/range"):
+            if name not in done:
+                try:
+                    if requests.get(url + ENDPOINTS[name], headers=api, timeout=30).status_code == 200:
+                        done[name] = time.perf_counter() - t0
+                except requests.RequestException:
+                    pass
+        time.sleep(0.2)
+    return done
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=10_000_000, help="stored reports per campaign")
+    ap.add_argument("--block", type=int, default=100_000, help="reports encoded per block")
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds of each phase")
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--client-procs", type=int, default=4)
+    ap.add_argument("--ingest-rate", type=float, default=200.0, help="ingest requests/s")
+    ap.add_argument("--batch", type=int, default=100, help="reports per ingest request")
+    ap.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    ap.add_argument("--publish-timeout", type=float, default=1800.0,
+                    help="seconds to wait for the first publications")
+    args = ap.parse_args()
+    rng = np.random.default_rng(1)
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedRedis(data_dir=Path(tmp) / "redis") as server:
+        config_path = str(Path(tmp) / "bench.toml")
+        Path(config_path).write_text(CONFIG)
+        cfg = load_config(config_path)
+        r = redis.Redis.from_url(server.url)
+        for camp in cfg.campaigns:
+            t0 = time.perf_counter()
+            acc, k = scaled_state(camp, args.n, min(args.block, args.n), rng)
+            status = store.commit(r, camp, 0, "bench", [], [], {0: acc}, {0: acc}, {0: k}, 0)
+            assert status == b"ok", status
+            print(f"stored {camp.name}: {acc.n:,} reports, state {len(acc.to_bytes()) / 1e6:.1f} MB "
+                  f"({time.perf_counter() - t0:.1f} s)", flush=True)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        serve = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "serve", "--config", config_path,
+                                  "--redis-url", server.url, "--port", str(port),
+                                  "--workers", str(args.workers)],
+                                 stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "serve.log", "w"))
+        aggregate = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate",
+                                      "--config", config_path, "--redis-url", server.url],
+                                     stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "aggregate.log", "w"))
+        try:
+            first = wait_published(url, timeout=args.publish_timeout)
+            if len(first) < 3:
+                sys.exit("no publication in time; aggregate log:\n"
+                         + (Path(tmp) / "aggregate.log").read_text()[-3000:])
+            print("first publication after start: " + ", ".join(f"{k} {v:.1f} s" for k, v in first.items()),
+                  flush=True)
+            base = ingest(url, config_path, args.ingest_rate, args.batch, args.duration)
+            per = args.clients // args.client_procs
+            with mp.get_context("spawn").Pool(args.client_procs + 1) as pool:
+                pollers = [pool.apply_async(poll, (url, per, args.duration, i * per))
+                           for i in range(args.client_procs)]
+                loaded = ingest(url, config_path, args.ingest_rate, args.batch, args.duration)
+                polled = [row for p in pollers for row in p.get()]
+        finally:
+            for proc in (serve, aggregate):
+                proc.terminate()
+                proc.wait(30)
+        print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s; "
+              f"ingest {args.ingest_rate:.0f} requests/s × {args.batch} reports")
+        print(f"{'endpoint':16} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}")
+        for name in ENDPOINTS:
+            lat = [ms for e, ms, _ in polled if e == name]
+            bad = sum(1 for e, _, st in polled if e == name and st >= 500)
+            other = {st for e, _, st in polled if e == name and st != 200}
+            print(f"{name:16} {len(lat):9d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
+                  f"{max(lat, default=float('nan')):8.1f} {bad:5d}"
+                  + (f"  other statuses {other}" if other else ""))
+        for label, rows in (("ingest alone", base), ("ingest + pollers", loaded)):
+            lat = [ms for ms, _ in rows]
+            bad = sum(1 for _, st in rows if st >= 500)
+            print(f"{label:16} {len(lat):9d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
+                  f"{max(lat, default=float('nan')):8.1f} {bad:5d}")
+        p_base, p_load = pct([ms for ms, _ in base], 99), pct([ms for ms, _ in loaded], 99)
+        print(f"ingest p99 with pollers / without: {p_load / p_base:.2f}")
+
+
+if __name__ == "__main__":
+    main()
