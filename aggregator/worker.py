@@ -32,6 +32,10 @@ campaign (``StateMismatch`` if it no longer fits the parameters), claims entries
 consumers, and first drains what is pending to itself; ``ldptel.aggregator.upkeep`` trims
 acknowledged entries past retention and removes idle consumers that own nothing.
 
+After a commit the worker notes the windows it touched; ``publish.Publisher`` decodes and
+publishes them (throttled per window by ``publish_interval``, at once when a round finds no new
+entry, and before ``run(once=True)`` returns), so the export API never decodes.
+
 Redis Cluster: new entries are read with one ``XREADGROUP`` per stream (pipelined; a multi-stream
 read would cross slots); when all are empty the worker blocks on one stream at a time, in turn,
 for at most ``CLUSTER_BLOCK_MS``. The estimate is the sum over shards of the committed states.

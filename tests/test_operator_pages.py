@@ -29,7 +29,7 @@ from http_support import http_request, start_collector
 
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config
-from ldptel.keys import GLOBAL_METRICS_KEY, SESSION_SECRET_KEY
+from ldptel.keys import GLOBAL_METRICS_KEY, SESSION_SECRET_KEY, published_key
 from ldptel.redis_server import free_port
 from ldptel.server import charts
 from ldptel.server.pages.status import RATE_FORGET_S, IngestRates
@@ -720,3 +720,28 @@ def test_bar_chart_svg() -> None:
     assert abs(x + w - zero) < 0.2
     many = str(charts.bar_chart([charts.Bar(f"item {i}", float(i), i - 1.0, i + 1.0) for i in range(250)]))
     assert many.count('class="bar"') == 250 and 'data-rows="250"' in many
+
+
+def test_campaign_page_says_when_its_estimates_were_decoded(site: Site) -> None:
+    """The page shows the publication it reads ("decoded … from N reports", N = the API's
+    n_reports); before a released window's first publication it says the estimates are being
+    decoded, and the API answers 503 not_yet_published with Retry-After."""
+    cookie = {"Cookie": _signed_in_cookie(site)}
+    doc = site.api_json("/v1/campaigns/colors/estimates")
+    status, _, body = site.request("GET", "/campaigns/colors", None, cookie)
+    found = re.search(rb'data-stat="decoded">Estimates decoded (.+?) from ([\d,]+) reports\.', body)
+    assert status == 200 and found, body[-2000:]
+    assert int(found.group(2).replace(b",", b"")) == doc["n_reports"]
+    key = published_key("colors", doc["window"])
+    saved = site.redis.dump(key)
+    site.redis.delete(key)
+    try:
+        status, _, body = site.request("GET", "/campaigns/colors", None, cookie)
+        assert status == 200 and b'data-state="pending"' in body and b'data-stat="decoded"' not in body
+        status, headers, body = site.request("GET", "/v1/campaigns/colors/estimates", None,
+                                             {"Authorization": f"Bearer {EXPORT_TOKEN}"})
+        assert status == 503 and json.loads(body)["error"] == "not_yet_published"
+        assert int(headers["retry-after"]) >= 1
+    finally:
+        site.redis.restore(key, 0, saved)
+    assert site.api_json("/v1/campaigns/colors/estimates") == doc
