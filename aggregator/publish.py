@@ -22,9 +22,12 @@ Below the campaign's ``min_reports`` nothing is decoded: the publication holds t
 document (``Published.doc`` is None).
 
 ``Publisher`` is the aggregator worker's schedule: a (campaign, window) noted after a commit is
-published at most once per ``publish_interval`` seconds while reports keep arriving (and not more
-often than ``DECODE_SHARE`` of the time allows), and at once when the worker finds its streams
-drained, so a quiet window converges to the exact estimate of everything counted.
+published at most once per ``publish_interval`` seconds while reports keep arriving, and as soon
+as the worker finds its streams drained (a round without new entries), so a quiet window
+converges to the exact estimate of everything counted. Either way a window is not decoded more
+often than lets its decoding take ``DECODE_SHARE`` of the worker's time (a window whose decode
+takes 2 s is republished at most every 8 s), and ``run(once=True)`` publishes everything noted
+before it returns.
 """
 
 from __future__ import annotations
@@ -218,13 +221,17 @@ class Publisher:
     def note(self, campaign: Campaign, window: int) -> None:
         self.dirty[campaign.name, window] = campaign
 
-    def due(self, drained: bool) -> int:
-        """Publish every noted window that is due: all when ``drained``, else those last
-        published ``max(interval, cost / DECODE_SHARE)`` seconds ago or never. Returns how many."""
+    def due(self, drained: bool, everything: bool = False) -> int:
+        """Publish every noted window that is due: never published, or last published
+        ``max(interval, cost / DECODE_SHARE)`` seconds ago (``drained``: ``cost / DECODE_SHARE``,
+        so a cheap window is published at once), or all of them with ``everything``. ``cost`` is
+        the window's last decode time: decoding takes at most ``DECODE_SHARE`` of the worker's
+        time. Returns how many were published."""
         done = 0
         for key, campaign in list(self.dirty.items()):
-            gap = max(self.interval, self.cost.get(key, 0.0) / DECODE_SHARE)
-            if not drained and time.monotonic() - self.last.get(key, -math.inf) < gap:
+            budget = self.cost.get(key, 0.0) / DECODE_SHARE
+            gap = budget if drained else max(self.interval, budget)
+            if not everything and time.monotonic() - self.last.get(key, -math.inf) < gap:
                 continue
             started = time.monotonic()
             publish(self.r, campaign, key[1])

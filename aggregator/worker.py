@@ -33,8 +33,10 @@ consumers, and first drains what is pending to itself; ``ldptel.aggregator.upkee
 acknowledged entries past retention and removes idle consumers that own nothing.
 
 After a commit the worker notes the windows it touched; ``publish.Publisher`` decodes and
-publishes them (throttled per window by ``publish_interval``, at once when a round finds no new
-entry, and before ``run(once=True)`` returns), so the export API never decodes.
+publishes them (throttled per window by ``publish_interval`` while reports arrive, soon after a
+round finds no new entry, and all before ``run(once=True)`` returns), so the export API never
+decodes. At start and
+every ``TRIM_INTERVAL_S`` it also notes every window whose publication is missing or behind.
 
 Redis Cluster: new entries are read with one ``XREADGROUP`` per stream (pipelined; a multi-stream
 read would cross slots); when all are empty the worker blocks on one stream at a time, in turn,
@@ -170,11 +172,16 @@ class Worker:
                     raise
             store.check_state(self.r, slot.campaign, slot.shard, slot.template)
             slot.history = True
+        self.note_stale()
+        self.claim_dead()
+        self.remove_idle_consumers()
+
+    def note_stale(self) -> None:
+        """Note for publication every window whose publication is missing or behind (another
+        worker may have died between its commit and its publication)."""
         for camp in self.config.campaigns:
             for w in publish.stale_windows(self.r, camp):
                 self.publisher.note(camp, w)
-        self.claim_dead()
-        self.remove_idle_consumers()
 
     def claim_dead(self) -> int:
         """Take over every entry pending for at least ``claim_idle_ms`` to any consumer."""
@@ -218,7 +225,7 @@ class Worker:
                 backoff.reset()
                 self.housekeeping()
                 drained = n == 0 and not any(slot.history for slot in self.slots)
-                self.publisher.due(drained)
+                self.publisher.due(drained, everything=once and drained)
                 if once and drained:
                     break
             except (*UNAVAILABLE, redis_lib.ResponseError) as exc:
@@ -264,6 +271,7 @@ class Worker:
         if now - self._last_trim > TRIM_INTERVAL_S:
             self.trim()
             self.remove_idle_consumers()
+            self.note_stale()
             self._last_trim = now
 
     def step(self, block_ms: int | None = None) -> int:

@@ -288,7 +288,11 @@ def main() -> None:
         finally:
             for proc in (serve, aggregate):
                 proc.terminate()
-                proc.wait(30)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:  # the aggregator finishes a decode first
+                    proc.kill()
+                    proc.wait()
         print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s; "
               f"ingest {args.ingest_rate:.0f} requests/s × {args.batch} reports")
         print(f"{'endpoint':16} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}")

@@ -231,13 +231,15 @@ def demo_config(secs: list[DemoSection], ingest: str, export: str) -> Config:
 
 
 def wait_counted(stack: Stack, sent: dict[str, int], timeout: float) -> None:
-    from ldptel.aggregator import store
+    """Until the aggregator has counted ``sent`` reports per campaign and published them."""
+    from ldptel.aggregator import publish, store
 
     deadline = time.monotonic() + timeout
     while True:
         counts = {c.name: sum(store.window_counts(stack.redis, c).values())
                   for c in stack.config.campaigns if c.name in sent}
-        if all(counts[k] >= v for k, v in sent.items()):
+        if all(counts[k] >= v for k, v in sent.items()) and not any(
+                publish.stale_windows(stack.redis, c) for c in stack.config.campaigns if c.name in sent):
             return
         if stack.agg is not None and stack.agg.error is not None:
             raise RuntimeError(f"aggregator failed: {stack.agg.error}")

@@ -32,7 +32,7 @@ from urllib.parse import urlparse
 from cpu import snapshot
 
 from ldptel import keys
-from ldptel.aggregator import store
+from ldptel.aggregator import publish, store
 from ldptel.config import load_config
 from ldptel.redis_client import connect, is_cluster
 
@@ -106,12 +106,14 @@ def collector_accepted(r, config) -> dict[str, int]:
 
 
 def wait_drained(r, config, timeout: float) -> tuple[bool, float]:
-    """Until the store has counted what the collector accepted (stable over two looks)."""
+    """Until the store has counted what the collector accepted (stable over two looks) and the
+    aggregator has published every window's estimates of what it counted."""
     t0 = time.monotonic()
     last = None
     while time.monotonic() - t0 < timeout:
         now = (counted(r, config), collector_accepted(r, config))
-        if now[0] == now[1] and now == last:
+        published = not any(publish.stale_windows(r, c) for c in config.campaigns)
+        if now[0] == now[1] and now == last and published:
             return True, time.monotonic() - t0
         last = now
         time.sleep(0.5)
