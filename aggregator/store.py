@@ -91,7 +91,13 @@ def window_count(r: AnyRedis, campaign: Campaign, window: int) -> int:
 
 
 def _hscan_prefix(r: AnyRedis, key: str, prefix: str) -> list[tuple[str, bytes]]:
-    return [(f.decode(), v) for f, v in r.hscan_iter(key, match=f"{prefix}*", count=1000)]
+    """The (field, value) pairs of a state hash whose field starts with ``prefix`` (a counter
+    prefix, not ``ACC_PREFIX``). HKEYS + HMGET, not HSCAN: HSCAN's MATCH filters after the
+    server has copied every visited value, accumulator blobs included, which made every page
+    view and ``window=latest`` cost O(state bytes) in Redis (45 ms per call at 80 MB)."""
+    names = [f for f in cast(list[bytes], r.hkeys(key)) if f.startswith(prefix.encode())]
+    values = cast(list[bytes | None], r.hmget(key, names)) if names else []
+    return [(f.decode(), v) for f, v in zip(names, values, strict=True) if v is not None]
 
 
 def list_windows(r: AnyRedis, campaign: Campaign) -> list[int]:
