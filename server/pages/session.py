@@ -12,13 +12,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 import threading
 from datetime import timedelta
+from urllib.parse import unquote, urlsplit
 
 import redis as redis_lib
 from flask import Flask, Request, Response, current_app, request, session, url_for
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
+from werkzeug.urls import iri_to_uri
 
 from ldptel.keys import SESSION_SECRET_KEY
 from ldptel.server.app import state
@@ -117,12 +120,26 @@ def csrf_ok() -> bool:
     return isinstance(held, str) and hmac.compare_digest(sent.encode(), held.encode())
 
 
+UNSAFE_IN_NEXT = re.compile(r"[\x00-\x20\x7f\\]")  # controls, space, backslash
+
+
 def safe_next(target: str | None) -> str:
-    """A same-site path to return to after sign-in (never another host)."""
-    if (not target or not target.startswith("/") or target.startswith("//") or "\\" in target
-            or target.startswith("/signin")):
-        return url_for("pages.campaigns")
-    return target
+    """A same-origin absolute path to return to after sign-in, else the campaigns page.
+
+    Checked is the value the ``Location`` header will carry (Werkzeug's ``iri_to_uri`` of it,
+    which drops tabs and newlines), and its percent-decoded form: both must start with one ``/``
+    (not ``//`` or ``/\\``), have no scheme or host, and neither may hold a control character,
+    space or backslash (nor may the raw value: a browser strips those too)."""
+    home = url_for("pages.campaigns")
+    if not target or UNSAFE_IN_NEXT.search(target):
+        return home
+    sent = iri_to_uri(target)
+    for form in (sent, unquote(sent)):
+        parts = urlsplit(form)
+        if (not form.startswith("/") or form.startswith(("//", "/\\")) or UNSAFE_IN_NEXT.search(form)
+                or parts.scheme or parts.netloc or form.startswith("/signin")):
+            return home
+    return sent
 
 
 def security_headers(resp: Response, nonce: str, cacheable: bool) -> Response:
