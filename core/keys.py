@@ -25,6 +25,9 @@ Process-wide keys (no hash tag):
 - ``ldptel:metrics``                       other collector counters (``GLOBAL_METRICS_KEY``).
 - ``ldptel:ratelimit:<token id>:<minute>`` per-token request counter (``ratelimit_key``).
 - ``ldptel:operator:session_secret``       operator-session signing secret (``SESSION_SECRET_KEY``).
+- ``ldptel:operator:session:<id digest>``  one signed-in operator session (``session_key``): string,
+                                           the session's token HMAC, TTL = the idle timeout
+                                           (renewed per request, deleted at sign-out).
 
 A batch goes to shard ``xxh32(batch_id) mod shards``, so a retried batch meets its own dedupe
 marker. The Lua scripts that write these keys are in ``ldptel.scripts``.
@@ -57,6 +60,7 @@ REJECTED = "rejected"
 GLOBAL_METRICS_KEY = "ldptel:metrics"
 RATELIMIT_PREFIX = "ldptel:ratelimit"
 SESSION_SECRET_KEY = "ldptel:operator:session_secret"
+SESSION_PREFIX = "ldptel:operator:session"
 
 
 def shard_of(batch_id: bytes, shards: int) -> int:
@@ -86,6 +90,9 @@ def metrics_key(campaign: str, shard: int = 0) -> str:
 def ratelimit_key(token_id: str, minute: int) -> str:
     return f"{RATELIMIT_PREFIX}:{token_id}:{minute}"
 
+
+def session_key(session_digest: str) -> str:
+    return f"{SESSION_PREFIX}:{session_digest}"
 
 
 def acc_field(window: int, uid: str) -> str:

@@ -138,6 +138,77 @@ def test_cr_lf_in_next_is_no_server_error(collector: Collector) -> None:
         assert (reply.status, reply.headers["location"]) == (302, "/"), nxt
 
 
+# --- 3: sign-out ends the session -----------------------------------------------------------------
+
+def _session_keys(r) -> list[bytes]:
+    return sorted(r.scan_iter(match="ldptel:operator:session:*"))
+
+
+def test_sign_out_ends_the_session_and_a_replayed_cookie_is_refused(collector: Collector,
+                                                                    redis_client) -> None:
+    cookie = {"Cookie": signed_in_cookie(collector.url)}
+    download = "/campaigns/grr/download/estimates.csv"
+    page = http_request(collector.url, "GET", "/", headers=cookie)
+    assert page.status == 200
+    [key] = _session_keys(redis_client)  # the server-side record, expiring after the idle time
+    assert 1790 <= redis_client.ttl(key) <= 1800
+    redis_client.expire(key, 100)
+    assert http_request(collector.url, "GET", download, headers=cookie).status in (200, 409)
+    assert redis_client.ttl(key) > 1790  # every request renews it
+    csrf = re.search(rb'name="csrf_token" value="([^"]+)"', page.body).group(1).decode()
+    reply = http_request(collector.url, "POST", "/signout", urllib.parse.urlencode({"csrf_token": csrf}),
+                         {**FORM, **cookie})
+    assert reply.status == 302 and reply.headers["location"].startswith("/signin")
+    assert _session_keys(redis_client) == []
+    # the cookie of before the sign-out, replayed
+    for path in ("/", "/campaigns/grr", download):
+        reply = http_request(collector.url, "GET", path, headers=cookie)
+        assert reply.status == 302 and reply.headers["location"].startswith("/signin"), path
+    assert http_request(collector.url, "GET", "/campaigns/grr/live", headers=cookie).status == 401
+
+
+def test_an_idle_session_expires(collector: Collector, redis_client) -> None:
+    cookie = {"Cookie": signed_in_cookie(collector.url)}
+    assert http_request(collector.url, "GET", "/", headers=cookie).status == 200
+    [key] = _session_keys(redis_client)
+    redis_client.pexpire(key, 1)  # what the idle timeout does, without waiting 30 minutes
+    while redis_client.exists(key):
+        pass
+    reply = http_request(collector.url, "GET", "/", headers=cookie)
+    assert reply.status == 302 and reply.headers["location"].startswith("/signin")
+
+
+def test_session_idle_seconds_is_validated() -> None:
+    from ldptel.config import ConfigError, parse_config
+
+    base = {"campaigns": [{"name": "a", "oracle": "grr", "epsilon": 1.0, "domain_size": 3}]}
+    assert parse_config(base).server.session_idle_seconds == 1800
+    assert parse_config({**base, "server": {"session_idle_seconds": 600}}).server.session_idle_seconds == 600
+    for bad in (0, 59, 10**9, "1h", True):
+        with pytest.raises(ConfigError, match=r"^server\.session_idle_seconds: "):
+            parse_config({**base, "server": {"session_idle_seconds": bad}})
+
+
+def test_removing_a_token_ends_its_sessions(redis_url: str, tmp_path) -> None:
+    from agg_support import write_config
+
+    from ldptel.server.app import create_app
+
+    camp = [{"name": "a", "oracle": "grr", "epsilon": 1.0, "domain_size": 3}]
+    old = create_app(write_config(tmp_path / "old.toml", camp, server={"export_tokens": [EXPORT_TOKEN]}),
+                     redis_url)
+    client = old.test_client()
+    form = client.get("/signin").get_data(as_text=True)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
+    assert client.post("/signin", data={"token": EXPORT_TOKEN, "csrf_token": csrf}).status_code == 302
+    assert client.get("/").status_code == 200
+    new = create_app(write_config(tmp_path / "new.toml", camp, server={"export_tokens": ["another-token-x"]}),
+                     redis_url)
+    replay = new.test_client()
+    replay.set_cookie("ldptel_session", client.get_cookie("ldptel_session").value)
+    assert replay.get("/").status_code == 302
+
+
 # --- 5: CSV formula injection -----------------------------------------------------------------
 
 def test_csv_cells_that_start_a_formula_are_neutralized() -> None:

@@ -40,6 +40,7 @@ from ldptel.server.pages.session import (
     safe_next,
     security_headers,
     sign_in,
+    sign_out,
     signed_in,
 )
 from ldptel.server.pages.status import IngestRates
@@ -147,7 +148,7 @@ def signout() -> Any:
     if not csrf_ok():
         raise PageError(400, "Sign-out not confirmed",
                         "The sign-out form expired. Go back, reload the page and try again.")
-    session.clear()
+    sign_out()
     return redirect(url_for("pages.signin", signed_out=1))
 
 
