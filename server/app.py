@@ -29,6 +29,7 @@ from ldptel.redis_client import AnyRedis, connect
 from ldptel.server.errors import ApiError, render
 from ldptel.server.metrics import Metrics
 from ldptel.server.ratelimit import RateLimiter
+from ldptel.server.throttle import AuthThrottle
 
 log = logging.getLogger("ldptel.server")
 
@@ -51,6 +52,7 @@ class ServerState:
     redis_url: str
     metrics: Metrics
     rate_limiter: RateLimiter
+    auth_throttle: AuthThrottle
     mechanisms: dict[str, Any] = field(default_factory=dict)  # campaign name → Mechanism
     scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
 
@@ -104,6 +106,9 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
     app.extensions["ldptel"] = ServerState(
         config=config, redis=client, redis_url=redis_url, metrics=Metrics(client),
         rate_limiter=RateLimiter(client, config.server.rate_limit_per_minute),
+        auth_throttle=AuthThrottle(client, config.server.auth_failure_limit,
+                                   config.server.auth_failure_window_seconds,
+                                   [*config.server.ingest_tokens, *config.server.export_tokens]),
         mechanisms=mechs,
     )
     if blueprints is None:

@@ -6,6 +6,7 @@ responses, and an SDK that trusted any ε the server sent."""
 from __future__ import annotations
 
 import csv
+import http.client
 import io
 import json
 import re
@@ -13,7 +14,7 @@ import urllib.parse
 
 import numpy as np
 import pytest
-from http_support import Collector, http_request
+from http_support import Collector, http_request, start_collector
 from ingest_support import EXPORT_TOKEN, INGEST_TOKEN, PROTOBUF, config_text
 
 from ldptel.aggregator.worker import Worker
@@ -207,6 +208,86 @@ def test_removing_a_token_ends_its_sessions(redis_url: str, tmp_path) -> None:
     replay = new.test_client()
     replay.set_cookie("ldptel_session", client.get_cookie("ldptel_session").value)
     assert replay.get("/").status_code == 302
+
+
+# --- 4: failed authentication is throttled ---------------------------------------------------------
+
+def from_address(url: str, source: str, method: str, path: str, body: str | bytes | None = None,
+                 headers: dict | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One request from the loopback address ``source`` (any 127.x.y.z reaches the collector)."""
+    conn = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=15,
+                                      source_address=(source, 0))
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_failed_authentication_is_throttled(redis_url: str, redis_client, tmp_path) -> None:
+    """Defaults: 20 failures per address or token prefix per 60 s; one worker, so that the
+    worker that counted the failures is the one that answers."""
+    c = start_collector(tmp_path, config_text(), redis_url, workers=1)
+    try:
+        def api(source: str, token: str) -> tuple[int, dict[str, str], bytes]:
+            return from_address(c.url, source, "GET", "/v1/campaigns/grr/estimates",
+                                headers={"Authorization": f"Bearer {token}"})
+
+        statuses = [api("127.0.0.1", f"wrong-token-{i:04d}")[0] for i in range(20)]
+        assert statuses == [401] * 20
+        status, headers, body = api("127.0.0.1", "wrong-token-0020")
+        assert status == 429 and json.loads(body)["error"] == "too_many_failures"
+        assert 1 <= int(headers["retry-after"]) <= 60
+        # the address is blocked, even with a valid token ...
+        status, headers, _ = api("127.0.0.1", EXPORT_TOKEN)
+        assert status == 429 and 1 <= int(headers["retry-after"]) <= 60
+        # ... and a failure with the hammered token prefix from elsewhere too
+        assert api("127.0.0.3", "wrong-token-9999")[0] == 429
+        # but a valid token from another address is not throttled by those failures
+        assert api("127.0.0.2", EXPORT_TOKEN)[0] in (200, 409)
+        assert api("127.0.0.2", "other-prefix-1")[0] == 401  # nor is a first failure elsewhere
+        ingest = from_address(c.url, "127.0.0.4", "POST", "/v1/reports", b"",
+                              {"Authorization": "Bearer bad-ingest-token", "Content-Type": PROTOBUF})
+        assert ingest[0] == 401
+        # the sign-in form: the same limit per address
+        cookie, csrf = signin_form(c.url)
+
+        def signin(source: str, token: str) -> tuple[int, dict[str, str], bytes]:
+            data = urllib.parse.urlencode({"token": token, "csrf_token": csrf})
+            return from_address(c.url, source, "POST", "/signin", data, {**FORM, "Cookie": cookie})
+
+        assert [signin("127.0.0.5", f"bad-signin-{i:03d}")[0] for i in range(20)] == [401] * 20
+        status, headers, body = signin("127.0.0.5", "bad-signin-020")
+        assert status == 429 and b"Too many failed sign-ins" in body
+        assert 1 <= int(headers["retry-after"]) <= 60
+        assert signin("127.0.0.5", EXPORT_TOKEN)[0] == 429
+        assert signin("127.0.0.6", EXPORT_TOKEN)[0] == 302
+        # Redis holds keyed digests with the window as TTL, never an address or a token
+        stored = list(redis_client.scan_iter(match="{ldptel:authfail}:*"))
+        assert stored and all(0 < redis_client.ttl(k) <= 60 for k in stored)
+        dump = b" ".join(stored + [redis_client.get(k) for k in stored])
+        assert b"127.0.0" not in dump and b"wrong-to" not in dump and b"bad-sign" not in dump
+    finally:
+        c.stop()
+
+
+def test_throttle_buckets_and_config() -> None:
+    from ldptel.config import ConfigError, parse_config
+    from ldptel.server.throttle import address_bucket
+
+    assert address_bucket("192.0.2.7") == "192.0.2.7"
+    assert address_bucket("2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64"
+    assert address_bucket("2001:db8:1:2:bbbb::9") == "2001:db8:1:2::/64"
+    assert address_bucket("::ffff:192.0.2.7") == "192.0.2.7"
+    base = {"campaigns": [{"name": "a", "oracle": "grr", "epsilon": 1.0, "domain_size": 3}]}
+    srv = parse_config(base).server
+    assert (srv.auth_failure_limit, srv.auth_failure_window_seconds) == (20, 60)
+    for key, bad in (("auth_failure_limit", 0), ("auth_failure_window_seconds", 0),
+                     ("auth_failure_limit", "x")):
+        with pytest.raises(ConfigError, match=rf"^server\.{key}: "):
+            parse_config({**base, "server": {key: bad}})
 
 
 # --- 5: CSV formula injection -----------------------------------------------------------------
