@@ -133,10 +133,10 @@ def test_cr_lf_in_next_is_no_server_error(collector: Collector) -> None:
     for nxt in ("/x\r\nSet-Cookie: a=b", "/x\rX-A: b", "/x\nX-A: b", "/%0d%0aX-A:%20b"):
         reply = http_request(collector.url, "GET", "/signin?" + urllib.parse.urlencode({"next": nxt}),
                              headers={"Cookie": cookie})
-        assert (reply.status, reply.headers["location"]) == (302, "/"), nxt
+        assert (reply.status, reply.headers.get("location")) == (302, "/"), nxt
         assert "x-a" not in reply.headers and not any(c.startswith("a=") for c in reply.cookies)
         reply = post_signin(collector.url, EXPORT_TOKEN, nxt)
-        assert (reply.status, reply.headers["location"]) == (302, "/"), nxt
+        assert (reply.status, reply.headers.get("location")) == (302, "/"), nxt
 
 
 # --- 3: sign-out ends the session -----------------------------------------------------------------
@@ -151,27 +151,29 @@ def test_sign_out_ends_the_session_and_a_replayed_cookie_is_refused(collector: C
     download = "/campaigns/grr/download/estimates.csv"
     page = http_request(collector.url, "GET", "/", headers=cookie)
     assert page.status == 200
-    [key] = _session_keys(redis_client)  # the server-side record, expiring after the idle time
-    assert 1790 <= redis_client.ttl(key) <= 1800
-    redis_client.expire(key, 100)
     assert http_request(collector.url, "GET", download, headers=cookie).status in (200, 409)
-    assert redis_client.ttl(key) > 1790  # every request renews it
     csrf = re.search(rb'name="csrf_token" value="([^"]+)"', page.body).group(1).decode()
     reply = http_request(collector.url, "POST", "/signout", urllib.parse.urlencode({"csrf_token": csrf}),
                          {**FORM, **cookie})
     assert reply.status == 302 and reply.headers["location"].startswith("/signin")
-    assert _session_keys(redis_client) == []
     # the cookie of before the sign-out, replayed
     for path in ("/", "/campaigns/grr", download):
         reply = http_request(collector.url, "GET", path, headers=cookie)
-        assert reply.status == 302 and reply.headers["location"].startswith("/signin"), path
+        assert reply.status == 302 and reply.headers["location"].startswith("/signin"), (path, reply.status)
     assert http_request(collector.url, "GET", "/campaigns/grr/live", headers=cookie).status == 401
+    assert _session_keys(redis_client) == []  # the server-side record is gone
 
 
 def test_an_idle_session_expires(collector: Collector, redis_client) -> None:
     cookie = {"Cookie": signed_in_cookie(collector.url)}
     assert http_request(collector.url, "GET", "/", headers=cookie).status == 200
-    [key] = _session_keys(redis_client)
+    keys = _session_keys(redis_client)  # the server-side record, expiring after the idle time
+    assert len(keys) == 1, keys
+    key = keys[0]
+    assert 1790 <= redis_client.ttl(key) <= 1800
+    redis_client.expire(key, 100)
+    assert http_request(collector.url, "GET", "/campaigns/grr", headers=cookie).status == 200
+    assert redis_client.ttl(key) > 1790  # every request renews it
     redis_client.pexpire(key, 1)  # what the idle timeout does, without waiting 30 minutes
     while redis_client.exists(key):
         pass
@@ -318,7 +320,7 @@ def test_exported_csv_neutralizes_labels_and_keeps_negative_numbers(collector: C
     reply = http_request(collector.url, "GET", "/v1/campaigns/labels/estimates?format=csv", headers=auth)
     assert reply.status == 200
     rows = list(csv.reader(io.StringIO(reply.body.decode(), newline="")))[1:]
-    by_label = {r[0]: r for r in rows}
+    by_label = {r[0]: r for r in rows if r}
     for label in LABELS:
         safe = label if label in ("plain", "-12.5", "a=b") else "'" + label
         assert safe in by_label, (label, sorted(by_label))
