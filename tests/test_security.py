@@ -33,6 +33,15 @@ min_reports = 1
 domain = {json.dumps(LABELS)}
 
 [[campaigns]]
+name = "hh"
+kind = "heavy_hitters"
+epsilon = 4.0
+max_length = 16
+levels = 8
+width = 8
+min_reports = 1
+
+[[campaigns]]
 name = "greedy"
 oracle = "grr"
 epsilon = 9.0
@@ -49,7 +58,10 @@ p = 0.5
 q = 0.75
 candidates = ["a", "b"]
 """
-pytestmark = pytest.mark.collector(config_text(extra=EXTRA))
+# a fixed session secret: the per-test flush of ``redis_client`` would otherwise race a gunicorn
+# worker that is still booting into a second random secret
+SECRET = 'secret_key = "security-tests-session-secret"'
+pytestmark = pytest.mark.collector(config_text(extra=EXTRA).replace("[server]\n", f"[server]\n{SECRET}\n", 1))
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
 
@@ -227,7 +239,6 @@ def from_address(url: str, source: str, method: str, path: str, body: str | byte
         conn.close()
 
 
-@pytest.mark.slow
 def test_failed_authentication_is_throttled(redis_url: str, redis_client, tmp_path) -> None:
     """Defaults: 20 failures per address or token prefix per 60 s; one worker, so that the
     worker that counted the failures is the one that answers."""
@@ -328,6 +339,29 @@ def test_exported_csv_neutralizes_labels_and_keeps_negative_numbers(collector: C
     estimates = [float(r[1]) for r in rows]
     assert estimates == [it["estimate"] for it in doc["items"]] and min(estimates) < 0
     assert not any(cell.startswith("'") for r in rows for cell in r[1:])
+
+
+@pytest.mark.slow
+def test_a_device_sent_formula_is_neutralized_in_the_heavy_hitter_csv(collector: Collector,
+                                                                      redis_client) -> None:
+    """The issue's report: a heavy-hitter string sent by devices was the first cell of the CSV."""
+    cfg = load_config(collector.config_path)
+    camp = cfg.campaign("hh")
+    values = np.where(np.arange(8000) % 5 == 0, "benign", EVIL)
+    batch = camp.mechanism().encode_batch(list(values), rng=np.random.default_rng(11), campaign="hh")
+    reply = http_request(collector.url, "POST", "/v1/reports", batch.SerializeToString(),
+                         {"Content-Type": PROTOBUF, "Authorization": f"Bearer {INGEST_TOKEN}"})
+    assert reply.status == 202
+    Worker(cfg, redis_client).run(once=True)
+    doc = json.loads(http_request(collector.url, "GET", "/v1/campaigns/hh/heavy-hitters",
+                                  headers={"Authorization": f"Bearer {EXPORT_TOKEN}"}).body)
+    assert doc["items"][0]["value"] == EVIL  # the JSON keeps the string as sent
+    reply = http_request(collector.url, "GET", "/campaigns/hh/download/heavy-hitters.csv",
+                         headers={"Cookie": signed_in_cookie(collector.url)})
+    assert reply.status == 200
+    rows = list(csv.reader(io.StringIO(reply.body.decode(), newline="")))
+    assert rows[1][0] == "'" + EVIL
+    assert not any(cell.startswith(("=", "+", "@", "\t", "\r")) for row in rows for cell in row)
 
 
 # --- 6: security headers on every response ---------------------------------------------------
