@@ -98,10 +98,10 @@ def require_token(*kinds: str) -> Callable:
             throttle = state().auth_throttle
             wait = throttle.blocked(request.remote_addr)
             if not wait and not authenticate(*kinds):
-                state().metrics.reject(None, "unauthorized")
                 token = bearer_token()
                 wait = 0 if token is None else throttle.failed(request.remote_addr, token)
                 if not wait:
+                    state().metrics.reject(None, "unauthorized")
                     detail = "missing bearer token" if token is None else "invalid token"
                     raise ApiError(401, "unauthorized", detail, {"WWW-Authenticate": 'Bearer realm="ldptel"'})
             if wait:
