@@ -121,7 +121,10 @@ def signed_in() -> bool:
 
 def sign_in(token: str) -> None:
     """A fresh signed-in session for ``token`` (already checked): a new id recorded in Redis for
-    the idle timeout, and a new CSRF token."""
+    the idle timeout, and a new CSRF token; a session this cookie held before is ended."""
+    old = _record_key()
+    if old is not None:
+        state().redis.delete(old)
     session.clear()
     session.permanent = True
     sid = session["sid"] = secrets.token_urlsafe(32)
