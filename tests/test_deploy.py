@@ -133,8 +133,11 @@ def test_layout_from_the_unit_files_counts_sdk_reports(tmp_path: Path) -> None:
         start("serve", "ldptel-serve.service")
         url = f"http://127.0.0.1:{http_port}"
         wait_until(lambda: answers(url, "/healthz", 200), 60, "ldptel serve")
-        start("aggregate-1", "ldptel-aggregate@.service")
-        start("aggregate-2", "ldptel-aggregate@.service")
+        for name in ("aggregate-1", "aggregate-2"):
+            start(name, "ldptel-aggregate@.service")
+        for name in ("aggregate-1", "aggregate-2"):  # running (SIGTERM handler installed)
+            log = tmp_path / f"{name}.log"
+            wait_until(lambda log=log: '"message": "consumer ' in log.read_text(), 30, name)
 
         values = np.random.default_rng(4).choice(["home", "search", "cart"], size=600, p=[0.6, 0.3, 0.1])
         sdk = TelemetryClient(url, INGEST, queue_path=tmp_path / "queue.sqlite")
