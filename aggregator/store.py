@@ -227,7 +227,7 @@ def _pick_fields(r: AnyRedis, key: str, fields: list[bytes], delta: Accumulator)
     pipe = r.pipeline(transaction=False)
     for f in fields:
         pipe.hstrlen(key, f)
-    gathered = sum(a.nbytes for a in delta.state.values())
+    gathered = delta.stored_nbytes()
     chosen = []
     for size, f in sorted(zip(pipe.execute(), fields, strict=True)):
         if size == 0:
