@@ -208,5 +208,6 @@ def pool_support(a: np.ndarray, b: np.ndarray, table: np.ndarray, keys: np.ndarr
             u += b[s:e, None]
         u >>= shift
         u += row[s:e, None]
-        out += flat.take(u.view(np.int64)).sum(axis=0, dtype=np.int64)
+        # indices are < K·g by construction: "wrap" skips the bounds check of "raise"
+        out += flat.take(u.view(np.int64), mode="wrap").sum(axis=0, dtype=np.int64)
     return out
