@@ -41,8 +41,10 @@ uncorrelated. Relative to the OLH term it is ≈ n_j·Σ_v f_v²/(K(g − 1)·Va
 reports per level and the concentration Σ f², and shrinks as 1/K. K = ``DEFAULT_POOL`` = 2048 at
 g = 64, ε = 4 makes it 0.22 of the OLH term at N = 1 M (16 levels, Zipf(1.1) over 10 000
 strings: Σ f² = 0.034; std error +10%), 0.04 at N = 200 k, while the decode costs K lookups per
-candidate (≈ 3 ns each: ≤ 1.5 s for 15 levels of 64 × 256 candidates) and the state J·K·g int32
-is 8 MiB. ``count_variance`` is the first term, ``pool_variance`` the second; the decoder
+candidate (≈ 2 ns each on one core: ≤ 1.2 s even for 15 full levels of 64 × 256 candidates;
+``bench/heavy_hitters.py`` measures 0.35–0.7 s from 1 M to 100 M reports) and the state J·K·g
+int32 is 8 MiB. Doubling K halves the collision term and doubles the decode time.
+``count_variance`` is the first term, ``pool_variance`` the second; the decoder
 (``ldptel.aggregator.decoders.heavy_hitters``) estimates P2 from the table and walks the tree.
 """
 
