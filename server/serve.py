@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import logging
 import os
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from gunicorn.app.base import BaseApplication
 
 from ldptel.aggregator.runners import start_beside_collector
 from ldptel.config import Config, load_config
+from ldptel.server.gunicorn_logging import gunicorn_log_options
 
 WORKER_CLASS = "gthread"  # keep-alive connections; threads per worker below
 THREADS = 4
@@ -43,12 +43,11 @@ class CollectorApplication(BaseApplication):
     def load(self):
         from ldptel.server.app import create_app
 
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s")
-        return create_app(self.config, self.redis_url)
+        return create_app(self.config, self.redis_url)  # logging: set up by the CLI (ldptel.logs)
 
 
-def gunicorn_options(host: str, port: int, workers: int) -> dict[str, Any]:
+def gunicorn_options(host: str, port: int, workers: int, access_log: bool = False,
+                     access_log_addresses: bool = False) -> dict[str, Any]:
     return {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": workers,
@@ -57,9 +56,7 @@ def gunicorn_options(host: str, port: int, workers: int) -> dict[str, Any]:
         "keepalive": 30,
         "timeout": 60,
         "graceful_timeout": 10,
-        "accesslog": None,
-        "errorlog": "-",
-        "loglevel": "info",
+        **gunicorn_log_options(access_log, access_log_addresses),
         "proc_name": "ldptel-serve",
         "control_socket_disable": True,  # one fixed path per user would clash between instances
     }
@@ -94,7 +91,8 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"ldptel: collector on http://{args.host}:{args.port} "
               f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
         try:
-            options = gunicorn_options(args.host, args.port, args.workers)
+            options = gunicorn_options(args.host, args.port, args.workers,
+                                       args.access_log, args.access_log_addresses)
             CollectorApplication(config, redis_url, options).run()
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
