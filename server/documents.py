@@ -11,8 +11,9 @@ start from:
   ``below_threshold`` (with both counts: nothing below the campaign's ``min_reports`` is ever
   released) or 503 ``not_yet_published`` (with ``Retry-After``: the window has enough reports but
   the aggregator has not published it yet). Nothing is decoded on the request path. Within one
-  request a window is read from Redis once (one HGETALL), so the ETag, the document and every
-  number of a page come from one publication.
+  request a window is read from Redis once (``read_published``: the tag with one HMGET, and the
+  whole publication with one HGETALL only when this process has not parsed it yet), so the
+  ETag, the document and every number of a page come from one publication.
 
 and are written with ``json_text`` and ``csv_text`` (every CSV the product writes: a header row
 of ``columns``, then one line per row, missing values empty; a text cell that a spreadsheet would
@@ -41,8 +42,8 @@ from ldptel.server.errors import ApiError
 
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
-__all__ = ["Params", "Published", "Window", "csv_text", "find_campaign", "finite_row", "json_text",
-           "load_released", "not_modified", "require_kind"]
+__all__ = ["Params", "Published", "Window", "csv_cell", "csv_text", "find_campaign", "finite_row",
+           "json_text", "load_released", "not_modified", "read_published", "require_kind"]
 
 
 def find_campaign(name: str) -> Campaign:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import current_app
+from flask import current_app, render_template
+from markupsafe import Markup
 
 from ldptel.aggregator import publish, store
 from ldptel.config import Campaign
@@ -131,6 +132,9 @@ def range_context(c: Campaign, window: int, a: PageArgs) -> dict:
 
 CONTENT: dict[str, Callable[[Campaign, int, PageArgs], dict]] = {
     "frequency": frequency_context, "heavy_hitters": heavy_hitters_context, "range": range_context}
+# (campaign, window, publication digest, page arguments) → the rendered content fragment
+_contents: dict[tuple[str, int, str, str], Markup] = {}
+CONTENTS_KEPT = 128
 
 
 def _version(window: int, n: int, pub: publish.Published | None) -> str:
@@ -169,7 +173,9 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
 
 def add_content(ctx: dict) -> dict:
     """Add the kind's numbers of the window's publication (nothing below the release threshold;
-    ``pending`` while the aggregator has not published the window yet)."""
+    ``pending`` while the aggregator has not published the window yet) and ``content_html``,
+    the rendered content fragment. A publication never changes, so the fragment of one
+    (campaign, window, publication, page arguments) is rendered once per process."""
     c: Campaign = ctx["c"]
     if ctx["released"]:
         try:
@@ -178,7 +184,15 @@ def add_content(ctx: dict) -> dict:
             if exc.status not in (409, 503):
                 raise
             ctx["released" if exc.status == 409 else "pending"] = exc.status != 409
+        else:
+            ctx["n"], ctx["n_fmt"] = pub.n, charts.fmt_count(pub.n)
+            key = (c.name, ctx["window"], pub.digest, ctx["a"].qs())
+            if key not in _contents:
+                if len(_contents) >= CONTENTS_KEPT:
+                    _contents.pop(next(iter(_contents)), None)
+                ctx["content"] = CONTENT[c.kind](c, ctx["window"], ctx["a"])
+                _contents[key] = Markup(render_template("operator_content.html", **ctx))
+            ctx["content_html"] = _contents[key]
             return ctx
-        ctx["n"], ctx["n_fmt"] = pub.n, charts.fmt_count(pub.n)
-        ctx["content"] = CONTENT[c.kind](c, ctx["window"], ctx["a"])
+    ctx["content_html"] = Markup(render_template("operator_content.html", **ctx))
     return ctx

@@ -196,7 +196,7 @@ def campaign_live(name: str) -> Response:
         add_content(ctx)
     fragments = {"summary": render_template("operator_summary.html", **ctx)}
     if changed:
-        fragments["content"] = render_template("operator_content.html", **ctx)
+        fragments["content"] = ctx["content_html"]
     return jsonify({"version": ctx["version"], "fragments": fragments})
 
 
