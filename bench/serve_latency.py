@@ -11,7 +11,9 @@ every window at start), then runs, for ``--duration`` seconds each:
    in turn, as fast as they are answered.
 
 Prints p50/p99 latency per endpoint, ingest p50/p99 without and with the pollers, the 5xx count,
-and how long the first publication of each window took (the decode at N).
+how long the first publication of each window took (the decode at N), and each endpoint's own
+time per request measured in process afterwards (one client, no HTTP server or queueing: what a
+request costs, apart from waiting for a core).
 
 The N reports are not ingested over HTTP (10 M reports at the collector's ~100 k reports/s would
 take minutes per campaign): a block of ``--block`` reports is encoded with the campaign's
@@ -216,6 +218,28 @@ def poll(url: str, threads: int, duration: float, offset: int) -> list[tuple[str
     return results
 
 
+def server_times(config_path: str, redis_url: str, repeat: int) -> dict[str, list[float]]:
+    """Milliseconds per request of each endpoint in process (the app's own time, one client, no
+    HTTP server or queueing): ``repeat`` requests each after one warm-up."""
+    from ldptel.server.app import create_app
+
+    client = create_app(load_config(config_path), redis_url).test_client()
+    form = client.get("/signin").get_data(as_text=True)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
+    assert csrf
+    client.post("/signin", data={"token": EXPORT, "csrf_token": csrf.group(1)})
+    out: dict[str, list[float]] = {}
+    for name, path in ENDPOINTS.items():
+        headers = {"Authorization": f"Bearer {EXPORT}"} if name.startswith("/") else {}
+        client.get(path, headers=headers)
+        out[name] = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            assert client.get(path, headers=headers).status_code == 200
+            out[name].append((time.perf_counter() - t0) * 1000)
+    return out
+
+
 def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(xs, q)) if xs else float("nan")
 
@@ -285,6 +309,7 @@ def main() -> None:
                            for i in range(args.client_procs)]
                 loaded = ingest(url, config_path, args.ingest_rate, args.batch, args.duration)
                 polled = [row for p in pollers for row in p.get()]
+            in_process = server_times(config_path, server.url, 200)
         finally:
             for proc in (serve, aggregate):
                 proc.terminate()
@@ -295,13 +320,15 @@ def main() -> None:
                     proc.wait()
         print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s; "
               f"ingest {args.ingest_rate:.0f} requests/s × {args.batch} reports")
-        print(f"{'endpoint':16} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}")
+        print(f"{'endpoint':16} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}"
+              "   in process: p50 / p99 ms")
         for name in ENDPOINTS:
             lat = [ms for e, ms, _ in polled if e == name]
             bad = sum(1 for e, _, st in polled if e == name and st >= 500)
             other = {st for e, _, st in polled if e == name and st != 200}
             print(f"{name:16} {len(lat):9d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
                   f"{max(lat, default=float('nan')):8.1f} {bad:5d}"
+                  f"   {pct(in_process[name], 50):.1f} / {pct(in_process[name], 99):.1f}"
                   + (f"  other statuses {other}" if other else ""))
         for label, rows in (("ingest alone", base), ("ingest + pollers", loaded)):
             lat = [ms for ms, _ in rows]
