@@ -26,8 +26,8 @@ published at most once per ``publish_interval`` seconds while reports keep arriv
 as the worker finds its streams drained (a round without new entries), so a quiet window
 converges to the exact estimate of everything counted. Either way a window is not decoded more
 often than lets its decoding take ``DECODE_SHARE`` of the worker's time (a window whose decode
-takes 2 s is republished at most every 8 s), and ``run(once=True)`` publishes everything noted
-before it returns.
+takes 2 s is republished at most every 8 s), and ``Worker.run`` publishes everything noted
+before it returns (``--once``, or stopped).
 """
 
 from __future__ import annotations

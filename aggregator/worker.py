@@ -34,7 +34,7 @@ acknowledged entries past retention and removes idle consumers that own nothing.
 
 After a commit the worker notes the windows it touched; ``publish.Publisher`` decodes and
 publishes them (throttled per window by ``publish_interval`` while reports arrive, soon after a
-round finds no new entry, and all before ``run(once=True)`` returns), so the export API never
+round finds no new entry, and all before ``run()`` returns), so the export API never
 decodes. At start and
 every ``TRIM_INTERVAL_S`` it also notes every window whose publication is missing or behind.
 
@@ -240,6 +240,7 @@ class Worker:
                 last_progress, last_entries = time.monotonic(), self.stats.entries
         if self._ready:
             try:
+                self.publisher.due(drained=True, everything=True)  # what it committed, published
                 self.trim()
             except redis_lib.RedisError:
                 pass
