@@ -221,6 +221,13 @@ class Publisher:
     def note(self, campaign: Campaign, window: int) -> None:
         self.dirty[campaign.name, window] = campaign
 
+    def note_stale(self, campaigns: list[Campaign]) -> None:
+        """Note every window of ``campaigns`` whose publication is missing or behind (a worker
+        may have died between its commit and its publication: ``stale_windows``)."""
+        for camp in campaigns:
+            for w in stale_windows(self.r, camp):
+                self.note(camp, w)
+
     def due(self, drained: bool, everything: bool = False) -> int:
         """Publish every noted window that is due: never published, or last published
         ``max(interval, cost / DECODE_SHARE)`` seconds ago (``drained``: ``cost / DECODE_SHARE``,

@@ -175,16 +175,9 @@ class Worker:
                     raise
             store.check_state(self.r, slot.campaign, slot.shard, slot.template)
             slot.history = True
-        self.note_stale()
+        self.publisher.note_stale(self.config.campaigns)
         self.claim_dead()
         self.remove_idle_consumers()
-
-    def note_stale(self) -> None:
-        """Note for publication every window whose publication is missing or behind (another
-        worker may have died between its commit and its publication)."""
-        for camp in self.config.campaigns:
-            for w in publish.stale_windows(self.r, camp):
-                self.publisher.note(camp, w)
 
     def claim_dead(self) -> int:
         """Take over every entry pending for at least ``claim_idle_ms`` to any consumer."""
@@ -275,7 +268,7 @@ class Worker:
         if now - self._last_trim > TRIM_INTERVAL_S:
             self.trim()
             self.remove_idle_consumers()
-            self.note_stale()
+            self.publisher.note_stale(self.config.campaigns)
             self._last_trim = now
 
     def step(self, block_ms: int | None = None) -> int:
