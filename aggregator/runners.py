@@ -1,5 +1,5 @@
 """Ways to run the aggregator worker: the ``ldptel aggregate`` CLI entry, a worker in a daemon
-thread, a worker in a child process, and the ``ldptel serve`` hook choosing between the last two."""
+thread (``ldptel demo``), a worker in a child process (``ldptel serve``, which supervises it)."""
 
 from __future__ import annotations
 
@@ -81,13 +81,15 @@ class BackgroundAggregator:
 
 
 class AggregatorProcess:
-    """``ldptel aggregate`` as a child process (what ``ldptel serve`` runs beside gunicorn: a
-    separate process, so gunicorn's forks never copy a running worker thread). ``stop()`` sends
-    SIGTERM — the worker finishes its current commit — and waits."""
+    """``ldptel aggregate`` as a child process (what ``ldptel serve`` runs, and restarts, beside
+    gunicorn), in a session of its own: only its parent stops it (a Ctrl-C reaches the parent,
+    which stops its children in order). ``stop()`` sends SIGTERM — the worker finishes its current
+    commit — and waits."""
 
     def __init__(self, config_path: str, redis_url: str) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate",
-                                      "--config", str(config_path), "--redis-url", redis_url])
+                                      "--config", str(config_path), "--redis-url", redis_url],
+                                     start_new_session=True)
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc.poll() is None:
@@ -101,11 +103,3 @@ class AggregatorProcess:
     def is_alive(self) -> bool:
         return self.proc.poll() is None
 
-
-def start_beside_collector(config: Config, redis_url: str) -> AggregatorProcess | BackgroundAggregator:
-    """The ``ldptel serve`` hook (embedded Redis): an aggregator running next to the collector
-    until ``stop()``. A child ``ldptel aggregate`` process when the config came from a file, else
-    a thread."""
-    if config.path is not None:
-        return AggregatorProcess(str(config.path), redis_url)
-    return BackgroundAggregator(config, redis_url).start()

@@ -52,7 +52,9 @@ from typing import Any
 import redis as redis_lib
 from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
-from ldptel.aggregator import store, upkeep
+from ldptel import prom
+from ldptel.aggregator import heartbeat, store, upkeep
+from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config
 from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, GROUP, stream_key
@@ -153,6 +155,9 @@ class Worker:
         self._last_trim = time.monotonic()
         self._cluster = is_cluster(r)
         self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
+        self.committed_at: float | None = None  # epoch seconds of the last commit
+        self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
+        self._pulse = heartbeat.Pulse(self.consumer)
 
     # --- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -208,7 +213,11 @@ class Worker:
                     self._ready = True
                 n = self.step(block_ms=None if once else self.cfg.block_ms)
                 backoff.reset()
+                if n == 0 and not any(slot.history for slot in self.slots):
+                    self.caught_up_at = time.time()
                 self.housekeeping()
+                if self._pulse.tick(self.r, self.committed_at, self.caught_up_at):
+                    prom.update_process_gauges("aggregator")
                 if once and n == 0 and not any(slot.history for slot in self.slots):
                     break
             except (*UNAVAILABLE, redis_lib.ResponseError) as exc:
@@ -221,6 +230,7 @@ class Worker:
         if self._ready:
             try:
                 self.trim()
+                heartbeat.forget(self.r, self.consumer)
             except redis_lib.RedisError:
                 pass
         return self.stats
@@ -342,12 +352,17 @@ class Worker:
         """Decode and commit ``entries`` (all pending to this consumer). On a lost entry the
         delta is dropped and the slot re-reads what is still pending to it."""
         ids = [eid for eid, _ in entries]
+        t0 = time.perf_counter()
         deltas, n_entries, rejected = self.decode(slot, entries)
         reports = sum(acc.n for acc in deltas.values())
+        t1 = time.perf_counter()
         if not self.commit(slot, ids, deltas, n_entries, rejected):
             self.stats.lost += 1
             slot.history = True
             return 0
+        self.committed_at = time.time()
+        agg_metrics.observe(slot.campaign.name, len(ids), reports, rejected, t1 - t0,
+                            time.perf_counter() - t1)
         self.stats.entries += len(ids)
         self.stats.reports += reports
         self.stats.rejected += rejected

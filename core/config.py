@@ -24,7 +24,7 @@ WINDOWS = {"1h": 3600, "1d": 86400, "all": 0}
 
 SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
-    "rate_limit_per_minute", "secret_key",
+    "rate_limit_per_minute", "secret_key", "max_aggregator_lag_seconds",
 }
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms"}
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
@@ -73,6 +73,7 @@ class ServerConfig:
     max_reports_per_batch: int = 10_000
     rate_limit_per_minute: int = 6_000  # requests per ingest token per minute
     secret_key: str | None = None  # signs operator sessions; random per process if unset
+    max_aggregator_lag_seconds: int = 300  # /healthz answers 503 beyond (supervised aggregator)
 
 
 @dataclass
@@ -259,6 +260,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
         max_reports_per_batch=_int(srv, "max_reports_per_batch", "server", 10_000, 1, 1_000_000),
         rate_limit_per_minute=_int(srv, "rate_limit_per_minute", "server", 6_000, 1, 10**9),
         secret_key=os.environ.get("LDPTEL_SECRET_KEY", secret),
+        max_aggregator_lag_seconds=_int(srv, "max_aggregator_lag_seconds", "server", 300, 1, 10**7),
     )
     agg = data.get("aggregator", {})
     if not isinstance(agg, dict):

@@ -25,6 +25,10 @@ Process-wide keys (no hash tag):
 - ``ldptel:metrics``                       other collector counters (``GLOBAL_METRICS_KEY``).
 - ``ldptel:ratelimit:<token id>:<minute>`` per-token request counter (``ratelimit_key``).
 - ``ldptel:operator:session_secret``       operator-session signing secret (``SESSION_SECRET_KEY``).
+- ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
+                                           consumer name): ``"<beat ms> <last commit ms>
+                                           <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
+                                           ``ldptel.aggregator.heartbeat``, read by ``/healthz``).
 
 A batch goes to shard ``xxh32(batch_id) mod shards``, so a retried batch meets its own dedupe
 marker. The Lua scripts that write these keys are in ``ldptel.scripts``.
@@ -57,6 +61,7 @@ REJECTED = "rejected"
 GLOBAL_METRICS_KEY = "ldptel:metrics"
 RATELIMIT_PREFIX = "ldptel:ratelimit"
 SESSION_SECRET_KEY = "ldptel:operator:session_secret"
+HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
 
 
 def shard_of(batch_id: bytes, shards: int) -> int:

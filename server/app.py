@@ -27,6 +27,7 @@ from ldptel.config import Campaign, Config
 from ldptel.redis_client import AnyRedis, connect
 from ldptel.server.errors import ApiError, render
 from ldptel.server.metrics import Metrics
+from ldptel.server.probe import Probe
 from ldptel.server.ratelimit import RateLimiter
 
 log = logging.getLogger("ldptel.server")
@@ -50,6 +51,8 @@ class ServerState:
     redis_url: str
     metrics: Metrics
     rate_limiter: RateLimiter
+    probe: Probe  # cached Redis reads of /healthz and /metrics
+    supervised_aggregator: bool = False  # this `ldptel serve` runs (and restarts) an aggregator
     mechanisms: dict[str, Any] = field(default_factory=dict)  # campaign name → Mechanism
     scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
 
@@ -78,9 +81,11 @@ def build_mechanisms(config: Config) -> dict[str, Any]:
     return {camp.name: camp.mechanism() for camp in config.campaigns}
 
 
-def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] | None = None) -> Flask:
+def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] | None = None,
+               supervised_aggregator: bool = False) -> Flask:
     """The collector app. ``blueprints`` (default: the ``bp`` of every ``BLUEPRINT_MODULES``
-    entry) are registered in order."""
+    entry) are registered in order. ``supervised_aggregator``: an aggregator runs beside it, so
+    ``/healthz`` fails when it is down or lags."""
     app = Flask("ldptel.server")
     app.config["MAX_CONTENT_LENGTH"] = config.server.max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
@@ -91,7 +96,7 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
     app.extensions["ldptel"] = ServerState(
         config=config, redis=client, redis_url=redis_url, metrics=Metrics(client),
         rate_limiter=RateLimiter(client, config.server.rate_limit_per_minute),
-        mechanisms=mechs,
+        probe=Probe(config, redis_url), supervised_aggregator=supervised_aggregator, mechanisms=mechs,
     )
     if blueprints is None:
         blueprints = [importlib.import_module(m).bp for m in BLUEPRINT_MODULES]
