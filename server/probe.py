@@ -2,14 +2,16 @@
 ``2 × PROBE_TIMEOUT_S`` (plus rendering) whatever Redis does — down, or frozen with its socket
 open.
 
-``Probe.snapshot()`` returns a ``Snapshot`` at most ``REFRESH_S`` old when Redis answers. A
-refresh runs in the request that finds the snapshot old, on a client of its own with short socket
-timeouts and no retries; requests arriving meanwhile get the previous snapshot at once. A failed
-refresh keeps the last-known counters and heartbeats, marked ``redis_ok=False``.
+A daemon thread per process (started with the app, and again in a forked child) refreshes the
+``Snapshot`` every ``REFRESH_S`` on a client of its own with short socket timeouts and no retries;
+``Probe.snapshot()`` returns it at once (only a call before the first refresh reads inline). A
+failed refresh keeps the last-known counters and heartbeats, marked ``redis_ok=False``; a
+snapshot older than ``STALE_S`` (the refresher is stuck) counts as Redis not answering.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -27,6 +29,7 @@ from ldptel.redis_client import AnyRedis, connect
 
 PROBE_TIMEOUT_S = 0.5
 REFRESH_S = 1.0
+STALE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class Probe:
         self._client: AnyRedis | None = None
         self._snap: Snapshot | None = None
         self._lock = threading.Lock()
+        self._thread_pid: int | None = None
+        self._ensure_thread()
 
     def _connect(self) -> AnyRedis:
         if self._client is None:
@@ -58,18 +63,33 @@ class Probe:
         return self._client
 
     def snapshot(self) -> Snapshot:
+        """The last snapshot (see the module doc)."""
+        self._ensure_thread()
         snap = self._snap
         if snap is None:
-            self._lock.acquire()  # the first read: nothing to answer with yet
-        elif time.time() - snap.taken < REFRESH_S or not self._lock.acquire(blocking=False):
-            return snap
-        try:
-            current = self._snap
-            if current is None or current is snap:
-                current = self._snap = self._refresh(current)
-            return current
-        finally:
-            self._lock.release()
+            with self._lock:
+                if self._snap is None:
+                    self._snap = self._refresh(None)
+                return self._snap
+        age = time.time() - snap.taken
+        if age > STALE_S:
+            return replace(snap, redis_ok=False, error=f"no answer from Redis for {age:.0f} s")
+        return snap
+
+    def _ensure_thread(self) -> None:
+        pid = os.getpid()  # once per process: a forked worker starts its own
+        with self._lock:
+            if self._thread_pid == pid:
+                return
+            self._thread_pid = pid
+        threading.Thread(target=self._run, name="ldptel-probe", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            snap = self._refresh(self._snap)
+            with self._lock:
+                self._snap = snap
+            time.sleep(REFRESH_S)
 
     def _refresh(self, last: Snapshot | None) -> Snapshot:
         now = time.time()
