@@ -18,7 +18,6 @@ aggregator's lag and heartbeat, then every process's ``prometheus_client`` metri
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import defaultdict
@@ -28,6 +27,7 @@ from prometheus_client import Counter, Histogram
 
 from ldptel import keys, prom
 from ldptel.redis_client import AnyRedis
+from ldptel.server.background import ProcessThread
 from ldptel.server.probe import Snapshot
 
 log = logging.getLogger("ldptel.server.metrics")
@@ -49,16 +49,16 @@ class Metrics:
         self.flush_interval = flush_interval
         self._lock = threading.Lock()
         self._ints: dict[str, int] = defaultdict(int)
-        self._thread_pid: int | None = None
+        self._thread = ProcessThread(self._run, "ldptel-metrics")
         self._last_failure = 0.0
-        self._ensure_thread()  # it also refreshes the process gauges
+        self._thread.ensure()  # it also refreshes the process gauges
 
     # --- recording ----------------------------------------------------------------------------
     def observe_request(self, endpoint: str, status: int, seconds: float) -> None:
         """Count a request and put its latency into the histogram (``prometheus_client``)."""
         HTTP_REQUESTS.labels(endpoint, str(status)).inc()
         REQUEST_SECONDS.labels(endpoint).observe(seconds)
-        self._ensure_thread()
+        self._thread.ensure()
 
     def reject(self, campaign: str | None, reason: str, flush: bool = True) -> None:
         """Count a rejected request (``campaign`` only when it is a configured one)."""
@@ -66,7 +66,7 @@ class Metrics:
             self._ints[f"rej|{campaign or UNKNOWN_CAMPAIGN}|{reason}"] += 1
         if flush and time.monotonic() - self._last_failure > self.flush_interval:
             self.flush()
-        self._ensure_thread()
+        self._thread.ensure()
 
     # --- flushing -----------------------------------------------------------------------------
     def flush(self) -> bool:
@@ -90,16 +90,6 @@ class Metrics:
                 for k, n in ints.items():
                     self._ints[k] += n
             return False
-
-    def _ensure_thread(self) -> None:
-        pid = os.getpid()
-        if self._thread_pid == pid:
-            return
-        with self._lock:
-            if self._thread_pid == pid:
-                return
-            self._thread_pid = pid
-        threading.Thread(target=self._run, name="ldptel-metrics", daemon=True).start()
 
     def _run(self) -> None:
         while True:

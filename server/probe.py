@@ -11,7 +11,6 @@ snapshot older than ``STALE_S`` (the refresher is stuck) counts as Redis not ans
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -26,6 +25,7 @@ from ldptel import keys
 from ldptel.aggregator import heartbeat
 from ldptel.config import Config
 from ldptel.redis_client import AnyRedis, connect
+from ldptel.server.background import ProcessThread
 
 PROBE_TIMEOUT_S = 0.5
 REFRESH_S = 1.0
@@ -52,8 +52,8 @@ class Probe:
         self._client: AnyRedis | None = None
         self._snap: Snapshot | None = None
         self._lock = threading.Lock()
-        self._thread_pid: int | None = None
-        self._ensure_thread()
+        self._thread = ProcessThread(self._run, "ldptel-probe")
+        self._thread.ensure()
 
     def _connect(self) -> AnyRedis:
         if self._client is None:
@@ -64,7 +64,7 @@ class Probe:
 
     def snapshot(self) -> Snapshot:
         """The last snapshot (see the module doc)."""
-        self._ensure_thread()
+        self._thread.ensure()
         snap = self._snap
         if snap is None:
             with self._lock:
@@ -75,14 +75,6 @@ class Probe:
         if age > STALE_S:
             return replace(snap, redis_ok=False, error=f"no answer from Redis for {age:.0f} s")
         return snap
-
-    def _ensure_thread(self) -> None:
-        pid = os.getpid()  # once per process: a forked worker starts its own
-        with self._lock:
-            if self._thread_pid == pid:
-                return
-            self._thread_pid = pid
-        threading.Thread(target=self._run, name="ldptel-probe", daemon=True).start()
 
     def _run(self) -> None:
         while True:
