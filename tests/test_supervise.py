@@ -120,7 +120,7 @@ def test_serve_restarts_a_killed_aggregator_and_redis(tmp_path):
         assert new_agg != agg_pid
         wait_for("the new aggregator's heartbeat", lambda: [
             b for b in heartbeat.read(r) if b.pid == new_agg and time.time() - b.at < 2])
-        assert aggregator_status(col) == "ok"
+        wait_for("/healthz to see it", lambda: aggregator_status(col) == "ok", 5)  # probe: ≤ 1 s old
         assert f"aggregator (pid {agg_pid}) died (killed by SIGKILL)" in col.log()
         assert f"aggregator restarted (pid {new_agg}" in col.log()
 
