@@ -57,9 +57,14 @@ def beat(r: AnyRedis, consumer: str, committed: float | None, caught_up: float |
 
 
 def read(r: AnyRedis) -> list[Beat]:
-    """Every worker's last heartbeat (malformed fields are skipped)."""
+    """Every worker's last heartbeat."""
+    return parse(cast(dict[bytes, bytes], r.hgetall(keys.HEARTBEAT_KEY)))
+
+
+def parse(fields: dict[bytes, bytes]) -> list[Beat]:
+    """The heartbeats of an HGETALL of ``keys.HEARTBEAT_KEY`` (malformed fields are skipped)."""
     beats = []
-    for field, value in cast(dict[bytes, bytes], r.hgetall(keys.HEARTBEAT_KEY)).items():
+    for field, value in fields.items():
         parts = value.split()
         if len(parts) == 3 and all(p.isdigit() for p in parts):
             at, committed, caught_up = (_seconds(p) for p in parts)

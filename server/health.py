@@ -1,6 +1,7 @@
 """``GET /healthz`` (each component's state) and ``GET /metrics`` (Prometheus text format, see
-``server.metrics``). Neither needs a token; neither exposes a report; both answer from
-``server.probe``'s cached snapshot, so within about a second whatever Redis does.
+``server.metrics``). Neither needs a token; neither exposes a report. Both read Redis through
+``server.probe`` (fresh, unless another thread of the process is reading: then its last snapshot),
+so they answer within about a second whatever Redis does.
 
 ``/healthz`` answers 200 ``{"status": "ok", "redis": "ok", "version", "components"}`` or 503
 ``{"status": "unavailable", …}`` when a component is down: Redis does not answer, or — when this
@@ -59,7 +60,7 @@ def _rounded(x: float | None) -> float | None:
 def healthz() -> tuple[Response, int]:
     """200 when every component is up, else 503 (see the module doc)."""
     st = state()
-    snap = st.probe.snapshot()
+    snap = st.probe.snapshot(max_age=0)
     now = time.time()
     gauges = aggregator_gauges(snap, st.config.aggregator.block_ms, now)
     max_lag = st.config.server.max_aggregator_lag_seconds
@@ -81,6 +82,6 @@ def healthz() -> tuple[Response, int]:
 @bp.get("/metrics")
 def metrics() -> Response:
     st = state()
-    snap = st.probe.snapshot()
+    snap = st.probe.snapshot(max_age=0)
     gauges = aggregator_gauges(snap, st.config.aggregator.block_ms, time.time())
     return Response(st.metrics.render(snap, gauges), mimetype="text/plain; version=0.0.4")

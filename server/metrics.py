@@ -131,7 +131,7 @@ class Metrics:
                 _, camp, reason = k.split("|", 2)
                 out.append(f'ldptel_batches_rejected_total{{campaign="{camp}",reason="{reason}"}} {v}')
 
-        family("ldptel_redis_up", "gauge", "1 if the last read of Redis (at most a second old) succeeded.")
+        family("ldptel_redis_up", "gauge", "1 if the last reading of Redis succeeded.")
         out.append(f"ldptel_redis_up {int(snap.redis_ok)}")
         if snap.read_at is not None:
             family("ldptel_redis_read_age_seconds", "gauge",

@@ -2,11 +2,13 @@
 ``2 × PROBE_TIMEOUT_S`` (plus rendering) whatever Redis does — down, or frozen with its socket
 open.
 
-A daemon thread per process (started with the app, and again in a forked child) refreshes the
-``Snapshot`` every ``REFRESH_S`` on a client of its own with short socket timeouts and no retries;
-``Probe.snapshot()`` returns it at once (only a call before the first refresh reads inline). A
-failed refresh keeps the last-known counters and heartbeats, marked ``redis_ok=False``; a
-snapshot older than ``STALE_S`` (the refresher is stuck) counts as Redis not answering.
+A reading is a PING and one pipelined round trip, on a client of its own with
+``PROBE_TIMEOUT_S`` socket timeouts and no retries, under a lock. A daemon thread per process
+(started with the app, and again in a forked child) reads every ``REFRESH_S``;
+``Probe.snapshot(max_age)`` reads first when the snapshot is older than ``max_age`` and no other
+thread is reading, else returns the last one at once. A failed reading keeps the last-known
+counters and heartbeats, marked ``redis_ok=False``; a snapshot older than ``STALE_S`` (a reader
+is stuck) counts as Redis not answering.
 """
 
 from __future__ import annotations
@@ -62,25 +64,33 @@ class Probe:
                                    health_check_interval=0)
         return self._client
 
-    def snapshot(self) -> Snapshot:
-        """The last snapshot (see the module doc)."""
+    def snapshot(self, max_age: float = REFRESH_S) -> Snapshot:
+        """The last snapshot, read again first if it is older than ``max_age`` and no other
+        thread is reading (see the module doc)."""
         self._thread.ensure()
         snap = self._snap
-        if snap is None:
-            with self._lock:
-                if self._snap is None:
-                    self._snap = self._refresh(None)
-                return self._snap
+        if snap is None or time.time() - snap.taken > max_age:
+            self._update(snap, blocking=snap is None)  # only the very first read waits for another
+            snap = self._snap
+        assert snap is not None
         age = time.time() - snap.taken
         if age > STALE_S:
             return replace(snap, redis_ok=False, error=f"no answer from Redis for {age:.0f} s")
         return snap
 
+    def _update(self, seen: Snapshot | None, blocking: bool) -> None:
+        """Read Redis unless another thread is reading (or, ``blocking``, has read since ``seen``)."""
+        if not self._lock.acquire(blocking=blocking):
+            return
+        try:
+            if self._snap is seen:
+                self._snap = self._refresh(seen)
+        finally:
+            self._lock.release()
+
     def _run(self) -> None:
         while True:
-            snap = self._refresh(self._snap)
-            with self._lock:
-                self._snap = snap
+            self._update(self._snap, blocking=True)
             time.sleep(REFRESH_S)
 
     def _refresh(self, last: Snapshot | None) -> Snapshot:
@@ -98,15 +108,16 @@ class Probe:
         shards = [(c.name, s) for c in self.config.campaigns for s in range(c.shards)]
         pipe = client.pipeline(transaction=False)
         pipe.hgetall(keys.GLOBAL_METRICS_KEY)
+        pipe.hgetall(keys.HEARTBEAT_KEY)
         for name, s in shards:
             pipe.hgetall(keys.metrics_key(name, s))
             pipe.xlen(keys.stream_key(name, s))
         res: list[Any] = pipe.execute()
         per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0} for c in self.config.campaigns}
         for i, (name, _) in enumerate(shards):
-            for k, v in res[1 + 2 * i].items():
+            for k, v in res[2 + 2 * i].items():
                 per[name][k.decode()] = per[name].get(k.decode(), 0) + int(v)
-            per[name]["stream_entries"] += int(res[2 + 2 * i])
-        return Snapshot(taken=now, redis_ok=True, read_at=now, beats=heartbeat.read(client),
+            per[name]["stream_entries"] += int(res[3 + 2 * i])
+        return Snapshot(taken=now, redis_ok=True, read_at=now, beats=heartbeat.parse(res[1]),
                         global_counters={k.decode(): v.decode() for k, v in res[0].items()},
                         campaign_counters=per)

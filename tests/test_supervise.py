@@ -273,9 +273,8 @@ def test_serve_says_whether_an_aggregator_runs(tmp_path):
         wait_for("the batch counted", lambda: counted(r, col) == 5)
         wait_for("a fresh heartbeat", lambda: aggregator_status(col) == "ok")
         assert health(col.url)[1]["components"]["aggregator"]["supervised"] is True
-        metrics = request(col.url, "GET", "/metrics")[1]
-        assert isinstance(metrics, str)
-        assert metric(metrics, 'ldptel_aggregator_reports_total{campaign="olh"}') == 5
+        wait_for("the aggregator's metrics", lambda: metric(
+            str(request(col.url, "GET", "/metrics")[1]), 'ldptel_aggregator_reports_total{campaign="olh"}') == 5)
         r.close()
     finally:
         for c in cols:
