@@ -273,8 +273,9 @@ def test_serve_says_whether_an_aggregator_runs(tmp_path):
         wait_for("the batch counted", lambda: counted(r, col) == 5)
         wait_for("a fresh heartbeat", lambda: aggregator_status(col) == "ok")
         assert health(col.url)[1]["components"]["aggregator"]["supervised"] is True
-        wait_for("the aggregator's metrics", lambda: metric(
-            str(request(col.url, "GET", "/metrics")[1]), 'ldptel_aggregator_reports_total{campaign="olh"}') == 5)
+        counted_metric = 'ldptel_aggregator_reports_total{campaign="olh"}'
+        wait_for("the aggregator's metrics",
+                 lambda: metric(str(request(col.url, "GET", "/metrics")[1]), counted_metric) == 5)
         r.close()
     finally:
         for c in cols:
