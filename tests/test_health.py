@@ -5,8 +5,11 @@ test_supervise.py."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -127,3 +130,34 @@ def test_pages_say_no_aggregator_has_committed(collector, redis_client):
     assert match and 59 <= int(match.group(1)) <= 62, later.quiet
     assert later.quiet in status_view(later)["lag"]
     poster.close()
+
+
+@pytest.mark.slow  # five Python start-ups
+def test_supervisor_restarts_with_doubling_backoff(monkeypatch, caplog):
+    """A child that always exits at once is restarted no sooner than 1, 2, 4 … × the minimum
+    backoff after each death, and each death and restart is logged."""
+    from ldptel.server import supervisor
+
+    monkeypatch.setattr(supervisor, "BACKOFF_MIN_S", 0.05)
+    starts: list[float] = []
+    procs: list[subprocess.Popen] = []
+
+    def launch() -> subprocess.Popen:
+        starts.append(time.monotonic())
+        procs.append(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]))
+        return procs[-1]
+
+    child = supervisor.Supervised("flaky", launch, lambda: None)
+    caplog.set_level(logging.WARNING, logger=supervisor.__name__)
+    first = child.start()
+    deadline = time.monotonic() + 20
+    while child.restarts < 4:
+        assert time.monotonic() < deadline, child.restarts
+        child.check()
+        time.sleep(0.005)
+    for p in procs:
+        p.wait(5)
+    gaps = np.diff(starts)
+    assert all(gap >= 0.05 * 2**i for i, gap in enumerate(gaps)), gaps  # (death comes before the wait)
+    assert f"flaky (pid {first}) died (exit status 3); restarting in 0.1 s" in caplog.text
+    assert f"flaky restarted (pid {procs[-1].pid}, restart 4)" in caplog.text
