@@ -66,3 +66,14 @@ def range_mechanism(cfg: Mapping[str, Any]) -> RangeHaar | RangeHierarchical:
 
 __all__ = ["CAMPAIGN_KINDS", "RANGE_METHODS", "RAPPOR_KEYS", "build_mechanism", "range_mechanism",
            "uses_device_secret"]
+
+
+def privacy_loss(mech: Mechanism) -> tuple[str, float]:
+    """(name, value) of the largest ε a device can spend on one campaign: for RAPPOR the larger
+    of its per-report ε₁ and its lifetime ε∞ = 2h·ln((1 − f/2)/(f/2)) (the memoized permanent
+    response bounds what any number of reports reveal, and f → 0 makes it unbounded); for every
+    other mechanism the per-report ε."""
+    lifetime = getattr(mech, "epsilon_inf", None)
+    if lifetime is not None and lifetime > mech.epsilon:
+        return "lifetime ε∞", float(lifetime)
+    return "per-report ε", float(mech.epsilon)

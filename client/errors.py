@@ -29,4 +29,9 @@ class UnknownCampaign(TelemetryError, ValueError):
     """The collector has no campaign of that name."""
 
 
-__all__ = ["ImplausibleReport", "InvalidReport", "TelemetryError", "UnknownCampaign"]
+class CampaignRefused(TelemetryError):
+    """The campaign's config spends more privacy than the client allows (``max_epsilon``): the
+    SDK neither randomizes nor sends anything for it."""
+
+
+__all__ = ["CampaignRefused", "ImplausibleReport", "InvalidReport", "TelemetryError", "UnknownCampaign"]

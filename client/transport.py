@@ -38,17 +38,19 @@ from typing import Any
 import numpy as np
 
 from ldptel.client import delivery
-from ldptel.client.builder import CAMPAIGN_KINDS, build_mechanism, uses_device_secret
+from ldptel.client.builder import CAMPAIGN_KINDS, build_mechanism, privacy_loss, uses_device_secret
 from ldptel.client.delivery import AUTH_STATUS, CONTENT_TYPE, Action, Attempt, FlushResult, HttpStatus
 from ldptel.client.device_secret import derive, device_secret
-from ldptel.client.errors import TelemetryError, UnknownCampaign
+from ldptel.client.errors import CampaignRefused, TelemetryError, UnknownCampaign
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.queue import Chunk, ReportQueue
 from ldptel.proto import ReportBatch
 
 log = logging.getLogger("ldptel.client")
 
-__all__ = ["FlushResult", "TelemetryClient", "TelemetryError", "UnknownCampaign", "default_queue_path"]
+__all__ = ["CampaignRefused", "FlushResult", "TelemetryClient", "TelemetryError", "UnknownCampaign",
+           "default_queue_path"]
+DEFAULT_MAX_EPSILON = 8.0
 
 
 def default_queue_path(url: str) -> Path:
@@ -61,7 +63,10 @@ class TelemetryClient:
     """Randomize on the device, queue on disk, send in batches (see the module docstring).
 
     ``rng`` (a seeded ``numpy.random.Generator``) is for tests and simulations only; without it
-    all randomness comes from the OS.
+    all randomness comes from the OS. ``max_epsilon``: a device never trusts the server's ε
+    blindly; a campaign whose per-report ε or lifetime ε∞ (``builder.privacy_loss``, computed
+    from the config's parameters) exceeds it is refused: ``report`` raises ``CampaignRefused``
+    naming it and nothing of it is sent.
     """
 
     def __init__(
@@ -78,6 +83,7 @@ class TelemetryClient:
         max_backoff: float = 60.0,
         background: bool = False,
         rng: np.random.Generator | None = None,
+        max_epsilon: float = DEFAULT_MAX_EPSILON,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
@@ -85,6 +91,9 @@ class TelemetryClient:
             raise ValueError("token must be a non-empty string")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if isinstance(max_epsilon, bool) or not isinstance(max_epsilon, (int, float)) or not max_epsilon > 0:
+            raise ValueError(f"max_epsilon must be a positive number, got {max_epsilon!r}")
+        self.max_epsilon = float(max_epsilon)
         self.url = url.rstrip("/")
         self.token = token
         self.batch_size = batch_size
@@ -154,7 +163,13 @@ class TelemetryClient:
                 if cfg.get("kind", "frequency") not in CAMPAIGN_KINDS:
                     raise TelemetryError(f"campaign {campaign!r}: unknown campaign kind {cfg['kind']!r}")
                 secret = self._device_secret(campaign) if uses_device_secret(cfg) else None
-                cached = self._mechs[campaign] = (cfg, build_mechanism(cfg, secret))
+                built = build_mechanism(cfg, secret)
+                what, eps = privacy_loss(built)
+                if eps > self.max_epsilon:
+                    raise CampaignRefused(
+                        f"campaign {campaign!r} refused: its {what} = {eps:.3g} exceeds this client's "
+                        f"max_epsilon = {self.max_epsilon:g}; nothing is reported or sent for it")
+                cached = self._mechs[campaign] = (cfg, built)
             return cached[1]
 
     def _config_and_mechanism(self, campaign: str) -> tuple[dict, Mechanism]:
@@ -258,8 +273,9 @@ class TelemetryClient:
     def _attempt(self, chunk: Chunk) -> Attempt:
         """Build the chunk's body and post it once (no side effects on the queue)."""
         try:
+            self.mechanism(chunk.campaign)  # refuses a campaign over max_epsilon
             body = self._batch_body(chunk)
-        except UnknownCampaign as exc:
+        except (UnknownCampaign, CampaignRefused) as exc:
             return Attempt(Action.DROP, reason=str(exc))
         except TelemetryError as exc:  # no campaign configs yet: retry later
             return Attempt(Action.RETRY, error=str(exc))
