@@ -87,9 +87,9 @@ class AggregatorProcess:
     commit — and waits."""
 
     def __init__(self, config_path: str, redis_url: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate",
-                                      "--config", str(config_path), "--redis-url", redis_url],
-                                     start_new_session=True)
+        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate", "--config",
+                                      str(config_path)],  # the URL in the environment, not in `ps`
+                                     env={**os.environ, "REDIS_URL": redis_url}, start_new_session=True)
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc.poll() is None:

@@ -136,7 +136,7 @@ def run_serve(args: argparse.Namespace) -> int:
                   flush=True)
         else:
             print("ldptel: no aggregator runs here (--no-aggregator): nothing is counted unless "
-                  f"`ldptel aggregate --config {args.config}` runs against {redis_url}", flush=True)
+                  f"`ldptel aggregate --config {args.config}` runs against this Redis", flush=True)
         print(f"ldptel: collector on http://{args.host}:{args.port} "
               f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
         options = gunicorn_options(args.host, args.port, args.workers)
