@@ -255,6 +255,7 @@ def test_serve_says_whether_an_aggregator_runs(tmp_path):
     """With an external Redis none runs unless ``--aggregator``; then it is supervised and counts."""
     server = EmbeddedRedis(data_dir=tmp_path / "redis").start()
     cols: list[Collector] = []
+    pids: list[int] = []
     try:
         text = config_text(extra=FAST_AGGREGATOR)
         cols.append(start_collector(tmp_path / "a", text, server.url, stdout=subprocess.PIPE))
@@ -268,6 +269,7 @@ def test_serve_says_whether_an_aggregator_runs(tmp_path):
         cols.append(col)
         line = col.proc.stdout.readline()
         assert line.startswith("ldptel: aggregator running beside the collector (pid"), line
+        pids.append(aggregator_pid(col))
         post(col, 11, n=5)
         r = redis.Redis.from_url(server.url)
         wait_for("the batch counted", lambda: counted(r, col) == 5)
@@ -280,4 +282,5 @@ def test_serve_says_whether_an_aggregator_runs(tmp_path):
     finally:
         for c in cols:
             c.stop()
+        kill_quietly(pids)
         server.cleanup()
