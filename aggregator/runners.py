@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import redis as redis_lib
 
+from ldptel import process
 from ldptel.aggregator.errors import StateMismatch
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
@@ -83,13 +84,15 @@ class BackgroundAggregator:
 class AggregatorProcess:
     """``ldptel aggregate`` as a child process (what ``ldptel serve`` runs, and restarts, beside
     gunicorn), in a session of its own: only its parent stops it (a Ctrl-C reaches the parent,
-    which stops its children in order). ``stop()`` sends SIGTERM — the worker finishes its current
+    which stops its children in order), and SIGTERM when its parent dies (``ldptel.process``; so
+    create it from a thread-free process). ``stop()`` sends SIGTERM — the worker finishes its current
     commit — and waits."""
 
     def __init__(self, config_path: str, redis_url: str) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate", "--config",
                                       str(config_path)],  # the URL in the environment, not in `ps`
-                                     env={**os.environ, "REDIS_URL": redis_url}, start_new_session=True)
+                                     env={**os.environ, "REDIS_URL": redis_url}, start_new_session=True,
+                                     preexec_fn=process.die_with_parent)
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc.poll() is None:

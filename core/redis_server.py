@@ -21,6 +21,8 @@ from typing import IO, Self
 
 import redis
 
+from ldptel import process
+
 
 def redis_server_binary() -> str:
     """Path of the bundled ``redis-server`` (falls back to one on PATH)."""
@@ -123,10 +125,11 @@ class EmbeddedRedis(_DataDirServer):
     """
 
     def __init__(self, data_dir: str | os.PathLike | None = None, port: int | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, die_with_parent: bool = False) -> None:
         super().__init__(data_dir, "ldptel-redis-")
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
+        self.die_with_parent = die_with_parent  # SIGTERM when the starting process dies (no threads!)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -143,7 +146,8 @@ class EmbeddedRedis(_DataDirServer):
             *self.extra_args,
         ]
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)
+                                        stderr=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=process.die_with_parent if self.die_with_parent else None)
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
         deadline = time.monotonic() + timeout
         while True:

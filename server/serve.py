@@ -14,7 +14,9 @@ This process then supervises (``server.supervisor``): a dead embedded Redis or a
 restarted with backoff; when gunicorn exits, everything stops. It owns the
 ``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.prom``): a fresh directory, removed at the
 end, from which a dead worker's live gauges are removed. Ctrl-C / SIGTERM stop everything cleanly:
-the collector first, then the aggregator (it finishes its commit), then Redis.
+the collector first, then the aggregator (it finishes its commit), then Redis. If this process is
+killed outright, its children get SIGTERM from the kernel (``ldptel.process.die_with_parent``), so
+none is left holding the port or the data directory.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from ldptel.config import Config, load_config
+from ldptel.process import die_with_parent
 from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis
 from ldptel.server.supervisor import Supervised, stop_pid, wait_pid
 
@@ -124,7 +127,7 @@ def run_serve(args: argparse.Namespace) -> int:
             except DataDirBusy as exc:
                 print(f"ldptel serve: {exc}", file=sys.stderr)
                 return 2
-            embedded = EmbeddedRedis(data_dir=lock.data_dir)
+            embedded = EmbeddedRedis(data_dir=lock.data_dir, die_with_parent=True)
             children.append(redis_child(embedded))
             children[-1].start()
             redis_url = embedded.url
@@ -182,11 +185,13 @@ def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supe
     """gunicorn in a forked child (it takes over signals and reaps its own children); its pid."""
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
+        die_with_parent(parent)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         CollectorApplication(config, redis_url, options, supervised).run()

@@ -58,17 +58,33 @@ def post(col: Collector, seed: int, n: int = 10) -> None:
         poster.close()
 
 
-def aggregator_pid(col: Collector) -> int:
-    """The pid of the ``ldptel aggregate`` child of ``serve`` (from /proc)."""
+def children(pid: int) -> dict[int, list[bytes]]:
+    """The child processes of ``pid`` and their command lines (from /proc)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         try:
             stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             cmd = (entry / "cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError):
             continue
-        if int(stat[1]) == col.proc.pid and b"aggregate" in cmd:
-            return int(entry.name)
-    raise AssertionError("no aggregator child")
+        if int(stat[1]) == pid:
+            found[int(entry.name)] = cmd
+    return found
+
+
+def aggregator_pid(col: Collector) -> int:
+    """The pid of the ``ldptel aggregate`` child of ``serve``."""
+    pids = [pid for pid, cmd in children(col.proc.pid).items() if b"aggregate" in cmd]
+    assert pids, "no aggregator child"
+    return pids[0]
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def aggregator_status(col: Collector) -> str:
@@ -284,3 +300,28 @@ def test_serve_says_whether_an_aggregator_runs(tmp_path):
             c.stop()
         kill_quietly(pids)
         server.cleanup()
+
+
+def test_serve_killed_leaves_no_process_and_frees_its_data_dir(tmp_path):
+    """kill -9 of ``serve`` itself: gunicorn, the aggregator and the embedded Redis stop too (so no
+    orphan keeps the data directory), and the next ``serve`` of the config starts on the same data."""
+    env = {"LDPTEL_DATA_DIR": str(tmp_path / "data")}
+    col = start_collector(tmp_path, config_text(), None, workers=1, env=env)
+    kids = list(children(col.proc.pid))
+    try:
+        assert len(kids) == 3  # redis-server, ldptel aggregate, gunicorn
+        post(col, 5)
+        os.kill(col.proc.pid, signal.SIGKILL)
+        col.proc.wait(10)
+        wait_for("every child to exit", lambda: not any(alive(p) for p in kids), 20)
+        again = start_collector(tmp_path, config_text(), None, workers=1, env=env, stdout=subprocess.PIPE)
+        try:
+            url = again.proc.stdout.readline().split(" at ")[1].split()[0]
+            r = redis.Redis.from_url(url)
+            wait_for("the batch of the killed serve counted", lambda: counted(r, again) == 10)
+            r.close()
+        finally:
+            again.stop()
+    finally:
+        col.stop()
+        kill_quietly(kids)
