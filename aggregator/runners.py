@@ -4,6 +4,7 @@ thread (``ldptel demo``), a worker in a child process (``ldptel serve``, which s
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
@@ -17,37 +18,41 @@ from ldptel import process
 from ldptel.aggregator.errors import StateMismatch
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
+from ldptel.logs import redact_url
 from ldptel.redis_client import connect
+
+log = logging.getLogger("ldptel.aggregator")
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
-    """``ldptel aggregate``: one worker; ``--once`` drains, prints what it did, exits 0."""
+    """``ldptel aggregate``: one worker; ``--once`` drains, logs what it did, exits 0. Every line
+    goes through the ``ldptel.aggregator`` logger (``ldptel.logs``: stderr, text or JSON)."""
     config = load_config(args.config)
     url = args.redis_url or os.environ.get("REDIS_URL")
     if not url:
-        print("ldptel aggregate: no Redis: pass --redis-url or set REDIS_URL "
-              "(the embedded Redis runs with `ldptel serve`)", file=sys.stderr)
+        log.error("no Redis: pass --redis-url or set REDIS_URL (the embedded Redis runs with `ldptel serve`)")
         return 2
     try:
         r = connect(url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
     except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
-        print(f"ldptel aggregate: cannot connect to {url}: {exc}", file=sys.stderr)
+        log.error("cannot connect to %s: %s", redact_url(url), exc)
         return 1
     worker = Worker(config, r)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if not args.once:
-        print(f"ldptel aggregate: consumer {worker.consumer} on "
-              f"{len(worker.slots)} stream(s) of {url}", flush=True)
+        log.info("consumer %s on %d stream(s) of %s", worker.consumer, len(worker.slots), redact_url(url),
+                 extra={"consumer": worker.consumer})
     try:
         stats = worker.run(once=args.once, stop=stop, progress=True)
     except StateMismatch as exc:
-        print(f"ldptel aggregate: {exc}", file=sys.stderr)
+        log.error("%s", exc)
         return 2
     except redis_lib.RedisError as exc:
-        print(f"ldptel aggregate: redis error: {exc}", file=sys.stderr)
+        log.error("redis error: %s", exc)
         return 1
-    print(f"ldptel aggregate: drained {stats.line()}", flush=True)
+    log.info("drained %s", stats.line(), extra={"entries": stats.entries, "reports": stats.reports,
+                                                 "rejected": stats.rejected})
     return 0
 
 
@@ -67,7 +72,7 @@ class BackgroundAggregator:
             self.worker.run(stop=self._stop)
         except BaseException as exc:  # noqa: BLE001 - surfaced through .error
             self.error = exc
-            self.worker.log(f"aggregate: worker stopped: {exc!r}")
+            self.worker.warn(f"aggregate: worker stopped: {exc!r}")
 
     def start(self) -> BackgroundAggregator:
         self._thread.start()

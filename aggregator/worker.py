@@ -39,10 +39,10 @@ for at most ``CLUSTER_BLOCK_MS``. The estimate is the sum over shards of the com
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -69,6 +69,7 @@ ONCE_GIVE_UP_S = 60.0  # --once: give up when Redis stays unreachable this long
 UNAVAILABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.BusyLoadingError,
                ClusterDownError, SlotNotCoveredError)
 CLUSTER_BLOCK_MS = 100  # Redis Cluster: longest block on one stream while all are empty
+LOG = logging.getLogger("ldptel.aggregator")
 
 
 @dataclass
@@ -144,7 +145,9 @@ class Worker:
         self.cfg = config.aggregator
         self.r = r
         self.consumer = consumer or new_consumer_name()
-        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        # ``log`` (tests, the demo) replaces the ``ldptel.aggregator`` logger for info and warnings
+        self.log: Callable[[str], None] = log or LOG.info
+        self.warn: Callable[[str], None] = log or LOG.warning
         self.stats = DrainStats()
         self.slots: list[Slot] = []
         for camp in config.campaigns:
@@ -247,12 +250,12 @@ class Worker:
             if once and backoff.down_for() > ONCE_GIVE_UP_S:
                 raise exc
             wait = backoff.next()
-            self.log(f"aggregate: redis unavailable ({exc}); retrying in {wait:.1f} s")
+            self.warn(f"aggregate: redis unavailable ({exc}); retrying in {wait:.1f} s")
             for slot in self.slots:
                 slot.history = True
             return wait
         if "NOGROUP" in str(exc):
-            self.log("aggregate: a consumer group vanished (Redis data reset?); setting up again")
+            self.warn("aggregate: a consumer group vanished (Redis data reset?); setting up again")
             self._ready = False
             return 0.0
         raise exc
@@ -322,14 +325,14 @@ class Worker:
         for eid, fields in entries:
             if not fields:  # pending entry whose data is gone (cannot happen with our trimming)
                 rejected += 1
-                self.log(f"aggregate: {slot.stream} entry {eid!r} has no data; skipped")
+                self.warn(f"aggregate: {slot.stream} entry {eid!r} has no data; skipped")
                 continue
             try:
                 window = int(fields[ENTRY_WINDOW])
                 batch = ReportBatch.FromString(fields[ENTRY_BATCH])
             except Exception as exc:  # KeyError, ValueError, protobuf's DecodeError
                 rejected += 1
-                self.log(f"aggregate: {slot.stream} entry {eid!r} unreadable ({exc}); skipped")
+                self.warn(f"aggregate: {slot.stream} entry {eid!r} unreadable ({exc}); skipped")
                 continue
             acc = deltas.get(window)
             if acc is None:
@@ -338,7 +341,7 @@ class Worker:
                 acc.add(batch)
             except Exception as exc:  # a bad batch must not stop the worker
                 rejected += 1
-                self.log(f"aggregate: {slot.stream} entry {eid!r} does not decode ({exc}); skipped")
+                self.warn(f"aggregate: {slot.stream} entry {eid!r} does not decode ({exc}); skipped")
                 # add() may have changed part of the state: rebuild this window from good batches
                 deltas[window] = slot.fresh()
                 for b in good.get(window, []):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import logging
 import os
 import shutil
 import signal
@@ -41,6 +40,7 @@ from gunicorn.app.base import BaseApplication
 from ldptel.config import Config, load_config
 from ldptel.process import die_with_parent
 from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis
+from ldptel.server.gunicorn_logging import gunicorn_log_options
 from ldptel.server.supervisor import Supervised, stop_pid, wait_pid
 
 # NB: nothing importing prometheus_client may be imported at module level: its multiprocess mode
@@ -69,12 +69,12 @@ class CollectorApplication(BaseApplication):
     def load(self):
         from ldptel.server.app import create_app
 
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s")
+        # logging: set up by the CLI (ldptel.logs)
         return create_app(self.config, self.redis_url, supervised_aggregator=self.supervised_aggregator)
 
 
-def gunicorn_options(host: str, port: int, workers: int) -> dict[str, Any]:
+def gunicorn_options(host: str, port: int, workers: int, access_log: bool = False,
+                     access_log_addresses: bool = False) -> dict[str, Any]:
     return {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": workers,
@@ -83,9 +83,7 @@ def gunicorn_options(host: str, port: int, workers: int) -> dict[str, Any]:
         "keepalive": 30,
         "timeout": 60,
         "graceful_timeout": 10,
-        "accesslog": None,
-        "errorlog": "-",
-        "loglevel": "info",
+        **gunicorn_log_options(access_log, access_log_addresses),
         "proc_name": "ldptel-serve",
         "control_socket_disable": True,  # one fixed path per user would clash between instances
         "child_exit": worker_exited,
@@ -142,7 +140,8 @@ def run_serve(args: argparse.Namespace) -> int:
                   f"`ldptel aggregate --config {args.config}` runs against this Redis", flush=True)
         print(f"ldptel: collector on http://{args.host}:{args.port} "
               f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
-        options = gunicorn_options(args.host, args.port, args.workers)
+        options = gunicorn_options(args.host, args.port, args.workers,
+                                   args.access_log, args.access_log_addresses)
         return supervise(fork_collector(config, redis_url, options, run_aggregator), children)
     finally:
         for child in reversed(children):

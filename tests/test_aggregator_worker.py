@@ -241,9 +241,9 @@ def test_two_workers_at_once_equal_one(redis_client: redis.Redis, redis_url: str
     two = write_config(tmp_path / "two.toml", [{"name": "two", **params}], aggregator=agg).campaigns[0]
     total = xadd_batches(redis_client, two, batches)
     xadd_batches(redis_client, cfg.campaigns[0], batches)
-    procs = [subprocess.Popen(aggregate_cmd(tmp_path / "two.toml", redis_url), stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=90)[0] for p in procs]
+    procs = [subprocess.Popen(aggregate_cmd(tmp_path / "two.toml", redis_url), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=90)[1] for p in procs]  # the log lines are on stderr
     assert all(p.returncode == 0 for p in procs), outs
     drained = [int(out.split("drained ")[1].split()[0]) for out in outs]
     assert all(d > 0 for d in drained), f"both workers must have drained something: {drained}"

@@ -148,7 +148,7 @@ class AggregatorProc:
     def _read(self) -> None:
         for line in self.proc.stdout:
             self.lines.append(line)
-            if line.startswith("ldptel aggregate: consumer"):
+            if "ldptel.aggregator" in line and ": consumer " in line:
                 self.ready.set()
 
     def stop(self) -> int:
