@@ -227,8 +227,8 @@ def test_frozen_redis_health_and_metrics_answer_within_2s(tmp_path):
         os.kill(int(workers[0]), signal.SIGKILL)
 
         def replaced() -> str | None:
-            now = request(col.url, "GET", "/metrics")[1]
-            assert isinstance(now, str)
+            status, now = request(col.url, "GET", "/metrics")
+            assert status == 200 and isinstance(now, str), (status, now, col.log()[-3000:])
             live = set(re.findall(r'ldptel_process_open_fds\{pid="(\d+)",role="collector"\}', now))
             return now if workers[0] not in live and len(live) == 2 else None
 
