@@ -13,7 +13,7 @@ holding their sum plus the new entries, bumps the counters and (4) ``XACK``s the
 a check fails, changes nothing. State fields are immutable (each has a fresh uid), so "the field
 still exists" means "it still holds what I read": a set of fields is replaced by their sum at most
 once, and the state of a window is always the sum of its fields. Which fields a commit folds in
-is size-tiered (``store.fold_stored``): for the fixed-size frequency states that is all of them.
+is size-tiered (``store.fold_stored``): for the dense frequency states that is all of them.
 
 Why nothing is lost or counted twice, wherever a worker or Redis dies:
 

@@ -5,11 +5,11 @@ The config is the dict ``GET /v1/campaigns`` returns (``Campaign.public()``):
 
 - ``kind = "frequency"``: ``oracle`` and ``epsilon, domain_size``, or for ``oracle = "rappor"``
   the ``RAPPOR_KEYS``;
-- ``kind = "heavy_hitters"``: ``epsilon, max_length[, levels, width]``;
+- ``kind = "heavy_hitters"``: ``epsilon, max_length[, levels, width, pool_size, pool_seed]``;
 - ``kind = "range"``: ``epsilon, domain_size[, method ("haar" | "hierarchical"), branching]``.
 
 ``secret`` is the device's secret for the campaign; only RAPPOR (cohort, memoized permanent
-response) and heavy hitters (the device's level) use one (``uses_device_secret``).
+response) and heavy hitters (the device's level and seed-pool index) use one (``uses_device_secret``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mech
     kind = cfg.get("kind", "frequency")
     if kind == "heavy_hitters":
         return HeavyHitters(cfg["epsilon"], cfg["max_length"], levels=cfg.get("levels"),
-                            width=cfg.get("width", 64), secret=secret)
+                            width=cfg.get("width", 64), secret=secret,
+                            pool_size=cfg.get("pool_size"), pool_seed=cfg.get("pool_seed", 0))
     if kind == "range":
         return range_mechanism(cfg)
     if kind != "frequency":

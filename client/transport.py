@@ -14,9 +14,9 @@
   its first attempt, so a retry is deduplicated by the collector. What each answer means (retry
   with backoff, drop, regroup, stop) is ``ldptel.client.delivery.classify``.
 - RAPPOR and heavy hitters: the device secret (RAPPOR's cohort and memoized permanent randomized
-  response, the heavy-hitter level) is created once and kept in the SQLite file; each campaign
-  uses HMAC-SHA256(secret, campaign name) (``ldptel.client.device_secret``). Mechanisms are built
-  from the public config by ``ldptel.client.builder``.
+  response, the heavy-hitter level and seed-pool index) is created once and kept in the SQLite
+  file; each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.client.device_secret``).
+  Mechanisms are built from the public config by ``ldptel.client.builder``.
 
 Thread-safe: ``report`` and ``flush`` may be called from any thread.
 Depends only on the standard library, numpy and protobuf (through the mechanisms).
@@ -179,7 +179,7 @@ class TelemetryClient:
 
     def _device_secret(self, campaign: str) -> bytes:
         """HMAC-SHA256(device secret, campaign): the device secret is drawn once and kept in the
-        queue file, so cohorts, memoized responses and levels survive restarts."""
+        queue file, so cohorts, memoized responses, levels and seed indices survive restarts."""
         device = self.queue.meta_setdefault("device_secret", device_secret)
         return derive(device, b"ldptel/campaign-secret\0" + campaign.encode())
 
@@ -210,7 +210,7 @@ class TelemetryClient:
         """Randomize many values at once (vectorized), each as an independent report — for RAPPOR
         each value is a separate simulated device (own cohort and permanent response). For
         simulations and load tests; returns the number queued. (Heavy hitters: each value a device
-        with its own level.)"""
+        with its own level and seed index.)"""
         cfg, mech = self._config_and_mechanism(campaign)
         vals = [self._index(cfg, v) for v in values]
         rows = []

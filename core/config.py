@@ -17,6 +17,7 @@ from ldptel.client.builder import CAMPAIGN_KINDS as KINDS
 from ldptel.client.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
 from ldptel.client.mechanisms import MECHANISMS
 from ldptel.client.mechanisms.base import Mechanism
+from ldptel.client.mechanisms.heavy_hitters import check_pool_size, default_pool_size, pool_hash_range
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
@@ -31,7 +32,7 @@ AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
-    "heavy_hitters": {"max_length", "levels", "width", "oracle"},
+    "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
     "range": {"domain_size", "method", "branching"},
 }
 
@@ -230,6 +231,13 @@ def _campaign(raw: Any, where: str) -> Campaign:
             "levels": _int(raw, "levels", where, max_length, -(-max_length // 2), 8 * max_length),
             "width": _int(raw, "width", where, 64, 1, 4096),
         }
+        # always published: an SDK must not have to agree with the server on a default
+        levels, g = camp.params["levels"], pool_hash_range(camp.epsilon)
+        pool = _int(raw, "pool_size", where, default_pool_size(levels, g), 1, 1 << 16)
+        try:
+            camp.params["pool_size"] = check_pool_size(pool, levels, g)
+        except ValueError as exc:
+            raise _fail(f"{where}.pool_size", str(exc)) from None
     else:  # range
         camp.domain_size = _int(raw, "domain_size", where, None, 2, 1 << 24)
         method = raw.get("method", "haar")
