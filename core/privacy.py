@@ -37,7 +37,7 @@ from scipy import special, stats
 
 _GRID_STEP = math.log1p(1e-4)  # ε is returned on the grid {e^(j·_GRID_STEP)}: 10⁻⁴ relative resolution
 _EPS_FLOOR = 1e-12  # smallest ε the search considers
-_MAX_POINTS = 16_384  # above this many values of C, C is taken in blocks (bounded by the block's first c)
+_MAX_POINTS = 2_048  # above this many values of C, C is taken in blocks (bounded by their first c)
 _EPS0_MAX = 700.0  # e^ε₀ overflows above ~709; an ε₀ this large has no amplification for any real n
 _N_EXACT_BELOW = 1_000  # n below this is used as is; above, rounded down to 3 significant digits
 
@@ -103,9 +103,14 @@ def _shuffle_epsilon_cached(epsilon0: float, n: int, delta: float) -> float | No
         j_closed = math.ceil(math.log(closed) / _GRID_STEP)
         if j_closed < j_top and bulk.certifies(_grid(j_closed), delta):
             j_hi = j_closed
-    j_lo = math.floor(math.log(_EPS_FLOOR) / _GRID_STEP)
-    if bulk.certifies(_grid(j_lo), delta):
-        return _grid(j_lo)
+    j_floor, halving = math.floor(math.log(_EPS_FLOOR) / _GRID_STEP), round(math.log(2) / _GRID_STEP)
+    while True:  # halve ε until a grid point is not certified
+        j_lo = max(j_hi - halving, j_floor)
+        if not bulk.certifies(_grid(j_lo), delta):
+            break
+        if j_lo == j_floor:
+            return _grid(j_floor)
+        j_hi = j_lo
     while j_hi - j_lo > 1:  # invariant: j_hi certified, j_lo not; M falls in ε
         j_mid = (j_lo + j_hi) // 2
         if bulk.certifies(_grid(j_mid), delta):
