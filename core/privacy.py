@@ -1,8 +1,8 @@
 """Central (ε, δ) of n shuffled ε₀-LDP reports: privacy amplification by shuffling.
 
 Reference: V. Feldman, A. McMillan, K. Talwar, "Hiding Among the Clones: A Simple and Nearly
-Optimal Analysis of Privacy Amplification by Shuffling", FOCS 2021 (arXiv:2012.12803), Theorem 3.2
-and the numerical method of its Appendix E; the authors' code is
+Optimal Analysis of Privacy Amplification by Shuffling", FOCS 2021 (arXiv:2012.12803): the clone
+reduction of its Section 3 and the numerical method of its Appendix E; the authors' code is
 https://github.com/apple/ml-shuffling-amplification (``computeamplification.py``).
 
 The bound. Let α = e^ε₀/(1+e^ε₀), C ~ Bin(n−1, e^−ε₀) (the "clones" of the differing user) and,
@@ -18,12 +18,12 @@ P_c(a) > e^ε Q_c(a)), with F, f the Bin(c, ½) cdf and pmf:
     D_c(ε) = u·F(K) − v·F(K−1) = (1 − e^ε)·F(K) + v·f(K).
 
 D_c is non-increasing in c (P_{c+1}, Q_{c+1} are P_c, Q_c plus the same fair coin: post-processing),
-so M(ε) is non-increasing in n, and M falls in ε. ``shuffle_epsilon`` evaluates M exactly over the
-bulk of C, vectorized (c outside the bulk is bounded by the neighbouring D, see ``_delta_bound``),
-and returns the smallest ε on a fixed geometric grid (relative step 10⁻⁴) with M(ε) ≤ δ: a
-certified upper bound, tight to the grid. The authors' code computes the same M with c taken in
-blocks and their endpoint maximum; it brackets the value returned here (see
-tests/test_shuffle_epsilon.py).
+so M(ε) is non-increasing in n, and M falls in ε. ``shuffle_epsilon`` evaluates M over the bulk of C
+(each tail ≤ 10⁻⁶·δ) vectorized, exactly per c up to 2,048 values of c and in blocks bounded by
+their first c beyond; c outside the bulk is bounded by D_0 below and D_hi above. It returns the
+smallest ε on a fixed geometric grid (relative step 10⁻⁴) with that bound ≤ δ: a certified upper
+bound, tight to the grid. The authors' code computes the same M with c in blocks bounded by their
+endpoints; its lower and upper modes bracket the value returned here (tests/test_shuffle_epsilon.py).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def closed_form_epsilon(epsilon0: float, n: int, delta: float) -> float | None:
     """Theorem 3.1 of Feldman–McMillan–Talwar 2021, or None outside its range of validity.
 
     ε ≤ log(1 + (e^ε₀−1)/(e^ε₀+1)·(8·√(e^ε₀·log(4/δ))/√n + 8·e^ε₀/n)), valid for
-    ε₀ ≤ log(n / (16·log(4/δ))) (the authors' code's condition; the paper's log(2/δ) is weaker).
+    ε₀ ≤ log(n / (16·log(4/δ))) (the condition the authors' code checks).
     """
     epsilon0, n, delta = _check_args(epsilon0, n, delta)
     if epsilon0 > math.log(n / (16 * math.log(4 / delta))):
