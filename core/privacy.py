@@ -72,7 +72,7 @@ def n_bucket(n: int) -> int:
     n = _check_n(n)
     if n < _N_EXACT_BELOW:
         return n
-    unit = 10 ** (len(str(n)) - 3)
+    unit = int(10 ** (len(str(n)) - 3))
     return n // unit * unit
 
 
@@ -156,7 +156,8 @@ class _Clones:
         k = np.floor((c + 1) * (u / ((1 + e) * (self.alpha - self.alpha_bar)))).astype(np.int64)
         k = np.clip(k, 0, c)
         d = (1 - e) * special.bdtr(k, c, 0.5) + v * stats.binom.pmf(k, c, 0.5)
-        return np.maximum(d, 0.0)
+        clipped: np.ndarray = np.maximum(d, 0.0)
+        return clipped
 
     def delta_bound(self, epsilon: float) -> float:
         """Upper bound on M(ε): exact over the bulk; c < lo bounded by D_0, c > hi by D_hi."""
