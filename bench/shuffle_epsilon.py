@@ -36,13 +36,13 @@ def main() -> None:
     args = ap.parse_args()
     reference = json.loads(REFERENCE.read_text())
     delta = reference["delta"]
-    print(f"{'n':>9} {'ε₀':>3} {'ours':>10} {'authors':>10} {'ratio':>7} {'auth.README':>11} {'s/call':>7}")
+    print(f"{'n':>9} {'ε₀':>3} {'ours':>10} {'authors':>10} {'ratio':>8} {'auth.README':>11} {'s/call':>7}")
     for row in reference["rows"]:
         ours, seconds = timed(row["epsilon0"], row["n"], delta, args.repeat)
         tight = row["authors_tight"]
         ratio = ours / tight if ours is not None else float("nan")
         print(
-            f"{row['n']:>9} {row['epsilon0']:>3} {ours:>10.6f} {tight:>10.6f} {ratio:>7.4f}"
+            f"{row['n']:>9} {row['epsilon0']:>3} {ours:>10.7f} {tight:>10.7f} {ratio:>8.5f}"
             f" {row['authors_upper_default']:>11.6f} {seconds:>7.3f}"
         )
     print("larger n:")
