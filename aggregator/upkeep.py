@@ -43,7 +43,9 @@ def remove_idle_consumers(r: AnyRedis, stream: str, keep: str, idle_ms: int) -> 
 
 
 def retention_bound(r: AnyRedis, retention_seconds: int) -> tuple[int, int]:
-    """The stream id ``retention_seconds`` before the Redis server's clock."""
+    """The stream id ``retention_seconds`` before the Redis server's clock. Entry ids are window
+    starts (``scripts.INGEST``), so an entry is trimmed (once acknowledged) when its window began
+    more than ``retention_seconds`` ago; ids of the "all" window are ``0-<n>``."""
     sec, usec = r.time()
     cutoff_ms = sec * 1000 + usec // 1000 - retention_seconds * 1000
     return max(cutoff_ms, 0), 0

@@ -13,7 +13,8 @@
   for a batch already stored (a retry: the client must not send it again).
 
 The stream entry holds no IP, token, user agent or precise time: the receive time is rounded down
-to the campaign's window (``keys.window_start``).
+to the campaign's window (``keys.window_start``), and the entry id is that window start in ms
+(``scripts.INGEST``), not the receive time; the dedupe marker holds ``"1"``.
 """
 
 from __future__ import annotations
