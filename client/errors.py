@@ -29,4 +29,8 @@ class UnknownCampaign(TelemetryError, ValueError):
     """The collector has no campaign of that name."""
 
 
-__all__ = ["ImplausibleReport", "InvalidReport", "TelemetryError", "UnknownCampaign"]
+class QueueUnavailable(TelemetryError):
+    """The SDK's queue file cannot be opened (e.g. a read-only directory)."""
+
+
+__all__ = ["ImplausibleReport", "InvalidReport", "QueueUnavailable", "TelemetryError", "UnknownCampaign"]

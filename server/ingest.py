@@ -46,10 +46,13 @@ def _script():
 @bp.get("/v1/campaigns")
 @require_token("ingest", "export")
 def list_campaigns():
-    """Public configs of the campaigns clients can report to."""
+    """Public configs of the campaigns clients can report to, and the request limits (the SDK
+    builds no body over ``max_body_bytes`` nor batch over ``max_reports_per_batch``)."""
     st = state()
     campaigns = [c.public() for c in st.config.campaigns]
-    resp = jsonify({"campaigns": campaigns})
+    srv = st.config.server
+    resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
+                    "max_reports_per_batch": srv.max_reports_per_batch})
     resp.headers["Cache-Control"] = "private, max-age=60"
     return resp
 

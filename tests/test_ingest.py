@@ -353,6 +353,7 @@ def test_campaign_configs(collector):
     assert set(by_name) == set(MECHS)
     assert by_name["grr"]["domain"][0] == "apple" and by_name["grr"]["epsilon"] == 2.0
     assert by_name["rappor"]["bloom_bits"] == 60 and "secret" not in by_name["rappor"]
+    assert (data["max_body_bytes"], data["max_reports_per_batch"]) == (1 << 20, 10_000)
     assert request(collector.url, "GET", "/v1/campaigns")[0] == 401
 
 
