@@ -86,13 +86,13 @@ class Sender:
                 attempt = streak = 0
             elif outcome.action is Action.DROP:
                 self._drop(queue, chunk, result, outcome.reason)
-            elif outcome.action is Action.REGROUP:
-                self._split(queue, chunk, result, outcome.error or "too large")
+            elif outcome.action is Action.REGROUP and self._split(queue, chunk, result, outcome.error):
+                pass
             elif outcome.action is Action.STOP:
                 log.error("collector refused the token (%s); keeping %d queued reports",
                           outcome.error, queue.pending())
                 break
-            else:  # RETRY: try the other chunks first
+            else:  # RETRY (or a split that must wait for the campaign configs): others first
                 deferred.add(chunk.id)
                 streak += 1
                 retry_after = outcome.retry_after
@@ -140,24 +140,28 @@ class Sender:
         batch.batch_id = chunk.batch_id
         return batch.SerializeToString()
 
-    def _split(self, queue: ReportQueue, chunk: Chunk, result: FlushResult, why: str) -> None:
+    def _split(self, queue: ReportQueue, chunk: Chunk, result: FlushResult, why: str | None) -> bool:
         """Send a too-large chunk's rows in smaller chunks; a single row is split into halves
-        (under new batch_ids: the collector stored nothing of it)."""
+        (under new batch_ids: the collector stored nothing of it). False when that must wait (no
+        campaign config to split a row with)."""
         log.warning("batch of %d reports of %s too large (%s); splitting", chunk.count, chunk.campaign, why)
         if len(chunk.batches) > 1:
             self.chunk_reports = max(1, min(self.chunk_reports, chunk.count // 2))
             queue.release(chunk)
-            return
+            return True
         try:
             mech = self.client.mechanism(chunk.campaign)
             parts = split_batch(mech, ReportBatch.FromString(chunk.batches[0]))
         except UnknownCampaign as exc:
             self._drop(queue, chunk, result, str(exc))
-            return
         except ValueError as exc:
             self._drop(queue, chunk, result, f"undecodable queued reports: {exc}")
-            return
-        queue.split(chunk, [(p.count, p.SerializeToString()) for p in parts])
+        except TelemetryError as exc:
+            result.error = str(exc)
+            return False
+        else:
+            queue.split(chunk, [(p.count, p.SerializeToString()) for p in parts])
+        return True
 
     def _wait(self, delay: float, deadline: float | None) -> bool:
         """Sleep ``delay`` unless that passes the deadline or the client is stopping."""
