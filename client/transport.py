@@ -216,9 +216,14 @@ class TelemetryClient:
             self._configs.refresh_in_background()
         try:
             return self._mechanism(campaign, configs)
+        except UnknownCampaign:
+            raise
         except STORAGE_ERRORS as exc:
             self._drop_here("queue_unavailable", n, f"campaign {campaign!r}: no device secret: "
                                                     f"{type(exc).__name__}: {exc}")
+            return None
+        except TelemetryError as exc:  # a campaign config this SDK cannot use
+            self._drop_here("bad_config", n, str(exc))
             return None
 
     def _device_secret(self, campaign: str) -> bytes:
