@@ -1,6 +1,8 @@
-# Two entry points for a fresh clone: `make demo` installs the runtime only and runs the stack;
-# `make test` adds the test extras (pytest, ruff, mypy, Playwright, locust, grpcio-tools) and runs
-# ruff, mypy and the whole suite. Each creates the local virtualenv first.
+# Two entry points for a fresh clone: `make demo` installs the runtime (the SDK plus the `server`
+# extra: collector, aggregator, pages) and runs the stack; `make test` adds the test extras
+# (pytest, ruff, mypy, Playwright, locust, grpcio-tools) and runs ruff, mypy and the whole suite.
+# Each creates the local virtualenv first. `pip install ldptel` alone is the SDK (numpy, xxhash,
+# protobuf).
 #
 # The install is setuptools' strict editable mode: build/__editable__.*/ is a tree of symlinks that
 # maps core/ client/ server/ aggregator/ proto/ onto the one `ldptel` package, which is how mypy
@@ -33,12 +35,12 @@ $(FILE_LIST): FORCE
 	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 
 $(RUNTIME_STAMP): pyproject.toml $(FILE_LIST) | $(BIN)/python
-	$(PIP_INSTALL) -e . $(EDITABLE)
+	$(PIP_INSTALL) -e '.[server]' $(EDITABLE)
 	@touch $@
 
 # The test install is a superset of the runtime one, so it refreshes both stamps.
 $(TEST_STAMP): pyproject.toml $(FILE_LIST) | $(BIN)/python
-	$(PIP_INSTALL) -e '.[test]' $(EDITABLE)
+	$(PIP_INSTALL) -e '.[server,test]' $(EDITABLE)
 	@touch $(RUNTIME_STAMP) $@
 
 install: $(RUNTIME_STAMP)

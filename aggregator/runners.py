@@ -1,9 +1,10 @@
 """Ways to run the aggregator worker: the ``ldptel aggregate`` CLI entry, a worker in a daemon
-thread, a worker in a child process, and the ``ldptel serve`` hook choosing between the last two."""
+thread (``ldptel demo``), a worker in a child process (``ldptel serve``, which supervises it)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
@@ -13,40 +14,45 @@ from collections.abc import Callable
 
 import redis as redis_lib
 
+from ldptel import process
 from ldptel.aggregator.errors import StateMismatch
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
+from ldptel.logs import redact_url
 from ldptel.redis_client import connect
+
+log = logging.getLogger("ldptel.aggregator")
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
-    """``ldptel aggregate``: one worker; ``--once`` drains, prints what it did, exits 0."""
+    """``ldptel aggregate``: one worker; ``--once`` drains, logs what it did, exits 0. Every line
+    goes through the ``ldptel.aggregator`` logger (``ldptel.logs``: stderr, text or JSON)."""
     config = load_config(args.config)
     url = args.redis_url or os.environ.get("REDIS_URL")
     if not url:
-        print("ldptel aggregate: no Redis: pass --redis-url or set REDIS_URL "
-              "(the embedded Redis runs with `ldptel serve`)", file=sys.stderr)
+        log.error("no Redis: pass --redis-url or set REDIS_URL (the embedded Redis runs with `ldptel serve`)")
         return 2
     try:
         r = connect(url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
     except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
-        print(f"ldptel aggregate: cannot connect to {url}: {exc}", file=sys.stderr)
+        log.error("cannot connect to %s: %s", redact_url(url), exc)
         return 1
     worker = Worker(config, r)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if not args.once:
-        print(f"ldptel aggregate: consumer {worker.consumer} on "
-              f"{len(worker.slots)} stream(s) of {url}", flush=True)
+        log.info("consumer %s on %d stream(s) of %s", worker.consumer, len(worker.slots), redact_url(url),
+                 extra={"consumer": worker.consumer})
     try:
         stats = worker.run(once=args.once, stop=stop, progress=True)
     except StateMismatch as exc:
-        print(f"ldptel aggregate: {exc}", file=sys.stderr)
+        log.error("%s", exc)
         return 2
     except redis_lib.RedisError as exc:
-        print(f"ldptel aggregate: redis error: {exc}", file=sys.stderr)
+        log.error("redis error: %s", exc)
         return 1
-    print(f"ldptel aggregate: drained {stats.line()}", flush=True)
+    log.info("drained %s", stats.line(), extra={"entries": stats.entries, "reports": stats.reports,
+                                                 "rejected": stats.rejected})
     return 0
 
 
@@ -66,7 +72,7 @@ class BackgroundAggregator:
             self.worker.run(stop=self._stop)
         except BaseException as exc:  # noqa: BLE001 - surfaced through .error
             self.error = exc
-            self.worker.log(f"aggregate: worker stopped: {exc!r}")
+            self.worker.warn(f"aggregate: worker stopped: {exc!r}")
 
     def start(self) -> BackgroundAggregator:
         self._thread.start()
@@ -81,13 +87,17 @@ class BackgroundAggregator:
 
 
 class AggregatorProcess:
-    """``ldptel aggregate`` as a child process (what ``ldptel serve`` runs beside gunicorn: a
-    separate process, so gunicorn's forks never copy a running worker thread). ``stop()`` sends
-    SIGTERM — the worker finishes its current commit — and waits."""
+    """``ldptel aggregate`` as a child process (what ``ldptel serve`` runs, and restarts, beside
+    gunicorn), in a session of its own: only its parent stops it (a Ctrl-C reaches the parent,
+    which stops its children in order), and SIGTERM when its parent dies (``ldptel.process``; so
+    create it from a thread-free process). ``stop()`` sends SIGTERM — the worker finishes its current
+    commit — and waits."""
 
     def __init__(self, config_path: str, redis_url: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate",
-                                      "--config", str(config_path), "--redis-url", redis_url])
+        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate", "--config",
+                                      str(config_path)],  # the URL in the environment, not in `ps`
+                                     env={**os.environ, "REDIS_URL": redis_url}, start_new_session=True,
+                                     preexec_fn=process.die_with_parent)
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc.poll() is None:
@@ -101,11 +111,3 @@ class AggregatorProcess:
     def is_alive(self) -> bool:
         return self.proc.poll() is None
 
-
-def start_beside_collector(config: Config, redis_url: str) -> AggregatorProcess | BackgroundAggregator:
-    """The ``ldptel serve`` hook (embedded Redis): an aggregator running next to the collector
-    until ``stop()``. A child ``ldptel aggregate`` process when the config came from a file, else
-    a thread."""
-    if config.path is not None:
-        return AggregatorProcess(str(config.path), redis_url)
-    return BackgroundAggregator(config, redis_url).start()

@@ -219,15 +219,17 @@ def fold_stored(r: AnyRedis, campaign: Campaign, shard: int, deltas: dict[int, A
 
 def _pick_fields(r: AnyRedis, key: str, fields: list[bytes], delta: Accumulator) -> list[bytes]:
     """The stored fields of a window to fold into a commit's new field: smallest first, while a
-    field is at most twice the size gathered so far (size-tiered). Fixed-size states (every
-    frequency oracle) thus always end up as one field per window; a state that grows with the
-    reports keeps O(log N) fields and is rewritten O(log N) times, not on every commit."""
+    field is at most twice the size gathered so far (size-tiered; sizes as stored,
+    ``Accumulator.stored_nbytes``). Dense states (every frequency oracle) thus always end up as
+    one field per window; a state stored sparsely while it is small (the heavy-hitter count
+    table) keeps O(log N) fields until it is dense, and is rewritten O(log N) times, not on
+    every commit."""
     if not fields:
         return []
     pipe = r.pipeline(transaction=False)
     for f in fields:
         pipe.hstrlen(key, f)
-    gathered = sum(a.nbytes for a in delta.state.values())
+    gathered = delta.stored_nbytes()
     chosen = []
     for size, f in sorted(zip(pipe.execute(), fields, strict=True)):
         if size == 0:

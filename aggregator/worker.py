@@ -13,7 +13,7 @@ holding their sum plus the new entries, bumps the counters and (4) ``XACK``s the
 a check fails, changes nothing. State fields are immutable (each has a fresh uid), so "the field
 still exists" means "it still holds what I read": a set of fields is replaced by their sum at most
 once, and the state of a window is always the sum of its fields. Which fields a commit folds in
-is size-tiered (``store.fold_stored``): for the fixed-size frequency states that is all of them.
+is size-tiered (``store.fold_stored``): for the dense frequency states that is all of them.
 
 Why nothing is lost or counted twice, wherever a worker or Redis dies:
 
@@ -39,10 +39,10 @@ for at most ``CLUSTER_BLOCK_MS``. The estimate is the sum over shards of the com
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -52,7 +52,9 @@ from typing import Any
 import redis as redis_lib
 from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
-from ldptel.aggregator import store, upkeep
+from ldptel import prom
+from ldptel.aggregator import heartbeat, store, upkeep
+from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config
 from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, GROUP, stream_key
@@ -67,6 +69,7 @@ ONCE_GIVE_UP_S = 60.0  # --once: give up when Redis stays unreachable this long
 UNAVAILABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.BusyLoadingError,
                ClusterDownError, SlotNotCoveredError)
 CLUSTER_BLOCK_MS = 100  # Redis Cluster: longest block on one stream while all are empty
+LOG = logging.getLogger("ldptel.aggregator")
 
 
 @dataclass
@@ -142,7 +145,9 @@ class Worker:
         self.cfg = config.aggregator
         self.r = r
         self.consumer = consumer or new_consumer_name()
-        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        # ``log`` (tests, the demo) replaces the ``ldptel.aggregator`` logger for info and warnings
+        self.log: Callable[[str], None] = log or LOG.info
+        self.warn: Callable[[str], None] = log or LOG.warning
         self.stats = DrainStats()
         self.slots: list[Slot] = []
         for camp in config.campaigns:
@@ -154,6 +159,9 @@ class Worker:
         self._marks = upkeep.DeliveryMarks(self.cfg.retention_seconds)
         self._cluster = is_cluster(r)
         self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
+        self.committed_at: float | None = None  # epoch seconds of the last commit
+        self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
+        self._pulse = heartbeat.Pulse(self.consumer)
 
     # --- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -210,7 +218,11 @@ class Worker:
                     self._ready = True
                 n = self.step(block_ms=None if once else self.cfg.block_ms)
                 backoff.reset()
+                if n == 0 and not any(slot.history for slot in self.slots):
+                    self.caught_up_at = time.time()
                 self.housekeeping()
+                if self._pulse.tick(self.r, self.committed_at, self.caught_up_at):
+                    prom.update_process_gauges("aggregator")
                 if once and n == 0 and not any(slot.history for slot in self.slots):
                     break
             except (*UNAVAILABLE, redis_lib.ResponseError) as exc:
@@ -223,6 +235,7 @@ class Worker:
         if self._ready:
             try:
                 self.trim()
+                heartbeat.forget(self.r, self.consumer)
             except redis_lib.RedisError:
                 pass
         return self.stats
@@ -239,12 +252,12 @@ class Worker:
             if once and backoff.down_for() > ONCE_GIVE_UP_S:
                 raise exc
             wait = backoff.next()
-            self.log(f"aggregate: redis unavailable ({exc}); retrying in {wait:.1f} s")
+            self.warn(f"aggregate: redis unavailable ({exc}); retrying in {wait:.1f} s")
             for slot in self.slots:
                 slot.history = True
             return wait
         if "NOGROUP" in str(exc):
-            self.log("aggregate: a consumer group vanished (Redis data reset?); setting up again")
+            self.warn("aggregate: a consumer group vanished (Redis data reset?); setting up again")
             self._ready = False
             return 0.0
         raise exc
@@ -314,14 +327,14 @@ class Worker:
         for eid, fields in entries:
             if not fields:  # pending entry whose data is gone (cannot happen with our trimming)
                 rejected += 1
-                self.log(f"aggregate: {slot.stream} entry {eid!r} has no data; skipped")
+                self.warn(f"aggregate: {slot.stream} entry {eid!r} has no data; skipped")
                 continue
             try:
                 window = int(fields[ENTRY_WINDOW])
                 batch = ReportBatch.FromString(fields[ENTRY_BATCH])
             except Exception as exc:  # KeyError, ValueError, protobuf's DecodeError
                 rejected += 1
-                self.log(f"aggregate: {slot.stream} entry {eid!r} unreadable ({exc}); skipped")
+                self.warn(f"aggregate: {slot.stream} entry {eid!r} unreadable ({exc}); skipped")
                 continue
             acc = deltas.get(window)
             if acc is None:
@@ -330,7 +343,7 @@ class Worker:
                 acc.add(batch)
             except Exception as exc:  # a bad batch must not stop the worker
                 rejected += 1
-                self.log(f"aggregate: {slot.stream} entry {eid!r} does not decode ({exc}); skipped")
+                self.warn(f"aggregate: {slot.stream} entry {eid!r} does not decode ({exc}); skipped")
                 # add() may have changed part of the state: rebuild this window from good batches
                 deltas[window] = slot.fresh()
                 for b in good.get(window, []):
@@ -344,12 +357,17 @@ class Worker:
         """Decode and commit ``entries`` (all pending to this consumer). On a lost entry the
         delta is dropped and the slot re-reads what is still pending to it."""
         ids = [eid for eid, _ in entries]
+        t0 = time.perf_counter()
         deltas, n_entries, rejected = self.decode(slot, entries)
         reports = sum(acc.n for acc in deltas.values())
+        t1 = time.perf_counter()
         if not self.commit(slot, ids, deltas, n_entries, rejected):
             self.stats.lost += 1
             slot.history = True
             return 0
+        self.committed_at = time.time()
+        agg_metrics.observe(slot.campaign.name, len(ids), reports, rejected, t1 - t0,
+                            time.perf_counter() - t1)
         self.stats.entries += len(ids)
         self.stats.reports += reports
         self.stats.rejected += rejected

@@ -1,9 +1,9 @@
 """ldptel client SDK: on-device randomizers (frequency oracles) and report batching."""
 
 from ldptel.client.mechanisms import MECHANISMS, Mechanism, create_mechanism, recommend_oracle
-from ldptel.client.transport import FlushResult, TelemetryClient, TelemetryError
+from ldptel.client.transport import CampaignRefused, FlushResult, TelemetryClient, TelemetryError
 
 __all__ = [
-    "MECHANISMS", "FlushResult", "Mechanism", "TelemetryClient", "TelemetryError", "create_mechanism",
-    "recommend_oracle",
+    "MECHANISMS", "CampaignRefused", "FlushResult", "Mechanism", "TelemetryClient", "TelemetryError",
+    "create_mechanism", "recommend_oracle",
 ]

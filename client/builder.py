@@ -5,11 +5,11 @@ The config is the dict ``GET /v1/campaigns`` returns (``Campaign.public()``):
 
 - ``kind = "frequency"``: ``oracle`` and ``epsilon, domain_size``, or for ``oracle = "rappor"``
   the ``RAPPOR_KEYS``;
-- ``kind = "heavy_hitters"``: ``epsilon, max_length[, levels, width]``;
+- ``kind = "heavy_hitters"``: ``epsilon, max_length[, levels, width, pool_size, pool_seed]``;
 - ``kind = "range"``: ``epsilon, domain_size[, method ("haar" | "hierarchical"), branching]``.
 
 ``secret`` is the device's secret for the campaign; only RAPPOR (cohort, memoized permanent
-response) and heavy hitters (the device's level) use one (``uses_device_secret``).
+response) and heavy hitters (the device's level and seed-pool index) use one (``uses_device_secret``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mech
     kind = cfg.get("kind", "frequency")
     if kind == "heavy_hitters":
         return HeavyHitters(cfg["epsilon"], cfg["max_length"], levels=cfg.get("levels"),
-                            width=cfg.get("width", 64), secret=secret)
+                            width=cfg.get("width", 64), secret=secret,
+                            pool_size=cfg.get("pool_size"), pool_seed=cfg.get("pool_seed", 0))
     if kind == "range":
         return range_mechanism(cfg)
     if kind != "frequency":
@@ -66,3 +67,14 @@ def range_mechanism(cfg: Mapping[str, Any]) -> RangeHaar | RangeHierarchical:
 
 __all__ = ["CAMPAIGN_KINDS", "RANGE_METHODS", "RAPPOR_KEYS", "build_mechanism", "range_mechanism",
            "uses_device_secret"]
+
+
+def privacy_loss(mech: Mechanism) -> tuple[str, float]:
+    """(name, value) of the largest ε a device can spend on one campaign: for RAPPOR the larger
+    of its per-report ε₁ and its lifetime ε∞ = 2h·ln((1 − f/2)/(f/2)) (the memoized permanent
+    response bounds what any number of reports reveal, and f → 0 makes it unbounded); for every
+    other mechanism the per-report ε."""
+    lifetime = getattr(mech, "epsilon_inf", None)
+    if lifetime is not None and lifetime > mech.epsilon:
+        return "lifetime ε∞", float(lifetime)
+    return "per-report ε", float(mech.epsilon)

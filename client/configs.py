@@ -40,6 +40,11 @@ class CampaignConfigs:
         self.last_error: str | None = None
         self._thread: threading.Thread | None = None
         self._first = threading.Event()  # set after the first fetch attempt
+        self._closed = False
+
+    def close(self) -> None:
+        """The client is closing: a refresh still under way stores and logs nothing."""
+        self._closed = True
 
     def fresh(self) -> bool:
         return time.monotonic() - self.fetched_at < self.ttl
@@ -51,6 +56,8 @@ class CampaignConfigs:
             data = json.loads(self._get())
             self._set(data)
             self.fetched_at, self.last_error = time.monotonic(), None
+            if self._closed:
+                return self.configs
             try:
                 self._save(json.dumps(data).encode())
             except Exception as exc:  # noqa: BLE001 — a storage error only loses the offline copy
@@ -90,7 +97,8 @@ class CampaignConfigs:
             self.fetch()
         except Exception as exc:  # noqa: BLE001 — the background refresh must not die loudly
             self.last_error = str(exc)
-            log.warning("campaign config refresh failed: %s", exc)
+            if not self._closed:
+                log.warning("campaign config refresh failed: %s", exc)
 
     def _set(self, data: dict[str, Any]) -> None:
         self.configs = {c["name"]: c for c in data["campaigns"]}

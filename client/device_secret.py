@@ -1,9 +1,9 @@
 """A device's secret and what is derived from it with HMAC-SHA256.
 
 The secret ties a device's reports together without a stored table: RAPPOR's cohort and memoized
-permanent randomized response, the heavy-hitter level, and (in the SDK) one secret per campaign
-derived from the device secret kept in the queue file. Each use has its own label, so the derived
-values are independent.
+permanent randomized response, the heavy-hitter level and seed-pool index, and (in the SDK) one
+secret per campaign derived from the device secret kept in the queue file. Each use has its own
+label, so the derived values are independent.
 """
 
 from __future__ import annotations

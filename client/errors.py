@@ -29,8 +29,14 @@ class UnknownCampaign(TelemetryError, ValueError):
     """The collector has no campaign of that name."""
 
 
+class CampaignRefused(TelemetryError):
+    """The campaign's config spends more privacy than the client allows (``max_epsilon``): the
+    SDK neither randomizes nor sends anything for it."""
+
+
 class QueueUnavailable(TelemetryError):
     """The SDK's queue file cannot be opened (e.g. a read-only directory)."""
 
 
-__all__ = ["ImplausibleReport", "InvalidReport", "QueueUnavailable", "TelemetryError", "UnknownCampaign"]
+__all__ = ["CampaignRefused", "ImplausibleReport", "InvalidReport", "QueueUnavailable", "TelemetryError",
+           "UnknownCampaign"]

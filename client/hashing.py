@@ -177,3 +177,37 @@ def olh_support_counts(
         lanes = hit[:n].view(np.uint64).sum(axis=0, dtype=np.uint64)
         out += lanes.view(np.uint8)[:m]
     return out
+
+
+def pool_support(a: np.ndarray, b: np.ndarray, table: np.ndarray, keys: np.ndarray,
+                 cells: int = 1 << 16) -> np.ndarray:
+    """C[m] = Σ_k table[k, H_k(keys[m])] for a pool of K seeds (their ``seed_params`` ``a``,
+    ``b``) and a (K, g) table of report counts, g = 2^t a power of two: then
+    H_k(x) = ((hi32 of u)·g) >> 32 = u >> (64 − t), u = (a_k·x + b_k) mod 2^64, so each lookup is
+    a multiply, an add, a shift and a gather (K per key, whatever the number of reports).
+    Blocks of seeds × keys of about ``cells`` entries keep the scratch in cache; int64 of
+    len(keys)."""
+    K, g = table.shape
+    t = g.bit_length() - 1
+    if g != 1 << t:
+        raise ValueError(f"pool_support needs a power-of-two g, got {g}")
+    x = np.asarray(keys, dtype=np.uint32).astype(np.uint64)
+    out = np.zeros(x.size, dtype=np.int64)
+    if x.size == 0 or K == 0:
+        return out
+    flat = np.ascontiguousarray(table).reshape(-1)
+    step = max(1, cells // x.size)
+    shift = np.uint64(64 - t)
+    row = np.arange(K, dtype=np.uint64) << np.uint64(t)
+    scratch = np.empty((min(step, K), x.size), dtype=np.uint64)
+    for s in range(0, K, step):
+        e = min(K, s + step)
+        u = scratch[: e - s]
+        with np.errstate(over="ignore"):
+            np.multiply(a[s:e, None], x[None, :], out=u)
+            u += b[s:e, None]
+        u >>= shift
+        u += row[s:e, None]
+        # indices are < K·g by construction: "wrap" skips the bounds check of "raise"
+        out += flat.take(u.view(np.int64), mode="wrap").sum(axis=0, dtype=np.int64)
+    return out

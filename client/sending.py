@@ -23,7 +23,7 @@ import numpy as np
 
 from ldptel.client import delivery
 from ldptel.client.delivery import CONTENT_TYPE, Action, Attempt, BodyCutOff, FlushResult, HttpStatus
-from ldptel.client.errors import QueueUnavailable, TelemetryError, UnknownCampaign
+from ldptel.client.errors import CampaignRefused, QueueUnavailable, TelemetryError, UnknownCampaign
 from ldptel.client.limits import LARGE_BODY, split_batch
 from ldptel.client.queue import Chunk, ReportQueue
 from ldptel.proto import ReportBatch
@@ -105,8 +105,9 @@ class Sender:
         """Build the chunk's body and post it once (no side effects on the queue)."""
         c = self.client
         try:
+            c.mechanism(chunk.campaign)  # refuses a campaign over max_epsilon
             body = self.batch_body(chunk)
-        except UnknownCampaign as exc:
+        except (UnknownCampaign, CampaignRefused) as exc:
             return Attempt(Action.DROP, reason=str(exc))
         except TelemetryError as exc:  # no campaign configs yet: retry later
             return Attempt(Action.RETRY, error=str(exc))

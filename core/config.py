@@ -17,6 +17,7 @@ from ldptel.client.builder import CAMPAIGN_KINDS as KINDS
 from ldptel.client.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
 from ldptel.client.mechanisms import MECHANISMS
 from ldptel.client.mechanisms.base import Mechanism
+from ldptel.client.mechanisms.heavy_hitters import check_pool_size, default_pool_size, pool_hash_range
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
@@ -24,13 +25,14 @@ WINDOWS = {"1h": 3600, "1d": 86400, "all": 0}
 
 SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
-    "rate_limit_per_minute", "secret_key",
+    "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
+    "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms"}
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
-    "heavy_hitters": {"max_length", "levels", "width", "oracle"},
+    "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
     "range": {"domain_size", "method", "branching"},
 }
 
@@ -73,6 +75,10 @@ class ServerConfig:
     max_reports_per_batch: int = 10_000
     rate_limit_per_minute: int = 6_000  # requests per ingest token per minute
     secret_key: str | None = None  # signs operator sessions; random per process if unset
+    session_idle_seconds: int = 1800  # an operator session ends after this long without a request
+    auth_failure_limit: int = 20  # failed authentications per address or token prefix per window
+    auth_failure_window_seconds: int = 60
+    max_aggregator_lag_seconds: int = 300  # /healthz answers 503 beyond (supervised aggregator)
 
 
 @dataclass
@@ -225,6 +231,13 @@ def _campaign(raw: Any, where: str) -> Campaign:
             "levels": _int(raw, "levels", where, max_length, -(-max_length // 2), 8 * max_length),
             "width": _int(raw, "width", where, 64, 1, 4096),
         }
+        # always published: an SDK must not have to agree with the server on a default
+        levels, g = camp.params["levels"], pool_hash_range(camp.epsilon)
+        pool = _int(raw, "pool_size", where, default_pool_size(levels, g), 1, 1 << 16)
+        try:
+            camp.params["pool_size"] = check_pool_size(pool, levels, g)
+        except ValueError as exc:
+            raise _fail(f"{where}.pool_size", str(exc)) from None
     else:  # range
         camp.domain_size = _int(raw, "domain_size", where, None, 2, 1 << 24)
         method = raw.get("method", "haar")
@@ -259,6 +272,10 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
         max_reports_per_batch=_int(srv, "max_reports_per_batch", "server", 10_000, 1, 1_000_000),
         rate_limit_per_minute=_int(srv, "rate_limit_per_minute", "server", 6_000, 1, 10**9),
         secret_key=os.environ.get("LDPTEL_SECRET_KEY", secret),
+        session_idle_seconds=_int(srv, "session_idle_seconds", "server", 1800, 60, 7 * 86400),
+        auth_failure_limit=_int(srv, "auth_failure_limit", "server", 20, 1, 10**6),
+        auth_failure_window_seconds=_int(srv, "auth_failure_window_seconds", "server", 60, 1, 86400),
+        max_aggregator_lag_seconds=_int(srv, "max_aggregator_lag_seconds", "server", 300, 1, 10**7),
     )
     agg = data.get("aggregator", {})
     if not isinstance(agg, dict):

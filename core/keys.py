@@ -27,6 +27,18 @@ Process-wide keys (no hash tag):
 - ``ldptel:metrics``                       other collector counters (``GLOBAL_METRICS_KEY``).
 - ``ldptel:ratelimit:<token id>:<minute>`` per-token request counter (``ratelimit_key``).
 - ``ldptel:operator:session_secret``       operator-session signing secret (``SESSION_SECRET_KEY``).
+- ``{ldptel:authfail}:<kind>:<digest>``    failed authentications of one client address (kind
+                                           ``addr``) or token prefix (``prefix``) in the throttle
+                                           window (``auth_failure_key``): counter whose TTL is the
+                                           window; the digest is keyed (``server/throttle.py``),
+                                           never the address or token itself.
+- ``ldptel:operator:session:<id digest>``  one signed-in operator session (``session_key``): string,
+                                           the session's token HMAC, TTL = the idle timeout
+                                           (renewed per request, deleted at sign-out).
+- ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
+                                           consumer name): ``"<beat ms> <last commit ms>
+                                           <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
+                                           ``ldptel.aggregator.heartbeat``, read by ``/healthz``).
 
 A batch goes to shard ``xxh32(batch_id) mod shards``, so a retried batch meets its own dedupe
 marker. The Lua scripts that write these keys are in ``ldptel.scripts``.
@@ -59,6 +71,9 @@ REJECTED = "rejected"
 GLOBAL_METRICS_KEY = "ldptel:metrics"
 RATELIMIT_PREFIX = "ldptel:ratelimit"
 SESSION_SECRET_KEY = "ldptel:operator:session_secret"
+SESSION_PREFIX = "ldptel:operator:session"
+AUTH_FAILURE_TAG = "{ldptel:authfail}"
+HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
 
 
 def shard_of(batch_id: bytes, shards: int) -> int:
@@ -88,6 +103,13 @@ def metrics_key(campaign: str, shard: int = 0) -> str:
 def ratelimit_key(token_id: str, minute: int) -> str:
     return f"{RATELIMIT_PREFIX}:{token_id}:{minute}"
 
+
+def auth_failure_key(kind: str, digest: str) -> str:
+    return f"{AUTH_FAILURE_TAG}:{kind}:{digest}"
+
+
+def session_key(session_digest: str) -> str:
+    return f"{SESSION_PREFIX}:{session_digest}"
 
 
 def acc_field(window: int, uid: str) -> str:

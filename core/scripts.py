@@ -44,6 +44,26 @@ redis.call('HINCRBY', KEYS[3], 'accepted_reports', ARGV[4])
 return id
 """
 
+# Count one failed authentication against each counter of KEYS (each expires one window after its
+# first failure; a counter found without a TTL gets one, so none outlives its window).
+# KEYS[1..n] failure counters (keys.auth_failure_key; all under one hash tag)
+# ARGV[1] window in seconds
+# Returns {count, seconds left} for each key, in order.
+AUTH_FAILURE = """
+local out = {}
+for _, key in ipairs(KEYS) do
+  local n = redis.call('INCR', key)
+  local ttl = redis.call('TTL', key)
+  if ttl < 0 then
+    redis.call('EXPIRE', key, ARGV[1])
+    ttl = tonumber(ARGV[1])
+  end
+  out[#out + 1] = n
+  out[#out + 1] = ttl
+end
+return out
+"""
+
 # All accumulator fields of one window of a state hash, read atomically.
 # KEYS[1] state hash (keys.state_key)
 # ARGV[1] field prefix ``acc:<window>:`` (keys.acc_field)

@@ -3,7 +3,8 @@
 ``create_app(config, redis_url)`` builds the collector: one Redis client and the validated config
 in ``app.extensions["ldptel"]`` (a ``ServerState``), the blueprints of ``BLUEPRINT_MODULES``
 (each module exposes ``bp``), JSON errors (``{"error", "detail"}``: every ``errors.ApiError`` raised
-below a view, Redis outages and HTTP errors, rendered by ``errors.render``) and request metrics.
+below a view, Redis outages and HTTP errors, rendered by ``errors.render``), request metrics and
+the security headers of every response (``baseline_headers``).
 To add an API, append its module to ``BLUEPRINT_MODULES`` or pass ``blueprints=``.
 """
 
@@ -28,7 +29,9 @@ from ldptel.redis_client import AnyRedis, connect
 from ldptel.server.bodies import drain_unread_body
 from ldptel.server.errors import ApiError, render
 from ldptel.server.metrics import Metrics
+from ldptel.server.probe import Probe
 from ldptel.server.ratelimit import RateLimiter
+from ldptel.server.throttle import AuthThrottle
 
 log = logging.getLogger("ldptel.server")
 
@@ -51,6 +54,9 @@ class ServerState:
     redis_url: str
     metrics: Metrics
     rate_limiter: RateLimiter
+    auth_throttle: AuthThrottle
+    probe: Probe  # cached Redis reads of /healthz and /metrics
+    supervised_aggregator: bool = False  # this `ldptel serve` runs (and restarts) an aggregator
     mechanisms: dict[str, Any] = field(default_factory=dict)  # campaign name → Mechanism
     scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
 
@@ -79,9 +85,23 @@ def build_mechanisms(config: Config) -> dict[str, Any]:
     return {camp.name: camp.mechanism() for camp in config.campaigns}
 
 
-def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] | None = None) -> Flask:
+API_CSP = "default-src 'none'; frame-ancestors 'none'"
+
+
+def baseline_headers(response: Response) -> Response:
+    """Headers on every response (API JSON, errors, 404s): ``X-Content-Type-Options: nosniff``
+    and, unless the response set its own (the operator pages' nonce-based policy), the CSP
+    ``API_CSP`` that lets the body load nothing and be framed nowhere."""
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers.setdefault("Content-Security-Policy", API_CSP)
+    return response
+
+
+def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] | None = None,
+               supervised_aggregator: bool = False) -> Flask:
     """The collector app. ``blueprints`` (default: the ``bp`` of every ``BLUEPRINT_MODULES``
-    entry) are registered in order."""
+    entry) are registered in order. ``supervised_aggregator``: an aggregator runs beside it, so
+    ``/healthz`` fails when it is down or lags."""
     app = Flask("ldptel.server")
     app.config["MAX_CONTENT_LENGTH"] = config.server.max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
@@ -92,7 +112,10 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
     app.extensions["ldptel"] = ServerState(
         config=config, redis=client, redis_url=redis_url, metrics=Metrics(client),
         rate_limiter=RateLimiter(client, config.server.rate_limit_per_minute),
-        mechanisms=mechs,
+        auth_throttle=AuthThrottle(client, config.server.auth_failure_limit,
+                                   config.server.auth_failure_window_seconds,
+                                   [*config.server.ingest_tokens, *config.server.export_tokens]),
+        probe=Probe(config, redis_url), supervised_aggregator=supervised_aggregator, mechanisms=mechs,
     )
     if blueprints is None:
         blueprints = [importlib.import_module(m).bp for m in BLUEPRINT_MODULES]
@@ -109,6 +132,7 @@ def _install_hooks(app: Flask) -> None:
 
     @app.after_request
     def _observe(response):
+        baseline_headers(response)
         t0 = g.pop("ldptel_t0", None)
         if t0 is not None:
             state().metrics.observe_request(request.endpoint or "none", response.status_code,

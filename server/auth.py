@@ -76,21 +76,37 @@ def authenticate(*kinds: str) -> bool:
     return False
 
 
+def throttled(wait: int) -> ApiError:
+    """429 ``too_many_failures`` with ``Retry-After: wait``."""
+    return ApiError(429, "too_many_failures",
+                    f"too many failed authentications; retry in {wait} s", {"Retry-After": str(wait)})
+
+
 def require_token(*kinds: str) -> Callable:
     """View decorator: raises ``ApiError`` 401 ``unauthorized`` unless the request carries a valid
-    bearer token of one of ``kinds`` (``"ingest"``, ``"export"``)."""
+    bearer token of one of ``kinds`` (``"ingest"``, ``"export"``); 429 ``too_many_failures``
+    when failed attempts from the client's address or with the token's prefix are throttled
+    (``ldptel.server.throttle``)."""
     if not kinds or any(k not in KINDS for k in kinds):
         raise ValueError(f"require_token takes token kinds from {KINDS}, got {kinds!r}")
 
     def decorator(view: Callable) -> Callable:
         @functools.wraps(view)
         def wrapped(*args: Any, **kwargs: Any):
-            if not authenticate(*kinds):
-                from ldptel.server.app import state
+            from ldptel.server.app import state
 
-                state().metrics.reject(None, "unauthorized")
-                detail = "missing bearer token" if bearer_token() is None else "invalid token"
-                raise ApiError(401, "unauthorized", detail, {"WWW-Authenticate": 'Bearer realm="ldptel"'})
+            throttle = state().auth_throttle
+            wait = throttle.blocked(request.remote_addr)
+            if not wait and not authenticate(*kinds):
+                token = bearer_token()
+                wait = 0 if token is None else throttle.failed(request.remote_addr, token)
+                if not wait:
+                    state().metrics.reject(None, "unauthorized")
+                    detail = "missing bearer token" if token is None else "invalid token"
+                    raise ApiError(401, "unauthorized", detail, {"WWW-Authenticate": 'Bearer realm="ldptel"'})
+            if wait:
+                state().metrics.reject(None, "auth_throttled")
+                raise throttled(wait)
             return view(*args, **kwargs)
 
         return wrapped

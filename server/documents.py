@@ -11,16 +11,17 @@ start from:
   ETag, the document and every number of a page come from one state.
 
 and are written with ``json_text`` and ``csv_text`` (every CSV the product writes: a header row
-of ``columns``, then one line per row, missing values empty). Numbers are printed as shortest
+of ``columns``, then one line per row, missing values empty; a text cell that a spreadsheet would
+run as a formula gets a leading ``'``: ``csv_cell``). Numbers are printed as shortest
 round-trip floats in both, so JSON and CSV agree exactly.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -87,12 +88,36 @@ def json_text(doc: Mapping[str, Any]) -> str:
     return json.dumps(doc, allow_nan=False) + "\n"
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """One CSV cell, safe to open in a spreadsheet (OWASP's CSV-injection rule): a text cell that
+    starts with ``= + - @`` TAB or CR gets a leading ``'`` unless it is a plain decimal number
+    (``-12.5``, ``+3e-2``); numbers stay numbers; None is empty."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_START) and not PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
 def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
     """CSV of ``rows``: a header of ``columns``, then each row's values in that order (None and
-    missing values empty)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
+    missing values empty; every cell through ``csv_cell``). Lines end in ``\n``; a cell holding
+    a CR or LF is quoted (the writer runs with a ``\r\n`` terminator, which makes it quote both,
+    and each line's terminator is then cut to ``\n``)."""
+    lines: list[str] = []
+    writer = csv.writer(_LineSink(lines), lineterminator="\r\n")
+    writer.writerow([csv_cell(c) for c in columns])
     for row in rows:
-        writer.writerow(["" if row.get(k) is None else row[k] for k in columns])
-    return buf.getvalue()
+        writer.writerow([csv_cell(row.get(k)) for k in columns])
+    return "".join(line[:-2] + "\n" for line in lines)
+
+
+class _LineSink:
+    """A file for ``csv.writer`` that keeps each written line (the writer writes a row at once)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.write = lines.append

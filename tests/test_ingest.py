@@ -364,8 +364,13 @@ def test_unknown_routes_answer_json(collector):
 
 
 def test_health_and_metrics(collector, poster, redis_client):
-    assert request(collector.url, "GET", "/healthz") == (200, {"status": "ok", "redis": "ok",
-                                                              "version": "0.1.0"})
+    status, health = request(collector.url, "GET", "/healthz")
+    assert status == 200 and isinstance(health, dict)
+    assert {k: health[k] for k in ("status", "redis", "version")} == {"status": "ok", "redis": "ok",
+                                                                     "version": "0.1.0"}
+    parts = health["components"]
+    assert parts["collector"]["status"] == parts["redis"]["status"] == "ok"
+    assert parts["aggregator"]["supervised"] is False  # external Redis: this serve runs none
     good = valid_batch("grr", 7).SerializeToString()
     assert poster.post(good)[0] == 202
     assert poster.post(good)[1]["duplicate"]

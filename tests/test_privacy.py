@@ -28,6 +28,9 @@ so outputs with a huge space are reduced to a small T:
   information, a second statistic T₂ = (3 low bits, 3 high bits of the seed) checks that it does
   not (its ratios must be ≤ e^ε as well; honest: 1).
 - RAPPOR's output is (cohort, k bits): with k = 4 and ≤ 2 cohorts it is enumerated completely.
+- Heavy hitters' output is (level, seed index, y): with 2 levels, a pool of K = 4 public seeds
+  and g = 4 (ε = 1) it is enumerated completely (32 outputs). The level and seed index come from
+  the device secret, not the value; y is OLH's under the public seed s_{level, index}.
   Its per-report ε is ε₁ (``mech.epsilon``); the permanent RR is drawn per device, i.e. fresh for
   every simulated report in ``randomize``, which is the one-report distribution ε₁ is about.
 
@@ -35,7 +38,8 @@ Both randomizers are checked: the vectorized ``randomize`` (simulations, 400 000
 and the one-report path that devices run in production (``randomize_one`` behind ``encode``, OS
 randomness, not seeded; 40 000 reports per input, which still resolves the ratio to ≈ ±10–20%:
 the 2ε negative controls of that path are flagged by a factor ≈ 2.4). For RAPPOR's device path
-each report comes from a fresh device secret (its own cohort and permanent RR), 25 000 per input.
+each report comes from a fresh device secret (its own cohort and permanent RR), 25 000 per input;
+so does each heavy-hitter report (its own level and seed index).
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ from scipy.stats import beta
 
 from ldptel.client import create_mechanism, hashing
 from ldptel.client.mechanisms import GRR, OLH, RAPPOR
+from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.client.mechanisms.olh import keep_probability
 
 ALPHA = 1e-6  # probability that an honest mechanism is flagged, per check (union bound)
 N_SAMPLES = 400_000  # reports per input value
@@ -108,6 +114,9 @@ def output_codes(mech, cols: dict) -> tuple[np.ndarray, int]:
         assert k <= 8
         bits = cols["bits"][:, 0].astype(np.int64) >> (8 - k)
         return cols["cohorts"].astype(np.int64) * (1 << k) + bits, mech.cohorts << k
+    if isinstance(mech, HeavyHitters):
+        slot = cols["levels"].astype(np.int64) * mech.pool_size + cols["seed_indices"]
+        return slot * mech.g + cols["values"], mech.levels * mech.pool_size * mech.g
     d = mech.domain_size
     if mech.name == "grr":
         return cols["values"].astype(np.int64), d
@@ -136,7 +145,7 @@ def output_counts(mech, inputs: list, n: int, seed: int, statistic=output_codes)
     rng = np.random.default_rng(seed)
     rows = []
     for u in inputs:
-        values = [u] * n if isinstance(mech, RAPPOR) else np.full(n, u, dtype=np.int64)
+        values = [u] * n if isinstance(mech, (RAPPOR, HeavyHitters)) else np.full(n, u, dtype=np.int64)
         codes, size = statistic(mech, mech.randomize(values, rng))
         rows.append(np.bincount(codes, minlength=size))
     return np.array(rows)
@@ -158,6 +167,9 @@ def one_report_columns(mech, value, n: int) -> dict:
         for _ in range(n):
             mech.secret = os.urandom(32)
             rows.append(mech.columns(mech.encode(value)))
+    elif isinstance(mech, HeavyHitters):
+        args = {k: v for k, v in mech.public_params().items() if k not in ("oracle", "g")}
+        rows = [mech.columns(type(mech)(**args, secret=os.urandom(32)).encode(value)) for _ in range(n)]
     else:
         rows = [mech.randomize_one(value) for _ in range(n)]
     return {key: np.concatenate([np.asarray(r[key]) for r in rows]) for key in rows[0]}
@@ -227,12 +239,36 @@ def test_honest_rappor_within_e_epsilon_one(config: str) -> None:
     assert result.attains_bound, str(result)
 
 
+HH_INPUTS = ["ab", "ac", "b"]  # share level 0 ("a"), differ at level 1; differ at both
+
+
+def heavy_hitters(cls: type[HeavyHitters] = HeavyHitters) -> HeavyHitters:
+    return cls(1.0, max_length=2, levels=2, pool_size=4, pool_seed=7)
+
+
+def test_honest_heavy_hitters_within_e_epsilon() -> None:
+    mech = heavy_hitters()
+    assert mech.levels * mech.pool_size * mech.g == 32
+    result = check_mechanism(mech, HH_INPUTS, seed=13)
+    print("heavy hitters", result)
+    assert not result.violation, str(result)
+    assert result.attains_bound, str(result)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("oracle", ["grr", "sue", "oue", "olh", "hadamard"])
 def test_one_report_path_within_e_epsilon(oracle: str) -> None:
     mech = create_mechanism(oracle, epsilon=1.0, domain_size=3)
     result = check_one_report_path(mech, [0, 1, 2])
     print(oracle, "one-report", result)
+    assert not result.violation, str(result)
+    assert result.attains_bound, str(result)
+
+
+@pytest.mark.slow
+def test_heavy_hitters_device_path_within_e_epsilon() -> None:
+    result = check_one_report_path(heavy_hitters(), HH_INPUTS[:2], N_DEVICES)
+    print("heavy hitters device", result)
     assert not result.violation, str(result)
     assert result.attains_bound, str(result)
 
@@ -287,6 +323,24 @@ class OlhSeedLeak(OLH):
         return cols
 
 
+class HhSlotFromValue(HeavyHitters):
+    """The seed index 'derived from' the value (e.g. a per-value seed) instead of the secret."""
+
+    def randomize(self, values, rng):
+        cols = super().randomize(values, rng)
+        rows, inverse = self.string_rows(values)
+        cols["seed_indices"] = (rows[inverse, -1] % self.pool_size).astype(np.uint32)
+        return cols
+
+
+class HhDoubleEpsilon(HeavyHitters):
+    """Keeps the hashed value with the probability of 2ε while claiming ε (both paths)."""
+
+    @property
+    def p(self) -> float:
+        return keep_probability(2 * self.epsilon, self.g)
+
+
 class RapporNoPrr(RAPPOR):
     """Forgets the permanent randomized response (f effectively 0)."""
 
@@ -333,6 +387,21 @@ def test_one_report_path_with_more_epsilon_is_flagged(oracle: str) -> None:
     assert result.violation, str(result)
 
 
+def test_heavy_hitters_with_more_epsilon_is_flagged() -> None:
+    broken = leaky(heavy_hitters(), 2.0)
+    assert broken.epsilon == 1.0
+    result = check_mechanism(broken, HH_INPUTS, seed=17)
+    print("heavy hitters 2ε", result)
+    assert result.violation, str(result)
+
+
+@pytest.mark.slow
+def test_heavy_hitters_device_path_with_more_epsilon_is_flagged() -> None:
+    result = check_one_report_path(heavy_hitters(HhDoubleEpsilon), HH_INPUTS[:2], N_DEVICES)
+    print("heavy hitters device 2ε", result)
+    assert result.violation, str(result)
+
+
 @pytest.mark.slow
 def test_rappor_device_path_without_permanent_rr_is_flagged() -> None:
     honest = rappor("h2-m2")
@@ -348,6 +417,7 @@ def test_classic_bugs_are_flagged() -> None:
         "grr-off-by-one": check_mechanism(GrrOffByOne(1.0, 4), list(range(4)), seed=1),
         "olh-seed-leak": check_mechanism(OlhSeedLeak(1.0, 4), list(range(4)), seed=2,
                                          statistic=lambda m, cols: olh_seed_bits(cols)),
+        "hh-slot-from-value": check_mechanism(heavy_hitters(HhSlotFromValue), HH_INPUTS, seed=4),
     }
     for config in sorted(RAPPOR_CONFIGS):
         honest = rappor(config)

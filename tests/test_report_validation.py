@@ -116,7 +116,7 @@ def _bad_2_and_5(kind: str):
         mech = HeavyHitters(2.0, 4, secret=bytes(16))
         batch = mech.encode_batch(["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op"], rng=rng)
         batch.heavy_hitters.levels[5] = mech.levels
-        batch.heavy_hitters.values[2] = mech.g
+        batch.heavy_hitters.seed_indices[2] = mech.pool_size
         return mech, batch
     if kind == "range_haar":
         mech = RangeHaar(1.0, 64)

@@ -72,14 +72,18 @@ def test_heavy_hitter_and_range_campaigns(collector, tmp_path, redis_client):
         client.report("hh", ["abcd", "ab", "zz"][i % 3])
         client.report("range", i % 64)
     client.report_many("hh", ["abcd"] * 25)
-    level = client.mechanism("hh").device_level()
+    slot = client.mechanism("hh").device_slot()
     result = client.flush()
     assert (result.accepted, result.dropped, result.pending) == (105, 0, 0)
     assert stored_reports(redis_client, "hh") == 65 and stored_reports(redis_client, "range") == 40
     device = [ReportBatch.FromString(e[b"batch"]) for e in entries(redis_client, "hh")]
     assert sorted(b.count for b in device) == [10, 25, 30]  # 40 device reports, then 25 simulated
-    assert {lv for b in device if b.count != 25 for lv in b.heavy_hitters.levels} == {level}
+    reports = [b.heavy_hitters for b in device if b.count != 25]
+    assert {(lv, k) for h in reports for lv, k in zip(h.levels, h.seed_indices, strict=True)} == {slot}
     client.close()
+    again = make_client(collector, tmp_path, batch_size=30)  # the same queue file: the same device
+    assert again.mechanism("hh").device_slot() == slot
+    again.close()
 
 
 def test_raw_values_never_stored(collector, tmp_path):

