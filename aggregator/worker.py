@@ -156,6 +156,7 @@ class Worker:
         self._ready = False  # groups created and stored state checked (setup() done)
         self._last_claim = 0.0
         self._last_trim = time.monotonic()
+        self._marks = upkeep.DeliveryMarks(self.cfg.retention_seconds)
         self._cluster = is_cluster(r)
         self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
         self.committed_at: float | None = None  # epoch seconds of the last commit
@@ -194,9 +195,10 @@ class Worker:
             upkeep.remove_idle_consumers(self.r, slot.stream, self.consumer, self.cfg.claim_idle_ms)
 
     def trim(self) -> int:
-        """Trim acknowledged entries older than ``retention_seconds``; returns how many."""
-        bound = upkeep.retention_bound(self.r, self.cfg.retention_seconds)
-        return sum(upkeep.trim(self.r, slot.stream, bound) for slot in self.slots)
+        """Trim acknowledged entries delivered at least ``retention_seconds`` ago
+        (``upkeep.DeliveryMarks``); returns how many."""
+        now = time.monotonic()
+        return sum(upkeep.trim(self.r, slot.stream, self._marks, now) for slot in self.slots)
 
     # --- main loop --------------------------------------------------------------------------
     def run(self, once: bool = False, stop: threading.Event | None = None,

@@ -7,8 +7,10 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``batch`` (serialized ``ReportBatch``: payload, count, campaign, batch_id),
                        ``window`` (start of the receive-time window, epoch seconds; 0 for "all"),
                        ``count`` (reports in the batch). Nothing else: no IP, token, user agent
-                       or precise time. Consumer group ``GROUP`` on each stream.
-- ``{…}:seen:<hex id>`` dedupe marker of a batch_id (``seen_key``; SET with a TTL of
+                       or precise time; the entry id is ``<window start ms>-<n>`` (never the
+                       receive time; see ``scripts.INGEST``). Consumer group ``GROUP`` on each
+                       stream.
+- ``{…}:seen:<hex id>`` dedupe marker of a batch_id (``seen_key``; SET to ``"1"`` with a TTL of
                        ``DEDUPE_TTL_SECONDS``), written atomically with the XADD.
 - ``{…}:state``        aggregator state (``state_key``), written atomically with the XACK of the
                        entries it includes; read and written only by ``ldptel.aggregator.store``.

@@ -26,6 +26,7 @@ from werkzeug.exceptions import HTTPException
 
 from ldptel.config import Campaign, Config
 from ldptel.redis_client import AnyRedis, connect
+from ldptel.server.bodies import drain_unread_body
 from ldptel.server.errors import ApiError, render
 from ldptel.server.metrics import Metrics
 from ldptel.server.probe import Probe
@@ -159,8 +160,9 @@ def _install_hooks(app: Flask) -> None:
     def _http_error(exc: HTTPException) -> Response:
         if exc.code == 413:
             state().metrics.reject(None, "body_too_large")
+            drained = drain_unread_body()  # so that a client still writing reads the 413
             return render(ApiError(413, "too_large",
                                    f"request body exceeds {app.config['MAX_CONTENT_LENGTH']} bytes",
-                                   {"Connection": "close"}))
+                                   {} if drained else {"Connection": "close"}))
         name = (exc.name or "error").lower().replace(" ", "_")
         return render(ApiError(exc.code or 500, name, exc.description))
