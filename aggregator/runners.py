@@ -1,5 +1,5 @@
 """Ways to run the aggregator worker: the ``ldptel aggregate`` CLI entry, a worker in a daemon
-thread, a worker in a child process, and the ``ldptel serve`` hook choosing between the last two."""
+thread (``ldptel demo``), a worker in a child process (``ldptel serve``, which supervises it)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import redis as redis_lib
 
+from ldptel import process
 from ldptel.aggregator.errors import StateMismatch
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
@@ -86,13 +87,17 @@ class BackgroundAggregator:
 
 
 class AggregatorProcess:
-    """``ldptel aggregate`` as a child process (what ``ldptel serve`` runs beside gunicorn: a
-    separate process, so gunicorn's forks never copy a running worker thread). ``stop()`` sends
-    SIGTERM — the worker finishes its current commit — and waits."""
+    """``ldptel aggregate`` as a child process (what ``ldptel serve`` runs, and restarts, beside
+    gunicorn), in a session of its own: only its parent stops it (a Ctrl-C reaches the parent,
+    which stops its children in order), and SIGTERM when its parent dies (``ldptel.process``; so
+    create it from a thread-free process). ``stop()`` sends SIGTERM — the worker finishes its current
+    commit — and waits."""
 
     def __init__(self, config_path: str, redis_url: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate",
-                                      "--config", str(config_path), "--redis-url", redis_url])
+        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate", "--config",
+                                      str(config_path)],  # the URL in the environment, not in `ps`
+                                     env={**os.environ, "REDIS_URL": redis_url}, start_new_session=True,
+                                     preexec_fn=process.die_with_parent)
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc.poll() is None:
@@ -106,11 +111,3 @@ class AggregatorProcess:
     def is_alive(self) -> bool:
         return self.proc.poll() is None
 
-
-def start_beside_collector(config: Config, redis_url: str) -> AggregatorProcess | BackgroundAggregator:
-    """The ``ldptel serve`` hook (embedded Redis): an aggregator running next to the collector
-    until ``stop()``. A child ``ldptel aggregate`` process when the config came from a file, else
-    a thread."""
-    if config.path is not None:
-        return AggregatorProcess(str(config.path), redis_url)
-    return BackgroundAggregator(config, redis_url).start()

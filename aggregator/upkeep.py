@@ -1,10 +1,13 @@
 """Upkeep of the report streams' consumer groups, one stream at a time: take over entries of dead
-consumers, remove idle consumers that own nothing, trim acknowledged entries past retention.
+consumers, remove idle consumers that own nothing, trim acknowledged entries past retention
+(measured from when they were delivered: entry ids hold no receive time).
 
 Every function touches one stream key, so it runs on that stream's Redis Cluster node.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import redis as redis_lib
 
@@ -42,25 +45,48 @@ def remove_idle_consumers(r: AnyRedis, stream: str, keep: str, idle_ms: int) -> 
             delconsumer(keys=[stream], args=[GROUP, name])
 
 
-def retention_bound(r: AnyRedis, retention_seconds: int) -> tuple[int, int]:
-    """The stream id ``retention_seconds`` before the Redis server's clock."""
-    sec, usec = r.time()
-    cutoff_ms = sec * 1000 + usec // 1000 - retention_seconds * 1000
-    return max(cutoff_ms, 0), 0
+class DeliveryMarks:
+    """Up to which id each stream had been delivered, and when (this process's monotonic clock,
+    memory only). Entry ids are window starts, not receive times (``scripts.INGEST``), so the age
+    of an entry is taken from these marks: an acknowledged entry is trimmed ``retention_seconds``
+    after it was delivered. A restarted aggregator starts without marks, so trimming resumes
+    ``retention_seconds`` after the restart; at most ``MAX_MARKS`` marks per stream are kept."""
+
+    MAX_MARKS = 64
+
+    def __init__(self, retention_seconds: float) -> None:
+        self.retention = retention_seconds
+        self._marks: dict[str, deque[tuple[float, tuple[int, int]]]] = {}
+
+    def expired(self, stream: str, now: float, delivered: tuple[int, int]) -> tuple[int, int] | None:
+        """Note that ``stream`` was delivered below ``delivered`` at ``now``; return the newest
+        such bound noted at least ``retention_seconds`` ago (None: none yet)."""
+        marks = self._marks.setdefault(stream, deque())
+        if not marks or now - marks[-1][0] >= self.retention / self.MAX_MARKS:
+            marks.append((now, delivered))
+        cutoff = now - self.retention
+        while len(marks) > 1 and marks[1][0] <= cutoff:
+            marks.popleft()
+        return marks[0][1] if marks[0][0] <= cutoff else None
 
 
-def trim(r: AnyRedis, stream: str, bound: tuple[int, int]) -> int:
-    """Trim the entries of ``stream`` below ``bound`` that are acknowledged: MINID is the smallest
-    of ``bound``, the oldest pending entry and the first undelivered one of every group. Returns
-    the number of entries removed."""
+def trim(r: AnyRedis, stream: str, marks: DeliveryMarks, now: float) -> int:
+    """Trim the entries of ``stream`` acknowledged and delivered at least ``retention_seconds``
+    ago (``DeliveryMarks``): MINID is the smallest of that bound, the oldest pending entry and the
+    first undelivered one of every group. Returns the number of entries removed."""
     try:
         groups = r.xinfo_groups(stream)
     except redis_lib.ResponseError:
         return 0
-    minid = bound
+    if not groups:
+        return 0
+    delivered = min(_parse_id(g["last-delivered-id"]) for g in groups)
+    delivered = (delivered[0], delivered[1] + 1)
+    bound = marks.expired(stream, now, delivered)
+    if bound is None:
+        return 0
+    minid = min(bound, delivered)
     for g in groups:
-        ms, seq = _parse_id(g["last-delivered-id"])
-        minid = min(minid, (ms, seq + 1))
         if g.get("pending", 0):
             lowest = r.xpending(stream, g["name"])["min"]
             if lowest is not None:

@@ -58,7 +58,9 @@ from typing import Any
 import redis as redis_lib
 from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
-from ldptel.aggregator import publish, store, upkeep
+from ldptel import prom
+from ldptel.aggregator import heartbeat, publish, store, upkeep
+from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config
 from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, GROUP, stream_key
@@ -160,9 +162,13 @@ class Worker:
         self._ready = False  # groups created and stored state checked (setup() done)
         self._last_claim = 0.0
         self._last_trim = time.monotonic()
+        self._marks = upkeep.DeliveryMarks(self.cfg.retention_seconds)
         self._cluster = is_cluster(r)
         self.publisher = publish.Publisher(r, self.cfg.publish_interval)
         self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
+        self.committed_at: float | None = None  # epoch seconds of the last commit
+        self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
+        self._pulse = heartbeat.Pulse(self.consumer)
 
     # --- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -197,9 +203,10 @@ class Worker:
             upkeep.remove_idle_consumers(self.r, slot.stream, self.consumer, self.cfg.claim_idle_ms)
 
     def trim(self) -> int:
-        """Trim acknowledged entries older than ``retention_seconds``; returns how many."""
-        bound = upkeep.retention_bound(self.r, self.cfg.retention_seconds)
-        return sum(upkeep.trim(self.r, slot.stream, bound) for slot in self.slots)
+        """Trim acknowledged entries delivered at least ``retention_seconds`` ago
+        (``upkeep.DeliveryMarks``); returns how many."""
+        now = time.monotonic()
+        return sum(upkeep.trim(self.r, slot.stream, self._marks, now) for slot in self.slots)
 
     # --- main loop --------------------------------------------------------------------------
     def run(self, once: bool = False, stop: threading.Event | None = None,
@@ -219,9 +226,13 @@ class Worker:
                     self._ready = True
                 n = self.step(block_ms=None if once else self.cfg.block_ms)
                 backoff.reset()
-                self.housekeeping()
                 drained = n == 0 and not any(slot.history for slot in self.slots)
+                if drained:
+                    self.caught_up_at = time.time()
+                self.housekeeping()
                 self.publisher.due(drained, everything=once and drained)
+                if self._pulse.tick(self.r, self.committed_at, self.caught_up_at):
+                    prom.update_process_gauges("aggregator")
                 if once and drained:
                     break
             except (*UNAVAILABLE, redis_lib.ResponseError) as exc:
@@ -235,6 +246,7 @@ class Worker:
             try:
                 self.publisher.due(drained=True, everything=True)  # what it committed, published
                 self.trim()
+                heartbeat.forget(self.r, self.consumer)
             except redis_lib.RedisError:
                 pass
         return self.stats
@@ -357,14 +369,19 @@ class Worker:
         """Decode and commit ``entries`` (all pending to this consumer). On a lost entry the
         delta is dropped and the slot re-reads what is still pending to it."""
         ids = [eid for eid, _ in entries]
+        t0 = time.perf_counter()
         deltas, n_entries, rejected = self.decode(slot, entries)
         reports = sum(acc.n for acc in deltas.values())
+        t1 = time.perf_counter()
         if not self.commit(slot, ids, deltas, n_entries, rejected):
             self.stats.lost += 1
             slot.history = True
             return 0
         for window in deltas:
             self.publisher.note(slot.campaign, window)
+        self.committed_at = time.time()
+        agg_metrics.observe(slot.campaign.name, len(ids), reports, rejected, t1 - t0,
+                            time.perf_counter() - t1)
         self.stats.entries += len(ids)
         self.stats.reports += reports
         self.stats.rejected += rejected

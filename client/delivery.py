@@ -3,10 +3,12 @@
 
 - 2xx: the chunk is delivered (``{"duplicate": true}``: the collector already had its batch_id);
 - 401, 403 → ``STOP``: a token problem; the flush stops and the queue is kept (it is fixable);
-- 413 for a chunk of several queued batches → ``REGROUP``: send it in smaller chunks;
+- 413 for a chunk of several reports → ``REGROUP``: split it into smaller chunks (also done, without
+  sending, for a body over the collector's ``max_body_bytes``, and after ``BodyCutOff`` on a large
+  body: the connection broke while the body was being written, so nothing of it was stored);
 - network errors, 408, 425, 429, 5xx → ``RETRY`` with exponential backoff and full jitter: the delay
   is uniform in [0, min(max_backoff, base·2^attempt)], at least the server's Retry-After;
-- any other status (400, 404, 409, 415, 422, or 413 for a single batch) → ``DROP``: retrying
+- any other status (400, 404, 409, 415, 422, or 413 for a single report) → ``DROP``: retrying
   cannot fix it, so the chunk is dropped and logged.
 """
 
@@ -34,14 +36,22 @@ class Action(enum.Enum):
     STOP = "stop"
 
 
-def classify(status: int, batches: int = 1) -> Action:
-    """The action for an HTTP error ``status`` answered to a chunk of ``batches`` queued batches
-    (see the module docstring)."""
+def classify(status: int, reports: int = 1) -> Action:
+    """The action for an HTTP error ``status`` answered to a chunk of ``reports`` reports (see the
+    module docstring)."""
     if status in AUTH_STATUS:
         return Action.STOP
-    if status == TOO_LARGE and batches > 1:
+    if status == TOO_LARGE and reports > 1:
         return Action.REGROUP
     return Action.RETRY if status in RETRY_STATUS else Action.DROP
+
+
+class BodyCutOff(OSError):
+    """The connection broke while the request body was being written (the collector closed it):
+    the collector did not receive the whole body, so it stored nothing of it."""
+
+
+CUT_OFF = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
 class HttpStatus(Exception):
@@ -82,15 +92,16 @@ class Attempt:
     duplicate: bool = False
 
     @classmethod
-    def from_status(cls, exc: HttpStatus, batches: int) -> Attempt:
-        return cls(classify(exc.status, batches), error=str(exc),
+    def from_status(cls, exc: HttpStatus, reports: int) -> Attempt:
+        return cls(classify(exc.status, reports), error=str(exc),
                    reason=f"collector answered {exc}", retry_after=exc.retry_after)
 
 
 def request(url: str, token: str, timeout: float, method: str, body: bytes | None = None,
             content_type: str | None = None) -> bytes:
     """The response body of one bearer-authenticated request; ``HttpStatus`` for a non-2xx answer,
-    ``OSError`` for network errors and timeouts."""
+    ``BodyCutOff`` when the connection broke while the body was being written, ``OSError`` for
+    other network errors and timeouts."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
@@ -106,6 +117,10 @@ def request(url: str, token: str, timeout: float, method: str, body: bytes | Non
         except ValueError:
             retry_after = None
         raise HttpStatus(exc.code, raw, retry_after) from None
+    except urllib.error.URLError as exc:  # urllib wraps only errors of sending the request
+        if body is not None and isinstance(exc.reason, CUT_OFF):
+            raise BodyCutOff(f"connection cut while sending {len(body)} bytes: {exc.reason}") from exc
+        raise
 
 
 def backoff(jitter: random.Random, attempt: int, base: float, cap: float,

@@ -34,4 +34,9 @@ class CampaignRefused(TelemetryError):
     SDK neither randomizes nor sends anything for it."""
 
 
-__all__ = ["CampaignRefused", "ImplausibleReport", "InvalidReport", "TelemetryError", "UnknownCampaign"]
+class QueueUnavailable(TelemetryError):
+    """The SDK's queue file cannot be opened (e.g. a read-only directory)."""
+
+
+__all__ = ["CampaignRefused", "ImplausibleReport", "InvalidReport", "QueueUnavailable", "TelemetryError",
+           "UnknownCampaign"]

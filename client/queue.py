@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +78,8 @@ class ReportQueue:
                 yield self._db
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back already (disk full)
+                    self._db.execute("ROLLBACK")
                 raise
 
     # --- writing ------------------------------------------------------------------------------
@@ -92,38 +93,44 @@ class ReportQueue:
                                  ((c, int(n), b) for c, n, b in rows))
 
     # --- chunks -------------------------------------------------------------------------------
-    def next_chunk(self, max_reports: int) -> Chunk | None:
-        """The oldest chunk not yet delivered, or a new one: the oldest unassigned rows of one
-        campaign, at most ``max_reports`` reports (at least one row). None if the queue is empty."""
+    def next_chunk(self, max_reports: int, max_bytes: int | None = None,
+                   skip: Collection[int] = ()) -> Chunk | None:
+        """The oldest chunk not yet delivered (other than those in ``skip``), or a new one: the
+        oldest unassigned rows of one campaign, at most ``max_reports`` reports and ``max_bytes``
+        bytes of rows (at least one row). None if nothing is left."""
         with self._transaction():
-            return self._open_chunk() or self._new_chunk(max_reports)
+            return self._open_chunk(set(skip)) or self._new_chunk(max_reports, max_bytes)
 
-    def _open_chunk(self) -> Chunk | None:
-        row = self._db.execute("SELECT id, campaign, batch_id FROM chunks ORDER BY id LIMIT 1").fetchone()
-        if row is None:
-            return None
-        rows = self._db.execute("SELECT count, batch FROM reports WHERE chunk = ? ORDER BY id",
-                                (row[0],)).fetchall()
-        if not rows:  # emptied by another process
-            self._db.execute("DELETE FROM chunks WHERE id = ?", (row[0],))
-            return self._open_chunk()
-        return Chunk(row[0], row[1], bytes(row[2]), [bytes(b) for _, b in rows], sum(n for n, _ in rows))
+    def _open_chunk(self, skip: set[int]) -> Chunk | None:
+        for cid, campaign, batch_id in self._db.execute(
+                "SELECT id, campaign, batch_id FROM chunks ORDER BY id").fetchall():
+            if cid in skip:
+                continue
+            rows = self._db.execute("SELECT count, batch FROM reports WHERE chunk = ? ORDER BY id",
+                                    (cid,)).fetchall()
+            if not rows:  # emptied by another process
+                self._db.execute("DELETE FROM chunks WHERE id = ?", (cid,))
+                continue
+            return Chunk(cid, campaign, bytes(batch_id), [bytes(b) for _, b in rows],
+                         sum(n for n, _ in rows))
+        return None
 
-    def _new_chunk(self, max_reports: int) -> Chunk | None:
+    def _new_chunk(self, max_reports: int, max_bytes: int | None) -> Chunk | None:
         first = self._db.execute(
             "SELECT campaign FROM reports WHERE chunk IS NULL ORDER BY id LIMIT 1").fetchone()
         if first is None:
             return None
         campaign = first[0]
         picked: list[tuple[int, int, bytes]] = []
-        total = 0
+        total = size = 0
         for rid, n, b in self._db.execute(
                 "SELECT id, count, batch FROM reports WHERE chunk IS NULL AND campaign = ? "
                 "ORDER BY id LIMIT ?", (campaign, max(1, max_reports))):
-            if picked and total + n > max_reports:
+            if picked and (total + n > max_reports or
+                           (max_bytes is not None and size + len(b) > max_bytes)):
                 break
             picked.append((rid, n, bytes(b)))
-            total += n
+            total, size = total + n, size + len(b)
         batch_id = os.urandom(16)
         cur = self._db.execute("INSERT INTO chunks (campaign, batch_id) VALUES (?, ?)", (campaign, batch_id))
         chunk_id = cur.lastrowid
@@ -143,6 +150,15 @@ class ReportQueue:
         with self._transaction():
             self._db.execute("UPDATE reports SET chunk = NULL WHERE chunk = ?", (chunk.id,))
             self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
+
+    def split(self, chunk: Chunk, rows: Iterable[tuple[int, bytes]]) -> None:
+        """Replace a chunk the collector refused as too large (nothing of it was stored) by
+        ``rows`` (``(count, batch)``, the same reports in smaller rows), unassigned."""
+        with self._transaction():
+            self._db.execute("DELETE FROM reports WHERE chunk = ?", (chunk.id,))
+            self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
+            self._db.executemany("INSERT INTO reports (campaign, count, batch) VALUES (?, ?, ?)",
+                                 ((chunk.campaign, int(n), b) for n, b in rows))
 
     # --- inspection and metadata ---------------------------------------------------------------
     def pending(self, campaign: str | None = None) -> int:

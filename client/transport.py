@@ -4,15 +4,20 @@
     client.report("homepage", "b")     # randomized now (ε-LDP); only the randomized report is queued
     client.flush()                     # or client.start() for a background sender
 
-- Campaign configs come from ``GET /v1/campaigns`` and are cached (memory, and the SQLite file so
-  reporting works offline after a restart), refreshed after ``config_ttl`` seconds.
+- Campaign configs and the collector's limits come from ``GET /v1/campaigns`` and are cached
+  (memory, and the SQLite file so reporting works offline after a restart); once stale they are
+  refreshed on a background thread (``ldptel.client.configs``): ``report`` never makes a network
+  request (on a device's first run it waits at most ``timeout`` s for the first answer).
 - ``report(campaign, value)`` randomizes immediately with the campaign's mechanism and OS
   randomness; the raw value is never stored or sent. Reports wait in a SQLite queue
-  (``ldptel.client.queue``), which survives restarts.
+  (``ldptel.client.queue``), which survives restarts. When the queue cannot be opened or written
+  (disk full, read-only directory) the report is dropped and counted, never raised into the app:
+  ``health()`` says why. ``UnknownCampaign`` and ``ValueError`` (naming the campaign) are the
+  app's mistakes and are raised.
 - ``flush()`` (and the background sender) posts the queue as columnar ``ReportBatch`` es, one per
-  chunk of at most ``batch_size`` reports of one campaign, each chunk under a batch_id fixed before
-  its first attempt, so a retry is deduplicated by the collector. What each answer means (retry
-  with backoff, drop, regroup, stop) is ``ldptel.client.delivery.classify``.
+  chunk of one campaign within the collector's limits, each chunk under a batch_id fixed before
+  its first attempt, so a retry is deduplicated by the collector (``ldptel.client.sending``; what
+  each answer means is ``ldptel.client.delivery.classify``).
 - RAPPOR and heavy hitters: the device secret (RAPPOR's cohort and memoized permanent randomized
   response, the heavy-hitter level and seed-pool index) is created once and kept in the SQLite
   file; each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.client.device_secret``).
@@ -25,10 +30,9 @@ Depends only on the standard library, numpy and protobuf (through the mechanisms
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-import random
+import sqlite3
 import threading
 import time
 from collections.abc import Sequence
@@ -39,18 +43,25 @@ import numpy as np
 
 from ldptel.client import delivery
 from ldptel.client.builder import CAMPAIGN_KINDS, build_mechanism, privacy_loss, uses_device_secret
-from ldptel.client.delivery import AUTH_STATUS, CONTENT_TYPE, Action, Attempt, FlushResult, HttpStatus
+from ldptel.client.configs import META_KEY, CampaignConfigs
+from ldptel.client.delivery import FlushResult
 from ldptel.client.device_secret import derive, device_secret
-from ldptel.client.errors import CampaignRefused, TelemetryError, UnknownCampaign
+from ldptel.client.errors import CampaignRefused, QueueUnavailable, TelemetryError, UnknownCampaign
+from ldptel.client.health import DropCounter, Health
+from ldptel.client.limits import Limits, fit_rows
 from ldptel.client.mechanisms.base import Mechanism
-from ldptel.client.queue import Chunk, ReportQueue
-from ldptel.proto import ReportBatch
+from ldptel.client.queue import ReportQueue
+from ldptel.client.sending import Sender
 
 log = logging.getLogger("ldptel.client")
 
-__all__ = ["CampaignRefused", "FlushResult", "TelemetryClient", "TelemetryError", "UnknownCampaign",
-           "default_queue_path"]
+__all__ = ["CampaignRefused", "FlushResult", "Health", "TelemetryClient", "TelemetryError",
+           "UnknownCampaign", "default_queue_path"]
 DEFAULT_MAX_EPSILON = 8.0
+
+# what a full disk, a read-only directory or a broken queue file raise
+STORAGE_ERRORS = (sqlite3.Error, OSError, QueueUnavailable)
+QUEUE_RETRY_SECONDS = 10.0
 
 
 def default_queue_path(url: str) -> Path:
@@ -98,63 +109,98 @@ class TelemetryClient:
         self.token = token
         self.batch_size = batch_size
         self.timeout = timeout
-        self.config_ttl = config_ttl
         self.flush_interval = flush_interval
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
         self.rng = rng
-        self.queue = ReportQueue(queue_path or default_queue_path(self.url))
-        self._lock = threading.RLock()  # configs and mechanisms
+        self.queue_path = Path(queue_path or default_queue_path(self.url))
+        self._queue: ReportQueue | None = None
+        self._queue_error: str | None = None  # why the queue cannot be opened or written
+        self._queue_retry_at = -float("inf")
+        self._dropped = DropCounter()
+        self._lock = threading.RLock()  # mechanisms
         self._flush_lock = threading.Lock()  # one flush at a time
-        self._configs: dict[str, dict] = {}
-        self._configs_at = -float("inf")
+        self._configs = CampaignConfigs(lambda: self._request("GET", "/v1/campaigns"),
+                                        lambda: self.queue.get_meta(META_KEY),
+                                        lambda data: self.queue.set_meta(META_KEY, data), config_ttl)
         self._mechs: dict[str, tuple[dict, Mechanism]] = {}
-        self._jitter = random.Random()
-        self._chunk_reports = batch_size
+        self._sender = Sender(self)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._since_wake = 0
         self._thread: threading.Thread | None = None
+        self._open_queue()
         if background:
             self.start()
 
+    # --- the queue file -----------------------------------------------------------------------
+    def _open_queue(self) -> ReportQueue | None:
+        """Open the queue file (again at most every ``QUEUE_RETRY_SECONDS`` after a failure)."""
+        with self._lock:
+            if self._queue is None and time.monotonic() >= self._queue_retry_at:
+                try:
+                    self._queue, self._queue_error = ReportQueue(self.queue_path), None
+                except STORAGE_ERRORS as exc:
+                    self._queue_error = f"cannot open {self.queue_path}: {type(exc).__name__}: {exc}"
+                    self._queue_retry_at = time.monotonic() + QUEUE_RETRY_SECONDS
+                    log.error("report queue unavailable: %s", self._queue_error)
+            return self._queue
+
+    @property
+    def queue(self) -> ReportQueue:
+        """The SQLite queue; ``QueueUnavailable`` when its file cannot be opened."""
+        queue = self._open_queue()
+        if queue is None:
+            raise QueueUnavailable(self._queue_error or "queue unavailable")
+        return queue
+
+    def _store(self, campaign: str, rows: list[tuple[str, int, bytes]], n: int) -> bool:
+        """Queue ``rows``; on a storage error drop them, count them, and say why (``health``)."""
+        try:
+            self.queue.append_many(rows)
+        except STORAGE_ERRORS as exc:
+            self._drop_here("queue_write_failed", n, f"campaign {campaign!r}: cannot queue "
+                                                     f"{n} reports: {type(exc).__name__}: {exc}")
+            return False
+        self._queue_error = None
+        return True
+
+    def _drop_here(self, reason: str, n: int, error: str) -> None:
+        if reason.startswith("queue"):
+            self._queue_error = error
+        self._dropped.add(reason, n, error)
+        log.error("dropped %d reports on the device: %s", n, error)
+
+    def health(self) -> Health:
+        """Whether reports are being queued, and what was dropped on the device and why."""
+        config_error = None if self._configs.configs else (self._configs.last_error or "no configs yet")
+        return Health(ok=self._queue_error is None and config_error is None,
+                      queue_error=self._queue_error, config_error=config_error,
+                      dropped=self._dropped.snapshot(), last_error=self._dropped.last_error,
+                      pending=self.pending())
+
     # --- campaign configs ---------------------------------------------------------------------
     def campaigns(self, refresh: bool = False) -> dict[str, dict]:
-        """Public campaign configs by name: fetched from the collector at most every
+        """Public campaign configs by name: fetched from the collector (blocking) when older than
         ``config_ttl`` seconds; the last copy (memory, then the queue file) if it is unreachable."""
-        with self._lock:
-            fresh = time.monotonic() - self._configs_at < self.config_ttl
-            if self._configs and fresh and not refresh:
-                return self._configs
-            try:
-                data = json.loads(self._request("GET", "/v1/campaigns"))
-                configs = {c["name"]: c for c in data["campaigns"]}
-                self.queue.set_meta("campaigns", json.dumps(configs).encode())
-            except HttpStatus as exc:
-                if exc.status in AUTH_STATUS:
-                    raise TelemetryError(f"collector refused the token ({exc.status})") from None
-                configs = self._stored_configs(exc)
-            except (OSError, ValueError, KeyError) as exc:
-                configs = self._stored_configs(exc)
-            self._configs, self._configs_at = configs, time.monotonic()
-            return configs
+        if self._configs.configs and self._configs.fresh() and not refresh:
+            return self._configs.configs
+        return self._configs.fetch()
 
-    def _stored_configs(self, exc: Exception) -> dict[str, dict]:
-        if self._configs:
-            return self._configs
-        stored = self.queue.get_meta("campaigns")
-        if stored is None:
-            raise TelemetryError(f"no campaign configs: the collector is unreachable ({exc})") from None
-        log.info("using cached campaign configs (collector unreachable: %s)", exc)
-        return json.loads(stored)
+    @property
+    def limits(self) -> Limits:
+        """The collector's ``max_body_bytes`` and ``max_reports_per_batch`` as last heard."""
+        return self._configs.limits
 
     def mechanism(self, campaign: str) -> Mechanism:
-        """The mechanism of ``campaign`` as configured on the collector (cached)."""
+        """The mechanism of ``campaign`` as configured on the collector (cached; may fetch)."""
         configs = self.campaigns()
-        cfg = configs.get(campaign)
-        if cfg is None:
+        if campaign not in configs:
             configs = self.campaigns(refresh=True)
-            cfg = configs.get(campaign)
+        return self._mechanism(campaign, configs)[1]
+
+    def _mechanism(self, campaign: str, configs: dict[str, dict]) -> tuple[dict, Mechanism]:
+        cfg = configs.get(campaign)
         if cfg is None:
             raise UnknownCampaign(f"unknown campaign {campaign!r} (collector has {sorted(configs)})")
         with self._lock:
@@ -170,12 +216,29 @@ class TelemetryClient:
                         f"campaign {campaign!r} refused: its {what} = {eps:.3g} exceeds this client's "
                         f"max_epsilon = {self.max_epsilon:g}; nothing is reported or sent for it")
                 cached = self._mechs[campaign] = (cfg, built)
-            return cached[1]
+            return cached
 
-    def _config_and_mechanism(self, campaign: str) -> tuple[dict, Mechanism]:
-        mech = self.mechanism(campaign)
-        with self._lock:
-            return self._mechs[campaign][0], mech
+    def _for_report(self, campaign: str, n: int) -> tuple[dict, Mechanism] | None:
+        """Config and mechanism for reporting, without a network request; None (the reports are
+        dropped and counted) when no config is known or the device secret cannot be stored."""
+        configs = self._configs.current(wait=self.timeout)
+        if configs is None:
+            self._drop_here("no_config", n, f"campaign {campaign!r}: no campaign configs "
+                                              f"({self._configs.last_error})")
+            return None
+        if campaign not in configs:
+            self._configs.refresh_in_background()
+        try:
+            return self._mechanism(campaign, configs)
+        except (UnknownCampaign, CampaignRefused):  # the app's call, or the device's own limit
+            raise
+        except STORAGE_ERRORS as exc:
+            self._drop_here("queue_unavailable", n, f"campaign {campaign!r}: no device secret: "
+                                                    f"{type(exc).__name__}: {exc}")
+            return None
+        except TelemetryError as exc:  # a campaign config this SDK cannot use
+            self._drop_here("bad_config", n, str(exc))
+            return None
 
     def _device_secret(self, campaign: str) -> bytes:
         """HMAC-SHA256(device secret, campaign): the device secret is drawn once and kept in the
@@ -195,123 +258,72 @@ class TelemetryClient:
 
     # --- reporting ----------------------------------------------------------------------------
     def report(self, campaign: str, value: Any) -> None:
-        """Randomize ``value`` for ``campaign`` now and queue the randomized report."""
-        cfg, mech = self._config_and_mechanism(campaign)
+        """Randomize ``value`` for ``campaign`` now and queue the randomized report. Never makes a
+        network request and never raises for storage or network trouble (the report is dropped
+        and counted: ``health``); ``UnknownCampaign`` / ``ValueError`` name the campaign."""
+        prepared = self._for_report(campaign, 1)
+        if prepared is None:
+            return
+        cfg, mech = prepared
         value = self._index(cfg, value)
-        if self.rng is not None and not uses_device_secret(cfg):
-            batch = mech.encode_batch([value], rng=self.rng, campaign=campaign, batch_id=b"")
-        else:
-            batch = mech.encode(value, campaign=campaign)
-            batch.batch_id = b""
-        self.queue.append(campaign, 1, batch.SerializeToString())
-        self._maybe_wake()
+        try:
+            if self.rng is not None and not uses_device_secret(cfg):
+                batch = mech.encode_batch([value], rng=self.rng, campaign=campaign, batch_id=b"")
+            else:
+                batch = mech.encode(value, campaign=campaign)
+                batch.batch_id = b""
+        except ValueError as exc:
+            raise ValueError(f"campaign {campaign!r}: {exc}") from None
+        if self._store(campaign, [(campaign, 1, batch.SerializeToString())], 1):
+            self._maybe_wake()
 
     def report_many(self, campaign: str, values: Sequence[Any]) -> int:
         """Randomize many values at once (vectorized), each as an independent report — for RAPPOR
         each value is a separate simulated device (own cohort and permanent response). For
         simulations and load tests; returns the number queued. (Heavy hitters: each value a device
-        with its own level and seed index.)"""
-        cfg, mech = self._config_and_mechanism(campaign)
+        with its own level and seed index.) Rows are split to fit the collector's ``max_body_bytes``."""
+        prepared = self._for_report(campaign, len(values))
+        if prepared is None:
+            return 0
+        cfg, mech = prepared
         vals = [self._index(cfg, v) for v in values]
+        budget = self.limits.row_budget(campaign)
         rows = []
-        for start in range(0, len(vals), self.batch_size):
-            part = vals[start:start + self.batch_size]
-            batch = mech.encode_batch(part, rng=self.rng, campaign=campaign, batch_id=b"")
-            rows.append((campaign, len(part), batch.SerializeToString()))
-        self.queue.append_many(rows)
+        step = self._sender.max_reports()
+        for start in range(0, len(vals), step):
+            part = vals[start:start + step]
+            try:
+                batch = mech.encode_batch(part, rng=self.rng, campaign=campaign, batch_id=b"")
+            except ValueError as exc:
+                raise ValueError(f"campaign {campaign!r}: {exc}") from None
+            rows += [(campaign, n, data) for n, data in fit_rows(mech, batch, budget)]
+        if not self._store(campaign, rows, len(vals)):
+            return 0
         self._maybe_wake(len(vals))
         return len(vals)
 
     def pending(self) -> int:
-        """Reports queued and not yet delivered."""
-        return self.queue.pending()
+        """Reports queued and not yet delivered (0 when the queue file cannot be read)."""
+        try:
+            return self.queue.pending()
+        except STORAGE_ERRORS:
+            return 0
 
     # --- sending ------------------------------------------------------------------------------
     def flush(self, timeout: float | None = 30.0) -> FlushResult:
         """Send everything queued; retry with backoff until done or ``timeout`` seconds have passed
-        (None: no limit). What is not delivered stays queued."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        result = FlushResult()
+        (None: no limit). What is not delivered stays queued; one chunk that must wait does not
+        hold up the others (``ldptel.client.sending``)."""
         with self._flush_lock:
-            attempt = 0
-            while not (self._stop.is_set() and timeout is None):
-                chunk = self.queue.next_chunk(self._chunk_reports)
-                if chunk is None:
-                    break
-                outcome = self._attempt(chunk)
-                if outcome.error is not None:
-                    result.error = outcome.error
-                if outcome.action is Action.SENT:
-                    self.queue.complete(chunk)
-                    if outcome.duplicate:
-                        result.duplicates += chunk.count
-                    else:
-                        result.accepted += chunk.count
-                    attempt = 0
-                elif outcome.action is Action.DROP:
-                    self._drop(chunk, result, outcome.reason)
-                elif outcome.action is Action.REGROUP:
-                    self._chunk_reports = max(1, chunk.count // 2)
-                    log.warning("batch of %d reports too large; regrouping", chunk.count)
-                    self.queue.release(chunk)
-                elif outcome.action is Action.STOP:
-                    log.error("collector refused the token (%s); keeping %d queued reports",
-                              outcome.error, self.queue.pending())
-                    break
-                else:  # RETRY
-                    delay = delivery.backoff(self._jitter, attempt, self.backoff_base,
-                                             self.max_backoff, outcome.retry_after)
-                    attempt += 1
-                    log.info("send failed (%s); retrying in %.2f s", result.error, delay)
-                    if not self._wait(delay, deadline):
-                        break
-        result.pending = self.queue.pending()
-        if result.pending == 0:
-            result.error = None
-        return result
+            return self._sender.flush(timeout)
 
-    def _attempt(self, chunk: Chunk) -> Attempt:
-        """Build the chunk's body and post it once (no side effects on the queue)."""
-        try:
-            self.mechanism(chunk.campaign)  # refuses a campaign over max_epsilon
-            body = self._batch_body(chunk)
-        except (UnknownCampaign, CampaignRefused) as exc:
-            return Attempt(Action.DROP, reason=str(exc))
-        except TelemetryError as exc:  # no campaign configs yet: retry later
-            return Attempt(Action.RETRY, error=str(exc))
-        except ValueError as exc:  # rows that no longer match the campaign's config
-            return Attempt(Action.DROP, reason=f"undecodable queued reports: {exc}")
-        try:
-            answer = json.loads(self._request("POST", "/v1/reports", body, CONTENT_TYPE) or b"{}")
-        except HttpStatus as exc:
-            return Attempt.from_status(exc, len(chunk.batches))
-        except (OSError, ValueError) as exc:  # network errors, timeouts, garbled answers
-            return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
-        return Attempt(Action.SENT, duplicate=bool(answer.get("duplicate")))
+    def stopping(self) -> bool:
+        """True while ``close`` is stopping the background sender."""
+        return self._stop.is_set()
 
-    def _wait(self, delay: float, deadline: float | None) -> bool:
-        """Sleep ``delay`` unless that passes the deadline or the client is stopping."""
-        if deadline is not None and time.monotonic() + delay > deadline:
-            return False
-        return not self._stop.wait(delay)
-
-    def _drop(self, chunk: Chunk, result: FlushResult, why: str) -> None:
-        log.error("dropping %d reports of %s: %s", chunk.count, chunk.campaign, why)
-        self.queue.complete(chunk)
-        result.dropped += chunk.count
-
-    def _batch_body(self, chunk: Chunk) -> bytes:
-        """The chunk's rows as one columnar ``ReportBatch`` under the chunk's batch_id."""
-        if len(chunk.batches) == 1:
-            batch = ReportBatch.FromString(chunk.batches[0])
-        else:
-            mech = self.mechanism(chunk.campaign)
-            parts = [mech.columns(ReportBatch.FromString(b)) for b in chunk.batches]
-            columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-            batch = mech.pack(columns, chunk.count, chunk.campaign)
-        batch.campaign = chunk.campaign
-        batch.batch_id = chunk.batch_id
-        return batch.SerializeToString()
+    def sleep(self, delay: float) -> bool:
+        """Sleep ``delay`` seconds; True if the client started stopping meanwhile."""
+        return self._stop.wait(delay)
 
     def _request(self, method: str, path: str, body: bytes | None = None,
                  content_type: str | None = None) -> bytes:
@@ -364,7 +376,9 @@ class TelemetryClient:
                 result = self.flush(timeout=flush_timeout)
             except TelemetryError as exc:
                 log.warning("final flush: %s", exc)
-        self.queue.close()
+        self._configs.close()
+        if self._queue is not None:
+            self._queue.close()
         return result
 
     def __enter__(self) -> TelemetryClient:

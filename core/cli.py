@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--redis-url", default=None,
                        help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
                             "(default: $REDIS_URL, else an embedded Redis and an aggregator beside it)")
+    serve.add_argument("--aggregator", action=argparse.BooleanOptionalAction, default=None,
+                       help="run (and restart) an aggregator beside the collector "
+                            "(default: yes with the embedded Redis, no with --redis-url/$REDIS_URL)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")

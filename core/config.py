@@ -26,7 +26,7 @@ WINDOWS = {"1h": 3600, "1d": 86400, "all": 0}
 SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
-    "auth_failure_window_seconds",
+    "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
@@ -86,6 +86,7 @@ class ServerConfig:
     session_idle_seconds: int = 1800  # an operator session ends after this long without a request
     auth_failure_limit: int = 20  # failed authentications per address or token prefix per window
     auth_failure_window_seconds: int = 60
+    max_aggregator_lag_seconds: int = 300  # /healthz answers 503 beyond (supervised aggregator)
 
 
 @dataclass
@@ -283,6 +284,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
         session_idle_seconds=_int(srv, "session_idle_seconds", "server", 1800, 60, 7 * 86400),
         auth_failure_limit=_int(srv, "auth_failure_limit", "server", 20, 1, 10**6),
         auth_failure_window_seconds=_int(srv, "auth_failure_window_seconds", "server", 60, 1, 86400),
+        max_aggregator_lag_seconds=_int(srv, "max_aggregator_lag_seconds", "server", 300, 1, 10**7),
     )
     agg = data.get("aggregator", {})
     if not isinstance(agg, dict):

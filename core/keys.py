@@ -7,8 +7,10 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``batch`` (serialized ``ReportBatch``: payload, count, campaign, batch_id),
                        ``window`` (start of the receive-time window, epoch seconds; 0 for "all"),
                        ``count`` (reports in the batch). Nothing else: no IP, token, user agent
-                       or precise time. Consumer group ``GROUP`` on each stream.
-- ``{…}:seen:<hex id>`` dedupe marker of a batch_id (``seen_key``; SET with a TTL of
+                       or precise time; the entry id is ``<window start ms>-<n>`` (never the
+                       receive time; see ``scripts.INGEST``). Consumer group ``GROUP`` on each
+                       stream.
+- ``{…}:seen:<hex id>`` dedupe marker of a batch_id (``seen_key``; SET to ``"1"`` with a TTL of
                        ``DEDUPE_TTL_SECONDS``), written atomically with the XADD.
 - ``{…}:state``        aggregator state (``state_key``), written atomically with the XACK of the
                        entries it includes; read and written only by ``ldptel.aggregator.store``.
@@ -41,6 +43,10 @@ Process-wide keys (no hash tag):
 - ``ldptel:operator:session:<id digest>``  one signed-in operator session (``session_key``): string,
                                            the session's token HMAC, TTL = the idle timeout
                                            (renewed per request, deleted at sign-out).
+- ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
+                                           consumer name): ``"<beat ms> <last commit ms>
+                                           <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
+                                           ``ldptel.aggregator.heartbeat``, read by ``/healthz``).
 
 A batch goes to shard ``xxh32(batch_id) mod shards``, so a retried batch meets its own dedupe
 marker. The Lua scripts that write these keys are in ``ldptel.scripts``.
@@ -83,6 +89,7 @@ RATELIMIT_PREFIX = "ldptel:ratelimit"
 SESSION_SECRET_KEY = "ldptel:operator:session_secret"
 SESSION_PREFIX = "ldptel:operator:session"
 AUTH_FAILURE_TAG = "{ldptel:authfail}"
+HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
 
 
 def shard_of(batch_id: bytes, shards: int) -> int:

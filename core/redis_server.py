@@ -3,11 +3,13 @@ streams and consumer groups included), started on a free loopback port with its 
 directory and AOF on (``appendfsync everysec``), waited for until it answers, stopped cleanly.
 
 Used by ``ldptel serve``/``demo`` when no ``--redis-url``/``REDIS_URL`` is given, and by the tests
-(one server per test session).
+(one server per test session). ``DataDirLock`` keeps a second ``ldptel serve`` from starting a
+second server on the same data directory.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
@@ -15,9 +17,11 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Self
+from typing import IO, Self
 
 import redis
+
+from ldptel import process
 
 
 def redis_server_binary() -> str:
@@ -40,6 +44,52 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+LOCK_FILE = "ldptel-serve.lock"
+
+
+class DataDirBusy(RuntimeError):
+    """Another process holds the lock of a data directory."""
+
+    def __init__(self, data_dir: Path, pid: int | None) -> None:
+        self.data_dir, self.pid = data_dir, pid
+        holder = f"process {pid}" if pid is not None else "another process"
+        super().__init__(f"the data directory {data_dir} is in use by {holder} (another `ldptel serve` "
+                         "of this config?); stop it first, or give this one another LDPTEL_DATA_DIR")
+
+
+class DataDirLock:
+    """An exclusive ``fcntl.flock`` on ``<data_dir>/ldptel-serve.lock``, which holds the owner's
+    pid. Released by ``release()`` or when every process holding the descriptor has exited."""
+
+    def __init__(self, data_dir: str | os.PathLike) -> None:
+        self.data_dir = Path(data_dir)
+        self._fh: IO[str] | None = None
+
+    def acquire(self) -> Self:
+        """Take the lock, or raise ``DataDirBusy`` naming the holder's pid."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        fh = (self.data_dir / LOCK_FILE).open("a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip()
+            fh.close()
+            raise DataDirBusy(self.data_dir, int(holder) if holder.isdigit() else None) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def release(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
 
 
 class _DataDirServer:
@@ -75,10 +125,11 @@ class EmbeddedRedis(_DataDirServer):
     """
 
     def __init__(self, data_dir: str | os.PathLike | None = None, port: int | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, die_with_parent: bool = False) -> None:
         super().__init__(data_dir, "ldptel-redis-")
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
+        self.die_with_parent = die_with_parent  # SIGTERM when the starting process dies (no threads!)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -95,7 +146,8 @@ class EmbeddedRedis(_DataDirServer):
             *self.extra_args,
         ]
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)
+                                        stderr=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=process.die_with_parent if self.die_with_parent else None)
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
         deadline = time.monotonic() + timeout
         while True:

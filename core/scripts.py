@@ -11,9 +11,12 @@ from __future__ import annotations
 # Store one batch unless its batch_id was seen; count accepted / duplicate batches and reports.
 # KEYS[1] dedupe marker (keys.seen_key), KEYS[2] stream (keys.stream_key),
 #      KEYS[3] collector counters (keys.metrics_key: fields keys.ACCEPTED_* / keys.DUPLICATE_*)
-# ARGV[1] marker TTL in seconds, ARGV[2] serialized ReportBatch, ARGV[3] window start,
+# ARGV[1] marker TTL in seconds, ARGV[2] serialized ReportBatch, ARGV[3] window start (epoch s),
 #      ARGV[4] reports in the batch
 # Returns the new entry id, or nil for a duplicate.
+# The entry id is ``<window start ms>-<n>``, not the receive time: the id holds no time finer
+# than the window. Ids must grow, so after an entry of a later window (a collector whose clock is
+# behind another's) the id takes that window's ms. The marker holds "1", not the id.
 # EXISTS → XADD → SET: a failing XADD (e.g. OOM) leaves no marker, so the retry is not lost.
 INGEST = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -21,8 +24,21 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HINCRBY', KEYS[3], 'duplicate_reports', ARGV[4])
   return false
 end
-local id = redis.call('XADD', KEYS[2], '*', 'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4])
-redis.call('SET', KEYS[1], id, 'EX', ARGV[1])
+local ms, seq = tonumber(ARGV[3]) * 1000, 0
+local info = redis.pcall('XINFO', 'STREAM', KEYS[2])
+if info.err == nil then
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then
+      local last_ms, last_seq = string.match(info[i + 1], '^(%d+)-(%d+)$')
+      if tonumber(last_ms) >= ms then ms, seq = tonumber(last_ms), tonumber(last_seq) + 1 end
+      break
+    end
+  end
+end
+if ms == 0 and seq == 0 then seq = 1 end
+local id = redis.call('XADD', KEYS[2], string.format('%d-%d', ms, seq),
+                      'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4])
+redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'accepted_batches', 1)
 redis.call('HINCRBY', KEYS[3], 'accepted_reports', ARGV[4])
 return id

@@ -26,8 +26,10 @@ from werkzeug.exceptions import HTTPException
 
 from ldptel.config import Campaign, Config
 from ldptel.redis_client import AnyRedis, connect
+from ldptel.server.bodies import drain_unread_body
 from ldptel.server.errors import ApiError, render
 from ldptel.server.metrics import Metrics
+from ldptel.server.probe import Probe
 from ldptel.server.ratelimit import RateLimiter
 from ldptel.server.throttle import AuthThrottle
 
@@ -53,6 +55,8 @@ class ServerState:
     metrics: Metrics
     rate_limiter: RateLimiter
     auth_throttle: AuthThrottle
+    probe: Probe  # cached Redis reads of /healthz and /metrics
+    supervised_aggregator: bool = False  # this `ldptel serve` runs (and restarts) an aggregator
     mechanisms: dict[str, Any] = field(default_factory=dict)  # campaign name → Mechanism
     scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
 
@@ -93,9 +97,11 @@ def baseline_headers(response: Response) -> Response:
     return response
 
 
-def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] | None = None) -> Flask:
+def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] | None = None,
+               supervised_aggregator: bool = False) -> Flask:
     """The collector app. ``blueprints`` (default: the ``bp`` of every ``BLUEPRINT_MODULES``
-    entry) are registered in order."""
+    entry) are registered in order. ``supervised_aggregator``: an aggregator runs beside it, so
+    ``/healthz`` fails when it is down or lags."""
     app = Flask("ldptel.server")
     app.config["MAX_CONTENT_LENGTH"] = config.server.max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
@@ -109,7 +115,7 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
         auth_throttle=AuthThrottle(client, config.server.auth_failure_limit,
                                    config.server.auth_failure_window_seconds,
                                    [*config.server.ingest_tokens, *config.server.export_tokens]),
-        mechanisms=mechs,
+        probe=Probe(config, redis_url), supervised_aggregator=supervised_aggregator, mechanisms=mechs,
     )
     if blueprints is None:
         blueprints = [importlib.import_module(m).bp for m in BLUEPRINT_MODULES]
@@ -154,8 +160,9 @@ def _install_hooks(app: Flask) -> None:
     def _http_error(exc: HTTPException) -> Response:
         if exc.code == 413:
             state().metrics.reject(None, "body_too_large")
+            drained = drain_unread_body()  # so that a client still writing reads the 413
             return render(ApiError(413, "too_large",
                                    f"request body exceeds {app.config['MAX_CONTENT_LENGTH']} bytes",
-                                   {"Connection": "close"}))
+                                   {} if drained else {"Connection": "close"}))
         name = (exc.name or "error").lower().replace(" ", "_")
         return render(ApiError(exc.code or 500, name, exc.description))

@@ -4,7 +4,8 @@
 ``Content-Type: application/x-protobuf``, body a serialized ``ReportBatch``:
 
 - checks in order: token (401), content type (415), body size (413), per-token rate limit (429),
-  the batch (400 / 413, ``server.validation``); Redis errors answer 503;
+  the batch (400 / 413, ``server.validation``); Redis errors answer 503; a request refused before
+  its body was read has its body drained first (``server.bodies``), so the client sees the answer;
 - stores a valid batch with ``scripts.INGEST``: one atomic step that drops it if its ``batch_id``
   was seen (``keys.seen_key``), else XADDs ``{batch, window, count}`` to
   ``keys.stream_key(campaign, keys.shard_of(batch_id, shards))`` and marks the id seen for
@@ -13,7 +14,8 @@
   for a batch already stored (a retry: the client must not send it again).
 
 The stream entry holds no IP, token, user agent or precise time: the receive time is rounded down
-to the campaign's window (``keys.window_start``).
+to the campaign's window (``keys.window_start``), and the entry id is that window start in ms
+(``scripts.INGEST``), not the receive time; the dedupe marker holds ``"1"``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from flask import Blueprint, g, jsonify, request
 from ldptel import keys, scripts
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
+from ldptel.server.bodies import drain_unread_body, read_body
 from ldptel.server.errors import ApiError
 from ldptel.server.validation import Rejection, validate_batch
 
@@ -40,32 +43,16 @@ def _script():
     return script
 
 
-def read_body(limit: int) -> bytes:
-    """The request body, at most ``limit`` bytes, else 413. With a Content-Length Werkzeug
-    enforces the limit; a chunked body (no length) is read from the server-terminated input up to
-    ``limit`` + 1 bytes, so one byte too many is detected exactly."""
-    if request.content_length is not None or "wsgi.input_terminated" not in request.environ:
-        return request.get_data(cache=False)
-    stream = request.environ["wsgi.input"]
-    parts, size = [], 0
-    while size <= limit:
-        part = stream.read(limit + 1 - size)
-        if not part:
-            break
-        parts.append(part)
-        size += len(part)
-    if size > limit:
-        raise Rejection(413, "too_large", f"request body exceeds {limit} bytes", "body_too_large")
-    return b"".join(parts)
-
-
 @bp.get("/v1/campaigns")
 @require_token("ingest", "export")
 def list_campaigns():
-    """Public configs of the campaigns clients can report to."""
+    """Public configs of the campaigns clients can report to, and the request limits (the SDK
+    builds no body over ``max_body_bytes`` nor batch over ``max_reports_per_batch``)."""
     st = state()
     campaigns = [c.public() for c in st.config.campaigns]
-    resp = jsonify({"campaigns": campaigns})
+    srv = st.config.server
+    resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
+                    "max_reports_per_batch": srv.max_reports_per_batch})
     resp.headers["Cache-Control"] = "private, max-age=60"
     return resp
 
@@ -76,6 +63,7 @@ def post_reports():
     st = state()
     cfg = st.config.server
     retry_after = 0
+    body_read = False
     try:
         if request.mimetype not in PROTOBUF_TYPES:
             raise Rejection(415, "unsupported_media_type",
@@ -90,12 +78,13 @@ def post_reports():
                             f"over {cfg.rate_limit_per_minute} requests per minute for this token",
                             "rate_limited")
         body = read_body(cfg.max_body_bytes)
+        body_read = True
         valid = validate_batch(body, st.config, st.mechanisms)
     except Rejection as rej:
         st.metrics.reject(rej.campaign, rej.reason)
-        headers = {"Retry-After": str(retry_after)} if rej.status == 429 else None
-        if rej.status == 413:  # the rest of the body may still be on the wire
-            headers = {"Connection": "close"}
+        headers = {"Retry-After": str(retry_after)} if rej.status == 429 else {}
+        if not body_read and not drain_unread_body():  # so that the client reads the answer
+            headers["Connection"] = "close"
         raise ApiError(rej.status, rej.error, rej.detail, headers) from None
 
     camp = valid.campaign

@@ -1,58 +1,64 @@
-"""Collector metrics kept in Redis, so that every gunicorn worker adds to the same counters.
+"""Collector metrics.
 
 - accepted / duplicate batches and reports per (campaign, shard): ``keys.metrics_key``, updated
   by the ingest script in the same atomic step as the XADD (exact);
-- everything else (rejections by campaign and reason, requests by endpoint and status, the
-  request-latency histogram) in the hash ``keys.GLOBAL_METRICS_KEY``: each worker buffers increments in
-  memory and adds them with one pipelined round trip at most every ``flush_interval`` seconds
-  (a daemon thread), and right away after a rejection. An increment that cannot be written
-  (Redis down) stays buffered and is written later.
+- rejections by campaign and reason: the hash ``keys.GLOBAL_METRICS_KEY``; each worker buffers
+  increments in memory and adds them with one pipelined round trip at most every
+  ``flush_interval`` seconds (a daemon thread), and right away after a rejection. An increment
+  that cannot be written (Redis down) stays buffered and is written later;
+- requests by endpoint and status and the request-latency histogram, per process, in
+  ``prometheus_client`` (multiprocess mode under ``ldptel serve``, see ``ldptel.prom``): they need
+  no Redis. The flush thread also refreshes the process gauges.
 
-``render()`` produces the Prometheus text format (version 0.0.4).
+``render(snapshot)`` produces the Prometheus text format (version 0.0.4): the Redis counters as
+last read by ``ldptel.server.probe`` (so ``/metrics`` answers while Redis is down or frozen), the
+aggregator's lag and heartbeat, then every process's ``prometheus_client`` metrics.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import os
 import threading
 import time
 from collections import defaultdict
 
 import redis
+from prometheus_client import Counter, Histogram
 
-from ldptel import keys
-from ldptel.config import Config
+from ldptel import keys, prom
 from ldptel.redis_client import AnyRedis
+from ldptel.server.background import ProcessThread
+from ldptel.server.probe import Snapshot
 
 log = logging.getLogger("ldptel.server.metrics")
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 UNKNOWN_CAMPAIGN = ""  # label of rejections that name no configured campaign
 
+HTTP_REQUESTS = Counter("ldptel_http_requests", "HTTP requests by endpoint and status.", ["endpoint", "code"])
+REQUEST_SECONDS = Histogram("ldptel_request_duration_seconds", "Request latency by endpoint.", ["endpoint"],
+                            buckets=LATENCY_BUCKETS)
+
 
 class Metrics:
-    """Per-process buffer of counter increments, flushed to the Redis hash ``keys.GLOBAL_METRICS_KEY``."""
+    """Per-process buffer of rejection counts, flushed to the Redis hash ``keys.GLOBAL_METRICS_KEY``,
+    and the per-process request metrics."""
 
     def __init__(self, client: AnyRedis, flush_interval: float = 1.0) -> None:
         self.client = client
         self.flush_interval = flush_interval
         self._lock = threading.Lock()
         self._ints: dict[str, int] = defaultdict(int)
-        self._floats: dict[str, float] = defaultdict(float)
-        self._thread_pid: int | None = None
+        self._thread = ProcessThread(self._run, "ldptel-metrics")
         self._last_failure = 0.0
+        self._thread.ensure()  # it also refreshes the process gauges
 
     # --- recording ----------------------------------------------------------------------------
     def observe_request(self, endpoint: str, status: int, seconds: float) -> None:
-        """Count a request and put its latency into the histogram."""
-        bucket = bisect.bisect_left(LATENCY_BUCKETS, seconds)  # index len(...) = +Inf
-        with self._lock:
-            self._ints[f"req|{endpoint}|{status}"] += 1
-            self._ints[f"lat|{endpoint}|{bucket}"] += 1
-            self._floats[f"latsum|{endpoint}"] += seconds
-        self._ensure_thread()
+        """Count a request and put its latency into the histogram (``prometheus_client``)."""
+        HTTP_REQUESTS.labels(endpoint, str(status)).inc()
+        REQUEST_SECONDS.labels(endpoint).observe(seconds)
+        self._thread.ensure()
 
     def reject(self, campaign: str | None, reason: str, flush: bool = True) -> None:
         """Count a rejected request (``campaign`` only when it is a configured one)."""
@@ -60,24 +66,21 @@ class Metrics:
             self._ints[f"rej|{campaign or UNKNOWN_CAMPAIGN}|{reason}"] += 1
         if flush and time.monotonic() - self._last_failure > self.flush_interval:
             self.flush()
-        self._ensure_thread()
+        self._thread.ensure()
 
     # --- flushing -----------------------------------------------------------------------------
     def flush(self) -> bool:
         """Write the buffered increments (one pipelined round trip); False if Redis failed, in
         which case they stay buffered."""
         with self._lock:
-            ints, floats = dict(self._ints), dict(self._floats)
+            ints = dict(self._ints)
             self._ints.clear()
-            self._floats.clear()
-        if not ints and not floats:
+        if not ints:
             return True
         try:
             pipe = self.client.pipeline(transaction=False)
             for k, n in ints.items():
                 pipe.hincrby(keys.GLOBAL_METRICS_KEY, k, n)
-            for k, x in floats.items():
-                pipe.hincrbyfloat(keys.GLOBAL_METRICS_KEY, k, x)
             pipe.execute()
             return True
         except redis.RedisError as exc:
@@ -86,46 +89,22 @@ class Metrics:
             with self._lock:
                 for k, n in ints.items():
                     self._ints[k] += n
-                for k, x in floats.items():
-                    self._floats[k] += x
             return False
-
-    def _ensure_thread(self) -> None:
-        pid = os.getpid()
-        if self._thread_pid == pid:
-            return
-        with self._lock:
-            if self._thread_pid == pid:
-                return
-            self._thread_pid = pid
-        threading.Thread(target=self._run, name="ldptel-metrics", daemon=True).start()
 
     def _run(self) -> None:
         while True:
-            time.sleep(self.flush_interval)
             try:
+                prom.update_process_gauges("collector")
                 self.flush()
             except Exception:  # never let the flusher die
                 log.exception("metrics flush")
+            time.sleep(self.flush_interval)
 
     # --- exposition ---------------------------------------------------------------------------
-    def render(self, config: Config) -> str:
-        """Prometheus text exposition of the counters of all workers."""
-        self.flush()
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hgetall(keys.GLOBAL_METRICS_KEY)
-        shards = [(c.name, s) for c in config.campaigns for s in range(c.shards)]
-        for name, s in shards:
-            pipe.hgetall(keys.metrics_key(name, s))
-            pipe.xlen(keys.stream_key(name, s))
-        res = pipe.execute()
-        glob = {k.decode(): v.decode() for k, v in res[0].items()}
-        per: dict[str, dict[str, int]] = {c.name: defaultdict(int) for c in config.campaigns}
-        for i, (name, _) in enumerate(shards):
-            for k, v in res[1 + 2 * i].items():
-                per[name][k.decode()] += int(v)
-            per[name]["stream_entries"] += int(res[2 + 2 * i])
-
+    def render(self, snap: Snapshot, aggregator: dict[str, float | None]) -> str:
+        """Prometheus text: the Redis counters of ``snap`` (last known), the ``aggregator``
+        gauges (``ldptel.server.health.aggregator_gauges``), every process's own metrics."""
+        glob, per = snap.global_counters, snap.campaign_counters
         out: list[str] = []
 
         def family(metric: str, kind: str, help_: str) -> None:
@@ -152,24 +131,23 @@ class Metrics:
                 _, camp, reason = k.split("|", 2)
                 out.append(f'ldptel_batches_rejected_total{{campaign="{camp}",reason="{reason}"}} {v}')
 
-        family("ldptel_http_requests_total", "counter", "HTTP requests by endpoint and status.")
-        for k, v in sorted(glob.items()):
-            if k.startswith("req|"):
-                _, endpoint, status = k.split("|", 2)
-                out.append(f'ldptel_http_requests_total{{endpoint="{endpoint}",code="{status}"}} {v}')
+        family("ldptel_redis_up", "gauge", "1 if the last reading of Redis succeeded.")
+        out.append(f"ldptel_redis_up {int(snap.redis_ok)}")
+        if snap.read_at is not None:
+            family("ldptel_redis_read_age_seconds", "gauge",
+                   "Age of the Redis counters above (they are the last known while Redis is down).")
+            out.append(f"ldptel_redis_read_age_seconds {max(0.0, time.time() - snap.read_at):.3f}")
+        for name, help_ in AGGREGATOR_GAUGES.items():
+            if aggregator.get(name) is not None:
+                family(f"ldptel_aggregator_{name}", "gauge", help_)
+                out.append(f"ldptel_aggregator_{name} {aggregator[name]:.3f}")
+        return "\n".join(out) + "\n" + prom.render()
 
-        family("ldptel_request_duration_seconds", "histogram", "Request latency by endpoint.")
-        hist: dict[str, list[int]] = defaultdict(lambda: [0] * (len(LATENCY_BUCKETS) + 1))
-        for k, v in glob.items():
-            if k.startswith("lat|"):
-                _, endpoint, idx = k.split("|", 2)
-                hist[endpoint][int(idx)] += int(v)
-        for endpoint in sorted(hist):
-            cum = 0
-            for le, n in zip((*LATENCY_BUCKETS, "+Inf"), hist[endpoint], strict=True):
-                cum += n
-                out.append(f'ldptel_request_duration_seconds_bucket{{endpoint="{endpoint}",le="{le}"}} {cum}')
-            total = float(glob.get(f"latsum|{endpoint}", 0.0))
-            out.append(f'ldptel_request_duration_seconds_sum{{endpoint="{endpoint}"}} {total:.6f}')
-            out.append(f'ldptel_request_duration_seconds_count{{endpoint="{endpoint}"}} {cum}')
-        return "\n".join(out) + "\n"
+
+AGGREGATOR_GAUGES = {
+    "lag_seconds": "Seconds since an aggregator last found every stream drained (since it started if "
+                   "it has not yet).",
+    "heartbeat_age_seconds": "Seconds since the last aggregator heartbeat.",
+    "last_commit_age_seconds": "Seconds since an aggregator last committed.",
+    "workers": "Aggregator workers whose heartbeat is fresh.",
+}

@@ -1,12 +1,22 @@
-"""``ldptel serve --config FILE [--redis-url URL] [--host H] [--port P] [--workers N]``.
+"""``ldptel serve --config FILE [--redis-url URL] [--[no-]aggregator] [--host H] [--port P]
+[--workers N]``.
 
 Loads and validates the config (a bad one exits 2 with a message naming the key, via the CLI),
 picks Redis — ``--redis-url``, else ``$REDIS_URL``, else an embedded ``redis-server`` whose URL is
 printed, with its data (AOF) under ``$LDPTEL_DATA_DIR`` (default ``~/.local/share/ldptel``) in a
-directory per config file — and runs the collector app under gunicorn with ``--workers`` worker
-processes bound to ``--host`` (127.0.0.1 by default). With an embedded Redis an aggregator runs
-beside the collector (``aggregator.runners.start_beside_collector``, started before gunicorn
-forks, so the forks copy no running thread). Ctrl-C / SIGTERM stop everything cleanly.
+directory per config file, locked (``DataDirLock``: a second ``serve`` of the config exits 2 naming
+the holder's pid) — and runs the collector app under gunicorn with ``--workers`` worker processes
+bound to ``--host`` (127.0.0.1 by default), in a forked child. An aggregator (``ldptel aggregate``
+as a child process) runs beside it with ``--aggregator``, the default with the embedded Redis;
+the start says plainly whether one runs.
+
+This process then supervises (``server.supervisor``): a dead embedded Redis or aggregator is
+restarted with backoff; when gunicorn exits, everything stops. It owns the
+``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.prom``): a fresh directory, removed at the
+end, from which a dead worker's live gauges are removed. Ctrl-C / SIGTERM stop everything cleanly:
+the collector first, then the aggregator (it finishes its commit), then Redis. If this process is
+killed outright, its children get SIGTERM from the kernel (``ldptel.process.die_with_parent``), so
+none is left holding the port or the data directory.
 """
 
 from __future__ import annotations
@@ -14,15 +24,29 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from ldptel.aggregator.runners import start_beside_collector
 from ldptel.config import Config, load_config
+from ldptel.process import die_with_parent
+from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis
 from ldptel.server.gunicorn_logging import gunicorn_log_options
+from ldptel.server.supervisor import Supervised, stop_pid, wait_pid
+
+# NB: nothing importing prometheus_client may be imported at module level: its multiprocess mode
+# is chosen at import, after ``run_serve`` has set PROMETHEUS_MULTIPROC_DIR.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+POLL_S = 0.2
 
 WORKER_CLASS = "gthread"  # keep-alive connections; threads per worker below
 THREADS = 4
@@ -32,8 +56,10 @@ class CollectorApplication(BaseApplication):
     """gunicorn application serving ``create_app(config, redis_url)``; the app is built in each
     worker after the fork (no shared Redis connections)."""
 
-    def __init__(self, config: Config, redis_url: str, options: dict[str, Any]) -> None:
+    def __init__(self, config: Config, redis_url: str, options: dict[str, Any],
+                 supervised_aggregator: bool = False) -> None:
         self.config, self.redis_url, self.options = config, redis_url, options
+        self.supervised_aggregator = supervised_aggregator
         super().__init__()
 
     def load_config(self) -> None:
@@ -43,7 +69,8 @@ class CollectorApplication(BaseApplication):
     def load(self):
         from ldptel.server.app import create_app
 
-        return create_app(self.config, self.redis_url)  # logging: set up by the CLI (ldptel.logs)
+        # logging: set up by the CLI (ldptel.logs)
+        return create_app(self.config, self.redis_url, supervised_aggregator=self.supervised_aggregator)
 
 
 def gunicorn_options(host: str, port: int, workers: int, access_log: bool = False,
@@ -59,7 +86,15 @@ def gunicorn_options(host: str, port: int, workers: int, access_log: bool = Fals
         **gunicorn_log_options(access_log, access_log_addresses),
         "proc_name": "ldptel-serve",
         "control_socket_disable": True,  # one fixed path per user would clash between instances
+        "child_exit": worker_exited,
     }
+
+
+def worker_exited(server: Any, worker: Any) -> None:
+    """gunicorn's ``child_exit`` hook: drop the dead worker's live gauges."""
+    from ldptel import prom
+
+    prom.mark_dead(worker.pid)
 
 
 def default_data_dir(config_path: str | os.PathLike | None) -> Path:
@@ -78,27 +113,112 @@ def run_serve(args: argparse.Namespace) -> int:
         print("ldptel serve: --workers must be at least 1", file=sys.stderr)
         return 2
     redis_url = args.redis_url or os.environ.get("REDIS_URL")
-    embedded = None
-    aggregator = None
+    run_aggregator = args.aggregator if args.aggregator is not None else not redis_url
+    lock = None
+    children: list[Supervised] = []
+    metrics_dir = tempfile.mkdtemp(prefix="ldptel-metrics-")
+    os.environ[MULTIPROC_ENV] = metrics_dir
     try:
         if not redis_url:
-            from ldptel.redis_server import EmbeddedRedis
-
-            embedded = EmbeddedRedis(data_dir=default_data_dir(args.config)).start()
+            try:
+                lock = DataDirLock(default_data_dir(args.config)).acquire()
+            except DataDirBusy as exc:
+                print(f"ldptel serve: {exc}", file=sys.stderr)
+                return 2
+            embedded = EmbeddedRedis(data_dir=lock.data_dir, die_with_parent=True)
+            children.append(redis_child(embedded))
+            children[-1].start()
             redis_url = embedded.url
             print(f"ldptel: embedded Redis at {redis_url} (data in {embedded.data_dir})", flush=True)
-            aggregator = start_beside_collector(config, redis_url)
+        if run_aggregator:
+            children.append(aggregator_child(str(args.config), redis_url))
+            pid = children[-1].start()
+            print(f"ldptel: aggregator running beside the collector (pid {pid}; restarted if it dies)",
+                  flush=True)
+        else:
+            print("ldptel: no aggregator runs here (--no-aggregator): nothing is counted unless "
+                  f"`ldptel aggregate --config {args.config}` runs against this Redis", flush=True)
         print(f"ldptel: collector on http://{args.host}:{args.port} "
               f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
-        try:
-            options = gunicorn_options(args.host, args.port, args.workers,
-                                       args.access_log, args.access_log_addresses)
-            CollectorApplication(config, redis_url, options).run()
-        except SystemExit as exc:
-            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        return 0
+        options = gunicorn_options(args.host, args.port, args.workers,
+                                   args.access_log, args.access_log_addresses)
+        return supervise(fork_collector(config, redis_url, options, run_aggregator), children)
     finally:
-        if aggregator is not None:
-            aggregator.stop()
-        if embedded is not None:
-            embedded.stop()
+        for child in reversed(children):
+            child.stop()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        if lock is not None:
+            lock.release()
+
+
+def redis_child(embedded: EmbeddedRedis) -> Supervised:
+    """The embedded Redis as a supervised child: restarted on its port and data directory."""
+
+    def launch() -> subprocess.Popen:
+        proc = embedded.start().process
+        assert proc is not None
+        return proc
+
+    return Supervised("embedded Redis", launch, embedded.stop)
+
+
+def aggregator_child(config_path: str, redis_url: str) -> Supervised:
+    """``ldptel aggregate`` as a supervised child; its live gauges go when it dies."""
+    from ldptel import prom
+    from ldptel.aggregator.runners import AggregatorProcess
+
+    current: list[AggregatorProcess] = []
+
+    def launch() -> subprocess.Popen:
+        current[:] = [AggregatorProcess(config_path, redis_url)]
+        return current[0].proc
+
+    def halt() -> None:
+        for proc in current:
+            proc.stop()
+
+    return Supervised("aggregator", launch, halt, prom.mark_dead)
+
+
+def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supervised: bool) -> int:
+    """gunicorn in a forked child (it takes over signals and reaps its own children); its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        die_with_parent(parent)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        CollectorApplication(config, redis_url, options, supervised).run()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the child must never return into the parent's code
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def supervise(collector_pid: int, children: list[Supervised]) -> int:
+    """Restart dead ``children`` until the collector exits (its exit status is returned) or a
+    SIGTERM/SIGINT arrives (the collector is stopped; 0 if it stopped cleanly)."""
+    stop = threading.Event()
+    previous: dict[int, Callable[..., Any] | int | None] = {}
+    for sig in (signal.SIGTERM.value, signal.SIGINT.value):
+        previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.is_set():
+            code = wait_pid(collector_pid, 0)
+            if code is not None:
+                return code if code >= 0 else 1
+            for child in children:
+                child.check()
+            stop.wait(POLL_S)
+        return stop_pid(collector_pid)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -11,6 +11,7 @@ import redis
 from http_support import Collector, start_collector
 from ingest_support import config_text
 
+from ldptel.keys import SESSION_SECRET_KEY
 from ldptel.redis_server import EmbeddedRedis
 
 
@@ -30,9 +31,14 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def redis_client(redis_url: str) -> Iterator[redis.Redis]:
-    """A client on the session Redis, flushed before each test."""
+    """A client on the session Redis, flushed before each test, except the operator-session
+    secret: a module's collector workers may still be loading it (a worker that read it before the
+    flush and one that creates it after would sign cookies with different secrets)."""
     client = redis.Redis.from_url(redis_url)
+    secret = client.get(SESSION_SECRET_KEY)
     client.flushdb()
+    if secret is not None:
+        client.set(SESSION_SECRET_KEY, secret)
     yield client
     client.close()
 

@@ -133,12 +133,12 @@ class Collector:
 
 def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 1,
                     env: dict[str, str] | None = None, stdout: int = subprocess.DEVNULL,
-                    timeout: float = 30.0) -> Collector:
+                    timeout: float = 30.0, args: Iterable[str] = ()) -> Collector:
     """``ldptel serve`` with the TOML config ``text`` (written to ``tmp/ldptel.toml``) on a free
     loopback port against ``redis_url`` (``None``: the embedded Redis and an aggregator beside
     it); waits until ``/healthz`` answers 200. The process inherits no ``LDPTEL_*`` variable nor
     ``REDIS_URL`` (``env`` adds variables); its stderr goes to ``tmp/serve.log``; ``stdout`` is
-    a ``subprocess`` target (text mode)."""
+    a ``subprocess`` target (text mode); ``args`` are more ``ldptel serve`` options."""
     tmp.mkdir(parents=True, exist_ok=True)
     cfg = tmp / "ldptel.toml"
     cfg.write_text(text)
@@ -149,6 +149,7 @@ def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 
            "--port", str(port), "--workers", str(workers)]
     if redis_url is not None:
         cmd += ["--redis-url", redis_url]
+    cmd += list(args)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=log, env={**clean, **(env or {})}, text=True)
     collector = Collector(proc, port, cfg, log_path)

@@ -348,6 +348,30 @@ def test_trim_keeps_pending_and_undelivered(redis_client: redis.Redis, tmp_path:
     assert redis_client.xlen(key) == 0
 
 
+def test_retention_counts_from_delivery_not_from_entry_ids(redis_client: redis.Redis, tmp_path: Path) -> None:
+    """Entry ids are window starts (0-<n> for the "all" window), not receive times: acknowledged
+    entries are still kept retention_seconds after they were delivered."""
+    from ldptel import scripts
+    from ldptel.aggregator.upkeep import DeliveryMarks
+
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "kept", "oracle": "grr", "epsilon": 1.0, "domain_size": 8}],
+        aggregator={"retention_seconds": 3600, "read_count": 100})
+    camp = cfg.campaigns[0]
+    key = stream_key("kept", 0)
+    ingest = redis_client.register_script(scripts.INGEST)
+    for i, b in enumerate(random_batches(camp, 300, 100, seed=12)):
+        ingest(keys=[f"seen-{i}", key, "m"], args=[60, b.SerializeToString(), 0, b.count])
+    w = Worker(cfg, redis_client)
+    w.run(once=True)
+    assert w.trim() == 0 and redis_client.xlen(key) == 3  # acknowledged, but delivered just now
+    marks = DeliveryMarks(3600)
+    assert marks.expired("s", 0.0, (0, 4)) is None
+    assert marks.expired("s", 1800.0, (0, 9)) is None
+    assert marks.expired("s", 3600.0, (0, 12)) == (0, 4)
+    assert marks.expired("s", 5400.0, (0, 20)) == (0, 9)
+
+
 def test_undecodable_entry_is_skipped_and_counted(redis_client: redis.Redis, tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "c.toml", [
         {"name": "bad", "oracle": "oue", "epsilon": 1.0, "domain_size": 16}])

@@ -20,7 +20,7 @@ from ingest_support import (
     total_entries,
 )
 
-from ldptel import keys
+from ldptel import keys, scripts
 from ldptel.config import parse_config
 from ldptel.proto import GrrPayload, ReportBatch
 
@@ -77,6 +77,40 @@ def test_valid_batch_is_one_entry_without_identifiers(campaign, poster, redis_cl
         assert window == 0
     assert redis_client.exists(keys.seen_key(campaign, keys.shard_of(batch.batch_id, camp.shards),
                                                 batch.batch_id))
+
+
+def test_entry_ids_and_markers_hold_no_receive_time(poster, redis_client):
+    """The stream entry id is <window start ms>-<n>, and the dedupe marker holds no id: nothing
+    that outlives the request keeps a time finer than the campaign's window."""
+    for campaign in ("grr", "olh"):  # the "all" window, an hourly window
+        camp = CONFIG.campaign(campaign)
+        ids = []
+        for _ in range(3):
+            batch = valid_batch(campaign, 5)
+            assert poster.post(batch.SerializeToString())[0] == 202
+            shard = keys.shard_of(batch.batch_id, camp.shards)
+            assert redis_client.get(keys.seen_key(campaign, shard, batch.batch_id)) == b"1"
+            [(eid, fields)] = redis_client.xrevrange(keys.stream_key(campaign, shard), count=1)
+            assert eid.split(b"-")[0] == str(int(fields[b"window"]) * 1000).encode(), eid
+            ids.append(eid)
+        assert len(set(ids)) == 3
+
+
+def test_entry_id_grows_when_a_clock_is_behind(redis_client):
+    """A collector whose clock is an hour behind stores into a stream that already has an entry
+    of the later window: the id takes the later window's ms (ids must grow); the entry keeps its
+    own window field."""
+    ingest = redis_client.register_script(scripts.INGEST)
+    stream = keys.stream_key("clock", 0)
+    now = keys.window_start(time.time(), 3600)
+    ids = [ingest(keys=[keys.seen_key("clock", 0, bytes([i]) * 16), stream, keys.metrics_key("clock")],
+                  args=[60, b"x", window, 1])
+           for i, window in enumerate((now, now, now - 3600, 0))]
+    assert ids == [f"{now * 1000}-{n}".encode() for n in range(4)]
+    assert [int(f[b"window"]) for _, f in redis_client.xrange(stream)] == [now, now, now - 3600, 0]
+    empty = keys.stream_key("clock", 1)  # the "all" window on an empty stream: 0-0 is not an id
+    assert ingest(keys=[keys.seen_key("clock", 1, b"z" * 16), empty, keys.metrics_key("clock", 1)],
+                  args=[60, b"x", 0, 1]) == b"0-1"
 
 
 def test_sharded_campaign_spreads_batches(poster, redis_client):
@@ -319,6 +353,7 @@ def test_campaign_configs(collector):
     assert set(by_name) == set(MECHS)
     assert by_name["grr"]["domain"][0] == "apple" and by_name["grr"]["epsilon"] == 2.0
     assert by_name["rappor"]["bloom_bits"] == 60 and "secret" not in by_name["rappor"]
+    assert (data["max_body_bytes"], data["max_reports_per_batch"]) == (1 << 20, 10_000)
     assert request(collector.url, "GET", "/v1/campaigns")[0] == 401
 
 
@@ -329,8 +364,13 @@ def test_unknown_routes_answer_json(collector):
 
 
 def test_health_and_metrics(collector, poster, redis_client):
-    assert request(collector.url, "GET", "/healthz") == (200, {"status": "ok", "redis": "ok",
-                                                              "version": "0.1.0"})
+    status, health = request(collector.url, "GET", "/healthz")
+    assert status == 200 and isinstance(health, dict)
+    assert {k: health[k] for k in ("status", "redis", "version")} == {"status": "ok", "redis": "ok",
+                                                                     "version": "0.1.0"}
+    parts = health["components"]
+    assert parts["collector"]["status"] == parts["redis"]["status"] == "ok"
+    assert parts["aggregator"]["supervised"] is False  # external Redis: this serve runs none
     good = valid_batch("grr", 7).SerializeToString()
     assert poster.post(good)[0] == 202
     assert poster.post(good)[1]["duplicate"]

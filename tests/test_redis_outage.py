@@ -4,6 +4,8 @@ arrives exactly once. Uses its own embedded Redis, not the session one."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 from http_support import Poster, request, start_collector
@@ -11,6 +13,7 @@ from ingest_support import INGEST_TOKEN, config_text, stored_reports
 
 from ldptel.client import TelemetryClient
 from ldptel.redis_server import EmbeddedRedis
+from ldptel.server.probe import REFRESH_S
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +38,12 @@ def test_redis_down_then_back(tmp_path):
         body = client.mechanism("olh").encode_batch([1, 2], campaign="olh").SerializeToString()
         status, data = poster.post(body)
         assert status == 503 and data["error"] == "unavailable"
-        assert request(collector.url, "GET", "/healthz")[0] == 503
+        # /healthz answers from a reading at most REFRESH_S old (server/probe.py): 503 within a
+        # refresh and its 0.5 s timeout
+        deadline = time.monotonic() + 2 * REFRESH_S + 1.0
+        while request(collector.url, "GET", "/healthz")[0] != 503:
+            assert time.monotonic() < deadline, "/healthz did not notice Redis was down"
+            time.sleep(0.05)
         result = client.flush(timeout=1.0)
         assert (result.accepted, result.pending) == (0, 120) and "503" in result.error
         assert client.pending() == 120

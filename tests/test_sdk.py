@@ -103,7 +103,7 @@ def test_retry_after_lost_response_is_deduplicated(collector, tmp_path, redis_cl
     for v in range(30):
         client.report("olh", v)
     chunk = client.queue.next_chunk(100)
-    body = client._batch_body(chunk)
+    body = client._sender.batch_body(chunk)
     headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST_TOKEN}"}
     status, data = request(collector.url, "POST", "/v1/reports", body, headers)
     assert (status, data) == (202, {"accepted": 30, "duplicate": False})

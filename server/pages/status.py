@@ -7,6 +7,9 @@ accepted-reports counter (``store.summary``: summed over shards, written by the 
 makes anyway: a page view writes nothing to Redis. The counter counts the reports of every
 worker, so the readings of any one process give the collector's rate; a process answers once it
 has two readings ``RATE_GAP_S`` apart (until then the page shows "measuring…").
+
+While batches wait and the campaign's last commit is ``QUIET_AFTER_S`` old (or there has been
+none), the lag says "no aggregator has committed for N s" (or "… yet").
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ RATE_SPAN_S = 60.0  # the rate covers about this much
 RATE_SLACK_S = 5.0
 RATE_READINGS = 64  # readings kept per campaign
 RATE_FORGET_S = 3600.0  # readings older than this are dropped
+QUIET_AFTER_S = 10.0  # batches waiting and no commit for this long: say so
 
 
 class IngestRates:
@@ -72,6 +76,7 @@ class Status:
     lag_reports: int | None
     rate: float | None
     updated: float | None
+    quiet: str | None = None  # "no aggregator has committed …" (``aggregator_quiet``)
 
     @property
     def released(self) -> bool:
@@ -86,7 +91,19 @@ def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: fl
     return Status(campaign=campaign, windows=summ.windows, counted=sum(summ.windows.values()),
                   current_window=cur, current_reports=summ.windows.get(cur, 0),
                   accepted=summ.accepted_reports, lag_entries=summ.lag_entries, lag_reports=summ.lag_reports,
-                  rate=rates.rate(campaign.name, summ.accepted_reports, now), updated=summ.updated)
+                  rate=rates.rate(campaign.name, summ.accepted_reports, now), updated=summ.updated,
+                  quiet=aggregator_quiet(summ.lag_entries, summ.updated, now))
+
+
+def aggregator_quiet(lag_entries: int, updated: float | None, now: float) -> str | None:
+    """"no aggregator has committed for N s" while batches wait and the last commit (epoch
+    ``updated``) is at least ``QUIET_AFTER_S`` old, "… yet" if there was none; else None."""
+    if lag_entries == 0:
+        return None
+    if updated is None:
+        return "no aggregator has committed yet"
+    quiet = now - updated
+    return f"no aggregator has committed for {quiet:.0f} s" if quiet >= QUIET_AFTER_S else None
 
 
 def status_view(st: Status) -> dict[str, Any]:
@@ -98,6 +115,8 @@ def status_view(st: Status) -> dict[str, Any]:
         lag = f"{st.lag_entries:,} batch{'es' if st.lag_entries != 1 else ''} waiting"
         if st.lag_reports:
             lag += f" ({charts.fmt_count(st.lag_reports)} reports)"
+        if st.quiet:
+            lag += f"; {st.quiet}"
     eps = charts.fmt_eps(c.epsilon)
     return {
         "name": c.name, "kind": KIND_LABELS.get(c.kind, c.kind), "mechanism": mechanism_label(c),

@@ -1,0 +1,34 @@
+"""The aggregator's own metrics (``prometheus_client``; exported by the collector's ``/metrics``
+when ``ldptel serve`` runs the aggregator, see ``ldptel.prom``): entries and reports counted,
+entries rejected, decode and commit latency per campaign. The lag comes from the heartbeats
+(``ldptel.server.health``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+ENTRIES = Counter("ldptel_aggregator_entries", "Stream entries (batches) counted by the aggregator.",
+                  ["campaign"])
+REPORTS = Counter("ldptel_aggregator_reports", "Reports counted by the aggregator.", ["campaign"])
+REJECTED = Counter("ldptel_aggregator_rejected_entries",
+                   "Stream entries the aggregator could not decode (acknowledged, not counted).",
+                   ["campaign"])
+DECODE_SECONDS = Histogram("ldptel_aggregator_decode_seconds",
+                           "Time to decode one read of a stream into accumulator deltas.",
+                           ["campaign"], buckets=LATENCY_BUCKETS)
+COMMIT_SECONDS = Histogram("ldptel_aggregator_commit_seconds",
+                           "Time of one commit (fold stored state, run the commit script).",
+                           ["campaign"], buckets=LATENCY_BUCKETS)
+
+
+def observe(campaign: str, entries: int, reports: int, rejected: int, decode_s: float,
+            commit_s: float) -> None:
+    """Record one successful commit of ``campaign``."""
+    ENTRIES.labels(campaign).inc(entries - rejected)
+    REPORTS.labels(campaign).inc(reports)
+    if rejected:
+        REJECTED.labels(campaign).inc(rejected)
+    DECODE_SECONDS.labels(campaign).observe(decode_s)
+    COMMIT_SECONDS.labels(campaign).observe(commit_s)

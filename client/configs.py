@@ -1,0 +1,121 @@
+"""Campaign configs and the collector's limits as the SDK knows them.
+
+They come from ``GET /v1/campaigns`` and are kept in memory and in the queue file (so reporting
+works offline after a restart). ``fetch`` asks the collector (blocking: for ``flush`` and explicit
+calls); ``current`` never does: it answers from memory or the file and, when they are older than
+the TTL, refreshes them on a background thread. Only when nothing is known at all (the first run
+of a device) does ``current`` wait — at most ``wait`` seconds — for that first answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ldptel.client.delivery import AUTH_STATUS, HttpStatus
+from ldptel.client.errors import TelemetryError
+from ldptel.client.limits import Limits
+
+log = logging.getLogger("ldptel.client")
+
+META_KEY = "campaigns"
+
+
+class CampaignConfigs:
+    """Public campaign configs by name and ``Limits``; ``get`` fetches the JSON of
+    ``/v1/campaigns``, ``load``/``save`` read and write the copy in the queue file (they may raise
+    storage errors: a copy that cannot be written is only logged)."""
+
+    def __init__(self, get: Callable[[], bytes], load: Callable[[], bytes | None],
+                 save: Callable[[bytes], None], ttl: float) -> None:
+        self._get, self._load, self._save, self.ttl = get, load, save, ttl
+        self._lock = threading.Lock()
+        self.configs: dict[str, dict] = {}
+        self.limits = Limits()
+        self.fetched_at = -float("inf")  # monotonic time of the last answer of the collector
+        self.last_error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._first = threading.Event()  # set after the first fetch attempt
+        self._closed = False
+
+    def close(self) -> None:
+        """The client is closing: a refresh still under way stores and logs nothing."""
+        self._closed = True
+
+    def fresh(self) -> bool:
+        return time.monotonic() - self.fetched_at < self.ttl
+
+    def fetch(self) -> dict[str, dict]:
+        """Ask the collector; on failure keep what is known (memory, then the file). Raises
+        ``TelemetryError`` for a refused token, or when nothing is known at all."""
+        try:
+            data = json.loads(self._get())
+            self._set(data)
+            self.fetched_at, self.last_error = time.monotonic(), None
+            if self._closed:
+                return self.configs
+            try:
+                self._save(json.dumps(data).encode())
+            except Exception as exc:  # noqa: BLE001 — a storage error only loses the offline copy
+                log.warning("cannot store campaign configs: %s", exc)
+        except HttpStatus as exc:
+            self.last_error = f"collector answered {exc}"
+            if exc.status in AUTH_STATUS:
+                raise TelemetryError(f"collector refused the token ({exc.status})") from None
+            self._fallback(exc)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.last_error = f"collector unreachable: {type(exc).__name__}: {exc}"
+            self._fallback(exc)
+        finally:
+            self._first.set()
+        return self.configs
+
+    def current(self, wait: float) -> dict[str, dict] | None:
+        """The configs known now, without a network request (a stale copy starts a background
+        refresh); None when none are known after waiting ``wait`` s for the first fetch."""
+        if not self.configs:
+            self._load_stored()
+        if not self.fresh():
+            self.refresh_in_background()
+        if not self.configs:
+            self._first.wait(wait)
+        return self.configs or None
+
+    def refresh_in_background(self) -> None:
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(target=self._refresh, name="ldptel-configs", daemon=True)
+            self._thread.start()
+
+    def _refresh(self) -> None:
+        try:
+            self.fetch()
+        except Exception as exc:  # noqa: BLE001 — the background refresh must not die loudly
+            self.last_error = str(exc)
+            if not self._closed:
+                log.warning("campaign config refresh failed: %s", exc)
+
+    def _set(self, data: dict[str, Any]) -> None:
+        self.configs = {c["name"]: c for c in data["campaigns"]}
+        self.limits = Limits.from_answer(data)
+
+    def _load_stored(self) -> bool:
+        try:
+            stored = self._load()
+            if stored is not None:
+                self._set(json.loads(stored))
+                return True
+        except Exception as exc:  # noqa: BLE001 — an unreadable copy is as good as none
+            log.warning("cannot read the stored campaign configs: %s", exc)
+        return False
+
+    def _fallback(self, exc: Exception) -> None:
+        if self.configs or self._load_stored():
+            log.info("using cached campaign configs (%s)", self.last_error)
+            return
+        raise TelemetryError(f"no campaign configs: the collector is unreachable ({exc})") from None

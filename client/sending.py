@@ -1,0 +1,176 @@
+"""The SDK's flush: sending the queued chunks of a ``TelemetryClient`` to the collector.
+
+- Each chunk is one ``ReportBatch`` of one campaign under a batch_id fixed before its first
+  attempt (``ldptel.client.queue``), at most ``max_reports_per_batch`` reports and, as far as the
+  rows' sizes tell, ``max_body_bytes`` (``ldptel.client.limits``); a body that still comes out
+  larger is split without being sent.
+- What an answer means is ``ldptel.client.delivery.classify``; a chunk that is too large (413, or
+  the connection was cut while a large body was written) is split — a single row into halves —
+  and sent again under new batch_ids (the collector stored nothing of it).
+- One chunk never holds up the others: after a retryable failure the next chunk is tried; the
+  flush pauses (backoff with full jitter) only when two chunks in a row failed or none is left.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ldptel.client import delivery
+from ldptel.client.delivery import CONTENT_TYPE, Action, Attempt, BodyCutOff, FlushResult, HttpStatus
+from ldptel.client.errors import CampaignRefused, QueueUnavailable, TelemetryError, UnknownCampaign
+from ldptel.client.limits import LARGE_BODY, split_batch
+from ldptel.client.queue import Chunk, ReportQueue
+from ldptel.proto import ReportBatch
+
+if TYPE_CHECKING:
+    from ldptel.client.transport import TelemetryClient
+
+log = logging.getLogger("ldptel.client")
+
+LONGEST_NAME = 64  # bytes of a campaign name assumed when budgeting rows
+
+
+class Sender:
+    """The flush loop of ``client`` (one flush at a time: the caller holds its flush lock)."""
+
+    def __init__(self, client: TelemetryClient) -> None:
+        self.client = client
+        self.chunk_reports = client.batch_size  # lowered after a 413 for a chunk of several rows
+        self._jitter = random.Random()
+
+    def max_reports(self) -> int:
+        c = self.client
+        return min(self.chunk_reports, c.batch_size, c.limits.max_reports_per_batch)
+
+    def flush(self, timeout: float | None) -> FlushResult:
+        c = self.client
+        deadline = None if timeout is None else time.monotonic() + timeout
+        result = FlushResult()
+        try:
+            queue = c.queue
+        except QueueUnavailable as exc:
+            result.error = str(exc)
+            return result
+        attempt = 0
+        deferred: set[int] = set()  # chunks that asked for a retry since the last pause
+        streak = 0  # retryable failures in a row
+        retry_after: float | None = None
+        while not (c.stopping() and timeout is None):
+            budget = c.limits.row_budget(" " * LONGEST_NAME)  # the body is checked again once built
+            chunk = queue.next_chunk(self.max_reports(), budget, skip=deferred)
+            if chunk is None and not deferred:
+                break
+            if chunk is None or streak >= 2:
+                delay = delivery.backoff(self._jitter, attempt, c.backoff_base, c.max_backoff, retry_after)
+                attempt, streak = attempt + 1, 0
+                log.info("send failed (%s); retrying in %.2f s", result.error, delay)
+                if not self._wait(delay, deadline):
+                    break
+                deferred.clear()
+                continue
+            outcome = self.attempt(chunk)
+            if outcome.error is not None:
+                result.error = outcome.error
+            if outcome.action is Action.SENT:
+                queue.complete(chunk)
+                if outcome.duplicate:
+                    result.duplicates += chunk.count
+                else:
+                    result.accepted += chunk.count
+                attempt = streak = 0
+            elif outcome.action is Action.DROP:
+                self._drop(queue, chunk, result, outcome.reason)
+            elif outcome.action is Action.REGROUP and self._split(queue, chunk, result, outcome.error):
+                pass
+            elif outcome.action is Action.STOP:
+                log.error("collector refused the token (%s); keeping %d queued reports",
+                          outcome.error, queue.pending())
+                break
+            else:  # RETRY (or a split that must wait for the campaign configs): others first
+                deferred.add(chunk.id)
+                streak += 1
+                retry_after = outcome.retry_after
+        result.pending = c.pending()
+        if result.pending == 0:
+            result.error = None
+        return result
+
+    def attempt(self, chunk: Chunk) -> Attempt:
+        """Build the chunk's body and post it once (no side effects on the queue)."""
+        c = self.client
+        try:
+            c.mechanism(chunk.campaign)  # refuses a campaign over max_epsilon
+            body = self.batch_body(chunk)
+        except (UnknownCampaign, CampaignRefused) as exc:
+            return Attempt(Action.DROP, reason=str(exc))
+        except TelemetryError as exc:  # no campaign configs yet: retry later
+            return Attempt(Action.RETRY, error=str(exc))
+        except ValueError as exc:  # rows that no longer match the campaign's config
+            return Attempt(Action.DROP, reason=f"undecodable queued reports: {exc}")
+        limit = c.limits.max_body_bytes
+        if len(body) > limit:  # never sent: the collector would refuse it
+            why = f"body of {len(body)} bytes over max_body_bytes {limit}"
+            return Attempt(delivery.classify(delivery.TOO_LARGE, chunk.count), error=why, reason=why)
+        try:
+            answer = json.loads(c._request("POST", "/v1/reports", body, CONTENT_TYPE) or b"{}")
+        except HttpStatus as exc:
+            return Attempt.from_status(exc, chunk.count)
+        except BodyCutOff as exc:  # nothing of it was stored: split a large body, else retry
+            split = len(body) >= LARGE_BODY and chunk.count > 1
+            return Attempt(Action.REGROUP if split else Action.RETRY, error=f"BodyCutOff: {exc}")
+        except (OSError, ValueError) as exc:  # network errors, timeouts, garbled answers
+            return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
+        return Attempt(Action.SENT, duplicate=bool(answer.get("duplicate")))
+
+    def batch_body(self, chunk: Chunk) -> bytes:
+        """The chunk's rows as one columnar ``ReportBatch`` under the chunk's batch_id."""
+        if len(chunk.batches) == 1:
+            batch = ReportBatch.FromString(chunk.batches[0])
+        else:
+            mech = self.client.mechanism(chunk.campaign)
+            parts = [mech.columns(ReportBatch.FromString(b)) for b in chunk.batches]
+            columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+            batch = mech.pack(columns, chunk.count, chunk.campaign)
+        batch.campaign = chunk.campaign
+        batch.batch_id = chunk.batch_id
+        return batch.SerializeToString()
+
+    def _split(self, queue: ReportQueue, chunk: Chunk, result: FlushResult, why: str | None) -> bool:
+        """Send a too-large chunk's rows in smaller chunks; a single row is split into halves
+        (under new batch_ids: the collector stored nothing of it). False when that must wait (no
+        campaign config to split a row with)."""
+        log.warning("batch of %d reports of %s too large (%s); splitting", chunk.count, chunk.campaign, why)
+        if len(chunk.batches) > 1:
+            self.chunk_reports = max(1, min(self.chunk_reports, chunk.count // 2))
+            queue.release(chunk)
+            return True
+        try:
+            mech = self.client.mechanism(chunk.campaign)
+            parts = split_batch(mech, ReportBatch.FromString(chunk.batches[0]))
+        except UnknownCampaign as exc:
+            self._drop(queue, chunk, result, str(exc))
+        except ValueError as exc:
+            self._drop(queue, chunk, result, f"undecodable queued reports: {exc}")
+        except TelemetryError as exc:
+            result.error = str(exc)
+            return False
+        else:
+            queue.split(chunk, [(p.count, p.SerializeToString()) for p in parts])
+        return True
+
+    def _wait(self, delay: float, deadline: float | None) -> bool:
+        """Sleep ``delay`` unless that passes the deadline or the client is stopping."""
+        if deadline is not None and time.monotonic() + delay > deadline:
+            return False
+        return not self.client.sleep(delay)
+
+    def _drop(self, queue: ReportQueue, chunk: Chunk, result: FlushResult, why: str) -> None:
+        log.error("dropping %d reports of %s: %s", chunk.count, chunk.campaign, why)
+        queue.complete(chunk)
+        result.dropped += chunk.count
