@@ -21,7 +21,9 @@ Per kind the document is what the export API answers (``document``), plus ``deco
 Below the campaign's ``min_reports`` nothing is decoded: the publication holds the tag without a
 document (``Published.doc`` is None).
 
-``Publisher`` is the aggregator worker's schedule: a (campaign, window) noted after a commit is
+``Publisher`` is the aggregator worker's schedule (``Worker.run`` calls ``due`` every round): a
+(campaign, window) noted after a commit, or found missing or behind (``stale_windows``, at the
+first round and every ``STALE_CHECK_S``: a worker may die between a commit and its publication), is
 published at most once per ``publish_interval`` seconds while reports keep arriving, and as soon
 as the worker finds its streams drained (a round without new entries), so a quiet window
 converges to the exact estimate of everything counted. Either way a window is not decoded more
@@ -53,6 +55,7 @@ from ldptel.redis_client import AnyRedis
 HEADER = ("campaign", "kind", "epsilon", "n_reports", "window", "decoded_at")
 HEAVY_HITTER_ALPHA = 0.05
 DECODE_SHARE = 0.25  # while reports arrive, decoding takes at most about this share of the time
+STALE_CHECK_S = 10.0  # how often ``due`` looks for windows whose publication is missing or behind
 
 
 def config_digest(campaign: Campaign) -> str:
@@ -210,23 +213,26 @@ class Publisher:
     """When the worker publishes: ``note`` a (campaign, window) after a commit, call ``due``
     every round (``drained``: the worker found no new entry)."""
 
-    def __init__(self, r: AnyRedis, interval: float) -> None:
+    def __init__(self, r: AnyRedis, interval: float, campaigns: list[Campaign]) -> None:
         self.r = r
         self.interval = interval
+        self.campaigns = campaigns
+        self.stale_checked = -math.inf  # monotonic time of the last ``note_stale``
         self.dirty: dict[tuple[str, int], Campaign] = {}
         self.last: dict[tuple[str, int], float] = {}  # monotonic time of the last publication
         self.cost: dict[tuple[str, int], float] = {}  # seconds the last publication took
         self.published = 0
 
-    def note(self, campaign: Campaign, window: int) -> None:
-        self.dirty[campaign.name, window] = campaign
+    def note(self, campaign: Campaign, *windows: int) -> None:
+        for window in windows:
+            self.dirty[campaign.name, window] = campaign
 
-    def note_stale(self, campaigns: list[Campaign]) -> None:
-        """Note every window of ``campaigns`` whose publication is missing or behind (a worker
-        may have died between its commit and its publication: ``stale_windows``)."""
-        for camp in campaigns:
-            for w in stale_windows(self.r, camp):
-                self.note(camp, w)
+    def note_stale(self) -> None:
+        """Note every window whose publication is missing or behind (``stale_windows``: a
+        worker may have died between its commit and its publication)."""
+        for camp in self.campaigns:
+            self.note(camp, *stale_windows(self.r, camp))
+        self.stale_checked = time.monotonic()
 
     def due(self, drained: bool, everything: bool = False) -> int:
         """Publish every noted window that is due: never published, or last published
@@ -234,6 +240,8 @@ class Publisher:
         so a cheap window is published at once), or all of them with ``everything``. ``cost`` is
         the window's last decode time: decoding takes at most ``DECODE_SHARE`` of the worker's
         time. Returns how many were published."""
+        if time.monotonic() - self.stale_checked > STALE_CHECK_S:
+            self.note_stale()
         done = 0
         for key, campaign in list(self.dirty.items()):
             budget = self.cost.get(key, 0.0) / DECODE_SHARE

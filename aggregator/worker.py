@@ -30,13 +30,8 @@ Entries are read ``read_count`` per stream, grouped by their ``window`` field an
 campaign's accumulator (vectorized per batch). On start a worker checks the stored state of every
 campaign (``StateMismatch`` if it no longer fits the parameters), claims entries of dead
 consumers, and first drains what is pending to itself; ``ldptel.aggregator.upkeep`` trims
-acknowledged entries past retention and removes idle consumers that own nothing.
-
-After a commit the worker notes the windows it touched; ``publish.Publisher`` decodes and
-publishes them (throttled per window by ``publish_interval`` while reports arrive, soon after a
-round finds no new entry, and all before ``run()`` returns), so the export API never
-decodes. At start and
-every ``TRIM_INTERVAL_S`` it also notes every window whose publication is missing or behind.
+acknowledged entries past retention and removes idle consumers that own nothing. The windows a
+commit touched are decoded and published by ``publish.Publisher`` (when: its docstring).
 
 Redis Cluster: new entries are read with one ``XREADGROUP`` per stream (pipelined; a multi-stream
 read would cross slots); when all are empty the worker blocks on one stream at a time, in turn,
@@ -164,7 +159,7 @@ class Worker:
         self._last_trim = time.monotonic()
         self._marks = upkeep.DeliveryMarks(self.cfg.retention_seconds)
         self._cluster = is_cluster(r)
-        self.publisher = publish.Publisher(r, self.cfg.publish_interval)
+        self.publisher = publish.Publisher(r, self.cfg.publish_interval, config.campaigns)
         self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
         self.committed_at: float | None = None  # epoch seconds of the last commit
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
@@ -181,7 +176,6 @@ class Worker:
                     raise
             store.check_state(self.r, slot.campaign, slot.shard, slot.template)
             slot.history = True
-        self.publisher.note_stale(self.config.campaigns)
         self.claim_dead()
         self.remove_idle_consumers()
 
@@ -227,8 +221,7 @@ class Worker:
                 n = self.step(block_ms=None if once else self.cfg.block_ms)
                 backoff.reset()
                 drained = n == 0 and not any(slot.history for slot in self.slots)
-                if drained:
-                    self.caught_up_at = time.time()
+                self.caught_up_at = time.time() if drained else self.caught_up_at
                 self.housekeeping()
                 self.publisher.due(drained, everything=once and drained)
                 if self._pulse.tick(self.r, self.committed_at, self.caught_up_at):
@@ -280,7 +273,6 @@ class Worker:
         if now - self._last_trim > TRIM_INTERVAL_S:
             self.trim()
             self.remove_idle_consumers()
-            self.publisher.note_stale(self.config.campaigns)
             self._last_trim = now
 
     def step(self, block_ms: int | None = None) -> int:
@@ -377,8 +369,7 @@ class Worker:
             self.stats.lost += 1
             slot.history = True
             return 0
-        for window in deltas:
-            self.publisher.note(slot.campaign, window)
+        self.publisher.note(slot.campaign, *deltas)
         self.committed_at = time.time()
         agg_metrics.observe(slot.campaign.name, len(ids), reports, rejected, t1 - t0,
                             time.perf_counter() - t1)
