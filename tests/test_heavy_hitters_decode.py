@@ -53,8 +53,8 @@ def test_explicit_pool_size_past_the_decode_bound_is_refused() -> None:
 def assert_sane_std_errors(acc: HeavyHitterAccumulator, expected: str) -> None:
     est = acc.estimate()
     assert expected in est.labels
-    assert est.n == acc.state["counts"].sum()
     assert np.isfinite(est.std_error).all() and (est.std_error > 0).all(), est.std_error
+    assert est.n == acc.state["counts"].sum()
     assert np.isfinite(est.counts).all()
     for row in est.items():
         assert np.isfinite([row["std_error"], row["ci_low"], row["ci_high"]]).all(), row
