@@ -17,7 +17,12 @@ from ldptel.client.builder import CAMPAIGN_KINDS as KINDS
 from ldptel.client.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
 from ldptel.client.mechanisms import MECHANISMS
 from ldptel.client.mechanisms.base import Mechanism
-from ldptel.client.mechanisms.heavy_hitters import check_pool_size, default_pool_size, pool_hash_range
+from ldptel.client.mechanisms.heavy_hitters import (
+    check_pool_size,
+    default_pool_size,
+    pool_hash_range,
+    walk_candidates,
+)
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
@@ -242,9 +247,10 @@ def _campaign(raw: Any, where: str) -> Campaign:
         }
         # always published: an SDK must not have to agree with the server on a default
         levels, g = camp.params["levels"], pool_hash_range(camp.epsilon)
-        pool = _int(raw, "pool_size", where, default_pool_size(levels, g), 1, 1 << 16)
+        cands = walk_candidates(max_length, levels, camp.params["width"])
+        pool = _int(raw, "pool_size", where, default_pool_size(levels, g, cands), 1, 1 << 16)
         try:
-            camp.params["pool_size"] = check_pool_size(pool, levels, g)
+            camp.params["pool_size"] = check_pool_size(pool, levels, g, cands)
         except ValueError as exc:
             raise _fail(f"{where}.pool_size", str(exc)) from None
     else:  # range

@@ -37,7 +37,7 @@ name = "hh"
 kind = "heavy_hitters"
 epsilon = 4.0
 max_length = 16
-levels = 8
+levels = 16
 width = 8
 min_reports = 1
 
@@ -356,11 +356,13 @@ def test_a_device_sent_formula_is_neutralized_in_the_heavy_hitter_csv(collector:
     doc = json.loads(http_request(collector.url, "GET", "/v1/campaigns/hh/heavy-hitters",
                                   headers={"Authorization": f"Bearer {EXPORT_TOKEN}"}).body)
     assert doc["items"][0]["value"] == EVIL  # the JSON keeps the string as sent
+    assert all(isinstance(it["std_error"], float) and it["std_error"] > 0 for it in doc["items"])
     reply = http_request(collector.url, "GET", "/campaigns/hh/download/heavy-hitters.csv",
                          headers={"Cookie": signed_in_cookie(collector.url)})
     assert reply.status == 200
     rows = list(csv.reader(io.StringIO(reply.body.decode(), newline="")))
     assert rows[1][0] == "'" + EVIL
+    assert not any(cell.lower() in ("nan", "inf", "-inf", "") for row in rows[1:] for cell in row[1:])
     assert not any(cell.startswith(("=", "+", "@", "\t", "\r")) for row in rows for cell in row)
 
 

@@ -132,7 +132,7 @@ class HeavyHitterAccumulator(Accumulator):
             if not all(k in stored for k in SPARSE_KEYS):
                 acc = super().from_bytes(mech, data)
                 assert isinstance(acc, cls)
-                return acc
+                return acc.checked_total()
             acc = cls(mech)
             acc.check_stored(stored)
             cells, hits, n = stored["cells"], stored["hits"], stored["n"]
@@ -142,7 +142,16 @@ class HeavyHitterAccumulator(Accumulator):
             raise ValueError(f"stored state does not match {mech!r} (sparse cells)")
         flat[cells.astype(np.int64)] = hits
         acc.state["n"] = n.astype(np.int64)
-        return acc
+        return acc.checked_total()
+
+    def checked_total(self) -> HeavyHitterAccumulator:
+        """``self`` if its report count n equals the table's total (every report is one cell),
+        else ``ValueError``: a stored state that disagrees with itself is refused, not decoded."""
+        total = int(self.state["counts"].sum(dtype=np.int64))
+        if int(self.state["n"][0]) != total:
+            raise ValueError(f"stored heavy-hitter state counts n = {int(self.state['n'][0])} "
+                             f"reports but its table holds {total}")
+        return self
 
     # --- decoding ---------------------------------------------------------------------------
     def level_pairs(self) -> np.ndarray:
@@ -166,9 +175,12 @@ class _Walk:
 
     def __init__(self, mech: HeavyHitters, state: dict[str, np.ndarray], pairs: np.ndarray) -> None:
         self.mech = mech
-        self.N = int(state["n"][0])
         self.table = state["counts"]
         self.n_level = self.table.sum(axis=(1, 2), dtype=np.int64)
+        # every report is one cell: N is the table's total, so n_E ≤ N whoever filled the table
+        # (with N = state n, a table filled by add_columns alone had N = 0 < n_E: the
+        # finite-population term n_E f(1 − f)(N − n_E)/(N − 1) went negative, √ gave NaN)
+        self.N = int(self.n_level.sum())
         a, b = hashing.seed_params(mech.pool.reshape(-1))
         self.a, self.b = a.reshape(mech.pool.shape), b.reshape(mech.pool.shape)
         self.pairs = pairs
@@ -203,16 +215,18 @@ class _Walk:
         lo = int(mech.bits[level - 1]) if level else 0
         hi = int(mech.bits[level])
         s = hi - lo
-        bits = np.unpackbits(parents, axis=1)
-        kids = np.repeat(bits, 1 << s, axis=0)
-        code = np.tile(np.arange(1 << s, dtype=np.int64), parents.shape[0])
-        for t in range(s):
-            kids[:, lo + t] = (code >> (s - 1 - t)) & 1
-        rows = np.packbits(kids, axis=1)
+        base = np.zeros_like(parents)
+        base[:, : (lo + 7) // 8] = prefix_rows(parents, lo)
+        rows = np.repeat(base, 1 << s, axis=0)
+        # the s ≤ 16 new bits, MSB first, at bit offset lo % 8 of the 3 bytes from lo // 8
+        window = np.tile(np.arange(1 << s, dtype=np.int64), parents.shape[0]) << (24 - lo % 8 - s)
+        for i in range(min(3, rows.shape[1] - lo // 8)):
+            rows[:, lo // 8 + i] |= ((window >> (16 - 8 * i)) & 0xFF).astype(np.uint8)
         pref = prefix_rows(rows, hi)
         full = hi // 8
         zero = pref[:, :full] == 0
-        first = np.where(zero.any(axis=1), zero.argmax(axis=1), pref.shape[1])
+        # (a first level of < 8 bits has no complete byte yet: argmax of nothing would raise)
+        first = np.where(zero.any(axis=1), zero.argmax(axis=1) if full else 0, pref.shape[1])
         after = np.arange(pref.shape[1])[None, :] > first[:, None]
         valid = ~((pref != 0) & after).any(axis=1)
         return rows[valid]
@@ -273,10 +287,13 @@ class _Walk:
         s = self.pooled(rows, first)
         level_alpha = alpha / max(rows.shape[0], 1)
         nE = s["n"]
+        # rows of one ``first`` share n_E, P̂2 and |E|: one tail quantile per group, not per row
+        _, rep, group = np.unique(first, return_index=True, return_inverse=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             est = mech.unbiased_counts(s["C"], nE)
             zs = est / np.sqrt(s["V"])
-            hit = np.flatnonzero((nE > 0) & (s["C"] > self.threshold(level_alpha, nE, s["P2"], s["E"])))
+            t = self.threshold(level_alpha, nE[rep], s["P2"][rep], s["E"][rep])[group]
+            hit = np.flatnonzero((nE > 0) & (s["C"] > t))
         hit = hit[np.argsort(-zs[hit], kind="stable")]
         N, nh = self.N, nE[hit]
         ratio = N / nh

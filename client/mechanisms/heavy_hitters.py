@@ -41,9 +41,20 @@ uncorrelated. Relative to the OLH term it is ≈ n_j·Σ_v f_v²/(K(g − 1)·Va
 reports per level and the concentration Σ f², and shrinks as 1/K. K = ``DEFAULT_POOL`` = 2048 at
 g = 64, ε = 4 makes it 0.22 of the OLH term at N = 1 M (16 levels, Zipf(1.1) over 10 000
 strings: Σ f² = 0.034; std error +10%), 0.04 at N = 200 k, while the decode costs K lookups per
-candidate (≈ 2 ns each on one core: ≤ 1.2 s even for 15 full levels of 64 × 256 candidates;
-``bench/heavy_hitters.py`` measures 0.35–0.7 s from 1 M to 100 M reports) and the state J·K·g
-int32 is 8 MiB. Doubling K halves the collision term and doubles the decode time.
+candidate (≈ 2 ns each on one core) and the state J·K·g int32 is 8 MiB. Doubling K halves the
+collision term and doubles the decode time.
+
+Decode budget. The walk evaluates at most M = 2^{b_1} + Σ_{j≥2} width·2^{b_j − b_{j−1}}
+candidates (``walk_candidates``), K lookups each. The default K is ``DEFAULT_POOL`` halved until
+K·M ≤ ``DECODE_BUDGET`` = 2^29 lookups (≈ 1 s on one core; the default layout, 16 one-byte
+levels × 64 × 256 candidates, keeps K = 2048: K·M = 5.0·10^8; ``bench/heavy_hitters.py``
+measures 0.35–0.7 s from 1 M to 100 M reports) and J·K·g ≤ ``MAX_STATE_CELLS``. A layout with
+many new bits per level gets a smaller pool (8 levels of 16 bits, width 8: M = 3.7·10^6, K = 128)
+and so a larger collision term, ≈ n_j·Σ_v f_v²/(K(g − 1)·Var*) of the OLH term, which the std
+error carries (``pool_variance``): estimates stay honest, only wider at large N. An explicit
+``pool_size`` may cost up to ``MAX_DECODE_LOOKUPS`` = 2^31 (K·M ≤ 2^31, ≈ 4 s), else the config
+is refused naming pool_size.
+
 ``count_variance`` is the first term, ``pool_variance`` the second; the decoder
 (``ldptel.aggregator.decoders.heavy_hitters``) estimates P2 from the table and walks the tree.
 """
@@ -70,6 +81,8 @@ MAX_G = 256  # hash range cap (the optimum g ≈ e^ε + 1 passes it only for ε 
 DEFAULT_POOL = 2048  # K: seeds per level (collision term ∝ 1/K, decode cost ∝ K)
 MAX_POOL = 1 << 16
 MAX_STATE_CELLS = 1 << 23  # J·K·g int32 counts per window: 32 MiB
+DECODE_BUDGET = 1 << 29  # the default K keeps K·walk_candidates within this (≈ 1 s on one core)
+MAX_DECODE_LOOKUPS = 1 << 31  # an explicit pool_size may cost at most this many lookups
 COLUMNS = ("levels", "seed_indices", "values")
 
 
@@ -81,20 +94,33 @@ def pool_hash_range(epsilon: float) -> int:
     return min((1 << t for t in range(1, MAX_G.bit_length())), key=var_star)
 
 
-def default_pool_size(levels: int, g: int) -> int:
-    """K = ``DEFAULT_POOL``, halved until the state J·K·g fits ``MAX_STATE_CELLS``."""
+def walk_candidates(max_length: int, levels: int, width: int) -> int:
+    """M = 2^{b_1} + Σ_{j≥2} width·2^{b_j − b_{j−1}}: the most candidates one decode's walk
+    evaluates (each costs K lookups)."""
+    new = np.diff(level_bits(8 * max_length, levels), prepend=0)
+    return int(2 ** int(new[0]) + width * sum(2 ** int(b) for b in new[1:]))
+
+
+def default_pool_size(levels: int, g: int, candidates: int) -> int:
+    """K = ``DEFAULT_POOL``, halved until the state J·K·g fits ``MAX_STATE_CELLS`` and the decode
+    K·``candidates`` fits ``DECODE_BUDGET`` (``walk_candidates``; module docstring)."""
     k = DEFAULT_POOL
-    while k > 1 and levels * k * g > MAX_STATE_CELLS:
+    while k > 1 and (levels * k * g > MAX_STATE_CELLS or k * candidates > DECODE_BUDGET):
         k //= 2
     return k
 
 
-def check_pool_size(value: Any, levels: int, g: int) -> int:
-    """1 ≤ K ≤ 2^16 with J·K·g ≤ ``MAX_STATE_CELLS``, else ``ValueError`` naming pool_size."""
+def check_pool_size(value: Any, levels: int, g: int, candidates: int) -> int:
+    """1 ≤ K ≤ 2^16 with J·K·g ≤ ``MAX_STATE_CELLS`` and K·``candidates`` ≤
+    ``MAX_DECODE_LOOKUPS``, else ``ValueError`` naming pool_size."""
     k = check_int(value, "pool_size", 1, MAX_POOL)
     if levels * k * g > MAX_STATE_CELLS:
         raise ValueError(f"pool_size = {k} makes levels·pool_size·g = {levels}·{k}·{g} counts per "
                          f"window, over {MAX_STATE_CELLS} (32 MiB): lower pool_size or levels")
+    if k * candidates > MAX_DECODE_LOOKUPS:
+        raise ValueError(f"pool_size = {k} makes a decode evaluate up to {candidates} candidates × "
+                         f"{k} seeds = {k * candidates} lookups, over {MAX_DECODE_LOOKUPS}: lower "
+                         f"pool_size, width, or the bits per level (more levels)")
     return k
 
 
@@ -141,9 +167,10 @@ class HeavyHitters(LocalHashing):
         self.width = check_int(width, "width", 1, 4096)
         self.secret = device_secret(secret)
         self.g = pool_hash_range(self.epsilon)
+        cands = walk_candidates(self.max_length, self.levels, self.width)
         self.pool_size = check_pool_size(
-            default_pool_size(self.levels, self.g) if pool_size is None else pool_size,
-            self.levels, self.g)
+            default_pool_size(self.levels, self.g, cands) if pool_size is None else pool_size,
+            self.levels, self.g, cands)
         self.pool_seed = check_int(pool_seed, "pool_seed", 0, 0xFFFFFFFF)
         self.bits = level_bits(self.total_bits, self.levels)
         self.domain_size = 0  # strings: no enumerable domain
