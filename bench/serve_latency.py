@@ -8,7 +8,9 @@ every window at start), then runs, for ``--duration`` seconds each:
    loop, spread over the three campaigns), so the aggregator keeps committing and republishing;
 2. the same ingest plus ``--clients`` concurrent clients (keep-alive, in ``--client-procs``
    processes) polling ``/estimates``, ``/heavy-hitters``, ``/range`` and the three campaign pages
-   in turn, as fast as they are answered.
+   in turn: as fast as they are answered (``--poll-interval 0``, the default: a saturation test),
+   or each waiting ``--poll-interval`` seconds after every answer, as an open operator page does
+   (it refreshes every 5 s), starting at a random phase.
 
 Prints p50/p99 latency per endpoint, ingest p50/p99 without and with the pollers, the 5xx count,
 how long the first publication of each window took (the decode at N), and each endpoint's own
@@ -23,6 +25,7 @@ of N reports is the sum of the blocks' states), and the result is written with `
 
     .venv/bin/python bench/serve_latency.py [--n 10000000] [--duration 60] [--clients 32]
         [--ingest-rate 200] [--batch 100] [--workers 2] [--client-procs 4] [--block 100000]
+        [--poll-interval 0]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import random
 import re
 import subprocess
 import sys
@@ -186,9 +190,11 @@ def signed_in_session(url: str) -> requests.Session:
     return s
 
 
-def poll(url: str, threads: int, duration: float, offset: int) -> list[tuple[str, float, int]]:
-    """``threads`` clients, each requesting the ``ENDPOINTS`` in turn for ``duration`` seconds;
-    returns (endpoint, latency ms, status) per request."""
+def poll(url: str, threads: int, duration: float, offset: int,
+         interval: float = 0.0) -> list[tuple[str, float, int]]:
+    """``threads`` clients, each requesting the ``ENDPOINTS`` in turn for ``duration`` seconds,
+    pausing ``interval`` seconds after each answer (first request at a random phase in
+    [0, interval)); returns (endpoint, latency ms, status) per request."""
     results: list[tuple[str, float, int]] = []
     lock = threading.Lock()
     names = list(ENDPOINTS)
@@ -198,6 +204,8 @@ def poll(url: str, threads: int, duration: float, offset: int) -> list[tuple[str
         s = signed_in_session(url)
         api = {"Authorization": f"Bearer {EXPORT}"}
         i = offset + t
+        if interval > 0:
+            time.sleep(random.Random(offset + t).uniform(0, interval))
         while time.perf_counter() < end:
             name = names[i % len(names)]
             i += 1
@@ -209,6 +217,8 @@ def poll(url: str, threads: int, duration: float, offset: int) -> list[tuple[str
                 status = 599
             with lock:
                 results.append((name, (time.perf_counter() - t0) * 1000, status))
+            if interval > 0:
+                time.sleep(interval)
 
     ts = [threading.Thread(target=client, args=(t,)) for t in range(threads)]
     for t in ts:
@@ -266,6 +276,8 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=100_000, help="reports encoded per block")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of each phase")
     ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--poll-interval", type=float, default=0.0,
+                    help="seconds each client waits after an answer (0: as fast as answered)")
     ap.add_argument("--client-procs", type=int, default=4)
     ap.add_argument("--ingest-rate", type=float, default=200.0, help="ingest requests/s")
     ap.add_argument("--batch", type=int, default=100, help="reports per ingest request")
@@ -305,7 +317,7 @@ def main() -> None:
             base = ingest(url, config_path, args.ingest_rate, args.batch, args.duration)
             per = args.clients // args.client_procs
             with mp.get_context("spawn").Pool(args.client_procs + 1) as pool:
-                pollers = [pool.apply_async(poll, (url, per, args.duration, i * per))
+                pollers = [pool.apply_async(poll, (url, per, args.duration, i * per, args.poll_interval))
                            for i in range(args.client_procs)]
                 loaded = ingest(url, config_path, args.ingest_rate, args.batch, args.duration)
                 polled = [row for p in pollers for row in p.get()]
@@ -318,7 +330,8 @@ def main() -> None:
                 except subprocess.TimeoutExpired:  # the aggregator finishes a decode first
                     proc.kill()
                     proc.wait()
-        print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s; "
+        print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s "
+              f"({'closed loop' if args.poll_interval <= 0 else f'polling every {args.poll_interval:g} s'}); "
               f"ingest {args.ingest_rate:.0f} requests/s × {args.batch} reports")
         print(f"{'endpoint':16} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}"
               "   in process: p50 / p99 ms")
