@@ -77,11 +77,14 @@ def load_accumulator(r: AnyRedis, campaign: Campaign, window: int) -> tuple[Accu
 
 def window_counts(r: AnyRedis, campaign: Campaign) -> dict[int, int]:
     """Reports counted per window (summed over shards), ascending by window."""
+    return _window_counts([_counters(r, key) for key in _state_keys(campaign)])
+
+
+def _window_counts(shards: list[dict[str, int]]) -> dict[int, int]:
     out: dict[int, int] = {}
-    for key in _state_keys(campaign):
-        for field, value in _hscan_prefix(r, key, N_PREFIX):
-            w = int(field[len(N_PREFIX):])
-            out[w] = out.get(w, 0) + int(value)
+    for counters in shards:
+        for w, n in _with_prefix(counters, N_PREFIX).items():
+            out[int(w)] = out.get(int(w), 0) + n
     return dict(sorted(out.items()))
 
 
@@ -90,14 +93,22 @@ def window_count(r: AnyRedis, campaign: Campaign, window: int) -> int:
     return sum(int(r.hget(key, f"{N_PREFIX}{window}") or 0) for key in _state_keys(campaign))
 
 
-def _hscan_prefix(r: AnyRedis, key: str, prefix: str) -> list[tuple[str, bytes]]:
-    """The (field, value) pairs of a state hash whose field starts with ``prefix`` (a counter
-    prefix, not ``ACC_PREFIX``). HKEYS + HMGET, not HSCAN: HSCAN's MATCH filters after the
-    server has copied every visited value, accumulator blobs included, which made every page
-    view and ``window=latest`` cost O(state bytes) in Redis (45 ms per call at 80 MB)."""
-    names = [f for f in cast(list[bytes], r.hkeys(key)) if f.startswith(prefix.encode())]
+_COUNTER_PREFIXES = (N_PREFIX.encode(), ENTRIES_PREFIX.encode(), UPDATED_PREFIX.encode(), REJECTED.encode())
+
+
+def _counters(r: AnyRedis, key: str) -> dict[str, int]:
+    """Every counter field of a state hash (``n:``, ``entries:``, ``updated:``, ``rejected``; not
+    the accumulator blobs). HKEYS + HMGET, not HSCAN: HSCAN's MATCH filters after the server has
+    copied every visited value, accumulator blobs included, which made every page view and
+    ``window=latest`` cost O(state bytes) in Redis (45 ms per call at 80 MB)."""
+    names = [f for f in cast(list[bytes], r.hkeys(key)) if f.startswith(_COUNTER_PREFIXES)]
     values = cast(list[bytes | None], r.hmget(key, names)) if names else []
-    return [(f.decode(), v) for f, v in zip(names, values, strict=True) if v is not None]
+    return {f.decode(): int(v) for f, v in zip(names, values, strict=True) if v is not None}
+
+
+def _with_prefix(counters: dict[str, int], prefix: str) -> dict[str, int]:
+    """The counters whose field starts with ``prefix``, by the rest of the field name."""
+    return {f[len(prefix):]: v for f, v in counters.items() if f.startswith(prefix)}
 
 
 def list_windows(r: AnyRedis, campaign: Campaign) -> list[int]:
@@ -107,15 +118,15 @@ def list_windows(r: AnyRedis, campaign: Campaign) -> list[int]:
 
 def last_updated(r: AnyRedis, campaign: Campaign, window: int | None = None) -> float | None:
     """Epoch seconds of the last commit (touching ``window`` if given), or None."""
-    best: int | None = None
-    for key in _state_keys(campaign):
-        if window is not None:
-            values = [r.hget(key, f"{UPDATED_PREFIX}{window}")]
-        else:
-            values = [v for _, v in _hscan_prefix(r, key, UPDATED_PREFIX)]
-        for v in values:
-            if v is not None and (best is None or int(v) > best):
-                best = int(v)
+    if window is None:
+        return _last_updated([_counters(r, key) for key in _state_keys(campaign)])
+    stamps = [r.hget(key, f"{UPDATED_PREFIX}{window}") for key in _state_keys(campaign)]
+    best = max((int(v) for v in stamps if v is not None), default=None)
+    return None if best is None else best / 1000.0
+
+
+def _last_updated(shards: list[dict[str, int]]) -> float | None:
+    best = max((v for c in shards for v in _with_prefix(c, UPDATED_PREFIX).values()), default=None)
     return None if best is None else best / 1000.0
 
 
@@ -147,13 +158,7 @@ def backlog(r: AnyRedis, campaign: Campaign) -> int:
     """Stream entries (batches) the collector accepted that no worker has counted yet: the
     collector's ``accepted_batches`` counter minus the entries the workers committed or rejected,
     per shard. (Entries written to a stream by other means are not known here.)"""
-    lag = 0
-    for s in range(campaign.shards):
-        accepted = int(r.hget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES) or 0)
-        key = keys.state_key(campaign.name, s)
-        done = sum(int(v) for _, v in _hscan_prefix(r, key, ENTRIES_PREFIX)) + int(r.hget(key, REJECTED) or 0)
-        lag += max(accepted - done, 0)
-    return lag
+    return summary(r, campaign).backlog
 
 
 @dataclass
@@ -171,21 +176,23 @@ class WindowSummary:
 
 
 def summary(r: AnyRedis, campaign: Campaign) -> WindowSummary:
-    state_keys = _state_keys(campaign)
-    rejected = sum(int(r.hget(k, REJECTED) or 0) for k in state_keys)
-    windows = window_counts(r, campaign)
+    """Each shard's counters and the collector's counters read once, everything derived from them."""
+    shards = [_counters(r, key) for key in _state_keys(campaign)]
     pipe = r.pipeline(transaction=False)
     for s in range(campaign.shards):
         pipe.hmget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES, keys.ACCEPTED_REPORTS)
-    accepted = pipe.execute()
-    batches = sum(int(b or 0) for b, _ in accepted)
-    reports = sum(int(n or 0) for _, n in accepted)
-    entries = sum(int(v) for key in state_keys for _, v in _hscan_prefix(r, key, ENTRIES_PREFIX))
-    counted = sum(windows.values())
-    return WindowSummary(windows=windows, rejected=rejected, updated=last_updated(r, campaign),
-                         backlog=backlog(r, campaign), accepted_batches=batches, accepted_reports=reports,
-                         lag_entries=max(0, batches - entries - rejected),
-                         lag_reports=max(0, reports - counted) if rejected == 0 else None)
+    accepted = [(int(b or 0), int(n or 0)) for b, n in pipe.execute()]
+    done = [sum(_with_prefix(c, ENTRIES_PREFIX).values()) for c in shards]
+    rejected_per = [c.get(REJECTED, 0) for c in shards]
+    windows = _window_counts(shards)
+    batches, reports = sum(b for b, _ in accepted), sum(n for _, n in accepted)
+    entries, rejected, counted = sum(done), sum(rejected_per), sum(windows.values())
+    return WindowSummary(
+        windows=windows, rejected=rejected, updated=_last_updated(shards),
+        backlog=sum(max(b - d - x, 0) for (b, _), d, x in zip(accepted, done, rejected_per, strict=True)),
+        accepted_batches=batches, accepted_reports=reports,
+        lag_entries=max(0, batches - entries - rejected),
+        lag_reports=max(0, reports - counted) if rejected == 0 else None)
 
 
 # --- writes (the aggregator worker) ---------------------------------------------------------
