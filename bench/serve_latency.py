@@ -169,12 +169,17 @@ def ingest(url: str, config_path: str, rate: float, per_batch: int, duration: fl
                 results.append(((time.perf_counter() - t0) * 1000, status))
             i += threads
 
-    ts = [threading.Thread(target=sender, args=(t,)) for t in range(threads)]
+    run_threads(sender, threads)
+    return results
+
+
+def run_threads(fn, n: int) -> None:
+    """Run ``fn(0) … fn(n − 1)`` in ``n`` threads and wait for all of them."""
+    ts = [threading.Thread(target=fn, args=(t,)) for t in range(n)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    return results
 
 
 def signed_in_session(url: str) -> requests.Session:
@@ -220,11 +225,7 @@ def poll(url: str, threads: int, duration: float, offset: int,
             if interval > 0:
                 time.sleep(interval)
 
-    ts = [threading.Thread(target=client, args=(t,)) for t in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(client, threads)
     return results
 
 
