@@ -53,6 +53,18 @@ def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mech
     return create_mechanism(oracle, epsilon=cfg["epsilon"], domain_size=cfg["domain_size"])
 
 
+def value_index(cfg: Mapping[str, Any], value: Any) -> Any:
+    """A categorical label → its index in ``cfg["domain"]``; integers (and RAPPOR / heavy-hitter
+    strings) pass through; a label outside the domain raises ``ValueError`` naming the campaign."""
+    labels = cfg.get("domain")
+    if labels is not None and isinstance(value, str):
+        try:
+            return labels.index(value)
+        except ValueError:
+            raise ValueError(f"value {value!r} is not in the domain of {cfg['name']!r}") from None
+    return value
+
+
 def range_mechanism(cfg: Mapping[str, Any]) -> RangeHaar | RangeHierarchical:
     """``method = "haar"`` (default) or ``"hierarchical"`` (optionally with ``branching``)."""
     method = cfg.get("method", "haar")
@@ -66,7 +78,7 @@ def range_mechanism(cfg: Mapping[str, Any]) -> RangeHaar | RangeHierarchical:
 
 
 __all__ = ["CAMPAIGN_KINDS", "RANGE_METHODS", "RAPPOR_KEYS", "build_mechanism", "range_mechanism",
-           "uses_device_secret"]
+           "uses_device_secret", "value_index"]
 
 
 def privacy_loss(mech: Mechanism) -> tuple[str, float]:

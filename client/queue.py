@@ -10,7 +10,9 @@ Tables:
   first attempt, so every retry (also after a crash or restart) re-sends the same reports under
   the same id and the collector stores them once;
 - ``meta(key, value)`` — the device secret (RAPPOR's memoized permanent randomized response must
-  survive restarts) and the cached campaign configs.
+  survive restarts) and the cached campaign configs;
+- the privacy ledger's tables (``ldptel.client.ledger``), written in the same transaction as the
+  report they account for.
 
 WAL journal: a committed report survives the process being killed. One connection guarded by a
 lock, so a ``ReportQueue`` can be shared by threads; several processes may share the file
@@ -19,6 +21,7 @@ lock, so a ``ReportQueue`` can be shared by threads; several processes may share
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import threading
@@ -43,6 +46,12 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
+
+
+def default_queue_path(url: str) -> Path:
+    """``~/.cache/ldptel/queue-<hash of url>.sqlite``."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ldptel"
+    return base / f"queue-{hashlib.sha256(url.encode()).hexdigest()[:12]}.sqlite"
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ class ReportQueue:
         self._db.executescript(SCHEMA)
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction under the lock (BEGIN IMMEDIATE; COMMIT, or ROLLBACK on error)."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -87,10 +96,25 @@ class ReportQueue:
         """Queue one row of ``count`` randomized reports (committed on return)."""
         self.append_many([(campaign, count, batch)])
 
-    def append_many(self, rows: Iterable[tuple[str, int, bytes]]) -> None:
-        with self._transaction():
-            self._db.executemany("INSERT INTO reports (campaign, count, batch) VALUES (?, ?, ?)",
-                                 ((c, int(n), b) for c, n, b in rows))
+    def append_many(self, rows: Iterable[tuple[str, int, bytes]],
+                    guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
+        """Queue ``rows`` in one transaction. ``guard`` (the privacy ledger) runs first in the same
+        transaction: when it returns False nothing is queued (what it wrote is committed)."""
+        with self.transaction() as db:
+            if guard is not None and not guard(db):
+                return False
+            db.executemany("INSERT INTO reports (campaign, count, batch) VALUES (?, ?, ?)",
+                           ((c, int(n), b) for c, n, b in rows))
+            return True
+
+    def execute_script(self, script: str) -> None:
+        """Run ``script`` (a schema of another table kept in this file, e.g. the ledger's)."""
+        with self._lock:
+            self._db.executescript(script)
+
+    def query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
 
     # --- chunks -------------------------------------------------------------------------------
     def next_chunk(self, max_reports: int, max_bytes: int | None = None,
@@ -98,7 +122,7 @@ class ReportQueue:
         """The oldest chunk not yet delivered (other than those in ``skip``), or a new one: the
         oldest unassigned rows of one campaign, at most ``max_reports`` reports and ``max_bytes``
         bytes of rows (at least one row). None if nothing is left."""
-        with self._transaction():
+        with self.transaction():
             return self._open_chunk(set(skip)) or self._new_chunk(max_reports, max_bytes)
 
     def _open_chunk(self, skip: set[int]) -> Chunk | None:
@@ -140,21 +164,21 @@ class ReportQueue:
 
     def complete(self, chunk: Chunk) -> None:
         """Remove a delivered (or deliberately dropped) chunk and its reports."""
-        with self._transaction():
+        with self.transaction():
             self._db.execute("DELETE FROM reports WHERE chunk = ?", (chunk.id,))
             self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
 
     def release(self, chunk: Chunk) -> None:
         """Return a chunk's rows to the queue unassigned (only for a chunk the collector refused
         as a whole, e.g. too large, so that it is regrouped under a new batch_id)."""
-        with self._transaction():
+        with self.transaction():
             self._db.execute("UPDATE reports SET chunk = NULL WHERE chunk = ?", (chunk.id,))
             self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
 
     def split(self, chunk: Chunk, rows: Iterable[tuple[int, bytes]]) -> None:
         """Replace a chunk the collector refused as too large (nothing of it was stored) by
         ``rows`` (``(count, batch)``, the same reports in smaller rows), unassigned."""
-        with self._transaction():
+        with self.transaction():
             self._db.execute("DELETE FROM reports WHERE chunk = ?", (chunk.id,))
             self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
             self._db.executemany("INSERT INTO reports (campaign, count, batch) VALUES (?, ?, ?)",
@@ -182,7 +206,7 @@ class ReportQueue:
 
     def meta_setdefault(self, key: str, make: Callable[[], bytes]) -> bytes:
         """The value of ``key``, storing ``make()`` first if there is none (atomic)."""
-        with self._transaction():
+        with self.transaction():
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
             if row is None:
                 value = make()

@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -174,3 +176,52 @@ class Sender:
         log.error("dropping %d reports of %s: %s", chunk.count, chunk.campaign, why)
         queue.complete(chunk)
         result.dropped += chunk.count
+
+
+class BackgroundSender:
+    """The background sender of a client: calls ``flush()`` every ``interval`` seconds, or sooner
+    once ``batch_size`` reports were queued since it last ran; ``stop_event`` set ends it."""
+
+    def __init__(self, flush: Callable[[], object], stop_event: threading.Event, interval: float,
+                 batch_size: int) -> None:
+        self._flush, self._stop, self.interval, self.batch_size = flush, stop_event, interval, batch_size
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._since_wake = 0
+        self._thread: threading.Thread | None = None
+
+    def queued(self, n: int) -> None:
+        """``n`` reports were queued: wake the sender once a full batch is waiting."""
+        with self._lock:
+            self._since_wake += n
+            full = self._since_wake >= self.batch_size
+        if full and self._thread is not None:
+            self._wake.set()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="ldptel-sender", daemon=True)
+            self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the sender to end (after ``stop_event`` was set)."""
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            with self._lock:
+                self._since_wake = 0
+            if self._stop.is_set():
+                break
+            try:
+                self._flush()
+            except Exception:  # keep the sender alive; the queue is intact
+                log.exception("background flush failed")

@@ -29,29 +29,36 @@ Depends only on the standard library, numpy and protobuf (through the mechanisms
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldptel.client import delivery
-from ldptel.client.builder import CAMPAIGN_KINDS, build_mechanism, privacy_loss, uses_device_secret
+from ldptel.client.builder import (
+    CAMPAIGN_KINDS,
+    build_mechanism,
+    privacy_loss,
+    uses_device_secret,
+    value_index,
+)
 from ldptel.client.configs import META_KEY, CampaignConfigs
 from ldptel.client.delivery import FlushResult
 from ldptel.client.device_secret import derive, device_secret
 from ldptel.client.errors import CampaignRefused, QueueUnavailable, TelemetryError, UnknownCampaign
 from ldptel.client.health import DropCounter, Health
+from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits, fit_rows
 from ldptel.client.mechanisms.base import Mechanism
-from ldptel.client.queue import ReportQueue
-from ldptel.client.sending import Sender
+from ldptel.client.privacy import report_cost
+from ldptel.client.queue import ReportQueue, default_queue_path
+from ldptel.client.sending import BackgroundSender, Sender
 
 log = logging.getLogger("ldptel.client")
 
@@ -62,12 +69,6 @@ DEFAULT_MAX_EPSILON = 8.0
 # what a full disk, a read-only directory or a broken queue file raise
 STORAGE_ERRORS = (sqlite3.Error, OSError, QueueUnavailable)
 QUEUE_RETRY_SECONDS = 10.0
-
-
-def default_queue_path(url: str) -> Path:
-    """``~/.cache/ldptel/queue-<hash of url>.sqlite``."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ldptel"
-    return base / f"queue-{hashlib.sha256(url.encode()).hexdigest()[:12]}.sqlite"
 
 
 class TelemetryClient:
@@ -95,6 +96,8 @@ class TelemetryClient:
         background: bool = False,
         rng: np.random.Generator | None = None,
         max_epsilon: float = DEFAULT_MAX_EPSILON,
+        lifetime_epsilon: float | None = None,
+        scope: str = "campaign",
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
@@ -105,6 +108,8 @@ class TelemetryClient:
         if isinstance(max_epsilon, bool) or not isinstance(max_epsilon, (int, float)) or not max_epsilon > 0:
             raise ValueError(f"max_epsilon must be a positive number, got {max_epsilon!r}")
         self.max_epsilon = float(max_epsilon)
+        self.lifetime_epsilon, self.scope = check_limit(lifetime_epsilon, scope)
+        self._ledger: PrivacyLedger | None = None
         self.url = url.rstrip("/")
         self.token = token
         self.batch_size = batch_size
@@ -126,9 +131,8 @@ class TelemetryClient:
         self._mechs: dict[str, tuple[dict, Mechanism]] = {}
         self._sender = Sender(self)
         self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._since_wake = 0
-        self._thread: threading.Thread | None = None
+        self._background = BackgroundSender(lambda: self.flush(timeout=None), self._stop,
+                                            flush_interval, batch_size)
         self._open_queue()
         if background:
             self.start()
@@ -154,16 +158,18 @@ class TelemetryClient:
             raise QueueUnavailable(self._queue_error or "queue unavailable")
         return queue
 
-    def _store(self, campaign: str, rows: list[tuple[str, int, bytes]], n: int) -> bool:
-        """Queue ``rows``; on a storage error drop them, count them, and say why (``health``)."""
+    def _store(self, campaign: str, rows: list[tuple[str, int, bytes]], n: int,
+               guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
+        """Queue ``rows`` (if ``guard``, the ledger, admits them in the same transaction); on a
+        storage error drop them, count them, and say why (``health``)."""
         try:
-            self.queue.append_many(rows)
+            queued = self.queue.append_many(rows, guard)
         except STORAGE_ERRORS as exc:
             self._drop_here("queue_write_failed", n, f"campaign {campaign!r}: cannot queue "
                                                      f"{n} reports: {type(exc).__name__}: {exc}")
             return False
         self._queue_error = None
-        return True
+        return queued
 
     def _drop_here(self, reason: str, n: int, error: str) -> None:
         if reason.startswith("queue"):
@@ -240,32 +246,42 @@ class TelemetryClient:
             self._drop_here("bad_config", n, str(exc))
             return None
 
-    def _device_secret(self, campaign: str) -> bytes:
-        """HMAC-SHA256(device secret, campaign): the device secret is drawn once and kept in the
-        queue file, so cohorts, memoized responses, levels and seed indices survive restarts."""
+    @property
+    def ledger(self) -> PrivacyLedger:
+        """The device's privacy ledger (``ldptel.client.ledger``), in the queue file."""
+        with self._lock:
+            if self._ledger is None:
+                self._ledger = PrivacyLedger(self.queue, self._device_secret(None),
+                                             self.lifetime_epsilon, self.scope)
+            return self._ledger
+
+    def privacy_ledger(self) -> dict[str, Any]:
+        """What this device has spent, per campaign and version (``PrivacyLedger.snapshot``);
+        ``QueueUnavailable`` when the queue file cannot be opened."""
+        return self.ledger.snapshot()
+
+    def _device_secret(self, campaign: str | None) -> bytes:
+        """HMAC-SHA256(device secret, campaign) (None: the ledger's key): the device secret is
+        drawn once and kept in the queue file, so cohorts, memoized responses, levels and seed
+        indices survive restarts."""
         device = self.queue.meta_setdefault("device_secret", device_secret)
+        if campaign is None:
+            return derive(device, b"ldptel/ledger-key")
         return derive(device, b"ldptel/campaign-secret\0" + campaign.encode())
 
-    def _index(self, cfg: dict, value: Any) -> Any:
-        """A categorical label → its index; integers (and RAPPOR strings) pass through."""
-        labels = cfg.get("domain")
-        if labels is not None and isinstance(value, str):
-            try:
-                return labels.index(value)
-            except ValueError:
-                raise ValueError(f"value {value!r} is not in the domain of {cfg['name']!r}") from None
-        return value
-
     # --- reporting ----------------------------------------------------------------------------
-    def report(self, campaign: str, value: Any) -> None:
-        """Randomize ``value`` for ``campaign`` now and queue the randomized report. Never makes a
-        network request and never raises for storage or network trouble (the report is dropped
-        and counted: ``health``); ``UnknownCampaign`` / ``ValueError`` name the campaign."""
+    def report(self, campaign: str, value: Any) -> bool:
+        """Randomize ``value`` for ``campaign`` now and queue the randomized report; True if it was
+        queued. Never makes a network request and never raises for storage or network trouble
+        (the report is dropped and counted: ``health``); ``UnknownCampaign`` / ``ValueError``
+        name the campaign. False, counted in the ledger and ``health().dropped``, and nothing
+        queued, for a report beyond the campaign's ``reports_per_window`` in the current window,
+        or one whose ε would take the ledger past ``lifetime_epsilon`` (``privacy_ledger``)."""
         prepared = self._for_report(campaign, 1)
         if prepared is None:
-            return
+            return False
         cfg, mech = prepared
-        value = self._index(cfg, value)
+        value = value_index(cfg, value)
         try:
             if self.rng is not None and not uses_device_secret(cfg):
                 batch = mech.encode_batch([value], rng=self.rng, campaign=campaign, batch_id=b"")
@@ -274,19 +290,30 @@ class TelemetryClient:
                 batch.batch_id = b""
         except ValueError as exc:
             raise ValueError(f"campaign {campaign!r}: {exc}") from None
-        if self._store(campaign, [(campaign, 1, batch.SerializeToString())], 1):
-            self._maybe_wake()
+        try:
+            charge = self.ledger.charge(campaign, cfg, report_cost(cfg, mech), value, time.time())
+        except STORAGE_ERRORS as exc:
+            self._drop_here("queue_unavailable", 1, f"campaign {campaign!r}: no ledger: "
+                                                    f"{type(exc).__name__}: {exc}")
+            return False
+        guard = self.ledger.guard(charge, lambda why: self._dropped.add(why, 1, f"campaign {campaign!r}: "
+                                                                        f"report refused ({REFUSALS[why]})"))
+        if not self._store(campaign, [(campaign, 1, batch.SerializeToString())], 1, guard):
+            return False
+        self._background.queued(1)
+        return True
 
     def report_many(self, campaign: str, values: Sequence[Any]) -> int:
         """Randomize many values at once (vectorized), each as an independent report — for RAPPOR
         each value is a separate simulated device (own cohort and permanent response). For
-        simulations and load tests; returns the number queued. (Heavy hitters: each value a device
+        simulations and load tests; returns the number queued. Simulated devices are not this
+        device: the ledger and ``reports_per_window`` do not apply. (Heavy hitters: each value a device
         with its own level and seed index.) Rows are split to fit the collector's ``max_body_bytes``."""
         prepared = self._for_report(campaign, len(values))
         if prepared is None:
             return 0
         cfg, mech = prepared
-        vals = [self._index(cfg, v) for v in values]
+        vals = [value_index(cfg, v) for v in values]
         budget = self.limits.row_budget(campaign)
         rows = []
         step = self._sender.max_reports()
@@ -299,7 +326,7 @@ class TelemetryClient:
             rows += [(campaign, n, data) for n, data in fit_rows(mech, batch, budget)]
         if not self._store(campaign, rows, len(vals)):
             return 0
-        self._maybe_wake(len(vals))
+        self._background.queued(len(vals))
         return len(vals)
 
     def pending(self) -> int:
@@ -330,45 +357,16 @@ class TelemetryClient:
         return delivery.request(self.url + path, self.token, self.timeout, method, body, content_type)
 
     # --- background sender ------------------------------------------------------------------
-    def _maybe_wake(self, n: int = 1) -> None:
-        """Wake the background sender once a full batch was queued since it last ran."""
-        with self._lock:
-            self._since_wake += n
-            full = self._since_wake >= self.batch_size
-        if full and self._thread is not None:
-            self._wake.set()
-
     def start(self) -> None:
         """Start the background sender: flushes every ``flush_interval`` seconds, or sooner when a
         full batch is queued."""
-        with self._lock:
-            if self._thread is not None:
-                return
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="ldptel-sender", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.flush_interval)
-            self._wake.clear()
-            with self._lock:
-                self._since_wake = 0
-            if self._stop.is_set():
-                break
-            try:
-                self.flush(timeout=None)
-            except Exception:  # keep the sender alive; the queue is intact
-                log.exception("background flush failed")
+        self._background.start()
 
     def close(self, flush_timeout: float | None = 5.0) -> FlushResult | None:
         """Stop the background sender, try a last flush (``flush_timeout`` seconds; None: skip),
         and close the queue file. Undelivered reports stay in it for the next start."""
         self._stop.set()
-        self._wake.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
+        self._background.join()
         self._stop.clear()
         result = None
         if flush_timeout is not None:

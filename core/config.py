@@ -23,6 +23,7 @@ from ldptel.client.mechanisms.heavy_hitters import (
     pool_hash_range,
     walk_candidates,
 )
+from ldptel.client.privacy import privacy_claim
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
@@ -34,7 +35,9 @@ SERVER_KEYS = {
     "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
-COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
+COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
+                        "reports_per_window"}
+MAX_REPORTS_PER_WINDOW = 1_000_000
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
     "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
@@ -118,6 +121,7 @@ class Campaign:
     domain: list[str] | None = None
     domain_size: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    reports_per_window: int = 1  # the SDK sends at most this many reports per device and window
 
     @property
     def window_seconds(self) -> int:
@@ -143,7 +147,14 @@ class Campaign:
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         out.update(self.params)
+        out.update(window=self.window, window_seconds=self.window_seconds,
+                   reports_per_window=self.reports_per_window)
         return out
+
+    def privacy(self) -> dict[str, Any]:
+        """The campaign's privacy claim (``ldptel.client.privacy.privacy_claim``): the ``privacy``
+        object of ``/v1/campaigns`` and of every export document."""
+        return privacy_claim(self.public(), self.mechanism())
 
 
 @dataclass
@@ -182,6 +193,7 @@ def _campaign(raw: Any, where: str) -> Campaign:
         name=name, kind=kind, epsilon=None, window=window, description=description,
         min_reports=_int(raw, "min_reports", where, 1000, 1, 10**12),
         shards=_int(raw, "shards", where, 1, 1, 1024),
+        reports_per_window=_int(raw, "reports_per_window", where, 1, 1, MAX_REPORTS_PER_WINDOW),
     )
     oracle = raw.get("oracle", "olh")
     if kind == "frequency" and oracle == "rappor":

@@ -13,24 +13,28 @@ PROTOBUF = "application/x-protobuf"
 CAMPAIGNS = """
 [[campaigns]]
 name = "grr"
+reports_per_window = 1000000  # one client plays many devices
 oracle = "grr"
 epsilon = 2.0
 domain = ["apple", "banana", "cherry", "durian", "elder"]
 
 [[campaigns]]
 name = "sue"
+reports_per_window = 1000000  # one client plays many devices
 oracle = "sue"
 epsilon = 1.0
 domain_size = 100
 
 [[campaigns]]
 name = "oue"
+reports_per_window = 1000000  # one client plays many devices
 oracle = "oue"
 epsilon = 1.0
 domain_size = 1021
 
 [[campaigns]]
 name = "olh"
+reports_per_window = 1000000  # one client plays many devices
 oracle = "olh"
 epsilon = 1.0
 domain_size = 1024
@@ -38,6 +42,7 @@ window = "1h"
 
 [[campaigns]]
 name = "hadamard"
+reports_per_window = 1000000  # one client plays many devices
 oracle = "hadamard"
 epsilon = 1.0
 domain_size = 100
@@ -45,6 +50,7 @@ shards = 4
 
 [[campaigns]]
 name = "rappor"
+reports_per_window = 1000000  # one client plays many devices
 oracle = "rappor"
 bloom_bits = 60
 hashes = 2

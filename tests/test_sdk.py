@@ -29,12 +29,14 @@ from ldptel.redis_server import free_port
 STRUCTURED = """
 [[campaigns]]
 name = "hh"
+reports_per_window = 1000000  # one client plays many devices
 kind = "heavy_hitters"
 epsilon = 2.0
 max_length = 4
 
 [[campaigns]]
 name = "range"
+reports_per_window = 1000000  # one client plays many devices
 kind = "range"
 epsilon = 1.0
 domain_size = 64
