@@ -52,7 +52,7 @@ from ldptel.aggregator.decoders.ranges import RangeEstimate
 from ldptel.config import Campaign
 from ldptel.redis_client import AnyRedis
 
-HEADER = ("campaign", "kind", "epsilon", "n_reports", "window", "decoded_at")
+HEADER = ("campaign", "kind", "epsilon", "n_reports", "window", "decoded_at", "privacy")
 HEAVY_HITTER_ALPHA = 0.05
 DECODE_SHARE = 0.25  # while reports arrive, decoding takes at most about this share of the time
 STALE_CHECK_S = 10.0  # how often ``due`` looks for windows whose publication is missing or behind
@@ -87,7 +87,8 @@ def document(campaign: Campaign, window: int, acc: Accumulator,
     the estimate's arrays."""
     est = acc.estimate()
     doc: dict[str, Any] = {"campaign": campaign.name, "kind": campaign.kind, "epsilon": campaign.epsilon,
-                           "n_reports": acc.n, "window": window, "decoded_at": decoded_at}
+                           "n_reports": acc.n, "window": window, "decoded_at": decoded_at,
+                           "privacy": campaign.privacy()}
     if campaign.kind == "range":
         assert isinstance(est, RangeEstimate)
         return {**doc, "method": est.method}, est.arrays()
@@ -119,7 +120,8 @@ class Published:
     def header(self) -> dict[str, Any]:
         """The fields every query document starts with (``HEADER``)."""
         assert self.doc is not None
-        return {k: self.doc[k] for k in HEADER}
+        # a publication made before a field existed lacks it until republished (at the worker's start)
+        return {k: self.doc[k] for k in HEADER if k in self.doc}
 
 
 def _npz(arrays: dict[str, np.ndarray]) -> bytes:

@@ -6,11 +6,15 @@ Every error names the offending key (``campaigns[2].epsilon: …``) and is raise
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ldptel.client.builder import CAMPAIGN_KINDS as KINDS
@@ -153,8 +157,8 @@ class Campaign:
 
     def privacy(self) -> dict[str, Any]:
         """The campaign's privacy claim (``ldptel.client.privacy.privacy_claim``): the ``privacy``
-        object of ``/v1/campaigns`` and of every export document."""
-        return privacy_claim(self.public(), self.mechanism())
+        object of ``/v1/campaigns`` and of every export document (cached per public config)."""
+        return dict(_privacy_of(json.dumps(self.public(), sort_keys=True)))
 
 
 @dataclass
@@ -166,6 +170,12 @@ class Config:
 
     def campaign(self, name: str) -> Campaign | None:
         return next((c for c in self.campaigns if c.name == name), None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _privacy_of(public: str) -> Mapping[str, Any]:
+    cfg = json.loads(public)
+    return MappingProxyType(privacy_claim(cfg, build_mechanism(cfg)))
 
 
 def _campaign(raw: Any, where: str) -> Campaign:

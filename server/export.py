@@ -4,7 +4,7 @@ Export token (``Authorization: Bearer …``). ``window``: ``latest`` (default: t
 with counted reports) or a window's epoch start (``0`` for "all" campaigns). Answers:
 
 - ``200`` JSON ``{"campaign", "kind", "oracle", "epsilon", "n_reports", "window", "decoded_at",
-  "items": [{"value",
+  "privacy" (``Campaign.privacy``), "items": [{"value",
   "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized"}]}`` — counts of devices: the
   raw unbiased estimate, its std error and 95% CI, and the Norm-Sub consistent count; items in
   domain order. ``format=csv``: the same rows with a header in the same column order

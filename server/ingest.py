@@ -46,10 +46,11 @@ def _script():
 @bp.get("/v1/campaigns")
 @require_token("ingest", "export")
 def list_campaigns():
-    """Public configs of the campaigns clients can report to, and the request limits (the SDK
-    builds no body over ``max_body_bytes`` nor batch over ``max_reports_per_batch``)."""
+    """Public configs of the campaigns clients can report to, each with its ``privacy`` claim
+    (``Campaign.privacy``), and the request limits (the SDK builds no body over ``max_body_bytes``
+    nor batch over ``max_reports_per_batch``)."""
     st = state()
-    campaigns = [c.public() for c in st.config.campaigns]
+    campaigns = [{**c.public(), "privacy": c.privacy()} for c in st.config.campaigns]
     srv = st.config.server
     resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
                     "max_reports_per_batch": srv.max_reports_per_batch})

@@ -58,13 +58,33 @@ def epsilon_note(c: Campaign) -> Markup:
         "any other value, so a single report says little about its sender. Only counts over many devices "
         "carry signal; the error bars show the noise that remains. Smaller ε means more privacy and wider "
         "error bars.").format(what=what, e=e, ratio=ratio_s)
-    if c.oracle == "rappor":
-        text += Markup(" RAPPOR reuses the same noise for the same value, so a device that reports one value "
-                       "again and again reveals at most ε∞ = {} in total.").format(
-                           charts.fmt_eps(c.params.get("epsilon_inf")))
-    elif c.window != "all":
-        text += " A device that reports again in a later window spends another ε."
-    return text
+    return text + " " + over_time_note(c)
+
+
+def over_time_note(c: Campaign) -> Markup:
+    """What a device reveals over many reports (``Campaign.privacy``): the reports-per-window cap,
+    and ε∞ however long it reports (memoized) or ε adding up over windows (fresh reports)."""
+    p = c.privacy()
+    n, eps = p["reports_per_window"], p["epsilon_report"]
+    unit = {"1h": "hour", "1d": "day"}.get(c.window, f"{c.window} window")
+    period = "in all" if c.window == "all" else f"per {unit}"
+    text = Markup("The SDK sends at most {n} report{s} per device {period}.").format(
+        n=n, s="" if n == 1 else "s", period=period)
+    if p["memoize"] and p["epsilon_inf"] is not None:
+        text += Markup(" Reports of the same value reuse the same permanent noise, so a device that keeps "
+                       "its value reveals at most ε∞ = {inf} however long it reports;").format(
+                           inf=charts.fmt_eps(p["epsilon_inf"]))
+        if p["epsilon_lifetime"] is not None:
+            life = charts.fmt_eps(p["epsilon_lifetime"])
+            return text + Markup(" one whose value changes reveals at most {life} over its whole "
+                                 "life.").format(life=life)
+        return text + " each further distinct value it reports costs another ε∞."
+    total = charts.fmt_eps(n * eps)
+    if c.window == "all":
+        return text + Markup(" Its reports together reveal at most ε = {t}.").format(t=total)
+    return text + Markup(" Every report is fresh noise, so a device reveals up to ε = {t} {period}, and that "
+                         "adds up over the windows it reports in (the SDK's lifetime_epsilon caps the "
+                         "total on the device).").format(t=total, period=period)
 
 
 def window_label(c: Campaign, w: int) -> str:
