@@ -1,0 +1,1 @@
+"""Memoized heavy hitters and ranges."""
