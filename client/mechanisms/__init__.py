@@ -54,7 +54,7 @@ def create_memoized(oracle: str, memoize: Any = None, **params: Any) -> Mechanis
     if unknown:
         raise ValueError(f"unknown argument {unknown[0]!r} for memoized {oracle} "
                          f"(takes {', '.join(allowed)})")
-    missing = [k for k in allowed[:3] if k not in params]
+    missing = [k for k in allowed[:2] if k not in params]  # the mechanism names a missing ε∞
     if missing:
         raise ValueError(f"missing argument {missing[0]!r} for memoized {oracle}")
     return MEMOIZED[oracle](**params)
