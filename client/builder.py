@@ -6,10 +6,13 @@ The config is the dict ``GET /v1/campaigns`` returns (``Campaign.public()``):
 - ``kind = "frequency"``: ``oracle`` and ``epsilon, domain_size``, or for ``oracle = "rappor"``
   the ``RAPPOR_KEYS``;
 - ``kind = "heavy_hitters"``: ``epsilon, max_length[, levels, width, pool_size, pool_seed]``;
-- ``kind = "range"``: ``epsilon, domain_size[, method ("haar" | "hierarchical"), branching]``.
+- ``kind = "range"``: ``epsilon, domain_size[, method ("haar" | "hierarchical"), branching]``;
+- any kind but RAPPOR: ``memoize = true`` with ``epsilon_inf`` builds the memoized variant
+  (``mechanisms.longitudinal``, ``mechanisms.longitudinal_kinds``; ``epsilon`` is then ε₁).
 
-``secret`` is the device's secret for the campaign; only RAPPOR (cohort, memoized permanent
-response) and heavy hitters (the device's level and seed-pool index) use one (``uses_device_secret``).
+``secret`` is the device's secret for the campaign; RAPPOR (cohort, memoized permanent
+response), heavy hitters (the device's level and seed-pool index) and every memoized campaign
+use one (``uses_device_secret``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from ldptel.client.mechanisms import create_mechanism
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.client.mechanisms.longitudinal_kinds import LHeavyHitters, LRangeHaar, LRangeHierarchical
 from ldptel.client.mechanisms.range_haar import RangeHaar
 from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
 from ldptel.client.mechanisms.rappor import RAPPOR_KEYS
@@ -32,24 +36,34 @@ def uses_device_secret(cfg: Mapping[str, Any]) -> bool:
     """True for RAPPOR and heavy-hitter campaigns: their reports are tied to a device secret that
     must outlive restarts."""
     kind = cfg.get("kind", "frequency")
-    return kind == "heavy_hitters" or (kind == "frequency" and cfg.get("oracle") == "rappor")
+    return (kind == "heavy_hitters" or bool(cfg.get("memoize"))
+            or (kind == "frequency" and cfg.get("oracle") == "rappor"))
+
+
+def memo_args(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"epsilon_inf": ε∞}`` for a memoized campaign (``memoize = true``), else ``{}``."""
+    return {"epsilon_inf": cfg["epsilon_inf"]} if cfg.get("memoize") else {}
 
 
 def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mechanism:
     """The mechanism of a public campaign config (see the module docstring); a bad kind, oracle
     or parameter raises ``ValueError`` naming it, a missing key ``KeyError``."""
     kind = cfg.get("kind", "frequency")
+    memo = memo_args(cfg)
     if kind == "heavy_hitters":
-        return HeavyHitters(cfg["epsilon"], cfg["max_length"], levels=cfg.get("levels"),
-                            width=cfg.get("width", 64), secret=secret,
-                            pool_size=cfg.get("pool_size"), pool_seed=cfg.get("pool_seed", 0))
+        return (LHeavyHitters if memo else HeavyHitters)(
+            cfg["epsilon"], cfg["max_length"], levels=cfg.get("levels"), width=cfg.get("width", 64),
+            secret=secret, pool_size=cfg.get("pool_size"), pool_seed=cfg.get("pool_seed", 0), **memo)
     if kind == "range":
-        return range_mechanism(cfg)
+        return range_mechanism(cfg, secret)
     if kind != "frequency":
         raise ValueError(f"kind must be one of {', '.join(CAMPAIGN_KINDS)}, got {kind!r}")
     oracle: Any = cfg.get("oracle")  # create_mechanism names a bad one
     if oracle == "rappor":
         return create_mechanism("rappor", **{k: cfg[k] for k in RAPPOR_KEYS}, secret=secret)
+    if memo:
+        return create_mechanism(oracle, epsilon=cfg["epsilon"], domain_size=cfg["domain_size"],
+                                memoize=True, secret=secret, **memo)
     return create_mechanism(oracle, epsilon=cfg["epsilon"], domain_size=cfg["domain_size"])
 
 
@@ -65,27 +79,33 @@ def value_index(cfg: Mapping[str, Any], value: Any) -> Any:
     return value
 
 
-def range_mechanism(cfg: Mapping[str, Any]) -> RangeHaar | RangeHierarchical:
-    """``method = "haar"`` (default) or ``"hierarchical"`` (optionally with ``branching``)."""
+def range_mechanism(cfg: Mapping[str, Any],
+                    secret: bytes | None = None) -> RangeHaar | RangeHierarchical:
+    """``method = "haar"`` (default) or ``"hierarchical"`` (optionally with ``branching``);
+    memoized with ``memoize = true`` (``secret``: the device's)."""
     method = cfg.get("method", "haar")
+    memo = memo_args(cfg)
+    if memo:
+        memo["secret"] = secret
     if method == "haar":
         if cfg.get("branching") is not None:
             raise ValueError("branching applies only to method = 'hierarchical'")
-        return RangeHaar(cfg["epsilon"], cfg["domain_size"])
+        return (LRangeHaar if memo else RangeHaar)(cfg["epsilon"], cfg["domain_size"], **memo)
     if method == "hierarchical":
-        return RangeHierarchical(cfg["epsilon"], cfg["domain_size"], cfg.get("branching"))
+        return (LRangeHierarchical if memo else RangeHierarchical)(
+            cfg["epsilon"], cfg["domain_size"], cfg.get("branching"), **memo)
     raise ValueError(f"method must be 'haar' or 'hierarchical', got {method!r}")
 
 
-__all__ = ["CAMPAIGN_KINDS", "RANGE_METHODS", "RAPPOR_KEYS", "build_mechanism", "range_mechanism",
-           "uses_device_secret", "value_index"]
+__all__ = ["CAMPAIGN_KINDS", "RANGE_METHODS", "RAPPOR_KEYS", "build_mechanism", "memo_args",
+           "range_mechanism", "uses_device_secret", "value_index"]
 
 
 def privacy_loss(mech: Mechanism) -> tuple[str, float]:
-    """(name, value) of the largest ε a device can spend on one campaign: for RAPPOR the larger
-    of its per-report ε₁ and its lifetime ε∞ = 2h·ln((1 − f/2)/(f/2)) (the memoized permanent
-    response bounds what any number of reports reveal, and f → 0 makes it unbounded); for every
-    other mechanism the per-report ε."""
+    """(name, value) of the largest ε a device can spend on one campaign: for RAPPOR and every
+    memoized mechanism the larger of its per-report ε₁ and its lifetime ε∞ per value (RAPPOR's
+    2h·ln((1 − f/2)/(f/2))): the memoized permanent response bounds what any number of reports
+    of one value reveal; for every other mechanism the per-report ε."""
     lifetime = getattr(mech, "epsilon_inf", None)
     if lifetime is not None and lifetime > mech.epsilon:
         return "lifetime ε∞", float(lifetime)

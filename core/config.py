@@ -40,7 +40,7 @@ SERVER_KEYS = {
 }
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
-                        "reports_per_window"}
+                        "memoize", "epsilon_inf", "reports_per_window"}
 MAX_REPORTS_PER_WINDOW = 1_000_000
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
@@ -211,9 +211,11 @@ def _campaign(raw: Any, where: str) -> Campaign:
         missing = [k for k in RAPPOR_KEYS if k not in raw]
         if missing:
             raise _fail(f"{where}.{missing[0]}", "is required for the rappor oracle")
-        if "epsilon" in raw or "domain" in raw or "domain_size" in raw:
-            bad = next(k for k in ("epsilon", "domain", "domain_size") if k in raw)
-            raise _fail(f"{where}.{bad}", "does not apply to rappor (ε follows from f, p, q, hashes)")
+        not_rappor = ("epsilon", "domain", "domain_size", "memoize", "epsilon_inf")
+        if any(k in raw for k in not_rappor):
+            bad = next(k for k in not_rappor if k in raw)
+            raise _fail(f"{where}.{bad}", "does not apply to rappor (ε, ε∞ follow from f, p, q, "
+                        "hashes; its permanent response is always memoized)")
         params = {k: raw[k] for k in RAPPOR_KEYS}
         from ldptel.client import create_mechanism
         from ldptel.client.mechanisms.rappor import RAPPOR
@@ -235,6 +237,7 @@ def _campaign(raw: Any, where: str) -> Campaign:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= 10:
         raise _fail(f"{where}.epsilon", f"must be a number with 0 < epsilon <= 10, got {eps!r}")
     camp.epsilon = float(eps)
+    camp.params.update(_memoize(raw, where, camp.epsilon))
 
     if kind == "frequency":
         if oracle not in ORACLES:
@@ -261,12 +264,12 @@ def _campaign(raw: Any, where: str) -> Campaign:
         if raw.get("oracle", "olh") != "olh":
             raise _fail(f"{where}.oracle", "heavy hitters use olh")
         max_length = _int(raw, "max_length", where, None, 1, 64)
-        camp.params = {
+        camp.params.update({
             "max_length": max_length,
             # at most 16 new bits per level (the walk evaluates width·2^bits candidates)
             "levels": _int(raw, "levels", where, max_length, -(-max_length // 2), 8 * max_length),
             "width": _int(raw, "width", where, 64, 1, 4096),
-        }
+        })
         # always published: an SDK must not have to agree with the server on a default
         levels, g = camp.params["levels"], pool_hash_range(camp.epsilon)
         cands = walk_candidates(max_length, levels, camp.params["width"])
@@ -280,12 +283,34 @@ def _campaign(raw: Any, where: str) -> Campaign:
         method = raw.get("method", "haar")
         if method not in RANGE_METHODS:
             raise _fail(f"{where}.method", f"must be one of {', '.join(RANGE_METHODS)}, got {method!r}")
-        camp.params = {"method": method}
+        camp.params["method"] = method
         if "branching" in raw:
             if method != "hierarchical":
                 raise _fail(f"{where}.branching", "applies only to method = \"hierarchical\"")
             camp.params["branching"] = _int(raw, "branching", where, None, 2, 1024)
     return camp
+
+
+def _memoize(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
+    """``{"memoize": True, "epsilon_inf": ε∞}`` for ``memoize = true`` (ε∞ required, ε < ε∞ ≤ 10),
+    ``{}`` for ``memoize = false`` or absent (then ``epsilon_inf`` must be absent too)."""
+    memoize = raw.get("memoize", False)
+    if not isinstance(memoize, bool):
+        raise _fail(f"{where}.memoize", f"must be true or false, got {memoize!r}")
+    eps_inf = raw.get("epsilon_inf")
+    if not memoize:
+        if eps_inf is not None:
+            raise _fail(f"{where}.epsilon_inf", "applies only with memoize = true")
+        return {}
+    if eps_inf is None:
+        raise _fail(f"{where}.epsilon_inf", "is required with memoize = true (the lifetime ε of "
+                    "one value; choose it greater than epsilon)")
+    if isinstance(eps_inf, bool) or not isinstance(eps_inf, (int, float)) or not 0 < eps_inf <= 10:
+        raise _fail(f"{where}.epsilon_inf", f"must be a number with 0 < epsilon_inf <= 10, got {eps_inf!r}")
+    if not eps_inf > epsilon:
+        raise _fail(f"{where}.epsilon_inf", f"must be greater than epsilon = {epsilon:g} (the "
+                    f"per-report ε), got {eps_inf!r}")
+    return {"memoize": True, "epsilon_inf": float(eps_inf)}
 
 
 def parse_config(data: dict, path: Path | None = None) -> Config:

@@ -21,6 +21,18 @@ from ldptel.proto import ReportBatch, UnaryPayload
 CHUNK_BITS = 1 << 24  # random draws per chunk in encode_batch (bounded memory)
 
 
+def os_bernoulli_row(prob: float, size: int) -> np.ndarray:
+    """``size`` Bernoulli(``prob``) booleans from OS randomness: ``bernoulli()`` specialised to
+    one row, a byte per bit, ties broken exactly."""
+    scaled = prob * 256.0
+    threshold = int(scaled)
+    raw = np.frombuffer(os.urandom(size), dtype=np.uint8)
+    bits = raw < threshold
+    for i in np.flatnonzero(raw == threshold).tolist():  # ~size/256 ties
+        bits[i] = SYSTEM_RANDOM.random() < scaled - threshold
+    return bits
+
+
 class UnaryEncoding(PureMechanism):
     payload = "unary"
 
@@ -37,13 +49,7 @@ class UnaryEncoding(PureMechanism):
         return {"bits": packed}
 
     def randomize_one(self, value: int) -> dict:
-        # bernoulli() specialised to one row: a byte per bit from the OS, ties broken exactly
-        scaled = self.q * 256.0
-        threshold = int(scaled)
-        raw = np.frombuffer(os.urandom(self.domain_size), dtype=np.uint8)
-        bits = raw < threshold
-        for i in np.flatnonzero(raw == threshold).tolist():  # ~d/256 ties
-            bits[i] = SYSTEM_RANDOM.random() < scaled - threshold
+        bits = os_bernoulli_row(self.q, self.domain_size)
         bits[value] = SYSTEM_RANDOM.random() < self.p
         return {"bits": np.packbits(bits)[None, :]}
 

@@ -1,0 +1,226 @@
+"""Memoized frequency oracles (Arcolezi et al. 2022–23), each the plain oracle's wire shape and
+decoder with a permanent randomized response at ε∞ chained to an instantaneous one (the chain's
+math: ``memoize``). One report is ε₁-LDP (ε₁ = ``epsilon``) with the plain oracle's p*, q* at ε₁:
+
+- ``LGRR`` (L-GRR): memo key = the value, k = d.
+- ``LOSUE`` (L-OSUE, for ``oue`` and ``sue``): PRR = OUE at ε∞ per bit, IRR = SUE per bit;
+  chained p* = ½, q* = 1/(e^{ε₁} + 1) (OUE at ε₁), memoized per (secret, value).
+- ``LOLOHA`` (LOLOHA): the seed is fixed per device (HMAC of its secret), memo key = H_seed(v),
+  k = g = round(e^{ε₁}) + 1 (OLH's g at ε₁: the chained variance is OLH's at that g), so a device
+  whose value changes reveals at most min(d, g)·ε∞.
+- ``LHadamard``: the Hadamard row j is fixed per device, memo key = the sign H[j, v] (k = 2);
+  chained keep probability e^{ε₁}/(e^{ε₁} + 1), so the lifetime bound is 2·ε∞.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ldptel.client import hashing
+from ldptel.client.mechanisms.base import Mechanism
+from ldptel.client.mechanisms.grr import GRR
+from ldptel.client.mechanisms.hadamard import Hadamard, hadamard_entry
+from ldptel.client.mechanisms.memoize import (
+    Chain,
+    Memoized,
+    derived_indices,
+    shake_uniforms,
+    unary_instant_keep,
+)
+from ldptel.client.mechanisms.olh import OLH
+from ldptel.client.mechanisms.unary import OUE, os_bernoulli_row
+from ldptel.client.randomness import bernoulli, bernoulli_packed, set_packed_bits
+
+NO_PARTS: dict[str, np.ndarray] = {}
+
+
+class LGRR(Memoized, GRR):
+    """L-GRR: GRR's PRR at ε∞ on the value, GRR's IRR calibrated to ε₁."""
+
+    def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
+                 secret: bytes | None = None) -> None:
+        super().__init__(epsilon, domain_size)
+        self.init_memo(epsilon_inf, secret)
+        self.alphabet = self.domain_size
+        self.chain = Chain(self.epsilon, self.epsilon_inf, self.alphabet, b"ldptel/memo/grr\0")
+
+    @property
+    def p(self) -> float:
+        return self.chain.p_star
+
+    @property
+    def q(self) -> float:
+        return self.chain.q_star
+
+    def device_parts(self, secrets: list[bytes]) -> dict[str, np.ndarray]:
+        return NO_PARTS
+
+    def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
+        return NO_PARTS
+
+    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
+        return values
+
+    def report_columns(self, values: np.ndarray, parts: dict, irr: Any) -> dict:
+        return {"values": irr}
+
+    def columns_one(self, parts: dict, irr: int) -> dict:
+        return {"values": [irr]}
+
+    def public_params(self) -> dict:
+        return {**super().public_params(), **self.memo_public()}
+
+
+class LOSUE(Memoized, OUE):
+    """L-OSUE: OUE's PRR at ε∞ per bit (memoized per value), SUE's IRR per bit."""
+
+    def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
+                 secret: bytes | None = None) -> None:
+        super().__init__(epsilon, domain_size)
+        self.init_memo(epsilon_inf, secret)
+        self.alphabet = self.domain_size
+        self.q1 = 1 / (np.exp(self.epsilon_inf) + 1)
+        self.p2 = unary_instant_keep(self.epsilon, self.epsilon_inf)
+
+    @property
+    def p(self) -> float:
+        """½ (OUE's p): P(PRR bit = 1 | true bit) = ½ and the symmetric IRR keeps ½."""
+        return 0.5 * self.p2 + 0.5 * (1 - self.p2)
+
+    @property
+    def q(self) -> float:
+        """q₁p₂ + (1 − q₁)(1 − p₂) = 1/(e^{ε₁} + 1)."""
+        return self.q1 * self.p2 + (1 - self.q1) * (1 - self.p2)
+
+    def device_parts(self, secrets: list[bytes]) -> dict[str, np.ndarray]:
+        return NO_PARTS
+
+    def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
+        return NO_PARTS
+
+    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
+        return values
+
+    def permanent(self, secret: bytes, key: int) -> np.ndarray:
+        """The PRR row (packed bits): bit v is 1 w.p. ½ if v = key else q₁, from d uniforms of
+        SHAKE-256(HMAC(secret, label ‖ key))."""
+        u = shake_uniforms(secret, b"ldptel/memo/unary\0" + key.to_bytes(8, "little"),
+                           self.domain_size)
+        threshold = np.full(self.domain_size, self.q1)
+        threshold[key] = 0.5
+        return np.packbits(u < threshold)
+
+    def permanent_random(self, keys: np.ndarray, rng) -> np.ndarray:
+        packed = bernoulli_packed(rng, self.q1, keys.size, self.domain_size)
+        set_packed_bits(packed, keys, bernoulli(rng, 0.5, (keys.size,)))
+        return packed
+
+    def stack_permanent(self, prrs: list) -> np.ndarray:
+        return np.stack(prrs) if prrs else np.zeros((0, (self.domain_size + 7) // 8), np.uint8)
+
+    def instant(self, prr: np.ndarray, rng) -> np.ndarray:
+        """Flip each bit w.p. 1 − p₂ (XOR with a Bernoulli(1 − p₂) row; padding stays zero)."""
+        flips = bernoulli_packed(rng, 1 - self.p2, prr.shape[0], self.domain_size)
+        return np.bitwise_xor(prr, flips)
+
+    def instant_one(self, prr: np.ndarray) -> np.ndarray:
+        flips = np.packbits(os_bernoulli_row(1 - self.p2, self.domain_size))
+        return np.bitwise_xor(prr, flips)[None, :]
+
+    def report_columns(self, values: np.ndarray, parts: dict, irr: np.ndarray) -> dict:
+        return {"bits": irr}
+
+    def columns_one(self, parts: dict, irr: np.ndarray) -> dict:
+        return {"bits": irr}
+
+    def public_params(self) -> dict:
+        return {**super().public_params(), **self.memo_public()}
+
+
+class LOSUEFromSue(LOSUE):
+    """``sue`` with memoize = true: L-OSUE (the chained report is OUE-shaped at ε₁)."""
+
+    name = "sue"
+
+
+class LOLOHA(Memoized, OLH):
+    """LOLOHA: seed fixed per device, PRR at ε∞ on the hashed value in [g], IRR to ε₁."""
+
+    def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
+                 secret: bytes | None = None) -> None:
+        super().__init__(epsilon, domain_size)
+        self.init_memo(epsilon_inf, secret)
+        self.alphabet = self.g
+        self.chain = Chain(self.epsilon, self.epsilon_inf, self.g, b"ldptel/memo/olh\0")
+
+    @property
+    def p(self) -> float:
+        return self.chain.p_star
+
+    def device_parts(self, secrets: list[bytes]) -> dict[str, np.ndarray]:
+        return {"seeds": derived_indices(secrets, b"ldptel/memo/olh-seed", 1 << 32)}
+
+    def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
+        return {"seeds": rng.integers(0, 2**32, n).astype(np.int64)}
+
+    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
+        keys = hashing.xxh32_u32(values.astype(np.uint32))
+        return hashing.olh_hash_batch(parts["seeds"].astype(np.uint32), keys, self.g).astype(np.int64)
+
+    def key_one(self, value: int, parts: dict[str, int]) -> int:
+        return hashing.olh_hash(parts["seeds"], hashing.xxh32_int(value), self.g)
+
+    def report_columns(self, values: np.ndarray, parts: dict, irr: Any) -> dict:
+        return {"seeds": parts["seeds"].astype(np.uint32), "values": irr}
+
+    def columns_one(self, parts: dict, irr: int) -> dict:
+        return {"seeds": [parts["seeds"]], "values": [irr]}
+
+    def public_params(self) -> dict:
+        return {**super().public_params(), **self.memo_public()}
+
+
+class LHadamard(Memoized, Hadamard):
+    """Memoized Hadamard response: row j fixed per device, PRR at ε∞ on the sign H[j, v]."""
+
+    def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
+                 secret: bytes | None = None) -> None:
+        super().__init__(epsilon, domain_size)
+        self.init_memo(epsilon_inf, secret)
+        self.alphabet = 2
+        self.chain = Chain(self.epsilon, self.epsilon_inf, 2, b"ldptel/memo/hadamard\0")
+
+    @property
+    def p_keep(self) -> float:
+        """The chained keep probability p₁p₂ + (1 − p₁)(1 − p₂) = e^{ε₁}/(e^{ε₁} + 1)."""
+        return self.chain.p_star
+
+    def device_parts(self, secrets: list[bytes]) -> dict[str, np.ndarray]:
+        return {"indices": derived_indices(secrets, b"ldptel/memo/hadamard-row", self.D)}
+
+    def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
+        return {"indices": rng.integers(0, self.D, n).astype(np.int64)}
+
+    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
+        return (hadamard_entry(parts["indices"], values) > 0).astype(np.int64)
+
+    def key_one(self, value: int, parts: dict[str, int]) -> int:
+        return int((parts["indices"] & value).bit_count() % 2 == 0)
+
+    def report_columns(self, values: np.ndarray, parts: dict, irr: Any) -> dict:
+        return {"indices": parts["indices"].astype(np.uint32), "signs": irr == 1}
+
+    def columns_one(self, parts: dict, irr: int) -> dict:
+        return {"indices": [parts["indices"]], "signs": [irr == 1]}
+
+    def public_params(self) -> dict:
+        return {**super().public_params(), **self.memo_public()}
+
+
+MEMOIZED: dict[str, Callable[..., Mechanism]] = {
+    "grr": LGRR, "sue": LOSUEFromSue, "oue": LOSUE, "olh": LOLOHA, "hadamard": LHadamard}
+
+__all__ = ["LGRR", "LHadamard", "LOLOHA", "LOSUE", "LOSUEFromSue", "MEMOIZED"]
