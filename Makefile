@@ -1,6 +1,7 @@
 # Two entry points for a fresh clone: `make demo` installs the runtime (the SDK plus the `server`
 # extra: collector, aggregator, pages) and runs the stack; `make test` adds the test extras
-# (pytest, ruff, mypy, Playwright, locust, grpcio-tools) and runs ruff, mypy and the whole suite.
+# (pytest, ruff, mypy, Playwright, locust, grpcio-tools) and runs ruff, mypy, `ldptel audit` on the
+# example config (each campaign's privacy claim checked on its mechanism) and the whole suite.
 # Each creates the local virtualenv first. `pip install ldptel` alone is the SDK (numpy, xxhash,
 # protobuf).
 #
@@ -53,6 +54,7 @@ demo: $(RUNTIME_STAMP)
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/ldptel audit --config examples/ldptel.toml
 	$(BIN)/python -m pytest -q
 
 test-fast: $(TEST_STAMP)  ## the unit tier: every test not marked slow (under a minute)

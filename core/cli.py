@@ -82,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: $REDIS_URL)")
     agg.add_argument("--once", action="store_true", help="drain what is in the streams, save, exit")
 
+    audit = command("audit", "check each campaign's privacy claim on its mechanism as configured: "
+                             "the per-report ratio test and the averaging attack (exit 1 if violated)")
+    audit.add_argument("--config", required=True, help="TOML config file")
+    audit.add_argument("--campaign", default=None, help="only this campaign (default: all)")
+    audit.add_argument("--reports", type=int, default=200_000,
+                       help="reports per input of the ratio test")
+
     sim = command("simulate", "one simulated device per line of a values file")
     sim.add_argument("--config", required=True, help="TOML config file")
     sim.add_argument("--campaign", required=True, help="campaign name")
@@ -127,6 +134,10 @@ def _run(args: argparse.Namespace) -> int:
         from ldptel.aggregator.runners import run_aggregate
 
         return run_aggregate(args)
+    if args.command == "audit":
+        from ldptel.audit import run_audit
+
+        return run_audit(args)
     if args.command == "simulate":
         from ldptel.client.simulate import run_simulate
 

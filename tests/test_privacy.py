@@ -47,62 +47,17 @@ from __future__ import annotations
 import copy
 import math
 import os
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from scipy.stats import beta
 
 from ldptel.client import create_mechanism, hashing
 from ldptel.client.mechanisms import GRR, OLH, RAPPOR
 from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
 from ldptel.client.mechanisms.olh import keep_probability
+from ldptel.ldp_check import ALPHA, LdpCheck, check_ldp  # noqa: F401 (re-exported for other tests)
 
-ALPHA = 1e-6  # probability that an honest mechanism is flagged, per check (union bound)
 N_SAMPLES = 400_000  # reports per input value
-
-
-@dataclass
-class LdpCheck:
-    epsilon: float
-    max_lower_ratio: float  # max over (o, u, v) of lower(P(o|u)) / upper(P(o|v)): what the data prove
-    max_point_ratio: float  # max of the point-estimate ratio P̂(o|u)/P̂(o|v)
-    argmax_interval: tuple[float, float]  # simultaneous ratio interval at the max point ratio's cell
-
-    @property
-    def violation(self) -> bool:
-        return self.max_lower_ratio > math.exp(self.epsilon)
-
-    @property
-    def attains_bound(self) -> bool:
-        lo, hi = self.argmax_interval
-        return lo <= math.exp(self.epsilon) <= hi
-
-    def __str__(self) -> str:
-        lo, hi = self.argmax_interval
-        return (f"ε={self.epsilon:.4g} e^ε={math.exp(self.epsilon):.4f} proven≥{self.max_lower_ratio:.4f} "
-                f"point max={self.max_point_ratio:.4f} its interval=[{lo:.4f}, {hi:.4f}]")
-
-
-def check_ldp(counts: np.ndarray, epsilon: float, alpha: float = ALPHA) -> LdpCheck:
-    """``counts[u, o]``: how often input u gave output o (each row sums to that input's n)."""
-    counts = np.asarray(counts, dtype=np.int64)
-    n = counts.sum(axis=1, keepdims=True)
-    a = alpha / (2 * counts.size)  # each tail of each interval
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lower = np.where(counts > 0, beta.ppf(a, counts, n - counts + 1), 0.0)
-        upper = np.where(counts < n, beta.isf(a, counts + 1, n - counts), 1.0)
-        point = counts / n
-        # [u, v, o] ratios between two distinct inputs
-        proven = lower[:, None, :] / upper[None, :, :]
-        point_ratio = point[:, None, :] / point[None, :, :]
-        high = upper[:, None, :] / lower[None, :, :]
-    distinct = ~np.eye(counts.shape[0], dtype=bool)
-    proven = np.where(distinct[:, :, None], proven, 0.0)
-    point_ratio = np.where(distinct[:, :, None] & (counts[:, None, :] > 0), point_ratio, 0.0)
-    idx = np.unravel_index(np.argmax(point_ratio), point_ratio.shape)
-    return LdpCheck(epsilon, float(proven.max()), float(point_ratio[idx]),
-                    (float(proven[idx]), float(high[idx])))
 
 
 # --- outputs as small integer codes --------------------------------------------------------
