@@ -32,6 +32,15 @@ window = "1d"
 reports_per_window = 3
 
 [[campaigns]]
+name = "memo"
+oracle = "grr"
+epsilon = 0.5
+memoize = true
+epsilon_inf = 2.0
+domain = ["light", "dark", "system"]
+reports_per_window = 1000
+
+[[campaigns]]
 name = "daily"
 oracle = "oue"
 epsilon = 0.5
@@ -99,6 +108,28 @@ def test_memoized_values_cost_eps_inf_once_and_are_stored_as_keyed_hashes(collec
     client.close(flush_timeout=None)
     data = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("queue.sqlite"))
     assert not any(v.encode() in data for v in [*secret_values, "private.example"])
+
+
+def test_memoized_campaign_charges_eps_inf_per_value_up_to_its_lifetime_bound(collector, tmp_path):
+    """L-GRR with ε₁ = 0.5, ε∞ = 2 over 3 values: each new value costs ε∞ = 2 once, repeats cost
+    nothing, and the mechanism's epsilon_lifetime = 3·ε∞ = 6 bounds the total."""
+    client = make_client(collector, tmp_path, lifetime_epsilon=5.0)
+    assert client.mechanism("memo").epsilon_lifetime == 6.0
+    assert all(client.report("memo", "dark") for _ in range(20))
+    assert client.report("memo", "light") is True  # 4.0
+    assert client.report("memo", "system") is False  # 6.0 > 5
+    assert client.report("memo", "light") is True  # memoized already: free
+    entry = client.privacy_ledger()["campaigns"]["memo"]
+    assert (entry["epsilon_spent"], entry["reports"], entry["refused"]) == (4.0, 22, 1)
+    assert entry["versions"]["1"]["memoized_values"] == 2
+    assert client.flush(timeout=10).accepted == 22
+    client.close(flush_timeout=None)
+    roomy = TelemetryClient(collector.url, INGEST_TOKEN, queue_path=tmp_path / "roomy.sqlite",
+                            lifetime_epsilon=100.0)
+    for _ in range(3):
+        assert all(roomy.report("memo", v) for v in ("light", "dark", "system"))
+    assert roomy.privacy_ledger()["campaigns"]["memo"]["epsilon_spent"] == 6.0  # = epsilon_lifetime
+    roomy.close(flush_timeout=None)
 
 
 def test_bad_limits_are_refused_by_name(collector, tmp_path):
