@@ -44,7 +44,7 @@ DISK_FULL_CHILD = textwrap.dedent("""
     after = client.health()
     result = client.flush(timeout=20)
     print(json.dumps({"full": full.__dict__, "after": after.__dict__, "accepted": result.accepted,
-                      "pending": result.pending}))
+                      "pending": result.pending, "ledger": client.privacy_ledger()}))
 """)
 
 
@@ -64,6 +64,9 @@ def test_disk_full_drops_and_counts_instead_of_raising(collector, tmp_path, redi
     # everything that was queued (10 + 300 + 500 - dropped + 5) is delivered once
     assert got["pending"] == 0 and got["accepted"] == 815 - dropped
     assert stored_reports(redis_client) == 815 - dropped
+    # the ledger is written in the report's transaction: it charged exactly the reports queued
+    # (report_many simulates other devices: not charged)
+    assert got["ledger"]["campaigns"]["grr"]["reports"] == stored_reports(redis_client, "grr")
 
 
 @pytest.fixture
