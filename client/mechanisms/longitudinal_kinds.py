@@ -15,6 +15,7 @@ plain mechanism's p*, q* (or keep probability) at ε₁.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np
@@ -152,6 +153,7 @@ class LRangeHierarchical(Memoized, RangeHierarchical):
                        for i, k in enumerate(sizes)]
         self.key_offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         self.alphabet = int(self.key_offsets[-1])
+        self.offset_list = self.key_offsets.tolist()
 
     @property
     def epsilon_lifetime(self) -> float:
@@ -192,12 +194,12 @@ class LRangeHierarchical(Memoized, RangeHierarchical):
 
     def split(self, key: int) -> tuple[int, int]:
         """(level, key within the level) of a global memo key."""
-        ell = int(np.searchsorted(self.key_offsets, key, side="right")) - 1
-        return ell, int(key - self.key_offsets[ell])
+        ell = bisect.bisect_right(self.offset_list, key) - 1
+        return ell, key - self.offset_list[ell]
 
     def permanent(self, secret: bytes, key: int) -> int:
         ell, local = self.split(key)
-        return int(self.key_offsets[ell]) + self.chains[ell].permanent(secret, local)
+        return self.offset_list[ell] + self.chains[ell].permanent(secret, local)
 
     def permanent_random(self, keys: np.ndarray, rng) -> np.ndarray:
         return self.per_level(keys, rng, lambda c, k, g: c.permanent_random(k, g), offset=True)
