@@ -304,9 +304,9 @@ def test_collector_accepts_memoized_reports_and_rejects_bad_ones(collector, redi
                                      secrets=[os.urandom(16) for _ in range(50)])
             assert poster.post(many.SerializeToString())[0] == 202, name
             assert stored_reports(redis_client, name) == 51
-        bad = memo("grr", d=9).device(SECRET).encode(8, campaign="m-grr")  # value 8 of a d = 8 campaign
+        bad = memo("grr").pack({"values": [3, 8]}, 2, "m-grr")  # reported value 8 of a d = 8 campaign
         status, data = poster.post(bad.SerializeToString())
-        assert status == 400 and "value 8" in json.dumps(data)
+        assert status == 400 and "value 8" in json.dumps(data) and '"index": 1' in json.dumps(data)
         assert stored_reports(redis_client, "m-grr") == 51
     finally:
         poster.close()
