@@ -304,9 +304,32 @@ def test_collector_accepts_memoized_reports_and_rejects_bad_ones(collector, redi
                                      secrets=[os.urandom(16) for _ in range(50)])
             assert poster.post(many.SerializeToString())[0] == 202, name
             assert stored_reports(redis_client, name) == 51
-        bad = memo("grr", d=9).device(SECRET).encode(8, campaign="m-grr")  # value 8 of a d = 8 campaign
+        bad = memo("grr").pack({"values": [3, 8]}, 2, "m-grr")  # reported value 8 of a d = 8 campaign
         status, data = poster.post(bad.SerializeToString())
-        assert status == 400 and "value 8" in json.dumps(data)
+        assert status == 400 and "value 8" in json.dumps(data) and '"index": 1' in json.dumps(data)
         assert stored_reports(redis_client, "m-grr") == 51
     finally:
         poster.close()
+
+
+def test_sdk_reports_a_memoized_campaign_from_one_device_secret(collector, redis_client,
+                                                                tmp_path) -> None:
+    """``TelemetryClient.report`` on a memoized campaign: the mechanism carries the device's
+    campaign secret (kept in the queue file), so a restarted client reports from the same PRR."""
+    from ldptel.client import TelemetryClient
+
+    before = stored_reports(redis_client, "m-grr")
+    secrets = []
+    for _ in range(2):  # the same queue file: the same device
+        client = TelemetryClient(collector.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite")
+        try:
+            for _ in range(5):
+                client.report("m-grr", 3)
+            assert client.flush().accepted == 5
+            mech = client.mechanism("m-grr")
+            assert isinstance(mech, LGRR)
+            secrets.append(mech.secret)
+        finally:
+            client.close()
+    assert secrets[0] == secrets[1]
+    assert stored_reports(redis_client, "m-grr") == before + 10

@@ -24,8 +24,8 @@ from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.mechanisms.grr import GRR
 from ldptel.client.mechanisms.hadamard import Hadamard, hadamard_entry
 from ldptel.client.mechanisms.memoize import (
-    Chain,
-    Memoized,
+    MemoizedOracle,
+    MemoizedSign,
     derived_indices,
     shake_uniforms,
     unary_instant_keep,
@@ -34,18 +34,11 @@ from ldptel.client.mechanisms.olh import OLH
 from ldptel.client.mechanisms.unary import OUE, os_bernoulli_row
 from ldptel.client.randomness import bernoulli, bernoulli_packed, set_packed_bits
 
-NO_PARTS: dict[str, np.ndarray] = {}
 
-
-class LGRR(Memoized, GRR):
+class LGRR(MemoizedOracle, GRR):
     """L-GRR: GRR's PRR at ε∞ on the value, GRR's IRR calibrated to ε₁."""
 
-    def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
-                 secret: bytes | None = None) -> None:
-        super().__init__(epsilon, domain_size)
-        self.init_memo(epsilon_inf, secret)
-        self.alphabet = self.domain_size
-        self.chain = Chain(self.epsilon, self.epsilon_inf, self.alphabet, b"ldptel/memo/grr\0")
+    label = b"ldptel/memo/grr\0"
 
     @property
     def p(self) -> float:
@@ -55,33 +48,19 @@ class LGRR(Memoized, GRR):
     def q(self) -> float:
         return self.chain.q_star
 
-    def device_parts(self, secrets: list[bytes]) -> dict[str, np.ndarray]:
-        return NO_PARTS
-
-    def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
-        return NO_PARTS
-
-    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
-        return values
-
     def report_columns(self, values: np.ndarray, parts: dict, irr: Any) -> dict:
         return {"values": irr}
 
     def columns_one(self, parts: dict, irr: int) -> dict:
         return {"values": [irr]}
 
-    def public_params(self) -> dict:
-        return {**super().public_params(), **self.memo_public()}
 
-
-class LOSUE(Memoized, OUE):
+class LOSUE(MemoizedOracle, OUE):
     """L-OSUE: OUE's PRR at ε∞ per bit (memoized per value), SUE's IRR per bit."""
 
     def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
                  secret: bytes | None = None) -> None:
-        super().__init__(epsilon, domain_size)
-        self.init_memo(epsilon_inf, secret)
-        self.alphabet = self.domain_size
+        super().__init__(epsilon, domain_size, epsilon_inf, secret)
         self.q1 = 1 / (np.exp(self.epsilon_inf) + 1)
         self.p2 = unary_instant_keep(self.epsilon, self.epsilon_inf)
 
@@ -94,15 +73,6 @@ class LOSUE(Memoized, OUE):
     def q(self) -> float:
         """q₁p₂ + (1 − q₁)(1 − p₂) = 1/(e^{ε₁} + 1)."""
         return self.q1 * self.p2 + (1 - self.q1) * (1 - self.p2)
-
-    def device_parts(self, secrets: list[bytes]) -> dict[str, np.ndarray]:
-        return NO_PARTS
-
-    def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
-        return NO_PARTS
-
-    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
-        return values
 
     def permanent(self, secret: bytes, key: int) -> np.ndarray:
         """The PRR row (packed bits): bit v is 1 w.p. ½ if v = key else q₁, from d uniforms of
@@ -136,9 +106,6 @@ class LOSUE(Memoized, OUE):
     def columns_one(self, parts: dict, irr: np.ndarray) -> dict:
         return {"bits": irr}
 
-    def public_params(self) -> dict:
-        return {**super().public_params(), **self.memo_public()}
-
 
 class LOSUEFromSue(LOSUE):
     """``sue`` with memoize = true: L-OSUE (the chained report is OUE-shaped at ε₁)."""
@@ -146,15 +113,13 @@ class LOSUEFromSue(LOSUE):
     name = "sue"
 
 
-class LOLOHA(Memoized, OLH):
+class LOLOHA(MemoizedOracle, OLH):
     """LOLOHA: seed fixed per device, PRR at ε∞ on the hashed value in [g], IRR to ε₁."""
 
-    def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
-                 secret: bytes | None = None) -> None:
-        super().__init__(epsilon, domain_size)
-        self.init_memo(epsilon_inf, secret)
-        self.alphabet = self.g
-        self.chain = Chain(self.epsilon, self.epsilon_inf, self.g, b"ldptel/memo/olh\0")
+    label = b"ldptel/memo/olh\0"
+
+    def memo_alphabet(self) -> int:
+        return self.g
 
     @property
     def p(self) -> float:
@@ -179,24 +144,11 @@ class LOLOHA(Memoized, OLH):
     def columns_one(self, parts: dict, irr: int) -> dict:
         return {"seeds": [parts["seeds"]], "values": [irr]}
 
-    def public_params(self) -> dict:
-        return {**super().public_params(), **self.memo_public()}
 
-
-class LHadamard(Memoized, Hadamard):
+class LHadamard(MemoizedSign, Hadamard):
     """Memoized Hadamard response: row j fixed per device, PRR at ε∞ on the sign H[j, v]."""
 
-    def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
-                 secret: bytes | None = None) -> None:
-        super().__init__(epsilon, domain_size)
-        self.init_memo(epsilon_inf, secret)
-        self.alphabet = 2
-        self.chain = Chain(self.epsilon, self.epsilon_inf, 2, b"ldptel/memo/hadamard\0")
-
-    @property
-    def p_keep(self) -> float:
-        """The chained keep probability p₁p₂ + (1 − p₁)(1 − p₂) = e^{ε₁}/(e^{ε₁} + 1)."""
-        return self.chain.p_star
+    label = b"ldptel/memo/hadamard\0"
 
     def device_parts(self, secrets: list[bytes]) -> dict[str, np.ndarray]:
         return {"indices": derived_indices(secrets, b"ldptel/memo/hadamard-row", self.D)}
@@ -215,9 +167,6 @@ class LHadamard(Memoized, Hadamard):
 
     def columns_one(self, parts: dict, irr: int) -> dict:
         return {"indices": [parts["indices"]], "signs": [irr == 1]}
-
-    def public_params(self) -> dict:
-        return {**super().public_params(), **self.memo_public()}
 
 
 MEMOIZED: dict[str, Callable[..., Mechanism]] = {

@@ -15,6 +15,7 @@ plain mechanism's p*, q* (or keep probability) at ε₁.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,12 @@ import numpy as np
 from ldptel.client import hashing
 from ldptel.client.mechanisms.hadamard import hadamard_entry
 from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
-from ldptel.client.mechanisms.memoize import Chain, Memoized, derived_indices
+from ldptel.client.mechanisms.memoize import (
+    Chain,
+    Memoized,
+    MemoizedSign,
+    derived_indices,
+)
 from ldptel.client.mechanisms.olh import OLH
 from ldptel.client.mechanisms.range_haar import RangeHaar
 from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
@@ -38,9 +44,7 @@ class LHeavyHitters(Memoized, HeavyHitters):
                  epsilon_inf: Any = None) -> None:
         super().__init__(epsilon, max_length, levels=levels, width=width, secret=secret,
                          pool_size=pool_size, pool_seed=pool_seed)
-        self.init_memo(epsilon_inf, self.secret)
-        self.alphabet = self.g
-        self.chain = Chain(self.epsilon, self.epsilon_inf, self.g, b"ldptel/memo/hh\0")
+        self.init_memo(epsilon_inf, self.secret, self.g, b"ldptel/memo/hh\0")
 
     @property
     def p(self) -> float:
@@ -89,24 +93,11 @@ class LHeavyHitters(Memoized, HeavyHitters):
         return {"levels": [parts["levels"]], "seed_indices": [parts["seed_indices"]],
                 "values": [irr]}
 
-    def public_params(self) -> dict:
-        return {**super().public_params(), **self.memo_public()}
 
-
-class LRangeHaar(Memoized, RangeHaar):
+class LRangeHaar(MemoizedSign, RangeHaar):
     """Memoized Haar range mechanism: (level, index) fixed per device, PRR on the sign."""
 
-    def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
-                 secret: bytes | None = None) -> None:
-        super().__init__(epsilon, domain_size)
-        self.init_memo(epsilon_inf, secret)
-        self.alphabet = 2
-        self.chain = Chain(self.epsilon, self.epsilon_inf, 2, b"ldptel/memo/range-haar\0")
-
-    @property
-    def p_keep(self) -> float:
-        """p₁p₂ + (1 − p₁)(1 − p₂) = e^{ε₁}/(e^{ε₁} + 1)."""
-        return self.chain.p_star
+    label = b"ldptel/memo/range-haar\0"
 
     def device_parts(self, secrets: list[bytes]) -> dict[str, np.ndarray]:
         levels = derived_indices(secrets, b"ldptel/memo/range-level", self.h)
@@ -136,9 +127,6 @@ class LRangeHaar(Memoized, RangeHaar):
     def columns_one(self, parts: dict, irr: int) -> dict:
         return {"levels": [parts["levels"]], "indices": [parts["indices"]], "signs": [irr == 1]}
 
-    def public_params(self) -> dict:
-        return {**super().public_params(), **self.memo_public()}
-
 
 class LRangeHierarchical(Memoized, RangeHierarchical):
     """Memoized hierarchical ranges: level fixed per device, a chain per level."""
@@ -146,12 +134,12 @@ class LRangeHierarchical(Memoized, RangeHierarchical):
     def __init__(self, epsilon: float, domain_size: int, branching: int | None = None,
                  epsilon_inf: Any = None, secret: bytes | None = None) -> None:
         super().__init__(epsilon, domain_size, branching)
-        self.init_memo(epsilon_inf, secret)
         sizes = [o.g if isinstance(o, OLH) else o.domain_size for o in self.oracles]
+        self.key_offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        self.init_memo(epsilon_inf, secret, int(self.key_offsets[-1]))
         self.chains = [Chain(self.epsilon, self.epsilon_inf, k, b"ldptel/memo/range-tree\0%d\0" % i)
                        for i, k in enumerate(sizes)]
-        self.key_offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-        self.alphabet = int(self.key_offsets[-1])
+        self.offset_list = self.key_offsets.tolist()
 
     @property
     def epsilon_lifetime(self) -> float:
@@ -192,12 +180,12 @@ class LRangeHierarchical(Memoized, RangeHierarchical):
 
     def split(self, key: int) -> tuple[int, int]:
         """(level, key within the level) of a global memo key."""
-        ell = int(np.searchsorted(self.key_offsets, key, side="right")) - 1
-        return ell, int(key - self.key_offsets[ell])
+        ell = bisect.bisect_right(self.offset_list, key) - 1
+        return ell, key - self.offset_list[ell]
 
     def permanent(self, secret: bytes, key: int) -> int:
         ell, local = self.split(key)
-        return int(self.key_offsets[ell]) + self.chains[ell].permanent(secret, local)
+        return self.offset_list[ell] + self.chains[ell].permanent(secret, local)
 
     def permanent_random(self, keys: np.ndarray, rng) -> np.ndarray:
         return self.per_level(keys, rng, lambda c, k, g: c.permanent_random(k, g), offset=True)
@@ -229,9 +217,6 @@ class LRangeHierarchical(Memoized, RangeHierarchical):
     def columns_one(self, parts: dict, irr: int) -> dict:
         return {"levels": [parts["levels"]], "values": [irr],
                 "seeds": [parts["seeds"]] if self.uses_olh else []}
-
-    def public_params(self) -> dict:
-        return {**super().public_params(), **self.memo_public()}
 
 
 __all__ = ["LHeavyHitters", "LRangeHaar", "LRangeHierarchical"]

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ldptel.client.device_secret import derive, derive_index, device_secret
-from ldptel.client.mechanisms.base import check_epsilon
+from ldptel.client.mechanisms.base import Mechanism, check_epsilon
 from ldptel.client.mechanisms.grr import perturb_categorical, perturb_one
 from ldptel.client.randomness import resolve
 from ldptel.proto import ReportBatch
@@ -146,26 +147,35 @@ def shake_uniforms(secret: bytes, label: bytes, count: int) -> np.ndarray:
     return np.frombuffer(stream, dtype="<u4").astype(np.float64) / 2**32
 
 
-class Memoized:
+NO_PARTS: dict[str, np.ndarray] = {}
+
+
+class Memoized(Mechanism):
     """The memoized API on top of a mechanism class (``class LGRR(Memoized, GRR)``).
 
-    Hooks a memoized mechanism defines: ``device_parts(secrets)`` / ``draw_device_parts(n, rng)``
-    (the per-device fixed columns, from secrets or drawn for fresh devices), ``memo_keys(values,
-    parts)`` (int64 memo keys; values as ``prepare`` returns them), ``permanent(secret, key)``,
-    ``permanent_random(keys, rng)``, ``instant(prr, rng)``, ``instant_one(prr)`` and
-    ``report_columns(values, parts, irr)``; ``alphabet`` (k, for ``epsilon_lifetime``)."""
+    Hooks a memoized mechanism defines (defaults: no fixed parts, memo key = the value, the GRR
+    chain): ``device_parts(secrets)`` / ``draw_device_parts(n, rng)`` (the per-device fixed
+    columns, from secrets or drawn for fresh devices), ``memo_keys(values, parts)`` and
+    ``key_one`` (memo keys; values as ``prepare`` / ``check_value`` return them),
+    ``permanent(secret, key)``, ``permanent_random(keys, rng)``, ``instant(prr, rng)``,
+    ``instant_one(prr)``, ``report_columns(values, parts, irr)`` and ``columns_one``;
+    ``alphabet`` (k, for ``epsilon_lifetime``)."""
 
     memoize = True
-    epsilon: float
     epsilon_inf: float
     alphabet: int
-    domain_size: int
     chain: Chain
 
-    def init_memo(self, epsilon_inf: Any, secret: bytes | None) -> None:
+    def init_memo(self, epsilon_inf: Any, secret: bytes | None, alphabet: int,
+                  label: bytes | None = None) -> None:
+        """Check ε∞, keep the device ``secret`` (random if None), and build the chain over
+        ``alphabet`` symbols with the HMAC ``label`` (mechanisms with their own chains pass none)."""
         self.epsilon_inf = check_memo_epsilons(self.epsilon, epsilon_inf)
         self.secret = device_secret(secret)
         self._device: Device | None = None
+        self.alphabet = alphabet
+        if label is not None:
+            self.chain = Chain(self.epsilon, self.epsilon_inf, alphabet, label)
 
     @property
     def epsilon_lifetime(self) -> float:
@@ -177,12 +187,29 @@ class Memoized:
         """The reporting state of one device (its fixed parts and memoized PRRs)."""
         return Device(self, device_secret(secret))
 
-    def memo_public(self) -> dict:
-        return {"memoize": True, "epsilon_inf": self.epsilon_inf}
+    def public_params(self) -> dict:
+        return {**super().public_params(), "memoize": True, "epsilon_inf": self.epsilon_inf}
 
     # --- hooks with defaults --------------------------------------------------------------
     def prepare(self, values: Any) -> Any:
-        return self.check_values(values)  # type: ignore[attr-defined]
+        return self.check_values(values)
+
+    def device_parts(self, secrets: list[bytes]) -> dict[str, np.ndarray]:
+        return NO_PARTS
+
+    def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
+        return NO_PARTS
+
+    def memo_keys(self, values: Any, parts: dict) -> np.ndarray:
+        return values
+
+    @abstractmethod
+    def report_columns(self, values: Any, parts: dict, irr: Any) -> dict:
+        """The payload columns of reports with IRR outputs ``irr``."""
+
+    @abstractmethod
+    def columns_one(self, parts: dict, irr: Any) -> dict:
+        """The payload columns of one report (Python scalars in lists)."""
 
     def permanent(self, secret: bytes, key: int) -> Any:
         return self.chain.permanent(secret, key)
@@ -229,20 +256,48 @@ class Memoized:
         n = len(arr)
         gen = resolve(rng)
         if secrets is None:
-            parts = self.draw_device_parts(n, gen)  # type: ignore[attr-defined]
-            keys = self.memo_keys(arr, parts)  # type: ignore[attr-defined]
+            parts = self.draw_device_parts(n, gen)
+            keys = self.memo_keys(arr, parts)
             prr = self.permanent_random(keys, gen)
         else:
             distinct, inverse = secret_list(secrets, n)
-            parts = {k: v[inverse] for k, v in self.device_parts(distinct).items()}  # type: ignore[attr-defined]
-            keys = self.memo_keys(arr, parts)  # type: ignore[attr-defined]
+            parts = {k: v[inverse] for k, v in self.device_parts(distinct).items()}
+            keys = self.memo_keys(arr, parts)
             pair = inverse * np.int64(self.alphabet) + keys
             uniq, back = np.unique(pair, return_inverse=True)
             prr = self.stack_permanent([self.permanent(distinct[int(u) // self.alphabet],
                                                        int(u) % self.alphabet) for u in uniq])
             prr = prr[back.reshape(-1)]
-        cols = self.report_columns(arr, parts, self.instant(prr, gen))  # type: ignore[attr-defined]
-        return self.pack(cols, n, campaign, batch_id)  # type: ignore[attr-defined]
+        cols = self.report_columns(arr, parts, self.instant(prr, gen))
+        return self.pack(cols, n, campaign, batch_id)
+
+
+class MemoizedOracle(Memoized):
+    """A memoized mechanism built from ``(epsilon, domain_size)`` like its plain class, plus
+    ``epsilon_inf`` and the device ``secret``; one chain over ``memo_alphabet()`` symbols with
+    the HMAC label ``label`` (None: the class draws its own permanent response)."""
+
+    label: ClassVar[bytes | None] = None
+
+    def __init__(self, epsilon: float, domain_size: int, epsilon_inf: Any = None,
+                 secret: bytes | None = None) -> None:
+        super().__init__(epsilon, domain_size)
+        self.init_memo(epsilon_inf, secret, self.memo_alphabet(), self.label)
+
+    def memo_alphabet(self) -> int:
+        return self.domain_size
+
+
+class MemoizedSign(MemoizedOracle):
+    """A memoized binary sign response (Hadamard response, Haar ranges): memo key = the ±1
+    entry as 0/1, k = 2, chained keep probability p₁p₂ + (1 − p₁)(1 − p₂) = e^{ε₁}/(e^{ε₁} + 1)."""
+
+    def memo_alphabet(self) -> int:
+        return 2
+
+    @property
+    def p_keep(self) -> float:
+        return self.chain.p_star
 
 
 class Device:
@@ -254,7 +309,7 @@ class Device:
     def __init__(self, mech: Memoized, secret: bytes) -> None:
         self.mech = mech
         self.secret = secret
-        parts = mech.device_parts([secret])  # type: ignore[attr-defined]
+        parts = mech.device_parts([secret])
         self.parts = {k: int(v[0]) for k, v in parts.items()}
         self._memo: dict[int, Any] = {}
 
@@ -266,4 +321,4 @@ class Device:
             prr = m.permanent(self.secret, key)
             if len(self._memo) < 10_000:
                 self._memo[key] = prr
-        return m.pack(m.columns_one(self.parts, m.instant_one(prr)), 1, campaign)  # type: ignore[attr-defined]
+        return m.pack(m.columns_one(self.parts, m.instant_one(prr)), 1, campaign)
