@@ -31,6 +31,7 @@ SECRET = bytes(range(32))
 MEMO_CAMPAIGNS = """
 [[campaigns]]
 name = "m-grr"
+reports_per_window = 100  # the SDK test below sends 5 reports per client in one window
 oracle = "grr"
 epsilon = 1.0
 epsilon_inf = 2.0
