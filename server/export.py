@@ -66,12 +66,13 @@ def estimates(campaign: Campaign, window: Window, params: Params | None = None) 
     return pub.doc
 
 
-def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str], bool]:
-    """(window start, response headers, unchanged) of a frequency campaign's released ``window``:
+def validators(campaign: Campaign, window: Window, kind: str = "frequency",
+               what: str = "no frequency estimates") -> tuple[int, dict[str, str], bool]:
+    """(window start, response headers, unchanged) of a ``kind`` campaign's released ``window``:
     the headers are ``ETag``, ``Last-Modified``, private caching and ``X-Ldptel-*``; ``unchanged``
     is True when the request's ``If-None-Match`` / ``If-Modified-Since`` match them (answer 304).
-    ``ApiError`` as ``estimates``."""
-    _require_frequency(campaign)
+    ``ApiError`` as ``estimates`` (400 ``what`` for another kind)."""
+    require_kind(campaign, kind, what)
     start, pub = load_released(campaign, window)
     etag = pub.etag
     last_modified = datetime.fromtimestamp(pub.decoded_at, UTC)
@@ -82,13 +83,18 @@ def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str],
     return start, headers, not_modified(etag, last_modified)
 
 
+def format_param(params: Params) -> str:
+    """``format`` (``FORMATS``, default json), else ``ApiError`` 400."""
+    fmt = params.get("format", "json")
+    if fmt not in FORMATS:
+        raise ApiError(400, "bad_request", f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return fmt
+
+
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")
 @require_token("export")
 def estimates_view(name: str) -> Response:
-    campaign = find_campaign(name)
-    fmt = request.args.get("format", "json")
-    if fmt not in FORMATS:
-        raise ApiError(400, "bad_request", f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    campaign, fmt = find_campaign(name), format_param(request.args)
     window, headers, unchanged = validators(campaign, request.args.get("window"))
     if unchanged:
         return Response(status=304, headers=headers)

@@ -162,8 +162,10 @@ class NumericMechanism(Mechanism):
     def columns(self, batch: ReportBatch) -> dict:
         p = batch.numeric
         if self.column == "bits":
-            return {"bits": packed_bits(p.bits, batch.count, "bits"), "values": p.values}
-        return {"values": np.asarray(p.values, dtype=np.float64), "bits": p.bits}
+            return {"bits": packed_bits(p.bits, batch.count, "bits"),
+                    "values": np.asarray(p.values, dtype=np.float64)}
+        return {"values": np.asarray(p.values, dtype=np.float64),
+                "bits": np.frombuffer(p.bits, dtype=np.uint8)}
 
     def validate_columns(self, columns: dict, count: int) -> None:
         """``count`` entries in the mechanism's column, none in the other; real outputs finite

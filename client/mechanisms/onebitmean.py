@@ -52,15 +52,9 @@ class OneBitMean(Duchi):
         self.secret = device_secret(secret)
 
     @property
-    def secret(self) -> bytes:
-        """The device's secret for the campaign; setting it resets the memo."""
-        return self._secret
-
-    @secret.setter
-    def secret(self, value: bytes) -> None:
-        self._secret = value
-        self._alpha = _uniform(value, b"ldptel/1bitmean/alpha")
-        self._bits: dict[int, bool] = {}
+    def alpha(self) -> float:
+        """This device's rounding point α in [0, 1) (from its secret)."""
+        return _uniform(self.secret, b"ldptel/1bitmean/alpha")
 
     def rounded(self, t: np.ndarray, alpha: np.ndarray) -> np.ndarray:
         """The α-point rounded bucket boundary k in [0, B] of each t (int64)."""
@@ -80,12 +74,10 @@ class OneBitMean(Duchi):
         return {"bits": rng.random(t.size) < self.p_plus(self.boundary_t(k))}
 
     def memo_bit(self, k: int) -> bool:
-        """This device's memoized bit of boundary k: u_k < P(1 | k/B)."""
-        bit = self._bits.get(k)
-        if bit is None:
-            u = _uniform(self.secret, b"ldptel/1bitmean/bit\0" + str(k).encode())
-            bit = self._bits[k] = u < float(self.p_plus(self.boundary_t(k)))
-        return bit
+        """This device's memoized bit of boundary k: u_k < P(1 | k/B), u_k from its secret (a
+        deterministic function of (secret, k): memoized without a stored table)."""
+        u = _uniform(self.secret, b"ldptel/1bitmean/bit\0" + str(k).encode())
+        return u < float(self.p_plus(self.boundary_t(k)))
 
     def randomize_one(self, value: Any) -> dict:
         """This device's report of ``value``: memoized (its α, its bit per boundary), or a fresh
@@ -95,7 +87,7 @@ class OneBitMean(Duchi):
         t = float(self.to_unit(np.array([value], dtype=np.float64))[0])
         pos = (t + 1.0) / 2 * self.buckets
         k = min(math.floor(pos), self.buckets - 1)
-        k += pos - k > self._alpha
+        k += pos - k > self.alpha
         return {"bits": [self.memo_bit(k)]}
 
     def public_params(self) -> dict:
