@@ -6,7 +6,7 @@
   ``negative``), ``g.whisker``, ``line.zero``.
 - ``cdf_chart(…)``: an estimated CDF as a step line with its 95% CI band (``path.cdf``,
   ``path.band``), quantile markers and an optional highlighted range.
-- ``fmt_count``/``fmt_compact``/``fmt_pct``/``fmt_eps``/``fmt_rate``: how numbers are printed
+- ``fmt_count``/``fmt_value``/``fmt_compact``/``fmt_pct``/``fmt_eps``/``fmt_rate``: how numbers are printed
   everywhere on the pages (thousands separators, a real minus sign, "—" for missing values).
 """
 
@@ -41,6 +41,16 @@ def fmt_count(x: float | None) -> str:
         return DASH
     r = round(float(x))
     return _sign(f"{r + 0:,d}")  # + 0: no "−0"
+
+
+def fmt_value(x: float | None, digits: int = 4) -> str:
+    """A measured value (a mean, a sum): ``digits`` significant digits, thousands separators,
+    "−" for negatives, "—" when missing (``2.3456`` → ``"2.346"``, ``123456.7`` → ``"123,457"``)."""
+    if not _finite(x):
+        return DASH
+    v = float(x)
+    places = max(0, digits - 1 - math.floor(math.log10(abs(v)))) if v else 0
+    return _sign(f"{round(v, places) + 0:,.{places}f}")
 
 
 def fmt_compact(x: float) -> str:

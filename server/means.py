@@ -30,10 +30,15 @@ NOT_NUMERIC = "no mean (only numeric campaigns)"
 def mean(campaign: Campaign, window: Window, params: Params | None = None) -> dict[str, Any]:
     """The published mean document of a numeric campaign's released ``window`` (``ApiError`` 400
     for another kind or a bad window, 409 below ``min_reports``, 503 before the first publication)."""
-    validators(campaign, window, "numeric", NOT_NUMERIC)
+    mean_validators(campaign, window)
     _, pub = load_released(campaign, window)
     assert pub.doc is not None
     return pub.doc
+
+
+def mean_validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str], bool]:
+    """``export.validators`` of a numeric campaign's window (400 for another kind)."""
+    return validators(campaign, window, "numeric", NOT_NUMERIC)
 
 
 def mean_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -46,7 +51,7 @@ def mean_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 @require_token("export")
 def mean_view(name: str) -> Response:
     campaign, fmt = find_campaign(name), format_param(request.args)
-    window, headers, unchanged = validators(campaign, request.args.get("window"), "numeric", NOT_NUMERIC)
+    window, headers, unchanged = mean_validators(campaign, request.args.get("window"))
     if unchanged:
         return Response(status=304, headers=headers)
     doc = mean(campaign, window)

@@ -6,14 +6,21 @@ worker's accumulator and publication, and ``GET /v1/campaigns/<name>/mean`` (JSO
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 import math
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 import redis
-from agg_support import INGEST_TOKEN, HttpStack, write_config
+from agg_support import EXPORT_TOKEN, INGEST_TOKEN, HttpStack, write_config, xadd_batches
 
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import accumulator_for
@@ -29,6 +36,9 @@ MEMORY = {"name": "memory", "kind": "numeric", "epsilon": 1.0, "lower": 0, "uppe
           "mechanism": "1bitmean", "buckets": 4, "min_reports": 1000}
 DUCHI = {"name": "crashes", "kind": "numeric", "epsilon": 1.0, "lower": 0, "upper": 10,
          "mechanism": "duchi", "min_reports": 1000}
+HOURLY = {"name": "latency_ms", "kind": "numeric", "epsilon": 4.0, "lower": 0, "upper": 1000,
+          "mechanism": "piecewise", "window": "1h", "min_reports": 1000}
+HOURS = 3  # windows of HOURLY with reports, each with a mean 100 ms higher than the one before
 FREQ = {"name": "freq", "epsilon": 1.0, "domain_size": 4, "oracle": "grr", "min_reports": 10}
 N = 6000
 
@@ -43,7 +53,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
     r = redis.Redis.from_url(redis_url)
     r.flushdb()
     tmp = tmp_path_factory.mktemp("numeric")
-    cfg = write_config(tmp / "c.toml", [SESSION, MEMORY, DUCHI, FREQ])
+    cfg = write_config(tmp / "c.toml", [SESSION, MEMORY, DUCHI, HOURLY, FREQ])
     s = HttpStack(cfg, redis_url)
     rng = np.random.default_rng(11)
     values = population(rng, N)
@@ -57,6 +67,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
         result = client.flush(timeout=60)
         assert result.ok and client.pending() == 0, result
         health = client.health()
+        hourly = cfg.campaign("latency_ms")
+        now = int(time.time()) // 3600 * 3600
+        for k in range(HOURS):
+            batches = [hourly.mechanism().encode_batch(rng.normal(200 + 100 * k, 50, 1500), rng=rng,
+                                                       campaign="latency_ms")]
+            xadd_batches(r, hourly, batches, window=now - 3600 * (HOURS - 1 - k))
         Worker(cfg, r).run(once=True)
         yield s, cfg, r, np.append(values, [312.5, 1e6]), health
     finally:
@@ -181,3 +197,83 @@ def test_accumulators_merge_by_addition(stack) -> None:
     assert merged.n == 1200
     for key in both.state:
         np.testing.assert_allclose(merged.state[key], both.state[key], rtol=1e-12)
+
+
+def test_simulate_cli(stack, tmp_path) -> None:
+    s, cfg, r, _, _ = stack
+    values = tmp_path / "values.txt"
+    values.write_text("\n".join(["3", "0.5", "12", "-1e3"] * 250) + "\n")
+    argv = [sys.executable, "-m", "ldptel.cli", "simulate", "--config", str(cfg.path),
+            "--campaign", "crashes", "--values-file", str(values), "--url", s.url,
+            "--token", INGEST_TOKEN, "--seed", "7"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "1000 devices" in out.stdout and "1000 accepted" in out.stdout
+    values.write_text("3\nnan\n")
+    bad = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "line 2: 'nan' is not a finite number" in bad.stderr
+
+
+def signed_in(s: HttpStack) -> str:
+    """The session cookie of a sign-in through the form (CSRF token included)."""
+    _, headers, body = s.request("GET", "/signin")
+    csrf = re.search(rb'name="csrf_token" value="([^"]+)"', body).group(1).decode()
+    cookie = headers["set-cookie"].split(";", 1)[0]
+    status, headers, _ = s.request("POST", "/signin", f"token={EXPORT_TOKEN}&csrf_token={csrf}".encode(),
+                                   {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
+    assert status == 302, status
+    return headers["set-cookie"].split(";", 1)[0]
+
+
+def test_campaign_page_panel(stack) -> None:
+    s = stack[0]
+    cookie = signed_in(s)
+    status, _, body = s.request("GET", "/campaigns/latency_ms", headers={"Cookie": cookie})
+    page = body.decode()
+    assert status == 200, page
+    doc = json.loads(get(s, "/v1/campaigns/latency_ms/mean")[2])
+    assert doc["n_reports"] == 1500
+    assert "Piecewise (Wang et al.)" in page and "Mean per device" in page
+    raw = re.search(r'data-statistic="mean">.*?data-raw="([^"]+)"', page, re.S).group(1)
+    assert float(raw) == doc["mean"]["estimate"]  # the page shows the API's number
+    # one point per released window, joined by the mean line inside its CI band
+    assert page.count('<circle class="point"') == HOURS
+    assert '<path class="band"' in page and '<path class="mean"' in page
+    status, headers, body = s.request("GET", "/campaigns/latency_ms/download/mean.csv",
+                                      headers={"Cookie": cookie})
+    assert status == 200 and body.decode().startswith("statistic,estimate,")
+    status, _, body = s.request("GET", "/campaigns/session_seconds", headers={"Cookie": cookie})
+    assert status == 200 and 'data-statistic="sum"' in body.decode()
+    assert "(one window so far)" in body.decode()
+
+
+@pytest.mark.slow
+def test_campaign_page_in_chromium(stack, tmp_path) -> None:
+    """The panel in a real browser: the chart's band and points are drawn, and it fits 390 px."""
+    from test_operator_pages import CHROMIUM, CHROMIUM_ARGS, REQUIRE_BROWSER
+
+    if not os.path.exists(CHROMIUM) or importlib.util.find_spec("playwright") is None:
+        if REQUIRE_BROWSER:
+            pytest.fail(f"LDPTEL_REQUIRE_BROWSER=1 but {CHROMIUM} or playwright is missing")
+        pytest.skip("no Chromium")
+    from playwright.sync_api import sync_playwright
+
+    s = stack[0]
+    shots = Path(os.environ.get("LDPTEL_SHOTS", tmp_path))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            for width in (1280, 390):
+                ctx = browser.new_context(base_url=s.url, viewport={"width": width, "height": 900})
+                page = ctx.new_page()
+                page.goto("/signin?next=/campaigns/latency_ms")
+                page.fill("#token", EXPORT_TOKEN)
+                page.click("button[type=submit]")
+                page.wait_for_load_state()
+                assert page.locator("svg.chart.mean circle.point").count() == HOURS
+                box = page.locator("svg.chart.mean path.band").bounding_box()
+                assert box is not None and box["width"] > 50 and box["height"] > 5
+                page.screenshot(path=str(shots / f"numeric-{width}.png"), full_page=True)
+                ctx.close()
+        finally:
+            browser.close()
