@@ -90,3 +90,30 @@ def test_onebitmean_device_path_within_e_epsilon() -> None:
 def test_onebitmean_device_path_with_more_epsilon_is_flagged() -> None:
     result = check_ldp(device_counts(1.0, 40_000, broken=2.0), 1.0)
     assert result.violation, str(result)
+
+
+def one_report_counts(mech: NumericMechanism, n: int) -> np.ndarray:
+    """``n`` reports per input from the device's one-report path (``randomize_one`` behind
+    ``encode``, OS randomness; plain-Python code, separate from the vectorized randomizer)."""
+    rows = []
+    for x in INPUTS:
+        reports = [mech.randomize_one(x) for _ in range(n)]
+        cols = {k: np.concatenate([np.asarray(r[k]) for r in reports]) for k in reports[0]}
+        codes, size = output_codes(mech, cols)
+        rows.append(np.bincount(codes, minlength=size))
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("name", ["piecewise", "duchi", "hybrid"])
+def test_one_report_path_within_e_epsilon(name: str) -> None:
+    mech = NUMERIC_MECHANISMS[name](1.0, 0.0, 10.0)
+    result = check_ldp(one_report_counts(mech, 30_000), 1.0)
+    print(name, "device", result)
+    assert not result.violation, str(result)
+    assert result.attains_bound, str(result)
+
+
+@pytest.mark.parametrize("name", ["piecewise", "duchi", "hybrid"])
+def test_one_report_path_with_more_epsilon_is_flagged(name: str) -> None:
+    broken = NUMERIC_MECHANISMS[name](2.0, 0.0, 10.0)  # claims ε = 1
+    assert check_ldp(one_report_counts(broken, 30_000), 1.0).violation

@@ -102,6 +102,11 @@ class NumericMechanism(Mechanism):
         """t back in the value's units (a mean of t's gives a mean of values)."""
         return self.lower + (t + 1.0) * self.half_width
 
+    def unit_one(self, value: Any) -> float:
+        """``to_unit`` of one value, in plain Python (the device's one-report path)."""
+        v = min(max(float(value), self.lower), self.upper)
+        return min(max((v - self.lower) / self.half_width - 1.0, -1.0), 1.0)
+
     def clipped(self, values: np.ndarray) -> int:
         """How many of ``values`` lie outside [lower, upper] (the SDK counts them)."""
         v = np.asarray(values, dtype=np.float64)
@@ -207,8 +212,7 @@ class Duchi(NumericMechanism):
         return {"bits": rng.random(t.size) < self.p_plus(t)}
 
     def randomize_one(self, value: Any) -> dict:
-        t = float(self.to_unit(np.array([value], dtype=np.float64))[0])
-        return {"bits": [SYSTEM_RANDOM.random() < self.p_plus(t)]}
+        return {"bits": [SYSTEM_RANDOM.random() < self.p_plus(self.unit_one(value))]}
 
 
 class Piecewise(NumericMechanism):
@@ -243,6 +247,20 @@ class Piecewise(NumericMechanism):
         inside = rng.random(t.size) < self.s / (self.s + 1)
         return {"values": self.piece(t, inside, rng.random(t.size))}
 
+    def piece_one(self, t: float) -> float:
+        """``piece`` of one t with OS randomness, in plain Python."""
+        c, u = self.bound, SYSTEM_RANDOM.random()
+        left = (c + 1) / 2 * t - (c - 1) / 2
+        if SYSTEM_RANDOM.random() < self.s / (self.s + 1):
+            y = left + u * (c - 1)
+        else:
+            out = u * (c + 1)
+            y = out - c if out < left + c else left + c - 1 + (out - (left + c))
+        return min(max(y, -c), c)
+
+    def randomize_one(self, value: Any) -> dict:
+        return {"values": [self.piece_one(self.unit_one(value))]}
+
 
 class Hybrid(Piecewise):
     name = "hybrid"
@@ -271,6 +289,13 @@ class Hybrid(Piecewise):
         duchi = self.duchi
         d = duchi.unbiased_unit(duchi.randomize_unit(t, rng))
         return {"values": np.where(use_pm, pm, d)}
+
+    def randomize_one(self, value: Any) -> dict:
+        t = self.unit_one(value)
+        if SYSTEM_RANDOM.random() < self.alpha:
+            return {"values": [self.piece_one(t)]}
+        duchi = self.duchi
+        return {"values": [duchi.bound if SYSTEM_RANDOM.random() < duchi.p_plus(t) else -duchi.bound]}
 
 
 NUMERIC_CHOICES = (Duchi, Hybrid, Piecewise)  # the order breaks ties (Duchi = hybrid below ε*)

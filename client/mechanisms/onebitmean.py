@@ -84,8 +84,7 @@ class OneBitMean(Duchi):
         Duchi bit without ``memoize``."""
         if not self.memoize:
             return super().randomize_one(value)
-        t = float(self.to_unit(np.array([value], dtype=np.float64))[0])
-        pos = (t + 1.0) / 2 * self.buckets
+        pos = (self.unit_one(value) + 1.0) / 2 * self.buckets
         k = min(math.floor(pos), self.buckets - 1)
         k += pos - k > self.alpha
         return {"bits": [self.memo_bit(k)]}
