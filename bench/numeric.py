@@ -20,6 +20,7 @@ import statistics
 import time
 
 import numpy as np
+from oracles import median_time  # bench/ is the script's directory
 
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.client.mechanisms import NUMERIC_MECHANISMS, OneBitMean
@@ -27,15 +28,6 @@ from ldptel.proto import ReportBatch
 
 CHUNK = 100_000
 LOWER, UPPER = 0.0, 600.0
-
-
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def one_encode_us(mech, repeat: int = 2000) -> float:

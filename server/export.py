@@ -28,6 +28,7 @@ response headers, for the view and the operator pages' downloads.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
@@ -91,16 +92,27 @@ def format_param(params: Params) -> str:
     return fmt
 
 
+Validators = Callable[[Campaign, Window], tuple[int, dict[str, str], bool]]  # as ``validators``
+
+
+def published_response(name: str, validate: Validators, rows: Callable[[dict], list[dict]],
+                       columns: Sequence[str], suffix: str = "") -> Response:
+    """The API answer for campaign ``name``'s released window: 304 when ``validate`` (the
+    kind's ``validators``) finds the request's validators matching, else the publication's
+    document as stored (JSON) or its ``rows`` as CSV of ``columns``."""
+    campaign, fmt = find_campaign(name), format_param(request.args)
+    window, headers, unchanged = validate(campaign, request.args.get("window"))
+    if unchanged:
+        return Response(status=304, headers=headers)
+    _, pub = load_released(campaign, window)  # the publication read for the validators
+    assert pub.doc is not None
+    if fmt == "csv":
+        headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}{suffix}.csv"'
+        return Response(csv_text(rows(pub.doc), columns), mimetype="text/csv", headers=headers)
+    return Response(f"{pub.doc_json}\n", mimetype="application/json", headers=headers)
+
+
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")
 @require_token("export")
 def estimates_view(name: str) -> Response:
-    campaign, fmt = find_campaign(name), format_param(request.args)
-    window, headers, unchanged = validators(campaign, request.args.get("window"))
-    if unchanged:
-        return Response(status=304, headers=headers)
-    doc = estimates(campaign, window, request.args)
-    if fmt == "csv":
-        headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}.csv"'
-        return Response(csv_text(doc["items"], ITEM_COLUMNS), mimetype="text/csv", headers=headers)
-    _, pub = load_released(campaign, window)  # the publication ``doc`` is (read once per request)
-    return Response(f"{pub.doc_json}\n", mimetype="application/json", headers=headers)
+    return published_response(name, validators, lambda doc: doc["items"], ITEM_COLUMNS)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from ldptel.server.charts import _num, fmt_compact, nice_ticks
+from ldptel.server.charts import _num, fmt_compact, nice_ticks, y_grid
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,8 @@ def mean_chart(points: Sequence[MeanPoint], *, y_label: str = "mean", width: int
 
     out = [f'<svg class="chart mean" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
            f'width="{width}" height="{height}" role="img" aria-label="{escape(aria_label)}">']
-    for t in nice_ticks(y0, y1, target=5):
-        if y0 <= t <= y1:
-            y = _num(sy(t))
-            out.append(f'<line class="grid" x1="{left}" y1="{y}" x2="{right}" y2="{y}"/>')
-            out.append(f'<text class="tick" x="{left - 6}" y="{_num(sy(t) + 4)}" '
-                       f'text-anchor="end">{fmt_compact(t)}</text>')
+    out += y_grid([(t, fmt_compact(t)) for t in nice_ticks(y0, y1, target=5) if y0 <= t <= y1],
+                  sy, left, right)
     if len(points) > 1:
         upper = [f"{_num(sx(i))},{_num(sy(p.ci_high))}" for i, p in enumerate(points)]
         lower = [f"{_num(sx(i))},{_num(sy(p.ci_low))}" for i, p in enumerate(points)]

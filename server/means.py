@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response
 
 from ldptel.config import Campaign
 from ldptel.server.auth import require_token
-from ldptel.server.documents import Params, Window, csv_text, find_campaign, json_text, load_released
-from ldptel.server.export import format_param, validators
+from ldptel.server.documents import Params, Window, load_released
+from ldptel.server.export import published_response, validators
 
 bp = Blueprint("means", __name__)
 
@@ -50,12 +50,4 @@ def mean_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 @bp.get("/v1/campaigns/<name>/mean", endpoint="mean")
 @require_token("export")
 def mean_view(name: str) -> Response:
-    campaign, fmt = find_campaign(name), format_param(request.args)
-    window, headers, unchanged = mean_validators(campaign, request.args.get("window"))
-    if unchanged:
-        return Response(status=304, headers=headers)
-    doc = mean(campaign, window)
-    if fmt == "csv":
-        headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}-mean.csv"'
-        return Response(csv_text(mean_rows(doc), MEAN_COLUMNS), mimetype="text/csv", headers=headers)
-    return Response(json_text(doc), mimetype="application/json", headers=headers)
+    return published_response(name, mean_validators, mean_rows, MEAN_COLUMNS, "-mean")

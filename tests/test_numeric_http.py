@@ -277,3 +277,19 @@ def test_campaign_page_in_chromium(stack, tmp_path) -> None:
                 ctx.close()
         finally:
             browser.close()
+
+
+def test_memoized_bits_survive_a_restart(stack, tmp_path) -> None:
+    """The SDK keeps memoized 1BitMean's secret in its queue file: after a restart the device
+    sends the same bit for the same value (``encode`` through the campaign's mechanism)."""
+    s = stack[0]
+    bits = []
+    for _ in range(2):
+        client = TelemetryClient(s.url, INGEST_TOKEN, queue_path=tmp_path / "device.sqlite")
+        try:
+            mech = client.mechanism("memory")
+            bits.append([mech.randomize_one(v)["bits"][0] for v in np.linspace(0, 64, 200)])
+        finally:
+            client.close(flush_timeout=None)
+    assert bits[0] == bits[1]
+    assert 0 < sum(bits[0]) < 200
