@@ -245,6 +245,9 @@ def test_campaign_page_panel(stack) -> None:
     status, _, body = s.request("GET", "/campaigns/session_seconds", headers={"Cookie": cookie})
     assert status == 200 and 'data-statistic="sum"' in body.decode()
     assert "(one window so far)" in body.decode()
+    status, _, body = s.request("GET", "/", headers={"Cookie": cookie})  # the campaigns list
+    listing = body.decode()
+    assert status == 200 and "Numeric (mean)" in listing and "1BitMean (memoized, 4 buckets)" in listing
 
 
 @pytest.mark.slow
