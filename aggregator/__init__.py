@@ -6,15 +6,15 @@ from collections.abc import Iterable
 
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
 from ldptel.aggregator.postprocess import norm_sub
-from ldptel.aggregator.result import FrequencyEstimate
+from ldptel.aggregator.result import FrequencyEstimate, MeanEstimate
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch
 
 
-def estimate(mech: Mechanism, batches: Iterable[ReportBatch | bytes]) -> FrequencyEstimate:
+def estimate(mech: Mechanism, batches: Iterable[ReportBatch | bytes]) -> FrequencyEstimate | MeanEstimate:
     """Accumulate ``batches`` (``ReportBatch`` messages or their serialized bytes) and
     estimate: ``.n``, ``.counts`` (raw unbiased), ``.std_error``, ``.ci_low``/``.ci_high``
-    (95%), ``.normalized`` (Norm-Sub)."""
+    (95%), ``.normalized`` (Norm-Sub); for a numeric mechanism a ``MeanEstimate``."""
     acc = accumulator_for(mech)
     for batch in batches:
         if isinstance(batch, (bytes, bytearray, memoryview)):
@@ -23,4 +23,4 @@ def estimate(mech: Mechanism, batches: Iterable[ReportBatch | bytes]) -> Frequen
     return acc.estimate()
 
 
-__all__ = ["Accumulator", "FrequencyEstimate", "accumulator_for", "estimate", "norm_sub"]
+__all__ = ["Accumulator", "FrequencyEstimate", "MeanEstimate", "accumulator_for", "estimate", "norm_sub"]

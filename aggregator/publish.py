@@ -16,7 +16,9 @@ Per kind the document is what the export API answers (``document``), plus ``deco
 - range: ``campaign, kind, epsilon, n_reports, window, decoded_at, method``, and the arrays of
   ``RangeEstimate.arrays`` (per-value counts, std errors, Norm-Sub counts, the plug-in counts of
   the variance formula and the monotone CDF): a range, quantile or CDF query is then a cumulative
-  sum, a binary search and the method's closed-form variance (``range_estimate``).
+  sum, a binary search and the method's closed-form variance (``range_estimate``);
+- numeric: ``campaign, kind, epsilon, n_reports, window, decoded_at, mechanism, lower, upper,
+  mean, sum`` (``MeanEstimate.document``: each ``estimate, std_error, ci_low, ci_high``).
 
 Below the campaign's ``min_reports`` nothing is decoded: the publication holds the tag without a
 document (``Published.doc`` is None).
@@ -49,6 +51,7 @@ from ldptel import keys, scripts
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.decoders.ranges import RangeEstimate
+from ldptel.aggregator.result import MeanEstimate
 from ldptel.config import Campaign
 from ldptel.redis_client import AnyRedis
 
@@ -92,6 +95,10 @@ def document(campaign: Campaign, window: int, acc: Accumulator,
     if campaign.kind == "range":
         assert isinstance(est, RangeEstimate)
         return {**doc, "method": est.method}, est.arrays()
+    if isinstance(est, MeanEstimate):
+        params = campaign.public()
+        bounds = {k: params[k] for k in ("mechanism", "lower", "upper")}
+        return {**doc, **bounds, **{k: finite_row(v) for k, v in est.document().items()}}, None
     if campaign.kind == "heavy_hitters":
         return {**doc, "alpha": HEAVY_HITTER_ALPHA, "items": [finite_row(r) for r in est.items()]}, None
     if est.labels is None:

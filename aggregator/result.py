@@ -1,4 +1,4 @@
-"""The estimate of a frequency campaign."""
+"""The estimates of a frequency campaign (counts per item) and of a numeric one (a mean)."""
 
 from __future__ import annotations
 
@@ -51,3 +51,22 @@ class FrequencyEstimate:
             }
             for i, label in enumerate(labels)
         ]
+
+
+@dataclass
+class MeanEstimate:
+    """The mean over N reports with its std error and 95% normal CI, and the sum over devices:
+    sum = mean·N with std error N·std_error (N is known exactly)."""
+
+    n: int
+    mean: float
+    std_error: float
+
+    def row(self, scale: float = 1.0) -> dict[str, float]:
+        """estimate, std_error, ci_low, ci_high of ``scale``·mean."""
+        est, se = scale * self.mean, scale * self.std_error
+        return {"estimate": est, "std_error": se, "ci_low": est - Z95 * se, "ci_high": est + Z95 * se}
+
+    def document(self) -> dict[str, dict[str, float]]:
+        """``{"mean": row, "sum": row}`` as published."""
+        return {"mean": self.row(), "sum": self.row(float(self.n))}

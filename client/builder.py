@@ -7,12 +7,14 @@ The config is the dict ``GET /v1/campaigns`` returns (``Campaign.public()``):
   the ``RAPPOR_KEYS``;
 - ``kind = "heavy_hitters"``: ``epsilon, max_length[, levels, width, pool_size, pool_seed]``;
 - ``kind = "range"``: ``epsilon, domain_size[, method ("haar" | "hierarchical"), branching]``;
-- any kind but RAPPOR: ``memoize = true`` with ``epsilon_inf`` builds the memoized variant
-  (``mechanisms.longitudinal``, ``mechanisms.longitudinal_kinds``; ``epsilon`` is then ε₁).
+- any kind but RAPPOR and numeric: ``memoize = true`` with ``epsilon_inf`` builds the memoized
+  variant (``mechanisms.longitudinal``, ``mechanisms.longitudinal_kinds``; ``epsilon`` is then ε₁).
+- ``kind = "numeric"``: ``epsilon, lower, upper, mechanism`` (``NUMERIC_MECHANISMS``) and, for
+  ``1bitmean``, ``memoize, buckets`` (1BitMean's own memoization, without ``epsilon_inf``).
 
 ``secret`` is the device's secret for the campaign; RAPPOR (cohort, memoized permanent
-response), heavy hitters (the device's level and seed-pool index) and every memoized campaign
-use one (``uses_device_secret``).
+response), heavy hitters (the device's level and seed-pool index), memoized 1BitMean (its α and
+memoized bits) and every memoized campaign use one (``uses_device_secret``).
 """
 
 from __future__ import annotations
@@ -20,22 +22,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ldptel.client.mechanisms import create_mechanism
+from ldptel.client.mechanisms import NUMERIC_MECHANISMS, create_mechanism
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
 from ldptel.client.mechanisms.longitudinal_kinds import LHeavyHitters, LRangeHaar, LRangeHierarchical
+from ldptel.client.mechanisms.numeric import NumericMechanism, default_numeric_mechanism
+from ldptel.client.mechanisms.onebitmean import DEFAULT_BUCKETS, OneBitMean
 from ldptel.client.mechanisms.range_haar import RangeHaar
 from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
 from ldptel.client.mechanisms.rappor import RAPPOR_KEYS
 
-CAMPAIGN_KINDS = ("frequency", "heavy_hitters", "range")
+CAMPAIGN_KINDS = ("frequency", "heavy_hitters", "range", "numeric")
 RANGE_METHODS = ("haar", "hierarchical")
 
 
 def uses_device_secret(cfg: Mapping[str, Any]) -> bool:
-    """True for RAPPOR and heavy-hitter campaigns: their reports are tied to a device secret that
-    must outlive restarts."""
+    """True for RAPPOR, heavy-hitter and memoized 1BitMean campaigns: their reports are tied to a
+    device secret that must outlive restarts."""
     kind = cfg.get("kind", "frequency")
+    if kind == "numeric":
+        return cfg.get("mechanism") == "1bitmean" and cfg.get("memoize", True) is True
     return (kind == "heavy_hitters" or bool(cfg.get("memoize"))
             or (kind == "frequency" and cfg.get("oracle") == "rappor"))
 
@@ -56,6 +62,8 @@ def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mech
             secret=secret, pool_size=cfg.get("pool_size"), pool_seed=cfg.get("pool_seed", 0), **memo)
     if kind == "range":
         return range_mechanism(cfg, secret)
+    if kind == "numeric":
+        return numeric_mechanism(cfg, secret)
     if kind != "frequency":
         raise ValueError(f"kind must be one of {', '.join(CAMPAIGN_KINDS)}, got {kind!r}")
     oracle: Any = cfg.get("oracle")  # create_mechanism names a bad one
@@ -97,8 +105,23 @@ def range_mechanism(cfg: Mapping[str, Any],
     raise ValueError(f"method must be 'haar' or 'hierarchical', got {method!r}")
 
 
+def numeric_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> NumericMechanism:
+    """``mechanism`` (default: ``default_numeric_mechanism(epsilon)``) over [``lower``, ``upper``];
+    ``1bitmean`` also takes ``memoize`` (default true) and ``buckets``."""
+    name = cfg.get("mechanism") or default_numeric_mechanism(cfg["epsilon"])
+    if name not in NUMERIC_MECHANISMS:
+        raise ValueError(f"mechanism must be one of {', '.join(NUMERIC_MECHANISMS)}, got {name!r}")
+    if name == "1bitmean":
+        return OneBitMean(cfg["epsilon"], cfg["lower"], cfg["upper"], memoize=cfg.get("memoize", True),
+                          buckets=cfg.get("buckets", DEFAULT_BUCKETS), secret=secret)
+    for key in ("memoize", "buckets"):
+        if cfg.get(key) is not None:
+            raise ValueError(f"{key} applies only to mechanism = '1bitmean'")
+    return NUMERIC_MECHANISMS[name](cfg["epsilon"], cfg["lower"], cfg["upper"])
+
+
 __all__ = ["CAMPAIGN_KINDS", "RANGE_METHODS", "RAPPOR_KEYS", "build_mechanism", "memo_args",
-           "range_mechanism", "uses_device_secret", "value_index"]
+           "numeric_mechanism", "range_mechanism", "uses_device_secret", "value_index"]
 
 
 def privacy_loss(mech: Mechanism) -> tuple[str, float]:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 class Health:
     """``ok``: reports are being queued; ``queue_error`` / ``config_error``: why not (None: fine);
     ``dropped``: reports dropped on the device since the client started, by reason;
-    ``last_error``: the error of the last drop; ``pending``: reports queued."""
+    ``last_error``: the error of the last drop; ``pending``: reports queued; ``clipped``: values
+    of numeric campaigns outside [lower, upper], reported clipped to the range, by campaign."""
 
     ok: bool
     queue_error: str | None
@@ -23,20 +24,22 @@ class Health:
     dropped: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
     pending: int = 0
+    clipped: dict[str, int] = field(default_factory=dict)
 
 
 class DropCounter:
-    """Thread-safe counts of dropped reports by reason."""
+    """Thread-safe counts of dropped reports by reason (also of clipped values by campaign)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.by_reason: dict[str, int] = {}
         self.last_error: str | None = None
 
-    def add(self, reason: str, n: int, error: str) -> None:
+    def add(self, reason: str, n: int, error: str | None = None) -> None:
         with self._lock:
             self.by_reason[reason] = self.by_reason.get(reason, 0) + n
-            self.last_error = error
+            if error is not None:
+                self.last_error = error
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:

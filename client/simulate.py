@@ -1,8 +1,9 @@
 """``ldptel simulate --config FILE --campaign NAME --values-file F --url URL --token T [--seed S]``.
 
 One simulated device per line of F (the line is that device's true value: a label of a
-categorical domain, an integer in [0, d) (also for range campaigns), or any string for RAPPOR and
-heavy hitters). Every device's value is
+categorical domain, an integer in [0, d) (also for range campaigns), a real number for numeric
+campaigns (clipped to [lower, upper] by the SDK), or any string for RAPPOR and heavy hitters).
+Every device's value is
 randomized by the SDK (``TelemetryClient.report_many``: vectorized, each value an independent
 device with its own randomness — for RAPPOR its own cohort and permanent response), queued in a
 temporary SQLite queue and sent through the real HTTP path (``flush``: batches, retries, dedupe).
@@ -28,6 +29,8 @@ def read_values(path: str | Path, campaign) -> list:
     values: list = [ln for ln in lines if ln]
     if campaign.oracle == "rappor" or campaign.kind == "heavy_hitters":
         return values
+    if campaign.kind == "numeric":
+        return [real_value(path, i, v) for i, v in enumerate(values, 1)]
     labels = campaign.domain
     out = []
     for i, v in enumerate(values, 1):
@@ -42,6 +45,17 @@ def read_values(path: str | Path, campaign) -> list:
             raise ValueError(f"{path}: line {i}: {n} is not in [0, {campaign.domain_size})")
         out.append(n)
     return out
+
+
+def real_value(path: str | Path, line: int, text: str) -> float:
+    """A finite real number, else ``ValueError`` naming the file and line."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not np.isfinite(value):
+        raise ValueError(f"{path}: line {line}: {text!r} is not a finite number")
+    return value
 
 
 def run_simulate(args: argparse.Namespace) -> int:

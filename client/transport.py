@@ -56,6 +56,7 @@ from ldptel.client.health import DropCounter, Health
 from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits, fit_rows
 from ldptel.client.mechanisms.base import Mechanism
+from ldptel.client.mechanisms.numeric import NumericMechanism
 from ldptel.client.privacy import report_cost
 from ldptel.client.queue import ReportQueue, default_queue_path
 from ldptel.client.sending import BackgroundSender, Sender
@@ -123,6 +124,7 @@ class TelemetryClient:
         self._queue_error: str | None = None  # why the queue cannot be opened or written
         self._queue_retry_at = -float("inf")
         self._dropped = DropCounter()
+        self._clipped = DropCounter()  # numeric values clipped to [lower, upper], by campaign
         self._lock = threading.RLock()  # mechanisms
         self._flush_lock = threading.Lock()  # one flush at a time
         self._configs = CampaignConfigs(lambda: self._request("GET", "/v1/campaigns"),
@@ -183,7 +185,7 @@ class TelemetryClient:
         return Health(ok=self._queue_error is None and config_error is None,
                       queue_error=self._queue_error, config_error=config_error,
                       dropped=self._dropped.snapshot(), last_error=self._dropped.last_error,
-                      pending=self.pending())
+                      pending=self.pending(), clipped=self._clipped.snapshot())
 
     # --- campaign configs ---------------------------------------------------------------------
     def campaigns(self, refresh: bool = False) -> dict[str, dict]:
@@ -290,6 +292,7 @@ class TelemetryClient:
                 batch.batch_id = b""
         except ValueError as exc:
             raise ValueError(f"campaign {campaign!r}: {exc}") from None
+        self._count_clipped(campaign, mech, [value])
         try:
             charge = self.ledger.charge(campaign, cfg, report_cost(cfg, mech), value, time.time())
         except STORAGE_ERRORS as exc:
@@ -324,10 +327,18 @@ class TelemetryClient:
             except ValueError as exc:
                 raise ValueError(f"campaign {campaign!r}: {exc}") from None
             rows += [(campaign, n, data) for n, data in fit_rows(mech, batch, budget)]
+        self._count_clipped(campaign, mech, vals)
         if not self._store(campaign, rows, len(vals)):
             return 0
         self._background.queued(len(vals))
         return len(vals)
+
+    def _count_clipped(self, campaign: str, mech: Mechanism, values: Sequence[Any]) -> None:
+        """Count the values of a numeric campaign that were clipped to its [lower, upper]."""
+        if isinstance(mech, NumericMechanism):
+            clipped = mech.clipped(np.asarray(values, dtype=np.float64))
+            if clipped:
+                self._clipped.add(campaign, clipped)
 
     def pending(self) -> int:
         """Reports queued and not yet delivered (0 when the queue file cannot be read)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import tomllib
@@ -19,7 +20,7 @@ from typing import Any
 
 from ldptel.client.builder import CAMPAIGN_KINDS as KINDS
 from ldptel.client.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
-from ldptel.client.mechanisms import MECHANISMS
+from ldptel.client.mechanisms import MECHANISMS, NUMERIC_MECHANISMS
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.mechanisms.heavy_hitters import (
     check_pool_size,
@@ -27,6 +28,8 @@ from ldptel.client.mechanisms.heavy_hitters import (
     pool_hash_range,
     walk_candidates,
 )
+from ldptel.client.mechanisms.numeric import default_numeric_mechanism
+from ldptel.client.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
 from ldptel.client.privacy import privacy_claim
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -46,6 +49,7 @@ KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
     "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
     "range": {"domain_size", "method", "branching"},
+    "numeric": {"lower", "upper", "mechanism", "memoize", "buckets"},
 }
 
 
@@ -237,7 +241,8 @@ def _campaign(raw: Any, where: str) -> Campaign:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= 10:
         raise _fail(f"{where}.epsilon", f"must be a number with 0 < epsilon <= 10, got {eps!r}")
     camp.epsilon = float(eps)
-    camp.params.update(_memoize(raw, where, camp.epsilon))
+    if kind != "numeric":  # numeric campaigns: 1BitMean's own memoization (numeric_params)
+        camp.params.update(_memoize(raw, where, camp.epsilon))
 
     if kind == "frequency":
         if oracle not in ORACLES:
@@ -278,6 +283,8 @@ def _campaign(raw: Any, where: str) -> Campaign:
             camp.params["pool_size"] = check_pool_size(pool, levels, g, cands)
         except ValueError as exc:
             raise _fail(f"{where}.pool_size", str(exc)) from None
+    elif kind == "numeric":
+        camp.params = numeric_params(raw, where, camp.epsilon)
     else:  # range
         camp.domain_size = _int(raw, "domain_size", where, None, 2, 1 << 24)
         method = raw.get("method", "haar")
@@ -311,6 +318,38 @@ def _memoize(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
         raise _fail(f"{where}.epsilon_inf", f"must be greater than epsilon = {epsilon:g} (the "
                     f"per-report ε), got {eps_inf!r}")
     return {"memoize": True, "epsilon_inf": float(eps_inf)}
+
+
+def numeric_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
+    """A numeric campaign's ``lower``, ``upper``, ``mechanism`` (default: the lowest worst-case
+    variance for ε) and, for 1bitmean, ``memoize`` (default true) and ``buckets`` (default 8):
+    all published, so an SDK never has to agree with the server on a default."""
+    if "epsilon_inf" in raw:
+        raise _fail(f"{where}.epsilon_inf", "does not apply to numeric campaigns (1BitMean's "
+                    "memoization costs (buckets + 1)·epsilon over a device's life)")
+    for key in ("lower", "upper"):
+        v = raw.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise _fail(f"{where}.{key}", f"is required: a finite number, got {v!r}")
+    if not raw["lower"] < raw["upper"]:
+        raise _fail(f"{where}.upper", f"must be above lower = {raw['lower']!r}, got {raw['upper']!r}")
+    mechanism = raw.get("mechanism", default_numeric_mechanism(epsilon))
+    if mechanism not in NUMERIC_MECHANISMS:
+        raise _fail(f"{where}.mechanism",
+                    f"must be one of {', '.join(NUMERIC_MECHANISMS)}, got {mechanism!r}")
+    params: dict[str, Any] = {"lower": float(raw["lower"]), "upper": float(raw["upper"]),
+                              "mechanism": mechanism}
+    if mechanism != "1bitmean":
+        bad = next((k for k in ("memoize", "buckets") if k in raw), None)
+        if bad:
+            raise _fail(f"{where}.{bad}", "applies only to mechanism = \"1bitmean\"")
+        return params
+    memoize = raw.get("memoize", True)
+    if not isinstance(memoize, bool):
+        raise _fail(f"{where}.memoize", f"must be true or false, got {memoize!r}")
+    params["memoize"] = memoize
+    params["buckets"] = _int(raw, "buckets", where, DEFAULT_BUCKETS, 1, MAX_BUCKETS)
+    return params
 
 
 def parse_config(data: dict, path: Path | None = None) -> Config:

@@ -10,7 +10,8 @@ demo's export token. ``--exit`` stops everything and exits 0; otherwise the stac
 until Ctrl-C.
 
 Each campaign kind is a ``DemoSection`` (``sections()``): the frequency oracles here, heavy hitters
-and range queries from ``ldptel.demo_queries`` (``heavy_hitter_section``, ``range_section``).
+and range queries from ``ldptel.demo_queries`` (``heavy_hitter_section``, ``range_section``), means
+from ``ldptel.demo_numeric`` (``numeric_section``).
 """
 
 from __future__ import annotations
@@ -212,11 +213,18 @@ def range_section() -> DemoSection | None:
     return DemoSection(q.RANGE_TITLE, q.range_campaigns, q.range_simulate, q.range_report)
 
 
+def numeric_section() -> DemoSection:
+    """Means: two ``kind = "numeric"`` campaigns (``ldptel.demo_numeric``)."""
+    from ldptel import demo_numeric as n
+
+    return DemoSection(n.NUMERIC_TITLE, n.numeric_campaigns, n.numeric_simulate, n.numeric_report)
+
+
 def sections() -> list[DemoSection]:
     out = [DemoSection(f"frequency oracles: raw unbiased count estimates vs truth (Zipf(1.1) over {DOMAIN} "
                        "items, every value randomized on its device)",
                        frequency_campaigns, frequency_simulate, frequency_report)]
-    return out + [s for s in (heavy_hitter_section(), range_section()) if s is not None]
+    return out + [s for s in (heavy_hitter_section(), range_section(), numeric_section()) if s is not None]
 
 
 # --- main ----------------------------------------------------------------------------------
@@ -285,7 +293,8 @@ def run_demo(args: argparse.Namespace) -> int:
             print()
         first = config.campaigns[0].name
         print(f"export API: {stack.url}/v1/campaigns/<name>/estimates?format=json|csv&window=latest")
-        print(f"  also /v1/campaigns/<name>/heavy-hitters?k=10, …/range?lo=&hi=, …/quantiles?q=0.5,0.9; "
+        print(f"  also /v1/campaigns/<name>/heavy-hitters?k=10, …/range?lo=&hi=, …/quantiles?q=0.5,0.9, "
+              f"…/mean; "
               f"campaigns: {', '.join(c.name for c in config.campaigns)}")
         print(f"  curl -H 'Authorization: Bearer {export}' \\\n"
               f"       '{stack.url}/v1/campaigns/{first}/estimates?format=csv'")

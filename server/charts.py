@@ -6,14 +6,14 @@
   ``negative``), ``g.whisker``, ``line.zero``.
 - ``cdf_chart(…)``: an estimated CDF as a step line with its 95% CI band (``path.cdf``,
   ``path.band``), quantile markers and an optional highlighted range.
-- ``fmt_count``/``fmt_compact``/``fmt_pct``/``fmt_eps``/``fmt_rate``: how numbers are printed
+- ``fmt_count``/``fmt_value``/``fmt_compact``/``fmt_pct``/``fmt_eps``/``fmt_rate``: how numbers are printed
   everywhere on the pages (thousands separators, a real minus sign, "—" for missing values).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -41,6 +41,16 @@ def fmt_count(x: float | None) -> str:
         return DASH
     r = round(float(x))
     return _sign(f"{r + 0:,d}")  # + 0: no "−0"
+
+
+def fmt_value(x: float | None, digits: int = 4) -> str:
+    """A measured value (a mean, a sum): ``digits`` significant digits, thousands separators,
+    "−" for negatives, "—" when missing (``2.3456`` → ``"2.346"``, ``123456.7`` → ``"123,457"``)."""
+    if not _finite(x):
+        return DASH
+    v = float(x)
+    places = max(0, digits - 1 - math.floor(math.log10(abs(v)))) if v else 0
+    return _sign(f"{round(v, places) + 0:,.{places}f}")
 
 
 def fmt_compact(x: float) -> str:
@@ -212,6 +222,17 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
 
 # --- CDF chart -------------------------------------------------------------------------------
 
+def y_grid(ticks: Sequence[tuple[float, str]], sy: Callable[[float], float], left: float,
+           right: float) -> list[str]:
+    """SVG of horizontal grid lines at the ``(value, label)`` ticks, labelled left of ``left``."""
+    out = []
+    for v, label in ticks:
+        out.append(f'<line class="grid" x1="{left}" y1="{_num(sy(v))}" x2="{right}" y2="{_num(sy(v))}"/>')
+        out.append(f'<text class="tick" x="{left - 6}" y="{_num(sy(v) + 4)}" '
+                   f'text-anchor="end">{escape(label)}</text>')
+    return out
+
+
 @dataclass
 class Marker:
     """A labelled vertical line on the CDF chart (e.g. a quantile)."""
@@ -239,11 +260,7 @@ def cdf_chart(xs: Sequence[float], cdf: Sequence[float], band_low: Sequence[floa
 
     out = [f'<svg class="chart cdf" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
            f'width="{width}" height="{height}" role="img" aria-label="{escape(aria_label)}">']
-    for p in (0.0, 0.25, 0.5, 0.75, 1.0):
-        y = _num(sy(p))
-        out.append(f'<line class="grid" x1="{left}" y1="{y}" x2="{right}" y2="{y}"/>')
-        out.append(f'<text class="tick" x="{left - 6}" y="{_num(sy(p) + 4)}" '
-                   f'text-anchor="end">{p:.0%}</text>')
+    out += y_grid([(p, f"{p:.0%}") for p in (0.0, 0.25, 0.5, 0.75, 1.0)], sy, left, right)
     for t in nice_ticks(d0, d1, target=8):
         if d0 <= t <= d1:
             x = _num(sx(t))

@@ -28,6 +28,7 @@ response headers, for the view and the operator pages' downloads.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
@@ -66,12 +67,13 @@ def estimates(campaign: Campaign, window: Window, params: Params | None = None) 
     return pub.doc
 
 
-def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str], bool]:
-    """(window start, response headers, unchanged) of a frequency campaign's released ``window``:
+def validators(campaign: Campaign, window: Window, kind: str = "frequency",
+               what: str = "no frequency estimates") -> tuple[int, dict[str, str], bool]:
+    """(window start, response headers, unchanged) of a ``kind`` campaign's released ``window``:
     the headers are ``ETag``, ``Last-Modified``, private caching and ``X-Ldptel-*``; ``unchanged``
     is True when the request's ``If-None-Match`` / ``If-Modified-Since`` match them (answer 304).
-    ``ApiError`` as ``estimates``."""
-    _require_frequency(campaign)
+    ``ApiError`` as ``estimates`` (400 ``what`` for another kind)."""
+    require_kind(campaign, kind, what)
     start, pub = load_released(campaign, window)
     etag = pub.etag
     last_modified = datetime.fromtimestamp(pub.decoded_at, UTC)
@@ -82,19 +84,35 @@ def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str],
     return start, headers, not_modified(etag, last_modified)
 
 
+def format_param(params: Params) -> str:
+    """``format`` (``FORMATS``, default json), else ``ApiError`` 400."""
+    fmt = params.get("format", "json")
+    if fmt not in FORMATS:
+        raise ApiError(400, "bad_request", f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+Validators = Callable[[Campaign, Window], tuple[int, dict[str, str], bool]]  # as ``validators``
+
+
+def published_response(name: str, validate: Validators, rows: Callable[[dict], list[dict]],
+                       columns: Sequence[str], suffix: str = "") -> Response:
+    """The API answer for campaign ``name``'s released window: 304 when ``validate`` (the
+    kind's ``validators``) finds the request's validators matching, else the publication's
+    document as stored (JSON) or its ``rows`` as CSV of ``columns``."""
+    campaign, fmt = find_campaign(name), format_param(request.args)
+    window, headers, unchanged = validate(campaign, request.args.get("window"))
+    if unchanged:
+        return Response(status=304, headers=headers)
+    _, pub = load_released(campaign, window)  # the publication read for the validators
+    assert pub.doc is not None
+    if fmt == "csv":
+        headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}{suffix}.csv"'
+        return Response(csv_text(rows(pub.doc), columns), mimetype="text/csv", headers=headers)
+    return Response(f"{pub.doc_json}\n", mimetype="application/json", headers=headers)
+
+
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")
 @require_token("export")
 def estimates_view(name: str) -> Response:
-    campaign = find_campaign(name)
-    fmt = request.args.get("format", "json")
-    if fmt not in FORMATS:
-        raise ApiError(400, "bad_request", f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    window, headers, unchanged = validators(campaign, request.args.get("window"))
-    if unchanged:
-        return Response(status=304, headers=headers)
-    doc = estimates(campaign, window, request.args)
-    if fmt == "csv":
-        headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}.csv"'
-        return Response(csv_text(doc["items"], ITEM_COLUMNS), mimetype="text/csv", headers=headers)
-    _, pub = load_released(campaign, window)  # the publication ``doc`` is (read once per request)
-    return Response(f"{pub.doc_json}\n", mimetype="application/json", headers=headers)
+    return published_response(name, validators, lambda doc: doc["items"], ITEM_COLUMNS)

@@ -45,7 +45,8 @@ def test_demo_exit_prints_table() -> None:
     assert "items in 95% CI" in out.stdout and "export token: demo-export-" in out.stdout
     assert "heavy hitters" in out.stdout and "quantile" in out.stdout
     sent = re.search(r"sent ([\d,]+) randomized reports", out.stdout).group(1)
-    assert int(sent.replace(",", "")) == 8 * 5000  # 6 oracles, 1 heavy-hitter, 1 range campaign
+    assert int(sent.replace(",", "")) == 10 * 5000  # 6 oracles, heavy hitters, range, 2 numeric
+    assert "demo-session-seconds" in out.stdout and "1bitmean" in out.stdout
 
 
 def test_demo_keeps_running_and_serves_the_export_api() -> None:

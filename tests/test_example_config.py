@@ -13,7 +13,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ldptel.toml"
 
 def test_example_config_builds_every_campaign() -> None:
     config = load_config(EXAMPLE)
-    assert {c.kind for c in config.campaigns} == {"frequency", "heavy_hitters", "range"}
+    assert {c.kind for c in config.campaigns} == {"frequency", "heavy_hitters", "range", "numeric"}
     for campaign in config.campaigns:
         mech = campaign.mechanism()
         assert mech.epsilon == campaign.epsilon

@@ -22,6 +22,10 @@ CONFIGS = {
     "range_haar": {"kind": "range", "epsilon": 1.0, "domain_size": 64},
     "range_hierarchical": {"kind": "range", "method": "hierarchical", "epsilon": 1.0,
                            "domain_size": 64},
+    "numeric_piecewise": {"kind": "numeric", "epsilon": 1.0, "lower": 0, "upper": 50,
+                          "mechanism": "piecewise"},
+    "numeric_1bitmean": {"kind": "numeric", "epsilon": 1.0, "lower": 0, "upper": 50,
+                         "mechanism": "1bitmean"},
 }
 
 

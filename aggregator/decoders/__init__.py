@@ -6,11 +6,13 @@ from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.decoders.grr import GrrAccumulator
 from ldptel.aggregator.decoders.hadamard import HadamardAccumulator
 from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
+from ldptel.aggregator.decoders.numeric import NumericAccumulator
 from ldptel.aggregator.decoders.olh import OlhAccumulator
 from ldptel.aggregator.decoders.range_haar import RangeHaarAccumulator
 from ldptel.aggregator.decoders.range_hierarchical import RangeHierarchicalAccumulator
 from ldptel.aggregator.decoders.rappor import RapporAccumulator
 from ldptel.aggregator.decoders.unary import UnaryAccumulator
+from ldptel.client.mechanisms import NUMERIC_MECHANISMS
 from ldptel.client.mechanisms.base import Mechanism
 
 ACCUMULATORS: dict[str, type[Accumulator]] = {
@@ -23,6 +25,7 @@ ACCUMULATORS: dict[str, type[Accumulator]] = {
     "heavy_hitters": HeavyHitterAccumulator,
     "range_haar": RangeHaarAccumulator,
     "range_hierarchical": RangeHierarchicalAccumulator,
+    **dict.fromkeys(NUMERIC_MECHANISMS, NumericAccumulator),
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldptel.aggregator.result import FrequencyEstimate
+from ldptel.aggregator.result import FrequencyEstimate, MeanEstimate
 from ldptel.client.mechanisms.base import Mechanism, PureMechanism
 from ldptel.proto import ReportBatch
 
@@ -36,8 +36,9 @@ class Accumulator(ABC):
         """Accumulate one batch given as the mechanism's numpy columns."""
 
     @abstractmethod
-    def estimate(self) -> FrequencyEstimate:
-        """Raw unbiased counts, exact-variance std errors and Norm-Sub counts."""
+    def estimate(self) -> FrequencyEstimate | MeanEstimate:
+        """Raw unbiased counts, exact-variance std errors and Norm-Sub counts (numeric
+        campaigns: the mean with its std error)."""
 
     @property
     def n(self) -> int:

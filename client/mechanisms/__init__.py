@@ -9,7 +9,9 @@ from ldptel.client.mechanisms.chooser import local_oracle, recommend_oracle
 from ldptel.client.mechanisms.grr import GRR
 from ldptel.client.mechanisms.hadamard import Hadamard
 from ldptel.client.mechanisms.longitudinal import MEMOIZED
+from ldptel.client.mechanisms.numeric import Duchi, Hybrid, NumericMechanism, Piecewise
 from ldptel.client.mechanisms.olh import OLH
+from ldptel.client.mechanisms.onebitmean import OneBitMean
 from ldptel.client.mechanisms.rappor import RAPPOR, RAPPOR_KEYS
 from ldptel.client.mechanisms.unary import OUE, SUE
 
@@ -17,6 +19,9 @@ MECHANISMS: dict[str, type[Mechanism]] = {
     m.name: m for m in (GRR, SUE, OUE, OLH, Hadamard, RAPPOR)
 }
 RAPPOR_PARAMS = (*RAPPOR_KEYS, "secret")
+NUMERIC_MECHANISMS: dict[str, type[NumericMechanism]] = {
+    m.name: m for m in (Piecewise, Duchi, Hybrid, OneBitMean)
+}
 
 
 def create_mechanism(oracle: str, **params: Any) -> Mechanism:
@@ -61,6 +66,7 @@ def create_memoized(oracle: str, memoize: Any = None, **params: Any) -> Mechanis
 
 
 __all__ = [
-    "GRR", "OLH", "OUE", "RAPPOR", "SUE", "Hadamard", "MECHANISMS", "Mechanism", "PureMechanism",
+    "GRR", "OLH", "OUE", "RAPPOR", "SUE", "Duchi", "Hadamard", "Hybrid", "MECHANISMS", "Mechanism",
+    "NUMERIC_MECHANISMS", "NumericMechanism", "OneBitMean", "Piecewise", "PureMechanism",
     "create_mechanism", "create_memoized", "local_oracle", "recommend_oracle",
 ]

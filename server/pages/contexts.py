@@ -23,6 +23,7 @@ from ldptel.server.app import state
 from ldptel.server.documents import load_released
 from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.pages import labels
+from ldptel.server.pages.numeric import numeric_context
 from ldptel.server.pages.status import Status, campaign_status, status_view
 
 TOP_N = 25  # items shown before "show all"
@@ -131,7 +132,8 @@ def range_context(c: Campaign, window: int, a: PageArgs) -> dict:
 
 
 CONTENT: dict[str, Callable[[Campaign, int, PageArgs], dict]] = {
-    "frequency": frequency_context, "heavy_hitters": heavy_hitters_context, "range": range_context}
+    "frequency": frequency_context, "heavy_hitters": heavy_hitters_context, "range": range_context,
+    "numeric": numeric_context}
 # (campaign, window, publication digest, page arguments) → the rendered content fragment
 _contents: dict[tuple[str, int, str, str], Markup] = {}
 CONTENTS_KEPT = 128

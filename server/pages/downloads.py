@@ -2,7 +2,8 @@
 window, written with the one JSON and CSV writer (``server/documents.py``).
 
 ``/campaigns/<name>/download/<what>``: ``estimates.csv|json`` (frequency),
-``heavy-hitters.csv|json``, ``quantiles.json`` (with ``q=``) and ``cdf.csv`` (range). The query
+``heavy-hitters.csv|json``, ``quantiles.json`` (with ``q=``) and ``cdf.csv`` (range), ``mean.csv|json``
+(numeric). The query
 string is the document's parameters (``window``, ``q``); the estimates carry the API's ``ETag``,
 ``Last-Modified`` and ``X-Ldptel-*`` headers (and answer 304 as it does); errors are the API's
 (JSON 400/409).
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from flask import Response
 
 from ldptel.config import Campaign
-from ldptel.server import export, queries
+from ldptel.server import export, means, queries
 from ldptel.server.documents import Params, Window, csv_text, json_text
 from ldptel.server.errors import ApiError, PageError
 
@@ -29,6 +30,7 @@ class Download:
     suffix: str  # of the file name, before the window
     columns: tuple[str, ...] = ()  # CSV columns of the document's ``items``
     validators: Callable[[Campaign, Window], tuple[int, dict[str, str], bool]] | None = None  # ETag & co
+    rows: Callable[[dict], list[dict]] | None = None  # the CSV rows of a document (default: items)
 
 
 DOWNLOADS = {
@@ -38,6 +40,8 @@ DOWNLOADS = {
                               queries.HEAVY_HITTER_COLUMNS),
     "quantiles": Download("range", queries.quantiles, ("json",), "-quantiles"),
     "cdf": Download("range", queries.cdf, ("csv",), "-cdf", queries.CDF_COLUMNS),
+    "mean": Download("numeric", means.mean, ("csv", "json"), "-mean", means.MEAN_COLUMNS,
+                     means.mean_validators, means.mean_rows),
 }
 
 
@@ -62,5 +66,6 @@ def download(c: Campaign, what: str, args: Params) -> Response:
         return Response(status=304, headers=headers)
     filename = f"{c.name}{d.suffix}-{args.get('window', 'latest')}.{fmt}"
     headers["Content-Disposition"] = f'attachment; filename="{filename}"'
-    body = csv_text(doc["items"], d.columns) if fmt == "csv" else json_text(doc)
+    rows = d.rows(doc) if d.rows is not None else doc.get("items", [])
+    body = csv_text(rows, d.columns) if fmt == "csv" else json_text(doc)
     return Response(body, mimetype="text/csv" if fmt == "csv" else "application/json", headers=headers)

@@ -11,13 +11,21 @@ from markupsafe import Markup
 from ldptel.config import Campaign
 from ldptel.server import charts
 
-KIND_LABELS = {"frequency": "Frequency", "heavy_hitters": "Heavy hitters", "range": "Range"}
+KIND_LABELS = {"frequency": "Frequency", "heavy_hitters": "Heavy hitters", "range": "Range",
+               "numeric": "Numeric (mean)"}
+NUMERIC_LABELS = {"duchi": "Duchi et al. (one bit)", "piecewise": "Piecewise (Wang et al.)",
+                  "hybrid": "Hybrid (Wang et al.)", "1bitmean": "1BitMean"}
 ORACLE_LABELS = {"grr": "GRR (direct encoding)", "sue": "SUE (basic RAPPOR)", "oue": "OUE (optimized unary)",
                  "olh": "OLH (local hashing)", "hadamard": "Hadamard response"}
 
 
 def mechanism_label(c: Campaign) -> str:
     """The randomizer and its main parameters."""
+    if c.kind == "numeric":
+        name = NUMERIC_LABELS.get(c.params["mechanism"], c.params["mechanism"])
+        if c.params.get("memoize"):
+            name += f" (memoized, {c.params['buckets']} buckets)"
+        return name
     if c.kind == "heavy_hitters":
         return f"Prefix tree + OLH ({c.params.get('levels')} levels)"
     if c.kind == "range":
@@ -33,6 +41,9 @@ def mechanism_label(c: Campaign) -> str:
 
 def domain_label(c: Campaign) -> str:
     """What devices report: labels, items, strings or values."""
+    if c.kind == "numeric":
+        return (f"real values from {charts.fmt_count(c.params['lower'])} to "
+                f"{charts.fmt_count(c.params['upper'])} (clipped on the device)")
     if c.kind == "heavy_hitters":
         return f"strings up to {c.params.get('max_length')} bytes"
     if c.kind == "range":

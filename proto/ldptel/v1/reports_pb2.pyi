@@ -66,8 +66,16 @@ class RangePayload(_message.Message):
     values: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, levels: _Optional[_Iterable[int]] = ..., indices: _Optional[_Iterable[int]] = ..., signs: _Optional[bytes] = ..., seeds: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class NumericPayload(_message.Message):
+    __slots__ = ("bits", "values")
+    BITS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    bits: bytes
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, bits: _Optional[bytes] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
+
 class ReportBatch(_message.Message):
-    __slots__ = ("campaign", "batch_id", "count", "schema_version", "grr", "unary", "olh", "hadamard", "rappor", "heavy_hitters", "range")
+    __slots__ = ("campaign", "batch_id", "count", "schema_version", "grr", "unary", "olh", "hadamard", "rappor", "heavy_hitters", "range", "numeric")
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +87,7 @@ class ReportBatch(_message.Message):
     RAPPOR_FIELD_NUMBER: _ClassVar[int]
     HEAVY_HITTERS_FIELD_NUMBER: _ClassVar[int]
     RANGE_FIELD_NUMBER: _ClassVar[int]
+    NUMERIC_FIELD_NUMBER: _ClassVar[int]
     campaign: str
     batch_id: bytes
     count: int
@@ -90,4 +99,5 @@ class ReportBatch(_message.Message):
     rappor: RapporPayload
     heavy_hitters: HeavyHitterPayload
     range: RangePayload
-    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., count: _Optional[int] = ..., schema_version: _Optional[int] = ..., grr: _Optional[_Union[GrrPayload, _Mapping]] = ..., unary: _Optional[_Union[UnaryPayload, _Mapping]] = ..., olh: _Optional[_Union[OlhPayload, _Mapping]] = ..., hadamard: _Optional[_Union[HadamardPayload, _Mapping]] = ..., rappor: _Optional[_Union[RapporPayload, _Mapping]] = ..., heavy_hitters: _Optional[_Union[HeavyHitterPayload, _Mapping]] = ..., range: _Optional[_Union[RangePayload, _Mapping]] = ...) -> None: ...
+    numeric: NumericPayload
+    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., count: _Optional[int] = ..., schema_version: _Optional[int] = ..., grr: _Optional[_Union[GrrPayload, _Mapping]] = ..., unary: _Optional[_Union[UnaryPayload, _Mapping]] = ..., olh: _Optional[_Union[OlhPayload, _Mapping]] = ..., hadamard: _Optional[_Union[HadamardPayload, _Mapping]] = ..., rappor: _Optional[_Union[RapporPayload, _Mapping]] = ..., heavy_hitters: _Optional[_Union[HeavyHitterPayload, _Mapping]] = ..., range: _Optional[_Union[RangePayload, _Mapping]] = ..., numeric: _Optional[_Union[NumericPayload, _Mapping]] = ...) -> None: ...
