@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ldptel.aggregator.decoders import accumulator_for
+from ldptel.aggregator.result import FrequencyEstimate
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
@@ -110,7 +111,10 @@ def device_counts(mech: Mechanism, cols: dict, start: int, count: int) -> np.nda
     part = {k: v[start : start + count] if len(v) else v for k, v in cols.items()}
     acc.add_columns(part, count)
     acc.state["n"][0] = count
-    return np.asarray(acc.estimate().counts, dtype=np.float64)
+    est = acc.estimate()
+    if not isinstance(est, FrequencyEstimate):
+        raise TypeError(f"{mech.name}: the averaging attack decodes frequency estimates")
+    return np.asarray(est.counts, dtype=np.float64)
 
 
 def hh_support(mech: HeavyHitters, cols: dict, words: list[str]) -> np.ndarray:
