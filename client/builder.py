@@ -47,8 +47,11 @@ def uses_device_secret(cfg: Mapping[str, Any]) -> bool:
 
 
 def memo_args(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"epsilon_inf": ε∞}`` for a memoized campaign (``memoize = true``), else ``{}``."""
-    return {"epsilon_inf": cfg["epsilon_inf"]} if cfg.get("memoize") else {}
+    """``{"epsilon_inf": ε∞}`` for a memoized campaign (``memoize = true``), else ``{}`` (numeric
+    campaigns: 1BitMean memoizes on its own, ``numeric_mechanism``)."""
+    if cfg.get("kind") == "numeric" or not cfg.get("memoize"):
+        return {}
+    return {"epsilon_inf": cfg["epsilon_inf"]}
 
 
 def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mechanism:

@@ -45,7 +45,8 @@ def test_defaults_are_published() -> None:
     assert numeric(epsilon=0.5)["mechanism"] == "duchi"  # hybrid = Duchi below ε* ≈ 0.61
     assert numeric(mechanism="1bitmean") | {} == {
         "name": "s", "kind": "numeric", "epsilon": 1.0, "lower": 0.0, "upper": 600.0,
-        "mechanism": "1bitmean", "memoize": True, "buckets": 8}
+        "mechanism": "1bitmean", "memoize": True, "buckets": 8, "window": "all",
+        "window_seconds": 0, "reports_per_window": 1}
 
 
 def test_default_has_the_lowest_worst_case_variance() -> None:

@@ -31,7 +31,7 @@ from ldptel.proto import NumericPayload, ReportBatch
 
 LOWER, UPPER = 0.0, 600.0
 SESSION = {"name": "session_seconds", "kind": "numeric", "epsilon": 2.0, "lower": LOWER,
-           "upper": UPPER, "min_reports": 1000}
+           "upper": UPPER, "min_reports": 1000, "reports_per_window": 10}  # 2 report() calls
 MEMORY = {"name": "memory", "kind": "numeric", "epsilon": 1.0, "lower": 0, "upper": 64,
           "mechanism": "1bitmean", "buckets": 4, "min_reports": 1000}
 DUCHI = {"name": "crashes", "kind": "numeric", "epsilon": 1.0, "lower": 0, "upper": 10,

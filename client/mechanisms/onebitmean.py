@@ -52,6 +52,17 @@ class OneBitMean(Duchi):
         self.secret = device_secret(secret)
 
     @property
+    def epsilon_inf(self) -> float | None:
+        """With ``memoize``: what every report of one value reveals together, ε (one memoized
+        bit: α and the value fix the boundary); None for fresh bits."""
+        return self.epsilon if self.memoize else None
+
+    @property
+    def epsilon_lifetime(self) -> float | None:
+        """With ``memoize``: (B + 1)·ε over a device's life (one bit per boundary)."""
+        return (self.buckets + 1) * self.epsilon if self.memoize else None
+
+    @property
     def alpha(self) -> float:
         """This device's rounding point α in [0, 1) (from its secret)."""
         return _uniform(self.secret, b"ldptel/1bitmean/alpha")
