@@ -2,20 +2,25 @@
 
 Stores N heavy-hitter, N frequency and N range reports (default N = 10 000 000 each) as committed
 aggregator state, starts ``ldptel serve`` (gunicorn) and ``ldptel aggregate`` (which publishes
-every window at start), then runs, for ``--duration`` seconds each:
+every window at start), then runs ``--pairs`` pairs of phases of ``--duration`` seconds, in
+the order AB, BA, AB, … (so that a drift of the machine or of the state favours neither):
 
-1. ingest alone: batches of ``--batch`` reports POSTed at ``--ingest-rate`` requests/s (open
+A. ingest alone: batches of ``--batch`` reports POSTed at ``--ingest-rate`` requests/s (open
    loop, spread over the three campaigns), so the aggregator keeps committing and republishing;
-2. the same ingest plus ``--clients`` concurrent clients (keep-alive, in ``--client-procs``
-   processes) polling ``/estimates``, ``/heavy-hitters``, ``/range`` and the three campaign pages
-   in turn: as fast as they are answered (``--poll-interval 0``, the default: a saturation test),
-   or each waiting ``--poll-interval`` seconds after every answer, as an open operator page does
-   (it refreshes every 5 s), starting at a random phase.
+B. the same ingest plus ``--clients`` concurrent clients (keep-alive, in ``--client-procs``
+   processes, signed in before the phase starts) polling ``/estimates``, ``/heavy-hitters``,
+   ``/range`` and the three campaign pages in turn: as fast as they are answered
+   (``--poll-interval 0``, the default: a saturation test), or each waiting ``--poll-interval``
+   seconds after every answer, as an open operator page does (it refreshes every 5 s), starting
+   at a random phase. Like a browser, each client sends a URL's last ``ETag`` back in
+   ``If-None-Match``.
 
-Prints p50/p99 latency per endpoint, ingest p50/p99 without and with the pollers, the 5xx count,
-how long the first publication of each window took (the decode at N), and each endpoint's own
-time per request measured in process afterwards (one client, no HTTP server or queueing: what a
-request costs, apart from waiting for a core).
+Prints p50/p99 latency per endpoint (and how many answers were 304), ingest p99 of each phase
+and its ratio with / without pollers per pair, the median of those ratios, the 5xx count, how
+long the first publication of each window took (the decode at N), and each endpoint's own time
+per request measured in process afterwards (one client, no HTTP server or queueing: what a
+request costs, apart from waiting for a core). The machine is shared: quote the median ratio and
+say what else ran (each phase prints the load average before it).
 
 The N reports are not ingested over HTTP (10 M reports at the collector's ~100 k reports/s would
 take minutes per campaign): a block of ``--block`` reports is encoded with the campaign's
@@ -25,7 +30,7 @@ of N reports is the sum of the blocks' states), and the result is written with `
 
     .venv/bin/python bench/serve_latency.py [--n 10000000] [--duration 60] [--clients 32]
         [--ingest-rate 200] [--batch 100] [--workers 2] [--client-procs 4] [--block 100000]
-        [--poll-interval 0]
+        [--poll-interval 0] [--pairs 5]
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -140,14 +146,14 @@ def pool_of_batches(config_path: str, per_batch: int, count: int) -> list[tuple[
     return out
 
 
-def ingest(url: str, config_path: str, rate: float, per_batch: int, duration: float,
+def ingest(url: str, pool: list[tuple[str, bytes]], rate: float, duration: float, start_at: float,
            threads: int = 8) -> list[tuple[float, int]]:
-    """POST batches at ``rate`` requests/s (open loop, ``threads`` senders) for ``duration``
-    seconds; returns (latency ms, status) per request."""
-    pool = pool_of_batches(config_path, per_batch, 20)
+    """POST the batches of ``pool`` (fresh batch ids) at ``rate`` requests/s (open loop,
+    ``threads`` senders) for ``duration`` seconds from ``start_at`` (epoch seconds); returns
+    (latency ms, status) per request."""
     results: list[tuple[float, int]] = []
     lock = threading.Lock()
-    start = time.perf_counter() + 0.5
+    start = time.perf_counter() + max(0.0, start_at - time.time())
 
     def sender(t: int) -> None:
         s = requests.Session()
@@ -195,18 +201,25 @@ def signed_in_session(url: str) -> requests.Session:
     return s
 
 
-def poll(url: str, threads: int, duration: float, offset: int,
-         interval: float = 0.0) -> list[tuple[str, float, int]]:
-    """``threads`` clients, each requesting the ``ENDPOINTS`` in turn for ``duration`` seconds,
-    pausing ``interval`` seconds after each answer (first request at a random phase in
-    [0, interval)); returns (endpoint, latency ms, status) per request."""
+def poll(url: str, threads: int, duration: float, offset: int, interval: float = 0.0,
+         start_at: float | None = None) -> list[tuple[str, float, int]]:
+    """``threads`` clients, each requesting the ``ENDPOINTS`` in turn for ``duration`` seconds
+    from ``start_at`` (epoch seconds; default now: sign-ins happen before it), pausing
+    ``interval`` seconds after each answer (first request at a random phase in [0, interval)).
+    Each client behaves as a browser: it keeps each URL's last ``ETag`` and sends it back in
+    ``If-None-Match`` (a 304 then reuses what it has). Returns (endpoint, latency ms, status) per
+    request."""
     results: list[tuple[str, float, int]] = []
     lock = threading.Lock()
     names = list(ENDPOINTS)
+    sessions = [signed_in_session(url) for _ in range(threads)]
+    begin = time.time() if start_at is None else start_at
+    time.sleep(max(0.0, begin - time.time()))
     end = time.perf_counter() + duration
 
     def client(t: int) -> None:
-        s = signed_in_session(url)
+        s = sessions[t]
+        etags: dict[str, str] = {}
         api = {"Authorization": f"Bearer {EXPORT}"}
         i = offset + t
         if interval > 0:
@@ -214,10 +227,15 @@ def poll(url: str, threads: int, duration: float, offset: int,
         while time.perf_counter() < end:
             name = names[i % len(names)]
             i += 1
+            headers = dict(api) if name.startswith("/") else {}
+            if name in etags:
+                headers["If-None-Match"] = etags[name]
             t0 = time.perf_counter()
             try:
-                status = s.get(url + ENDPOINTS[name], headers=api if name.startswith("/") else None,
-                               timeout=60).status_code
+                resp = s.get(url + ENDPOINTS[name], headers=headers, timeout=60)
+                status = resp.status_code
+                if status == 200 and "ETag" in resp.headers:
+                    etags[name] = resp.headers["ETag"]
             except requests.RequestException:
                 status = 599
             with lock:
@@ -283,6 +301,8 @@ def main() -> None:
     ap.add_argument("--ingest-rate", type=float, default=200.0, help="ingest requests/s")
     ap.add_argument("--batch", type=int, default=100, help="reports per ingest request")
     ap.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    ap.add_argument("--pairs", type=int, default=5,
+                    help="pairs of phases (ingest alone, ingest with pollers), interleaved")
     ap.add_argument("--publish-timeout", type=float, default=1800.0,
                     help="seconds to wait for the first publications")
     args = ap.parse_args()
@@ -315,13 +335,8 @@ def main() -> None:
                          + (Path(tmp) / "aggregate.log").read_text()[-3000:])
             print("first publication after start: " + ", ".join(f"{k} {v:.1f} s" for k, v in first.items()),
                   flush=True)
-            base = ingest(url, config_path, args.ingest_rate, args.batch, args.duration)
-            per = args.clients // args.client_procs
-            with mp.get_context("spawn").Pool(args.client_procs + 1) as pool:
-                pollers = [pool.apply_async(poll, (url, per, args.duration, i * per, args.poll_interval))
-                           for i in range(args.client_procs)]
-                loaded = ingest(url, config_path, args.ingest_rate, args.batch, args.duration)
-                polled = [row for p in pollers for row in p.get()]
+            pool = pool_of_batches(config_path, args.batch, 20)
+            runs = measure(url, pool, args)
             in_process = server_times(config_path, server.url, 200)
         finally:
             for proc in (serve, aggregate):
@@ -331,26 +346,72 @@ def main() -> None:
                 except subprocess.TimeoutExpired:  # the aggregator finishes a decode first
                     proc.kill()
                     proc.wait()
-        print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s "
-              f"({'closed loop' if args.poll_interval <= 0 else f'polling every {args.poll_interval:g} s'}); "
-              f"ingest {args.ingest_rate:.0f} requests/s × {args.batch} reports")
-        print(f"{'endpoint':16} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}"
-              "   in process: p50 / p99 ms")
-        for name in ENDPOINTS:
-            lat = [ms for e, ms, _ in polled if e == name]
-            bad = sum(1 for e, _, st in polled if e == name and st >= 500)
-            other = {st for e, _, st in polled if e == name and st != 200}
-            print(f"{name:16} {len(lat):9d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
-                  f"{max(lat, default=float('nan')):8.1f} {bad:5d}"
-                  f"   {pct(in_process[name], 50):.1f} / {pct(in_process[name], 99):.1f}"
-                  + (f"  other statuses {other}" if other else ""))
-        for label, rows in (("ingest alone", base), ("ingest + pollers", loaded)):
-            lat = [ms for ms, _ in rows]
-            bad = sum(1 for _, st in rows if st >= 500)
-            print(f"{label:16} {len(lat):9d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
-                  f"{max(lat, default=float('nan')):8.1f} {bad:5d}")
-        p_base, p_load = pct([ms for ms, _ in base], 99), pct([ms for ms, _ in loaded], 99)
-        print(f"ingest p99 with pollers / without: {p_load / p_base:.2f}")
+        report(args, runs, in_process)
+
+
+def measure(url: str, pool: list[tuple[str, bytes]], args: argparse.Namespace) -> list[Run]:
+    """``args.pairs`` pairs of phases (ingest alone, ingest with the pollers), in the order
+    AB, BA, AB, … so that a drift of the machine or of the stored state favours neither."""
+    runs: list[Run] = []
+    per = args.clients // args.client_procs
+    with mp.get_context("spawn").Pool(args.client_procs) as procs:
+        for pair in range(args.pairs):
+            for polled in ((False, True) if pair % 2 == 0 else (True, False)):
+                load = os.getloadavg()[0]
+                start_at = time.time() + (3.0 if polled else 0.5)  # pollers sign in first
+                pollers = [procs.apply_async(poll, (url, per, args.duration, i * per, args.poll_interval,
+                                                    start_at))
+                           for i in range(args.client_procs)] if polled else []
+                sent = ingest(url, pool, args.ingest_rate, args.duration, start_at)
+                runs.append(Run(pair, polled, sent, [row for p in pollers for row in p.get()], load))
+                print(f"pair {pair + 1}/{args.pairs} {'with' if polled else 'without'} pollers: "
+                      f"ingest p99 {pct([ms for ms, _ in sent], 99):.1f} ms (load average before {load:.2f})",
+                      flush=True)
+    return runs
+
+
+@dataclass
+class Run:
+    pair: int
+    polled: bool  # with the pollers
+    ingest: list[tuple[float, int]]  # (latency ms, status)
+    polls: list[tuple[str, float, int]]  # (endpoint, latency ms, status)
+    load: float  # 1-minute load average before the phase
+
+
+def report(args: argparse.Namespace, runs: list[Run], in_process: dict[str, list[float]]) -> None:
+    """Per endpoint over all phases with pollers: requests, 304s, p50/p99/max, 5xx; ingest p99 of
+    each phase and, per pair, with / without; the median of those ratios."""
+    print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s "
+          f"({'closed loop' if args.poll_interval <= 0 else f'polling every {args.poll_interval:g} s'}); "
+          f"ingest {args.ingest_rate:.0f} requests/s × {args.batch} reports; {args.pairs} pairs")
+    polled = [row for run in runs for row in run.polls]
+    print(f"{'endpoint':16} {'requests':>9} {'304':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}"
+          "   in process: p50 / p99 ms")
+    for name in ENDPOINTS:
+        lat = [ms for e, ms, _ in polled if e == name]
+        bad = sum(1 for e, _, st in polled if e == name and st >= 500)
+        unchanged = sum(1 for e, _, st in polled if e == name and st == 304)
+        other = {st for e, _, st in polled if e == name and st not in (200, 304)}
+        print(f"{name:16} {len(lat):9d} {unchanged:6d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
+              f"{max(lat, default=float('nan')):8.1f} {bad:5d}"
+              f"   {pct(in_process[name], 50):.1f} / {pct(in_process[name], 99):.1f}"
+              + (f"  other statuses {other}" if other else ""))
+    ratios = []
+    for pair in range(args.pairs):
+        alone, loaded = (next(r for r in runs if r.pair == pair and r.polled == p) for p in (False, True))
+        p99 = [pct([ms for ms, _ in r.ingest], 99) for r in (alone, loaded)]
+        bad = [sum(1 for _, st in r.ingest if st >= 500) for r in (alone, loaded)]
+        ratios.append(p99[1] / p99[0])
+        print(f"pair {pair + 1}: ingest p99 {p99[0]:.1f} ms alone ({len(alone.ingest)} requests, "
+              f"{bad[0]} 5xx), {p99[1]:.1f} ms with pollers ({len(loaded.ingest)} requests, {bad[1]} 5xx): "
+              f"×{ratios[-1]:.2f}")
+    for label, polled_phase in (("ingest alone", False), ("ingest + pollers", True)):
+        lat = [ms for r in runs if r.polled == polled_phase for ms, _ in r.ingest]
+        print(f"{label:16} {len(lat):9d} {'':6} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
+              f"{max(lat, default=float('nan')):8.1f}")
+    print(f"ingest p99 with pollers / without: median over pairs ×{float(np.median(ratios)):.2f} "
+          f"(pairs: {', '.join(f'{x:.2f}' for x in ratios)})")
 
 
 if __name__ == "__main__":
