@@ -46,7 +46,8 @@ from ldptel.server.errors import ApiError
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
 __all__ = ["Params", "Published", "Window", "conditional_response", "csv_cell", "csv_text", "find_campaign",
-           "finite_row", "json_text", "load_released", "not_modified", "read_published", "require_kind"]
+           "finite_row", "json_text", "load_released", "not_modified", "read_published", "request_published",
+           "require_kind"]
 
 
 def find_campaign(name: str) -> Campaign:
@@ -81,6 +82,15 @@ def read_published(campaign: Campaign, window: int) -> Published | None:
     return pub
 
 
+def request_published(campaign: Campaign, start: int) -> Published | None:
+    """``read_published`` once per request: every number of one answer or page comes from one
+    publication."""
+    loaded: dict[tuple[str, int], Published | None] = g.setdefault("ldptel_released", {})
+    if (campaign.name, start) not in loaded:
+        loaded[campaign.name, start] = read_published(campaign, start)
+    return loaded[campaign.name, start]
+
+
 def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
     """(window start, publication) of ``window`` (``store.resolve_window``) once it holds at least
     ``min_reports`` reports; ``ApiError`` 400 ``bad_window``, 409 ``below_threshold`` or 503
@@ -90,10 +100,7 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
         start = store.resolve_window(st.redis, campaign, None if window is None else str(window))
     except store.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
-    loaded: dict[tuple[str, int], Published | None] = g.setdefault("ldptel_released", {})
-    if (campaign.name, start) not in loaded:
-        loaded[campaign.name, start] = read_published(campaign, start)
-    pub = loaded[campaign.name, start]
+    pub = request_published(campaign, start)
     n = pub.n if pub is not None and pub.doc is not None else store.window_count(st.redis, campaign, start)
     if n < campaign.min_reports:
         raise ApiError(409, "below_threshold",
