@@ -60,6 +60,7 @@ from ldptel.config import Campaign, load_config
 from ldptel.proto import ReportBatch
 from ldptel.redis_server import EmbeddedRedis, free_port
 
+CORES = os.cpu_count() or 1
 EXPORT = "bench-export-token-0123"
 INGEST = "bench-ingest-token-0123"
 CONFIG = f"""[server]
@@ -223,13 +224,13 @@ def signed_in_cookie(url: str) -> str:
 
 
 def poll(url: str, threads: int, duration: float, offset: int, interval: float = 0.0,
-         start_at: float | None = None) -> list[tuple[str, float, int]]:
+         start_at: float | None = None) -> tuple[list[tuple[str, float, int]], float]:
     """``threads`` clients, each requesting the ``ENDPOINTS`` in turn for ``duration`` seconds
     from ``start_at`` (epoch seconds; default now: sign-ins happen before it), pausing
     ``interval`` seconds after each answer (first request at a random phase in [0, interval)).
     Each client behaves as a browser: it keeps each URL's last ``ETag`` and sends it back in
     ``If-None-Match`` (a 304 then reuses what it has). Returns (endpoint, latency ms, status) per
-    request."""
+    request, and the CPU seconds the clients used."""
     results: list[tuple[str, float, int]] = []
     lock = threading.Lock()
     names = list(ENDPOINTS)
@@ -237,6 +238,7 @@ def poll(url: str, threads: int, duration: float, offset: int, interval: float =
     begin = time.time() if start_at is None else start_at
     time.sleep(max(0.0, begin - time.time()))
     end = time.perf_counter() + duration
+    cpu0 = time.process_time()
 
     def client(t: int) -> None:
         conn = Connection(url)
@@ -261,7 +263,7 @@ def poll(url: str, threads: int, duration: float, offset: int, interval: float =
                 time.sleep(interval)
 
     run_threads(client, threads)
-    return results
+    return results, time.process_time() - cpu0
 
 
 def server_times(config_path: str, redis_url: str, repeat: int) -> dict[str, list[float]]:
@@ -286,13 +288,41 @@ def server_times(config_path: str, redis_url: str, repeat: int) -> dict[str, lis
     return out
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """User + system CPU seconds of each root process and its descendants, including children
+    they reaped (Linux ``/proc``, as ``loadtest/cpu.py``): CPU used does not depend on how busy
+    the shared machine is, latency does."""
+    procs: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2:].split()
+            procs[int(entry.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]) / TICK)
+    out = {}
+    for role, root in roots.items():
+        total, stack = 0.0, [root]
+        while stack:
+            pid = stack.pop()
+            total += procs.get(pid, (0, 0.0))[1]
+            stack.extend(c for c, (ppid, _) in procs.items() if ppid == pid)
+        out[role] = total
+    return out
+
+
 def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(xs, q)) if xs else float("nan")
 
 
 def wait_published(url: str, timeout: float) -> dict[str, float]:
     """Seconds until each API endpoint first answers 200 (the aggregator's first publication)."""
-    t0, done = time.perf_counter(), {}
+    t0 = time.perf_counter()
+    done: dict[str, float] = {}
     api = {"Authorization": f"Bearer {EXPORT}"}
     while len(done) < 3 and time.perf_counter() - t0 < timeout:
         for name in ("/estimates", "/heavy-hitters", "/range"):
@@ -316,6 +346,9 @@ def main() -> None:
                     help="seconds each client waits after an answer (0: as fast as answered)")
     ap.add_argument("--client-procs", type=int, default=4)
     ap.add_argument("--ingest-rate", type=float, default=200.0, help="ingest requests/s")
+    ap.add_argument("--warmup", type=float, default=10.0, help="seconds of ingest before the first phase")
+    ap.add_argument("--ingest-threads", type=int, default=32,
+                    help="ingest senders (enough that the open-loop rate holds while requests wait)")
     ap.add_argument("--batch", type=int, default=100, help="reports per ingest request")
     ap.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     ap.add_argument("--pairs", type=int, default=5,
@@ -353,7 +386,9 @@ def main() -> None:
             print("first publication after start: " + ", ".join(f"{k} {v:.1f} s" for k, v in first.items()),
                   flush=True)
             pool = pool_of_batches(config_path, args.batch, 20)
-            runs = measure(url, pool, args)
+            assert server.process is not None
+            roots = {"server": serve.pid, "aggregator": aggregate.pid, "redis": server.process.pid}
+            runs = measure(url, pool, args, roots)
             in_process = server_times(config_path, server.url, 200)
         finally:
             for proc in (serve, aggregate):
@@ -366,11 +401,16 @@ def main() -> None:
         report(args, runs, in_process)
 
 
-def measure(url: str, pool: list[tuple[str, bytes]], args: argparse.Namespace) -> list[Run]:
-    """``args.pairs`` pairs of phases (ingest alone, ingest with the pollers), in the order
-    AB, BA, AB, … so that a drift of the machine or of the stored state favours neither."""
+def measure(url: str, pool: list[tuple[str, bytes]], args: argparse.Namespace,
+            roots: dict[str, int]) -> list[Run]:
+    """``args.warmup`` seconds of ingest, then ``args.pairs`` pairs of phases (ingest alone,
+    ingest with the pollers), in the order AB, BA, AB, … so that a drift of the machine or of
+    the stored state favours neither. Each
+    phase also records the CPU seconds of the ``roots`` (server, aggregator, Redis) and of the
+    bench's own ingest senders and pollers."""
     runs: list[Run] = []
     per = args.clients // args.client_procs
+    ingest(url, pool, args.ingest_rate, args.warmup, time.time() + 0.5, args.ingest_threads)  # not counted
     with mp.get_context("spawn").Pool(args.client_procs) as procs:
         for pair in range(args.pairs):
             for polled in ((False, True) if pair % 2 == 0 else (True, False)):
@@ -379,11 +419,19 @@ def measure(url: str, pool: list[tuple[str, bytes]], args: argparse.Namespace) -
                 pollers = [procs.apply_async(poll, (url, per, args.duration, i * per, args.poll_interval,
                                                     start_at))
                            for i in range(args.client_procs)] if polled else []
-                sent = ingest(url, pool, args.ingest_rate, args.duration, start_at)
-                runs.append(Run(pair, polled, sent, [row for p in pollers for row in p.get()], load))
+                time.sleep(max(0.0, start_at - time.time() - 0.1))
+                cpu0, own0 = cpu_seconds(roots), time.process_time()
+                sent = ingest(url, pool, args.ingest_rate, args.duration, start_at, args.ingest_threads)
+                took = time.time() - start_at
+                cpu = cpu_seconds(roots)
+                cpu = {k: cpu[k] - cpu0[k] for k in cpu} | {"ingest clients": time.process_time() - own0}
+                answers = [p.get() for p in pollers]
+                cpu["pollers"] = sum(c for _, c in answers)
+                runs.append(Run(pair, polled, sent, [row for rows, _ in answers for row in rows], load, cpu))
                 print(f"pair {pair + 1}/{args.pairs} {'with' if polled else 'without'} pollers: "
-                      f"ingest p99 {pct([ms for ms, _ in sent], 99):.1f} ms (load average before {load:.2f})",
-                      flush=True)
+                      f"ingest p99 {pct([ms for ms, _ in sent], 99):.1f} ms "
+                      f"({len(sent) / took:.0f} requests/s; load average before {load:.2f}); CPU s: "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()), flush=True)
     return runs
 
 
@@ -394,6 +442,7 @@ class Run:
     ingest: list[tuple[float, int]]  # (latency ms, status)
     polls: list[tuple[str, float, int]]  # (endpoint, latency ms, status)
     load: float  # 1-minute load average before the phase
+    cpu: dict[str, float]  # CPU seconds used during the phase, per component
 
 
 def report(args: argparse.Namespace, runs: list[Run], in_process: dict[str, list[float]]) -> None:
@@ -426,10 +475,26 @@ def report(args: argparse.Namespace, runs: list[Run], in_process: dict[str, list
     for label, polled_phase in (("ingest alone", False), ("ingest + pollers", True)):
         lat = [ms for r in runs if r.polled == polled_phase for ms, _ in r.ingest]
         statuses = [st for r in runs if r.polled == polled_phase for _, st in r.ingest]
-        other = {st: statuses.count(st) for st in set(statuses) - {202}}
+        others = {st: statuses.count(st) for st in set(statuses) - {202}}
         print(f"{label:16} {len(lat):9d} {'':6} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
               f"{max(lat, default=float('nan')):8.1f} {sum(1 for st in statuses if st >= 500):5d}"
-              + (f"   statuses other than 202: {other}" if other else ""))
+              + (f"   statuses other than 202: {others}" if others else ""))
+    extra, per_poll = [], []
+    for pair in range(args.pairs):
+        alone, loaded = (next(r for r in runs if r.pair == pair and r.polled == p) for p in (False, True))
+        served = sum(loaded.cpu[k] - alone.cpu[k] for k in ("server", "redis"))
+        extra.append(served / args.duration / CORES)
+        per_poll.append(served / max(len(loaded.polls), 1) * 1000)
+    polls = [r for r in runs if r.polled]
+    client_ms = sum(r.cpu["pollers"] for r in polls) / max(sum(len(r.polls) for r in polls), 1) * 1000
+    print(f"CPU the pollers add to the server and Redis (with − without, per pair): median "
+          f"{float(np.median(per_poll)):.2f} ms per poll, {100 * float(np.median(extra)):.1f} % of "
+          f"{CORES} cores (pairs: {', '.join(f'{x:.2f}' for x in per_poll)} ms); "
+          f"the pollers' own CPU {client_ms:.2f} ms per poll")
+    for role in runs[0].cpu:
+        a = float(np.median([r.cpu[role] for r in runs if not r.polled])) / args.duration
+        b = float(np.median([r.cpu[role] for r in runs if r.polled])) / args.duration
+        print(f"  {role:16} {a:5.2f} → {b:5.2f} cores (median without → with pollers)")
     print(f"ingest p99 with pollers / without: median over pairs ×{float(np.median(ratios)):.2f} "
           f"(pairs: {', '.join(f'{x:.2f}' for x in ratios)})")
 
