@@ -23,7 +23,8 @@ with counted reports) or a window's epoch start (``0`` for "all" campaigns). Ans
   aggregator has not published it yet.
 
 ``estimates(campaign, window, params)`` is the document and ``validators(campaign, window)`` its
-response headers, for the view and the operator pages' downloads.
+publication and response headers, for the view and the operator pages' downloads. A document is
+rendered once per URL and publication in each process (``documents.conditional_response``).
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ from ldptel.config import Campaign
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
     Params,
+    Published,
     Window,
+    conditional_response,
     csv_text,
     find_campaign,
     load_released,
-    not_modified,
     require_kind,
 )
 from ldptel.server.errors import ApiError
@@ -68,20 +70,19 @@ def estimates(campaign: Campaign, window: Window, params: Params | None = None) 
 
 
 def validators(campaign: Campaign, window: Window, kind: str = "frequency",
-               what: str = "no frequency estimates") -> tuple[int, dict[str, str], bool]:
-    """(window start, response headers, unchanged) of a ``kind`` campaign's released ``window``:
-    the headers are ``ETag``, ``Last-Modified``, private caching and ``X-Ldptel-*``; ``unchanged``
-    is True when the request's ``If-None-Match`` / ``If-Modified-Since`` match them (answer 304).
-    ``ApiError`` as ``estimates`` (400 ``what`` for another kind)."""
+               what: str = "no frequency estimates") -> tuple[int, Published, dict[str, str]]:
+    """(window start, publication, response headers) of a ``kind`` campaign's released
+    ``window``: the headers are ``ETag``, ``Last-Modified``, private caching and ``X-Ldptel-*``
+    (answer with ``documents.conditional_response``). ``ApiError`` as ``estimates`` (400
+    ``what`` for another kind)."""
     require_kind(campaign, kind, what)
     start, pub = load_released(campaign, window)
-    etag = pub.etag
     last_modified = datetime.fromtimestamp(pub.decoded_at, UTC)
-    headers = {"ETag": etag, "Last-Modified": format_datetime(last_modified, usegmt=True),
+    headers = {"ETag": pub.etag, "Last-Modified": format_datetime(last_modified, usegmt=True),
                "Cache-Control": "private, no-cache", "Vary": "Authorization",
                "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Window": str(start),
                "X-Ldptel-N-Reports": str(pub.n)}
-    return start, headers, not_modified(etag, last_modified)
+    return start, pub, headers
 
 
 def format_param(params: Params) -> str:
@@ -92,24 +93,25 @@ def format_param(params: Params) -> str:
     return fmt
 
 
-Validators = Callable[[Campaign, Window], tuple[int, dict[str, str], bool]]  # as ``validators``
+Validators = Callable[[Campaign, Window], tuple[int, Published, dict[str, str]]]  # ``validators``
 
 
 def published_response(name: str, validate: Validators, rows: Callable[[dict], list[dict]],
                        columns: Sequence[str], suffix: str = "") -> Response:
-    """The API answer for campaign ``name``'s released window: 304 when ``validate`` (the
-    kind's ``validators``) finds the request's validators matching, else the publication's
-    document as stored (JSON) or its ``rows`` as CSV of ``columns``."""
+    """The API answer for campaign ``name``'s released window (``validate``: the kind's
+    ``validators``): the publication's document as stored (JSON) or its ``rows`` as CSV of
+    ``columns``, through ``documents.conditional_response`` (304 when the request's validators
+    match; a body rendered once per URL and publication)."""
     campaign, fmt = find_campaign(name), format_param(request.args)
-    window, headers, unchanged = validate(campaign, request.args.get("window"))
-    if unchanged:
-        return Response(status=304, headers=headers)
-    _, pub = load_released(campaign, window)  # the publication read for the validators
-    assert pub.doc is not None
+    window, pub, headers = validate(campaign, request.args.get("window"))
+    doc, doc_json = pub.doc, pub.doc_json
+    assert doc is not None
     if fmt == "csv":
-        headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}{suffix}.csv"'
-        return Response(csv_text(rows(pub.doc), columns), mimetype="text/csv", headers=headers)
-    return Response(f"{pub.doc_json}\n", mimetype="application/json", headers=headers)
+        return conditional_response(pub.etag, pub.decoded_at, headers,
+                                    lambda: csv_text(rows(doc), columns), "text/csv",
+                                    attachment=f"{campaign.name}-{window}{suffix}.csv")
+    return conditional_response(pub.etag, pub.decoded_at, headers, lambda: f"{doc_json}\n",
+                                "application/json")
 
 
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")

@@ -17,7 +17,7 @@ from flask import Blueprint, Response
 
 from ldptel.config import Campaign
 from ldptel.server.auth import require_token
-from ldptel.server.documents import Params, Window, load_released
+from ldptel.server.documents import Params, Published, Window
 from ldptel.server.export import published_response, validators
 
 bp = Blueprint("means", __name__)
@@ -30,13 +30,12 @@ NOT_NUMERIC = "no mean (only numeric campaigns)"
 def mean(campaign: Campaign, window: Window, params: Params | None = None) -> dict[str, Any]:
     """The published mean document of a numeric campaign's released ``window`` (``ApiError`` 400
     for another kind or a bad window, 409 below ``min_reports``, 503 before the first publication)."""
-    mean_validators(campaign, window)
-    _, pub = load_released(campaign, window)
+    _, pub, _ = mean_validators(campaign, window)
     assert pub.doc is not None
     return pub.doc
 
 
-def mean_validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str], bool]:
+def mean_validators(campaign: Campaign, window: Window) -> tuple[int, Published, dict[str, str]]:
     """``export.validators`` of a numeric campaign's window (400 for another kind)."""
     return validators(campaign, window, "numeric", NOT_NUMERIC)
 
