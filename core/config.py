@@ -23,10 +23,10 @@ from ldptel.client.mechanisms.heavy_hitters import (
     pool_hash_range,
     walk_candidates,
 )
+from ldptel.durations import parse_window
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
-WINDOWS = {"1h": 3600, "1d": 86400, "all": 0}
 
 SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
@@ -121,7 +121,8 @@ class Campaign:
 
     @property
     def window_seconds(self) -> int:
-        return WINDOWS[self.window]
+        """Seconds per window (``durations.parse_window``; 0 for "all")."""
+        return parse_window(self.window)
 
     def labels(self) -> list:
         """Item labels for estimates: the categorical domain, RAPPOR candidates, or 0..d-1."""
@@ -173,8 +174,10 @@ def _campaign(raw: Any, where: str) -> Campaign:
             raise _fail(f"{where}.{key}", f"unknown key for a {kind} campaign "
                         f"(allowed: {', '.join(sorted(allowed))})")
     window = raw.get("window", "all")
-    if window not in WINDOWS:
-        raise _fail(f"{where}.window", f"must be one of {', '.join(WINDOWS)}, got {window!r}")
+    try:
+        parse_window(window)
+    except ValueError as exc:
+        raise _fail(f"{where}.window", str(exc)) from None
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _fail(f"{where}.description", "must be a string")

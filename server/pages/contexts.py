@@ -158,6 +158,7 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
     ctx: dict[str, Any] = {
         "c": c, "a": a, "s": status_view(st), "window": window,
         "window_label": labels.window_label(c, window), "window_error": window_error,
+        "window_length": labels.window_length_label(c),
         "n": n, "n_fmt": charts.fmt_count(n),
         "released": n >= c.min_reports, "epsilon_note": labels.epsilon_note(c),
         "windows": [(w, labels.window_label(c, w)) for w in sorted(st.windows, reverse=True)[:MAX_WINDOWS]],
