@@ -18,7 +18,10 @@ start from:
 and are written with ``json_text`` and ``csv_text`` (every CSV the product writes: a header row
 of ``columns``, then one line per row, missing values empty; a text cell that a spreadsheet would
 run as a formula gets a leading ``'``: ``csv_cell``). Numbers are printed as shortest
-round-trip floats in both, so JSON and CSV agree exactly.
+round-trip floats in both, so JSON and CSV agree exactly. A document's CSV (``document_csv``)
+is its rows with the document's ``window`` and ``n_reports`` as the last two columns
+(``WINDOW_COLUMNS``), so a file on its own says which window and how many reports it holds;
+``format_param`` reads ``format=json|csv``.
 """
 
 from __future__ import annotations
@@ -38,12 +41,13 @@ from ldptel.aggregator import publish, store
 from ldptel.aggregator.publish import Published, finite_row
 from ldptel.config import Campaign
 from ldptel.server.app import state
-from ldptel.server.errors import ApiError
+from ldptel.server.errors import ApiError, BadParameter
 
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
 __all__ = ["Params", "Published", "Window", "csv_cell", "csv_text", "find_campaign", "finite_row",
-           "json_text", "load_released", "not_modified", "read_published", "require_kind"]
+           "json_text", "load_released", "not_modified", "read_published", "require_kind",
+           "FORMATS", "WINDOW_COLUMNS", "document_csv", "format_param"]
 
 
 def find_campaign(name: str) -> Campaign:
@@ -128,6 +132,25 @@ def require_kind(campaign: Campaign, kind: str, what: str) -> None:
     if campaign.kind != kind:
         raise ApiError(400, "bad_request",
                        f"campaign {campaign.name!r} is a {campaign.kind} campaign: {what}")
+
+
+FORMATS = ("json", "csv")
+WINDOW_COLUMNS = ("window", "n_reports")
+
+
+def format_param(params: Params) -> str:
+    """``format=json|csv`` (default json); ``BadParameter`` otherwise."""
+    fmt = params.get("format") or "json"
+    if fmt not in FORMATS:
+        raise BadParameter("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+def document_csv(doc: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """CSV of a document's ``rows`` (``columns``), each with the document's ``window`` and
+    ``n_reports`` appended (``WINDOW_COLUMNS``)."""
+    extra = {k: doc[k] for k in WINDOW_COLUMNS}
+    return csv_text(({**row, **extra} for row in rows), (*columns, *WINDOW_COLUMNS))
 
 
 def json_text(doc: Mapping[str, Any]) -> str:

@@ -8,7 +8,8 @@ with counted reports) or a window's epoch start (``0`` for "all" campaigns). Ans
   "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized"}]}`` — counts of devices: the
   raw unbiased estimate, its std error and 95% CI, and the Norm-Sub consistent count; items in
   domain order. ``format=csv``: the same rows with a header in the same column order
-  (``ITEM_COLUMNS``); campaign, window and n_reports in ``X-Ldptel-*`` headers. Numbers are
+  (``ITEM_COLUMNS``), then ``window`` and ``n_reports`` (``documents.document_csv``); campaign,
+  window and n_reports also in ``X-Ldptel-*`` headers. Numbers are
   printed as shortest round-trip floats in both formats, so JSON and CSV agree exactly.
   The document is the aggregator's publication (``ldptel.aggregator.publish``): ``n_reports``
   reports decoded at ``decoded_at`` (epoch seconds); nothing is decoded here.
@@ -38,18 +39,17 @@ from ldptel.server.auth import require_token
 from ldptel.server.documents import (
     Params,
     Window,
-    csv_text,
+    document_csv,
     find_campaign,
+    format_param,
     load_released,
     not_modified,
     require_kind,
 )
-from ldptel.server.errors import ApiError
 
 bp = Blueprint("export", __name__)
 
 ITEM_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized")
-FORMATS = ("json", "csv")
 
 
 def _require_frequency(campaign: Campaign) -> None:
@@ -86,15 +86,13 @@ def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str],
 @require_token("export")
 def estimates_view(name: str) -> Response:
     campaign = find_campaign(name)
-    fmt = request.args.get("format", "json")
-    if fmt not in FORMATS:
-        raise ApiError(400, "bad_request", f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    fmt = format_param(request.args)
     window, headers, unchanged = validators(campaign, request.args.get("window"))
     if unchanged:
         return Response(status=304, headers=headers)
     doc = estimates(campaign, window, request.args)
     if fmt == "csv":
         headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}.csv"'
-        return Response(csv_text(doc["items"], ITEM_COLUMNS), mimetype="text/csv", headers=headers)
+        return Response(document_csv(doc, doc["items"], ITEM_COLUMNS), mimetype="text/csv", headers=headers)
     _, pub = load_released(campaign, window)  # the publication ``doc`` is (read once per request)
     return Response(f"{pub.doc_json}\n", mimetype="application/json", headers=headers)

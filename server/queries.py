@@ -12,7 +12,9 @@
   [{"q", "value", "rank_std_error", "value_ci_low", "value_ci_high"}]}`` (1 to 100 values of q in
   [0, 1]).
 
-``window`` as in the estimates endpoint. ``400`` names the bad parameter (or says the campaign's
+``window`` as in the estimates endpoint; ``format=csv`` answers the rows (the heavy strings, the
+one range, the quantiles) as CSV with ``window`` and ``n_reports`` as the last columns
+(``documents.document_csv``). ``400`` names the bad parameter (or says the campaign's
 kind has no such query), ``401`` no/bad token, ``404`` unknown campaign, ``409`` while
 ``n_reports`` < ``min_reports`` (same body as the estimates endpoint), ``503``
 ``not_yet_published`` before the aggregator's first publication of the window. Every document
@@ -46,8 +48,10 @@ from ldptel.server.documents import (
     Params,
     Published,
     Window,
+    document_csv,
     find_campaign,
     finite_row,
+    format_param,
     json_text,
     load_released,
     not_modified,
@@ -62,6 +66,8 @@ MAX_CDF_POINTS = 4096
 HEAVY_HITTER_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized",
                         "z_score", "levels_used")
 CDF_COLUMNS = ("value", "cdf", "cdf_ci_low", "cdf_ci_high")
+RANGE_COLUMNS = ("lo", "hi", "estimate", "std_error", "ci_low", "ci_high")
+QUANTILE_COLUMNS = ("q", "value", "rank_std_error", "value_ci_low", "value_ci_high")
 
 
 def _int_param(params: Params, name: str, low: int, high: int, default: int | None = None) -> int:
@@ -170,24 +176,31 @@ def cdf(campaign: Campaign, window: Window, params: Params) -> dict:
                      lambda c, est, points: {"method": c.params.get("method"), **_cdf_rows(est, points)})
 
 
-def _view(document: Callable[[Campaign, Window, Params], dict]) -> Callable[[str], Response]:
-    """The API view of ``document``: its JSON, with the publication's ``ETag`` (304 on a match)
+def _view(document: Callable[[Campaign, Window, Params], dict], columns: tuple[str, ...],
+          one_row: bool = False) -> Callable[[str], Response]:
+    """The API view of ``document``: its JSON, or with ``format=csv`` its ``items`` (``one_row``:
+    the document itself) as CSV of ``columns``, with the publication's ``ETag`` (304 on a match)
     and ``X-Ldptel-N-Reports``."""
 
     def view(name: str) -> Response:
         campaign, window = find_campaign(name), request.args.get("window")
+        fmt = format_param(request.args)
         doc = document(campaign, window, request.args)
         _, pub = load_released(campaign, window)  # the same publication (read once per request)
         headers = {"ETag": pub.etag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
                    "X-Ldptel-N-Reports": str(pub.n)}
         if not_modified(pub.etag, datetime.fromtimestamp(pub.decoded_at, UTC)):
             return Response(status=304, headers=headers)
+        if fmt == "csv":
+            rows = [doc] if one_row else doc["items"]
+            return Response(document_csv(doc, rows, columns), mimetype="text/csv", headers=headers)
         return Response(json_text(doc), mimetype="application/json", headers=headers)
 
     view.__name__ = f"{document.__name__}_view"
     return require_token("export")(view)
 
 
-bp.add_url_rule("/v1/campaigns/<name>/heavy-hitters", "heavy_hitters", _view(heavy_hitters))
-bp.add_url_rule("/v1/campaigns/<name>/range", "range_query", _view(range_estimate))
-bp.add_url_rule("/v1/campaigns/<name>/quantiles", "quantiles", _view(quantiles))
+bp.add_url_rule("/v1/campaigns/<name>/heavy-hitters", "heavy_hitters",
+                 _view(heavy_hitters, HEAVY_HITTER_COLUMNS))
+bp.add_url_rule("/v1/campaigns/<name>/range", "range_query", _view(range_estimate, RANGE_COLUMNS, True))
+bp.add_url_rule("/v1/campaigns/<name>/quantiles", "quantiles", _view(quantiles, QUANTILE_COLUMNS))

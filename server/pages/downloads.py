@@ -1,5 +1,6 @@
 """Downloads of the campaign page, for signed-in users: the export API's documents of the page's
-window, written with the one JSON and CSV writer (``server/documents.py``).
+window, written with the one JSON and CSV writer (``server/documents.py``; CSV files end with the
+``window`` and ``n_reports`` columns, as the API's).
 
 ``/campaigns/<name>/download/<what>``: ``estimates.csv|json`` (frequency),
 ``heavy-hitters.csv|json``, ``quantiles.json`` (with ``q=``) and ``cdf.csv`` (range). The query
@@ -17,7 +18,7 @@ from flask import Response
 
 from ldptel.config import Campaign
 from ldptel.server import export, queries
-from ldptel.server.documents import Params, Window, csv_text, json_text
+from ldptel.server.documents import Params, Window, document_csv, json_text
 from ldptel.server.errors import ApiError, PageError
 
 
@@ -62,5 +63,5 @@ def download(c: Campaign, what: str, args: Params) -> Response:
         return Response(status=304, headers=headers)
     filename = f"{c.name}{d.suffix}-{args.get('window', 'latest')}.{fmt}"
     headers["Content-Disposition"] = f'attachment; filename="{filename}"'
-    body = csv_text(doc["items"], d.columns) if fmt == "csv" else json_text(doc)
+    body = document_csv(doc, doc["items"], d.columns) if fmt == "csv" else json_text(doc)
     return Response(body, mimetype="text/csv" if fmt == "csv" else "application/json", headers=headers)
