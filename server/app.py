@@ -41,6 +41,7 @@ BLUEPRINT_MODULES: list[str] = [
     "ldptel.server.health",
     "ldptel.server.export",
     "ldptel.server.queries",
+    "ldptel.server.series",
     "ldptel.server.pages",
 ]
 
