@@ -167,11 +167,32 @@ def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False) -
     key = keys.published_key(campaign.name, window)
     raw: dict[str, bytes]
     if tag_only:
-        tag = (keys.PUB_N, keys.PUB_DIGEST, keys.PUB_CONFIG, keys.PUB_DECODED_AT)
-        values = cast(list[bytes | None], r.hmget(key, tag))
-        raw = {k: v for k, v in zip(tag, values, strict=True) if v is not None}
+        raw = _tag(cast(list[bytes | None], r.hmget(key, TAG_FIELDS)))
     else:
         raw = {k.decode(): v for k, v in cast(dict[bytes, bytes], r.hgetall(key)).items()}
+    return _parse(raw)
+
+
+TAG_FIELDS = (keys.PUB_N, keys.PUB_DIGEST, keys.PUB_CONFIG, keys.PUB_DECODED_AT)
+
+
+def _tag(values: list[bytes | None]) -> dict[str, bytes]:
+    return {k: v for k, v in zip(TAG_FIELDS, values, strict=True) if v is not None}
+
+
+def read_many(r: AnyRedis, campaign: Campaign, windows: list[int],
+              tag_only: bool = False) -> list[Published | None]:
+    """``read`` of many windows in one pipelined round trip (each HMGET or HGETALL reads one
+    publication whole)."""
+    pipe = r.pipeline(transaction=False)
+    for w in windows:
+        key = keys.published_key(campaign.name, w)
+        pipe.hmget(key, TAG_FIELDS) if tag_only else pipe.hgetall(key)
+    return [_parse(_tag(got) if tag_only else {k.decode(): v for k, v in got.items()})
+            for got in pipe.execute()]
+
+
+def _parse(raw: dict[str, bytes]) -> Published | None:
     if keys.PUB_N not in raw:
         return None
     doc_json = raw[keys.PUB_DOC].decode() if keys.PUB_DOC in raw else None

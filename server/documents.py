@@ -46,7 +46,8 @@ from ldptel.server.errors import ApiError, BadParameter
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
 __all__ = ["Params", "Published", "Window", "csv_cell", "csv_text", "find_campaign", "finite_row",
-           "json_text", "load_released", "not_modified", "read_published", "require_kind",
+           "json_text", "load_released", "not_modified", "read_published", "read_published_many",
+           "require_kind",
            "FORMATS", "WINDOW_COLUMNS", "document_csv", "format_param"]
 
 
@@ -59,7 +60,7 @@ def find_campaign(name: str) -> Campaign:
 
 
 _parsed: dict[tuple[str, int], Published] = {}  # (campaign, window) → its last publication read
-PARSED_KEPT = 256
+PARSED_KEPT = 256  # a longer series re-reads (its windows then push each other out)
 
 
 def read_published(campaign: Campaign, window: int) -> Published | None:
@@ -71,10 +72,36 @@ def read_published(campaign: Campaign, window: int) -> Published | None:
     tag = publish.read(r, campaign, window, tag_only=True)
     if tag is None:
         return None
+    kept = _kept(campaign, window, tag)
+    return kept if kept is not None else _keep(campaign, window, publish.read(r, campaign, window))
+
+
+def read_published_many(campaign: Campaign, windows: list[int]) -> list[Published | None]:
+    """``read_published`` of many windows in two round trips: their tags, then the publications
+    this process has not parsed yet (``publish.read_many``)."""
+    r = state().redis
+    found: dict[int, Published | None] = {}
+    unread: list[int] = []
+    for w, tag in zip(windows, publish.read_many(r, campaign, windows, tag_only=True), strict=True):
+        found[w] = None if tag is None else _kept(campaign, w, tag)
+        if tag is not None and found[w] is None:
+            unread.append(w)
+    if unread:
+        for w, pub in zip(unread, publish.read_many(r, campaign, unread), strict=True):
+            found[w] = _keep(campaign, w, pub)
+    return [found[w] for w in windows]
+
+
+def _kept(campaign: Campaign, window: int, tag: Published) -> Published | None:
+    """The publication of ``window`` this process parsed, if its tag is still ``tag``."""
     kept = _parsed.get((campaign.name, window))
-    if kept is not None and (kept.digest, kept.decoded_at) == (tag.digest, tag.decoded_at):
-        return kept
-    pub = publish.read(r, campaign, window)
+    if kept is None or (kept.digest, kept.decoded_at) != (tag.digest, tag.decoded_at):
+        return None
+    return kept
+
+
+def _keep(campaign: Campaign, window: int, pub: Published | None) -> Published | None:
+    """Remember ``pub`` (the last ``PARSED_KEPT`` publications parsed) and return it."""
     if pub is not None:
         if len(_parsed) >= PARSED_KEPT:
             _parsed.pop(next(iter(_parsed)), None)

@@ -18,9 +18,10 @@
 Every number is the aggregator's publication of the window (``documents.read_published``):
 nothing is decoded here. ``ETag`` (304 on a match): a digest of the campaign's parameters, each
 listed window's count and publication digest and the query, so it changes exactly when an answer
-can (``If-Modified-Since`` is not used: a withheld window's count changes without a new
-publication). ``400 bad_parameter`` names the bad parameter (also when the range holds more than
-``MAX_WINDOWS`` windows), ``401``, ``404`` unknown campaign.
+can, and each process keeps the last ``BODIES_KEPT`` answers' bodies by it, so a repeated poll
+reads only the window counts and tags (``If-Modified-Since`` is not used: a withheld window's
+count changes without a new publication). ``400 bad_parameter`` names the bad parameter (also
+when the range holds more than ``MAX_WINDOWS`` windows), ``401``, ``404`` unknown campaign.
 """
 
 from __future__ import annotations
@@ -47,15 +48,17 @@ from ldptel.server.documents import (
     format_param,
     json_text,
     not_modified,
-    read_published,
+    read_published_many,
 )
 from ldptel.server.errors import BadParameter
 
 bp = Blueprint("series", __name__)
 
-MAX_WINDOWS = 2000  # windows per answer: narrow from/to beyond
+MAX_WINDOWS = 1000  # windows per answer: narrow from/to beyond
 MAX_RANGE_ITEMS = 256  # values of a range campaign's series
 NEVER = datetime.max.replace(tzinfo=UTC)  # Last-Modified that no If-Modified-Since matches
+_bodies: dict[tuple[str, str], str] = {}  # (campaign, ETag) → the answer's body, per process
+BODIES_KEPT = 32
 WINDOW_COLUMNS = ("window_start", "window", "version", "n_reports", "status", "decoded_at")
 VALUE_COLUMNS = SERIES_COLUMNS[4:9]  # what a released row takes from an estimate row
 
@@ -120,13 +123,15 @@ def list_windows(campaign: Campaign, params: Params, version: int = 1) -> list[W
     if len(chosen) > MAX_WINDOWS:
         raise BadParameter("from", f"the range holds {len(chosen)} windows, at most {MAX_WINDOWS} per "
                                    "request: narrow from/to")
-    return [_window_info(campaign, w, n, version) for w, n in chosen]
+    released = [w for w, n in chosen if n >= campaign.min_reports]
+    # version: one publication per window until campaigns are versioned
+    pubs = dict(zip(released, read_published_many(campaign, released), strict=True))
+    return [_window_info(w, n, pubs.get(w), campaign.min_reports) for w, n in chosen]
 
 
-def _window_info(campaign: Campaign, window: int, n: int, version: int) -> WindowInfo:
-    if n < campaign.min_reports:
+def _window_info(window: int, n: int, pub: Published | None, min_reports: int) -> WindowInfo:
+    if n < min_reports:
         return WindowInfo(window, n, "withheld", None)
-    pub = read_published(campaign, window)  # version: one per campaign until versions exist
     if pub is None or pub.doc is None:
         return WindowInfo(window, n, "pending", None)
     return WindowInfo(window, pub.n, "released", pub)
@@ -200,7 +205,7 @@ def series_document(campaign: Campaign, params: Params, infos: list[WindowInfo] 
 
 def etag(campaign: Campaign, infos: list[WindowInfo], query: str) -> str:
     """Changes exactly when an answer can: the campaign's parameters, each window's count, status
-    and publication digest, and the query."""
+    and publication digest, and the ``query`` (endpoint and query string)."""
     h = hashlib.sha256(f"{publish.config_digest(campaign)}:{query}".encode())
     for i in infos:
         h.update(f"|{i.window}:{i.n}:{i.status}:{i.pub.digest if i.pub else ''}".encode())
@@ -217,17 +222,21 @@ def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict], key: s
         fmt = format_param(request.args)
         check(campaign, request.args)
         infos = list_windows(campaign, request.args, version_param(campaign, request.args))
-        tag = etag(campaign, infos, request.query_string.decode(errors="replace"))
+        tag = etag(campaign, infos, f"{key}?{request.query_string.decode(errors='replace')}")
         headers = {"ETag": tag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
                    "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Windows": str(len(infos))}
         # If-None-Match only: a withheld window's count changes without a new publication
         if not_modified(tag, NEVER):
             return Response(status=304, headers=headers)
-        doc = document(campaign, request.args, infos)
         if fmt == "csv":
             headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{key}.csv"'
-            return Response(csv_text(doc[key], columns), mimetype="text/csv", headers=headers)
-        return Response(json_text(doc), mimetype="application/json", headers=headers)
+        if (campaign.name, tag) not in _bodies:  # the ETag covers the query, format included
+            if len(_bodies) >= BODIES_KEPT:
+                _bodies.pop(next(iter(_bodies)), None)
+            doc = document(campaign, request.args, infos)
+            _bodies[campaign.name, tag] = csv_text(doc[key], columns) if fmt == "csv" else json_text(doc)
+        mimetype = "text/csv" if fmt == "csv" else "application/json"
+        return Response(_bodies[campaign.name, tag], mimetype=mimetype, headers=headers)
 
     view.__name__ = f"{key}_view"
     return require_token("export")(view)

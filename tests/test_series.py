@@ -147,6 +147,10 @@ def test_errors_and_etag(stack) -> None:
         assert s.get(path, headers={"If-Modified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"})[0] == 200
         other = s.get(path + "&x=1" if "?" in path else path + "?x=1")[1]["etag"]
         assert other != headers["etag"]
+    # the same query on the two endpoints: different documents, different ETags
+    windows, series = (s.get(f"/v1/campaigns/hourly/{what}") for what in ("windows", "series"))
+    assert windows[1]["etag"] != series[1]["etag"]
+    assert "windows" in json.loads(windows[2]) and "rows" in json.loads(series[2])
 
 
 def test_export_client(stack) -> None:
