@@ -194,7 +194,7 @@ def campaign_live(name: str) -> Response:
     changed = request.args.get("v") != ctx["version"]
     if changed:
         add_content(ctx)
-    fragments = {"summary": render_template("operator_summary.html", **ctx)}
+    fragments = {"summary": render_template("operator_summary.html", **ctx), "trend": ctx["trend_html"]}
     if changed:
         fragments["content"] = ctx["content_html"]
     return jsonify({"version": ctx["version"], "fragments": fragments})
