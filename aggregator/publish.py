@@ -46,7 +46,7 @@ from typing import Any, cast
 import numpy as np
 
 from ldptel import keys, scripts
-from ldptel.aggregator import store
+from ldptel.aggregator import retention, store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.decoders.ranges import RangeEstimate
 from ldptel.config import Campaign
@@ -205,6 +205,11 @@ def _parse(raw: dict[str, bytes]) -> Published | None:
                      doc=None if doc_json is None else json.loads(doc_json), arrays=arrays, doc_json=doc_json)
 
 
+def delete(r: AnyRedis, campaign: Campaign, windows: list[int]) -> int:
+    """Delete the publications of ``windows`` (retention); returns how many existed."""
+    return int(r.delete(*[keys.published_key(campaign.name, w) for w in windows])) if windows else 0
+
+
 _range_variances: dict[str, Callable] = {}
 
 
@@ -265,6 +270,9 @@ class Publisher:
             self.note_stale()
         done = 0
         for key, campaign in list(self.dirty.items()):
+            if retention.expired(campaign, key[1]):  # deleted by the upkeep: never re-created
+                del self.dirty[key]
+                continue
             budget = self.cost.get(key, 0.0) / DECODE_SHARE
             gap = budget if drained else max(self.interval, budget)
             if not everything and time.monotonic() - self.last.get(key, -math.inf) < gap:

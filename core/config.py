@@ -23,7 +23,7 @@ from ldptel.client.mechanisms.heavy_hitters import (
     pool_hash_range,
     walk_candidates,
 )
-from ldptel.durations import parse_window
+from ldptel.durations import parse_duration, parse_window
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
@@ -34,7 +34,8 @@ SERVER_KEYS = {
     "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
-COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
+COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
+                        "retention"}
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
     "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
@@ -114,6 +115,7 @@ class Campaign:
     min_reports: int = 1000
     shards: int = 1
     description: str = ""
+    retention: str | None = None  # windows that ended longer ago than this are deleted (None: kept)
     oracle: str | None = None
     domain: list[str] | None = None
     domain_size: int | None = None
@@ -123,6 +125,11 @@ class Campaign:
     def window_seconds(self) -> int:
         """Seconds per window (``durations.parse_window``; 0 for "all")."""
         return parse_window(self.window)
+
+    @property
+    def retention_seconds(self) -> int | None:
+        """Seconds of ``retention`` (None: windows are kept forever)."""
+        return None if self.retention is None else parse_duration(self.retention)
 
     def labels(self) -> list:
         """Item labels for estimates: the categorical domain, RAPPOR candidates, or 0..d-1."""
@@ -158,6 +165,21 @@ class Config:
         return next((c for c in self.campaigns if c.name == name), None)
 
 
+def _retention(value: Any, key: str, window: str) -> str | None:
+    """A campaign's ``retention``: a duration at least its window's length (not with "all")."""
+    if value is None:
+        return None
+    try:
+        kept = parse_duration(value)
+    except ValueError as exc:
+        raise _fail(key, str(exc)) from None
+    if parse_window(window) == 0:
+        raise _fail(key, 'needs windows of a fixed length (window = "all" is one window)')
+    if kept < parse_window(window):
+        raise _fail(key, f"must be at least the window length ({window}), got {value!r}")
+    return str(value)
+
+
 def _campaign(raw: Any, where: str) -> Campaign:
     if not isinstance(raw, dict):
         raise _fail(where, "must be a table")
@@ -178,11 +200,12 @@ def _campaign(raw: Any, where: str) -> Campaign:
         parse_window(window)
     except ValueError as exc:
         raise _fail(f"{where}.window", str(exc)) from None
+    retention = _retention(raw.get("retention"), f"{where}.retention", window)
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _fail(f"{where}.description", "must be a string")
     camp = Campaign(
-        name=name, kind=kind, epsilon=None, window=window, description=description,
+        name=name, kind=kind, epsilon=None, window=window, description=description, retention=retention,
         min_reports=_int(raw, "min_reports", where, 1000, 1, 10**12),
         shards=_int(raw, "shards", where, 1, 1, 1024),
     )
