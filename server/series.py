@@ -111,14 +111,15 @@ def version_param(campaign: Campaign, params: Params) -> int:
     return int(raw)
 
 
-def list_windows(campaign: Campaign, params: Params, version: int = 1,
-                 newest: int | None = None) -> list[WindowInfo]:
+def list_windows(campaign: Campaign, params: Params, version: int = 1, newest: int | None = None,
+                 counts: dict[int, int] | None = None) -> list[WindowInfo]:
     """The windows with counted reports whose start is in [``from``, ``to``] (``newest``: only
-    the newest that many), oldest first, each with its status and (released) publication."""
+    the newest that many), oldest first, each with its status and (released) publication
+    (``counts``: the reports per window, if already read: ``store.window_counts``)."""
     lo, hi = _time_param(params, "from"), _time_param(params, "to")
     if lo is not None and hi is not None and lo > hi:
         raise BadParameter("from", f"must be <= to, got from={lo}, to={hi}")
-    counts = store.window_counts(state().redis, campaign)
+    counts = store.window_counts(state().redis, campaign) if counts is None else counts
     chosen = [(w, n) for w, n in counts.items()
               if n > 0 and (lo is None or w >= lo) and (hi is None or w <= hi)]
     if newest is not None:

@@ -166,7 +166,7 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         # the selector's "Latest" entry names the newest window, whichever window is viewed
         "latest_label": labels.window_label(c, max((w for w, k in st.windows.items() if k > 0),
                                                    default=store.current_window(c))),
-        "trend_html": trend_html(c),
+        "trend_html": trend_html(c, st.windows),
         "version": _version(window, n, pub), "progress": min(1.0, n / max(c.min_reports, 1)),
         "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),
         "domain": labels.domain_label(c),

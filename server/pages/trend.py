@@ -30,11 +30,12 @@ def top_items(campaign: Campaign, infos: list[series.WindowInfo]) -> list[str]:
     return [str(r["value"]) for r in ranked[:TREND_ITEMS]]
 
 
-def trend_html(campaign: Campaign) -> Markup:
-    """The trend panel (empty for an "all" campaign: it has one window)."""
+def trend_html(campaign: Campaign, counts: dict[int, int] | None = None) -> Markup:
+    """The trend panel (empty for an "all" campaign: it has one window); ``counts``: the reports
+    per window, if already read (the page's status has them)."""
     if campaign.window_seconds == 0:
         return Markup("")
-    infos = series.list_windows(campaign, {}, newest=TREND_WINDOWS)
+    infos = series.list_windows(campaign, {}, newest=TREND_WINDOWS, counts=counts)
     key = (campaign.name, series.etag(campaign, infos, "trend"))
     if key not in _rendered:
         if len(_rendered) >= RENDERED_KEPT:
