@@ -5,8 +5,10 @@ reports each, encoded with the campaign's mechanism and committed with ``store.c
 aggregator's own commit), publishes each with ``publish.publish`` (as the aggregator does), starts
 ``ldptel serve`` (gunicorn, ``--workers``, no aggregator) on an embedded Redis, and times, over
 HTTP with one keep-alive client: each endpoint's first request (per-process caches cold for the
-worker that answers) and ``--repeat`` requests after it (p50, p95, max), plus each endpoint's own
-time in process (the app's test client: no HTTP server or queueing). "first" of ``/series`` reads
+worker that answers; with the default single worker, ``/windows``' first request also includes
+the worker's own warm-up) and ``--repeat`` requests after it (p50, p95, max), plus each endpoint's own
+time in process (the app's test client: no HTTP server or queueing), warm and cold (every
+publication read and parsed again for each request). "first" of ``/series`` reads
 and parses every window's publication (``documents.read_published_many``, two round trips); a
 repeated request reads the window counts and tags and answers the body kept for its ETag.
 
@@ -60,7 +62,8 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=32)
     ap.add_argument("--per-window", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=100)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=1,
+                    help="gunicorn workers (1: every first request below meets the same process)")
     args = ap.parse_args()
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedRedis(data_dir=Path(tmp) / "redis") as server:
@@ -138,15 +141,24 @@ def main() -> None:
 
         client = create_app(load_config(path), server.url).test_client()
         auth = {"Authorization": f"Bearer {EXPORT}"}
-        own = {name.split(" (")[0]: _in_process(client, p, auth, args.repeat)
-               for name, p in endpoints.items()}
-        print("in process, p50 (ms): " + ", ".join(f"{name} {ms:.1f}" for name, ms in own.items()))
+        for cold in (False, True):
+            own = {name.split(" (")[0]: _in_process(client, p, auth, args.repeat, cold)
+                   for name, p in endpoints.items()}
+            print(f"in process{', cold' if cold else ''}, p50 (ms): "
+                  + ", ".join(f"{name} {ms:.1f}" for name, ms in own.items()))
 
 
-def _in_process(client, path: str, headers: dict, repeat: int) -> float:
+def _in_process(client, path: str, headers: dict, repeat: int, cold: bool) -> float:
+    """p50 ms of ``path`` in process; ``cold``: with the process's parsed publications and kept
+    answer bodies dropped before each request (every publication read and parsed again)."""
+    from ldptel.server import documents, series
+
     client.get(path, headers=headers)
     times = []
     for _ in range(repeat):
+        if cold:
+            documents._parsed.clear()
+            series._bodies.clear()
         t = time.perf_counter()
         assert client.get(path, headers=headers).status_code == 200
         times.append((time.perf_counter() - t) * 1000)
