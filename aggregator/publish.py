@@ -23,13 +23,13 @@ document (``Published.doc`` is None).
 
 ``Publisher`` is the aggregator worker's schedule (``Worker.run`` calls ``due`` every round): a
 (campaign, window) noted after a commit, or found missing or behind (``stale_windows``, at the
-first round and every ``STALE_CHECK_S``: a worker may die between a commit and its publication), is
-published at most once per ``publish_interval`` seconds while reports keep arriving, and as soon
-as the worker finds its streams drained (a round without new entries), so a quiet window
-converges to the exact estimate of everything counted. Either way a window is not decoded more
-often than lets its decoding take ``DECODE_SHARE`` of the worker's time (a window whose decode
-takes 2 s is republished at most every 8 s), and ``Worker.run`` publishes everything noted
-before it returns (``--once``, or stopped).
+first round and every ``STALE_CHECK_S``: a worker may die between a commit and its publication),
+is published at most once per ``publish_interval`` seconds while reports keep arriving (by all
+workers together: ``claim``), and as soon as the worker finds its streams drained (a round
+without new entries), so a quiet window converges to the exact estimate of everything counted.
+Either way a window is not decoded more often than lets its decoding take ``DECODE_SHARE`` of
+the worker's time (a window whose decode takes 2 s is republished at most every 8 s), and
+``Worker.run`` publishes everything noted before it returns (``--once``, or stopped).
 """
 
 from __future__ import annotations
@@ -235,6 +235,16 @@ def stale_windows(r: AnyRedis, campaign: Campaign) -> list[int]:
     return out
 
 
+def claim(r: AnyRedis, campaign: Campaign, window: int, gap: float, longest: float) -> bool:
+    """Whether this worker may publish ``window`` now: no worker started publishing it less than
+    ``gap`` seconds ago (``scripts.PUBLISH_CLAIM`` on ``keys.publish_claim_key``, which then
+    holds now; kept ``longest`` seconds, the longest gap any worker waits, plus one)."""
+    script = r.register_script(scripts.PUBLISH_CLAIM)
+    now_ms = int(time.time() * 1000)
+    args = [now_ms, int(gap * 1000), int((longest + 1.0) * 1000)]
+    return bool(script(keys=[keys.publish_claim_key(campaign.name, window)], args=args))
+
+
 class Publisher:
     """When the worker publishes: ``note`` a (campaign, window) after a commit, call ``due``
     every round (``drained``: the worker found no new entry)."""
@@ -261,11 +271,13 @@ class Publisher:
         self.stale_checked = time.monotonic()
 
     def due(self, drained: bool, everything: bool = False) -> int:
-        """Publish every noted window that is due: never published, or last published
-        ``max(interval, cost / DECODE_SHARE)`` seconds ago (``drained``: ``cost / DECODE_SHARE``,
-        so a cheap window is published at once), or all of them with ``everything``. ``cost`` is
-        the window's last decode time: decoding takes at most ``DECODE_SHARE`` of the worker's
-        time. Returns how many were published."""
+        """Publish every noted window that is due: never published by this worker, or last
+        published ``max(interval, cost / DECODE_SHARE)`` seconds ago (``drained``:
+        ``cost / DECODE_SHARE``, so a cheap window is published at once), or all of them with
+        ``everything``. ``cost`` is the window's last decode time: decoding takes at most
+        ``DECODE_SHARE`` of the worker's time. The gap is also kept between workers: a window
+        is published only if no worker started publishing it less than the gap ago (``claim``);
+        one that another worker just published stays noted. Returns how many were published."""
         if time.monotonic() - self.stale_checked > STALE_CHECK_S:
             self.note_stale()
         done = 0
@@ -275,7 +287,8 @@ class Publisher:
                 continue
             budget = self.cost.get(key, 0.0) / DECODE_SHARE
             gap = budget if drained else max(self.interval, budget)
-            if not everything and time.monotonic() - self.last.get(key, -math.inf) < gap:
+            if not everything and (time.monotonic() - self.last.get(key, -math.inf) < gap
+                                   or not claim(self.r, campaign, key[1], gap, max(self.interval, budget))):
                 continue
             started = time.monotonic()
             publish(self.r, campaign, key[1])

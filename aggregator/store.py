@@ -30,9 +30,11 @@ Every campaign kind (frequency, heavy_hitters, range) builds its mechanism
 
 from __future__ import annotations
 
+import operator
 import secrets
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import cast
 
 from ldptel import keys, scripts
@@ -90,10 +92,16 @@ def window_counts(r: AnyRedis, campaign: Campaign) -> dict[int, int]:
 
 
 def _window_counts(shards: list[dict[str, int]]) -> dict[int, int]:
+    return _per_window(shards, N_PREFIX, operator.add)
+
+
+def _per_window(shards: list[dict[str, int]], prefix: str,
+                combine: Callable[[int, int], int]) -> dict[int, int]:
+    """The ``prefix`` counters of every shard, by window (ascending), combined over shards."""
     out: dict[int, int] = {}
     for counters in shards:
-        for w, n in _with_prefix(counters, N_PREFIX).items():
-            out[int(w)] = out.get(int(w), 0) + n
+        for w, n in _with_prefix(counters, prefix).items():
+            out[int(w)] = combine(out[int(w)], n) if int(w) in out else n
     return dict(sorted(out.items()))
 
 
@@ -145,12 +153,19 @@ def current_window(campaign: Campaign, now: float | None = None) -> int:
     return keys.window_start(time.time() if now is None else now, campaign.window_seconds)
 
 
-def resolve_window(r: AnyRedis, campaign: Campaign, spec: str | None) -> int:
+def resolve_window(r: AnyRedis, campaign: Campaign, spec: str | None,
+                   counts: dict[int, int] | None = None) -> int:
     """A ``window=`` query value → window start. ``None``/``""``/``"latest"``: the newest window
-    with counted reports (the current window if none); otherwise an epoch start aligned to the
-    campaign's window length ("all" campaigns: only 0). Raises ``WindowError``."""
+    with counted reports (the current window if none; "all" campaigns: 0, read from nothing;
+    ``counts``: the reports per window already read, e.g. ``summary(…).windows``); otherwise an
+    epoch start aligned to the campaign's window length ("all" campaigns: only 0). Raises
+    ``WindowError``."""
     if spec is None or spec == "" or spec == "latest":
-        windows = list_windows(r, campaign)
+        if campaign.window_seconds == 0:
+            return 0
+        if counts is None:
+            counts = window_counts(r, campaign)
+        windows = [w for w, n in sorted(counts.items()) if n > 0]
         return windows[-1] if windows else current_window(campaign)
     if not spec.isdigit() or len(spec) > 12:
         raise WindowError(f"window must be 'latest' or an epoch start in seconds, got {spec!r}")
@@ -183,6 +198,7 @@ class WindowSummary:
     accepted_reports: int
     lag_entries: int  # accepted batches − counted entries − rejected entries (≥ 0)
     lag_reports: int | None  # accepted − counted reports (≥ 0); None once an entry was rejected
+    window_updated: dict[int, float] = field(default_factory=dict)  # window → epoch s of its last commit
 
 
 def summary(r: AnyRedis, campaign: Campaign) -> WindowSummary:
@@ -204,7 +220,8 @@ def summary(r: AnyRedis, campaign: Campaign) -> WindowSummary:
         backlog=sum(max(b - d - x, 0) for (b, _), d, x in zip(accepted, done, rejected_per, strict=True)),
         accepted_batches=batches, accepted_reports=reports,
         lag_entries=max(0, batches - entries - rejected),
-        lag_reports=max(0, reports - counted) if rejected == 0 else None)
+        lag_reports=max(0, reports - counted) if rejected == 0 else None,
+        window_updated={w: ms / 1000.0 for w, ms in _per_window(shards, UPDATED_PREFIX, max).items()})
 
 
 # --- writes (the aggregator worker) ---------------------------------------------------------

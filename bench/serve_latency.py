@@ -2,20 +2,25 @@
 
 Stores N heavy-hitter, N frequency and N range reports (default N = 10 000 000 each) as committed
 aggregator state, starts ``ldptel serve`` (gunicorn) and ``ldptel aggregate`` (which publishes
-every window at start), then runs, for ``--duration`` seconds each:
+every window at start), then runs ``--pairs`` pairs of phases of ``--duration`` seconds, in
+the order AB, BA, AB, … (so that a drift of the machine or of the state favours neither):
 
-1. ingest alone: batches of ``--batch`` reports POSTed at ``--ingest-rate`` requests/s (open
+A. ingest alone: batches of ``--batch`` reports POSTed at ``--ingest-rate`` requests/s (open
    loop, spread over the three campaigns), so the aggregator keeps committing and republishing;
-2. the same ingest plus ``--clients`` concurrent clients (keep-alive, in ``--client-procs``
-   processes) polling ``/estimates``, ``/heavy-hitters``, ``/range`` and the three campaign pages
-   in turn: as fast as they are answered (``--poll-interval 0``, the default: a saturation test),
-   or each waiting ``--poll-interval`` seconds after every answer, as an open operator page does
-   (it refreshes every 5 s), starting at a random phase.
+B. the same ingest plus ``--clients`` concurrent clients (keep-alive, in ``--client-procs``
+   processes, signed in before the phase starts) polling ``/estimates``, ``/heavy-hitters``,
+   ``/range`` and the three campaign pages in turn: as fast as they are answered
+   (``--poll-interval 0``, the default: a saturation test), or each waiting ``--poll-interval``
+   seconds after every answer, as an open operator page does (it refreshes every 5 s), starting
+   at a random phase. Like a browser, each client sends a URL's last ``ETag`` back in
+   ``If-None-Match``.
 
-Prints p50/p99 latency per endpoint, ingest p50/p99 without and with the pollers, the 5xx count,
-how long the first publication of each window took (the decode at N), and each endpoint's own
-time per request measured in process afterwards (one client, no HTTP server or queueing: what a
-request costs, apart from waiting for a core).
+Prints p50/p99 latency per endpoint (and how many answers were 304), ingest p99 of each phase
+and its ratio with / without pollers per pair, the median of those ratios, the 5xx count, how
+long the first publication of each window took (the decode at N), and each endpoint's own time
+per request measured in process afterwards (one client, no HTTP server or queueing: what a
+request costs, apart from waiting for a core). The machine is shared: quote the median ratio and
+say what else ran (each phase prints the load average before it).
 
 The N reports are not ingested over HTTP (10 M reports at the collector's ~100 k reports/s would
 take minutes per campaign): a block of ``--block`` reports is encoded with the campaign's
@@ -25,12 +30,13 @@ of N reports is the sum of the blocks' states), and the result is written with `
 
     .venv/bin/python bench/serve_latency.py [--n 10000000] [--duration 60] [--clients 32]
         [--ingest-rate 200] [--batch 100] [--workers 2] [--client-procs 4] [--block 100000]
-        [--poll-interval 0]
+        [--poll-interval 0] [--pairs 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import multiprocessing as mp
 import os
 import random
@@ -40,7 +46,9 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 import redis
@@ -52,11 +60,13 @@ from ldptel.config import Campaign, load_config
 from ldptel.proto import ReportBatch
 from ldptel.redis_server import EmbeddedRedis, free_port
 
+CORES = os.cpu_count() or 1
 EXPORT = "bench-export-token-0123"
 INGEST = "bench-ingest-token-0123"
 CONFIG = f"""[server]
 ingest_tokens = ["{INGEST}"]
 export_tokens = ["{EXPORT}"]
+rate_limit_per_minute = 1000000000  # as the load test: the ingest rate is the bench's, not 429s
 
 [[campaigns]]
 name = "hh"
@@ -140,18 +150,18 @@ def pool_of_batches(config_path: str, per_batch: int, count: int) -> list[tuple[
     return out
 
 
-def ingest(url: str, config_path: str, rate: float, per_batch: int, duration: float,
+def ingest(url: str, pool: list[tuple[str, bytes]], rate: float, duration: float, start_at: float,
            threads: int = 8) -> list[tuple[float, int]]:
-    """POST batches at ``rate`` requests/s (open loop, ``threads`` senders) for ``duration``
-    seconds; returns (latency ms, status) per request."""
-    pool = pool_of_batches(config_path, per_batch, 20)
+    """POST the batches of ``pool`` (fresh batch ids) at ``rate`` requests/s (open loop,
+    ``threads`` senders) for ``duration`` seconds from ``start_at`` (epoch seconds); returns
+    (latency ms, status) per request."""
     results: list[tuple[float, int]] = []
     lock = threading.Lock()
-    start = time.perf_counter() + 0.5
+    start = time.perf_counter() + max(0.0, start_at - time.time())
 
     def sender(t: int) -> None:
-        s = requests.Session()
-        s.headers.update({"Authorization": f"Bearer {INGEST}", "Content-Type": "application/x-protobuf"})
+        conn = Connection(url)
+        headers = {"Authorization": f"Bearer {INGEST}", "Content-Type": "application/x-protobuf"}
         i = t
         while True:
             due = start + i / rate
@@ -161,10 +171,7 @@ def ingest(url: str, config_path: str, rate: float, per_batch: int, duration: fl
             batch = ReportBatch.FromString(pool[i % len(pool)][1])
             batch.batch_id = os.urandom(16)
             t0 = time.perf_counter()
-            try:
-                status = s.post(url + "/v1/reports", data=batch.SerializeToString(), timeout=30).status_code
-            except requests.RequestException:
-                status = 599
+            status = conn.request("POST", "/v1/reports", batch.SerializeToString(), headers)[0]
             with lock:
                 results.append(((time.perf_counter() - t0) * 1000, status))
             i += threads
@@ -182,9 +189,30 @@ def run_threads(fn, n: int) -> None:
         t.join()
 
 
-def signed_in_session(url: str) -> requests.Session:
-    """An operator session (sign-in form with its CSRF token) that also carries the export token
-    for the API."""
+class Connection:
+    """One keep-alive HTTP/1.1 connection (``http.client``: a small fraction of the client CPU
+    ``requests`` spends per request, so that the bench's clients, which stand for remote devices
+    and browsers, take as little as possible of the cores they share with the server)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, http.client.HTTPMessage]:
+        """(status, headers) after reading the whole answer; status 599 on a transport error."""
+        try:
+            self.conn.request(method, path, body=body, headers=headers or {})
+            resp = self.conn.getresponse()
+            resp.read()
+            return resp.status, resp.headers
+        except (http.client.HTTPException, OSError):
+            self.conn.close()  # the next request reconnects
+            return 599, http.client.HTTPMessage()
+
+
+def signed_in_cookie(url: str) -> str:
+    """The ``Cookie`` header of an operator session (sign-in form with its CSRF token)."""
     s = requests.Session()
     form = s.get(url + "/signin", timeout=30).text
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
@@ -192,41 +220,50 @@ def signed_in_session(url: str) -> requests.Session:
     resp = s.post(url + "/signin", data={"token": EXPORT, "csrf_token": csrf.group(1)}, timeout=30,
                   allow_redirects=False)
     assert resp.status_code in (302, 303), resp.status_code
-    return s
+    return "; ".join(f"{c.name}={c.value}" for c in s.cookies)
 
 
-def poll(url: str, threads: int, duration: float, offset: int,
-         interval: float = 0.0) -> list[tuple[str, float, int]]:
-    """``threads`` clients, each requesting the ``ENDPOINTS`` in turn for ``duration`` seconds,
-    pausing ``interval`` seconds after each answer (first request at a random phase in
-    [0, interval)); returns (endpoint, latency ms, status) per request."""
+def poll(url: str, threads: int, duration: float, offset: int, interval: float = 0.0,
+         start_at: float | None = None) -> tuple[list[tuple[str, float, int]], float]:
+    """``threads`` clients, each requesting the ``ENDPOINTS`` in turn for ``duration`` seconds
+    from ``start_at`` (epoch seconds; default now: sign-ins happen before it), pausing
+    ``interval`` seconds after each answer (first request at a random phase in [0, interval)).
+    Each client behaves as a browser: it keeps each URL's last ``ETag`` and sends it back in
+    ``If-None-Match`` (a 304 then reuses what it has). Returns (endpoint, latency ms, status) per
+    request, and the CPU seconds the clients used."""
     results: list[tuple[str, float, int]] = []
     lock = threading.Lock()
     names = list(ENDPOINTS)
+    cookies = [signed_in_cookie(url) for _ in range(threads)]
+    begin = time.time() if start_at is None else start_at
+    time.sleep(max(0.0, begin - time.time()))
     end = time.perf_counter() + duration
+    cpu0 = time.process_time()
 
     def client(t: int) -> None:
-        s = signed_in_session(url)
-        api = {"Authorization": f"Bearer {EXPORT}"}
+        conn = Connection(url)
+        etags: dict[str, str] = {}
         i = offset + t
         if interval > 0:
             time.sleep(random.Random(offset + t).uniform(0, interval))
         while time.perf_counter() < end:
             name = names[i % len(names)]
             i += 1
+            api = name.startswith("/")
+            headers = {"Authorization": f"Bearer {EXPORT}"} if api else {"Cookie": cookies[t]}
+            if name in etags:
+                headers["If-None-Match"] = etags[name]
             t0 = time.perf_counter()
-            try:
-                status = s.get(url + ENDPOINTS[name], headers=api if name.startswith("/") else None,
-                               timeout=60).status_code
-            except requests.RequestException:
-                status = 599
+            status, answer = conn.request("GET", ENDPOINTS[name], headers=headers)
+            if status == 200 and answer["ETag"]:
+                etags[name] = answer["ETag"]
             with lock:
                 results.append((name, (time.perf_counter() - t0) * 1000, status))
             if interval > 0:
                 time.sleep(interval)
 
     run_threads(client, threads)
-    return results
+    return results, time.process_time() - cpu0
 
 
 def server_times(config_path: str, redis_url: str, repeat: int) -> dict[str, list[float]]:
@@ -251,13 +288,41 @@ def server_times(config_path: str, redis_url: str, repeat: int) -> dict[str, lis
     return out
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """User + system CPU seconds of each root process and its descendants, including children
+    they reaped (Linux ``/proc``, as ``loadtest/cpu.py``): CPU used does not depend on how busy
+    the shared machine is, latency does."""
+    procs: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2:].split()
+            procs[int(entry.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]) / TICK)
+    out = {}
+    for role, root in roots.items():
+        total, stack = 0.0, [root]
+        while stack:
+            pid = stack.pop()
+            total += procs.get(pid, (0, 0.0))[1]
+            stack.extend(c for c, (ppid, _) in procs.items() if ppid == pid)
+        out[role] = total
+    return out
+
+
 def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(xs, q)) if xs else float("nan")
 
 
 def wait_published(url: str, timeout: float) -> dict[str, float]:
     """Seconds until each API endpoint first answers 200 (the aggregator's first publication)."""
-    t0, done = time.perf_counter(), {}
+    t0 = time.perf_counter()
+    done: dict[str, float] = {}
     api = {"Authorization": f"Bearer {EXPORT}"}
     while len(done) < 3 and time.perf_counter() - t0 < timeout:
         for name in ("/estimates", "/heavy-hitters", "/range"):
@@ -281,8 +346,13 @@ def main() -> None:
                     help="seconds each client waits after an answer (0: as fast as answered)")
     ap.add_argument("--client-procs", type=int, default=4)
     ap.add_argument("--ingest-rate", type=float, default=200.0, help="ingest requests/s")
+    ap.add_argument("--warmup", type=float, default=10.0, help="seconds of ingest before the first phase")
+    ap.add_argument("--ingest-threads", type=int, default=32,
+                    help="ingest senders (enough that the open-loop rate holds while requests wait)")
     ap.add_argument("--batch", type=int, default=100, help="reports per ingest request")
     ap.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    ap.add_argument("--pairs", type=int, default=5,
+                    help="pairs of phases (ingest alone, ingest with pollers), interleaved")
     ap.add_argument("--publish-timeout", type=float, default=1800.0,
                     help="seconds to wait for the first publications")
     args = ap.parse_args()
@@ -315,13 +385,10 @@ def main() -> None:
                          + (Path(tmp) / "aggregate.log").read_text()[-3000:])
             print("first publication after start: " + ", ".join(f"{k} {v:.1f} s" for k, v in first.items()),
                   flush=True)
-            base = ingest(url, config_path, args.ingest_rate, args.batch, args.duration)
-            per = args.clients // args.client_procs
-            with mp.get_context("spawn").Pool(args.client_procs + 1) as pool:
-                pollers = [pool.apply_async(poll, (url, per, args.duration, i * per, args.poll_interval))
-                           for i in range(args.client_procs)]
-                loaded = ingest(url, config_path, args.ingest_rate, args.batch, args.duration)
-                polled = [row for p in pollers for row in p.get()]
+            pool = pool_of_batches(config_path, args.batch, 20)
+            assert server.process is not None
+            roots = {"server": serve.pid, "aggregator": aggregate.pid, "redis": server.process.pid}
+            runs = measure(url, pool, args, roots)
             in_process = server_times(config_path, server.url, 200)
         finally:
             for proc in (serve, aggregate):
@@ -331,26 +398,105 @@ def main() -> None:
                 except subprocess.TimeoutExpired:  # the aggregator finishes a decode first
                     proc.kill()
                     proc.wait()
-        print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s "
-              f"({'closed loop' if args.poll_interval <= 0 else f'polling every {args.poll_interval:g} s'}); "
-              f"ingest {args.ingest_rate:.0f} requests/s × {args.batch} reports")
-        print(f"{'endpoint':16} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}"
-              "   in process: p50 / p99 ms")
-        for name in ENDPOINTS:
-            lat = [ms for e, ms, _ in polled if e == name]
-            bad = sum(1 for e, _, st in polled if e == name and st >= 500)
-            other = {st for e, _, st in polled if e == name and st != 200}
-            print(f"{name:16} {len(lat):9d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
-                  f"{max(lat, default=float('nan')):8.1f} {bad:5d}"
-                  f"   {pct(in_process[name], 50):.1f} / {pct(in_process[name], 99):.1f}"
-                  + (f"  other statuses {other}" if other else ""))
-        for label, rows in (("ingest alone", base), ("ingest + pollers", loaded)):
-            lat = [ms for ms, _ in rows]
-            bad = sum(1 for _, st in rows if st >= 500)
-            print(f"{label:16} {len(lat):9d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
-                  f"{max(lat, default=float('nan')):8.1f} {bad:5d}")
-        p_base, p_load = pct([ms for ms, _ in base], 99), pct([ms for ms, _ in loaded], 99)
-        print(f"ingest p99 with pollers / without: {p_load / p_base:.2f}")
+        report(args, runs, in_process)
+
+
+def measure(url: str, pool: list[tuple[str, bytes]], args: argparse.Namespace,
+            roots: dict[str, int]) -> list[Run]:
+    """``args.warmup`` seconds of ingest, then ``args.pairs`` pairs of phases (ingest alone,
+    ingest with the pollers), in the order AB, BA, AB, … so that a drift of the machine or of
+    the stored state favours neither. Each
+    phase also records the CPU seconds of the ``roots`` (server, aggregator, Redis) and of the
+    bench's own ingest senders and pollers."""
+    runs: list[Run] = []
+    per = args.clients // args.client_procs
+    ingest(url, pool, args.ingest_rate, args.warmup, time.time() + 0.5, args.ingest_threads)  # not counted
+    with mp.get_context("spawn").Pool(args.client_procs) as procs:
+        for pair in range(args.pairs):
+            for polled in ((False, True) if pair % 2 == 0 else (True, False)):
+                load = os.getloadavg()[0]
+                start_at = time.time() + (3.0 if polled else 0.5)  # pollers sign in first
+                pollers = [procs.apply_async(poll, (url, per, args.duration, i * per, args.poll_interval,
+                                                    start_at))
+                           for i in range(args.client_procs)] if polled else []
+                time.sleep(max(0.0, start_at - time.time() - 0.1))
+                cpu0, own0 = cpu_seconds(roots), time.process_time()
+                sent = ingest(url, pool, args.ingest_rate, args.duration, start_at, args.ingest_threads)
+                took = time.time() - start_at
+                cpu = cpu_seconds(roots)
+                cpu = {k: cpu[k] - cpu0[k] for k in cpu} | {"ingest clients": time.process_time() - own0}
+                answers = [p.get() for p in pollers]
+                cpu["pollers"] = sum(c for _, c in answers)
+                runs.append(Run(pair, polled, sent, [row for rows, _ in answers for row in rows], load, cpu))
+                print(f"pair {pair + 1}/{args.pairs} {'with' if polled else 'without'} pollers: "
+                      f"ingest p99 {pct([ms for ms, _ in sent], 99):.1f} ms "
+                      f"({len(sent) / took:.0f} requests/s; load average before {load:.2f}); CPU s: "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()), flush=True)
+    return runs
+
+
+@dataclass
+class Run:
+    pair: int
+    polled: bool  # with the pollers
+    ingest: list[tuple[float, int]]  # (latency ms, status)
+    polls: list[tuple[str, float, int]]  # (endpoint, latency ms, status)
+    load: float  # 1-minute load average before the phase
+    cpu: dict[str, float]  # CPU seconds used during the phase, per component
+
+
+def report(args: argparse.Namespace, runs: list[Run], in_process: dict[str, list[float]]) -> None:
+    """Per endpoint over all phases with pollers: requests, 304s, p50/p99/max, 5xx; ingest p99 of
+    each phase and, per pair, with / without; the median of those ratios."""
+    print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s "
+          f"({'closed loop' if args.poll_interval <= 0 else f'polling every {args.poll_interval:g} s'}); "
+          f"ingest {args.ingest_rate:.0f} requests/s × {args.batch} reports; {args.pairs} pairs")
+    polled = [row for run in runs for row in run.polls]
+    print(f"{'endpoint':16} {'requests':>9} {'304':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}"
+          "   in process: p50 / p99 ms")
+    for name in ENDPOINTS:
+        lat = [ms for e, ms, _ in polled if e == name]
+        bad = sum(1 for e, _, st in polled if e == name and st >= 500)
+        unchanged = sum(1 for e, _, st in polled if e == name and st == 304)
+        other = {st for e, _, st in polled if e == name and st not in (200, 304)}
+        print(f"{name:16} {len(lat):9d} {unchanged:6d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
+              f"{max(lat, default=float('nan')):8.1f} {bad:5d}"
+              f"   {pct(in_process[name], 50):.1f} / {pct(in_process[name], 99):.1f}"
+              + (f"  other statuses {other}" if other else ""))
+    ratios = []
+    for pair in range(args.pairs):
+        alone, loaded = (next(r for r in runs if r.pair == pair and r.polled == p) for p in (False, True))
+        p99 = [pct([ms for ms, _ in r.ingest], 99) for r in (alone, loaded)]
+        ok = [sum(1 for _, st in r.ingest if st == 202) for r in (alone, loaded)]
+        ratios.append(p99[1] / p99[0])
+        print(f"pair {pair + 1}: ingest p99 {p99[0]:.1f} ms alone ({len(alone.ingest)} requests, "
+              f"{ok[0]} accepted), {p99[1]:.1f} ms with pollers ({len(loaded.ingest)} requests, {ok[1]} "
+              f"accepted): ×{ratios[-1]:.2f}")
+    for label, polled_phase in (("ingest alone", False), ("ingest + pollers", True)):
+        lat = [ms for r in runs if r.polled == polled_phase for ms, _ in r.ingest]
+        statuses = [st for r in runs if r.polled == polled_phase for _, st in r.ingest]
+        others = {st: statuses.count(st) for st in set(statuses) - {202}}
+        print(f"{label:16} {len(lat):9d} {'':6} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
+              f"{max(lat, default=float('nan')):8.1f} {sum(1 for st in statuses if st >= 500):5d}"
+              + (f"   statuses other than 202: {others}" if others else ""))
+    extra, per_poll = [], []
+    for pair in range(args.pairs):
+        alone, loaded = (next(r for r in runs if r.pair == pair and r.polled == p) for p in (False, True))
+        served = sum(loaded.cpu[k] - alone.cpu[k] for k in ("server", "redis"))
+        extra.append(served / args.duration / CORES)
+        per_poll.append(served / max(len(loaded.polls), 1) * 1000)
+    polls = [r for r in runs if r.polled]
+    client_ms = sum(r.cpu["pollers"] for r in polls) / max(sum(len(r.polls) for r in polls), 1) * 1000
+    print(f"CPU the pollers add to the server and Redis (with − without, per pair): median "
+          f"{float(np.median(per_poll)):.2f} ms per poll, {100 * float(np.median(extra)):.1f} % of "
+          f"{CORES} cores (pairs: {', '.join(f'{x:.2f}' for x in per_poll)} ms); "
+          f"the pollers' own CPU {client_ms:.2f} ms per poll")
+    for role in runs[0].cpu:
+        a = float(np.median([r.cpu[role] for r in runs if not r.polled])) / args.duration
+        b = float(np.median([r.cpu[role] for r in runs if r.polled])) / args.duration
+        print(f"  {role:16} {a:5.2f} → {b:5.2f} cores (median without → with pollers)")
+    print(f"ingest p99 with pollers / without: median over pairs ×{float(np.median(ratios)):.2f} "
+          f"(pairs: {', '.join(f'{x:.2f}' for x in ratios)})")
 
 
 if __name__ == "__main__":

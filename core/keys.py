@@ -28,6 +28,10 @@ script or MULTI touching them runs on one Redis Cluster node:
                        parameters), ``PUB_CONFIG`` digest of the campaign's parameters alone,
                        ``PUB_DECODED_AT`` epoch seconds, ``PUB_DOC`` the JSON
                        document, ``PUB_ARRAYS`` ``np.savez`` arrays (range campaigns).
+- ``{…}:publishing:<window>`` (shard 0's tag only, ``publish_claim_key``) string: epoch ms at
+                       which an aggregator worker last started publishing the window, set by
+                       ``scripts.PUBLISH_CLAIM`` (TTL: the longest gap a worker waits), so that
+                       W workers publish a window at most once per interval between them.
 - ``{…}:metrics``      collector counters (``metrics_key``; fields ``ACCEPTED_BATCHES``,
                        ``ACCEPTED_REPORTS``, ``DUPLICATE_BATCHES``, ``DUPLICATE_REPORTS``), updated
                        by the ingest script with the XADD; read by ``/metrics`` and the store.
@@ -122,6 +126,10 @@ def metrics_key(campaign: str, shard: int = 0) -> str:
 
 def published_key(campaign: str, window: int) -> str:
     return f"{tag(campaign, 0)}:published:{window}"
+
+
+def publish_claim_key(campaign: str, window: int) -> str:
+    return f"{tag(campaign, 0)}:publishing:{window}"
 
 
 def ratelimit_key(token_id: str, minute: int) -> str:

@@ -132,6 +132,17 @@ redis.call('HSET', KEYS[1], 'n', ARGV[1], unpack(ARGV, 2))
 return 1
 """
 
+# Claim the next publication of a window for this worker unless any worker started one less
+# than the caller's gap ago (the shared publication throttle of ``publish.Publisher``).
+# KEYS[1] publish claim key; ARGV[1] now (epoch ms), ARGV[2] gap (ms), ARGV[3] TTL of the claim (ms)
+# Returns 1 if claimed (the claim now holds ARGV[1]), 0 if a publication started too recently.
+PUBLISH_CLAIM = """
+local last = redis.call('GET', KEYS[1])
+if last and tonumber(ARGV[1]) - tonumber(last) < tonumber(ARGV[2]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1
+"""
+
 # Remove a consumer only if it owns no pending entry (checked atomically with the removal).
 # KEYS[1] stream; ARGV[1] group, ARGV[2] consumer
 # Returns the pending count XGROUP DELCONSUMER reports (0 when it was not removed).

@@ -15,7 +15,9 @@ start from:
   whole publication with one HGETALL only when this process has not parsed it yet), so the
   ETag, the document and every number of a page come from one publication.
 
-and are written with ``json_text`` and ``csv_text`` (every CSV the product writes: a header row
+are answered with ``conditional_response`` (``ETag`` and ``Last-Modified`` of the publication: a
+304 when the request's validators match, else a body rendered once per URL and publication in
+this process), and are written with ``json_text`` and ``csv_text`` (every CSV the product writes: a header row
 of ``columns``, then one line per row, missing values empty; a text cell that a spreadsheet would
 run as a formula gets a leading ``'``: ``csv_cell``). Numbers are printed as shortest
 round-trip floats in both, so JSON and CSV agree exactly. A document's CSV (``document_csv``)
@@ -30,12 +32,13 @@ import csv
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from flask import g, request
+from flask import Response, g, request
 
 from ldptel.aggregator import publish, store
 from ldptel.aggregator.publish import Published, finite_row
@@ -45,10 +48,10 @@ from ldptel.server.errors import ApiError, BadParameter
 
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
-__all__ = ["Params", "Published", "Window", "csv_cell", "csv_text", "find_campaign", "finite_row",
-           "json_text", "load_released", "not_modified", "read_published", "read_published_many",
+__all__ = ["Params", "Published", "Window", "conditional_response", "csv_cell", "csv_text", "find_campaign",
+           "finite_row", "json_text", "load_released", "not_modified", "read_published", "request_published",
            "require_kind",
-           "FORMATS", "WINDOW_COLUMNS", "document_csv", "format_param"]
+           "FORMATS", "WINDOW_COLUMNS", "document_csv", "format_param", "read_published_many"]
 
 
 def find_campaign(name: str) -> Campaign:
@@ -109,6 +112,15 @@ def _keep(campaign: Campaign, window: int, pub: Published | None) -> Published |
     return pub
 
 
+def request_published(campaign: Campaign, start: int) -> Published | None:
+    """``read_published`` once per request: every number of one answer or page comes from one
+    publication."""
+    loaded: dict[tuple[str, int], Published | None] = g.setdefault("ldptel_released", {})
+    if (campaign.name, start) not in loaded:
+        loaded[campaign.name, start] = read_published(campaign, start)
+    return loaded[campaign.name, start]
+
+
 def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
     """(window start, publication) of ``window`` (``store.resolve_window``) once it holds at least
     ``min_reports`` reports; ``ApiError`` 400 ``bad_window``, 409 ``below_threshold`` or 503
@@ -118,10 +130,7 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
         start = store.resolve_window(st.redis, campaign, None if window is None else str(window))
     except store.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
-    loaded: dict[tuple[str, int], Published | None] = g.setdefault("ldptel_released", {})
-    if (campaign.name, start) not in loaded:
-        loaded[campaign.name, start] = read_published(campaign, start)
-    pub = loaded[campaign.name, start]
+    pub = request_published(campaign, start)
     n = pub.n if pub is not None and pub.doc is not None else store.window_count(st.redis, campaign, start)
     if n < campaign.min_reports:
         raise ApiError(409, "below_threshold",
@@ -151,6 +160,39 @@ def not_modified(etag: str, last_modified: datetime) -> bool:
         except (TypeError, ValueError):
             return False
     return False
+
+
+BODIES_KEPT_BYTES = 32 * 1024 * 1024  # rendered bodies kept per process (oldest dropped first)
+_bodies: dict[tuple[str, bytes, str, float], bytes] = {}  # (path, query, ETag, modified) → body
+_bodies_lock = threading.Lock()
+_bodies_size = [0]
+
+
+def conditional_response(etag: str, modified: float, headers: dict[str, str], render: Callable[[], str],
+                         mimetype: str, attachment: str | None = None) -> Response:
+    """The answer for this URL's document identified by ``etag`` (quoted) and ``modified``
+    (epoch seconds; the publication's ``decoded_at``): 304 with ``headers`` when the request's
+    ``If-None-Match`` / ``If-Modified-Since`` match (``not_modified``), else 200 with ``headers``
+    (and ``Content-Disposition: attachment`` with the file name ``attachment``, if given) and the
+    body ``render()``. A document identified so never changes, so its body is rendered
+    once per (URL, ETag, modified) in this process (at most ``BODIES_KEPT_BYTES`` kept): polling
+    clients cost a tag read, not a rendering. Validate the request's parameters before calling
+    this (a 304 says the URL's document is unchanged)."""
+    if not_modified(etag, datetime.fromtimestamp(modified, UTC)):
+        return Response(status=304, headers=headers)
+    key = (request.path, request.query_string, etag, modified)
+    body = _bodies.get(key)
+    if body is None:
+        body = render().encode()
+        with _bodies_lock:
+            while _bodies and _bodies_size[0] + len(body) > BODIES_KEPT_BYTES:
+                _bodies_size[0] -= len(_bodies.pop(next(iter(_bodies))))
+            if len(body) <= BODIES_KEPT_BYTES and key not in _bodies:
+                _bodies[key] = body
+                _bodies_size[0] += len(body)
+    if attachment is not None:
+        headers = {**headers, "Content-Disposition": f'attachment; filename="{attachment}"'}
+    return Response(body, mimetype=mimetype, headers=headers)
 
 
 def require_kind(campaign: Campaign, kind: str, what: str) -> None:

@@ -24,7 +24,8 @@ with counted reports) or a window's epoch start (``0`` for "all" campaigns). Ans
   aggregator has not published it yet.
 
 ``estimates(campaign, window, params)`` is the document and ``validators(campaign, window)`` its
-response headers, for the view and the operator pages' downloads.
+publication and response headers, for the view and the operator pages' downloads. A document is
+rendered once per URL and publication in each process (``documents.conditional_response``).
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ from ldptel.config import Campaign
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
     Params,
+    Published,
     Window,
+    conditional_response,
     document_csv,
     find_campaign,
     format_param,
     load_released,
-    not_modified,
     require_kind,
 )
 
@@ -66,20 +68,18 @@ def estimates(campaign: Campaign, window: Window, params: Params | None = None) 
     return pub.doc
 
 
-def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str], bool]:
-    """(window start, response headers, unchanged) of a frequency campaign's released ``window``:
-    the headers are ``ETag``, ``Last-Modified``, private caching and ``X-Ldptel-*``; ``unchanged``
-    is True when the request's ``If-None-Match`` / ``If-Modified-Since`` match them (answer 304).
-    ``ApiError`` as ``estimates``."""
+def validators(campaign: Campaign, window: Window) -> tuple[int, Published, dict[str, str]]:
+    """(window start, publication, response headers) of a frequency campaign's released
+    ``window``: the headers are ``ETag``, ``Last-Modified``, private caching and ``X-Ldptel-*``
+    (answer with ``documents.conditional_response``). ``ApiError`` as ``estimates``."""
     _require_frequency(campaign)
     start, pub = load_released(campaign, window)
-    etag = pub.etag
     last_modified = datetime.fromtimestamp(pub.decoded_at, UTC)
-    headers = {"ETag": etag, "Last-Modified": format_datetime(last_modified, usegmt=True),
+    headers = {"ETag": pub.etag, "Last-Modified": format_datetime(last_modified, usegmt=True),
                "Cache-Control": "private, no-cache", "Vary": "Authorization",
                "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Window": str(start),
                "X-Ldptel-N-Reports": str(pub.n)}
-    return start, headers, not_modified(etag, last_modified)
+    return start, pub, headers
 
 
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")
@@ -87,12 +87,15 @@ def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str],
 def estimates_view(name: str) -> Response:
     campaign = find_campaign(name)
     fmt = format_param(request.args)
-    window, headers, unchanged = validators(campaign, request.args.get("window"))
-    if unchanged:
-        return Response(status=304, headers=headers)
-    doc = estimates(campaign, window, request.args)
+    window, pub, headers = validators(campaign, request.args.get("window"))
+
+    def body() -> str:
+        if fmt == "csv":
+            doc = estimates(campaign, window)
+            return document_csv(doc, doc["items"], ITEM_COLUMNS)
+        return f"{pub.doc_json}\n"  # the document as stored
+
     if fmt == "csv":
-        headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{window}.csv"'
-        return Response(document_csv(doc, doc["items"], ITEM_COLUMNS), mimetype="text/csv", headers=headers)
-    _, pub = load_released(campaign, window)  # the publication ``doc`` is (read once per request)
-    return Response(f"{pub.doc_json}\n", mimetype="application/json", headers=headers)
+        return conditional_response(pub.etag, pub.decoded_at, headers, body, "text/csv",
+                                    attachment=f"{campaign.name}-{window}.csv")
+    return conditional_response(pub.etag, pub.decoded_at, headers, body, "application/json")

@@ -26,15 +26,17 @@ binary search and the method's closed-form variance).
 Each endpoint's document is a function ``(campaign, window, params) -> dict`` (``heavy_hitters``,
 ``range_estimate``, ``quantiles``), called by the views and the operator pages; ``cdf`` (the
 monotone CDF with its 95% band at up to ``points`` values) serves the pages' chart and CSV.
-Each checks, in order: the campaign's kind (400), its parameters (400 ``bad_parameter`` naming
-one), the released window (400/409/503, ``documents.load_released``).
+Each is a ``Query`` and checks, in order: the campaign's kind (400), its parameters (400
+``bad_parameter`` naming one), the released window (400/409/503, ``documents.load_released``);
+the views then answer 304 or the body rendered once per URL and publication
+(``documents.conditional_response``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,13 +50,13 @@ from ldptel.server.documents import (
     Params,
     Published,
     Window,
+    conditional_response,
     document_csv,
     find_campaign,
     finite_row,
     format_param,
     json_text,
     load_released,
-    not_modified,
     require_kind,
 )
 from ldptel.server.errors import BadParameter
@@ -128,34 +130,53 @@ def _estimate(campaign: Campaign, pub: Published) -> Any:
     return publish.range_estimate(campaign, pub) if campaign.kind == "range" else pub.doc
 
 
-def _document(campaign: Campaign, window: Window, params: Params, kind: str, query: str,
-              parse: Callable[[Campaign, Params], Any], answer: Callable[[Campaign, Any, Any], dict]) -> dict:
+@dataclass(frozen=True)
+class Query:
     """The pipeline of every query: ``campaign`` of ``kind`` (400) → ``parse`` its parameters
     (400 naming one) → the released window's publication (400/409/503) → its header plus
-    ``answer(campaign, published estimate, parsed parameters)``."""
-    require_kind(campaign, kind, f"no {query} (only {kind} campaigns)")
-    parsed = parse(campaign, params)
-    _, pub = load_released(campaign, window)
-    return {**pub.header(), **answer(campaign, _estimate(campaign, pub), parsed)}
+    ``answer(campaign, published estimate, parsed parameters)``. ``released`` runs the checks
+    (all a 304 needs), ``document`` the rest."""
+
+    kind: str
+    name: str  # "heavy hitters", in "no heavy hitters (only … campaigns)"
+    parse: Callable[[Campaign, Params], Any]
+    answer: Callable[[Campaign, Any, Any], dict]
+
+    def released(self, campaign: Campaign, window: Window, params: Params) -> tuple[Published, Any]:
+        """(publication, parsed parameters), or ``ApiError``."""
+        require_kind(campaign, self.kind, f"no {self.name} (only {self.kind} campaigns)")
+        parsed = self.parse(campaign, params)
+        return load_released(campaign, window)[1], parsed
+
+    def document(self, campaign: Campaign, pub: Published, parsed: Any) -> dict:
+        return {**pub.header(), **self.answer(campaign, _estimate(campaign, pub), parsed)}
+
+    def __call__(self, campaign: Campaign, window: Window, params: Params) -> dict:
+        return self.document(campaign, *self.released(campaign, window, params))
+
+
+HEAVY_HITTERS = Query("heavy_hitters", "heavy hitters", _k_param,
+                      lambda c, doc, k: {"alpha": doc["alpha"], "items": doc["items"][:k]})
+RANGE = Query("range", "range queries", _range_params,
+              lambda c, est, lohi: {"method": c.params.get("method"), **finite_row(est.range(*lohi))})
+QUANTILES = Query("range", "quantiles", _q_param,
+                  lambda c, est, qs: {"method": c.params.get("method"),
+                                      "items": [finite_row(r) for r in est.quantiles(qs)]})
 
 
 def heavy_hitters(campaign: Campaign, window: Window, params: Params) -> dict:
     """The ``k`` (default: the campaign's width) heaviest strings, rows ``HEAVY_HITTER_COLUMNS``."""
-    return _document(campaign, window, params, "heavy_hitters", "heavy hitters", _k_param,
-                     lambda c, doc, k: {"alpha": doc["alpha"], "items": doc["items"][:k]})
+    return HEAVY_HITTERS(campaign, window, params)
 
 
 def range_estimate(campaign: Campaign, window: Window, params: Params) -> dict:
     """Devices with a value in [``lo``, ``hi``]."""
-    return _document(campaign, window, params, "range", "range queries", _range_params,
-                     lambda c, est, lohi: {"method": c.params.get("method"), **finite_row(est.range(*lohi))})
+    return RANGE(campaign, window, params)
 
 
 def quantiles(campaign: Campaign, window: Window, params: Params) -> dict:
     """The quantiles ``q`` (comma-separated) with their rank std errors and value intervals."""
-    return _document(campaign, window, params, "range", "quantiles", _q_param,
-                     lambda c, est, qs: {"method": c.params.get("method"),
-                                         "items": [finite_row(r) for r in est.quantiles(qs)]})
+    return QUANTILES(campaign, window, params)
 
 
 def _cdf_rows(est: Any, points: int) -> dict:
@@ -170,37 +191,45 @@ def _cdf_rows(est: Any, points: int) -> dict:
                       in zip(xs.tolist(), F.tolist(), lo.tolist(), hi.tolist(), strict=True)]}
 
 
+CDF = Query("range", "CDF", _points_param,
+            lambda c, est, points: {"method": c.params.get("method"), **_cdf_rows(est, points)})
+
+
 def cdf(campaign: Campaign, window: Window, params: Params) -> dict:
     """The monotone CDF at up to ``points`` (default and at most ``MAX_CDF_POINTS``) values."""
-    return _document(campaign, window, params, "range", "CDF", _points_param,
-                     lambda c, est, points: {"method": c.params.get("method"), **_cdf_rows(est, points)})
+    return CDF(campaign, window, params)
 
 
-def _view(document: Callable[[Campaign, Window, Params], dict], columns: tuple[str, ...],
+def _view(query: Query, endpoint: str, columns: tuple[str, ...],
           one_row: bool = False) -> Callable[[str], Response]:
-    """The API view of ``document``: its JSON, or with ``format=csv`` its ``items`` (``one_row``:
-    the document itself) as CSV of ``columns``, with the publication's ``ETag`` (304 on a match)
-    and ``X-Ldptel-N-Reports``."""
+    """The API view of ``query``: its JSON, or with ``format=csv`` its ``items`` (``one_row``: the
+    document itself) as CSV of ``columns`` (``documents.conditional_response``: the
+    publication's ``ETag``, 304 on a match, the body rendered once per URL and publication) and
+    ``X-Ldptel-N-Reports``."""
 
     def view(name: str) -> Response:
-        campaign, window = find_campaign(name), request.args.get("window")
+        campaign = find_campaign(name)
         fmt = format_param(request.args)
-        doc = document(campaign, window, request.args)
-        _, pub = load_released(campaign, window)  # the same publication (read once per request)
+        pub, parsed = query.released(campaign, request.args.get("window"), request.args)
         headers = {"ETag": pub.etag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
                    "X-Ldptel-N-Reports": str(pub.n)}
-        if not_modified(pub.etag, datetime.fromtimestamp(pub.decoded_at, UTC)):
-            return Response(status=304, headers=headers)
-        if fmt == "csv":
-            rows = [doc] if one_row else doc["items"]
-            return Response(document_csv(doc, rows, columns), mimetype="text/csv", headers=headers)
-        return Response(json_text(doc), mimetype="application/json", headers=headers)
 
-    view.__name__ = f"{document.__name__}_view"
+        def body() -> str:
+            doc = query.document(campaign, pub, parsed)
+            if fmt == "csv":
+                return document_csv(doc, [doc] if one_row else doc["items"], columns)
+            return json_text(doc)
+
+        return conditional_response(pub.etag, pub.decoded_at, headers, body,
+                                    "text/csv" if fmt == "csv" else "application/json")
+
+    view.__name__ = f"{endpoint}_view"
     return require_token("export")(view)
 
 
 bp.add_url_rule("/v1/campaigns/<name>/heavy-hitters", "heavy_hitters",
-                 _view(heavy_hitters, HEAVY_HITTER_COLUMNS))
-bp.add_url_rule("/v1/campaigns/<name>/range", "range_query", _view(range_estimate, RANGE_COLUMNS, True))
-bp.add_url_rule("/v1/campaigns/<name>/quantiles", "quantiles", _view(quantiles, QUANTILE_COLUMNS))
+                 _view(HEAVY_HITTERS, "heavy_hitters", HEAVY_HITTER_COLUMNS))
+bp.add_url_rule("/v1/campaigns/<name>/range", "range_query",
+                 _view(RANGE, "range_estimate", RANGE_COLUMNS, True))
+bp.add_url_rule("/v1/campaigns/<name>/quantiles", "quantiles",
+                 _view(QUANTILES, "quantiles", QUANTILE_COLUMNS))

@@ -211,6 +211,28 @@ def test_not_yet_published_then_throttled_then_converges(redis_client: redis.Red
         stack.close()
 
 
+def test_workers_share_the_publication_throttle(redis_client: redis.Redis, tmp_path: Path) -> None:
+    """While reports arrive, W workers publish a window at most once per ``publish_interval``
+    between them (the throttle is shared through Redis), not once each; a stopping worker still
+    publishes what it committed."""
+    cfg = write_config(tmp_path / "c.toml", [{**FREQ, "min_reports": 10}],
+                       aggregator={"read_count": 1, "publish_interval": 3600})
+    camp = cfg.campaigns[0]
+    xadd_batches(redis_client, camp, random_batches(camp, 600, 50, seed=3))
+    workers = [Worker(cfg, redis_client) for _ in range(3)]
+    for w in workers:
+        w.setup()
+    for _ in range(2):
+        for w in workers:
+            assert w.step(block_ms=None) > 0  # commits entries of window 0 and notes it
+            w.publisher.due(drained=False)
+    assert [w.publisher.published for w in workers] == [1, 0, 0]
+    assert publish.read(redis_client, camp, 0) is not None
+    workers[1].run(once=True)  # drains the streams, then publishes everything it noted
+    final = publish.read(redis_client, camp, 0)
+    assert final is not None and final.n == 600 == store.window_count(redis_client, camp, 0)
+
+
 def test_a_starting_worker_publishes_unpublished_windows(redis_client: redis.Redis, tmp_path: Path) -> None:
     """State counted before publications existed (or whose publication was lost) is published by
     the next worker, with nothing new in the streams."""

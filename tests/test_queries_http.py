@@ -119,6 +119,30 @@ def test_errors(stack) -> None:
     assert s.get("/v1/campaigns/latency/range?lo=0&hi=1", token="wrong-token-123")[0] == 401
 
 
+def test_conditional_answers(stack) -> None:
+    """Every query endpoint answers 304 to its publication's ETag (alone, in a list, or "*") and
+    validates its parameters first (400 even with a matching ETag); a repeated 200 is the same
+    body, and another URL of the same publication gets its own document (a body is kept per URL
+    and publication, never shared between URLs)."""
+    s, _ = stack
+    for path in ("/v1/campaigns/search/heavy-hitters?k=3", "/v1/campaigns/latency/range?lo=10&hi=25",
+                 "/v1/campaigns/latency/quantiles?q=0.5"):
+        status, headers, body = s.get(path)
+        assert status == 200 and headers["etag"].startswith('"')
+        for inm in (headers["etag"], f'"other", {headers["etag"]}', "*"):
+            assert s.get(path, headers={"If-None-Match": inm})[:3:2] == (304, b""), inm
+        assert s.get(path, headers={"If-None-Match": '"other"'})[::2] == (200, body)
+        assert s.get(path)[::2] == (200, body)
+    _, h3, b3 = s.get("/v1/campaigns/search/heavy-hitters?k=3")
+    _, h2, b2 = s.get("/v1/campaigns/search/heavy-hitters?k=2")
+    assert h2["etag"] == h3["etag"]
+    assert [len(json.loads(b)["items"]) for b in (b2, b3)] == [2, 3]
+    _, _, lo = s.get("/v1/campaigns/latency/range?lo=11&hi=25")
+    assert json.loads(lo)["lo"] == 11
+    assert s.get("/v1/campaigns/search/heavy-hitters?k=0", headers={"If-None-Match": h3["etag"]})[0] == 400
+    assert s.get("/v1/campaigns/latency/range?lo=5&hi=1", headers={"If-None-Match": "*"})[0] == 400
+
+
 @pytest.mark.parametrize("path, columns", [
     ("/v1/campaigns/search/heavy-hitters?k=3", ("value", "estimate", "std_error", "ci_low", "ci_high",
                                                 "estimate_normalized", "z_score", "levels_used")),

@@ -20,7 +20,7 @@ from ldptel.aggregator import publish, store
 from ldptel.config import Campaign
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
-from ldptel.server.documents import load_released
+from ldptel.server.documents import load_released, request_published
 from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.pages import labels
 from ldptel.server.pages.status import Status, campaign_status, status_view
@@ -148,14 +148,14 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
     decoding; ``add_content`` completes it)."""
     r = state().redis
     window_error = None
+    st = status(c)  # one read of the counters: the status, the latest window and its last commit
     try:
-        window = store.resolve_window(r, c, None if a.window == "latest" else a.window)
+        window = store.resolve_window(r, c, None if a.window == "latest" else a.window, st.windows)
     except store.WindowError as exc:
         window_error = str(exc)[:1].upper() + str(exc)[1:]
-        window = store.resolve_window(r, c, None)
-    st = status(c)
+        window = store.resolve_window(r, c, None, st.windows)
     n = st.windows.get(window, 0)
-    pub = publish.read(r, c, window, tag_only=True)
+    pub = request_published(c, window)
     ctx: dict[str, Any] = {
         "c": c, "a": a, "s": status_view(st), "window": window,
         "window_label": labels.window_label(c, window), "window_error": window_error,
@@ -170,7 +170,7 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         "version": _version(window, n, pub), "progress": min(1.0, n / max(c.min_reports, 1)),
         "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),
         "domain": labels.domain_label(c),
-        "window_updated": labels.ago(store.last_updated(r, c, window)),
+        "window_updated": labels.ago(st.window_updated.get(window)),
         "decoded": labels.decoded_note(pub.decoded_at, pub.n)
         if pub is not None and pub.n >= c.min_reports else None,
     }

@@ -18,7 +18,7 @@ from flask import Response
 
 from ldptel.config import Campaign
 from ldptel.server import export, queries
-from ldptel.server.documents import Params, Window, document_csv, json_text
+from ldptel.server.documents import Params, Published, Window, conditional_response, document_csv, json_text
 from ldptel.server.errors import ApiError, PageError
 
 
@@ -29,7 +29,7 @@ class Download:
     formats: tuple[str, ...]
     suffix: str  # of the file name, before the window
     columns: tuple[str, ...] = ()  # CSV columns of the document's ``items``
-    validators: Callable[[Campaign, Window], tuple[int, dict[str, str], bool]] | None = None  # ETag & co
+    validators: Callable[[Campaign, Window], tuple[int, Published, dict[str, str]]] | None = None  # ETag & co
 
 
 DOWNLOADS = {
@@ -49,19 +49,23 @@ def download(c: Campaign, what: str, args: Params) -> Response:
     if d is None or d.kind != c.kind or fmt not in d.formats:
         raise PageError(404, "No such download", f"Campaign “{c.name}” has no download “{what}”.", back=True)
     window: Window = args.get("window")
-    headers: dict[str, str] = {}
-    unchanged = False
+    filename = f"{c.name}{d.suffix}-{args.get('window', 'latest')}.{fmt}"
+    mimetype = "text/csv" if fmt == "csv" else "application/json"
+
+    def body(doc: dict) -> str:
+        return document_csv(doc, doc["items"], d.columns) if fmt == "csv" else json_text(doc)
+
     try:
-        if d.validators is not None:
-            window, headers, unchanged = d.validators(c, window)
-        doc = None if unchanged else d.document(c, window, args)
+        if d.validators is None:
+            doc = d.document(c, window, args)
+        else:
+            window, pub, headers = d.validators(c, window)
     except ApiError as exc:
         exc.headers["Vary"] = "Cookie"
         raise
+    if d.validators is None:
+        return Response(body(doc), mimetype=mimetype, headers={
+            "Vary": "Cookie", "Content-Disposition": f'attachment; filename="{filename}"'})
     headers["Vary"] = "Cookie"
-    if doc is None:
-        return Response(status=304, headers=headers)
-    filename = f"{c.name}{d.suffix}-{args.get('window', 'latest')}.{fmt}"
-    headers["Content-Disposition"] = f'attachment; filename="{filename}"'
-    body = document_csv(doc, doc["items"], d.columns) if fmt == "csv" else json_text(doc)
-    return Response(body, mimetype="text/csv" if fmt == "csv" else "application/json", headers=headers)
+    return conditional_response(pub.etag, pub.decoded_at, headers, lambda: body(d.document(c, window, args)),
+                                mimetype, attachment=filename)

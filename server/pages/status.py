@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ldptel.aggregator import store
@@ -77,6 +77,7 @@ class Status:
     rate: float | None
     updated: float | None
     quiet: str | None = None  # "no aggregator has committed …" (``aggregator_quiet``)
+    window_updated: dict[int, float] = field(default_factory=dict)  # window → epoch s of its last commit
 
     @property
     def released(self) -> bool:
@@ -92,7 +93,8 @@ def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: fl
                   current_window=cur, current_reports=summ.windows.get(cur, 0),
                   accepted=summ.accepted_reports, lag_entries=summ.lag_entries, lag_reports=summ.lag_reports,
                   rate=rates.rate(campaign.name, summ.accepted_reports, now), updated=summ.updated,
-                  quiet=aggregator_quiet(summ.lag_entries, summ.updated, now))
+                  quiet=aggregator_quiet(summ.lag_entries, summ.updated, now),
+                  window_updated=summ.window_updated)
 
 
 def aggregator_quiet(lag_entries: int, updated: float | None, now: float) -> str | None:
