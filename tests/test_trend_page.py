@@ -117,6 +117,18 @@ def test_latest_entry_names_the_newest_window(browser, trend_site) -> None:  # n
         latest = page.inner_text('#window option[value="latest"]')
         assert latest == f"Latest: {window_label(camp, newest)}", latest
         assert page.eval_on_selector("#window", "s => s.value") == str(older)
+        # a newer window starts: the live update renames the entry (and lists the window)
+        page.evaluate("window.__not_reloaded = true")
+        xadd_batches(site.redis, camp, random_batches(camp, 400, 100, seed=77), window=newest + 3600)
+        Worker(site.config, site.redis).run(once=True)
+        want = f"Latest: {window_label(camp, newest + 3600)}"
+        deadline = time.monotonic() + 15  # the page polls every 5 s
+        while page.inner_text('#window option[value="latest"]') != want:
+            assert time.monotonic() < deadline, "the selector was not updated"
+            page.wait_for_timeout(200)
+        assert page.evaluate("window.__not_reloaded") is True
+        assert page.eval_on_selector("#window", "s => s.value") == str(older)  # still the viewed one
+        assert page.locator(f'#window option[value="{newest + 3600}"]').count() == 1
     finally:
         ctx.close()
 
