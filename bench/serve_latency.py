@@ -266,25 +266,45 @@ def poll(url: str, threads: int, duration: float, offset: int, interval: float =
     return results, time.process_time() - cpu0
 
 
-def server_times(config_path: str, redis_url: str, repeat: int) -> dict[str, list[float]]:
-    """Milliseconds per request of each endpoint in process (the app's own time, one client, no
-    HTTP server or queueing): ``repeat`` requests each after one warm-up."""
+@dataclass
+class Cost:
+    """One endpoint's own cost per request in process (``server_times``)."""
+
+    wall_ms: list[float]  # per request, answered 200
+    cpu_ms: float  # mean CPU per request answered 200 (process time: not moved by the machine's load)
+    cpu_304_ms: float  # mean CPU per request sending the ETag back (304 if the endpoint has one)
+    commands: float  # Redis commands per request (Redis' command statistics)
+
+
+def server_times(config_path: str, redis_url: str, repeat: int) -> dict[str, Cost]:
+    """Each endpoint's own cost per request in the app (one client, no HTTP server or queueing,
+    nothing else using Redis: run after the server and aggregator stopped): ``repeat`` requests
+    after one warm-up, then ``repeat`` with the ETag of the answer sent back."""
     from ldptel.server.app import create_app
 
+    r = redis.Redis.from_url(redis_url)
     client = create_app(load_config(config_path), redis_url).test_client()
     form = client.get("/signin").get_data(as_text=True)
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
     assert csrf
     client.post("/signin", data={"token": EXPORT, "csrf_token": csrf.group(1)})
-    out: dict[str, list[float]] = {}
+    out: dict[str, Cost] = {}
     for name, path in ENDPOINTS.items():
         headers = {"Authorization": f"Bearer {EXPORT}"} if name.startswith("/") else {}
-        client.get(path, headers=headers)
-        out[name] = []
+        etag = client.get(path, headers=headers).headers.get("ETag")
+        wall = []
+        calls = sum(v["calls"] for v in r.info("commandstats").values())
+        cpu0 = time.process_time()
         for _ in range(repeat):
             t0 = time.perf_counter()
             assert client.get(path, headers=headers).status_code == 200
-            out[name].append((time.perf_counter() - t0) * 1000)
+            wall.append((time.perf_counter() - t0) * 1000)
+        cpu = (time.process_time() - cpu0) / repeat * 1000
+        commands = (sum(v["calls"] for v in r.info("commandstats").values()) - calls - 1) / repeat
+        cpu0 = time.process_time()
+        for _ in range(repeat):
+            client.get(path, headers={**headers, **({"If-None-Match": etag} if etag else {})})
+        out[name] = Cost(wall, cpu, (time.process_time() - cpu0) / repeat * 1000, commands)
     return out
 
 
@@ -389,7 +409,6 @@ def main() -> None:
             assert server.process is not None
             roots = {"server": serve.pid, "aggregator": aggregate.pid, "redis": server.process.pid}
             runs = measure(url, pool, args, roots)
-            in_process = server_times(config_path, server.url, 200)
         finally:
             for proc in (serve, aggregate):
                 proc.terminate()
@@ -398,6 +417,7 @@ def main() -> None:
                 except subprocess.TimeoutExpired:  # the aggregator finishes a decode first
                     proc.kill()
                     proc.wait()
+        in_process = server_times(config_path, server.url, 200)
         report(args, runs, in_process)
 
 
@@ -430,7 +450,8 @@ def measure(url: str, pool: list[tuple[str, bytes]], args: argparse.Namespace,
                 runs.append(Run(pair, polled, sent, [row for rows, _ in answers for row in rows], load, cpu))
                 print(f"pair {pair + 1}/{args.pairs} {'with' if polled else 'without'} pollers: "
                       f"ingest p99 {pct([ms for ms, _ in sent], 99):.1f} ms "
-                      f"({len(sent) / took:.0f} requests/s; load average before {load:.2f}); CPU s: "
+                      f"({len(sent) / took:.0f} requests/s, {len(runs[-1].polls)} polls; load average "
+                      f"before {load:.2f}); CPU s: "
                       + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()), flush=True)
     return runs
 
@@ -445,7 +466,7 @@ class Run:
     cpu: dict[str, float]  # CPU seconds used during the phase, per component
 
 
-def report(args: argparse.Namespace, runs: list[Run], in_process: dict[str, list[float]]) -> None:
+def report(args: argparse.Namespace, runs: list[Run], in_process: dict[str, Cost]) -> None:
     """Per endpoint over all phases with pollers: requests, 304s, p50/p99/max, 5xx; ingest p99 of
     each phase and, per pair, with / without; the median of those ratios."""
     print(f"\nN = {args.n:,} reports per campaign; {args.clients} clients for {args.duration:.0f} s "
@@ -453,15 +474,17 @@ def report(args: argparse.Namespace, runs: list[Run], in_process: dict[str, list
           f"ingest {args.ingest_rate:.0f} requests/s × {args.batch} reports; {args.pairs} pairs")
     polled = [row for run in runs for row in run.polls]
     print(f"{'endpoint':16} {'requests':>9} {'304':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'5xx':>5}"
-          "   in process: p50 / p99 ms")
+          "   in process: p50 / p99 ms, CPU ms 200 / 304, Redis commands")
     for name in ENDPOINTS:
+        cost = in_process[name]
         lat = [ms for e, ms, _ in polled if e == name]
         bad = sum(1 for e, _, st in polled if e == name and st >= 500)
         unchanged = sum(1 for e, _, st in polled if e == name and st == 304)
         other = {st for e, _, st in polled if e == name and st not in (200, 304)}
         print(f"{name:16} {len(lat):9d} {unchanged:6d} {pct(lat, 50):8.1f} {pct(lat, 99):8.1f} "
               f"{max(lat, default=float('nan')):8.1f} {bad:5d}"
-              f"   {pct(in_process[name], 50):.1f} / {pct(in_process[name], 99):.1f}"
+              f"   {pct(cost.wall_ms, 50):.1f} / {pct(cost.wall_ms, 99):.1f}, "
+              f"{cost.cpu_ms:.2f} / {cost.cpu_304_ms:.2f}, {cost.commands:.0f}"
               + (f"  other statuses {other}" if other else ""))
     ratios = []
     for pair in range(args.pairs):
@@ -480,14 +503,16 @@ def report(args: argparse.Namespace, runs: list[Run], in_process: dict[str, list
               f"{max(lat, default=float('nan')):8.1f} {sum(1 for st in statuses if st >= 500):5d}"
               + (f"   statuses other than 202: {others}" if others else ""))
     extra, per_poll = [], []
-    for pair in range(args.pairs):
+    for pair in range(args.pairs):  # the phase with pollers minus its ingest at the other phase's cost
         alone, loaded = (next(r for r in runs if r.pair == pair and r.polled == p) for p in (False, True))
-        served = sum(loaded.cpu[k] - alone.cpu[k] for k in ("server", "redis"))
+        used = [sum(r.cpu[k] for k in ("server", "redis")) for r in (alone, loaded)]
+        served = used[1] - used[0] * len(loaded.ingest) / max(len(alone.ingest), 1)
         extra.append(served / args.duration / CORES)
         per_poll.append(served / max(len(loaded.polls), 1) * 1000)
     polls = [r for r in runs if r.polled]
     client_ms = sum(r.cpu["pollers"] for r in polls) / max(sum(len(r.polls) for r in polls), 1) * 1000
-    print(f"CPU the pollers add to the server and Redis (with − without, per pair): median "
+    print(f"CPU the pollers add to the server and Redis (per pair: with − without, the ingest requests "
+          f"priced at the phase without): median "
           f"{float(np.median(per_poll)):.2f} ms per poll, {100 * float(np.median(extra)):.1f} % of "
           f"{CORES} cores (pairs: {', '.join(f'{x:.2f}' for x in per_poll)} ms); "
           f"the pollers' own CPU {client_ms:.2f} ms per poll")

@@ -108,10 +108,7 @@ def signed_in() -> bool:
         return bool(g.ldptel_signed_in)
     key, ok = _record_key(), False
     if key is not None and current_app.secret_key:
-        pipe = state().redis.pipeline(transaction=False)
-        pipe.get(key)
-        pipe.expire(key, state().config.server.session_idle_seconds)
-        held = pipe.execute()[0]
+        held = state().redis.getex(key, ex=state().config.server.session_idle_seconds)  # read and renew
         held = held.decode() if isinstance(held, bytes) else ""
         for token in state().config.server.export_tokens:
             ok |= hmac.compare_digest(held, token_id(token))
