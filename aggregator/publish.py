@@ -282,7 +282,7 @@ class Publisher:
             self.note_stale()
         done = 0
         for key, campaign in list(self.dirty.items()):
-            if retention.expired(campaign, key[1]):  # deleted by the upkeep: never re-created
+            if retention.expired(campaign, key[-1]):  # the window (last in the key): past retention
                 del self.dirty[key]
                 continue
             budget = self.cost.get(key, 0.0) / DECODE_SHARE
