@@ -48,7 +48,7 @@ from typing import Any, cast
 import numpy as np
 
 from ldptel import keys, scripts
-from ldptel.aggregator import store
+from ldptel.aggregator import retention, store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.decoders.ranges import RangeEstimate
 from ldptel.aggregator.result import MeanEstimate
@@ -176,11 +176,32 @@ def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False) -
     key = keys.published_key(campaign.name, window)
     raw: dict[str, bytes]
     if tag_only:
-        tag = (keys.PUB_N, keys.PUB_DIGEST, keys.PUB_CONFIG, keys.PUB_DECODED_AT)
-        values = cast(list[bytes | None], r.hmget(key, tag))
-        raw = {k: v for k, v in zip(tag, values, strict=True) if v is not None}
+        raw = _tag(cast(list[bytes | None], r.hmget(key, TAG_FIELDS)))
     else:
         raw = {k.decode(): v for k, v in cast(dict[bytes, bytes], r.hgetall(key)).items()}
+    return _parse(raw)
+
+
+TAG_FIELDS = (keys.PUB_N, keys.PUB_DIGEST, keys.PUB_CONFIG, keys.PUB_DECODED_AT)
+
+
+def _tag(values: list[bytes | None]) -> dict[str, bytes]:
+    return {k: v for k, v in zip(TAG_FIELDS, values, strict=True) if v is not None}
+
+
+def read_many(r: AnyRedis, campaign: Campaign, windows: list[int],
+              tag_only: bool = False) -> list[Published | None]:
+    """``read`` of many windows in one pipelined round trip (each HMGET or HGETALL reads one
+    publication whole)."""
+    pipe = r.pipeline(transaction=False)
+    for w in windows:
+        key = keys.published_key(campaign.name, w)
+        pipe.hmget(key, TAG_FIELDS) if tag_only else pipe.hgetall(key)
+    return [_parse(_tag(got) if tag_only else {k.decode(): v for k, v in got.items()})
+            for got in pipe.execute()]
+
+
+def _parse(raw: dict[str, bytes]) -> Published | None:
     if keys.PUB_N not in raw:
         return None
     doc_json = raw[keys.PUB_DOC].decode() if keys.PUB_DOC in raw else None
@@ -191,6 +212,11 @@ def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False) -
     return Published(n=int(raw[keys.PUB_N]), digest=raw[keys.PUB_DIGEST].decode(),
                      config=raw[keys.PUB_CONFIG].decode(), decoded_at=float(raw[keys.PUB_DECODED_AT]),
                      doc=None if doc_json is None else json.loads(doc_json), arrays=arrays, doc_json=doc_json)
+
+
+def delete(r: AnyRedis, campaign: Campaign, windows: list[int]) -> int:
+    """Delete the publications of ``windows`` (retention); returns how many existed."""
+    return int(r.delete(*[keys.published_key(campaign.name, w) for w in windows])) if windows else 0
 
 
 _range_variances: dict[str, Callable] = {}
@@ -265,6 +291,9 @@ class Publisher:
             self.note_stale()
         done = 0
         for key, campaign in list(self.dirty.items()):
+            if retention.expired(campaign, key[-1]):  # the window (last in the key): past retention
+                del self.dirty[key]
+                continue
             budget = self.cost.get(key, 0.0) / DECODE_SHARE
             gap = budget if drained else max(self.interval, budget)
             if not everything and (time.monotonic() - self.last.get(key, -math.inf) < gap

@@ -18,9 +18,10 @@ Reads: ``load_accumulator`` (sum over shards and fields: what ``ldptel.aggregato
 decodes), and for the export endpoints and pages ``list_windows``, ``window_counts``,
 ``window_count``, ``last_updated``,
 ``resolve_window``, ``backlog``, ``summary``. Writes (the aggregator worker): ``check_state``,
-``fold_stored``, ``commit``. Each takes a client from
-``ldptel.redis_client.connect`` — one server or a Redis Cluster: every call touches the keys of
-one (campaign, shard) hash tag at a time, and a campaign is read as the sum over its shards.
+``fold_stored``, ``commit``, ``delete_windows`` (retention, ``ldptel.aggregator.retention``).
+Each takes a client from ``ldptel.redis_client.connect`` — one server or a Redis Cluster: every
+call touches the keys of one (campaign, shard) hash tag at a time, and a campaign is read as the
+sum over its shards.
 
 Every campaign kind (frequency, heavy_hitters, range) builds its mechanism
 (``Campaign.mechanism()``) and the decoders map it to its ``Accumulator`` (mergeable state,
@@ -40,7 +41,15 @@ from ldptel import keys, scripts
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
 from ldptel.aggregator.errors import StateMismatch, WindowError
 from ldptel.config import Campaign
-from ldptel.keys import ACC_PREFIX, ENTRIES_PREFIX, N_PREFIX, REJECTED, UPDATED_PREFIX
+from ldptel.keys import (
+    ACC_PREFIX,
+    ENTRIES_PREFIX,
+    EXPIRED_ENTRIES,
+    EXPIRED_REPORTS,
+    N_PREFIX,
+    REJECTED,
+    UPDATED_PREFIX,
+)
 from ldptel.redis_client import AnyRedis
 
 TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
@@ -101,7 +110,8 @@ def window_count(r: AnyRedis, campaign: Campaign, window: int) -> int:
     return sum(int(r.hget(key, f"{N_PREFIX}{window}") or 0) for key in _state_keys(campaign))
 
 
-_COUNTER_PREFIXES = (N_PREFIX.encode(), ENTRIES_PREFIX.encode(), UPDATED_PREFIX.encode(), REJECTED.encode())
+_COUNTER_PREFIXES = (N_PREFIX.encode(), ENTRIES_PREFIX.encode(), UPDATED_PREFIX.encode(), REJECTED.encode(),
+                     EXPIRED_ENTRIES.encode(), EXPIRED_REPORTS.encode())
 
 
 def _counters(r: AnyRedis, key: str) -> dict[str, int]:
@@ -198,11 +208,13 @@ def summary(r: AnyRedis, campaign: Campaign) -> WindowSummary:
     for s in range(campaign.shards):
         pipe.hmget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES, keys.ACCEPTED_REPORTS)
     accepted = [(int(b or 0), int(n or 0)) for b, n in pipe.execute()]
-    done = [sum(_with_prefix(c, ENTRIES_PREFIX).values()) for c in shards]
+    # entries and reports of windows deleted past retention (``delete_windows``) stay counted
+    done = [sum(_with_prefix(c, ENTRIES_PREFIX).values()) + c.get(EXPIRED_ENTRIES, 0) for c in shards]
     rejected_per = [c.get(REJECTED, 0) for c in shards]
     windows = _window_counts(shards)
     batches, reports = sum(b for b, _ in accepted), sum(n for _, n in accepted)
-    entries, rejected, counted = sum(done), sum(rejected_per), sum(windows.values())
+    entries, rejected = sum(done), sum(rejected_per)
+    counted = sum(windows.values()) + sum(c.get(EXPIRED_REPORTS, 0) for c in shards)
     return WindowSummary(
         windows=windows, rejected=rejected, updated=_last_updated(shards),
         backlog=sum(max(b - d - x, 0) for (b, _), d, x in zip(accepted, done, rejected_per, strict=True)),
@@ -213,6 +225,17 @@ def summary(r: AnyRedis, campaign: Campaign) -> WindowSummary:
 
 
 # --- writes (the aggregator worker) ---------------------------------------------------------
+
+def delete_windows(r: AnyRedis, campaign: Campaign, windows: list[int]) -> int:
+    """Delete every state field of ``windows`` (accumulators and counters) in every shard, each
+    shard in one ``scripts.EXPIRE_WINDOWS`` call that adds the windows' report and entry counts
+    to ``expired_reports`` / ``expired_entries`` (so ``summary``'s lag stays right). Returns the
+    number of fields deleted."""
+    if not windows:
+        return 0
+    script = r.register_script(scripts.EXPIRE_WINDOWS)
+    return sum(int(script(keys=[key], args=windows)) for key in _state_keys(campaign))
+
 
 def check_state(r: AnyRedis, campaign: Campaign, shard: int, template: Accumulator) -> None:
     """Decode every stored accumulator of a shard: state written under other campaign parameters

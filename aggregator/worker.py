@@ -1,11 +1,8 @@
 """The aggregator worker: drains the campaigns' report streams into accumulator state, exactly once.
 
 Any number of workers may run at once (``ldptel aggregate``, see ``ldptel.aggregator.runners``):
-they share consumer group ``keys.GROUP`` on every (campaign, shard) stream.
-
-Exactly-once design
--------------------
-A commit (``store.commit``, script ``scripts.COMMIT``) touches the keys of one (campaign, shard):
+they share consumer group ``keys.GROUP`` on every (campaign, shard) stream. Exactly-once design:
+a commit (``store.commit``, script ``scripts.COMMIT``) touches the keys of one (campaign, shard):
 the stream and its state hash share a hash tag. It (1) checks that every entry the worker decoded
 is still pending *to this worker's consumer*, (2) checks that every state field it read still
 exists, then (3) deletes those fields, writes one new ``acc:<window>:<uid>`` field per window
@@ -27,15 +24,14 @@ Why nothing is lost or counted twice, wherever a worker or Redis dies:
 - Every consumer name is unique per process (``host:pid:random``).
 
 Entries are read ``read_count`` per stream, grouped by their ``window`` field and decoded with the
-campaign's accumulator (vectorized per batch). On start a worker checks the stored state of every
-campaign (``StateMismatch`` if it no longer fits the parameters), claims entries of dead
-consumers, and first drains what is pending to itself; ``ldptel.aggregator.upkeep`` trims
-acknowledged entries past retention and removes idle consumers that own nothing. The windows a
-commit touched are decoded and published by ``publish.Publisher`` (when: its docstring).
-
-Redis Cluster: new entries are read with one ``XREADGROUP`` per stream (pipelined; a multi-stream
-read would cross slots); when all are empty the worker blocks on one stream at a time, in turn,
-for at most ``CLUSTER_BLOCK_MS``. The estimate is the sum over shards of the committed states.
+campaign's accumulator (vectorized per batch); an entry of a window past the campaign's retention
+is rejected (``ldptel.aggregator.retention``, which the upkeep also runs). On start a worker checks
+the stored state of every campaign (``StateMismatch`` if it no longer fits the parameters), claims
+entries of dead consumers, and first drains what is pending to itself; ``upkeep`` trims acknowledged
+entries past retention and removes idle consumers that own nothing. Committed windows are published
+by ``publish.Publisher``. Redis Cluster: new entries are read with one ``XREADGROUP`` per stream
+(pipelined); when all are empty the worker blocks on one stream at a time, in turn, for at most
+``CLUSTER_BLOCK_MS``. The estimate is the sum over shards of the committed states.
 """
 
 from __future__ import annotations
@@ -54,7 +50,7 @@ import redis as redis_lib
 from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
 from ldptel import prom
-from ldptel.aggregator import heartbeat, publish, store, upkeep
+from ldptel.aggregator import heartbeat, publish, retention, store, upkeep
 from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config
@@ -273,6 +269,7 @@ class Worker:
         if now - self._last_trim > TRIM_INTERVAL_S:
             self.trim()
             self.remove_idle_consumers()
+            retention.expire_all(self.r, self.config.campaigns)
             self._last_trim = now
 
     def step(self, block_ms: int | None = None) -> int:
@@ -339,6 +336,9 @@ class Worker:
             except Exception as exc:  # KeyError, ValueError, protobuf's DecodeError
                 rejected += 1
                 self.warn(f"aggregate: {slot.stream} entry {eid!r} unreadable ({exc}); skipped")
+                continue
+            if retention.expired(slot.campaign, window):
+                rejected += 1  # a window past retention is never counted (nor brought back)
                 continue
             acc = deltas.get(window)
             if acc is None:

@@ -31,10 +31,10 @@ from ldptel.client.mechanisms.heavy_hitters import (
 from ldptel.client.mechanisms.numeric import default_numeric_mechanism
 from ldptel.client.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
 from ldptel.client.privacy import privacy_claim
+from ldptel.durations import parse_duration, parse_window
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
-WINDOWS = {"1h": 3600, "1d": 86400, "all": 0}
 
 SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
@@ -43,7 +43,7 @@ SERVER_KEYS = {
 }
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
-                        "memoize", "epsilon_inf", "reports_per_window"}
+                        "memoize", "epsilon_inf", "reports_per_window", "retention"}
 MAX_REPORTS_PER_WINDOW = 1_000_000
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
@@ -125,6 +125,7 @@ class Campaign:
     min_reports: int = 1000
     shards: int = 1
     description: str = ""
+    retention: str | None = None  # windows that ended longer ago than this are deleted (None: kept)
     oracle: str | None = None
     domain: list[str] | None = None
     domain_size: int | None = None
@@ -133,7 +134,13 @@ class Campaign:
 
     @property
     def window_seconds(self) -> int:
-        return WINDOWS[self.window]
+        """Seconds per window (``durations.parse_window``; 0 for "all")."""
+        return parse_window(self.window)
+
+    @property
+    def retention_seconds(self) -> int | None:
+        """Seconds of ``retention`` (None: windows are kept forever)."""
+        return None if self.retention is None else parse_duration(self.retention)
 
     def labels(self) -> list:
         """Item labels for estimates: the categorical domain, RAPPOR candidates, or 0..d-1."""
@@ -182,6 +189,21 @@ def _privacy_of(public: str) -> Mapping[str, Any]:
     return MappingProxyType(privacy_claim(cfg, build_mechanism(cfg)))
 
 
+def _retention(value: Any, key: str, window: str) -> str | None:
+    """A campaign's ``retention``: a duration at least its window's length (not with "all")."""
+    if value is None:
+        return None
+    try:
+        kept = parse_duration(value)
+    except ValueError as exc:
+        raise _fail(key, str(exc)) from None
+    if parse_window(window) == 0:
+        raise _fail(key, 'needs windows of a fixed length (window = "all" is one window)')
+    if kept < parse_window(window):
+        raise _fail(key, f"must be at least the window length ({window}), got {value!r}")
+    return str(value)
+
+
 def _campaign(raw: Any, where: str) -> Campaign:
     if not isinstance(raw, dict):
         raise _fail(where, "must be a table")
@@ -198,13 +220,16 @@ def _campaign(raw: Any, where: str) -> Campaign:
             raise _fail(f"{where}.{key}", f"unknown key for a {kind} campaign "
                         f"(allowed: {', '.join(sorted(allowed))})")
     window = raw.get("window", "all")
-    if window not in WINDOWS:
-        raise _fail(f"{where}.window", f"must be one of {', '.join(WINDOWS)}, got {window!r}")
+    try:
+        parse_window(window)
+    except ValueError as exc:
+        raise _fail(f"{where}.window", str(exc)) from None
+    retention = _retention(raw.get("retention"), f"{where}.retention", window)
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _fail(f"{where}.description", "must be a string")
     camp = Campaign(
-        name=name, kind=kind, epsilon=None, window=window, description=description,
+        name=name, kind=kind, epsilon=None, window=window, description=description, retention=retention,
         min_reports=_int(raw, "min_reports", where, 1000, 1, 10**12),
         shards=_int(raw, "shards", where, 1, 1, 1024),
         reports_per_window=_int(raw, "reports_per_window", where, 1, 1, MAX_REPORTS_PER_WINDOW),

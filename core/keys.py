@@ -17,7 +17,9 @@ script or MULTI touching them runs on one Redis Cluster node:
                        Fields: ``acc:<window>:<uid>`` accumulator bytes (``acc_field``),
                        ``n:<window>`` reports counted, ``entries:<window>`` stream entries
                        counted, ``updated:<window>`` epoch ms of the last commit, ``rejected``
-                       entries that could not be decoded.
+                       entries that could not be decoded (or whose window had expired),
+                       ``expired_entries`` / ``expired_reports`` the counts of the windows
+                       deleted past the campaign's ``retention`` (``scripts.EXPIRE_WINDOWS``).
 - ``{…}:published:<window>`` (shard 0's tag only, ``published_key``) hash: the window's
                        estimate document as the aggregator last decoded it, written in one step
                        by ``scripts.PUBLISH`` and read by the export API and the pages with one
@@ -79,6 +81,8 @@ N_PREFIX = "n:"
 ENTRIES_PREFIX = "entries:"
 UPDATED_PREFIX = "updated:"
 REJECTED = "rejected"
+EXPIRED_ENTRIES = "expired_entries"
+EXPIRED_REPORTS = "expired_reports"
 
 # published estimate fields (hash ``published_key``)
 PUB_N = "n"

@@ -159,3 +159,30 @@ AUTOCLAIM = """
 local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], 'COUNT', ARGV[5], 'JUSTID')
 return {r[1], #r[2]}
 """
+
+# Delete every field of the given windows from a state hash (retention), adding their report and
+# entry counters to the running totals of expired windows, so the collector-vs-aggregator lag
+# stays right after the counters are gone.
+# KEYS[1] state hash (keys.state_key)
+# ARGV    window starts (epoch s) to delete
+# Fields: ``acc:<w>:<uid>``, ``n:<w>``, ``entries:<w>``, ``updated:<w>``; totals
+# ``expired_reports`` (sum of n:<w>) and ``expired_entries`` (sum of entries:<w>).
+# Returns the number of fields deleted.
+EXPIRE_WINDOWS = """
+local gone, kinds = {}, {acc = true, n = true, entries = true, updated = true}
+for _, w in ipairs(ARGV) do gone[w] = true end
+local deleted = 0
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local prefix, w = string.match(f, '^(%a+):(%d+)')
+  if prefix and kinds[prefix] and gone[w] then
+    if prefix == 'n' then
+      redis.call('HINCRBY', KEYS[1], 'expired_reports', redis.call('HGET', KEYS[1], f))
+    elseif prefix == 'entries' then
+      redis.call('HINCRBY', KEYS[1], 'expired_entries', redis.call('HGET', KEYS[1], f))
+    end
+    redis.call('HDEL', KEYS[1], f)
+    deleted = deleted + 1
+  end
+end
+return deleted
+"""

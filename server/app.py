@@ -42,6 +42,7 @@ BLUEPRINT_MODULES: list[str] = [
     "ldptel.server.export",
     "ldptel.server.queries",
     "ldptel.server.means",
+    "ldptel.server.series",
     "ldptel.server.pages",
 ]
 

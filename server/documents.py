@@ -20,7 +20,10 @@ are answered with ``conditional_response`` (``ETag`` and ``Last-Modified`` of th
 this process), and are written with ``json_text`` and ``csv_text`` (every CSV the product writes: a header row
 of ``columns``, then one line per row, missing values empty; a text cell that a spreadsheet would
 run as a formula gets a leading ``'``: ``csv_cell``). Numbers are printed as shortest
-round-trip floats in both, so JSON and CSV agree exactly.
+round-trip floats in both, so JSON and CSV agree exactly. A document's CSV (``document_csv``)
+is its rows with the document's ``window`` and ``n_reports`` as the last two columns
+(``WINDOW_COLUMNS``), so a file on its own says which window and how many reports it holds;
+``format_param`` reads ``format=json|csv``.
 """
 
 from __future__ import annotations
@@ -41,13 +44,14 @@ from ldptel.aggregator import publish, store
 from ldptel.aggregator.publish import Published, finite_row
 from ldptel.config import Campaign
 from ldptel.server.app import state
-from ldptel.server.errors import ApiError
+from ldptel.server.errors import ApiError, BadParameter
 
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
 __all__ = ["Params", "Published", "Window", "conditional_response", "csv_cell", "csv_text", "find_campaign",
            "finite_row", "json_text", "load_released", "not_modified", "read_published", "request_published",
-           "require_kind"]
+           "require_kind",
+           "FORMATS", "WINDOW_COLUMNS", "document_csv", "format_param", "read_published_many"]
 
 
 def find_campaign(name: str) -> Campaign:
@@ -59,7 +63,7 @@ def find_campaign(name: str) -> Campaign:
 
 
 _parsed: dict[tuple[str, int], Published] = {}  # (campaign, window) → its last publication read
-PARSED_KEPT = 256
+PARSED_KEPT = 256  # a longer series re-reads (its windows then push each other out)
 
 
 def read_published(campaign: Campaign, window: int) -> Published | None:
@@ -71,10 +75,36 @@ def read_published(campaign: Campaign, window: int) -> Published | None:
     tag = publish.read(r, campaign, window, tag_only=True)
     if tag is None:
         return None
+    kept = _kept(campaign, window, tag)
+    return kept if kept is not None else _keep(campaign, window, publish.read(r, campaign, window))
+
+
+def read_published_many(campaign: Campaign, windows: list[int]) -> list[Published | None]:
+    """``read_published`` of many windows in two round trips: their tags, then the publications
+    this process has not parsed yet (``publish.read_many``)."""
+    r = state().redis
+    found: dict[int, Published | None] = {}
+    unread: list[int] = []
+    for w, tag in zip(windows, publish.read_many(r, campaign, windows, tag_only=True), strict=True):
+        found[w] = None if tag is None else _kept(campaign, w, tag)
+        if tag is not None and found[w] is None:
+            unread.append(w)
+    if unread:
+        for w, pub in zip(unread, publish.read_many(r, campaign, unread), strict=True):
+            found[w] = _keep(campaign, w, pub)
+    return [found[w] for w in windows]
+
+
+def _kept(campaign: Campaign, window: int, tag: Published) -> Published | None:
+    """The publication of ``window`` this process parsed, if its tag is still ``tag``."""
     kept = _parsed.get((campaign.name, window))
-    if kept is not None and (kept.digest, kept.decoded_at) == (tag.digest, tag.decoded_at):
-        return kept
-    pub = publish.read(r, campaign, window)
+    if kept is None or (kept.digest, kept.decoded_at) != (tag.digest, tag.decoded_at):
+        return None
+    return kept
+
+
+def _keep(campaign: Campaign, window: int, pub: Published | None) -> Published | None:
+    """Remember ``pub`` (the last ``PARSED_KEPT`` publications parsed) and return it."""
     if pub is not None:
         if len(_parsed) >= PARSED_KEPT:
             _parsed.pop(next(iter(_parsed)), None)
@@ -171,6 +201,25 @@ def require_kind(campaign: Campaign, kind: str, what: str) -> None:
     if campaign.kind != kind:
         raise ApiError(400, "bad_request",
                        f"campaign {campaign.name!r} is a {campaign.kind} campaign: {what}")
+
+
+FORMATS = ("json", "csv")
+WINDOW_COLUMNS = ("window", "n_reports")
+
+
+def format_param(params: Params) -> str:
+    """``format=json|csv`` (default json); ``BadParameter`` otherwise."""
+    fmt = params.get("format") or "json"
+    if fmt not in FORMATS:
+        raise BadParameter("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+def document_csv(doc: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """CSV of a document's ``rows`` (``columns``), each with the document's ``window`` and
+    ``n_reports`` appended (``WINDOW_COLUMNS``)."""
+    extra = {k: doc[k] for k in WINDOW_COLUMNS}
+    return csv_text(({**row, **extra} for row in rows), (*columns, *WINDOW_COLUMNS))
 
 
 def json_text(doc: Mapping[str, Any]) -> str:

@@ -8,7 +8,8 @@ with counted reports) or a window's epoch start (``0`` for "all" campaigns). Ans
   "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized"}]}`` — counts of devices: the
   raw unbiased estimate, its std error and 95% CI, and the Norm-Sub consistent count; items in
   domain order. ``format=csv``: the same rows with a header in the same column order
-  (``ITEM_COLUMNS``); campaign, window and n_reports in ``X-Ldptel-*`` headers. Numbers are
+  (``ITEM_COLUMNS``), then ``window`` and ``n_reports`` (``documents.document_csv``); campaign,
+  window and n_reports also in ``X-Ldptel-*`` headers. Numbers are
   printed as shortest round-trip floats in both formats, so JSON and CSV agree exactly.
   The document is the aggregator's publication (``ldptel.aggregator.publish``): ``n_reports``
   reports decoded at ``decoded_at`` (epoch seconds); nothing is decoded here.
@@ -42,17 +43,16 @@ from ldptel.server.documents import (
     Published,
     Window,
     conditional_response,
-    csv_text,
+    document_csv,
     find_campaign,
+    format_param,
     load_released,
     require_kind,
 )
-from ldptel.server.errors import ApiError
 
 bp = Blueprint("export", __name__)
 
 ITEM_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized")
-FORMATS = ("json", "csv")
 
 
 def _require_frequency(campaign: Campaign) -> None:
@@ -85,14 +85,6 @@ def validators(campaign: Campaign, window: Window, kind: str = "frequency",
     return start, pub, headers
 
 
-def format_param(params: Params) -> str:
-    """``format`` (``FORMATS``, default json), else ``ApiError`` 400."""
-    fmt = params.get("format", "json")
-    if fmt not in FORMATS:
-        raise ApiError(400, "bad_request", f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    return fmt
-
-
 Validators = Callable[[Campaign, Window], tuple[int, Published, dict[str, str]]]  # ``validators``
 
 
@@ -108,7 +100,7 @@ def published_response(name: str, validate: Validators, rows: Callable[[dict], l
     assert doc is not None
     if fmt == "csv":
         return conditional_response(pub.etag, pub.decoded_at, headers,
-                                    lambda: csv_text(rows(doc), columns), "text/csv",
+                                    lambda: document_csv(doc, rows(doc), columns), "text/csv",
                                     attachment=f"{campaign.name}-{window}{suffix}.csv")
     return conditional_response(pub.etag, pub.decoded_at, headers, lambda: f"{doc_json}\n",
                                 "application/json")

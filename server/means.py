@@ -22,7 +22,7 @@ from ldptel.server.export import published_response, validators
 
 bp = Blueprint("means", __name__)
 
-MEAN_COLUMNS = ("statistic", "estimate", "std_error", "ci_low", "ci_high", "n_reports", "window")
+MEAN_COLUMNS = ("statistic", "estimate", "std_error", "ci_low", "ci_high")  # + window, n_reports
 STATISTICS = ("mean", "sum")
 NOT_NUMERIC = "no mean (only numeric campaigns)"
 
@@ -42,8 +42,7 @@ def mean_validators(campaign: Campaign, window: Window) -> tuple[int, Published,
 
 def mean_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The document's ``mean`` and ``sum`` as CSV rows (``MEAN_COLUMNS``)."""
-    return [{"statistic": s, **doc[s], "n_reports": doc["n_reports"], "window": doc["window"]}
-            for s in STATISTICS]
+    return [{"statistic": s, **doc[s]} for s in STATISTICS]
 
 
 @bp.get("/v1/campaigns/<name>/mean", endpoint="mean")

@@ -12,7 +12,9 @@
   [{"q", "value", "rank_std_error", "value_ci_low", "value_ci_high"}]}`` (1 to 100 values of q in
   [0, 1]).
 
-``window`` as in the estimates endpoint. ``400`` names the bad parameter (or says the campaign's
+``window`` as in the estimates endpoint; ``format=csv`` answers the rows (the heavy strings, the
+one range, the quantiles) as CSV with ``window`` and ``n_reports`` as the last columns
+(``documents.document_csv``). ``400`` names the bad parameter (or says the campaign's
 kind has no such query), ``401`` no/bad token, ``404`` unknown campaign, ``409`` while
 ``n_reports`` < ``min_reports`` (same body as the estimates endpoint), ``503``
 ``not_yet_published`` before the aggregator's first publication of the window. Every document
@@ -49,8 +51,10 @@ from ldptel.server.documents import (
     Published,
     Window,
     conditional_response,
+    document_csv,
     find_campaign,
     finite_row,
+    format_param,
     json_text,
     load_released,
     require_kind,
@@ -64,6 +68,8 @@ MAX_CDF_POINTS = 4096
 HEAVY_HITTER_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized",
                         "z_score", "levels_used")
 CDF_COLUMNS = ("value", "cdf", "cdf_ci_low", "cdf_ci_high")
+RANGE_COLUMNS = ("lo", "hi", "estimate", "std_error", "ci_low", "ci_high")
+QUANTILE_COLUMNS = ("q", "value", "rank_std_error", "value_ci_low", "value_ci_high")
 
 
 def _int_param(params: Params, name: str, low: int, high: int, default: int | None = None) -> int:
@@ -194,24 +200,36 @@ def cdf(campaign: Campaign, window: Window, params: Params) -> dict:
     return CDF(campaign, window, params)
 
 
-def _view(query: Query, endpoint: str) -> Callable[[str], Response]:
-    """The API view of ``query``: its JSON (``documents.conditional_response``: the
+def _view(query: Query, endpoint: str, columns: tuple[str, ...],
+          one_row: bool = False) -> Callable[[str], Response]:
+    """The API view of ``query``: its JSON, or with ``format=csv`` its ``items`` (``one_row``: the
+    document itself) as CSV of ``columns`` (``documents.conditional_response``: the
     publication's ``ETag``, 304 on a match, the body rendered once per URL and publication) and
     ``X-Ldptel-N-Reports``."""
 
     def view(name: str) -> Response:
         campaign = find_campaign(name)
+        fmt = format_param(request.args)
         pub, parsed = query.released(campaign, request.args.get("window"), request.args)
         headers = {"ETag": pub.etag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
                    "X-Ldptel-N-Reports": str(pub.n)}
-        return conditional_response(pub.etag, pub.decoded_at, headers,
-                                    lambda: json_text(query.document(campaign, pub, parsed)),
-                                    "application/json")
+
+        def body() -> str:
+            doc = query.document(campaign, pub, parsed)
+            if fmt == "csv":
+                return document_csv(doc, [doc] if one_row else doc["items"], columns)
+            return json_text(doc)
+
+        return conditional_response(pub.etag, pub.decoded_at, headers, body,
+                                    "text/csv" if fmt == "csv" else "application/json")
 
     view.__name__ = f"{endpoint}_view"
     return require_token("export")(view)
 
 
-bp.add_url_rule("/v1/campaigns/<name>/heavy-hitters", "heavy_hitters", _view(HEAVY_HITTERS, "heavy_hitters"))
-bp.add_url_rule("/v1/campaigns/<name>/range", "range_query", _view(RANGE, "range_estimate"))
-bp.add_url_rule("/v1/campaigns/<name>/quantiles", "quantiles", _view(QUANTILES, "quantiles"))
+bp.add_url_rule("/v1/campaigns/<name>/heavy-hitters", "heavy_hitters",
+                 _view(HEAVY_HITTERS, "heavy_hitters", HEAVY_HITTER_COLUMNS))
+bp.add_url_rule("/v1/campaigns/<name>/range", "range_query",
+                 _view(RANGE, "range_estimate", RANGE_COLUMNS, True))
+bp.add_url_rule("/v1/campaigns/<name>/quantiles", "quantiles",
+                 _view(QUANTILES, "quantiles", QUANTILE_COLUMNS))

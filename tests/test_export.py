@@ -112,14 +112,15 @@ def test_export_contract(redis_client: redis.Redis, redis_url: str, tmp_path: Pa
         for it in doc["items"]:
             assert it["ci_low"] < it["estimate"] < it["ci_high"]
 
-        # CSV: header in the same order, same rows, same numbers (exactly)
+        # CSV: header in the same order, same rows, same numbers (exactly), then window and n_reports
         status, csv_headers, csv_body = stack.get(path + "?format=csv")
         assert status == 200 and csv_headers["content-type"].startswith("text/csv")
         rows = list(csv.reader(io.StringIO(csv_body.decode())))
-        assert tuple(rows[0]) == ITEM_COLUMNS and len(rows) == 5
+        assert tuple(rows[0]) == (*ITEM_COLUMNS, "window", "n_reports") and len(rows) == 5
         for row, it in zip(rows[1:], doc["items"], strict=True):
             assert row[0] == it["value"]
-            assert [float(x) for x in row[1:]] == [it[k] for k in ITEM_COLUMNS[1:]]
+            assert [float(x) for x in row[1:len(ITEM_COLUMNS)]] == [it[k] for k in ITEM_COLUMNS[1:]]
+            assert row[len(ITEM_COLUMNS):] == ["0", "3000"]
         assert csv_headers["x-ldptel-n-reports"] == "3000" and csv_headers["etag"] == headers["etag"]
         assert stack.get(path + "?format=json&window=latest")[2] == body
         assert stack.get(path + "?window=0")[2] == body

@@ -360,7 +360,8 @@ def test_downloads_are_the_export_api_output(page, site: Site) -> None:
     assert dl.value.suggested_filename == "colors-0.csv"
     assert got == site.api("/v1/campaigns/colors/estimates?format=csv")
     rows = list(csv.reader(io.StringIO(got.decode())))
-    assert rows[0] == ["value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized"]
+    assert rows[0] == ["value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized",
+                       "window", "n_reports"]
     assert [r[0] for r in rows[1:]] == COLORS
     with page.expect_download() as dl:
         page.click('a[data-download="json"]')
@@ -584,15 +585,17 @@ def test_downloads_answer_as_the_api_does(site: Site) -> None:
     assert status == 200
     assert headers["content-disposition"] == 'attachment; filename="search-heavy-hitters-latest.csv"'
     rows = list(csv.reader(io.StringIO(body.decode())))
-    assert rows[0] == list(doc["items"][0]) and len(rows) == len(doc["items"]) + 1
-    assert rows[1:] == [["" if v is None else str(v) for v in it.values()] for it in doc["items"]]
+    assert rows[0] == [*doc["items"][0], "window", "n_reports"] and len(rows) == len(doc["items"]) + 1
+    assert rows[1:] == [["" if v is None else str(v) for v in it.values()]
+                        + [str(doc["window"]), str(doc["n_reports"])] for it in doc["items"]]
     q = "q=0.1,0.5,0.9"
     status, _, body = site.request("GET", f"/campaigns/latency/download/quantiles.json?{q}", None, cookie)
     assert status == 200 and json.loads(body) == site.api_json(f"/v1/campaigns/latency/quantiles?{q}")
     status, _, body = site.request("GET", "/campaigns/latency/download/cdf.csv", None, cookie)
     rows = list(csv.reader(io.StringIO(body.decode())))
-    assert status == 200 and rows[0] == ["value", "cdf", "cdf_ci_low", "cdf_ci_high"] and len(rows) == 1025
-    values = np.array(rows[1:], dtype=float)
+    assert status == 200 and len(rows) == 1025
+    assert rows[0] == ["value", "cdf", "cdf_ci_low", "cdf_ci_high", "window", "n_reports"]
+    values = np.array([r[:4] for r in rows[1:]], dtype=float)
     assert (np.diff(values[:, 1]) >= 0).all() and (values[:, 2] <= values[:, 1]).all()
     assert (values[:, 1] <= values[:, 3]).all() and values[:, 2:].min() >= 0 and values[:, 2:].max() <= 1
     # errors are the API's JSON errors

@@ -4,6 +4,8 @@ real worker into the embedded Redis, read back from ``server/queries.py``."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import numpy as np
@@ -139,3 +141,29 @@ def test_conditional_answers(stack) -> None:
     assert json.loads(lo)["lo"] == 11
     assert s.get("/v1/campaigns/search/heavy-hitters?k=0", headers={"If-None-Match": h3["etag"]})[0] == 400
     assert s.get("/v1/campaigns/latency/range?lo=5&hi=1", headers={"If-None-Match": "*"})[0] == 400
+
+
+@pytest.mark.parametrize("path, columns", [
+    ("/v1/campaigns/search/heavy-hitters?k=3", ("value", "estimate", "std_error", "ci_low", "ci_high",
+                                                "estimate_normalized", "z_score", "levels_used")),
+    ("/v1/campaigns/latency/range?lo=10&hi=25", ("lo", "hi", "estimate", "std_error", "ci_low", "ci_high")),
+    ("/v1/campaigns/latency-tree/quantiles?q=0.5,0.9", ("q", "value", "rank_std_error", "value_ci_low",
+                                                         "value_ci_high")),
+])
+def test_csv_on_every_query_endpoint(stack, path: str, columns: tuple[str, ...]) -> None:
+    """``format=csv`` answers CSV with the JSON document's rows and numbers, then window and
+    n_reports (``/heavy-hitters?format=csv`` used to answer JSON); the same ETag and 304."""
+    s, _ = stack
+    status, headers, body = s.get(path)
+    doc = json.loads(body)
+    rows = doc.get("items", [doc])
+    status, csv_headers, csv_body = s.get(path + "&format=csv")
+    assert status == 200 and csv_headers["content-type"].startswith("text/csv"), csv_body[:200]
+    got = list(csv.reader(io.StringIO(csv_body.decode())))
+    assert tuple(got[0]) == (*columns, "window", "n_reports") and len(got) == len(rows) + 1
+    for line, row in zip(got[1:], rows, strict=True):
+        assert line == [str(row[c]) for c in columns] + [str(doc["window"]), str(N)]
+    assert csv_headers["etag"] == headers["etag"]
+    assert s.get(path + "&format=csv", headers={"If-None-Match": headers["etag"]})[0] == 304
+    status, err = get_json(s, path + "&format=xml")
+    assert status == 400 and err["detail"].startswith("format:")

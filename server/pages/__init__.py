@@ -14,7 +14,7 @@ Auto-refresh: a small inline script polls ``…/live`` (same query string) every
 the window's state changed (``version``).
 
 Modules: ``views`` (the blueprint ``bp``: routes, guard, headers, error pages), ``session``,
-``status``, ``labels``, ``contexts``, ``downloads``.
+``status``, ``labels``, ``contexts``, ``downloads``, ``trend`` (the trend over windows).
 """
 
 from ldptel.server.pages.views import REFRESH_SECONDS, bp

@@ -25,6 +25,7 @@ from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.pages import labels
 from ldptel.server.pages.numeric import numeric_context
 from ldptel.server.pages.status import Status, campaign_status, status_view
+from ldptel.server.pages.trend import trend_html
 
 TOP_N = 25  # items shown before "show all"
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
@@ -160,9 +161,14 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
     ctx: dict[str, Any] = {
         "c": c, "a": a, "s": status_view(st), "window": window,
         "window_label": labels.window_label(c, window), "window_error": window_error,
+        "window_length": labels.window_length_label(c),
         "n": n, "n_fmt": charts.fmt_count(n),
         "released": n >= c.min_reports, "epsilon_note": labels.epsilon_note(c),
         "windows": [(w, labels.window_label(c, w)) for w in sorted(st.windows, reverse=True)[:MAX_WINDOWS]],
+        # the selector's "Latest" entry names the newest window, whichever window is viewed
+        "latest_label": labels.window_label(c, max((w for w, k in st.windows.items() if k > 0),
+                                                   default=store.current_window(c))),
+        "trend_html": trend_html(c, st.windows),
         "version": _version(window, n, pub), "progress": min(1.0, n / max(c.min_reports, 1)),
         "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),
         "domain": labels.domain_label(c),

@@ -1,5 +1,6 @@
 """Downloads of the campaign page, for signed-in users: the export API's documents of the page's
-window, written with the one JSON and CSV writer (``server/documents.py``).
+window, written with the one JSON and CSV writer (``server/documents.py``; CSV files end with the
+``window`` and ``n_reports`` columns, as the API's).
 
 ``/campaigns/<name>/download/<what>``: ``estimates.csv|json`` (frequency),
 ``heavy-hitters.csv|json``, ``quantiles.json`` (with ``q=``) and ``cdf.csv`` (range), ``mean.csv|json``
@@ -18,7 +19,7 @@ from flask import Response
 
 from ldptel.config import Campaign
 from ldptel.server import export, means, queries
-from ldptel.server.documents import Params, Published, Window, conditional_response, csv_text, json_text
+from ldptel.server.documents import Params, Published, Window, conditional_response, document_csv, json_text
 from ldptel.server.errors import ApiError, PageError
 
 
@@ -58,7 +59,7 @@ def download(c: Campaign, what: str, args: Params) -> Response:
     def body(doc: dict) -> str:
         if fmt == "json":
             return json_text(doc)
-        return csv_text(d.rows(doc) if d.rows is not None else doc["items"], d.columns)
+        return document_csv(doc, d.rows(doc) if d.rows is not None else doc["items"], d.columns)
 
     try:
         if d.validators is None:

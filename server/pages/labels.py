@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from markupsafe import Markup
 
 from ldptel.config import Campaign
+from ldptel.durations import duration_label
 from ldptel.server import charts
 
 KIND_LABELS = {"frequency": "Frequency", "heavy_hitters": "Heavy hitters", "range": "Range",
@@ -99,14 +100,25 @@ def over_time_note(c: Campaign) -> Markup:
 
 
 def window_label(c: Campaign, w: int) -> str:
-    """The window starting at ``w``: "All time", an hour or a day (UTC)."""
-    if c.window_seconds == 0:
+    """The window starting at ``w``: "All time", a UTC day, several days, or a span of time of
+    the day (to the second for windows shorter than a minute)."""
+    length = c.window_seconds
+    if length == 0:
         return "All time"
     start = datetime.fromtimestamp(w, UTC)
-    if c.window_seconds == 3600:
-        end = start + timedelta(hours=1)
-        return f"{start:%Y-%m-%d %H:%M}–{end:%H:%M} UTC"
-    return f"{start:%Y-%m-%d} (UTC day)"
+    end = start + timedelta(seconds=length)
+    if length == 86400:
+        return f"{start:%Y-%m-%d} (UTC day)"
+    if length % 86400 == 0:
+        return f"{start:%Y-%m-%d}–{end - timedelta(days=1):%Y-%m-%d} (UTC)"
+    clock = "%H:%M" if length % 60 == 0 else "%H:%M:%S"
+    day = "" if (end - timedelta(seconds=1)).date() == start.date() else f"{end:%Y-%m-%d} "
+    return f"{start:%Y-%m-%d} {start:{clock}}–{day}{end:{clock}} UTC"
+
+
+def window_length_label(c: Campaign) -> str:
+    """"1 hour", "5 minutes", … (the campaign's window length)."""
+    return duration_label(c.window_seconds)
 
 
 def decoded_note(decoded_at: float, n: int, now: float | None = None) -> str:

@@ -194,7 +194,8 @@ def campaign_live(name: str) -> Response:
     changed = request.args.get("v") != ctx["version"]
     if changed:
         add_content(ctx)
-    fragments = {"summary": render_template("operator_summary.html", **ctx)}
+    fragments = {"summary": render_template("operator_summary.html", **ctx), "trend": ctx["trend_html"],
+                 "windows": render_template("operator_window_form.html", **ctx)}
     if changed:
         fragments["content"] = ctx["content_html"]
     return jsonify({"version": ctx["version"], "fragments": fragments})
