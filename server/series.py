@@ -171,7 +171,8 @@ def _items_param(campaign: Campaign, params: Params) -> list[str] | None:
 
 
 def _estimate_rows(campaign: Campaign, pub: Published, items: list[str] | None) -> Iterable[dict[str, Any]]:
-    """(item, estimate row) of a released window, in the publication's order (range: ``items``)."""
+    """(item, estimate row) of a released window, in the publication's order (range: ``items``;
+    numeric: ``mean`` and ``sum``)."""
     assert pub.doc is not None
     if campaign.kind == "range":
         est = publish.range_estimate(campaign, pub)
@@ -179,6 +180,11 @@ def _estimate_rows(campaign: Campaign, pub: Published, items: list[str] | None) 
             yield {"item": int(v), **finite_row(est.range(int(v), int(v)))}
         return
     wanted = None if items is None else set(items)
+    if campaign.kind == "numeric":  # items "mean" and "sum"
+        for stat in ("mean", "sum"):
+            if wanted is None or stat in wanted:
+                yield {"item": stat, **pub.doc[stat]}
+        return
     for row in pub.doc["items"]:
         if wanted is None or str(row["value"]) in wanted:
             yield {"item": row["value"], **row}

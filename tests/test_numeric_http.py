@@ -183,6 +183,23 @@ def test_out_of_range_report_rejected(stack, campaign, payload, count, index, re
     assert stream_len(r, cfg, campaign) == before
 
 
+def test_series_has_the_mean_and_sum_of_every_window(stack) -> None:
+    s, cfg, _, _, _ = stack
+    status, _, body = get(s, "/v1/campaigns/latency_ms/series")
+    assert status == 200, body
+    rows = json.loads(body)["rows"]
+    by_window: dict[int, dict] = {}
+    for row in rows:
+        by_window.setdefault(row["window"], {})[row["item"]] = row
+    assert len(by_window) == HOURS and all(set(r) == {"mean", "sum"} for r in by_window.values())
+    for rows_of in by_window.values():  # sum = mean · N, its std error N times the mean's
+        mean, total = rows_of["mean"], rows_of["sum"]
+        assert total["estimate"] == pytest.approx(mean["estimate"] * mean["n_reports"])
+        assert total["std_error"] == pytest.approx(mean["std_error"] * mean["n_reports"])
+    means = [by_window[w]["mean"]["estimate"] for w in sorted(by_window)]
+    assert means == sorted(means)  # each hour's true mean is 100 ms above the previous one
+
+
 def test_accumulators_merge_by_addition(stack) -> None:
     cfg = stack[1]
     mech = cfg.campaign("session_seconds").mechanism()

@@ -21,9 +21,10 @@ RENDERED_KEPT = 64
 
 def top_items(campaign: Campaign, infos: list[series.WindowInfo]) -> list[str]:
     """The ``TREND_ITEMS`` items with the largest estimates in the newest released window (none
-    for range campaigns: their trend is the reports per window)."""
+    for range and numeric campaigns: their trend is the reports per window; a numeric campaign's
+    panel draws its mean per window, ``server/mean_chart.py``)."""
     newest = next((i for i in reversed(infos) if i.pub is not None and i.pub.doc is not None), None)
-    if newest is None or campaign.kind == "range":
+    if newest is None or campaign.kind in ("range", "numeric"):
         return []
     assert newest.pub is not None and newest.pub.doc is not None
     ranked = sorted(newest.pub.doc["items"], key=lambda r: -(r["estimate"] or 0.0))
