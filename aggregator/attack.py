@@ -77,6 +77,9 @@ def averaging_attack(mech: Mechanism, devices: int = ATTACK_DEVICES,
                      seed: int | None = 0) -> AttackResult:
     """Run the attack on ``mech`` as configured (module docstring); ``seed`` fixes the values,
     the device secrets and the randomness (None: OS randomness)."""
+    if mech.name == "rappor":
+        raise ValueError("averaging_attack does not take rappor (its simulated reports are fresh "
+                         "devices; its ε∞ is its own PRR's)")
     rng = np.random.default_rng(seed)
     hh = mech if isinstance(mech, HeavyHitters) else None
     d = domain if hh else min(domain, mech.domain_size)
