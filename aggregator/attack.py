@@ -28,6 +28,7 @@ from ldptel.aggregator.result import FrequencyEstimate
 from ldptel.client import hashing
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.client.mechanisms.memoize import Memoized
 
 ATTACK_DEVICES = 2000
 ATTACK_REPORTS = 100
@@ -77,18 +78,20 @@ def averaging_attack(mech: Mechanism, devices: int = ATTACK_DEVICES,
                      seed: int | None = 0) -> AttackResult:
     """Run the attack on ``mech`` as configured (module docstring); ``seed`` fixes the values,
     the device secrets and the randomness (None: OS randomness)."""
+    if mech.name == "rappor":
+        raise ValueError("averaging_attack does not take rappor (its simulated reports are fresh "
+                         "devices; its ε∞ is its own PRR's)")
     rng = np.random.default_rng(seed)
-    memoized = bool(getattr(mech, "memoize", False)) and not hasattr(mech, "bloom_bits")
     hh = mech if isinstance(mech, HeavyHitters) else None
     d = domain if hh else min(domain, mech.domain_size)
     values = rng.integers(0, d, devices)
     per_report = np.repeat(values, reports)
     inputs: Any = [vocabulary(hh, d)[v] for v in per_report] if hh else per_report
-    if memoized:
+    if isinstance(mech, Memoized):
         secrets = [rng.bytes(32) if seed is not None else os.urandom(32) for _ in range(devices)]
-        batch = mech.encode_batch(inputs, rng=rng, secrets=[secrets[i] for i in  # type: ignore[call-arg]
+        batch = mech.encode_batch(inputs, rng=rng, secrets=[secrets[i] for i in
                                                              np.repeat(np.arange(devices), reports)])
-        claimed = float(mech.epsilon_inf)  # type: ignore[attr-defined]
+        claimed = mech.epsilon_inf
     else:
         batch = mech.encode_batch(inputs, rng=rng)
         claimed = reports * mech.epsilon

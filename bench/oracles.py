@@ -123,6 +123,34 @@ def run(name: str, n: int, d: int, eps: float, repeat: int, seed: int, eps_inf: 
     }
 
 
+def paired_decode_ratio(oracle: str, n: int, d: int, eps: float, eps_inf: float, pairs: int,
+                        seed: int) -> float:
+    """Median over ``pairs`` back-to-back decode timings of t_plain/t_memo (> 1: the memoized
+    decode is faster), the order alternating: robust to a machine whose load drifts."""
+    rng = np.random.default_rng(seed)
+    values = population(n, d, rng)
+    timings = []
+    cols = []
+    for name in (oracle, f"{oracle}-memo"):
+        mech = build(name, d, eps, eps_inf)
+        cols.append((mech, [(mech.columns(b), b.count) for b in
+                            (mech.encode_batch(values[i : i + CHUNK], rng=rng)
+                             for i in range(0, n, CHUNK))]))
+
+    def decode(mech, columns) -> None:
+        acc = accumulator_for(mech)
+        for c, count in columns:
+            acc.add_columns(c, count)
+        acc.state["n"][0] = n
+        acc.estimate()
+
+    for i in range(pairs):  # alternate which one runs first (ABBA): no order advantage
+        order = (0, 1) if i % 2 == 0 else (1, 0)
+        t = {k: median_time(lambda k=k: decode(*cols[k]), 1) for k in order}
+        timings.append(t[0] / t[1])
+    return statistics.median(timings)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -132,6 +160,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--epsilon-inf", type=float, default=2.0, help="ε∞ of the -memo rows")
     ap.add_argument("--only", nargs="*", default=None, help="mechanisms to run")
+    ap.add_argument("--pairs", type=int, default=0,
+                    help="also time decode of each -memo row and its plain oracle back to back this "
+                         "many times and print the median ratio")
     args = ap.parse_args()
     names = args.only or ["grr", "sue", "oue", "olh", "hadamard", "rappor",
                           *(f"{o}-memo" for o in ("grr", "sue", "oue", "olh", "hadamard"))]
@@ -152,6 +183,12 @@ def main() -> None:
         print(f"{r['mechanism']:13} {r['encode_per_s']:>12,.0f} {r['decode_per_s']:>12,.0f} "
               f"{r['accumulate_per_s']:>12,.0f} {r['estimate_s']:>10.3f} {r['mse_ratio']:>10.3f} "
               f"{r['encode_one_us']:>12.1f} {sec:>12} {vs:>15}", flush=True)
+    for name in names:
+        if args.pairs and name.endswith("-memo"):
+            ratio = paired_decode_ratio(name[:-5], args.n, args.d, args.epsilon, args.epsilon_inf,
+                                        args.pairs, args.seed)
+            print(f"{name}: decode rate / plain, median of {args.pairs} back-to-back pairs: "
+                  f"{ratio:.3f}", flush=True)
     print("MSE/theory: empirical MSE over all items / (N·Var*) (RAPPOR: / mean predicted std_error²);"
           f" one run over d items, so its sd is about sqrt(2/d) = {math.sqrt(2 / args.d):.3f}")
     print("decode/s = N / (accumulate + estimate); RAPPOR's estimate (the regression over its"

@@ -334,3 +334,20 @@ def test_sdk_reports_a_memoized_campaign_from_one_device_secret(collector, redis
             client.close()
     assert secrets[0] == secrets[1]
     assert stored_reports(redis_client, "m-grr") == before + 10
+
+
+def test_averaging_attack_contract() -> None:
+    """The attack's figures (the statistical must-be-true runs in test_memoize_stats.py)."""
+    from ldptel.aggregator.attack import attack_bound, averaging_attack
+
+    result = averaging_attack(memo("grr"), devices=200, reports=20, domain=8, seed=1)
+    assert (result.devices, result.reports, result.domain, result.claimed_epsilon) == (200, 20, 8, 2.0)
+    assert result.bound == attack_bound(2.0, 8) == pytest.approx(math.exp(2) / (math.exp(2) + 7))
+    assert result.margin == pytest.approx(4 * math.sqrt(result.bound * (1 - result.bound) / 200))
+    plain = averaging_attack(create_mechanism("grr", epsilon=1.0, domain_size=8), devices=200,
+                             reports=20, seed=1)
+    assert plain.claimed_epsilon == 20.0 and "ok" in str(plain)
+    rappor = create_mechanism("rappor", bloom_bits=8, hashes=1, cohorts=1, f=0.5, p=0.5, q=0.75,
+                              candidates=["a", "b"])
+    with pytest.raises(ValueError, match="rappor"):
+        averaging_attack(rappor)

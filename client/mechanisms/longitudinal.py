@@ -14,7 +14,7 @@ math: ``memoize``). One report is ε₁-LDP (ε₁ = ``epsilon``) with the plain
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,8 +31,9 @@ from ldptel.client.mechanisms.memoize import (
     unary_instant_keep,
 )
 from ldptel.client.mechanisms.olh import OLH
-from ldptel.client.mechanisms.unary import OUE, os_bernoulli_row
-from ldptel.client.randomness import bernoulli, bernoulli_packed, set_packed_bits
+from ldptel.client.mechanisms.unary import CHUNK_BITS, OUE, os_bernoulli_row
+from ldptel.client.randomness import bernoulli_packed
+from ldptel.proto import ReportBatch
 
 
 class LGRR(MemoizedOracle, GRR):
@@ -83,18 +84,32 @@ class LOSUE(MemoizedOracle, OUE):
         threshold[key] = 0.5
         return np.packbits(u < threshold)
 
-    def permanent_random(self, keys: np.ndarray, rng) -> np.ndarray:
-        packed = bernoulli_packed(rng, self.q1, keys.size, self.domain_size)
-        set_packed_bits(packed, keys, bernoulli(rng, 0.5, (keys.size,)))
-        return packed
+    def encode_batch(self, values: Any, rng: np.random.Generator | None = None,
+                     campaign: str = "", batch_id: bytes | None = None,
+                     secrets: bytes | Sequence[bytes] | None = None) -> ReportBatch:
+        """As ``Memoized.encode_batch``; for fresh simulated devices (no ``secrets``) the chained
+        bits — Bernoulli(½) at the value, Bernoulli(q*) elsewhere, independently — are drawn in
+        one stage (``UnaryEncoding.randomize`` at p*, q*: the same distribution as PRR then IRR,
+        at the plain oracle's cost, as ``RAPPOR.randomize`` does)."""
+        if secrets is None:
+            return OUE.encode_batch(self, values, rng, campaign, batch_id)
+        return super().encode_batch(values, rng, campaign, batch_id, secrets)
+
+    def chunks(self, n: int) -> list[slice]:
+        """Row ranges of about ``CHUNK_BITS`` random bits (bounded scratch, as ``randomize``)."""
+        step = max(1, CHUNK_BITS // self.domain_size)
+        return [slice(i, min(n, i + step)) for i in range(0, n, step)]
 
     def stack_permanent(self, prrs: list) -> np.ndarray:
         return np.stack(prrs) if prrs else np.zeros((0, (self.domain_size + 7) // 8), np.uint8)
 
     def instant(self, prr: np.ndarray, rng) -> np.ndarray:
         """Flip each bit w.p. 1 − p₂ (XOR with a Bernoulli(1 − p₂) row; padding stays zero)."""
-        flips = bernoulli_packed(rng, 1 - self.p2, prr.shape[0], self.domain_size)
-        return np.bitwise_xor(prr, flips)
+        out = np.empty_like(prr)
+        for rows in self.chunks(prr.shape[0]):
+            flips = bernoulli_packed(rng, 1 - self.p2, rows.stop - rows.start, self.domain_size)
+            np.bitwise_xor(prr[rows], flips, out=out[rows])
+        return out
 
     def instant_one(self, prr: np.ndarray) -> np.ndarray:
         flips = np.packbits(os_bernoulli_row(1 - self.p2, self.domain_size))
