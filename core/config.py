@@ -34,7 +34,12 @@ SERVER_KEYS = {
     "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
-COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description"}
+COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
+                        "accept_old_versions"}
+# keys that may change without a new campaign version (ldptel.registry); every other key is a
+# randomization parameter (or the window / shards), immutable per version
+IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions")
+CAMPAIGN_STATUSES = ("active", "paused", "retired")
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
     "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
@@ -118,6 +123,17 @@ class Campaign:
     domain: list[str] | None = None
     domain_size: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    version: int = 1  # randomization parameters are immutable per version (``ldptel.registry``)
+    accept_old_versions: int = 7 * 86400  # seconds a superseded version's reports are accepted
+    superseded_at: float | None = None  # epoch seconds a newer version replaced this one
+    status: str = "active"  # CAMPAIGN_STATUSES; "paused" / "retired" refuse reports
+    reason: str = ""  # why it is paused or retired
+
+    def accepts_until(self) -> float:
+        """Epoch seconds until which reports of this version are accepted (inf: the latest)."""
+        if self.superseded_at is None:
+            return float("inf")
+        return self.superseded_at + self.accept_old_versions
 
     @property
     def window_seconds(self) -> int:
@@ -138,7 +154,8 @@ class Campaign:
 
     def public(self) -> dict:
         """What clients fetch from ``GET /v1/campaigns`` (no secrets)."""
-        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "epsilon": self.epsilon}
+        out: dict[str, Any] = {"name": self.name, "version": self.version, "kind": self.kind,
+                               "epsilon": self.epsilon}
         for key in ("oracle", "domain", "domain_size"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -150,14 +167,27 @@ class Campaign:
 class Config:
     server: ServerConfig
     aggregator: AggregatorConfig
-    campaigns: list[Campaign]
+    campaigns: list[Campaign]  # the latest version of each campaign
     path: Path | None = None
+    history: dict[str, list[Campaign]] = field(default_factory=dict)  # older versions, ascending
 
     def campaign(self, name: str) -> Campaign | None:
+        """The latest version of campaign ``name``."""
         return next((c for c in self.campaigns if c.name == name), None)
 
+    def versions(self, name: str) -> list[Campaign]:
+        """Every known version of campaign ``name``, ascending (empty if unknown)."""
+        latest = self.campaign(name)
+        return [] if latest is None else [*self.history.get(name, []), latest]
 
-def _campaign(raw: Any, where: str) -> Campaign:
+    def campaign_version(self, name: str, version: int) -> Campaign | None:
+        """Version ``version`` of campaign ``name``, or None."""
+        return next((c for c in self.versions(name) if c.version == version), None)
+
+
+def parse_campaign(raw: Any, where: str) -> Campaign:
+    """One ``[[campaigns]]`` table (or an admin API body) → a validated ``Campaign`` (version 1);
+    ``ConfigError`` naming the key otherwise."""
     if not isinstance(raw, dict):
         raise _fail(where, "must be a table")
     name = raw.get("name")
@@ -182,6 +212,7 @@ def _campaign(raw: Any, where: str) -> Campaign:
         name=name, kind=kind, epsilon=None, window=window, description=description,
         min_reports=_int(raw, "min_reports", where, 1000, 1, 10**12),
         shards=_int(raw, "shards", where, 1, 1, 1024),
+        accept_old_versions=_int(raw, "accept_old_versions", where, 7 * 86400, 0, 10**9),
     )
     oracle = raw.get("oracle", "olh")
     if kind == "frequency" and oracle == "rappor":
@@ -309,7 +340,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     raw_campaigns = data.get("campaigns", [])
     if not isinstance(raw_campaigns, list) or not raw_campaigns:
         raise _fail("campaigns", "at least one [[campaigns]] table is required")
-    campaigns = [_campaign(c, f"campaigns[{i}]") for i, c in enumerate(raw_campaigns)]
+    campaigns = [parse_campaign(c, f"campaigns[{i}]") for i, c in enumerate(raw_campaigns)]
     names = [c.name for c in campaigns]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:

@@ -17,8 +17,13 @@ script or MULTI touching them runs on one Redis Cluster node:
                        Fields: ``acc:<window>:<uid>`` accumulator bytes (``acc_field``),
                        ``n:<window>`` reports counted, ``entries:<window>`` stream entries
                        counted, ``updated:<window>`` epoch ms of the last commit, ``rejected``
-                       entries that could not be decoded.
-- ``{…}:published:<window>`` (shard 0's tag only, ``published_key``) hash: the window's
+                       entries that could not be decoded. This is campaign version 1's state;
+                       version v ≥ 2 has the same fields in ``{…}:state:v<v>`` (``state_key``):
+                       version 1 keeps the name it had before versions existed, so state written
+                       then stays version 1's. A stream holds the batches of every version (each
+                       batch names its ``campaign_version``).
+- ``{…}:published:<window>`` (shard 0's tag only, ``published_key``; version v ≥ 2:
+                       ``{…}:published:v<v>:<window>``) hash: the window's
                        estimate document as the aggregator last decoded it, written in one step
                        by ``scripts.PUBLISH`` and read by the export API and the pages with one
                        HGETALL (``ldptel.aggregator.publish``). Fields: ``PUB_N`` reports
@@ -108,16 +113,21 @@ def seen_key(campaign: str, shard: int, batch_id: bytes) -> str:
     return f"{tag(campaign, shard)}:seen:{batch_id.hex()}"
 
 
-def state_key(campaign: str, shard: int = 0) -> str:
-    return f"{tag(campaign, shard)}:state"
+def _versioned(version: int) -> str:
+    """The key suffix of a campaign version: none for version 1 (its keys predate versions)."""
+    return "" if version == 1 else f":v{version}"
+
+
+def state_key(campaign: str, shard: int = 0, version: int = 1) -> str:
+    return f"{tag(campaign, shard)}:state{_versioned(version)}"
 
 
 def metrics_key(campaign: str, shard: int = 0) -> str:
     return f"{tag(campaign, shard)}:metrics"
 
 
-def published_key(campaign: str, window: int) -> str:
-    return f"{tag(campaign, 0)}:published:{window}"
+def published_key(campaign: str, window: int, version: int = 1) -> str:
+    return f"{tag(campaign, 0)}:published{_versioned(version)}:{window}"
 
 
 def ratelimit_key(token_id: str, minute: int) -> str:

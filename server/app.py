@@ -41,6 +41,7 @@ BLUEPRINT_MODULES: list[str] = [
     "ldptel.server.health",
     "ldptel.server.export",
     "ldptel.server.queries",
+    "ldptel.server.versions",
     "ldptel.server.pages",
 ]
 
@@ -57,7 +58,8 @@ class ServerState:
     auth_throttle: AuthThrottle
     probe: Probe  # cached Redis reads of /healthz and /metrics
     supervised_aggregator: bool = False  # this `ldptel serve` runs (and restarts) an aggregator
-    mechanisms: dict[str, Any] = field(default_factory=dict)  # campaign name → Mechanism
+    # (campaign, version) → (Campaign, Mechanism): ``validation.mechanism_of``
+    mechanisms: dict[tuple[str, int], Any] = field(default_factory=dict)
     scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
 
     def campaign(self, name: str) -> Campaign | None:
@@ -79,10 +81,11 @@ def redis_client(url: str) -> AnyRedis:
     )
 
 
-def build_mechanisms(config: Config) -> dict[str, Any]:
-    """One mechanism object per campaign (``Campaign.mechanism()``): it validates the campaign's
-    reports."""
-    return {camp.name: camp.mechanism() for camp in config.campaigns}
+def build_mechanisms(config: Config) -> dict[tuple[str, int], Any]:
+    """One mechanism object per campaign version (``Campaign.mechanism()``): it validates the
+    version's reports (``validation.mechanism_of`` adds versions made later)."""
+    return {(c.name, c.version): (c, c.mechanism()) for latest in config.campaigns
+            for c in config.versions(latest.name)}
 
 
 API_CSP = "default-src 'none'; frame-ancestors 'none'"

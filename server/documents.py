@@ -32,7 +32,7 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from flask import g, request
+from flask import g, has_request_context, request
 
 from ldptel.aggregator import publish, store
 from ldptel.aggregator.publish import Published, finite_row
@@ -46,15 +46,20 @@ __all__ = ["Params", "Published", "Window", "csv_cell", "csv_text", "find_campai
            "json_text", "load_released", "not_modified", "read_published", "require_kind"]
 
 
-def find_campaign(name: str) -> Campaign:
-    """The configured campaign ``name`` (``ApiError`` 404 ``not_found`` otherwise)."""
-    campaign = state().config.campaign(name)
-    if campaign is None:
-        raise ApiError(404, "not_found", f"unknown campaign {name!r}")
-    return campaign
+def find_campaign(name: str, version: str | None = None) -> Campaign:
+    """The campaign version named by ``version`` (default: the request's ``version=``): a version
+    number, or ``latest``/empty/absent for the latest version with counted reports (the newest
+    version if none has any) (``versions.resolve_version``). ``ApiError`` 404 ``not_found`` for
+    an unknown campaign or version, 400 ``bad_parameter`` for a malformed one."""
+    from ldptel.server.versions import resolve_version
+
+    if version is None and has_request_context():
+        version = request.args.get("version")
+    return resolve_version(name, version)
 
 
-_parsed: dict[tuple[str, int], Published] = {}  # (campaign, window) → its last publication read
+# (campaign, version, window) → its last publication read
+_parsed: dict[tuple[str, int, int], Published] = {}
 PARSED_KEPT = 256
 
 
@@ -67,14 +72,14 @@ def read_published(campaign: Campaign, window: int) -> Published | None:
     tag = publish.read(r, campaign, window, tag_only=True)
     if tag is None:
         return None
-    kept = _parsed.get((campaign.name, window))
+    kept = _parsed.get((campaign.name, campaign.version, window))
     if kept is not None and (kept.digest, kept.decoded_at) == (tag.digest, tag.decoded_at):
         return kept
     pub = publish.read(r, campaign, window)
     if pub is not None:
         if len(_parsed) >= PARSED_KEPT:
             _parsed.pop(next(iter(_parsed)), None)
-        _parsed[campaign.name, window] = pub
+        _parsed[campaign.name, campaign.version, window] = pub
     return pub
 
 
@@ -87,10 +92,11 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
         start = store.resolve_window(st.redis, campaign, None if window is None else str(window))
     except store.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
-    loaded: dict[tuple[str, int], Published | None] = g.setdefault("ldptel_released", {})
-    if (campaign.name, start) not in loaded:
-        loaded[campaign.name, start] = read_published(campaign, start)
-    pub = loaded[campaign.name, start]
+    loaded: dict[tuple[str, int, int], Published | None] = g.setdefault("ldptel_released", {})
+    at = (campaign.name, campaign.version, start)
+    if at not in loaded:
+        loaded[at] = read_published(campaign, start)
+    pub = loaded[at]
     n = pub.n if pub is not None and pub.doc is not None else store.window_count(st.redis, campaign, start)
     if n < campaign.min_reports:
         raise ApiError(409, "below_threshold",

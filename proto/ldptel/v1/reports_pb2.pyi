@@ -67,11 +67,12 @@ class RangePayload(_message.Message):
     def __init__(self, levels: _Optional[_Iterable[int]] = ..., indices: _Optional[_Iterable[int]] = ..., signs: _Optional[bytes] = ..., seeds: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
-    __slots__ = ("campaign", "batch_id", "count", "schema_version", "grr", "unary", "olh", "hadamard", "rappor", "heavy_hitters", "range")
+    __slots__ = ("campaign", "batch_id", "count", "schema_version", "campaign_version", "grr", "unary", "olh", "hadamard", "rappor", "heavy_hitters", "range")
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CAMPAIGN_VERSION_FIELD_NUMBER: _ClassVar[int]
     GRR_FIELD_NUMBER: _ClassVar[int]
     UNARY_FIELD_NUMBER: _ClassVar[int]
     OLH_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +84,7 @@ class ReportBatch(_message.Message):
     batch_id: bytes
     count: int
     schema_version: int
+    campaign_version: int
     grr: GrrPayload
     unary: UnaryPayload
     olh: OlhPayload
@@ -90,4 +92,4 @@ class ReportBatch(_message.Message):
     rappor: RapporPayload
     heavy_hitters: HeavyHitterPayload
     range: RangePayload
-    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., count: _Optional[int] = ..., schema_version: _Optional[int] = ..., grr: _Optional[_Union[GrrPayload, _Mapping]] = ..., unary: _Optional[_Union[UnaryPayload, _Mapping]] = ..., olh: _Optional[_Union[OlhPayload, _Mapping]] = ..., hadamard: _Optional[_Union[HadamardPayload, _Mapping]] = ..., rappor: _Optional[_Union[RapporPayload, _Mapping]] = ..., heavy_hitters: _Optional[_Union[HeavyHitterPayload, _Mapping]] = ..., range: _Optional[_Union[RangePayload, _Mapping]] = ...) -> None: ...
+    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., count: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., grr: _Optional[_Union[GrrPayload, _Mapping]] = ..., unary: _Optional[_Union[UnaryPayload, _Mapping]] = ..., olh: _Optional[_Union[OlhPayload, _Mapping]] = ..., hadamard: _Optional[_Union[HadamardPayload, _Mapping]] = ..., rappor: _Optional[_Union[RapporPayload, _Mapping]] = ..., heavy_hitters: _Optional[_Union[HeavyHitterPayload, _Mapping]] = ..., range: _Optional[_Union[RangePayload, _Mapping]] = ...) -> None: ...
