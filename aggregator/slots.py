@@ -60,19 +60,24 @@ class Slot:
 
 
 def build_slots(config: Config, old: list[Slot] | None = None) -> list[Slot]:
-    """One slot per (campaign, shard) of ``config``, with every version of each campaign;
-    the templates of ``old`` slots are reused for versions whose parameters did not change, and
-    their ``history`` flag is kept."""
+    """One slot per (campaign, shard) of ``config``, with every version of each campaign. An
+    ``old`` slot of the same stream is updated in place (a caller holding it sees the new
+    versions), keeping its ``history`` flag and the templates of versions whose parameters did
+    not change."""
     kept = {(s.campaign.name, s.shard): s for s in old or []}
     slots = []
     for latest in config.campaigns:
         versions = {c.version: c for c in config.versions(latest.name)}
         for shard in range(latest.shards):
-            prev = kept.get((latest.name, shard))
-            templates = {} if prev is None else {
-                v: t for v, t in prev.templates.items()
-                if v in versions and prev.versions[v].public() == versions[v].public()}
-            slots.append(Slot(versions, shard, templates, True if prev is None else prev.history))
+            slot = kept.get((latest.name, shard))
+            if slot is None:
+                slots.append(Slot(versions, shard))
+                continue
+            slot.templates = {v: t for v, t in slot.templates.items()
+                              if v in versions and slot.versions[v].public() == versions[v].public()}
+            slot.versions = versions
+            slot.__post_init__()
+            slots.append(slot)
     return slots
 
 

@@ -52,7 +52,7 @@ from typing import Any
 import redis as redis_lib
 from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
-from ldptel import prom
+from ldptel import prom, registry
 from ldptel.aggregator import heartbeat, publish, store, upkeep
 from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator.decoders import Accumulator
@@ -102,21 +102,38 @@ class Worker:
         self.committed_at: float | None = None  # epoch seconds of the last commit
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
         self._pulse = heartbeat.Pulse(self.consumer)
+        self.live = registry.Live(config, r)  # campaign changes without a restart
 
     # --- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
-        """Create the groups, check the stored state, take over dead consumers' entries."""
+        """Load the campaign registry, create the groups, check the stored state, take over dead
+        consumers' entries."""
+        self.live.refresh(force=True)
+        self.reload()
         for slot in self.slots:
-            try:
-                self.r.xgroup_create(slot.stream, GROUP, id="0", mkstream=True)
-            except redis_lib.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+            self.create_group(slot)
             for v, camp in slot.versions.items():
                 store.check_state(self.r, camp, slot.shard, slot.templates[v])
             slot.history = True
         self.claim_dead()
         self.remove_idle_consumers()
+
+    def create_group(self, slot: Slot) -> None:
+        try:
+            self.r.xgroup_create(slot.stream, GROUP, id="0", mkstream=True)
+        except redis_lib.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def reload(self) -> None:
+        """Take the config's campaigns as they are now (``registry.Live`` changed them): new
+        campaigns get slots (and their groups), changed ones their new versions."""
+        streams = {slot.stream for slot in self.slots}
+        self.slots = build_slots(self.config, self.slots)
+        self.publisher.campaigns = every_version(self.config)
+        for slot in self.slots:
+            if slot.stream not in streams:
+                self.create_group(slot)
 
     def claim_dead(self) -> int:
         """Take over every entry pending for at least ``claim_idle_ms`` to any consumer."""
@@ -157,6 +174,8 @@ class Worker:
                 if not self._ready:
                     self.setup()
                     self._ready = True
+                elif self.live.refresh():
+                    self.reload()
                 n = self.step(block_ms=None if once else self.cfg.block_ms)
                 backoff.reset()
                 drained = n == 0 and not any(slot.history for slot in self.slots)
@@ -306,8 +325,10 @@ class Worker:
         return done
 
     def knows(self, slot: Slot, version: int) -> bool:
-        """Whether ``version`` of the slot's campaign became known (hook for live campaign
-        changes; a plain worker knows only its config's versions)."""
+        """Whether ``version`` of the slot's campaign is known after reloading the registry
+        (the collector stored a batch of a version created since the last reload)."""
+        if self.live.refresh(force=True):
+            self.reload()
         return version in slot.versions
 
     def commit_version(self, slot: Slot, version: int, items: list[Parsed], bad: list[bytes]) -> int:

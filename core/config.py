@@ -29,7 +29,7 @@ ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
 WINDOWS = {"1h": 3600, "1d": 86400, "all": 0}
 
 SERVER_KEYS = {
-    "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
+    "ingest_tokens", "export_tokens", "admin_tokens", "max_body_bytes", "max_reports_per_batch",
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
     "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
@@ -89,6 +89,7 @@ def _tokens(d: dict, key: str, env: str) -> list[str]:
 class ServerConfig:
     ingest_tokens: list[str] = field(default_factory=list)
     export_tokens: list[str] = field(default_factory=list)
+    admin_tokens: list[str] = field(default_factory=list)  # the admin API (/v1/admin/…); none: off
     max_body_bytes: int = 1 << 20
     max_reports_per_batch: int = 10_000
     rate_limit_per_minute: int = 6_000  # requests per ingest token per minute
@@ -170,6 +171,8 @@ class Config:
     campaigns: list[Campaign]  # the latest version of each campaign
     path: Path | None = None
     history: dict[str, list[Campaign]] = field(default_factory=dict)  # older versions, ascending
+    tables: list[dict] = field(default_factory=list)  # the file's [[campaigns]] tables, as given
+    declared: list[Campaign] = field(default_factory=list)  # the file's campaigns, as parsed
 
     def campaign(self, name: str) -> Campaign | None:
         """The latest version of campaign ``name``."""
@@ -178,7 +181,9 @@ class Config:
     def versions(self, name: str) -> list[Campaign]:
         """Every known version of campaign ``name``, ascending (empty if unknown)."""
         latest = self.campaign(name)
-        return [] if latest is None else [*self.history.get(name, []), latest]
+        if latest is None:
+            return []
+        return [*(c for c in self.history.get(name, []) if c.version < latest.version), latest]
 
     def campaign_version(self, name: str, version: int) -> Campaign | None:
         """Version ``version`` of campaign ``name``, or None."""
@@ -314,6 +319,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     server = ServerConfig(
         ingest_tokens=_tokens(srv, "ingest_tokens", "LDPTEL_INGEST_TOKENS"),
         export_tokens=_tokens(srv, "export_tokens", "LDPTEL_EXPORT_TOKENS"),
+        admin_tokens=_tokens(srv, "admin_tokens", "LDPTEL_ADMIN_TOKENS"),
         max_body_bytes=_int(srv, "max_body_bytes", "server", 1 << 20, 1024, 1 << 30),
         max_reports_per_batch=_int(srv, "max_reports_per_batch", "server", 10_000, 1, 1_000_000),
         rate_limit_per_minute=_int(srv, "rate_limit_per_minute", "server", 6_000, 1, 10**9),
@@ -345,7 +351,8 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise _fail(f"campaigns[{dup}].name", "is used by more than one campaign")
-    return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path)
+    return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path,
+                  tables=[dict(c) for c in raw_campaigns], declared=list(campaigns))
 
 
 def load_config(path: str | os.PathLike) -> Config:

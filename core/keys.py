@@ -48,6 +48,12 @@ Process-wide keys (no hash tag):
 - ``ldptel:operator:session:<id digest>``  one signed-in operator session (``session_key``): string,
                                            the session's token HMAC, TTL = the idle timeout
                                            (renewed per request, deleted at sign-out).
+- ``{ldptel:registry}:campaigns``          the campaign registry (``REGISTRY_KEY``): hash, field =
+                                           campaign name, value = its JSON record (versions,
+                                           status; ``ldptel.registry``), written only by
+                                           ``scripts.REGISTRY_PUT``.
+- ``{ldptel:registry}:revision``           counter bumped by every registry write
+                                           (``REGISTRY_REVISION_KEY``); every process polls it.
 - ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
                                            consumer name): ``"<beat ms> <last commit ms>
                                            <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
@@ -95,6 +101,8 @@ SESSION_SECRET_KEY = "ldptel:operator:session_secret"
 SESSION_PREFIX = "ldptel:operator:session"
 AUTH_FAILURE_TAG = "{ldptel:authfail}"
 HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
+REGISTRY_KEY = "{ldptel:registry}:campaigns"
+REGISTRY_REVISION_KEY = "{ldptel:registry}:revision"
 
 
 def shard_of(batch_id: bytes, shards: int) -> int:

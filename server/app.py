@@ -24,6 +24,7 @@ from redis.exceptions import SlotNotCoveredError
 from redis.retry import Retry
 from werkzeug.exceptions import HTTPException
 
+from ldptel import registry
 from ldptel.config import Campaign, Config
 from ldptel.redis_client import AnyRedis, connect
 from ldptel.server.bodies import drain_unread_body
@@ -42,6 +43,7 @@ BLUEPRINT_MODULES: list[str] = [
     "ldptel.server.export",
     "ldptel.server.queries",
     "ldptel.server.versions",
+    "ldptel.server.admin",
     "ldptel.server.pages",
 ]
 
@@ -61,6 +63,7 @@ class ServerState:
     # (campaign, version) → (Campaign, Mechanism): ``validation.mechanism_of``
     mechanisms: dict[tuple[str, int], Any] = field(default_factory=dict)
     scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
+    live: Any = None  # ``registry.Live``: the campaigns follow the registry (a background poller)
 
     def campaign(self, name: str) -> Campaign | None:
         return self.config.campaign(name)
@@ -117,8 +120,10 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
         rate_limiter=RateLimiter(client, config.server.rate_limit_per_minute),
         auth_throttle=AuthThrottle(client, config.server.auth_failure_limit,
                                    config.server.auth_failure_window_seconds,
-                                   [*config.server.ingest_tokens, *config.server.export_tokens]),
+                                   [*config.server.ingest_tokens, *config.server.export_tokens,
+                                    *config.server.admin_tokens]),
         probe=Probe(config, redis_url), supervised_aggregator=supervised_aggregator, mechanisms=mechs,
+        live=registry.Live(config, client),
     )
     if blueprints is None:
         blueprints = [importlib.import_module(m).bp for m in BLUEPRINT_MODULES]
@@ -132,6 +137,7 @@ def _install_hooks(app: Flask) -> None:
     @app.before_request
     def _start_timer() -> None:
         g.ldptel_t0 = time.perf_counter()
+        state().live.poll_in_background()  # the registry's revision read every 0.5 s, off-request
 
     @app.after_request
     def _observe(response):
