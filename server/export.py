@@ -45,6 +45,7 @@ from ldptel.server.documents import (
     require_kind,
 )
 from ldptel.server.errors import ApiError
+from ldptel.server.versions import combined_response
 
 bp = Blueprint("export", __name__)
 
@@ -85,6 +86,8 @@ def validators(campaign: Campaign, window: Window) -> tuple[int, dict[str, str],
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")
 @require_token("export")
 def estimates_view(name: str) -> Response:
+    if request.args.get("version") == "all":  # versions sharing a domain, combined
+        return combined_response(name, ITEM_COLUMNS)
     campaign = find_campaign(name)
     fmt = request.args.get("format", "json")
     if fmt not in FORMATS:

@@ -144,3 +144,40 @@ def test_worker_rejects_entries_of_an_unknown_version_and_counts_the_others(
     assert store.window_counts(redis_client, v2) == {0: (TRUTH_V2 // 10).sum()}
     assert store.summary(redis_client, v2, [v1]).rejected == len(bad)
     assert store.window_counts(redis_client, v1) == {}
+
+
+def test_version_all_combines_versions_sharing_the_domain(tmp_path: Path, redis_url: str,
+                                                          redis_client: redis.Redis) -> None:
+    """ε 1 → 3 over the same domain: ``version=all`` weights both (aggregator/combine.py) and is
+    within 4 of its std errors of the combined truth; a version with another domain is left out."""
+    base = {"name": "same", "oracle": "grr", "epsilon": 1.0, "domain_size": 5, "min_reports": 100}
+    cfg = write_config(tmp_path / "c.toml", [base])
+    v1 = cfg.campaigns[0]
+    v1.superseded_at = time.time()
+    v2 = dataclasses.replace(parse_campaign({**base, "epsilon": 3.0}, "t"), version=2)
+    v2.superseded_at = time.time()
+    v3 = dataclasses.replace(parse_campaign({**base, "domain_size": 4}, "t"), version=3)
+    cfg.campaigns[0], cfg.history["same"] = v3, [v1, v2]
+    truth = np.array([3000, 1000, 500, 250, 250])
+    http = HttpStack(cfg, redis_url)
+    try:
+        for v, seed in ((v1, 7), (v2, 8)):
+            for b in batches(v.mechanism(), truth, "same", v.version, seed=seed):
+                http.post_batch(b)
+        Worker(cfg, redis_client).run(once=True)
+        status, headers, body = http.get("/v1/campaigns/same/estimates?version=all")
+        doc = json.loads(body)
+        assert status == 200 and doc["version"] == "all" and doc["versions"] == [1, 2], doc
+        assert doc["other_domain_versions"] == [3] and doc["combination"] == "inverse_variance"
+        within(doc, 2 * truth)
+        single = json.loads(http.get("/v1/campaigns/same/estimates?version=1")[2])
+        pairs = zip(doc["items"], single["items"], strict=True)
+        assert all(c["std_error"] < s["std_error"] for c, s in pairs)
+        assert http.get("/v1/campaigns/same/estimates?version=all", headers={
+            "If-None-Match": headers["etag"]})[0] == 304
+        status, _, csv_body = http.get("/v1/campaigns/same/estimates?version=all&format=csv")
+        assert status == 200 and csv_body.decode().splitlines()[0].startswith("value,estimate,std_error")
+        status, _, body = http.get("/v1/campaigns/same/heavy-hitters?version=all")
+        assert status == 400
+    finally:
+        http.close()
