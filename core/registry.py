@@ -217,6 +217,7 @@ class Live:
         self.config, self.r, self.interval = config, r, interval
         self.file_campaigns = list(config.declared or config.campaigns)
         self.revision = 0
+        self.loaded = False  # the registry was read at least once (else: the file's campaigns)
         self.checked = -float("inf")
         self._lock = threading.Lock()
         self._poller: threading.Thread | None = None
@@ -237,11 +238,11 @@ class Live:
 
     def _poll(self) -> None:
         while True:
-            time.sleep(self.interval)
             try:
-                self.refresh()
+                self.refresh(force=not self.loaded)
             except Exception:  # noqa: BLE001 — the poller must outlive a bad record
                 log.exception("campaign registry refresh failed")
+            time.sleep(self.interval)
 
     def refresh(self, force: bool = False) -> bool:
         """Reload when the registry's revision changed (read at most every ``interval`` s unless
@@ -254,10 +255,11 @@ class Live:
         try:
             self.checked = time.monotonic()
             if revision(self.r) == self.revision:
+                self.loaded = True
                 return False
             rev, records = load(self.r)
             self.install(records)
-            self.revision = rev
+            self.revision, self.loaded = rev, True
             return True
         except redis_lib.RedisError as exc:
             log.warning("campaign registry unavailable (%s); keeping the campaigns known", exc)

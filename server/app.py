@@ -125,6 +125,7 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
         probe=Probe(config, redis_url), supervised_aggregator=supervised_aggregator, mechanisms=mechs,
         live=registry.Live(config, client),
     )
+    app.extensions["ldptel"].live.refresh(force=True)  # the registry's campaigns from the start
     if blueprints is None:
         blueprints = [importlib.import_module(m).bp for m in BLUEPRINT_MODULES]
     for bp in blueprints:

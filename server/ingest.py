@@ -65,8 +65,11 @@ def client_config(config: Config, campaign: Campaign, now: float | None = None) 
 def list_campaigns():
     """Public configs of the campaigns clients can report to (``client_config``), and the request
     limits (the SDK builds no body over ``max_body_bytes`` nor batch over
-    ``max_reports_per_batch``)."""
+    ``max_reports_per_batch``); 503 until this process has read the campaign registry once."""
     st = state()
+    if not st.live.loaded:  # the file's campaigns may be stale versions of the registry's
+        raise ApiError(503, "unavailable", "the campaign registry cannot be read yet; retry later",
+                       {"Retry-After": "1"})
     campaigns = [client_config(st.config, c) for c in st.config.campaigns]
     srv = st.config.server
     resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,

@@ -131,3 +131,33 @@ def test_campaigns_cli(tmp_path: Path, redis_url: str, redis_client: redis.Redis
     bad = cli("apply", "--config", str(path))
     assert bad.returncode == 2 and "campaigns[alpha].epsilon" in bad.stderr
     assert registry.revision(redis_client) == 2
+
+
+@pytest.mark.slow
+def test_a_new_process_serves_the_registry_versions_from_its_first_request(
+        tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
+    """A restarted collector whose file already holds the new parameters must not serve them as
+    version 1 (devices would label ε = 2 reports as version 1, decoded with ε = 1); and a process
+    that could not read the registry answers 503 instead of the file's campaigns."""
+    registry.put(redis_client, A)
+    registry.put(redis_client, {**A, "epsilon": 2.0})
+    cfg = write_config(tmp_path / "c.toml", [{**A, "epsilon": 2.0}])
+    http = HttpStack(cfg, redis_url)
+    try:
+        status, _, body = http.get("/v1/campaigns", token="ingest-token-for-tests")
+        shown = json.loads(body)["campaigns"][0]
+        assert status == 200 and (shown["version"], shown["epsilon"]) == (2, 2.0)
+        assert [c["epsilon"] for c in shown["older_versions"]] == [1.0]
+    finally:
+        http.close()
+    from socket import socket
+
+    with socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"redis://127.0.0.1:{s.getsockname()[1]}"
+    http = HttpStack(write_config(tmp_path / "d.toml", [A]), dead)
+    try:
+        status, _, body = http.get("/v1/campaigns", token="ingest-token-for-tests")
+        assert status == 503 and json.loads(body)["error"] == "unavailable"
+    finally:
+        http.close()
