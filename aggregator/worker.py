@@ -176,7 +176,8 @@ class Worker:
                     self._ready = True
                 elif self.live.refresh():
                     self.reload()
-                n = self.step(block_ms=None if once else self.cfg.block_ms)
+                # a round at least every second: campaign changes are seen within 2 s
+                n = self.step(block_ms=None if once else min(self.cfg.block_ms, 1000))
                 backoff.reset()
                 drained = n == 0 and not any(slot.history for slot in self.slots)
                 self.caught_up_at = time.time() if drained else self.caught_up_at

@@ -31,6 +31,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -74,8 +75,9 @@ def _where(name: str) -> str:
 
 
 def identity(campaign: Campaign) -> dict[str, Any]:
-    """What makes a version: the public parameters (less the version number) and the window."""
-    out = {k: v for k, v in campaign.public().items() if k != "version"}
+    """What makes a version: the public parameters (less the version number and any in-place
+    key), the window and the shards."""
+    out = {k: v for k, v in campaign.public().items() if k != "version" and k not in IN_PLACE_KEYS}
     return {**out, "window": campaign.window, "shards": campaign.shards}
 
 
@@ -233,16 +235,9 @@ class Live:
             if self._poller is not None and self._pid == os.getpid() and self._poller.is_alive():
                 return
             self._pid = os.getpid()
-            self._poller = threading.Thread(target=self._poll, name="ldptel-registry", daemon=True)
+            self._poller = threading.Thread(target=_poll, args=(weakref.ref(self), self.interval),
+                                            name="ldptel-registry", daemon=True)
             self._poller.start()
-
-    def _poll(self) -> None:
-        while True:
-            try:
-                self.refresh(force=not self.loaded)
-            except Exception:  # noqa: BLE001 — the poller must outlive a bad record
-                log.exception("campaign registry refresh failed")
-            time.sleep(self.interval)
 
     def refresh(self, force: bool = False) -> bool:
         """Reload when the registry's revision changed (read at most every ``interval`` s unless
@@ -287,3 +282,14 @@ class Live:
             history[name] = versions[:-1]
         self.config.history = history
         self.config.campaigns = latest
+
+
+def _poll(ref: weakref.ref[Live], interval: float) -> None:
+    """``Live.poll_in_background``'s loop; it ends once its ``Live`` is gone (an app dropped)."""
+    while (live := ref()) is not None:
+        try:
+            live.refresh(force=not live.loaded)
+        except Exception:  # noqa: BLE001 — the poller must outlive a bad record
+            log.exception("campaign registry refresh failed")
+        del live
+        time.sleep(interval)

@@ -4,7 +4,8 @@ The document functions of ``server/export.py`` and ``server/queries.py`` take ``
 window, params)`` and return a dict; the API views and the operator pages both call them. They
 start from:
 
-- ``find_campaign(name)``: the configured campaign (``ApiError`` 404 ``not_found``);
+- ``find_campaign(name)``: the campaign version the request's ``version=`` names (default: the
+  latest with reports; ``ApiError`` 404 ``not_found``);
 - ``load_released(campaign, window)``: the window's start and its publication
   (``ldptel.aggregator.publish``: the document the aggregator decoded, tagged with the report
   count and state digest it was decoded from), or ``ApiError`` 400 ``bad_window``, 409
