@@ -220,6 +220,7 @@ class Live:
         self.file_campaigns = list(config.declared or config.campaigns)
         self.revision = 0
         self.loaded = False  # the registry was read at least once (else: the file's campaigns)
+        self.failing = False  # the last read failed (logged once per outage)
         self.checked = -float("inf")
         self._lock = threading.Lock()
         self._poller: threading.Thread | None = None
@@ -249,7 +250,9 @@ class Live:
             return False
         try:
             self.checked = time.monotonic()
-            if revision(self.r) == self.revision:
+            current = revision(self.r)
+            self.failing = False
+            if current == self.revision:
                 self.loaded = True
                 return False
             rev, records = load(self.r)
@@ -257,7 +260,9 @@ class Live:
             self.revision, self.loaded = rev, True
             return True
         except redis_lib.RedisError as exc:
-            log.warning("campaign registry unavailable (%s); keeping the campaigns known", exc)
+            if not self.failing:  # once per outage, not every interval
+                log.warning("campaign registry unavailable (%s); keeping the campaigns known", exc)
+            self.failing = True
             return False
         finally:
             self._lock.release()
