@@ -1,6 +1,7 @@
 """Published estimates: the aggregator decodes a window after committing its reports and stores
 the result document next to the state; the export API, the queries and the operator pages only
-read it. The only module that reads or writes ``keys.published_key``.
+read it. The only module that reads or writes ``keys.published_key``. A ``Campaign`` is one
+campaign version: each version's windows are published under their own key.
 
 A publication is one hash (fields in ``ldptel.keys``) written by one ``scripts.PUBLISH`` call, so
 a reader's HGETALL sees one publication whole: the document, the report count ``n`` and the
@@ -55,7 +56,7 @@ from ldptel.aggregator.result import MeanEstimate
 from ldptel.config import Campaign
 from ldptel.redis_client import AnyRedis
 
-HEADER = ("campaign", "kind", "epsilon", "n_reports", "window", "decoded_at", "privacy")
+HEADER = ("campaign", "version", "kind", "epsilon", "n_reports", "window", "decoded_at", "privacy")
 HEAVY_HITTER_ALPHA = 0.05
 DECODE_SHARE = 0.25  # while reports arrive, decoding takes at most about this share of the time
 STALE_CHECK_S = 10.0  # how often ``due`` looks for windows whose publication is missing or behind
@@ -89,9 +90,9 @@ def document(campaign: Campaign, window: int, acc: Accumulator,
     """Decode ``acc`` (``Accumulator.estimate``): the kind's document and, for range campaigns,
     the estimate's arrays."""
     est = acc.estimate()
-    doc: dict[str, Any] = {"campaign": campaign.name, "kind": campaign.kind, "epsilon": campaign.epsilon,
-                           "n_reports": acc.n, "window": window, "decoded_at": decoded_at,
-                           "privacy": campaign.privacy()}
+    doc: dict[str, Any] = {"campaign": campaign.name, "version": campaign.version, "kind": campaign.kind,
+                           "epsilon": campaign.epsilon, "n_reports": acc.n, "window": window,
+                           "decoded_at": decoded_at, "privacy": campaign.privacy()}
     if campaign.kind == "range":
         assert isinstance(est, RangeEstimate)
         return {**doc, "method": est.method}, est.arrays()
@@ -103,7 +104,8 @@ def document(campaign: Campaign, window: int, acc: Accumulator,
         return {**doc, "alpha": HEAVY_HITTER_ALPHA, "items": [finite_row(r) for r in est.items()]}, None
     if est.labels is None:
         est.labels = campaign.labels()
-    doc = {"campaign": campaign.name, "kind": campaign.kind, "oracle": campaign.oracle, **doc}
+    doc = {"campaign": campaign.name, "version": campaign.version, "kind": campaign.kind,
+           "oracle": campaign.oracle, **doc}
     return {**doc, "items": [finite_row(r) for r in est.items()]}, None
 
 
@@ -160,7 +162,8 @@ def write(r: AnyRedis, campaign: Campaign, window: int, pub: Published) -> bool:
     if pub.arrays is not None:
         fields += [keys.PUB_ARRAYS, _npz(pub.arrays)]
     script = r.register_script(scripts.PUBLISH)
-    return bool(script(keys=[keys.published_key(campaign.name, window)], args=[pub.n, *fields]))
+    key = keys.published_key(campaign.name, window, campaign.version)
+    return bool(script(keys=[key], args=[pub.n, *fields]))
 
 
 def publish(r: AnyRedis, campaign: Campaign, window: int) -> Published:
@@ -170,10 +173,12 @@ def publish(r: AnyRedis, campaign: Campaign, window: int) -> Published:
     return pub
 
 
-def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False) -> Published | None:
+def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False,
+         version: int | None = None) -> Published | None:
     """The publication of ``campaign``'s ``window`` (one HGETALL: one publication, whole), or None
-    before the first. ``tag_only``: without the document (n, digest, decoded_at only)."""
-    key = keys.published_key(campaign.name, window)
+    before the first. ``tag_only``: without the document (n, digest, decoded_at only).
+    ``version``: of that campaign version (default: ``campaign.version``)."""
+    key = keys.published_key(campaign.name, window, campaign.version if version is None else version)
     raw: dict[str, bytes]
     if tag_only:
         raw = _tag(cast(list[bytes | None], r.hmget(key, TAG_FIELDS)))
@@ -195,7 +200,7 @@ def read_many(r: AnyRedis, campaign: Campaign, windows: list[int],
     publication whole)."""
     pipe = r.pipeline(transaction=False)
     for w in windows:
-        key = keys.published_key(campaign.name, w)
+        key = keys.published_key(campaign.name, w, campaign.version)
         pipe.hmget(key, TAG_FIELDS) if tag_only else pipe.hgetall(key)
     return [_parse(_tag(got) if tag_only else {k.decode(): v for k, v in got.items()})
             for got in pipe.execute()]
@@ -216,7 +221,9 @@ def _parse(raw: dict[str, bytes]) -> Published | None:
 
 def delete(r: AnyRedis, campaign: Campaign, windows: list[int]) -> int:
     """Delete the publications of ``windows`` (retention); returns how many existed."""
-    return int(r.delete(*[keys.published_key(campaign.name, w) for w in windows])) if windows else 0
+    if not windows:
+        return 0
+    return int(r.delete(*[keys.published_key(campaign.name, w, campaign.version) for w in windows]))
 
 
 _range_variances: dict[str, Callable] = {}
@@ -251,26 +258,28 @@ def claim(r: AnyRedis, campaign: Campaign, window: int, gap: float, longest: flo
     script = r.register_script(scripts.PUBLISH_CLAIM)
     now_ms = int(time.time() * 1000)
     args = [now_ms, int(gap * 1000), int((longest + 1.0) * 1000)]
-    return bool(script(keys=[keys.publish_claim_key(campaign.name, window)], args=args))
+    return bool(script(keys=[keys.publish_claim_key(campaign.name, window, campaign.version)], args=args))
 
 
 class Publisher:
-    """When the worker publishes: ``note`` a (campaign, window) after a commit, call ``due``
-    every round (``drained``: the worker found no new entry)."""
+    """When the worker publishes: ``note`` a (campaign version, window) after a commit, call
+    ``due`` every round (``drained``: the worker found no new entry). ``campaigns``: every
+    version of every campaign (``note_stale`` looks at each)."""
 
     def __init__(self, r: AnyRedis, interval: float, campaigns: list[Campaign]) -> None:
         self.r = r
         self.interval = interval
         self.campaigns = campaigns
         self.stale_checked = -math.inf  # monotonic time of the last ``note_stale``
-        self.dirty: dict[tuple[str, int], Campaign] = {}
-        self.last: dict[tuple[str, int], float] = {}  # monotonic time of the last publication
-        self.cost: dict[tuple[str, int], float] = {}  # seconds the last publication took
+        # keyed by (campaign, version, window)
+        self.dirty: dict[tuple[str, int, int], Campaign] = {}
+        self.last: dict[tuple[str, int, int], float] = {}  # monotonic time of the last publication
+        self.cost: dict[tuple[str, int, int], float] = {}  # seconds the last publication took
         self.published = 0
 
     def note(self, campaign: Campaign, *windows: int) -> None:
         for window in windows:
-            self.dirty[campaign.name, window] = campaign
+            self.dirty[campaign.name, campaign.version, window] = campaign
 
     def note_stale(self) -> None:
         """Note every window whose publication is missing or behind (``stale_windows``: a
@@ -297,10 +306,10 @@ class Publisher:
             budget = self.cost.get(key, 0.0) / DECODE_SHARE
             gap = budget if drained else max(self.interval, budget)
             if not everything and (time.monotonic() - self.last.get(key, -math.inf) < gap
-                                   or not claim(self.r, campaign, key[1], gap, max(self.interval, budget))):
+                                   or not claim(self.r, campaign, key[-1], gap, max(self.interval, budget))):
                 continue
             started = time.monotonic()
-            publish(self.r, campaign, key[1])
+            publish(self.r, campaign, key[2])
             self.last[key] = time.monotonic()
             self.cost[key] = self.last[key] - started
             del self.dirty[key]

@@ -1,7 +1,8 @@
 """Aggregated state in Redis: the only module that reads or writes it.
 
-Layout of the state hash ``keys.state_key(campaign, shard)`` (one per stream shard; field names
-in ``ldptel.keys``):
+Layout of the state hash ``keys.state_key(campaign, shard, version)`` (one per stream shard and
+campaign version: a ``Campaign`` object is one version, and every function here reads or writes
+that version's state only; field names in ``ldptel.keys``):
 
 - ``acc:<window>:<uid>``  accumulator bytes (``Accumulator.to_bytes``). A field is written once
                           and never modified; the worker replaces a set of fields by one field
@@ -33,7 +34,7 @@ from __future__ import annotations
 import operator
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -68,7 +69,7 @@ def decode_accumulator(campaign: Campaign, data: bytes, template: Accumulator | 
 
 
 def _state_keys(campaign: Campaign) -> list[str]:
-    return [keys.state_key(campaign.name, s) for s in range(campaign.shards)]
+    return [keys.state_key(campaign.name, s, campaign.version) for s in range(campaign.shards)]
 
 
 # --- reads ---------------------------------------------------------------------------------
@@ -179,11 +180,11 @@ def resolve_window(r: AnyRedis, campaign: Campaign, spec: str | None,
     return w
 
 
-def backlog(r: AnyRedis, campaign: Campaign) -> int:
+def backlog(r: AnyRedis, campaign: Campaign, older: Sequence[Campaign] = ()) -> int:
     """Stream entries (batches) the collector accepted that no worker has counted yet: the
     collector's ``accepted_batches`` counter minus the entries the workers committed or rejected,
     per shard. (Entries written to a stream by other means are not known here.)"""
-    return summary(r, campaign).backlog
+    return summary(r, campaign, older).backlog
 
 
 @dataclass
@@ -201,20 +202,27 @@ class WindowSummary:
     window_updated: dict[int, float] = field(default_factory=dict)  # window → epoch s of its last commit
 
 
-def summary(r: AnyRedis, campaign: Campaign) -> WindowSummary:
-    """Each shard's counters and the collector's counters read once, everything derived from them."""
+def summary(r: AnyRedis, campaign: Campaign, older: Sequence[Campaign] = ()) -> WindowSummary:
+    """Each shard's counters and the collector's counters read once, everything derived from them.
+    ``windows`` and ``updated`` are ``campaign``'s (one version); the collector's counters are the
+    campaign's streams', which hold every version's batches, so the lag also subtracts what the
+    ``older`` versions counted."""
     shards = [_counters(r, key) for key in _state_keys(campaign)]
+    others = [[_counters(r, key) for key in _state_keys(old)] for old in older]
     pipe = r.pipeline(transaction=False)
     for s in range(campaign.shards):
         pipe.hmget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES, keys.ACCEPTED_REPORTS)
     accepted = [(int(b or 0), int(n or 0)) for b, n in pipe.execute()]
     # entries and reports of windows deleted past retention (``delete_windows``) stay counted
-    done = [sum(_with_prefix(c, ENTRIES_PREFIX).values()) + c.get(EXPIRED_ENTRIES, 0) for c in shards]
-    rejected_per = [c.get(REJECTED, 0) for c in shards]
+    every = [shards, *others]
+    done = [sum(sum(_with_prefix(v[s], ENTRIES_PREFIX).values()) + v[s].get(EXPIRED_ENTRIES, 0)
+                for v in every if s < len(v)) for s in range(campaign.shards)]
+    rejected_per = [sum(v[s].get(REJECTED, 0) for v in every if s < len(v)) for s in range(campaign.shards)]
+    counted = (sum(n for v in every for n in _window_counts(v).values())
+               + sum(c.get(EXPIRED_REPORTS, 0) for v in every for c in v))
     windows = _window_counts(shards)
     batches, reports = sum(b for b, _ in accepted), sum(n for _, n in accepted)
     entries, rejected = sum(done), sum(rejected_per)
-    counted = sum(windows.values()) + sum(c.get(EXPIRED_REPORTS, 0) for c in shards)
     return WindowSummary(
         windows=windows, rejected=rejected, updated=_last_updated(shards),
         backlog=sum(max(b - d - x, 0) for (b, _), d, x in zip(accepted, done, rejected_per, strict=True)),
@@ -240,7 +248,7 @@ def delete_windows(r: AnyRedis, campaign: Campaign, windows: list[int]) -> int:
 def check_state(r: AnyRedis, campaign: Campaign, shard: int, template: Accumulator) -> None:
     """Decode every stored accumulator of a shard: state written under other campaign parameters
     (changed domain, ε, oracle) must not be merged silently. Raises ``StateMismatch``."""
-    key = keys.state_key(campaign.name, shard)
+    key = keys.state_key(campaign.name, shard, campaign.version)
     for fld, data in r.hscan_iter(key, match=f"{ACC_PREFIX}*", count=100):
         try:
             decode_accumulator(campaign, data, template)
@@ -255,7 +263,7 @@ def fold_stored(r: AnyRedis, campaign: Campaign, shard: int, deltas: dict[int, A
                 template: Accumulator) -> tuple[dict[int, Accumulator], list[bytes]]:
     """Per window, ``deltas`` plus the stored fields chosen by ``_pick_fields``: (totals, the
     fields they replace). A field gone meanwhile (another worker replaced it) is left out."""
-    key = keys.state_key(campaign.name, shard)
+    key = keys.state_key(campaign.name, shard, campaign.version)
     stored: dict[int, list[bytes]] = {}
     for f in cast(list[bytes], r.hkeys(key)):
         w = keys.field_window(f)
@@ -320,5 +328,6 @@ def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list
         incr += [REJECTED, rejected]
     args = [keys.GROUP, consumer, len(ids), len(replaced), len(sets) // 2, len(incr) // 2,
             *ids, *replaced, *sets, *incr]
-    stream, state = keys.stream_key(campaign.name, shard), keys.state_key(campaign.name, shard)
+    stream = keys.stream_key(campaign.name, shard)
+    state = keys.state_key(campaign.name, shard, campaign.version)
     return r.register_script(scripts.COMMIT)(keys=[stream, state], args=args)[0]

@@ -43,19 +43,19 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import redis as redis_lib
 from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
-from ldptel import prom
+from ldptel import prom, registry
 from ldptel.aggregator import heartbeat, publish, retention, store, upkeep
 from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator.decoders import Accumulator
+from ldptel.aggregator.progress import Backoff, DrainStats
+from ldptel.aggregator.slots import Parsed, Slot, build_slots, every_version, split_by_version
 from ldptel.config import Campaign, Config
-from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, GROUP, stream_key
-from ldptel.proto import ReportBatch
+from ldptel.keys import GROUP
 from ldptel.redis_client import AnyRedis, is_cluster
 
 TRIM_INTERVAL_S = 10.0
@@ -67,65 +67,6 @@ UNAVAILABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.Busy
                ClusterDownError, SlotNotCoveredError)
 CLUSTER_BLOCK_MS = 100  # Redis Cluster: longest block on one stream while all are empty
 LOG = logging.getLogger("ldptel.aggregator")
-
-
-@dataclass
-class Slot:
-    """One (campaign, shard) stream the worker consumes."""
-
-    campaign: Campaign
-    shard: int
-    template: Accumulator
-    history: bool = True  # entries may be pending to this consumer: read them before new ones
-
-    def fresh(self) -> Accumulator:
-        """An empty accumulator (sharing the template's mechanism object)."""
-        return type(self.template)(self.template.mech)
-
-    @property
-    def stream(self) -> str:
-        return stream_key(self.campaign.name, self.shard)
-
-
-@dataclass
-class DrainStats:
-    entries: int = 0
-    reports: int = 0
-    rejected: int = 0
-    commits: int = 0
-    lost: int = 0  # commits refused because another worker had claimed an entry
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def line(self) -> str:
-        dt = max(self.elapsed, 1e-9)
-        return (f"{self.entries} entries, {self.reports} reports in {dt:.1f} s "
-                f"({self.reports / dt:,.0f} reports/s)"
-                + (f", {self.rejected} rejected" if self.rejected else ""))
-
-
-@dataclass
-class Backoff:
-    """Wait before the next try while Redis is unavailable: 0.1 s, doubling up to 5 s."""
-
-    delay: float = 0.1
-    down_since: float | None = None
-
-    def reset(self) -> None:
-        self.delay, self.down_since = 0.1, None
-
-    def down_for(self) -> float:
-        """Seconds since the first failure of this outage (0 on its first failure)."""
-        if self.down_since is None:
-            self.down_since = time.monotonic()
-        return time.monotonic() - self.down_since
-
-    def next(self) -> float:
-        wait, self.delay = self.delay, min(self.delay * 2, 5.0)
-        return wait
 
 
 def new_consumer_name() -> str:
@@ -146,34 +87,49 @@ class Worker:
         self.log: Callable[[str], None] = log or LOG.info
         self.warn: Callable[[str], None] = log or LOG.warning
         self.stats = DrainStats()
-        self.slots: list[Slot] = []
-        for camp in config.campaigns:
-            template = store.new_accumulator(camp)
-            self.slots.extend(Slot(camp, s, template) for s in range(camp.shards))
+        self.slots: list[Slot] = build_slots(config)
         self._ready = False  # groups created and stored state checked (setup() done)
         self._last_claim = 0.0
         self._last_trim = time.monotonic()
         self._marks = upkeep.DeliveryMarks(self.cfg.retention_seconds)
         self._cluster = is_cluster(r)
-        self.publisher = publish.Publisher(r, self.cfg.publish_interval, config.campaigns)
+        self.publisher = publish.Publisher(r, self.cfg.publish_interval, every_version(config))
         self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
         self.committed_at: float | None = None  # epoch seconds of the last commit
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
         self._pulse = heartbeat.Pulse(self.consumer)
+        self.live = registry.Live(config, r)  # campaign changes without a restart
 
     # --- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
-        """Create the groups, check the stored state, take over dead consumers' entries."""
+        """Load the campaign registry, create the groups, check the stored state, take over dead
+        consumers' entries."""
+        self.live.refresh(force=True)
+        self.reload()
         for slot in self.slots:
-            try:
-                self.r.xgroup_create(slot.stream, GROUP, id="0", mkstream=True)
-            except redis_lib.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
-            store.check_state(self.r, slot.campaign, slot.shard, slot.template)
+            self.create_group(slot)
+            for v, camp in slot.versions.items():
+                store.check_state(self.r, camp, slot.shard, slot.templates[v])
             slot.history = True
         self.claim_dead()
         self.remove_idle_consumers()
+
+    def create_group(self, slot: Slot) -> None:
+        try:
+            self.r.xgroup_create(slot.stream, GROUP, id="0", mkstream=True)
+        except redis_lib.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def reload(self) -> None:
+        """Take the config's campaigns as they are now (``registry.Live`` changed them): new
+        campaigns get slots (and their groups), changed ones their new versions."""
+        streams = {slot.stream for slot in self.slots}
+        self.slots = build_slots(self.config, self.slots)
+        self.publisher.campaigns = every_version(self.config)
+        for slot in self.slots:
+            if slot.stream not in streams:
+                self.create_group(slot)
 
     def claim_dead(self) -> int:
         """Take over every entry pending for at least ``claim_idle_ms`` to any consumer."""
@@ -214,7 +170,10 @@ class Worker:
                 if not self._ready:
                     self.setup()
                     self._ready = True
-                n = self.step(block_ms=None if once else self.cfg.block_ms)
+                elif self.live.refresh():
+                    self.reload()
+                # a round at least every second: campaign changes are seen within 2 s
+                n = self.step(block_ms=None if once else min(self.cfg.block_ms, 1000))
                 backoff.reset()
                 drained = n == 0 and not any(slot.history for slot in self.slots)
                 self.caught_up_at = time.time() if drained else self.caught_up_at
@@ -269,7 +228,7 @@ class Worker:
         if now - self._last_trim > TRIM_INTERVAL_S:
             self.trim()
             self.remove_idle_consumers()
-            retention.expire_all(self.r, self.config.campaigns)
+            retention.expire_all(self.r, every_version(self.config))
             self._last_trim = now
 
     def step(self, block_ms: int | None = None) -> int:
@@ -316,40 +275,29 @@ class Worker:
         return resp or []
 
     # --- decode and commit ------------------------------------------------------------------
-    def decode(self, slot: Slot, entries: list) -> tuple[dict[int, Accumulator], dict[int, int], int]:
-        """Entries → (accumulator delta per window, entries per window, rejected entries).
-
-        An entry that does not decode is counted as rejected, logged, and acknowledged with the
-        rest (it stays in the stream until retention trims it)."""
+    def decode(self, slot: Slot, version: int, items: list[Parsed]
+               ) -> tuple[dict[int, Accumulator], dict[int, int], int]:
+        """One version's entries → (accumulator delta per window, entries per window, rejected
+        entries). An entry that does not decode is counted as rejected, logged, and acknowledged
+        with the rest (it stays in the stream until retention trims it)."""
         deltas: dict[int, Accumulator] = {}
         n_entries: dict[int, int] = {}
-        good: dict[int, list[ReportBatch]] = {}
+        good: dict[int, list] = {}
         rejected = 0
-        for eid, fields in entries:
-            if not fields:  # pending entry whose data is gone (cannot happen with our trimming)
-                rejected += 1
-                self.warn(f"aggregate: {slot.stream} entry {eid!r} has no data; skipped")
-                continue
-            try:
-                window = int(fields[ENTRY_WINDOW])
-                batch = ReportBatch.FromString(fields[ENTRY_BATCH])
-            except Exception as exc:  # KeyError, ValueError, protobuf's DecodeError
-                rejected += 1
-                self.warn(f"aggregate: {slot.stream} entry {eid!r} unreadable ({exc}); skipped")
-                continue
+        for eid, window, batch in items:
             if retention.expired(slot.campaign, window):
                 rejected += 1  # a window past retention is never counted (nor brought back)
                 continue
             acc = deltas.get(window)
             if acc is None:
-                acc = deltas[window] = slot.fresh()
+                acc = deltas[window] = slot.fresh(version)
             try:
                 acc.add(batch)
             except Exception as exc:  # a bad batch must not stop the worker
                 rejected += 1
                 self.warn(f"aggregate: {slot.stream} entry {eid!r} does not decode ({exc}); skipped")
                 # add() may have changed part of the state: rebuild this window from good batches
-                deltas[window] = slot.fresh()
+                deltas[window] = slot.fresh(version)
                 for b in good.get(window, []):
                     deltas[window].add(b)
                 continue
@@ -358,39 +306,70 @@ class Worker:
         return deltas, n_entries, rejected
 
     def process(self, slot: Slot, entries: list) -> int:
-        """Decode and commit ``entries`` (all pending to this consumer). On a lost entry the
-        delta is dropped and the slot re-reads what is still pending to it."""
-        ids = [eid for eid, _ in entries]
+        """Decode and commit ``entries`` (all pending to this consumer), one commit per campaign
+        version (each acknowledges its own entries; unreadable entries and those of a version
+        this worker does not know go with the latest version's, counted as rejected). On a lost
+        entry that version's delta is dropped and the slot re-reads what is still pending to it.
+        Returns the entries committed."""
+        by_version, bad = split_by_version(entries, self.warn, slot.stream)
+        for v in [v for v in by_version if v not in slot.versions and not self.knows(slot, v)]:
+            self.warn(f"aggregate: {slot.stream}: {len(by_version[v])} entries of unknown "
+                      f"version {v} of {slot.campaign.name!r}; skipped")
+            bad += [eid for eid, _, _ in by_version.pop(v)]
+        latest = max(slot.versions)
+        if bad or not by_version:
+            by_version.setdefault(latest, [])
+        done = 0
+        for v, items in sorted(by_version.items()):
+            extra = bad if v == latest else []
+            done += self.commit_version(slot, v, items, extra)
+        return done
+
+    def knows(self, slot: Slot, version: int) -> bool:
+        """Whether ``version`` of the slot's campaign is known after reloading the registry
+        (the collector stored a batch of a version created since the last reload)."""
+        if self.live.refresh(force=True):
+            self.reload()
+        return version in slot.versions
+
+    def commit_version(self, slot: Slot, version: int, items: list[Parsed], bad: list[bytes]) -> int:
+        """Decode and commit one version's ``items``, acknowledging ``bad`` entries with them as
+        rejected. Returns the entries committed (0 if lost)."""
+        ids = [eid for eid, _, _ in items] + bad
+        if not ids:
+            return 0
+        camp = slot.versions[version]
         t0 = time.perf_counter()
-        deltas, n_entries, rejected = self.decode(slot, entries)
+        deltas, n_entries, rejected = self.decode(slot, version, items)
+        rejected += len(bad)
         reports = sum(acc.n for acc in deltas.values())
         t1 = time.perf_counter()
-        if not self.commit(slot, ids, deltas, n_entries, rejected):
+        if not self.commit(slot, camp, ids, deltas, n_entries, rejected):
             self.stats.lost += 1
             slot.history = True
             return 0
-        self.publisher.note(slot.campaign, *deltas)
+        self.publisher.note(camp, *deltas)
         self.committed_at = time.time()
-        agg_metrics.observe(slot.campaign.name, len(ids), reports, rejected, t1 - t0,
-                            time.perf_counter() - t1)
+        agg_metrics.observe(camp.name, len(ids), reports, rejected, t1 - t0, time.perf_counter() - t1)
         self.stats.entries += len(ids)
         self.stats.reports += reports
         self.stats.rejected += rejected
         self.stats.commits += 1
         return len(ids)
 
-    def commit(self, slot: Slot, ids: list, deltas: dict[int, Accumulator], n_entries: dict[int, int],
-               rejected: int) -> bool:
-        """Merge ``deltas`` into the stored state and acknowledge ``ids``, atomically
-        (``store.commit``), folding in the stored fields ``store.fold_stored`` picks.
+    def commit(self, slot: Slot, camp: Campaign, ids: list, deltas: dict[int, Accumulator],
+               n_entries: dict[int, int], rejected: int) -> bool:
+        """Merge ``deltas`` into version ``camp``'s stored state and acknowledge ``ids``,
+        atomically (``store.commit``), folding in the stored fields ``store.fold_stored`` picks.
 
         Returns False (nothing written) if an entry is no longer pending to this consumer."""
+        template = slot.templates[camp.version]
         for attempt in range(COMPACT_RETRIES + 1):
             totals: dict[int, Accumulator] = deltas
             replaced: list[bytes] = []
             if attempt < COMPACT_RETRIES and deltas:
-                totals, replaced = store.fold_stored(self.r, slot.campaign, slot.shard, deltas, slot.template)
-            status = store.commit(self.r, slot.campaign, slot.shard, self.consumer, ids, replaced, totals,
+                totals, replaced = store.fold_stored(self.r, camp, slot.shard, deltas, template)
+            status = store.commit(self.r, camp, slot.shard, self.consumer, ids, replaced, totals,
                                   deltas, n_entries, rejected)
             if status == b"ok":
                 return True
@@ -398,3 +377,4 @@ class Worker:
                 return False
             # b"stale": another worker compacted this window meanwhile; read again
         raise RuntimeError("commit without compaction cannot be stale")  # pragma: no cover
+

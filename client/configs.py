@@ -17,12 +17,38 @@ from collections.abc import Callable
 from typing import Any
 
 from ldptel.client.delivery import AUTH_STATUS, HttpStatus
-from ldptel.client.errors import TelemetryError
+from ldptel.client.errors import TelemetryError, UnknownCampaign, VersionClosed
 from ldptel.client.limits import Limits
 
 log = logging.getLogger("ldptel.client")
 
 META_KEY = "campaigns"
+
+
+def version_config(cfg: dict, version: int | None) -> dict | None:
+    """The public config of ``version`` of a campaign whose ``GET /v1/campaigns`` entry is
+    ``cfg``: the entry itself (its ``version``; none means 1; also for ``version`` None), or one
+    of its ``older_versions`` (superseded versions the collector still takes); None when the
+    collector no longer takes it."""
+    if version is None or cfg.get("version", 1) == version:
+        return cfg
+    return next((old for old in cfg.get("older_versions", []) if old.get("version") == version), None)
+
+
+def config_for(campaign: str, configs: dict[str, dict], version: int | None = None) -> dict:
+    """The public config of ``campaign`` (of ``version`` if given) among ``configs``;
+    ``UnknownCampaign``, or ``VersionClosed`` for a retired campaign or a version the collector no
+    longer takes."""
+    cfg = configs.get(campaign)
+    if cfg is None:
+        raise UnknownCampaign(f"unknown campaign {campaign!r} (collector has {sorted(configs)})")
+    if cfg.get("status") == "retired":
+        raise VersionClosed(f"campaign {campaign!r} is retired: {cfg.get('reason', '')}", "campaign_retired")
+    found = version_config(cfg, version)
+    if found is None:
+        raise VersionClosed(f"campaign {campaign!r} version {version} is no longer accepted "
+                            f"(current: {cfg.get('version', 1)})", "version_retired")
+    return found
 
 
 class CampaignConfigs:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import random
 import urllib.error
 import urllib.request
@@ -79,6 +80,16 @@ class FlushResult:
         return self.pending == 0
 
 
+def error_code(body: bytes) -> str | None:
+    """The ``error`` of a JSON error body (``{"error": …, "detail": …}``), or None."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    code = doc.get("error") if isinstance(doc, dict) else None
+    return code if isinstance(code, str) else None
+
+
 @dataclass
 class Attempt:
     """One attempt at a chunk: the ``action``, the ``error`` to report in the ``FlushResult``
@@ -90,6 +101,7 @@ class Attempt:
     reason: str = ""
     retry_after: float | None = None
     duplicate: bool = False
+    code: str = ""  # a dropped chunk's reason counted in ``health().dropped`` (none: not counted)
 
     @classmethod
     def from_status(cls, exc: HttpStatus, reports: int) -> Attempt:

@@ -34,9 +34,19 @@ class CampaignRefused(TelemetryError):
     SDK neither randomizes nor sends anything for it."""
 
 
+class VersionClosed(TelemetryError):
+    """Queued reports of a campaign version the collector no longer takes (superseded more than
+    its ``accept_old_versions`` ago, or the campaign retired): they are dropped and counted under
+    ``reason`` (``version_retired`` / ``campaign_retired``)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class QueueUnavailable(TelemetryError):
     """The SDK's queue file cannot be opened (e.g. a read-only directory)."""
 
 
 __all__ = ["CampaignRefused", "ImplausibleReport", "InvalidReport", "QueueUnavailable", "TelemetryError",
-           "UnknownCampaign"]
+           "UnknownCampaign", "VersionClosed"]

@@ -2,10 +2,12 @@
 
 Tables:
 
-- ``reports(id, campaign, count, batch, chunk)`` — ``batch`` is a serialized ``ReportBatch``
-  holding ``count`` already-randomized reports (one for ``report()``; raw values are never
-  stored); ``chunk`` is NULL until the row is assigned to a chunk;
-- ``chunks(id, campaign, batch_id)`` — a group of rows of one campaign that is sent as one
+- ``reports(id, campaign, count, batch, chunk, version)`` — ``batch`` is a serialized
+  ``ReportBatch`` holding ``count`` already-randomized reports (one for ``report()``; raw values
+  are never stored) under campaign version ``version``; ``chunk`` is NULL until the row is
+  assigned to a chunk;
+- ``chunks(id, campaign, batch_id, version)`` — a group of rows of one campaign version that is
+  sent as one
   ``ReportBatch`` under a fixed random ``batch_id``. The assignment is committed *before* the
   first attempt, so every retry (also after a crash or restart) re-sends the same reports under
   the same id and the collector stores them once;
@@ -46,6 +48,8 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
+# queue files written before campaign versions get the column (their rows are version 1)
+VERSION_COLUMNS = ("reports", "chunks")
 
 
 def default_queue_path(url: str) -> Path:
@@ -56,13 +60,14 @@ def default_queue_path(url: str) -> Path:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Rows of one campaign to send as one batch under ``batch_id``."""
+    """Rows of one campaign version to send as one batch under ``batch_id``."""
 
     id: int
     campaign: str
     batch_id: bytes
     batches: list[bytes]  # serialized ReportBatch rows, in queue order
     count: int  # reports in all rows
+    version: int = 1  # the campaign version the rows were randomized under
 
 
 class ReportQueue:
@@ -77,6 +82,10 @@ class ReportQueue:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # durable against process crashes
         self._db.executescript(SCHEMA)
+        for table in VERSION_COLUMNS:
+            columns = [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]
+            if "version" not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -96,15 +105,16 @@ class ReportQueue:
         """Queue one row of ``count`` randomized reports (committed on return)."""
         self.append_many([(campaign, count, batch)])
 
-    def append_many(self, rows: Iterable[tuple[str, int, bytes]],
+    def append_many(self, rows: Iterable[tuple[str, int, bytes] | tuple[str, int, bytes, int]],
                     guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
-        """Queue ``rows`` in one transaction. ``guard`` (the privacy ledger) runs first in the same
-        transaction: when it returns False nothing is queued (what it wrote is committed)."""
+        """Queue rows ``(campaign, count, batch[, version])`` (version 1 when left out) in one
+        transaction. ``guard`` (the privacy ledger) runs first in the same transaction: when it
+        returns False nothing is queued (what it wrote is committed)."""
         with self.transaction() as db:
             if guard is not None and not guard(db):
                 return False
-            db.executemany("INSERT INTO reports (campaign, count, batch) VALUES (?, ?, ?)",
-                           ((c, int(n), b) for c, n, b in rows))
+            db.executemany("INSERT INTO reports (campaign, count, batch, version) VALUES (?, ?, ?, ?)",
+                           ((r[0], int(r[1]), r[2], int(r[3]) if len(r) > 3 else 1) for r in rows))
             return True
 
     def execute_script(self, script: str) -> None:
@@ -126,8 +136,8 @@ class ReportQueue:
             return self._open_chunk(set(skip)) or self._new_chunk(max_reports, max_bytes)
 
     def _open_chunk(self, skip: set[int]) -> Chunk | None:
-        for cid, campaign, batch_id in self._db.execute(
-                "SELECT id, campaign, batch_id FROM chunks ORDER BY id").fetchall():
+        for cid, campaign, batch_id, version in self._db.execute(
+                "SELECT id, campaign, batch_id, version FROM chunks ORDER BY id").fetchall():
             if cid in skip:
                 continue
             rows = self._db.execute("SELECT count, batch FROM reports WHERE chunk = ? ORDER BY id",
@@ -136,31 +146,32 @@ class ReportQueue:
                 self._db.execute("DELETE FROM chunks WHERE id = ?", (cid,))
                 continue
             return Chunk(cid, campaign, bytes(batch_id), [bytes(b) for _, b in rows],
-                         sum(n for n, _ in rows))
+                         sum(n for n, _ in rows), int(version))
         return None
 
     def _new_chunk(self, max_reports: int, max_bytes: int | None) -> Chunk | None:
         first = self._db.execute(
-            "SELECT campaign FROM reports WHERE chunk IS NULL ORDER BY id LIMIT 1").fetchone()
+            "SELECT campaign, version FROM reports WHERE chunk IS NULL ORDER BY id LIMIT 1").fetchone()
         if first is None:
             return None
-        campaign = first[0]
+        campaign, version = first
         picked: list[tuple[int, int, bytes]] = []
         total = size = 0
         for rid, n, b in self._db.execute(
-                "SELECT id, count, batch FROM reports WHERE chunk IS NULL AND campaign = ? "
-                "ORDER BY id LIMIT ?", (campaign, max(1, max_reports))):
+                "SELECT id, count, batch FROM reports WHERE chunk IS NULL AND campaign = ? AND version = ? "
+                "ORDER BY id LIMIT ?", (campaign, version, max(1, max_reports))):
             if picked and (total + n > max_reports or
                            (max_bytes is not None and size + len(b) > max_bytes)):
                 break
             picked.append((rid, n, bytes(b)))
             total, size = total + n, size + len(b)
         batch_id = os.urandom(16)
-        cur = self._db.execute("INSERT INTO chunks (campaign, batch_id) VALUES (?, ?)", (campaign, batch_id))
+        cur = self._db.execute("INSERT INTO chunks (campaign, batch_id, version) VALUES (?, ?, ?)",
+                               (campaign, batch_id, version))
         chunk_id = cur.lastrowid
         assert chunk_id is not None  # sqlite sets it on every successful INSERT
         self._db.executemany("UPDATE reports SET chunk = ? WHERE id = ?", ((chunk_id, r[0]) for r in picked))
-        return Chunk(chunk_id, campaign, batch_id, [r[2] for r in picked], total)
+        return Chunk(chunk_id, campaign, batch_id, [r[2] for r in picked], total, int(version))
 
     def complete(self, chunk: Chunk) -> None:
         """Remove a delivered (or deliberately dropped) chunk and its reports."""
@@ -181,8 +192,8 @@ class ReportQueue:
         with self.transaction():
             self._db.execute("DELETE FROM reports WHERE chunk = ?", (chunk.id,))
             self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
-            self._db.executemany("INSERT INTO reports (campaign, count, batch) VALUES (?, ?, ?)",
-                                 ((chunk.campaign, int(n), b) for n, b in rows))
+            self._db.executemany("INSERT INTO reports (campaign, count, batch, version) VALUES (?, ?, ?, ?)",
+                                 ((chunk.campaign, int(n), b, chunk.version) for n, b in rows))
 
     # --- inspection and metadata ---------------------------------------------------------------
     def pending(self, campaign: str | None = None) -> int:

@@ -25,7 +25,13 @@ import numpy as np
 
 from ldptel.client import delivery
 from ldptel.client.delivery import CONTENT_TYPE, Action, Attempt, BodyCutOff, FlushResult, HttpStatus
-from ldptel.client.errors import CampaignRefused, QueueUnavailable, TelemetryError, UnknownCampaign
+from ldptel.client.errors import (
+    CampaignRefused,
+    QueueUnavailable,
+    TelemetryError,
+    UnknownCampaign,
+    VersionClosed,
+)
 from ldptel.client.limits import LARGE_BODY, split_batch
 from ldptel.client.queue import Chunk, ReportQueue
 from ldptel.proto import ReportBatch
@@ -36,6 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ldptel.client")
 
 LONGEST_NAME = 64  # bytes of a campaign name assumed when budgeting rows
+# the collector's answers about a campaign's status (``server/validation.py``)
+CAMPAIGN_ANSWERS = ("campaign_paused", "campaign_retired", "version_retired")
 
 
 class Sender:
@@ -87,7 +95,7 @@ class Sender:
                     result.accepted += chunk.count
                 attempt = streak = 0
             elif outcome.action is Action.DROP:
-                self._drop(queue, chunk, result, outcome.reason)
+                self._drop(queue, chunk, result, outcome.reason, outcome.code)
             elif outcome.action is Action.REGROUP and self._split(queue, chunk, result, outcome.error):
                 pass
             elif outcome.action is Action.STOP:
@@ -107,8 +115,10 @@ class Sender:
         """Build the chunk's body and post it once (no side effects on the queue)."""
         c = self.client
         try:
-            c.mechanism(chunk.campaign)  # refuses a campaign over max_epsilon
+            c.mechanism(chunk.campaign, chunk.version)  # refuses a campaign over max_epsilon
             body = self.batch_body(chunk)
+        except VersionClosed as exc:  # the collector no longer takes this version: counted
+            return Attempt(Action.DROP, reason=str(exc), code=exc.reason)
         except (UnknownCampaign, CampaignRefused) as exc:
             return Attempt(Action.DROP, reason=str(exc))
         except TelemetryError as exc:  # no campaign configs yet: retry later
@@ -122,7 +132,7 @@ class Sender:
         try:
             answer = json.loads(c._request("POST", "/v1/reports", body, CONTENT_TYPE) or b"{}")
         except HttpStatus as exc:
-            return Attempt.from_status(exc, chunk.count)
+            return self.refused(exc, chunk)
         except BodyCutOff as exc:  # nothing of it was stored: split a large body, else retry
             split = len(body) >= LARGE_BODY and chunk.count > 1
             return Attempt(Action.REGROUP if split else Action.RETRY, error=f"BodyCutOff: {exc}")
@@ -130,17 +140,32 @@ class Sender:
             return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
         return Attempt(Action.SENT, duplicate=bool(answer.get("duplicate")))
 
+    def refused(self, exc: HttpStatus, chunk: Chunk) -> Attempt:
+        """What to do after a non-2xx answer (``delivery.classify``), except for a campaign's
+        status answers, after which the configs are fetched again: ``409 campaign_paused`` keeps
+        the chunk (retried with backoff: it is valid once the campaign resumes), ``409
+        version_retired`` and ``410 campaign_retired`` drop it, counted under that reason."""
+        code = delivery.error_code(exc.body) if exc.status in (409, 410) else None
+        if code not in CAMPAIGN_ANSWERS:
+            return Attempt.from_status(exc, chunk.count)
+        self.client._configs.refresh_in_background()
+        if code == "campaign_paused":
+            return Attempt(Action.RETRY, error=str(exc), retry_after=exc.retry_after)
+        return Attempt(Action.DROP, error=str(exc), reason=f"collector answered {exc}", code=code)
+
     def batch_body(self, chunk: Chunk) -> bytes:
-        """The chunk's rows as one columnar ``ReportBatch`` under the chunk's batch_id."""
+        """The chunk's rows as one columnar ``ReportBatch`` of the chunk's campaign version under
+        its batch_id (rows of several reports are packed with that version's mechanism)."""
         if len(chunk.batches) == 1:
             batch = ReportBatch.FromString(chunk.batches[0])
         else:
-            mech = self.client.mechanism(chunk.campaign)
+            mech = self.client.mechanism(chunk.campaign, chunk.version)
             parts = [mech.columns(ReportBatch.FromString(b)) for b in chunk.batches]
             columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
             batch = mech.pack(columns, chunk.count, chunk.campaign)
         batch.campaign = chunk.campaign
         batch.batch_id = chunk.batch_id
+        batch.campaign_version = chunk.version
         return batch.SerializeToString()
 
     def _split(self, queue: ReportQueue, chunk: Chunk, result: FlushResult, why: str | None) -> bool:
@@ -153,8 +178,10 @@ class Sender:
             queue.release(chunk)
             return True
         try:
-            mech = self.client.mechanism(chunk.campaign)
+            mech = self.client.mechanism(chunk.campaign, chunk.version)
             parts = split_batch(mech, ReportBatch.FromString(chunk.batches[0]))
+        except VersionClosed as exc:
+            self._drop(queue, chunk, result, str(exc), exc.reason)
         except UnknownCampaign as exc:
             self._drop(queue, chunk, result, str(exc))
         except ValueError as exc:
@@ -172,10 +199,14 @@ class Sender:
             return False
         return not self.client.sleep(delay)
 
-    def _drop(self, queue: ReportQueue, chunk: Chunk, result: FlushResult, why: str) -> None:
+    def _drop(self, queue: ReportQueue, chunk: Chunk, result: FlushResult, why: str,
+              code: str = "") -> None:
+        """Drop a chunk; ``code``: counted in ``health().dropped`` under that reason."""
         log.error("dropping %d reports of %s: %s", chunk.count, chunk.campaign, why)
         queue.complete(chunk)
         result.dropped += chunk.count
+        if code:
+            self.client._dropped.add(code, chunk.count, why)
 
 
 class BackgroundSender:

@@ -48,10 +48,16 @@ from ldptel.client.builder import (
     uses_device_secret,
     value_index,
 )
-from ldptel.client.configs import META_KEY, CampaignConfigs
+from ldptel.client.configs import META_KEY, CampaignConfigs, config_for, version_config
 from ldptel.client.delivery import FlushResult
 from ldptel.client.device_secret import derive, device_secret
-from ldptel.client.errors import CampaignRefused, QueueUnavailable, TelemetryError, UnknownCampaign
+from ldptel.client.errors import (
+    CampaignRefused,
+    QueueUnavailable,
+    TelemetryError,
+    UnknownCampaign,
+    VersionClosed,
+)
 from ldptel.client.health import DropCounter, Health
 from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits, fit_rows
@@ -130,7 +136,7 @@ class TelemetryClient:
         self._configs = CampaignConfigs(lambda: self._request("GET", "/v1/campaigns"),
                                         lambda: self.queue.get_meta(META_KEY),
                                         lambda data: self.queue.set_meta(META_KEY, data), config_ttl)
-        self._mechs: dict[str, tuple[dict, Mechanism]] = {}
+        self._mechs: dict[tuple[str, int], tuple[dict, Mechanism]] = {}  # by (campaign, version)
         self._sender = Sender(self)
         self._stop = threading.Event()
         self._background = BackgroundSender(lambda: self.flush(timeout=None), self._stop,
@@ -160,7 +166,7 @@ class TelemetryClient:
             raise QueueUnavailable(self._queue_error or "queue unavailable")
         return queue
 
-    def _store(self, campaign: str, rows: list[tuple[str, int, bytes]], n: int,
+    def _store(self, campaign: str, rows: list[tuple[str, int, bytes, int]], n: int,
                guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
         """Queue ``rows`` (if ``guard``, the ledger, admits them in the same transaction); on a
         storage error drop them, count them, and say why (``health``)."""
@@ -200,19 +206,20 @@ class TelemetryClient:
         """The collector's ``max_body_bytes`` and ``max_reports_per_batch`` as last heard."""
         return self._configs.limits
 
-    def mechanism(self, campaign: str) -> Mechanism:
-        """The mechanism of ``campaign`` as configured on the collector (cached; may fetch)."""
+    def mechanism(self, campaign: str, version: int | None = None) -> Mechanism:
+        """The mechanism of ``campaign`` as configured on the collector (cached; may fetch); of
+        campaign ``version`` if given (``VersionClosed`` if the collector no longer takes it)."""
         configs = self.campaigns()
-        if campaign not in configs:
+        if campaign not in configs or not version_config(configs[campaign], version):
             configs = self.campaigns(refresh=True)
-        return self._mechanism(campaign, configs)[1]
+        return self._mechanism(campaign, configs, version)[1]
 
-    def _mechanism(self, campaign: str, configs: dict[str, dict]) -> tuple[dict, Mechanism]:
-        cfg = configs.get(campaign)
-        if cfg is None:
-            raise UnknownCampaign(f"unknown campaign {campaign!r} (collector has {sorted(configs)})")
+    def _mechanism(self, campaign: str, configs: dict[str, dict],
+                   version: int | None = None) -> tuple[dict, Mechanism]:
+        cfg = config_for(campaign, configs, version)
         with self._lock:
-            cached = self._mechs.get(campaign)
+            key = (campaign, int(cfg.get("version", 1)))
+            cached = self._mechs.get(key)
             if cached is None or cached[0] != cfg:
                 if cfg.get("kind", "frequency") not in CAMPAIGN_KINDS:
                     raise TelemetryError(f"campaign {campaign!r}: unknown campaign kind {cfg['kind']!r}")
@@ -223,7 +230,7 @@ class TelemetryClient:
                     raise CampaignRefused(
                         f"campaign {campaign!r} refused: its {what} = {eps:.3g} exceeds this client's "
                         f"max_epsilon = {self.max_epsilon:g}; nothing is reported or sent for it")
-                cached = self._mechs[campaign] = (cfg, built)
+                cached = self._mechs[key] = (cfg, built)
             return cached
 
     def _for_report(self, campaign: str, n: int) -> tuple[dict, Mechanism] | None:
@@ -238,6 +245,9 @@ class TelemetryClient:
             self._configs.refresh_in_background()
         try:
             return self._mechanism(campaign, configs)
+        except VersionClosed as exc:  # a retired campaign: nothing to report to
+            self._drop_here(exc.reason, n, str(exc))
+            return None
         except (UnknownCampaign, CampaignRefused):  # the app's call, or the device's own limit
             raise
         except STORAGE_ERRORS as exc:
@@ -301,7 +311,8 @@ class TelemetryClient:
             return False
         guard = self.ledger.guard(charge, lambda why: self._dropped.add(why, 1, f"campaign {campaign!r}: "
                                                                         f"report refused ({REFUSALS[why]})"))
-        if not self._store(campaign, [(campaign, 1, batch.SerializeToString())], 1, guard):
+        row = (campaign, 1, batch.SerializeToString(), cfg.get("version", 1))
+        if not self._store(campaign, [row], 1, guard):
             return False
         self._background.queued(1)
         return True
@@ -326,7 +337,7 @@ class TelemetryClient:
                 batch = mech.encode_batch(part, rng=self.rng, campaign=campaign, batch_id=b"")
             except ValueError as exc:
                 raise ValueError(f"campaign {campaign!r}: {exc}") from None
-            rows += [(campaign, n, data) for n, data in fit_rows(mech, batch, budget)]
+            rows += [(campaign, n, data, cfg.get("version", 1)) for n, data in fit_rows(mech, batch, budget)]
         self._count_clipped(campaign, mech, vals)
         if not self._store(campaign, rows, len(vals)):
             return 0

@@ -88,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--campaign", default=None, help="only this campaign (default: all)")
     audit.add_argument("--reports", type=int, default=200_000,
                        help="reports per input of the ratio test")
+    camps = command("campaigns", "the campaign registry in Redis: list, show NAME, apply --config FILE")
+    camps.add_argument("--redis-url", default=None, help="Redis URL (default: $REDIS_URL)")
+    actions = camps.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="every campaign: name, status, latest version, kind, epsilon")
+    actions.add_parser("show", help="one campaign's record (versions, status) as JSON").add_argument("name")
+    actions.add_parser("apply", help="create or update the campaigns of a TOML file").add_argument(
+        "--config", required=True, help="TOML config file")
 
     sim = command("simulate", "one simulated device per line of a values file")
     sim.add_argument("--config", required=True, help="TOML config file")
@@ -138,6 +145,10 @@ def _run(args: argparse.Namespace) -> int:
         from ldptel.audit import run_audit
 
         return run_audit(args)
+    if args.command == "campaigns":
+        from ldptel.campaigns_cli import run_campaigns
+
+        return run_campaigns(args)
     if args.command == "simulate":
         from ldptel.client.simulate import run_simulate
 

@@ -37,14 +37,18 @@ NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
 
 SERVER_KEYS = {
-    "ingest_tokens", "export_tokens", "max_body_bytes", "max_reports_per_batch",
+    "ingest_tokens", "export_tokens", "admin_tokens", "max_body_bytes", "max_reports_per_batch",
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
     "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
-                        "memoize", "epsilon_inf", "reports_per_window", "retention"}
+                        "memoize", "epsilon_inf", "reports_per_window", "retention", "accept_old_versions"}
 MAX_REPORTS_PER_WINDOW = 1_000_000
+# keys that may change without a new campaign version (ldptel.registry); every other key is a
+# randomization parameter (or the window / shards), immutable per version
+IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions", "retention", "reports_per_window")
+CAMPAIGN_STATUSES = ("active", "paused", "retired")
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
     "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
@@ -95,6 +99,7 @@ def _tokens(d: dict, key: str, env: str) -> list[str]:
 class ServerConfig:
     ingest_tokens: list[str] = field(default_factory=list)
     export_tokens: list[str] = field(default_factory=list)
+    admin_tokens: list[str] = field(default_factory=list)  # the admin API (/v1/admin/…); none: off
     max_body_bytes: int = 1 << 20
     max_reports_per_batch: int = 10_000
     rate_limit_per_minute: int = 6_000  # requests per ingest token per minute
@@ -131,6 +136,17 @@ class Campaign:
     domain_size: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
     reports_per_window: int = 1  # the SDK sends at most this many reports per device and window
+    version: int = 1  # randomization parameters are immutable per version (``ldptel.registry``)
+    accept_old_versions: int = 7 * 86400  # seconds a superseded version's reports are accepted
+    superseded_at: float | None = None  # epoch seconds a newer version replaced this one
+    status: str = "active"  # CAMPAIGN_STATUSES; "paused" / "retired" refuse reports
+    reason: str = ""  # why it is paused or retired
+
+    def accepts_until(self) -> float:
+        """Epoch seconds until which reports of this version are accepted (inf: the latest)."""
+        if self.superseded_at is None:
+            return float("inf")
+        return self.superseded_at + self.accept_old_versions
 
     @property
     def window_seconds(self) -> int:
@@ -157,7 +173,8 @@ class Campaign:
 
     def public(self) -> dict:
         """What clients fetch from ``GET /v1/campaigns`` (no secrets)."""
-        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "epsilon": self.epsilon}
+        out: dict[str, Any] = {"name": self.name, "version": self.version, "kind": self.kind,
+                               "epsilon": self.epsilon}
         for key in ("oracle", "domain", "domain_size"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -176,11 +193,26 @@ class Campaign:
 class Config:
     server: ServerConfig
     aggregator: AggregatorConfig
-    campaigns: list[Campaign]
+    campaigns: list[Campaign]  # the latest version of each campaign
     path: Path | None = None
+    history: dict[str, list[Campaign]] = field(default_factory=dict)  # older versions, ascending
+    tables: list[dict] = field(default_factory=list)  # the file's [[campaigns]] tables, as given
+    declared: list[Campaign] = field(default_factory=list)  # the file's campaigns, as parsed
 
     def campaign(self, name: str) -> Campaign | None:
+        """The latest version of campaign ``name``."""
         return next((c for c in self.campaigns if c.name == name), None)
+
+    def versions(self, name: str) -> list[Campaign]:
+        """Every known version of campaign ``name``, ascending (empty if unknown)."""
+        latest = self.campaign(name)
+        if latest is None:
+            return []
+        return [*(c for c in self.history.get(name, []) if c.version < latest.version), latest]
+
+    def campaign_version(self, name: str, version: int) -> Campaign | None:
+        """Version ``version`` of campaign ``name``, or None."""
+        return next((c for c in self.versions(name) if c.version == version), None)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -204,7 +236,9 @@ def _retention(value: Any, key: str, window: str) -> str | None:
     return str(value)
 
 
-def _campaign(raw: Any, where: str) -> Campaign:
+def parse_campaign(raw: Any, where: str) -> Campaign:
+    """One ``[[campaigns]]`` table (or an admin API body) → a validated ``Campaign`` (version 1);
+    ``ConfigError`` naming the key otherwise."""
     if not isinstance(raw, dict):
         raise _fail(where, "must be a table")
     name = raw.get("name")
@@ -233,6 +267,7 @@ def _campaign(raw: Any, where: str) -> Campaign:
         min_reports=_int(raw, "min_reports", where, 1000, 1, 10**12),
         shards=_int(raw, "shards", where, 1, 1, 1024),
         reports_per_window=_int(raw, "reports_per_window", where, 1, 1, MAX_REPORTS_PER_WINDOW),
+        accept_old_versions=_int(raw, "accept_old_versions", where, 7 * 86400, 0, 10**9),
     )
     oracle = raw.get("oracle", "olh")
     if kind == "frequency" and oracle == "rappor":
@@ -394,6 +429,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     server = ServerConfig(
         ingest_tokens=_tokens(srv, "ingest_tokens", "LDPTEL_INGEST_TOKENS"),
         export_tokens=_tokens(srv, "export_tokens", "LDPTEL_EXPORT_TOKENS"),
+        admin_tokens=_tokens(srv, "admin_tokens", "LDPTEL_ADMIN_TOKENS"),
         max_body_bytes=_int(srv, "max_body_bytes", "server", 1 << 20, 1024, 1 << 30),
         max_reports_per_batch=_int(srv, "max_reports_per_batch", "server", 10_000, 1, 1_000_000),
         rate_limit_per_minute=_int(srv, "rate_limit_per_minute", "server", 6_000, 1, 10**9),
@@ -420,12 +456,13 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     raw_campaigns = data.get("campaigns", [])
     if not isinstance(raw_campaigns, list) or not raw_campaigns:
         raise _fail("campaigns", "at least one [[campaigns]] table is required")
-    campaigns = [_campaign(c, f"campaigns[{i}]") for i, c in enumerate(raw_campaigns)]
+    campaigns = [parse_campaign(c, f"campaigns[{i}]") for i, c in enumerate(raw_campaigns)]
     names = [c.name for c in campaigns]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise _fail(f"campaigns[{dup}].name", "is used by more than one campaign")
-    return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path)
+    return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path,
+                  tables=[dict(c) for c in raw_campaigns], declared=list(campaigns))
 
 
 def load_config(path: str | os.PathLike) -> Config:

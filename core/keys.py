@@ -20,7 +20,12 @@ script or MULTI touching them runs on one Redis Cluster node:
                        entries that could not be decoded (or whose window had expired),
                        ``expired_entries`` / ``expired_reports`` the counts of the windows
                        deleted past the campaign's ``retention`` (``scripts.EXPIRE_WINDOWS``).
-- ``{…}:published:<window>`` (shard 0's tag only, ``published_key``) hash: the window's
+                       This is campaign version 1's state; version v ≥ 2 has the same fields in
+                       ``{…}:state:v<v>`` (``state_key``): version 1 keeps the name it had before
+                       versions existed, so state written then stays version 1's. A stream holds
+                       the batches of every version (each batch names its ``campaign_version``).
+- ``{…}:published:<window>`` (shard 0's tag only, ``published_key``; version v ≥ 2:
+                       ``{…}:published:v<v>:<window>``) hash: the window's
                        estimate document as the aggregator last decoded it, written in one step
                        by ``scripts.PUBLISH`` and read by the export API and the pages with one
                        HGETALL (``ldptel.aggregator.publish``). Fields: ``PUB_N`` reports
@@ -49,6 +54,12 @@ Process-wide keys (no hash tag):
 - ``ldptel:operator:session:<id digest>``  one signed-in operator session (``session_key``): string,
                                            the session's token HMAC, TTL = the idle timeout
                                            (renewed per request, deleted at sign-out).
+- ``{ldptel:registry}:campaigns``          the campaign registry (``REGISTRY_KEY``): hash, field =
+                                           campaign name, value = its JSON record (versions,
+                                           status; ``ldptel.registry``), written only by
+                                           ``scripts.REGISTRY_PUT``.
+- ``{ldptel:registry}:revision``           counter bumped by every registry write
+                                           (``REGISTRY_REVISION_KEY``); every process polls it.
 - ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
                                            consumer name): ``"<beat ms> <last commit ms>
                                            <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
@@ -98,6 +109,8 @@ SESSION_SECRET_KEY = "ldptel:operator:session_secret"
 SESSION_PREFIX = "ldptel:operator:session"
 AUTH_FAILURE_TAG = "{ldptel:authfail}"
 HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
+REGISTRY_KEY = "{ldptel:registry}:campaigns"
+REGISTRY_REVISION_KEY = "{ldptel:registry}:revision"
 
 
 def shard_of(batch_id: bytes, shards: int) -> int:
@@ -116,20 +129,25 @@ def seen_key(campaign: str, shard: int, batch_id: bytes) -> str:
     return f"{tag(campaign, shard)}:seen:{batch_id.hex()}"
 
 
-def state_key(campaign: str, shard: int = 0) -> str:
-    return f"{tag(campaign, shard)}:state"
+def _versioned(version: int) -> str:
+    """The key suffix of a campaign version: none for version 1 (its keys predate versions)."""
+    return "" if version == 1 else f":v{version}"
+
+
+def state_key(campaign: str, shard: int = 0, version: int = 1) -> str:
+    return f"{tag(campaign, shard)}:state{_versioned(version)}"
 
 
 def metrics_key(campaign: str, shard: int = 0) -> str:
     return f"{tag(campaign, shard)}:metrics"
 
 
-def published_key(campaign: str, window: int) -> str:
-    return f"{tag(campaign, 0)}:published:{window}"
+def published_key(campaign: str, window: int, version: int = 1) -> str:
+    return f"{tag(campaign, 0)}:published{_versioned(version)}:{window}"
 
 
-def publish_claim_key(campaign: str, window: int) -> str:
-    return f"{tag(campaign, 0)}:publishing:{window}"
+def publish_claim_key(campaign: str, window: int, version: int = 1) -> str:
+    return f"{tag(campaign, 0)}:publishing{_versioned(version)}:{window}"
 
 
 def ratelimit_key(token_id: str, minute: int) -> str:

@@ -143,6 +143,17 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 return 1
 """
 
+# Compare-and-set of one campaign's registry record (ldptel.registry), bumping the revision.
+# KEYS[1] registry hash (keys.REGISTRY_KEY), KEYS[2] revision counter (keys.REGISTRY_REVISION_KEY)
+# ARGV[1] campaign name, ARGV[2] the record as read ("" if there was none), ARGV[3] new record
+# Returns the new revision, or 0 (nothing written) if the record changed since it was read.
+REGISTRY_PUT = """
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if (cur or '') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return redis.call('INCR', KEYS[2])
+"""
+
 # Remove a consumer only if it owns no pending entry (checked atomically with the removal).
 # KEYS[1] stream; ARGV[1] group, ARGV[2] consumer
 # Returns the pending count XGROUP DELCONSUMER reports (0 when it was not removed).

@@ -24,6 +24,7 @@ from redis.exceptions import SlotNotCoveredError
 from redis.retry import Retry
 from werkzeug.exceptions import HTTPException
 
+from ldptel import registry
 from ldptel.config import Campaign, Config
 from ldptel.redis_client import AnyRedis, connect
 from ldptel.server.bodies import drain_unread_body
@@ -43,6 +44,8 @@ BLUEPRINT_MODULES: list[str] = [
     "ldptel.server.queries",
     "ldptel.server.means",
     "ldptel.server.series",
+    "ldptel.server.versions",
+    "ldptel.server.admin",
     "ldptel.server.pages",
 ]
 
@@ -59,8 +62,10 @@ class ServerState:
     auth_throttle: AuthThrottle
     probe: Probe  # cached Redis reads of /healthz and /metrics
     supervised_aggregator: bool = False  # this `ldptel serve` runs (and restarts) an aggregator
-    mechanisms: dict[str, Any] = field(default_factory=dict)  # campaign name → Mechanism
+    # (campaign, version) → (Campaign, Mechanism): ``validation.mechanism_of``
+    mechanisms: dict[tuple[str, int], Any] = field(default_factory=dict)
     scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
+    live: Any = None  # ``registry.Live``: the campaigns follow the registry (a background poller)
 
     def campaign(self, name: str) -> Campaign | None:
         return self.config.campaign(name)
@@ -81,10 +86,11 @@ def redis_client(url: str) -> AnyRedis:
     )
 
 
-def build_mechanisms(config: Config) -> dict[str, Any]:
-    """One mechanism object per campaign (``Campaign.mechanism()``): it validates the campaign's
-    reports."""
-    return {camp.name: camp.mechanism() for camp in config.campaigns}
+def build_mechanisms(config: Config) -> dict[tuple[str, int], Any]:
+    """One mechanism object per campaign version (``Campaign.mechanism()``): it validates the
+    version's reports (``validation.mechanism_of`` adds versions made later)."""
+    return {(c.name, c.version): (c, c.mechanism()) for latest in config.campaigns
+            for c in config.versions(latest.name)}
 
 
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
@@ -116,9 +122,12 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
         rate_limiter=RateLimiter(client, config.server.rate_limit_per_minute),
         auth_throttle=AuthThrottle(client, config.server.auth_failure_limit,
                                    config.server.auth_failure_window_seconds,
-                                   [*config.server.ingest_tokens, *config.server.export_tokens]),
+                                   [*config.server.ingest_tokens, *config.server.export_tokens,
+                                    *config.server.admin_tokens]),
         probe=Probe(config, redis_url), supervised_aggregator=supervised_aggregator, mechanisms=mechs,
+        live=registry.Live(config, client),
     )
+    app.extensions["ldptel"].live.refresh(force=True)  # the registry's campaigns from the start
     if blueprints is None:
         blueprints = [importlib.import_module(m).bp for m in BLUEPRINT_MODULES]
     for bp in blueprints:
@@ -131,6 +140,7 @@ def _install_hooks(app: Flask) -> None:
     @app.before_request
     def _start_timer() -> None:
         g.ldptel_t0 = time.perf_counter()
+        state().live.poll_in_background()  # the registry's revision read every 0.5 s, off-request
 
     @app.after_request
     def _observe(response):

@@ -1,7 +1,8 @@
 """Bearer-token authentication (``Authorization: Bearer <token>``).
 
 Token kinds are the config's lists: ``"ingest"`` (apps, ``server.ingest_tokens``) and ``"export"``
-(data teams and operators, ``server.export_tokens``). The comparison is constant-time: the SHA-256
+(data teams and operators, ``server.export_tokens``) and ``"admin"`` (changing campaigns,
+``server.admin_tokens``). The comparison is constant-time: the SHA-256
 of the presented token is compared with ``hmac.compare_digest`` against the digest of every
 configured token of the kind, without stopping at a match, so neither a token's content, its
 length nor its position in the list shows in the timing.
@@ -26,7 +27,7 @@ from flask import current_app, g, request
 
 from ldptel.server.errors import ApiError
 
-KINDS = ("ingest", "export")
+KINDS = ("ingest", "export", "admin")
 
 
 def _digest(token: str) -> bytes:
@@ -37,7 +38,7 @@ def _allowed(kind: str) -> list[bytes]:
     cache = current_app.extensions.setdefault("ldptel_token_digests", {})
     if kind not in cache:
         cfg = current_app.extensions["ldptel"].config.server
-        tokens = {"ingest": cfg.ingest_tokens, "export": cfg.export_tokens}[kind]
+        tokens = {"ingest": cfg.ingest_tokens, "export": cfg.export_tokens, "admin": cfg.admin_tokens}[kind]
         cache[kind] = [_digest(t) for t in tokens]
     return cache[kind]
 

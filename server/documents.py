@@ -4,7 +4,8 @@ The document functions of ``server/export.py`` and ``server/queries.py`` take ``
 window, params)`` and return a dict; the API views and the operator pages both call them. They
 start from:
 
-- ``find_campaign(name)``: the configured campaign (``ApiError`` 404 ``not_found``);
+- ``find_campaign(name)``: the campaign version the request's ``version=`` names (default: the
+  latest with reports; ``ApiError`` 404 ``not_found``);
 - ``load_released(campaign, window)``: the window's start and its publication
   (``ldptel.aggregator.publish``: the document the aggregator decoded, tagged with the report
   count and state digest it was decoded from), or ``ApiError`` 400 ``bad_window``, 409
@@ -38,7 +39,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from flask import Response, g, request
+from flask import Response, g, has_request_context, request
 
 from ldptel.aggregator import publish, store
 from ldptel.aggregator.publish import Published, finite_row
@@ -54,15 +55,20 @@ __all__ = ["Params", "Published", "Window", "conditional_response", "csv_cell", 
            "FORMATS", "WINDOW_COLUMNS", "document_csv", "format_param", "read_published_many"]
 
 
-def find_campaign(name: str) -> Campaign:
-    """The configured campaign ``name`` (``ApiError`` 404 ``not_found`` otherwise)."""
-    campaign = state().config.campaign(name)
-    if campaign is None:
-        raise ApiError(404, "not_found", f"unknown campaign {name!r}")
-    return campaign
+def find_campaign(name: str, version: str | None = None) -> Campaign:
+    """The campaign version named by ``version`` (default: the request's ``version=``): a version
+    number, or ``latest``/empty/absent for the latest version with counted reports (the newest
+    version if none has any) (``versions.resolve_version``). ``ApiError`` 404 ``not_found`` for
+    an unknown campaign or version, 400 ``bad_parameter`` for a malformed one."""
+    from ldptel.server.versions import resolve_version
+
+    if version is None and has_request_context():
+        version = request.args.get("version")
+    return resolve_version(name, version)
 
 
-_parsed: dict[tuple[str, int], Published] = {}  # (campaign, window) → its last publication read
+# (campaign, version, window) → its last publication read
+_parsed: dict[tuple[str, int, int], Published] = {}
 PARSED_KEPT = 256  # a longer series re-reads (its windows then push each other out)
 
 
@@ -97,7 +103,7 @@ def read_published_many(campaign: Campaign, windows: list[int]) -> list[Publishe
 
 def _kept(campaign: Campaign, window: int, tag: Published) -> Published | None:
     """The publication of ``window`` this process parsed, if its tag is still ``tag``."""
-    kept = _parsed.get((campaign.name, window))
+    kept = _parsed.get((campaign.name, campaign.version, window))
     if kept is None or (kept.digest, kept.decoded_at) != (tag.digest, tag.decoded_at):
         return None
     return kept
@@ -108,17 +114,18 @@ def _keep(campaign: Campaign, window: int, pub: Published | None) -> Published |
     if pub is not None:
         if len(_parsed) >= PARSED_KEPT:
             _parsed.pop(next(iter(_parsed)), None)
-        _parsed[campaign.name, window] = pub
+        _parsed[campaign.name, campaign.version, window] = pub
     return pub
 
 
 def request_published(campaign: Campaign, start: int) -> Published | None:
     """``read_published`` once per request: every number of one answer or page comes from one
     publication."""
-    loaded: dict[tuple[str, int], Published | None] = g.setdefault("ldptel_released", {})
-    if (campaign.name, start) not in loaded:
-        loaded[campaign.name, start] = read_published(campaign, start)
-    return loaded[campaign.name, start]
+    loaded: dict[tuple[str, int, int], Published | None] = g.setdefault("ldptel_released", {})
+    at = (campaign.name, campaign.version, start)
+    if at not in loaded:
+        loaded[at] = read_published(campaign, start)
+    return loaded[at]
 
 
 def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:

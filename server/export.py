@@ -49,6 +49,7 @@ from ldptel.server.documents import (
     load_released,
     require_kind,
 )
+from ldptel.server.versions import combined_response
 
 bp = Blueprint("export", __name__)
 
@@ -109,4 +110,6 @@ def published_response(name: str, validate: Validators, rows: Callable[[dict], l
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")
 @require_token("export")
 def estimates_view(name: str) -> Response:
+    if request.args.get("version") == "all":  # versions sharing a domain, combined
+        return combined_response(name, ITEM_COLUMNS)
     return published_response(name, validators, lambda doc: doc["items"], ITEM_COLUMNS)

@@ -21,10 +21,12 @@ to the campaign's window (``keys.window_start``), and the entry id is that windo
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from flask import Blueprint, g, jsonify, request
 
 from ldptel import keys, scripts
+from ldptel.config import Campaign, Config
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.bodies import drain_unread_body, read_body
@@ -43,14 +45,34 @@ def _script():
     return script
 
 
+def client_config(config: Config, campaign: Campaign, now: float | None = None) -> dict[str, Any]:
+    """What a device needs of the latest version ``campaign``: its public config (with its
+    ``version``), ``status`` and ``reason`` unless it is active, and ``older_versions``: the
+    public configs of superseded versions whose reports are still accepted, so that a device
+    sends what it queued under them instead of dropping it."""
+    out = {**campaign.public(), "privacy": campaign.privacy()}
+    if campaign.status != "active":
+        out.update(status=campaign.status, reason=campaign.reason)
+    at = time.time() if now is None else now
+    older = [{**v.public(), "privacy": v.privacy()}
+             for v in config.versions(campaign.name)[:-1] if at <= v.accepts_until()]
+    if older:
+        out["older_versions"] = older
+    return out
+
+
 @bp.get("/v1/campaigns")
 @require_token("ingest", "export")
 def list_campaigns():
-    """Public configs of the campaigns clients can report to, each with its ``privacy`` claim
-    (``Campaign.privacy``), and the request limits (the SDK builds no body over ``max_body_bytes``
-    nor batch over ``max_reports_per_batch``)."""
+    """Public configs of the campaigns clients can report to (``client_config``, each with its
+    ``privacy`` claim), and the request
+    limits (the SDK builds no body over ``max_body_bytes`` nor batch over
+    ``max_reports_per_batch``); 503 until this process has read the campaign registry once."""
     st = state()
-    campaigns = [{**c.public(), "privacy": c.privacy()} for c in st.config.campaigns]
+    if not st.live.loaded:  # the file's campaigns may be stale versions of the registry's
+        raise ApiError(503, "unavailable", "the campaign registry cannot be read yet; retry later",
+                       {"Retry-After": "1"})
+    campaigns = [client_config(st.config, c) for c in st.config.campaigns]
     srv = st.config.server
     resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
                     "max_reports_per_batch": srv.max_reports_per_batch})

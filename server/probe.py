@@ -105,7 +105,8 @@ class Probe:
             return replace(last, taken=now, redis_ok=False, error=str(exc))
 
     def _read(self, client: AnyRedis, now: float) -> Snapshot:
-        shards = [(c.name, s) for c in self.config.campaigns for s in range(c.shards)]
+        campaigns = list(self.config.campaigns)  # one snapshot: the registry poller may swap the list
+        shards = [(c.name, s) for c in campaigns for s in range(c.shards)]
         pipe = client.pipeline(transaction=False)
         pipe.hgetall(keys.GLOBAL_METRICS_KEY)
         pipe.hgetall(keys.HEARTBEAT_KEY)
@@ -113,7 +114,7 @@ class Probe:
             pipe.hgetall(keys.metrics_key(name, s))
             pipe.xlen(keys.stream_key(name, s))
         res: list[Any] = pipe.execute()
-        per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0} for c in self.config.campaigns}
+        per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0} for c in campaigns}
         for i, (name, _) in enumerate(shards):
             for k, v in res[2 + 2 * i].items():
                 per[name][k.decode()] = per[name].get(k.decode(), 0) + int(v)

@@ -2,6 +2,8 @@
 [--workers N]``.
 
 Loads and validates the config (a bad one exits 2 with a message naming the key, via the CLI),
+applies its campaigns to the registry in Redis (``ldptel.registry``; a changed randomization
+parameter makes a new campaign version),
 picks Redis — ``--redis-url``, else ``$REDIS_URL``, else an embedded ``redis-server`` whose URL is
 printed, with its data (AOF) under ``$LDPTEL_DATA_DIR`` (default ``~/.local/share/ldptel``) in a
 directory per config file, locked (``DataDirLock``: a second ``serve`` of the config exits 2 naming
@@ -130,6 +132,7 @@ def run_serve(args: argparse.Namespace) -> int:
             children[-1].start()
             redis_url = embedded.url
             print(f"ldptel: embedded Redis at {redis_url} (data in {embedded.data_dir})", flush=True)
+        apply_campaigns(config, redis_url)
         if run_aggregator:
             children.append(aggregator_child(str(args.config), redis_url))
             pid = children[-1].start()
@@ -149,6 +152,25 @@ def run_serve(args: argparse.Namespace) -> int:
         shutil.rmtree(metrics_dir, ignore_errors=True)
         if lock is not None:
             lock.release()
+
+
+def apply_campaigns(config: Config, redis_url: str) -> None:
+    """Apply the file's campaigns to the registry (``registry.apply``: new campaigns, new versions,
+    in-place changes) and say what changed; a Redis that cannot be reached only warns (the
+    processes then serve the file's campaigns until the registry holds them)."""
+    from redis.exceptions import RedisError
+
+    from ldptel import registry
+    from ldptel.redis_client import connect
+
+    try:
+        r = connect(redis_url, socket_connect_timeout=5.0, socket_timeout=10.0)
+        for change in registry.apply(r, config.tables):
+            if change.action != "unchanged":
+                print(f"ldptel: campaign {change.line()}", file=sys.stderr, flush=True)
+    except RedisError as exc:
+        print(f"ldptel: warning: cannot apply the campaigns to the registry ({exc}); "
+              "run `ldptel campaigns apply` once Redis is reachable", file=sys.stderr, flush=True)
 
 
 def redis_child(embedded: EmbeddedRedis) -> Supervised:

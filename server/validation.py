@@ -4,7 +4,10 @@ Order of checks (the first failure rejects the whole batch, nothing is stored):
 
 1. the body parses as a ``ReportBatch`` (else 400 ``malformed_batch``);
 2. ``schema_version`` = 1, ``batch_id`` of 16 bytes (400 ``invalid_batch``);
-3. the campaign exists (400 ``unknown_campaign``);
+3. the campaign exists (400 ``unknown_campaign``), takes reports (409 ``campaign_paused``, 410
+   ``campaign_retired``) and the version the batch names (``campaign_version``; 0 is version 1)
+   is still accepted (400 ``unknown_version``, 409 ``version_retired``: ``accepted_version``);
+   every later check uses that version's parameters;
 4. 1 ≤ ``count`` ≤ ``server.max_reports_per_batch`` (400 ``invalid_batch`` / 413 ``too_many_reports``);
 5. the payload kind is the campaign's (400 ``wrong_payload``);
 6. the campaign's mechanism checks its payload (``Mechanism.checked_columns``: wire shape, column
@@ -18,6 +21,7 @@ client adds beyond the schema reaches the stream.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,8 +70,10 @@ def parse_batch(body: bytes) -> ReportBatch:
         raise Rejection(400, "malformed_batch", f"not a valid ReportBatch protobuf: {exc}") from None
 
 
-def validate_batch(body: bytes, config: Config, mechanisms: dict[str, Mechanism]) -> ValidBatch:
-    """Validate ``body`` as one batch of a configured campaign; raise ``Rejection`` otherwise."""
+def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int], Any],
+                   now: float | None = None) -> ValidBatch:
+    """Validate ``body`` as one batch of a configured campaign; raise ``Rejection`` otherwise.
+    ``mechanisms``: this process's cache of each campaign version's mechanism."""
     batch = parse_batch(body)
     if batch.schema_version != SCHEMA_VERSION:
         raise Rejection(400, "invalid_batch",
@@ -75,12 +81,13 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[str, Mechanism]
     if len(batch.batch_id) != BATCH_ID_BYTES:
         raise Rejection(400, "invalid_batch",
                         f"batch_id must be {BATCH_ID_BYTES} bytes, got {len(batch.batch_id)}")
-    campaign = config.campaign(batch.campaign)
-    if campaign is None:
+    latest = config.campaign(batch.campaign)
+    if latest is None:
         shown = batch.campaign if len(batch.campaign) <= 64 else batch.campaign[:64] + "…"
         raise Rejection(400, "unknown_campaign", f"no campaign named {shown!r}")
+    campaign = accepted_version(config, latest, batch.campaign_version or 1, now)
     name = campaign.name
-    mech = mechanisms[name]
+    mech = mechanism_of(campaign, mechanisms)
     count = batch.count
     if count < 1:
         raise Rejection(400, "invalid_batch", "count must be at least 1", campaign=name)
@@ -102,4 +109,37 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[str, Mechanism]
                       data=batch.SerializeToString())
 
 
-__all__ = ["Rejection", "ValidBatch", "parse_batch", "validate_batch"]
+def accepted_version(config: Config, latest: Campaign, version: int, now: float | None = None) -> Campaign:
+    """The campaign version a batch names, if it takes reports now: ``Rejection`` 409
+    ``campaign_paused`` / 410 ``campaign_retired`` (with the operator's reason), 400
+    ``unknown_version`` (newer than the latest), 409 ``version_retired`` (superseded more than
+    its ``accept_old_versions`` seconds ago)."""
+    name = latest.name
+    if latest.status == "paused":
+        raise Rejection(409, "campaign_paused", {"campaign": name, "reason": latest.reason},
+                        campaign=name)
+    if latest.status == "retired":
+        raise Rejection(410, "campaign_retired", {"campaign": name, "reason": latest.reason},
+                        campaign=name)
+    campaign = config.campaign_version(name, version)
+    if campaign is None and version > latest.version:
+        raise Rejection(400, "unknown_version", f"campaign {name!r} has no version {version} "
+                                                f"(latest: {latest.version})", campaign=name)
+    if campaign is None or (time.time() if now is None else now) > campaign.accepts_until():
+        raise Rejection(409, "version_retired",
+                        {"campaign": name, "version": version, "latest": latest.version,
+                         "reason": f"version {version} was superseded by version {latest.version} "
+                                   f"more than accept_old_versions ago"}, campaign=name)
+    return campaign
+
+
+def mechanism_of(campaign: Campaign, mechanisms: dict[tuple[str, int], Any]) -> Mechanism:
+    """The mechanism of one campaign version (``Campaign.mechanism``), built once per
+    ``Campaign`` object (a registry reload makes new objects)."""
+    cached = mechanisms.get((campaign.name, campaign.version))
+    if cached is None or cached[0] is not campaign:
+        cached = mechanisms[campaign.name, campaign.version] = (campaign, campaign.mechanism())
+    return cached[1]
+
+
+__all__ = ["Rejection", "ValidBatch", "accepted_version", "mechanism_of", "parse_batch", "validate_batch"]

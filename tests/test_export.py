@@ -103,8 +103,9 @@ def test_export_contract(redis_client: redis.Redis, redis_url: str, tmp_path: Pa
         status, headers, body = stack.get(path)
         assert status == 200 and headers["content-type"].startswith("application/json")
         doc = json.loads(body)
-        assert list(doc) == ["campaign", "kind", "oracle", "epsilon", "n_reports", "window", "decoded_at",
-                             "privacy", "items"]
+        assert list(doc) == ["campaign", "version", "kind", "oracle", "epsilon", "n_reports", "window",
+                             "decoded_at", "privacy", "items"]
+        assert doc["version"] == 1
         assert doc["campaign"] == "colors" and doc["kind"] == "frequency" and doc["oracle"] == "oue"
         assert doc["epsilon"] == 2.0 and doc["n_reports"] == 3000 and doc["window"] == 0
         assert [list(it) for it in doc["items"]] == [list(ITEM_COLUMNS)] * 4

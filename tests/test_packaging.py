@@ -106,7 +106,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def test_help_of_every_command_shows_the_defaults() -> None:
     commands = _subparsers(cli.build_parser())
-    assert set(commands) == {"demo", "serve", "aggregate", "simulate", "audit"}
+    assert set(commands) == {"demo", "serve", "aggregate", "simulate", "audit", "campaigns"}
     for name, parser in commands.items():
         text = " ".join(parser.format_help().split())
         for action in parser._actions:

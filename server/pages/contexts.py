@@ -58,7 +58,8 @@ class PageArgs:
 
 def status(c: Campaign) -> Status:
     """``campaign_status`` with this app's ingest-rate readings."""
-    return campaign_status(state().redis, c, current_app.extensions[RATES_EXTENSION])
+    older = [v for v in state().config.versions(c.name) if v.version != c.version]
+    return campaign_status(state().redis, c, current_app.extensions[RATES_EXTENSION], older=older)
 
 
 def list_rows() -> list[dict]:

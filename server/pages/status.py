@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,10 +85,12 @@ class Status:
         return self.current_reports >= self.campaign.min_reports
 
 
-def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: float | None = None) -> Status:
-    """The campaign's ``store.summary`` at ``now`` (default: the clock), with its ingest rate."""
+def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: float | None = None,
+                    older: Sequence[Campaign] = ()) -> Status:
+    """The campaign's ``store.summary`` at ``now`` (default: the clock), with its ingest rate
+    (``older``: the campaign's earlier versions, whose batches share its streams)."""
     now = time.time() if now is None else now
-    summ = store.summary(r, campaign)
+    summ = store.summary(r, campaign, older)
     cur = store.current_window(campaign, now)
     return Status(campaign=campaign, windows=summ.windows, counted=sum(summ.windows.values()),
                   current_window=cur, current_reports=summ.windows.get(cur, 0),

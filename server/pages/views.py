@@ -109,10 +109,14 @@ def _template_globals() -> dict[str, Any]:
 
 
 def _campaign_or_404(name: str) -> Campaign:
-    c = state().config.campaign(name)
-    if c is None:
+    """The campaign version the page shows: ``?version=`` as on the export API (default: the
+    latest version with reports)."""
+    if state().config.campaign(name) is None:
         raise PageError(404, "Unknown campaign", f"There is no campaign named “{name}”.", back=True)
-    return c
+    try:
+        return find_campaign(name)
+    except ApiError as exc:
+        raise PageError(exc.status, "Unknown version", str(exc.detail), back=True) from None
 
 
 # --- sign-in -------------------------------------------------------------------------------

@@ -75,11 +75,12 @@ class NumericPayload(_message.Message):
     def __init__(self, bits: _Optional[bytes] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
-    __slots__ = ("campaign", "batch_id", "count", "schema_version", "grr", "unary", "olh", "hadamard", "rappor", "heavy_hitters", "range", "numeric")
+    __slots__ = ("campaign", "batch_id", "count", "schema_version", "campaign_version", "grr", "unary", "olh", "hadamard", "rappor", "heavy_hitters", "range", "numeric")
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CAMPAIGN_VERSION_FIELD_NUMBER: _ClassVar[int]
     GRR_FIELD_NUMBER: _ClassVar[int]
     UNARY_FIELD_NUMBER: _ClassVar[int]
     OLH_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +93,7 @@ class ReportBatch(_message.Message):
     batch_id: bytes
     count: int
     schema_version: int
+    campaign_version: int
     grr: GrrPayload
     unary: UnaryPayload
     olh: OlhPayload
@@ -100,4 +102,4 @@ class ReportBatch(_message.Message):
     heavy_hitters: HeavyHitterPayload
     range: RangePayload
     numeric: NumericPayload
-    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., count: _Optional[int] = ..., schema_version: _Optional[int] = ..., grr: _Optional[_Union[GrrPayload, _Mapping]] = ..., unary: _Optional[_Union[UnaryPayload, _Mapping]] = ..., olh: _Optional[_Union[OlhPayload, _Mapping]] = ..., hadamard: _Optional[_Union[HadamardPayload, _Mapping]] = ..., rappor: _Optional[_Union[RapporPayload, _Mapping]] = ..., heavy_hitters: _Optional[_Union[HeavyHitterPayload, _Mapping]] = ..., range: _Optional[_Union[RangePayload, _Mapping]] = ..., numeric: _Optional[_Union[NumericPayload, _Mapping]] = ...) -> None: ...
+    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., count: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., grr: _Optional[_Union[GrrPayload, _Mapping]] = ..., unary: _Optional[_Union[UnaryPayload, _Mapping]] = ..., olh: _Optional[_Union[OlhPayload, _Mapping]] = ..., hadamard: _Optional[_Union[HadamardPayload, _Mapping]] = ..., rappor: _Optional[_Union[RapporPayload, _Mapping]] = ..., heavy_hitters: _Optional[_Union[HeavyHitterPayload, _Mapping]] = ..., range: _Optional[_Union[RangePayload, _Mapping]] = ..., numeric: _Optional[_Union[NumericPayload, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,122 @@
+"""Admin API: the campaign registry changed live (``ldptel.registry``), admin token
+(``server.admin_tokens`` / ``$LDPTEL_ADMIN_TOKENS``; without one every request answers 401).
+
+- ``GET /v1/admin/campaigns`` → ``{"revision", "campaigns": [{"name", "status", "reason",
+  "version", "config"}]}`` (the latest version's public config);
+- ``GET /v1/admin/campaigns/<name>`` → the campaign's record (``status``, ``reason``,
+  ``versions``: each version's ``table``, ``created_at``, ``superseded_at``, and its public
+  ``config``);
+- ``PUT /v1/admin/campaigns/<name>`` with the campaign's table as a JSON object (the keys of a
+  ``[[campaigns]]`` table; ``name`` may be left out) → ``201`` created, or ``200`` with
+  ``{"action": "new_version" | "updated" | "unchanged", "version", "changed": [keys], "campaign":
+  record}``: a changed randomization parameter makes a new version, ``description``,
+  ``min_reports``, ``accept_old_versions`` change in place. ``400 bad_config`` names the key
+  (``campaigns[<name>].<key>: …``, as the TOML does) and nothing changes;
+- ``POST /v1/admin/campaigns/<name>/pause|resume|retire`` (optional JSON ``{"reason": "…"}``)
+  → ``200`` with the record. A paused campaign's reports are answered ``409 campaign_paused``, a
+  retired one's ``410 campaign_retired`` (with the reason); a retired campaign cannot resume
+  (``409``); its estimates stay readable.
+
+Every collector worker and aggregator sees a change within about a second (``registry.Live``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from ldptel import registry
+from ldptel.config import ConfigError
+from ldptel.server.app import state
+from ldptel.server.auth import require_token
+from ldptel.server.errors import ApiError
+
+bp = Blueprint("admin", __name__)
+
+ACTIONS = {"pause": "paused", "resume": "active", "retire": "retired"}
+
+
+def _body() -> dict[str, Any]:
+    body = request.get_json(silent=True) if request.content_length else {}
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad_request", "the body must be a JSON object")
+    return body
+
+
+def _described(record: dict[str, Any]) -> dict[str, Any]:
+    """The record with each version's public config."""
+    versions = registry.versions_of(record)
+    return {**record, "versions": [{**entry, "config": camp.public()}
+                                   for entry, camp in zip(record["versions"], versions, strict=True)]}
+
+
+def _record(name: str) -> dict[str, Any]:
+    """The registry's record of ``name``; a campaign only the config file declares is put in the
+    registry first (as its version 1: its reports were randomized under the file's parameters)."""
+    r = state().redis
+    rec = registry.record(r, name)
+    if rec is None:
+        table = next((t for t in state().config.tables if t.get("name") == name), None)
+        if table is not None:
+            registry.put(r, table)
+            rec = registry.record(r, name)
+    if rec is None:
+        raise ApiError(404, "not_found", f"unknown campaign {name!r}")
+    return rec
+
+
+@bp.get("/v1/admin/campaigns", endpoint="admin_campaigns")
+@require_token("admin")
+def list_view() -> Response:
+    rev, records = registry.load(state().redis)
+    rows = []
+    for name in sorted(records):
+        latest = registry.versions_of(records[name])[-1]
+        rows.append({"name": name, "status": latest.status, "reason": latest.reason,
+                     "version": latest.version, "config": latest.public()})
+    return jsonify({"revision": rev, "campaigns": rows})
+
+
+@bp.get("/v1/admin/campaigns/<name>", endpoint="admin_campaign")
+@require_token("admin")
+def show_view(name: str) -> Response:
+    return jsonify(_described(_record(name)))
+
+
+@bp.put("/v1/admin/campaigns/<name>", endpoint="admin_put_campaign")
+@require_token("admin")
+def put_view(name: str) -> tuple[Response, int]:
+    table = _body()
+    if table.get("name", name) != name:
+        raise ApiError(400, "bad_config", f"campaigns[{name}].name: must be {name!r} (the URL's), "
+                                          f"got {table['name']!r}")
+    table = {**table, "name": name}
+    r = state().redis
+    try:
+        if registry.record(r, name) is not None or any(t.get("name") == name for t in state().config.tables):
+            _record(name)
+        change = registry.put(r, table)
+    except ConfigError as exc:
+        raise ApiError(400, "bad_config", str(exc)) from None
+    state().live.refresh(force=True)
+    doc = {"action": change.action, "version": change.version, "changed": change.changed,
+           "campaign": _described(_record(name))}
+    return jsonify(doc), 201 if change.action == "created" else 200
+
+
+@bp.post("/v1/admin/campaigns/<name>/<action>", endpoint="admin_campaign_status")
+@require_token("admin")
+def status_view(name: str, action: str) -> Response:
+    if action not in ACTIONS:
+        raise ApiError(404, "not_found", f"no action {action!r} (pause, resume, retire)")
+    reason = _body().get("reason", "")
+    if not isinstance(reason, str) or len(reason) > 500:
+        raise ApiError(400, "bad_request", "reason must be a string of at most 500 characters")
+    rec = _record(name)
+    if rec["status"] == "retired" and action != "retire":
+        raise ApiError(409, "campaign_retired", f"campaign {name!r} is retired; it cannot {action}")
+    new = registry.set_status(state().redis, name, ACTIONS[action], reason)
+    assert new is not None
+    state().live.refresh(force=True)
+    return jsonify(_described(new))

@@ -1,0 +1,183 @@
+"""Campaign versions: each batch names the version it was randomized under, the collector checks it
+against that version's parameters, the aggregator keeps and decodes each version's state apart,
+and the export API answers per version (``version=``) and lists them.
+
+Accuracy bounds: each estimate is checked against its own version's true counts within 4 of its
+own published std errors (the GRR count variance n·q(1−q)/(p−q)² + n_v·(1−p−q)/(p−q) is what
+``std_error`` reports; 4σ makes a false failure ~6e-5 per item)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+from agg_support import HttpStack, write_config
+
+from ldptel.aggregator import store
+from ldptel.aggregator.worker import Worker
+from ldptel.config import Config, parse_campaign
+from ldptel.keys import state_key
+from ldptel.proto import ReportBatch
+
+V1 = {"name": "shape", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 100}
+V2 = {**V1, "epsilon": 3.0, "domain_size": 6}
+TRUTH_V1 = np.array([6000, 2000, 1000, 500, 500, 0, 0, 400])
+TRUTH_V2 = np.array([500, 500, 1000, 2000, 6000, 0])
+
+
+def versioned(tmp_path: Path) -> Config:
+    """A config whose campaign ``shape`` has version 1 (ε = 1, d = 8), superseded now by version 2
+    (ε = 3, d = 6), and an untouched campaign ``plain``."""
+    cfg = write_config(tmp_path / "c.toml", [V1, {**V1, "name": "plain"}])
+    v1 = cfg.campaigns[0]
+    v1.superseded_at = time.time()
+    cfg.campaigns[0] = dataclasses.replace(parse_campaign(V2, "t"), version=2)
+    cfg.history["shape"] = [v1]
+    return cfg
+
+
+def batches(mech, truth: np.ndarray, name: str, version: int, seed: int, per: int = 500) -> list[ReportBatch]:
+    rng = np.random.default_rng(seed)
+    values = rng.permutation(np.repeat(np.arange(len(truth)), truth))
+    out = []
+    for start in range(0, len(values), per):
+        b = mech.encode_batch(values[start:start + per], rng=rng, campaign=name)
+        b.campaign_version = version
+        out.append(b)
+    return out
+
+
+def within(doc: dict, truth: np.ndarray) -> None:
+    est = np.array([it["estimate"] for it in doc["items"]])
+    se = np.array([it["std_error"] for it in doc["items"]])
+    assert len(est) == len(truth) and doc["n_reports"] == truth.sum()
+    assert np.all(np.abs(est - truth) <= 4 * se), (est, truth, se)
+
+
+@pytest.fixture
+def stack(tmp_path: Path, redis_url: str, redis_client: redis.Redis):
+    cfg = versioned(tmp_path)
+    s = HttpStack(cfg, redis_url)
+    yield cfg, s
+    s.close()
+
+
+def test_each_version_is_decoded_with_its_own_parameters(stack, redis_client: redis.Redis) -> None:
+    cfg, http = stack
+    v1, v2 = cfg.versions("shape")
+    # devices with a cached version-1 config (campaign_version 0 = absent, and 1) keep sending
+    old = batches(v1.mechanism(), TRUTH_V1, "shape", 0, seed=1)
+    for i, b in enumerate(old):
+        b.campaign_version = i % 2  # 0 and 1 both mean version 1
+        assert http.post_batch(b)["accepted"] == b.count
+    Worker(cfg, redis_client).run(once=True)
+    status, _, body = http.get("/v1/campaigns/shape/estimates")  # latest with reports: version 1
+    doc = json.loads(body)
+    assert status == 200 and doc["version"] == 1 and doc["epsilon"] == 1.0
+    within(doc, TRUTH_V1)
+
+    for b in batches(v2.mechanism(), TRUTH_V2, "shape", 2, seed=2):
+        assert http.post_batch(b)["accepted"] == b.count
+    Worker(cfg, redis_client).run(once=True)
+    docs = {v: json.loads(http.get(f"/v1/campaigns/shape/estimates?version={v}")[2]) for v in (1, 2)}
+    within(docs[1], TRUTH_V1)
+    within(docs[2], TRUTH_V2)
+    assert docs[2]["epsilon"] == 3.0 and docs[2]["version"] == 2
+    assert json.loads(http.get("/v1/campaigns/shape/estimates")[2])["version"] == 2  # now the latest
+    # each version's state in its own hash; version 1 keeps the key it had before versions
+    assert redis_client.hget(state_key("shape", 0), "n:0") == str(TRUTH_V1.sum()).encode()
+    assert redis_client.hget(state_key("shape", 0, 2), "n:0") == str(TRUTH_V2.sum()).encode()
+    assert store.summary(redis_client, v2, [v1]).lag_entries == 0
+
+    status, _, body = http.get("/v1/campaigns/shape/versions")
+    listing = json.loads(body)
+    assert status == 200 and listing["latest"] == 2
+    assert [(v["version"], v["status"], v["n_reports"]) for v in listing["versions"]] == [
+        (1, "accepted", TRUTH_V1.sum()), (2, "current", TRUTH_V2.sum())]
+    assert listing["versions"][0]["config"]["domain_size"] == 8
+    assert http.get("/v1/campaigns/shape/estimates?version=3")[0] == 404
+    status, _, body = http.get("/v1/campaigns/shape/estimates?version=x")
+    assert status == 400 and json.loads(body)["error"] == "bad_parameter"
+
+
+def test_collector_checks_the_version_a_batch_names(stack, redis_client: redis.Redis) -> None:
+    cfg, http = stack
+    v1, v2 = cfg.versions("shape")
+    value7 = v1.mechanism().encode_batch([7] * 4, rng=np.random.default_rng(3), campaign="shape")
+    # GRR with d = 8 may report 6 or 7, which version 2 (d = 6) must refuse
+    value7.grr.values[:] = [7, 7, 7, 7]
+    assert http.post_batch(value7)["accepted"] == 4  # version 1 (absent)
+    value7.campaign_version = 2
+    value7.batch_id = b"x" * 16
+    status, _, body = http.request("POST", "/v1/reports", value7.SerializeToString(), {
+        "Content-Type": "application/x-protobuf", "Authorization": "Bearer ingest-token-for-tests"})
+    assert status == 400 and json.loads(body)["error"] == "invalid_report"
+    value7.campaign_version = 3
+    status, _, body = http.request("POST", "/v1/reports", value7.SerializeToString(), {
+        "Content-Type": "application/x-protobuf", "Authorization": "Bearer ingest-token-for-tests"})
+    assert status == 400 and json.loads(body)["error"] == "unknown_version"
+    # past accept_old_versions, version 1's reports are refused as retired
+    v1.superseded_at = time.time() - v1.accept_old_versions - 1
+    value7.campaign_version = 1
+    status, _, body = http.request("POST", "/v1/reports", value7.SerializeToString(), {
+        "Content-Type": "application/x-protobuf", "Authorization": "Bearer ingest-token-for-tests"})
+    doc = json.loads(body)
+    assert status == 409 and doc["error"] == "version_retired" and doc["detail"]["latest"] == 2
+
+
+def test_worker_rejects_entries_of_an_unknown_version_and_counts_the_others(
+        tmp_path: Path, redis_client: redis.Redis) -> None:
+    cfg = versioned(tmp_path)
+    v1, v2 = cfg.versions("shape")
+    from agg_support import xadd_batches
+
+    good = batches(v2.mechanism(), TRUTH_V2 // 10, "shape", 2, seed=4)
+    bad = batches(v2.mechanism(), TRUTH_V2 // 100, "shape", 9, seed=5)
+    xadd_batches(redis_client, v2, good + bad)
+    worker = Worker(cfg, redis_client)
+    worker.run(once=True)
+    assert store.window_counts(redis_client, v2) == {0: (TRUTH_V2 // 10).sum()}
+    assert store.summary(redis_client, v2, [v1]).rejected == len(bad)
+    assert store.window_counts(redis_client, v1) == {}
+
+
+def test_version_all_combines_versions_sharing_the_domain(tmp_path: Path, redis_url: str,
+                                                          redis_client: redis.Redis) -> None:
+    """ε 1 → 3 over the same domain: ``version=all`` weights both (aggregator/combine.py) and is
+    within 4 of its std errors of the combined truth; a version with another domain is left out."""
+    base = {"name": "same", "oracle": "grr", "epsilon": 1.0, "domain_size": 5, "min_reports": 100}
+    cfg = write_config(tmp_path / "c.toml", [base])
+    v1 = cfg.campaigns[0]
+    v1.superseded_at = time.time()
+    v2 = dataclasses.replace(parse_campaign({**base, "epsilon": 3.0}, "t"), version=2)
+    v2.superseded_at = time.time()
+    v3 = dataclasses.replace(parse_campaign({**base, "domain_size": 4}, "t"), version=3)
+    cfg.campaigns[0], cfg.history["same"] = v3, [v1, v2]
+    truth = np.array([3000, 1000, 500, 250, 250])
+    http = HttpStack(cfg, redis_url)
+    try:
+        for v, seed in ((v1, 7), (v2, 8)):
+            for b in batches(v.mechanism(), truth, "same", v.version, seed=seed):
+                http.post_batch(b)
+        Worker(cfg, redis_client).run(once=True)
+        status, headers, body = http.get("/v1/campaigns/same/estimates?version=all")
+        doc = json.loads(body)
+        assert status == 200 and doc["version"] == "all" and doc["versions"] == [1, 2], doc
+        assert doc["other_domain_versions"] == [3] and doc["combination"] == "inverse_variance"
+        within(doc, 2 * truth)
+        single = json.loads(http.get("/v1/campaigns/same/estimates?version=1")[2])
+        pairs = zip(doc["items"], single["items"], strict=True)
+        assert all(c["std_error"] < s["std_error"] for c, s in pairs)
+        assert http.get("/v1/campaigns/same/estimates?version=all", headers={
+            "If-None-Match": headers["etag"]})[0] == 304
+        status, _, csv_body = http.get("/v1/campaigns/same/estimates?version=all&format=csv")
+        assert status == 200 and csv_body.decode().splitlines()[0].startswith("value,estimate,std_error")
+        status, _, body = http.get("/v1/campaigns/same/heavy-hitters?version=all")
+        assert status == 400
+    finally:
+        http.close()
