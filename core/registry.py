@@ -53,6 +53,7 @@ log = logging.getLogger("ldptel.registry")
 
 RELOAD_INTERVAL_S = 0.5  # how often a process reads the registry's revision
 CAS_RETRIES = 20
+DERIVED_KEYS = ("window_seconds",)  # public keys computed from others (not named as changed)
 
 
 @dataclass
@@ -115,7 +116,8 @@ def plan(record: Mapping[str, Any] | None, table: Mapping[str, Any], now: float
     if before["shards"] != after["shards"]:
         raise ConfigError(f"{_where(new.name)}.shards: cannot change ({before['shards']} → "
                           f"{after['shards']}): the reports streams are per shard; create a new campaign")
-    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    changed = sorted(k for k in set(before) | set(after)
+                     if before.get(k) != after.get(k) and k not in DERIVED_KEYS)
     last = rec["versions"][-1]
     if changed:
         last["superseded_at"] = now

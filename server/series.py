@@ -14,7 +14,7 @@
 
 ``from``/``to``: window starts, inclusive, as epoch seconds or ISO 8601 (``2026-11-23``,
 ``2026-11-23T10:00:00Z``; a time without offset is UTC); ``items``: comma-separated values;
-``version``: the campaign version (default 1, the only one until campaigns are versioned).
+``version``: the campaign version (default: the latest with counted reports; ``documents.find_campaign``).
 Every number is the aggregator's publication of the window (``documents.read_published``):
 nothing is decoded here. ``ETag`` (304 on a match): a digest of the campaign's parameters, each
 listed window's count and publication digest and the query, so it changes exactly when an answer
@@ -97,18 +97,10 @@ def _time_param(params: Params, name: str) -> int | None:
     return int((t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp())
 
 
-def versions(campaign: Campaign) -> list[int]:
-    """The campaign's versions (one until campaigns are versioned)."""
-    return [1]
-
-
 def version_param(campaign: Campaign, params: Params) -> int:
-    """``version=`` (default 1); ``BadParameter`` for an unknown one."""
-    raw = params.get("version") or "1"
-    known = versions(campaign)
-    if not raw.isdigit() or int(raw) not in known:
-        raise BadParameter("version", f"must be one of {', '.join(map(str, known))}, got {raw!r}")
-    return int(raw)
+    """The campaign version the request names: ``find_campaign`` resolved ``version=`` (default:
+    the latest with counted reports; 404 for an unknown one, 400 for a malformed one)."""
+    return campaign.version
 
 
 def list_windows(campaign: Campaign, params: Params, version: int = 1, newest: int | None = None,
@@ -128,7 +120,6 @@ def list_windows(campaign: Campaign, params: Params, version: int = 1, newest: i
         raise BadParameter("from", f"the range holds {len(chosen)} windows, at most {MAX_WINDOWS} per "
                                    "request: narrow from/to")
     released = [w for w, n in chosen if n >= campaign.min_reports]
-    # version: one publication per window until campaigns are versioned
     pubs = dict(zip(released, read_published_many(campaign, released), strict=True))
     return [_window_info(w, n, pubs.get(w), campaign.min_reports) for w, n in chosen]
 

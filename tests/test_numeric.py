@@ -46,7 +46,7 @@ def test_defaults_are_published() -> None:
     assert numeric(mechanism="1bitmean") | {} == {
         "name": "s", "kind": "numeric", "epsilon": 1.0, "lower": 0.0, "upper": 600.0,
         "mechanism": "1bitmean", "memoize": True, "buckets": 8, "window": "all",
-        "window_seconds": 0, "reports_per_window": 1}
+        "window_seconds": 0, "reports_per_window": 1, "version": 1}
 
 
 def test_default_has_the_lowest_worst_case_variance() -> None:

@@ -20,7 +20,9 @@ from ldptel.aggregator.worker import Worker
 from ldptel.client import TelemetryClient
 from ldptel.client.queue import ReportQueue
 
-A = {"name": "shape", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 10}
+# one test client plays many devices: its 50 single report() calls need reports_per_window >= 50
+A = {"name": "shape", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 10,
+     "reports_per_window": 100}
 B = {"name": "steady", "oracle": "oue", "epsilon": 1.0, "domain_size": 4, "min_reports": 10}
 
 

@@ -126,9 +126,14 @@ def test_pending_window_is_marked(stack) -> None:
         r.restore(keys.published_key("hourly", 10800), 0, saved)
 
 
+def test_unknown_version_is_404(stack) -> None:
+    status, _, doc = get_json(stack[0], "/v1/campaigns/hourly/series?version=2")
+    assert status == 404 and doc["error"] == "not_found" and "no version 2" in doc["detail"], doc
+
+
 @pytest.mark.parametrize("query, param", [
     ("from=yesterday", "from"), ("to=2026-13-01", "to"), ("from=7200&to=3600", "from"),
-    ("version=2", "version"), ("version=x", "version"), ("format=xml", "format"),
+    ("version=x", "version"), ("format=xml", "format"),
 ])
 def test_bad_parameters(stack, query: str, param: str) -> None:
     status, _, doc = get_json(stack[0], f"/v1/campaigns/hourly/series?{query}")
