@@ -160,7 +160,7 @@ def audit_mechanism(name: str, mech: Mechanism, n: int = N_REPORTS, seed: int = 
 
 
 def audit_campaigns(campaigns: Sequence[Campaign], n: int = N_REPORTS) -> list[Audit]:
-    return [audit_mechanism(c.name, c.mechanism(), n) for c in campaigns]
+    return [audit_mechanism(c.name, c.mechanism(), n) for c in campaigns if c.kind != "numeric"]
 
 
 def run_audit(args: argparse.Namespace) -> int:
@@ -175,6 +175,9 @@ def run_audit(args: argparse.Namespace) -> int:
                               f"(has {', '.join(c.name for c in config.campaigns)})")
     results = []
     for camp in campaigns:
+        if camp.kind == "numeric":  # not yet: its ratio tests are tests/test_numeric_privacy.py
+            print(f"{camp.name} (numeric): not audited by ldptel audit yet", flush=True)
+            continue
         result = audit_mechanism(camp.name, camp.mechanism(), args.reports)
         print("\n".join(result.lines()), flush=True)
         results.append(result)
