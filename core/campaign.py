@@ -1,0 +1,314 @@
+"""One campaign version's table → a validated ``Campaign``: the keys of every kind, the memoized
+and numeric parameters, retention; and the ``Campaign`` object the server, aggregator and
+registry pass around (``public()`` is what devices fetch, ``privacy()`` its privacy claim)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ldptel.client.builder import CAMPAIGN_KINDS as KINDS
+from ldptel.client.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
+from ldptel.client.mechanisms import MECHANISMS, NUMERIC_MECHANISMS
+from ldptel.client.mechanisms.base import Mechanism
+from ldptel.client.mechanisms.heavy_hitters import (
+    check_pool_size,
+    default_pool_size,
+    pool_hash_range,
+    walk_candidates,
+)
+from ldptel.client.mechanisms.numeric import default_numeric_mechanism
+from ldptel.client.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
+from ldptel.client.privacy import privacy_claim
+from ldptel.config_values import fail, read_int
+from ldptel.durations import parse_duration, parse_window
+
+NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
+ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
+COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
+                        "memoize", "epsilon_inf", "reports_per_window", "retention", "accept_old_versions"}
+MAX_REPORTS_PER_WINDOW = 1_000_000
+# keys that may change without a new campaign version (ldptel.registry); every other key is a
+# randomization parameter (or the window / shards), immutable per version
+IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions", "retention", "reports_per_window")
+CAMPAIGN_STATUSES = ("active", "paused", "retired")
+KIND_KEYS = {
+    "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
+    "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
+    "range": {"domain_size", "method", "branching"},
+    "numeric": {"lower", "upper", "mechanism", "memoize", "buckets"},
+}
+
+
+
+@dataclass
+class Campaign:
+    """One campaign. ``params`` holds the kind-specific settings as validated values."""
+
+    name: str
+    kind: str
+    epsilon: float | None
+    window: str = "all"
+    min_reports: int = 1000
+    shards: int = 1
+    description: str = ""
+    retention: str | None = None  # windows that ended longer ago than this are deleted (None: kept)
+    oracle: str | None = None
+    domain: list[str] | None = None
+    domain_size: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    reports_per_window: int = 1  # the SDK sends at most this many reports per device and window
+    version: int = 1  # randomization parameters are immutable per version (``ldptel.registry``)
+    accept_old_versions: int = 7 * 86400  # seconds a superseded version's reports are accepted
+    superseded_at: float | None = None  # epoch seconds a newer version replaced this one
+    status: str = "active"  # CAMPAIGN_STATUSES; "paused" / "retired" refuse reports
+    reason: str = ""  # why it is paused or retired
+
+    def accepts_until(self) -> float:
+        """Epoch seconds until which reports of this version are accepted (inf: the latest)."""
+        if self.superseded_at is None:
+            return float("inf")
+        return self.superseded_at + self.accept_old_versions
+
+    @property
+    def window_seconds(self) -> int:
+        """Seconds per window (``durations.parse_window``; 0 for "all")."""
+        return parse_window(self.window)
+
+    @property
+    def retention_seconds(self) -> int | None:
+        """Seconds of ``retention`` (None: windows are kept forever)."""
+        return None if self.retention is None else parse_duration(self.retention)
+
+    def labels(self) -> list:
+        """Item labels for estimates: the categorical domain, RAPPOR candidates, or 0..d-1."""
+        if self.domain is not None:
+            return list(self.domain)
+        if self.oracle == "rappor":
+            return list(self.params["candidates"])
+        return list(range(self.domain_size or 0))
+
+    def mechanism(self) -> Mechanism:
+        """The campaign's mechanism (``ldptel.client`` object): the frequency oracle, the
+        heavy-hitter prefix tree or the range method, built from ``public()``."""
+        return build_mechanism(self.public())
+
+    def public(self) -> dict:
+        """What clients fetch from ``GET /v1/campaigns`` (no secrets)."""
+        out: dict[str, Any] = {"name": self.name, "version": self.version, "kind": self.kind,
+                               "epsilon": self.epsilon}
+        for key in ("oracle", "domain", "domain_size"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        out.update(self.params)
+        out.update(window=self.window, window_seconds=self.window_seconds,
+                   reports_per_window=self.reports_per_window)
+        return out
+
+    def privacy(self) -> dict[str, Any]:
+        """The campaign's privacy claim (``ldptel.client.privacy.privacy_claim``): the ``privacy``
+        object of ``/v1/campaigns`` and of every export document (cached per public config)."""
+        return dict(_privacy_of(json.dumps(self.public(), sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _privacy_of(public: str) -> Mapping[str, Any]:
+    cfg = json.loads(public)
+    return MappingProxyType(privacy_claim(cfg, build_mechanism(cfg)))
+
+
+def _retention(value: Any, key: str, window: str) -> str | None:
+    """A campaign's ``retention``: a duration at least its window's length (not with "all")."""
+    if value is None:
+        return None
+    try:
+        kept = parse_duration(value)
+    except ValueError as exc:
+        raise fail(key, str(exc)) from None
+    if parse_window(window) == 0:
+        raise fail(key, 'needs windows of a fixed length (window = "all" is one window)')
+    if kept < parse_window(window):
+        raise fail(key, f"must be at least the window length ({window}), got {value!r}")
+    return str(value)
+
+
+def parse_campaign(raw: Any, where: str) -> Campaign:
+    """One ``[[campaigns]]`` table (or an admin API body) → a validated ``Campaign`` (version 1);
+    ``ConfigError`` naming the key otherwise."""
+    if not isinstance(raw, dict):
+        raise fail(where, "must be a table")
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise fail(f"{where}.name", f"must match [a-z0-9_-]{{1,64}}, got {name!r}")
+    where = f"campaigns[{name}]"
+    kind = raw.get("kind", "frequency")
+    if kind not in KINDS:
+        raise fail(f"{where}.kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+    allowed = COMMON_CAMPAIGN_KEYS | KIND_KEYS[kind]
+    for key in raw:
+        if key not in allowed:
+            raise fail(f"{where}.{key}", f"unknown key for a {kind} campaign "
+                        f"(allowed: {', '.join(sorted(allowed))})")
+    window = raw.get("window", "all")
+    try:
+        parse_window(window)
+    except ValueError as exc:
+        raise fail(f"{where}.window", str(exc)) from None
+    retention = _retention(raw.get("retention"), f"{where}.retention", window)
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise fail(f"{where}.description", "must be a string")
+    camp = Campaign(
+        name=name, kind=kind, epsilon=None, window=window, description=description, retention=retention,
+        min_reports=read_int(raw, "min_reports", where, 1000, 1, 10**12),
+        shards=read_int(raw, "shards", where, 1, 1, 1024),
+        reports_per_window=read_int(raw, "reports_per_window", where, 1, 1, MAX_REPORTS_PER_WINDOW),
+        accept_old_versions=read_int(raw, "accept_old_versions", where, 7 * 86400, 0, 10**9),
+    )
+    oracle = raw.get("oracle", "olh")
+    if kind == "frequency" and oracle == "rappor":
+        camp.oracle = "rappor"
+        missing = [k for k in RAPPOR_KEYS if k not in raw]
+        if missing:
+            raise fail(f"{where}.{missing[0]}", "is required for the rappor oracle")
+        not_rappor = ("epsilon", "domain", "domain_size", "memoize", "epsilon_inf")
+        if any(k in raw for k in not_rappor):
+            bad = next(k for k in not_rappor if k in raw)
+            raise fail(f"{where}.{bad}", "does not apply to rappor (ε, ε∞ follow from f, p, q, "
+                        "hashes; its permanent response is always memoized)")
+        params = {k: raw[k] for k in RAPPOR_KEYS}
+        from ldptel.client import create_mechanism
+        from ldptel.client.mechanisms.rappor import RAPPOR
+
+        try:
+            mech = create_mechanism("rappor", **params)
+        except ValueError as exc:
+            key = str(exc).split()[0]
+            raise fail(f"{where}.{key if key in RAPPOR_KEYS else 'rappor'}", str(exc)) from None
+        assert isinstance(mech, RAPPOR)
+        camp.params = params
+        camp.epsilon = mech.epsilon
+        camp.params["epsilon_inf"] = mech.epsilon_inf
+        return camp
+
+    eps = raw.get("epsilon")
+    if eps is None:
+        raise fail(f"{where}.epsilon", "is required (no default: choose the privacy budget)")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= 10:
+        raise fail(f"{where}.epsilon", f"must be a number with 0 < epsilon <= 10, got {eps!r}")
+    camp.epsilon = float(eps)
+    if kind != "numeric":  # numeric campaigns: 1BitMean's own memoization (numeric_params)
+        camp.params.update(_memoize(raw, where, camp.epsilon))
+
+    if kind == "frequency":
+        if oracle not in ORACLES:
+            raise fail(f"{where}.oracle", f"must be one of {', '.join(ORACLES)}, got {oracle!r}")
+        for key in RAPPOR_KEYS:
+            if key in raw:
+                raise fail(f"{where}.{key}", "applies only to oracle = \"rappor\"")
+        camp.oracle = oracle
+        if ("domain" in raw) == ("domain_size" in raw):
+            raise fail(f"{where}.domain", "give exactly one of domain (labels) or domain_size")
+        if "domain" in raw:
+            dom = raw["domain"]
+            if (not isinstance(dom, list) or len(dom) < 2
+                    or not all(isinstance(v, str) and v for v in dom)):
+                raise fail(f"{where}.domain", "must be a list of at least 2 non-empty strings")
+            if len(set(dom)) != len(dom):
+                raise fail(f"{where}.domain", "values must be distinct")
+            camp.domain = list(dom)
+            camp.domain_size = len(dom)
+        else:
+            camp.domain_size = read_int(raw, "domain_size", where, None, 2, 1 << 24)
+    elif kind == "heavy_hitters":
+        camp.oracle = "olh"
+        if raw.get("oracle", "olh") != "olh":
+            raise fail(f"{where}.oracle", "heavy hitters use olh")
+        max_length = read_int(raw, "max_length", where, None, 1, 64)
+        camp.params.update({
+            "max_length": max_length,
+            # at most 16 new bits per level (the walk evaluates width·2^bits candidates)
+            "levels": read_int(raw, "levels", where, max_length, -(-max_length // 2), 8 * max_length),
+            "width": read_int(raw, "width", where, 64, 1, 4096),
+        })
+        # always published: an SDK must not have to agree with the server on a default
+        levels, g = camp.params["levels"], pool_hash_range(camp.epsilon)
+        cands = walk_candidates(max_length, levels, camp.params["width"])
+        pool = read_int(raw, "pool_size", where, default_pool_size(levels, g, cands), 1, 1 << 16)
+        try:
+            camp.params["pool_size"] = check_pool_size(pool, levels, g, cands)
+        except ValueError as exc:
+            raise fail(f"{where}.pool_size", str(exc)) from None
+    elif kind == "numeric":
+        camp.params = numeric_params(raw, where, camp.epsilon)
+    else:  # range
+        camp.domain_size = read_int(raw, "domain_size", where, None, 2, 1 << 24)
+        method = raw.get("method", "haar")
+        if method not in RANGE_METHODS:
+            raise fail(f"{where}.method", f"must be one of {', '.join(RANGE_METHODS)}, got {method!r}")
+        camp.params["method"] = method
+        if "branching" in raw:
+            if method != "hierarchical":
+                raise fail(f"{where}.branching", "applies only to method = \"hierarchical\"")
+            camp.params["branching"] = read_int(raw, "branching", where, None, 2, 1024)
+    return camp
+
+
+def _memoize(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
+    """``{"memoize": True, "epsilon_inf": ε∞}`` for ``memoize = true`` (ε∞ required, ε < ε∞ ≤ 10),
+    ``{}`` for ``memoize = false`` or absent (then ``epsilon_inf`` must be absent too)."""
+    memoize = raw.get("memoize", False)
+    if not isinstance(memoize, bool):
+        raise fail(f"{where}.memoize", f"must be true or false, got {memoize!r}")
+    eps_inf = raw.get("epsilon_inf")
+    if not memoize:
+        if eps_inf is not None:
+            raise fail(f"{where}.epsilon_inf", "applies only with memoize = true")
+        return {}
+    if eps_inf is None:
+        raise fail(f"{where}.epsilon_inf", "is required with memoize = true (the lifetime ε of "
+                    "one value; choose it greater than epsilon)")
+    if isinstance(eps_inf, bool) or not isinstance(eps_inf, (int, float)) or not 0 < eps_inf <= 10:
+        raise fail(f"{where}.epsilon_inf", f"must be a number with 0 < epsilon_inf <= 10, got {eps_inf!r}")
+    if not eps_inf > epsilon:
+        raise fail(f"{where}.epsilon_inf", f"must be greater than epsilon = {epsilon:g} (the "
+                    f"per-report ε), got {eps_inf!r}")
+    return {"memoize": True, "epsilon_inf": float(eps_inf)}
+
+
+def numeric_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
+    """A numeric campaign's ``lower``, ``upper``, ``mechanism`` (default: the lowest worst-case
+    variance for ε) and, for 1bitmean, ``memoize`` (default true) and ``buckets`` (default 8):
+    all published, so an SDK never has to agree with the server on a default."""
+    if "epsilon_inf" in raw:
+        raise fail(f"{where}.epsilon_inf", "does not apply to numeric campaigns (1BitMean's "
+                    "memoization costs (buckets + 1)·epsilon over a device's life)")
+    for key in ("lower", "upper"):
+        v = raw.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise fail(f"{where}.{key}", f"is required: a finite number, got {v!r}")
+    if not raw["lower"] < raw["upper"]:
+        raise fail(f"{where}.upper", f"must be above lower = {raw['lower']!r}, got {raw['upper']!r}")
+    mechanism = raw.get("mechanism", default_numeric_mechanism(epsilon))
+    if mechanism not in NUMERIC_MECHANISMS:
+        raise fail(f"{where}.mechanism",
+                    f"must be one of {', '.join(NUMERIC_MECHANISMS)}, got {mechanism!r}")
+    params: dict[str, Any] = {"lower": float(raw["lower"]), "upper": float(raw["upper"]),
+                              "mechanism": mechanism}
+    if mechanism != "1bitmean":
+        bad = next((k for k in ("memoize", "buckets") if k in raw), None)
+        if bad:
+            raise fail(f"{where}.{bad}", "applies only to mechanism = \"1bitmean\"")
+        return params
+    memoize = raw.get("memoize", True)
+    if not isinstance(memoize, bool):
+        raise fail(f"{where}.memoize", f"must be true or false, got {memoize!r}")
+    params["memoize"] = memoize
+    params["buckets"] = read_int(raw, "buckets", where, DEFAULT_BUCKETS, 1, MAX_BUCKETS)
+    return params
