@@ -32,11 +32,13 @@ from ldptel.durations import parse_duration, parse_window
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
-                        "memoize", "epsilon_inf", "reports_per_window", "retention", "accept_old_versions"}
+                        "memoize", "epsilon_inf", "reports_per_window", "retention", "accept_old_versions",
+                        "shuffle_min_reports", "shuffle_max_delay", "central_delta"}
 MAX_REPORTS_PER_WINDOW = 1_000_000
 # keys that may change without a new campaign version (ldptel.registry); every other key is a
 # randomization parameter (or the window / shards), immutable per version
-IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions", "retention", "reports_per_window")
+IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions", "retention", "reports_per_window",
+                 "shuffle_min_reports", "shuffle_max_delay", "central_delta")
 CAMPAIGN_STATUSES = ("active", "paused", "retired")
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
@@ -69,6 +71,11 @@ class Campaign:
     superseded_at: float | None = None  # epoch seconds a newer version replaced this one
     status: str = "active"  # CAMPAIGN_STATUSES; "paused" / "retired" refuse reports
     reason: str = ""  # why it is paused or retired
+    # the shuffler releases a (version, window)'s reports once it holds this many, or once the
+    # oldest has waited shuffle_max_delay (a duration)
+    shuffle_min_reports: int = 1000
+    shuffle_max_delay: str = "60s"
+    central_delta: float | None = None  # δ of the central (shuffled) ε; None: min(1/(10n), 1e-6)
 
     def accepts_until(self) -> float:
         """Epoch seconds until which reports of this version are accepted (inf: the latest)."""
@@ -80,6 +87,11 @@ class Campaign:
     def window_seconds(self) -> int:
         """Seconds per window (``durations.parse_window``; 0 for "all")."""
         return parse_window(self.window)
+
+    @property
+    def shuffle_max_delay_seconds(self) -> int:
+        """Seconds of ``shuffle_max_delay``."""
+        return parse_duration(self.shuffle_max_delay)
 
     @property
     def retention_seconds(self) -> int | None:
@@ -138,6 +150,26 @@ def _retention(value: Any, key: str, window: str) -> str | None:
     return str(value)
 
 
+def _shuffle_max_delay(value: Any, key: str) -> str:
+    """A duration (``durations.parse_duration``) of at most a day."""
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise fail(key, str(exc)) from None
+    if seconds > 86400:
+        raise fail(key, f"must be at most 1d, got {value!r}")
+    return str(value)
+
+
+def _central_delta(value: Any, key: str) -> float | None:
+    """δ of the central ε: a number in (0, 1e-3], or absent (the default follows n)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1e-3:
+        raise fail(key, f"must be a number with 0 < central_delta <= 0.001, got {value!r}")
+    return float(value)
+
+
 def parse_campaign(raw: Any, where: str) -> Campaign:
     """One ``[[campaigns]]`` table (or an admin API body) → a validated ``Campaign`` (version 1);
     ``ConfigError`` naming the key otherwise."""
@@ -170,6 +202,10 @@ def parse_campaign(raw: Any, where: str) -> Campaign:
         shards=read_int(raw, "shards", where, 1, 1, 1024),
         reports_per_window=read_int(raw, "reports_per_window", where, 1, 1, MAX_REPORTS_PER_WINDOW),
         accept_old_versions=read_int(raw, "accept_old_versions", where, 7 * 86400, 0, 10**9),
+        shuffle_min_reports=read_int(raw, "shuffle_min_reports", where, 1000, 1, 10**7),
+        shuffle_max_delay=_shuffle_max_delay(raw.get("shuffle_max_delay", "60s"),
+                                             f"{where}.shuffle_max_delay"),
+        central_delta=_central_delta(raw.get("central_delta"), f"{where}.central_delta"),
     )
     oracle = raw.get("oracle", "olh")
     if kind == "frequency" and oracle == "rappor":

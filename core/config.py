@@ -23,7 +23,7 @@ from ldptel.campaign import (
 from ldptel.config_values import ConfigError, fail, read_int, read_seconds
 
 __all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "Campaign", "Config",
-           "ConfigError", "ServerConfig", "load_config", "numeric_params", "parse_campaign",
+           "ConfigError", "ServerConfig", "ShufflerConfig", "load_config", "numeric_params", "parse_campaign",
            "parse_config"]
 
 SERVER_KEYS = {
@@ -31,6 +31,7 @@ SERVER_KEYS = {
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
     "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
+SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports"}
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 
 
@@ -70,11 +71,23 @@ class AggregatorConfig:
 
 
 @dataclass
+class ShufflerConfig:
+    """``[shuffler]``: with ``enabled`` the collector appends to the ingress streams and
+    ``ldptel shuffle`` moves shuffled reports to the analysis streams the aggregator reads;
+    without, the collector appends to the analysis streams directly (no shuffle model)."""
+    enabled: bool = True
+    poll_ms: int = 200  # how often the shuffler reads the ingress streams
+    batch_reports: int = 1000  # reports per re-packed analysis batch
+    max_held_reports: int = 100_000  # a (campaign, version, window) is released at this many
+
+
+@dataclass
 class Config:
     server: ServerConfig
     aggregator: AggregatorConfig
     campaigns: list[Campaign]  # the latest version of each campaign
     path: Path | None = None
+    shuffler: ShufflerConfig = field(default_factory=ShufflerConfig)
     history: dict[str, list[Campaign]] = field(default_factory=dict)  # older versions, ascending
     tables: list[dict] = field(default_factory=list)  # the file's [[campaigns]] tables, as given
     declared: list[Campaign] = field(default_factory=list)  # the file's campaigns, as parsed
@@ -95,11 +108,28 @@ class Config:
         return next((c for c in self.versions(name) if c.version == version), None)
 
 
+def _shuffler(shf: Any) -> ShufflerConfig:
+    if not isinstance(shf, dict):
+        raise fail("shuffler", "must be a table")
+    for key in shf:
+        if key not in SHUFFLER_KEYS:
+            raise fail(f"shuffler.{key}", f"unknown key (allowed: {', '.join(sorted(SHUFFLER_KEYS))})")
+    enabled = shf.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise fail("shuffler.enabled", f"must be true or false, got {enabled!r}")
+    return ShufflerConfig(
+        enabled=enabled,
+        poll_ms=read_int(shf, "poll_ms", "shuffler", 200, 1, 60_000),
+        batch_reports=read_int(shf, "batch_reports", "shuffler", 1000, 1, 100_000),
+        max_held_reports=read_int(shf, "max_held_reports", "shuffler", 100_000, 1, 10_000_000),
+    )
+
+
 def parse_config(data: dict, path: Path | None = None) -> Config:
     """Validate a parsed TOML document."""
     for key in data:
-        if key not in ("server", "aggregator", "campaigns"):
-            raise fail(key, "unknown top-level key (allowed: server, aggregator, campaigns)")
+        if key not in ("server", "aggregator", "shuffler", "campaigns"):
+            raise fail(key, "unknown top-level key (allowed: server, aggregator, shuffler, campaigns)")
     srv = data.get("server", {})
     if not isinstance(srv, dict):
         raise fail("server", "must be a table")
@@ -136,6 +166,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
         claim_idle_ms=read_int(agg, "claim_idle_ms", "aggregator", 60_000, 1, 10**9),
         publish_interval=read_seconds(agg, "publish_interval", "aggregator", 5.0, 0.0, 3600.0),
     )
+    shuffler = _shuffler(data.get("shuffler", {}))
     raw_campaigns = data.get("campaigns", [])
     if not isinstance(raw_campaigns, list) or not raw_campaigns:
         raise fail("campaigns", "at least one [[campaigns]] table is required")
@@ -144,7 +175,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise fail(f"campaigns[{dup}].name", "is used by more than one campaign")
-    return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path,
+    return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path, shuffler=shuffler,
                   tables=[dict(c) for c in raw_campaigns], declared=list(campaigns))
 
 
