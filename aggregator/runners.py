@@ -93,8 +93,10 @@ class AggregatorProcess:
     create it from a thread-free process). ``stop()`` sends SIGTERM — the worker finishes its current
     commit — and waits."""
 
+    command = "aggregate"  # the ``ldptel`` subcommand (``ShufflerProcess``: ``shuffle``)
+
     def __init__(self, config_path: str, redis_url: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate", "--config",
+        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", self.command, "--config",
                                       str(config_path)],  # the URL in the environment, not in `ps`
                                      env={**os.environ, "REDIS_URL": redis_url}, start_new_session=True,
                                      preexec_fn=process.die_with_parent)
