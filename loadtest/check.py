@@ -8,7 +8,10 @@ Sources compared, per campaign:
   (``keys.seen_key``) shows they were stored;
 - the collector's counters (``GET /metrics``: accepted, duplicate and rejected batches);
 - what the aggregator counted: ``n_reports`` of the export API (``/estimates``, ``/heavy-hitters``,
-  ``/range``) and of the store (sum over shards and windows), and the entries it could not decode.
+  ``/range``) and of the store (sum over shards and windows), and the entries it could not decode;
+- with the shuffler (``[shuffler] enabled``, the default): its counters (``keys.shuffle_metrics_key``:
+  reports taken from ingress and written to the analysis streams), which must both equal what the
+  collector accepted, and the ingress streams, which must be empty once drained.
 
 Fails (exit 1) on a lost or double-counted report, an invalid batch not rejected with its expected
 status, a re-sent batch stored twice, or a 5xx (503 too unless ``--allow-503``). Writes
@@ -148,7 +151,35 @@ def cpu_used(out: Path) -> dict[str, float]:
         return {}
     start, end = json.loads(start_file.read_text()), snapshot(pids)
     (out / "cpu-end.json").write_text(json.dumps(end))
-    return {k: end[k] - start.get(k, 0.0) for k in ("collector", "redis", "aggregator") if k in end}
+    roles = ("collector", "redis", "shuffler", "aggregator")
+    return {k: end[k] - start.get(k, 0.0) for k in roles if k in end}
+
+
+def shuffler_counts(r, config) -> dict[str, int]:
+    """The shufflers' counters summed over campaigns and shards, and the ingress entries waiting."""
+    out = {"ingress_entries": sum(r.xlen(keys.ingress_key(c.name, s)) for c in config.campaigns
+                                  for s in range(c.shards))}
+    for field in (keys.INGRESS_BATCHES, keys.INGRESS_REPORTS, keys.ANALYSIS_BATCHES, keys.ANALYSIS_REPORTS,
+                  keys.SHUFFLE_REFUSED):
+        out[field] = sum(int(r.hget(keys.shuffle_metrics_key(c.name, s), field) or 0)
+                         for c in config.campaigns for s in range(c.shards))
+    return out
+
+
+def stream_reports(r, key: str) -> int:
+    """Reports in a stream (its entries' ``count`` fields)."""
+    total, start = 0, "-"
+    while True:
+        page = r.xrange(key, min=start, count=5000)
+        total += sum(int(f[b"count"]) for _, f in page)
+        if len(page) < 5000:
+            return total
+        start = "(" + page[-1][0].decode()
+
+
+def kills(out: Path) -> list[dict]:
+    path = out / "shuffler-kills.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def locust_stats(out: Path) -> dict[str, dict[str, str]]:
@@ -208,11 +239,21 @@ def main() -> int:
     m_dup = sum(metric_by(metrics, "ldptel_batches_duplicate_total", "campaign").values())
     m_rejected = metric_by(metrics, "ldptel_batches_rejected_total", "reason")
     store_n = counted(r, config) if not args.ingest_only else dict(m_accepted)
-    if args.ingest_only:
-        entries = {c.name: sum(r.xlen(keys.stream_key(c.name, s)) for s in range(c.shards))
-                   for c in config.campaigns}
-        if entries != {c.name: m_batches.get(c.name, 0) for c in config.campaigns}:
-            problems.append(f"stream entries {entries} differ from the collector's accepted batches")
+    if args.ingest_only:  # reports in the ingress and analysis streams (a shuffler re-packs batches)
+        in_streams = {c.name: sum(stream_reports(r, key(c.name, s)) for s in range(c.shards)
+                                  for key in (keys.ingress_key, keys.stream_key)) for c in config.campaigns}
+        if in_streams != {c.name: m_accepted.get(c.name, 0) for c in config.campaigns}:
+            problems.append(f"reports in the streams {in_streams} differ from the collector's accepted "
+                            "reports")
+    shuffled = shuffler_counts(r, config)
+    if config.shuffler.enabled and not args.ingest_only:
+        accepted_total = sum(m_accepted.values())
+        if not shuffled[keys.INGRESS_REPORTS] == shuffled[keys.ANALYSIS_REPORTS] == accepted_total:
+            problems.append(f"the shuffler took {shuffled[keys.INGRESS_REPORTS]} reports from ingress "
+                            f"and wrote {shuffled[keys.ANALYSIS_REPORTS]}; the collector accepted "
+                            f"{accepted_total}")
+        if shuffled["ingress_entries"]:
+            problems.append(f"{shuffled['ingress_entries']} entries left in the ingress streams")
     undecodable = sum(int(r.hget(keys.state_key(c.name, s), keys.REJECTED) or 0)
                       for c in config.campaigns for s in range(c.shards))
     if undecodable:
@@ -282,12 +323,23 @@ def main() -> int:
                  f"{ambiguous_lost} batches not stored)")
     lines.append("  ingest only: no aggregator (store and export = collector)" if args.ingest_only
                  else f"  drained in {drain_s:.1f} s after the run")
+    killed = kills(out)
+    if config.shuffler.enabled:
+        lines.append(f"  shuffler: {shuffled[keys.INGRESS_REPORTS]:,} reports in "
+                     f"{shuffled[keys.INGRESS_BATCHES]:,} ingress batches -> "
+                     f"{shuffled[keys.ANALYSIS_REPORTS]:,} in {shuffled[keys.ANALYSIS_BATCHES]:,} analysis "
+                     f"batches, {shuffled[keys.SHUFFLE_REFUSED]} releases refused, "
+                     f"{shuffled['ingress_entries']} ingress entries left"
+                     + (f"; killed (SIGKILL) {len(killed)} times while moving reports, at "
+                        + ", ".join(f"{k['t']:.0f}" for k in killed) + " s" if killed else ""))
     if cpu:
         lines.append("  CPU seconds (run + drain): " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items())
                      + f", load generator {ledger['cpu_seconds']:.1f} (incl. its start-up)")
         total_reports = sum(store_n.values())
         lines.append("  reports per CPU-second (≈ capacity per core): " + ", ".join(
             f"{k} {total_reports / v:,.0f}" for k, v in cpu.items() if v > 0))
+        lines.append("  CPU seconds per 1 M reports: " + ", ".join(
+            f"{k} {v / max(total_reports, 1) * 1e6:,.1f}" for k, v in cpu.items()))
     stored_batches = sum(m_batches.values())
     per_batch, per_report = memory / max(stored_batches, 1), memory / max(sum(store_n.values()), 1)
     lines.append(f"  Redis memory {memory / 2**20:,.1f} MiB: {per_batch:,.0f} B per stored batch, "
@@ -309,7 +361,7 @@ def main() -> int:
         "latency_ms": {p: agg.get(p) for p in ("50%", "95%", "99%", "100%")},
         "statuses": statuses, "invalid": ledger["invalid"], "campaigns": rows, "problems": problems,
         "loadavg": os.getloadavg(), "cpu_seconds": {**cpu, "load_generator": ledger["cpu_seconds"]},
-        "redis_used_memory": memory,
+        "redis_used_memory": memory, "shuffler": shuffled, "shuffler_kills": killed,
     }, indent=1, default=dict) + "\n")
     return 1 if problems else 0
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # ldptel load test: the whole stack on loopback under locust, then an exactly-once check.
 #
-#   loadtest/run.sh [--users 16] [--run-time 60s] [--workers 2] [--aggregators 1] [--sizes 1-500]
-#                   [--cluster 0] [--shards N] [--processes 1] [--rate-per-user 0]
-#                   [--invalid 0.02] [--resend 0.03] [--outage AT[:SECONDS]] [--out loadtest/out]
+#   loadtest/run.sh [--users 16] [--run-time 60s] [--workers 2] [--aggregators 1] [--shufflers 1]
+#                   [--kill-shuffler 0] [--sizes 1-500] [--cluster 0] [--shards N] [--processes 1]
+#                   [--rate-per-user 0] [--invalid 0.02] [--resend 0.03] [--outage AT[:SECONDS]]
+#                   [--out loadtest/out]
 #
 # Starts an embedded Redis (--cluster M: a Redis Cluster of M masters) from loadtest/redis_up.py,
-# `ldptel serve` (gunicorn, --workers) against it and --aggregators `ldptel aggregate` workers,
+# `ldptel serve` (gunicorn, --workers) against it, --shufflers `ldptel shuffle` processes (each
+# under loadtest/shuffler_up.py, which restarts it if it dies; 0 with `[shuffler] enabled = false`)
+# and --aggregators `ldptel aggregate` workers,
 # runs locust headless (loadtest/locustfile.py: --users devices in a closed loop, or at
 # --rate-per-user requests/s each, for --run-time; batches of --sizes reports, "lo-hi" or fixed,
 # shares --invalid and --resend of invalid batches and re-sent ones), then loadtest/check.py
@@ -17,6 +20,9 @@
 # --outage AT:SECONDS stops Redis (on a cluster, one master) AT seconds into the run for SECONDS
 # (default 2) and starts it again: the collector answers 503 meanwhile (intended 503s), the
 # devices retry, and the check still demands that nothing accepted is lost.
+# --kill-shuffler K kills the (first) shuffler with SIGKILL K times during the run, each time while
+# it is moving reports (shuffler_up.py; kills in shuffler-kills.jsonl); the check then demands that
+# every accepted report went through the shuffler exactly once and was counted exactly once.
 # Every process started here is stopped on exit (also on Ctrl-C or an error). The Python used is
 # $LDPTEL_PYTHON, default .venv/bin/python.
 set -euo pipefail
@@ -27,6 +33,8 @@ USERS=16
 RUN_TIME=60s
 WORKERS=2
 AGGREGATORS=1
+SHUFFLERS=1
+KILL_SHUFFLER=0
 SIZES=1-500
 CLUSTER=0
 SHARDS=""
@@ -44,6 +52,8 @@ while [[ $# -gt 0 ]]; do
     --run-time) RUN_TIME="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
     --aggregators) AGGREGATORS="$2"; shift 2 ;;
+    --shufflers) SHUFFLERS="$2"; shift 2 ;;
+    --kill-shuffler) KILL_SHUFFLER="$2"; shift 2 ;;
     --sizes) SIZES="$2"; shift 2 ;;
     --cluster) CLUSTER="$2"; shift 2 ;;
     --shards) SHARDS="$2"; shift 2 ;;
@@ -62,7 +72,7 @@ if (( USERS < 1 || USERS > 2000 )); then echo "run.sh: --users must be in 1..200
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 rm -rf "$OUT/redis" "$OUT"/ledger-*.json "$OUT"/locust* "$OUT"/summary.* "$OUT"/*.log "$OUT/redis.url" \
-  "$OUT/pids" "$OUT"/cpu-*.json
+  "$OUT/pids" "$OUT"/cpu-*.json "$OUT"/shuffler-kills.jsonl
 CONFIG="$OUT/ldptel.toml"
 if [[ -n "$SHARDS" ]]; then
   sed "s/^shards = .*/shards = $SHARDS/" "$ROOT/loadtest/ldptel.toml" > "$CONFIG"
@@ -73,7 +83,8 @@ fi
 PIDS=()
 stop_all() {
   local pid i
-  # newest first: locust, aggregators, collector, then Redis; only our own jobs that still run
+  # newest first: locust, aggregators, shufflers, collector, then Redis; only our own jobs that
+  # still run
   for (( i=${#PIDS[@]}-1; i>=0; i-- )); do
     pid="${PIDS[$i]}"
     running "$pid" || continue
@@ -116,6 +127,15 @@ PIDS+=($!)
 echo "collector $!" >>"$OUT/pids"
 wait_for 60 "collector" "$PY" -c "import urllib.request as u; u.urlopen('$URL/healthz', timeout=1)"
 
+RUN_SECONDS="$("$PY" -c 'import sys; from ldptel.durations import parse_duration as p; print(p(sys.argv[1]))' "$RUN_TIME" 2>/dev/null || echo 60)"
+for (( i=0; i<SHUFFLERS; i++ )); do
+  KILLS=0; (( i == 0 )) && KILLS="$KILL_SHUFFLER"
+  "$PY" "$ROOT/loadtest/shuffler_up.py" --config "$CONFIG" --redis-url "$REDIS_URL" --log "$OUT/shuffle-$i.log" \
+    --kills "$KILLS" --spread "$RUN_SECONDS" --events "$OUT/shuffler-kills.jsonl" >"$OUT/shuffler_up-$i.log" 2>&1 &
+  PIDS+=($!)
+  echo "shuffler $!" >>"$OUT/pids"
+done
+
 for (( i=0; i<AGGREGATORS; i++ )); do
   "$PY" -m ldptel.cli aggregate --config "$CONFIG" --redis-url "$REDIS_URL" >"$OUT/aggregate-$i.log" 2>&1 &
   PIDS+=($!)
@@ -123,7 +143,7 @@ for (( i=0; i<AGGREGATORS; i++ )); do
 done
 
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
-LABEL="(users $USERS, $RUN_TIME, gunicorn workers $WORKERS, aggregators $AGGREGATORS, sizes $SIZES, redis $([[ $CLUSTER -gt 0 ]] && echo "cluster of $CLUSTER" || echo "single node"), load average before $LOAD_BEFORE)"
+LABEL="(users $USERS, $RUN_TIME, gunicorn workers $WORKERS, aggregators $AGGREGATORS, shufflers $SHUFFLERS$( (( KILL_SHUFFLER > 0 )) && echo " killed $KILL_SHUFFLER times"), sizes $SIZES, redis $([[ $CLUSTER -gt 0 ]] && echo "cluster of $CLUSTER" || echo "single node"), load average before $LOAD_BEFORE)"
 echo "run.sh: Redis $REDIS_URL, collector $URL; locust: $USERS users for $RUN_TIME"
 
 LOCUST_ARGS=(-f "$ROOT/loadtest/locustfile.py" --headless --users "$USERS" --spawn-rate "$USERS"
