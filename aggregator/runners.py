@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import redis as redis_lib
 
@@ -19,24 +20,35 @@ from ldptel.aggregator.errors import StateMismatch
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
 from ldptel.logs import redact_url
-from ldptel.redis_client import connect
+from ldptel.redis_client import AnyRedis, connect
 
 log = logging.getLogger("ldptel.aggregator")
+
+
+def connect_cli(args: argparse.Namespace, logger: logging.Logger, socket_timeout: float
+                ) -> AnyRedis | int:
+    """The Redis of a worker command (``--redis-url``, else ``$REDIS_URL``), or, logged, its exit
+    status: 2 without a URL, 1 if it cannot connect."""
+    url = args.redis_url or os.environ.get("REDIS_URL")
+    if not url:
+        logger.error("no Redis: pass --redis-url or set REDIS_URL (the embedded Redis runs with "
+                     "`ldptel serve`)")
+        return 2
+    try:
+        return connect(url, socket_timeout=socket_timeout)
+    except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
+        logger.error("cannot connect to %s: %s", redact_url(url), exc)
+        return 1
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
     """``ldptel aggregate``: one worker; ``--once`` drains, logs what it did, exits 0. Every line
     goes through the ``ldptel.aggregator`` logger (``ldptel.logs``: stderr, text or JSON)."""
     config = load_config(args.config)
-    url = args.redis_url or os.environ.get("REDIS_URL")
-    if not url:
-        log.error("no Redis: pass --redis-url or set REDIS_URL (the embedded Redis runs with `ldptel serve`)")
-        return 2
-    try:
-        r = connect(url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
-    except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
-        log.error("cannot connect to %s: %s", redact_url(url), exc)
-        return 1
+    r = connect_cli(args, log, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+    if isinstance(r, int):
+        return r
+    url = args.redis_url or os.environ.get("REDIS_URL", "")
     worker = Worker(config, r)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -60,19 +72,26 @@ class BackgroundAggregator:
     """A worker in a daemon thread (``ldptel serve``/``demo`` run one beside the collector).
     ``stop()`` finishes the current commit and joins."""
 
+    thread_name = "ldptel-aggregator"
+
     def __init__(self, config: Config, redis_url: str, log: Callable[[str], None] | None = None) -> None:
-        r = connect(redis_url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
-        self.worker = Worker(config, r, log=log)
+        self.worker: Any = self.build(config, redis_url, log)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ldptel-aggregator", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self.error: BaseException | None = None
+
+    @staticmethod
+    def build(config: Config, redis_url: str, log: Callable[[str], None] | None) -> Any:
+        """The worker the thread runs (``run(stop=…)``, ``warn``): here an aggregator ``Worker``."""
+        return Worker(config, connect(redis_url, socket_timeout=config.aggregator.block_ms / 1000 + 60),
+                      log=log)
 
     def _run(self) -> None:
         try:
             self.worker.run(stop=self._stop)
         except BaseException as exc:  # noqa: BLE001 - surfaced through .error
             self.error = exc
-            self.worker.warn(f"aggregate: worker stopped: {exc!r}")
+            self.worker.warn(f"{self.thread_name}: stopped: {exc!r}")
 
     def start(self) -> BackgroundAggregator:
         self._thread.start()

@@ -9,15 +9,16 @@ from prometheus_client import Counter, Histogram
 
 from ldptel.aggregator.metrics import LATENCY_BUCKETS
 
-INGRESS_BATCHES = Counter("ldptel_shuffler_ingress_batches",
-                          "Ingress batches the shuffler released (moved to the analysis stream).",
-                          ["campaign"])
-REPORTS = Counter("ldptel_shuffler_reports", "Reports the shuffler released.", ["campaign"])
-ANALYSIS_BATCHES = Counter("ldptel_shuffler_analysis_batches",
-                           "Re-packed batches the shuffler wrote to the analysis stream.", ["campaign"])
-REFUSED = Counter("ldptel_shuffler_refused_releases",
-                  "Releases refused because an ingress entry had been moved by another shuffler.",
-                  ["campaign"])
+
+def _counter(name: str, doc: str) -> Counter:
+    return Counter(f"ldptel_shuffler_{name}", doc, ["campaign"])
+
+
+INGRESS_BATCHES = _counter("ingress_batches", "Ingress batches released (moved to the analysis stream).")
+REPORTS = _counter("reports", "Reports the shuffler released.")
+ANALYSIS_BATCHES = _counter("analysis_batches", "Re-packed batches written to the analysis stream.")
+REFUSED = _counter("refused_releases",
+                   "Releases refused because an ingress entry had been moved by another shuffler.")
 RELEASE_SECONDS = Histogram("ldptel_shuffler_release_seconds",
                             "Time of one release (parse, permute, re-pack, the SHUFFLE script).",
                             ["campaign"], buckets=LATENCY_BUCKETS)

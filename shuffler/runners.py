@@ -8,11 +8,13 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import redis as redis_lib
 
-from ldptel.aggregator.runners import AggregatorProcess
-from ldptel.config import load_config
+from ldptel.aggregator.runners import AggregatorProcess, BackgroundAggregator, connect_cli
+from ldptel.config import Config, load_config
 from ldptel.logs import redact_url
 from ldptel.redis_client import connect
 from ldptel.shuffler.worker import Shuffler
@@ -25,23 +27,18 @@ def run_shuffle(args: argparse.Namespace) -> int:
     exit 0; what it held stays in ingress); ``--once`` drains the ingress streams (every held
     report released whatever the release rules say), logs what it did, exits 0."""
     config = load_config(args.config)
-    url = args.redis_url or os.environ.get("REDIS_URL")
-    if not url:
-        log.error("no Redis: pass --redis-url or set REDIS_URL (the embedded Redis runs with `ldptel serve`)")
-        return 2
     if not config.shuffler.enabled:
         log.warning("[shuffler] enabled = false in %s: the collector writes to the analysis streams; "
                     "shuffling only what is left in ingress", args.config)
-    try:
-        # hook for least-privilege roles: connect(url, role="shuffler") once they exist
-        r = connect(url, socket_timeout=30.0)
-    except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
-        log.error("cannot connect to %s: %s", redact_url(url), exc)
-        return 1
-    shuffler = Shuffler(config, r)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    # hook for least-privilege roles: connect as the "shuffler" role once connect() takes one
+    r = connect_cli(args, log, socket_timeout=30.0)
+    if isinstance(r, int):
+        return r
+    url = args.redis_url or os.environ.get("REDIS_URL", "")
+    shuffler = Shuffler(config, r)
     if not args.once:
         log.info("shuffler %s on %s (poll %d ms, batches of %d reports)", shuffler.owner,
                  redact_url(url), config.shuffler.poll_ms, config.shuffler.batch_reports)
@@ -54,6 +51,17 @@ def run_shuffle(args: argparse.Namespace) -> int:
                                                   "reports": stats.ingress_reports,
                                                   "refused": stats.refused})
     return 0
+
+
+class BackgroundShuffler(BackgroundAggregator):
+    """A shuffler in a daemon thread (``ldptel demo`` runs one beside the collector);
+    ``stop()`` finishes the current step and joins."""
+
+    thread_name = "ldptel-shuffler"
+
+    @staticmethod
+    def build(config: Config, redis_url: str, log: Callable[[str], None] | None) -> Any:
+        return Shuffler(config, connect(redis_url, socket_timeout=30.0), log=log)
 
 
 class ShufflerProcess(AggregatorProcess):

@@ -53,6 +53,9 @@ LOG = logging.getLogger("ldptel.shuffler")
 
 @dataclass
 class ShuffleStats:
+    """What a shuffler moved since it started (its log line); the totals of every shuffler are
+    the Redis counters ``keys.shuffle_metrics_key``."""
+
     ingress_batches: int = 0
     ingress_reports: int = 0
     analysis_batches: int = 0
