@@ -160,6 +160,8 @@ class Shuffler:
     def read(self, held: Held) -> int:
         """Read new ingress entries into ``held``; returns how many."""
         stream = keys.ingress_key(held.campaign, held.shard)
+        if not held.groups and not held.unknown:
+            held.cursor = "-"  # nothing held: all the stream holds is new (also after a data reset)
         got = 0
         for _ in range(READ_PAGES):
             start = "-" if held.cursor == "-" else f"({held.cursor}"
