@@ -59,8 +59,8 @@ ALLOWED: list[tuple[str, str, str]] = [
     (re.escape(keys.SESSION_PREFIX) + r":.+", "*", "an operator's session, TTL = idle timeout"),
     (re.escape(keys.SESSION_SECRET_KEY) + "$", "*", "the sessions' random signing secret"),
     (re.escape(keys.AUTH_FAILURE_TAG) + r":.+", "*", "failed authentications per keyed digest, TTL"),
-    (re.escape(keys.REGISTRY_KEY) + "$", r"created_at|superseded_at",
-     "when an operator applied or superseded a campaign version"),
+    (re.escape(keys.REGISTRY_KEY) + "$", r"created_at|superseded_at|updated_at",
+     "when an operator applied, changed or superseded a campaign version"),
 ]
 # consumer idle times (XINFO CONSUMERS) are the aggregator's last read: allowed for the same
 # reason as its heartbeat

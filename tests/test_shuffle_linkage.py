@@ -22,19 +22,23 @@ through the real collector (HTTP) into Redis; after ``ldptel shuffle``'s release
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import redis
-from agg_support import HttpStack, shuffle_once, write_config
+from agg_support import HttpStack, random_batches, shuffle_once, write_config
+from http_support import Poster, start_collector
+from ingest_support import INGEST_TOKEN, config_text
 from redis_audit import audit, plant_leaks
 from scipy.stats import hypergeom
 
 from ldptel import keys
-from ldptel.aggregator import store
+from ldptel.aggregator import publish, store
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Campaign, Config
+from ldptel.config import Campaign, Config, load_config
 from ldptel.proto import ReportBatch
 from ldptel.shuffler import repack
 
@@ -176,3 +180,39 @@ def test_audit_reports_each_kind_of_leak(redis_client: redis.Redis, tmp_path: Pa
     problems = audit(redis_client, cfg)
     for what in expected:
         assert any(what in p for p in problems), (what, problems)
+
+
+@pytest.mark.slow  # a served stack: about 10 s
+def test_audit_of_a_served_stack(tmp_path: Path) -> None:
+    """(b) on the production layout: ``ldptel serve`` with its embedded Redis, aggregator and
+    shuffler children, every oracle of ingest_support's config (shards, an hourly window), batches
+    posted over HTTP; once every report is counted, ingress is empty and every window published,
+    the audit finds nothing — with the operational keys of a real stack present (registry,
+    heartbeat, session secret, rate-limit counters, publication claims)."""
+    col = start_collector(tmp_path, config_text(), None, workers=1, stdout=subprocess.PIPE,
+                          env={"LDPTEL_DATA_DIR": str(tmp_path / "data")})
+    try:
+        assert col.proc.stdout is not None
+        r = redis.Redis.from_url(col.proc.stdout.readline().split(" at ")[1].split()[0])
+        cfg = load_config(col.config_path)
+        poster = Poster(col.url)
+        try:
+            for i, camp in enumerate(cfg.campaigns):
+                for batch in random_batches(camp, 250, 50, seed=i):
+                    assert poster.post(batch.SerializeToString(), token=INGEST_TOKEN)[0] == 202
+        finally:
+            poster.close()
+
+        def settled() -> bool:
+            ingress = sum(r.xlen(keys.ingress_key(c.name, s)) for c in cfg.campaigns for s in range(c.shards))
+            counted = all(sum(store.window_counts(r, c).values()) == 250 for c in cfg.campaigns)
+            return ingress == 0 and counted and not any(publish.stale_windows(r, c) for c in cfg.campaigns)
+
+        deadline = time.monotonic() + 60
+        while not settled():
+            assert time.monotonic() < deadline, "the served stack did not shuffle, count and publish in 60 s"
+            time.sleep(0.25)
+        assert r.exists(keys.REGISTRY_KEY) and r.exists(keys.HEARTBEAT_KEY)  # operational keys present
+        assert audit(r, cfg) == []
+    finally:
+        col.stop()
