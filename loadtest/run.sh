@@ -20,8 +20,8 @@
 # --outage AT:SECONDS stops Redis (on a cluster, one master) AT seconds into the run for SECONDS
 # (default 2) and starts it again: the collector answers 503 meanwhile (intended 503s), the
 # devices retry, and the check still demands that nothing accepted is lost.
-# --kill-shuffler K kills the (first) shuffler with SIGKILL K times during the run, each time while
-# it is moving reports (shuffler_up.py; kills in shuffler-kills.jsonl); the check then demands that
+# --kill-shuffler K kills the (first) shuffler with SIGKILL K times in the first 80 % of the run,
+# each time while it is moving reports (shuffler_up.py; kills in shuffler-kills.jsonl); the check then demands that
 # every accepted report went through the shuffler exactly once and was counted exactly once.
 # Every process started here is stopped on exit (also on Ctrl-C or an error). The Python used is
 # $LDPTEL_PYTHON, default .venv/bin/python.
@@ -131,7 +131,7 @@ RUN_SECONDS="$("$PY" -c 'import sys; from ldptel.durations import parse_duration
 for (( i=0; i<SHUFFLERS; i++ )); do
   KILLS=0; (( i == 0 )) && KILLS="$KILL_SHUFFLER"
   "$PY" "$ROOT/loadtest/shuffler_up.py" --config "$CONFIG" --redis-url "$REDIS_URL" --log "$OUT/shuffle-$i.log" \
-    --kills "$KILLS" --spread "$RUN_SECONDS" --events "$OUT/shuffler-kills.jsonl" >"$OUT/shuffler_up-$i.log" 2>&1 &
+    --kills "$KILLS" --spread "$(( RUN_SECONDS * 4 / 5 ))" --events "$OUT/shuffler-kills.jsonl" >"$OUT/shuffler_up-$i.log" 2>&1 &
   PIDS+=($!)
   echo "shuffler $!" >>"$OUT/pids"
 done
