@@ -135,6 +135,11 @@ for (( i=0; i<SHUFFLERS; i++ )); do
   PIDS+=($!)
   echo "shuffler $!" >>"$OUT/pids"
 done
+# the shufflers' start-up (imports) competes with locust's for the CPU: let it finish first, so
+# that the run (and an --outage timed from locust's start) meets the devices already sending
+for (( i=0; i<SHUFFLERS; i++ )); do
+  wait_for 60 "shuffler $i" grep -q "shuffler .* on " "$OUT/shuffle-$i.log"
+done
 
 for (( i=0; i<AGGREGATORS; i++ )); do
   "$PY" -m ldptel.cli aggregate --config "$CONFIG" --redis-url "$REDIS_URL" >"$OUT/aggregate-$i.log" 2>&1 &
