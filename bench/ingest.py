@@ -4,7 +4,8 @@ Starts an embedded Redis and ``ldptel serve`` (gunicorn, ``--workers`` processes
 loopback ports, then for each batch size posts valid OLH batches (d = 1024, ε = 1, a fresh
 batch_id per request) from ``--clients`` load-generator processes, each holding one keep-alive
 ``http.client`` connection, for ``--seconds`` (or ``--max-requests`` per client). Reports/s counts
-reports the collector answered 202 for and is checked against the stream length. In the same run
+reports the collector answered 202 for and is checked against the length of the stream it writes
+(the ingress stream: the shuffler is on by default, and none runs here). In the same run
 it measures the raw pipelined XADD rate of the same Redis with the same entries (one client,
 pipelines of 500), and prints collector / raw as a ratio.
 
@@ -161,10 +162,10 @@ def main() -> int:
             with ctx.Pool(args.clients) as pool:
                 for size in sizes:
                     body, offset = batch_body(size)
-                    before = client.xlen(keys.stream_key(CAMPAIGN))
+                    before = client.xlen(keys.ingress_key(CAMPAIGN))
                     # warm-up (connections, script load, numpy caches), not counted
                     pool.map(_client, [(port, body, offset, size, 0.3, 10**6, time.time())] * args.clients)
-                    warm = client.xlen(keys.stream_key(CAMPAIGN)) - before
+                    warm = client.xlen(keys.ingress_key(CAMPAIGN)) - before
                     start_at = time.time() + 0.2
                     t0 = time.perf_counter()
                     res = pool.map(_client, [(port, body, offset, size, args.seconds,
@@ -172,7 +173,7 @@ def main() -> int:
                     wall = time.perf_counter() - t0 - 0.2
                     accepted = sum(r[0] for r in res)
                     failed = sum(r[1] for r in res)
-                    stored = client.xlen(keys.stream_key(CAMPAIGN)) - before - warm
+                    stored = client.xlen(keys.ingress_key(CAMPAIGN)) - before - warm
                     if stored * size != accepted or failed:
                         print(f"warning: batch {size}: {accepted} accepted vs {stored * size} stored, "
                               f"{failed} failed requests", file=sys.stderr)

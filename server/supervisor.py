@@ -1,4 +1,4 @@
-"""What keeps ``ldptel serve``'s children running: the embedded Redis and the aggregator are
+"""What keeps ``ldptel serve``'s children running: the embedded Redis, the shuffler and the aggregator are
 restarted when they die, after a backoff (``BACKOFF_MIN_S`` doubling up to ``BACKOFF_MAX_S``; back
 to the minimum once a child has stayed up ``STABLE_S``), and every exit and restart is logged.
 The collector (gunicorn, which restarts its own workers) is watched by ``serve`` itself: when it

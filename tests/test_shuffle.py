@@ -309,3 +309,25 @@ def test_a_shuffler_reads_a_stream_reset_under_it(stack, redis_client: redis.Red
     redis_client.flushdb()
     post_all(s, random_batches(camp, 100, 100, seed=2))
     assert sh.step(once=True) == 2 and in_ingress(redis_client, camp) == 0
+
+
+def test_entries_of_an_unknown_version_stay_in_ingress(stack, redis_client: redis.Redis) -> None:
+    """An ingress entry naming a version neither the config nor the registry knows is left in
+    ingress (logged once, however often the shuffler runs); the rest of the stream moves on."""
+    cfg, s = stack
+    camp = cfg.campaign("s-grr")
+    [odd] = random_batches(camp, 10, 10, seed=1)
+    odd.campaign_version = 9
+    redis_client.xadd(keys.ingress_key(camp.name, 0), {"batch": odd.SerializeToString(), "window": 0,
+                                                       "count": 10})
+    normal = [b for b in random_batches(camp, 200, 20, seed=2) if keys.shard_of(b.batch_id, 2) == 0]
+    post_all(s, normal)
+    lines: list[str] = []
+    sh = Shuffler(cfg, redis_client, log=lines.append)
+    sh.run(once=True)
+    sh.step(once=True)
+    assert redis_client.xlen(keys.ingress_key(camp.name, 0)) == 1
+    [(_, left)] = redis_client.xrange(keys.ingress_key(camp.name, 0))
+    assert ReportBatch.FromString(left[b"batch"]).campaign_version == 9
+    assert int(redis_client.hget(keys.shuffle_metrics_key(camp.name, 0), "ingress_batches")) == len(normal)
+    assert sum("unknown version 9" in line for line in lines) == 1, lines

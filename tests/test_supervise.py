@@ -72,10 +72,10 @@ def children(pid: int) -> dict[int, list[bytes]]:
     return found
 
 
-def aggregator_pid(col: Collector) -> int:
-    """The pid of the ``ldptel aggregate`` child of ``serve``."""
-    pids = [pid for pid, cmd in children(col.proc.pid).items() if b"aggregate" in cmd]
-    assert pids, "no aggregator child"
+def aggregator_pid(col: Collector, command: bytes = b"aggregate") -> int:
+    """The pid of the ``ldptel aggregate`` (or another ``command``'s) child of ``serve``."""
+    pids = [pid for pid, cmd in children(col.proc.pid).items() if command in cmd]
+    assert pids, f"no {command.decode()} child"
     return pids[0]
 
 
@@ -165,6 +165,33 @@ def test_serve_restarts_a_killed_aggregator_and_redis(tmp_path):
         assert isinstance(text, str)
         assert metric(text, 'ldptel_aggregator_reports_total{campaign="olh"}') == 30
         assert metric(text, "ldptel_aggregator_workers") == 1
+        r.close()
+    finally:
+        col.stop()
+        kill_quietly(pids)
+
+
+def test_serve_restarts_a_killed_shuffler(tmp_path):
+    """kill -9 of the shuffler child: serve restarts it, and the new one moves what was posted
+    after the kill (once the dead one's lease lapsed) — nothing is lost."""
+    col = start_collector(tmp_path, config_text(extra=FAST_AGGREGATOR), None, workers=1,
+                          stdout=subprocess.PIPE, env={"LDPTEL_DATA_DIR": str(tmp_path / "data")})
+    pids: list[int] = []
+    try:
+        url = col.proc.stdout.readline().split(" at ")[1].split()[0]
+        r = redis.Redis.from_url(url)
+        shuffler = aggregator_pid(col, b"shuffle")
+        pids += [shuffler, int(r.info("server")["process_id"])]
+        post(col, 1)
+        wait_for("the first batch counted", lambda: counted(r, col) == 10)
+        os.kill(shuffler, signal.SIGKILL)
+        post(col, 2)
+        wait_for("the second batch counted", lambda: counted(r, col) == 20, 30)
+        new = aggregator_pid(col, b"shuffle")
+        pids.append(new)
+        assert new != shuffler
+        assert f"shuffler (pid {shuffler}) died (killed by SIGKILL)" in col.log()
+        assert f"shuffler restarted (pid {new}" in col.log()
         r.close()
     finally:
         col.stop()
