@@ -19,7 +19,7 @@ from ldptel.aggregator.errors import StateMismatch
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
 from ldptel.logs import redact_url
-from ldptel.redis_client import connect
+from ldptel.redis_client import AnyRedis, connect_roles
 
 log = logging.getLogger("ldptel.aggregator")
 
@@ -33,11 +33,11 @@ def run_aggregate(args: argparse.Namespace) -> int:
         log.error("no Redis: pass --redis-url or set REDIS_URL (the embedded Redis runs with `ldptel serve`)")
         return 2
     try:
-        r = connect(url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+        r, registry_r = role_clients(config, url)
     except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
         log.error("cannot connect to %s: %s", redact_url(url), exc)
         return 1
-    worker = Worker(config, r)
+    worker = Worker(config, r, registry_r=registry_r)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if not args.once:
@@ -56,13 +56,21 @@ def run_aggregate(args: argparse.Namespace) -> int:
     return 0
 
 
+def role_clients(config: Config, url: str) -> tuple[AnyRedis, AnyRedis]:
+    """The worker's clients: as the ``aggregator`` role, and as ``reader`` for the registry
+    (``ldptel.acl``); the same client twice when no credentials apply."""
+    clients = connect_roles(url, ("aggregator", "reader"),
+                            socket_timeout=config.aggregator.block_ms / 1000 + 60)
+    return clients["aggregator"], clients["reader"]
+
+
 class BackgroundAggregator:
     """A worker in a daemon thread (``ldptel serve``/``demo`` run one beside the collector).
     ``stop()`` finishes the current commit and joins."""
 
     def __init__(self, config: Config, redis_url: str, log: Callable[[str], None] | None = None) -> None:
-        r = connect(redis_url, socket_timeout=config.aggregator.block_ms / 1000 + 60)
-        self.worker = Worker(config, r, log=log)
+        r, registry_r = role_clients(config, redis_url)
+        self.worker = Worker(config, r, log=log, registry_r=registry_r)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ldptel-aggregator", daemon=True)
         self.error: BaseException | None = None

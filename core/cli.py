@@ -96,6 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
     actions.add_parser("apply", help="create or update the campaigns of a TOML file").add_argument(
         "--config", required=True, help="TOML config file")
 
+    acl = command("redis-acl", "create or update the least-privilege Redis user of each role and "
+                               "write their credentials file")
+    acl.add_argument("--config", required=True, help="TOML config file")
+    acl.add_argument("--redis-url", default=None,
+                     help="administrative Redis URL (a user that may run ACL SETUSER; "
+                          "default: $REDIS_URL)")
+    acl.add_argument("--credentials", default=None,
+                     help="credentials file to write (default: $LDPTEL_DATA_DIR/redis-credentials.json, "
+                          "LDPTEL_DATA_DIR defaulting to ~/.local/share/ldptel)")
+    acl.add_argument("--rotate", action="store_true", help="new passwords (default: keep the file's)")
+    acl.add_argument("--print", action="store_true", help="show the rules, change nothing")
+
     sim = command("simulate", "one simulated device per line of a values file")
     sim.add_argument("--config", required=True, help="TOML config file")
     sim.add_argument("--campaign", required=True, help="campaign name")
@@ -149,6 +161,10 @@ def _run(args: argparse.Namespace) -> int:
         from ldptel.campaigns_cli import run_campaigns
 
         return run_campaigns(args)
+    if args.command == "redis-acl":
+        from ldptel.acl_admin import run_redis_acl
+
+        return run_redis_acl(args)
     if args.command == "simulate":
         from ldptel.client.simulate import run_simulate
 

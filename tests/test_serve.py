@@ -14,7 +14,7 @@ import redis
 from http_support import Poster, start_collector
 from ingest_support import INGEST_TOKEN, config_text
 
-from ldptel import keys
+from ldptel import credentials, keys
 from ldptel.client import create_mechanism
 from ldptel.redis_server import free_port
 
@@ -83,7 +83,13 @@ def test_embedded_redis_lifecycle(tmp_path):
             line = col.proc.stdout.readline()
             assert "embedded Redis at redis://127.0.0.1:" in line, line
             url = line.split(" at ")[1].split()[0]
-            client = redis.Redis.from_url(url)
+            with pytest.raises(redis.AuthenticationError):  # the default user has a password
+                redis.Redis.from_url(url).ping()
+            # each process connects as its role (ldptel.acl): read as the reader
+            creds = credentials.load(next((tmp_path / "data").glob("redis-*/redis-credentials.json")))
+            assert creds.fits(url)
+            user, password = creds.users["reader"]
+            client = redis.Redis.from_url(url, username=user, password=password)
             assert client.xlen(keys.stream_key("olh")) == run  # the AOF kept the first run's batch
             poster = Poster(col.url)
             batch = mech.encode_batch(np.arange(5), rng=np.random.default_rng(run), campaign="olh")
