@@ -77,6 +77,13 @@ def detect_cluster(url: str, timeout: float = 1.0, **auth: Any) -> bool:
         probe.close()
 
 
+def without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@``."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    return f"{scheme}{sep}{netloc.rpartition('@')[2]}{slash}{tail}"
+
+
 def role_auth(url: str, role: str | None) -> dict[str, str]:
     """``username``/``password`` of ``role``'s Redis user for ``url`` (``ldptel.credentials``),
     or nothing (no role, or no credentials file applies: connect as the URL says)."""
@@ -91,7 +98,9 @@ def connect(url: str, *, retry: redis.retry.Retry | None = None, detect: bool = 
     …); ``retry`` is the single-server client's retry policy, and sets the number of attempts of
     the cluster client."""
     auth = role_auth(url, role)
-    kwargs.update(auth)
+    if auth:  # the role's user, not the URL's (redis-py lets a URL's password win over kwargs)
+        url = without_userinfo(url)
+        kwargs.update(auth)
     if is_cluster_url(url):
         first, nodes = _split_cluster_url(url)
     elif detect and not url.startswith("unix://") and detect_cluster(url, 1.0, **auth):

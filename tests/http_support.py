@@ -144,7 +144,8 @@ def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 
     cfg.write_text(text)
     port = free_port()
     log_path = tmp / "serve.log"
-    clean = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("LDPTEL_")}
+    clean = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("LDPTEL_")
+             or k == "LDPTEL_REDIS_CREDENTIALS"}  # conftest's LDPTEL_TEST_ACL=1
     cmd = [sys.executable, "-m", "ldptel.cli", "serve", "--config", str(cfg), "--host", "127.0.0.1",
            "--port", str(port), "--workers", str(workers)]
     if redis_url is not None:

@@ -244,6 +244,11 @@ def test_connect_with_role(acl_redis: tuple[str, Path], monkeypatch: pytest.Monk
     r = connect(url, role="reader")
     assert refused(lambda: r.hset(STATE, "n:0", 1))
     assert connect(url).hset(STATE, "n:9", 1) == 1  # no role: as the URL says (the default user)
+    # a URL's own user and password (an administrative REDIS_URL) give way to the role's
+    with_userinfo = url.replace("redis://", "redis://someone:wrong@", 1)
+    assert connect(with_userinfo, role="reader").ping()
+    with pytest.raises(redis.AuthenticationError):
+        connect(with_userinfo).ping()
     monkeypatch.setenv(credentials.ENV, str(path.with_name("missing.json")))
     with pytest.raises(credentials.CredentialsError):
         connect(url, role="reader")
