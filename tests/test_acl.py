@@ -33,14 +33,21 @@ from ldptel.cli import main
 from ldptel.client import create_mechanism
 from ldptel.config import load_config
 from ldptel.redis_client import connect
-from ldptel.redis_server import EmbeddedRedis
+from ldptel.redis_server import EmbeddedRedis, EmbeddedRedisCluster
 
 CAMPAIGN = "grr"
 STREAM = keys.stream_key(CAMPAIGN, 0)
 INGRESS = f"{keys.tag(CAMPAIGN, 0)}:ingress"  # keys.ingress_key (h15-shuffle)
 STATE = keys.state_key(CAMPAIGN, 0)
 SHUFFLED_INGEST = hasattr(keys, "ingress_key")  # MERGE(h15-shuffle): always true after the merge
-TARGET = INGRESS if SHUFFLED_INGEST else STREAM  # where the collector appends
+
+
+def target(campaign: str) -> str:
+    """The stream the collector appends to (shuffler enabled, the default)."""
+    return f"{keys.tag(campaign, 0)}:ingress" if SHUFFLED_INGEST else keys.stream_key(campaign, 0)
+
+
+TARGET = target(CAMPAIGN)
 PUBLISHED = keys.published_key(CAMPAIGN, 0)
 
 # a value for every parameter name of a key function in ldptel.keys
@@ -346,3 +353,27 @@ def test_stack_runs_with_every_process_on_its_role(tmp_path: Path) -> None:
             assert "PERM" not in col.log().upper(), col.log()
         finally:
             col.stop()
+
+
+@pytest.mark.slow
+def test_roles_on_a_redis_cluster(tmp_path: Path, config_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """ACL users are per node: ``redis-acl`` with a cluster URL creates them on every node, and a
+    role's cluster client (slot map, command table) works on keys of several nodes."""
+    with EmbeddedRedisCluster(masters=3, data_dir=tmp_path / "cluster") as cluster:
+        creds = tmp_path / "credentials.json"
+        assert main(["redis-acl", "--config", str(config_path), "--redis-url", cluster.url,
+                     "--credentials", str(creds)]) == 0
+        for node in cluster.node_urls:
+            users = {line.split()[1].decode()
+                     for line in redis.Redis.from_url(node).execute_command("ACL", "LIST")}
+            assert {username(r) for r in acl.ROLE_NAMES} <= users, node
+        monkeypatch.setenv(credentials.ENV, str(creds))
+        collector = connect(cluster.url, role="collector")
+        streams = [target(f"c{i}") for i in range(8)]  # spread over the nodes' slots
+        for stream in streams:
+            collector.xadd(stream, {"batch": b"x", "window": 0, "count": 1})
+            assert refused(lambda s=stream: collector.xrange(s))
+        reader = connect(cluster.url, role="reader")
+        assert sum(reader.xlen(s) for s in streams) == len(streams)
+        assert refused(lambda: connect(cluster.url, role="aggregator").hset(keys.REGISTRY_KEY, "x", "{}"))
