@@ -6,14 +6,14 @@
 # protobuf).
 #
 # The install is setuptools' strict editable mode: build/__editable__.*/ is a tree of symlinks that
-# maps core/ client/ server/ aggregator/ proto/ onto the one `ldptel` package, which is how mypy
+# maps core/ client/ server/ aggregator/ shuffler/ proto/ onto the one `ldptel` package, which is how mypy
 # resolves `ldptel.*`. Edits to existing files show at once, but the links are made at install time,
 # so the install depends on the *list* of package files ($(FILE_LIST)): adding, removing or renaming
 # a module, template or stylesheet re-runs the install on the next `make`.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PACKAGE_DIRS := core client server aggregator proto
+PACKAGE_DIRS := core client server aggregator shuffler proto
 FILE_LIST := build/package-files.txt
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 TEST_STAMP := $(VENV)/.test-stamp

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import redis as redis_lib
 
@@ -18,26 +19,42 @@ from ldptel import process
 from ldptel.aggregator.errors import StateMismatch
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
+from ldptel.credentials import CredentialsError
 from ldptel.logs import redact_url
 from ldptel.redis_client import AnyRedis, connect_roles
 
 log = logging.getLogger("ldptel.aggregator")
 
 
+ROLES = ("aggregator", "reader")  # ``ldptel.acl``: the worker's user, and the registry's reads
+
+
+def connect_cli(args: argparse.Namespace, logger: logging.Logger, roles: tuple[str, ...],
+                socket_timeout: float) -> dict[str, AnyRedis] | int:
+    """The Redis clients of a worker command (``--redis-url``, else ``$REDIS_URL``), one per
+    role (``redis_client.connect_roles``), or, logged, its exit status: 2 without a URL, 1 if it
+    cannot connect (or its credentials file does not fit the URL)."""
+    url = args.redis_url or os.environ.get("REDIS_URL")
+    if not url:
+        logger.error("no Redis: pass --redis-url or set REDIS_URL (the embedded Redis runs with "
+                     "`ldptel serve`)")
+        return 2
+    try:
+        return connect_roles(url, roles, socket_timeout=socket_timeout)
+    except (redis_lib.RedisError, redis_lib.RedisClusterException, CredentialsError) as exc:
+        logger.error("cannot connect to %s: %s", redact_url(url), exc)
+        return 1
+
+
 def run_aggregate(args: argparse.Namespace) -> int:
     """``ldptel aggregate``: one worker; ``--once`` drains, logs what it did, exits 0. Every line
     goes through the ``ldptel.aggregator`` logger (``ldptel.logs``: stderr, text or JSON)."""
     config = load_config(args.config)
-    url = args.redis_url or os.environ.get("REDIS_URL")
-    if not url:
-        log.error("no Redis: pass --redis-url or set REDIS_URL (the embedded Redis runs with `ldptel serve`)")
-        return 2
-    try:
-        r, registry_r = role_clients(config, url)
-    except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
-        log.error("cannot connect to %s: %s", redact_url(url), exc)
-        return 1
-    worker = Worker(config, r, registry_r=registry_r)
+    clients = connect_cli(args, log, ROLES, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+    if isinstance(clients, int):
+        return clients
+    url = args.redis_url or os.environ.get("REDIS_URL", "")
+    worker = Worker(config, clients["aggregator"], registry_r=clients["reader"])
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if not args.once:
@@ -56,31 +73,30 @@ def run_aggregate(args: argparse.Namespace) -> int:
     return 0
 
 
-def role_clients(config: Config, url: str) -> tuple[AnyRedis, AnyRedis]:
-    """The worker's clients: as the ``aggregator`` role, and as ``reader`` for the registry
-    (``ldptel.acl``); the same client twice when no credentials apply."""
-    clients = connect_roles(url, ("aggregator", "reader"),
-                            socket_timeout=config.aggregator.block_ms / 1000 + 60)
-    return clients["aggregator"], clients["reader"]
-
-
 class BackgroundAggregator:
     """A worker in a daemon thread (``ldptel serve``/``demo`` run one beside the collector).
     ``stop()`` finishes the current commit and joins."""
 
+    thread_name = "ldptel-aggregator"
+
     def __init__(self, config: Config, redis_url: str, log: Callable[[str], None] | None = None) -> None:
-        r, registry_r = role_clients(config, redis_url)
-        self.worker = Worker(config, r, log=log, registry_r=registry_r)
+        self.worker: Any = self.build(config, redis_url, log)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ldptel-aggregator", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self.error: BaseException | None = None
+
+    @staticmethod
+    def build(config: Config, redis_url: str, log: Callable[[str], None] | None) -> Any:
+        """The worker the thread runs (``run(stop=…)``, ``warn``): here an aggregator ``Worker``."""
+        clients = connect_roles(redis_url, ROLES, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+        return Worker(config, clients["aggregator"], log=log, registry_r=clients["reader"])
 
     def _run(self) -> None:
         try:
             self.worker.run(stop=self._stop)
         except BaseException as exc:  # noqa: BLE001 - surfaced through .error
             self.error = exc
-            self.worker.warn(f"aggregate: worker stopped: {exc!r}")
+            self.worker.warn(f"{self.thread_name}: stopped: {exc!r}")
 
     def start(self) -> BackgroundAggregator:
         self._thread.start()
@@ -101,8 +117,10 @@ class AggregatorProcess:
     create it from a thread-free process). ``stop()`` sends SIGTERM — the worker finishes its current
     commit — and waits."""
 
+    command = "aggregate"  # the ``ldptel`` subcommand (``ShufflerProcess``: ``shuffle``)
+
     def __init__(self, config_path: str, redis_url: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate", "--config",
+        self.proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", self.command, "--config",
                                       str(config_path)],  # the URL in the environment, not in `ps`
                                      env={**os.environ, "REDIS_URL": redis_url}, start_new_session=True,
                                      preexec_fn=process.die_with_parent)

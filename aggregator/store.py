@@ -182,8 +182,10 @@ def resolve_window(r: AnyRedis, campaign: Campaign, spec: str | None,
 
 def backlog(r: AnyRedis, campaign: Campaign, older: Sequence[Campaign] = ()) -> int:
     """Stream entries (batches) the collector accepted that no worker has counted yet: the
-    collector's ``accepted_batches`` counter minus the entries the workers committed or rejected,
-    per shard. (Entries written to a stream by other means are not known here.)"""
+    collector's ``accepted_batches`` counter, with the ingress batches the shuffler took replaced
+    by the analysis batches it wrote (``keys.shuffle_metrics_key``), minus the entries the workers
+    committed or rejected, per shard. (Entries written to a stream by other means are not known
+    here.)"""
     return summary(r, campaign, older).backlog
 
 
@@ -195,7 +197,7 @@ class WindowSummary:
     rejected: int  # entries that could not be decoded
     updated: float | None  # epoch seconds of the last commit
     backlog: int  # accepted entries not yet counted
-    accepted_batches: int  # the collector's counters, summed over shards
+    accepted_batches: int  # the collector's counters (batches: as the shuffler re-packed them), summed
     accepted_reports: int
     lag_entries: int  # accepted batches − counted entries − rejected entries (≥ 0)
     lag_reports: int | None  # accepted − counted reports (≥ 0); None once an entry was rejected
@@ -212,7 +214,12 @@ def summary(r: AnyRedis, campaign: Campaign, older: Sequence[Campaign] = ()) -> 
     pipe = r.pipeline(transaction=False)
     for s in range(campaign.shards):
         pipe.hmget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES, keys.ACCEPTED_REPORTS)
-    accepted = [(int(b or 0), int(n or 0)) for b, n in pipe.execute()]
+        pipe.hmget(keys.shuffle_metrics_key(campaign.name, s), keys.INGRESS_BATCHES, keys.ANALYSIS_BATCHES)
+    res = pipe.execute()
+    # batches bound for the analysis stream: the shuffler replaced the ingress batches it took by
+    # the batches it wrote (the ones still in ingress count as one entry each)
+    accepted = [(int(b or 0) - int(took or 0) + int(wrote or 0), int(n or 0))
+                for (b, n), (took, wrote) in zip(res[::2], res[1::2], strict=True)]
     # entries and reports of windows deleted past retention (``delete_windows``) stay counted
     every = [shards, *others]
     done = [sum(sum(_with_prefix(v[s], ENTRIES_PREFIX).values()) + v[s].get(EXPIRED_ENTRIES, 0)

@@ -63,6 +63,19 @@ def random_bytes(rng: np.random.Generator | OsRandom, shape: tuple[int, ...]) ->
     return np.frombuffer(rng.bytes(int(np.prod(shape))), dtype=np.uint8).reshape(shape)
 
 
+def permutation(rng: np.random.Generator | OsRandom, n: int) -> np.ndarray:
+    """A uniform random permutation of ``range(n)`` (int64), vectorized.
+
+    A seeded ``Generator`` (tests) uses its own ``permutation``. The OS source sorts n
+    independent uniform 64-bit keys drawn from ``os.urandom``: every order of distinct keys is
+    equally likely, so the permutation is uniform given no tie; a tie has probability
+    ≤ n²/2^65 (≈ 3·10⁻¹⁰ for n = 10⁵), and a stable sort then keeps the tied pair's order.
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng.permutation(n).astype(np.int64)
+    return np.argsort(_random_words(rng, n), kind="stable").astype(np.int64)
+
+
 def bernoulli(rng: np.random.Generator | OsRandom, prob: float | np.ndarray,
               shape: tuple[int, ...]) -> np.ndarray:
     """Boolean array of ``shape``, each entry True with probability ``prob`` (a scalar or an

@@ -46,9 +46,9 @@ def _tagged(suffix: str) -> str:
 
 # key patterns, each from the key function that spells the key
 STREAM = keys.stream_key(ANY, ANY)  # the analysis stream (the aggregator reads it)
-INGRESS = _tagged("ingress")  # keys.ingress_key: the collector's ingress stream (the shuffler's input)
-SHUFFLE_LEASE = _tagged("shuffle_lease")  # keys.shuffle_lease_key
-SHUFFLED = _tagged("shuffled")  # keys.shuffle_metrics_key: the shuffler's counters
+INGRESS = keys.ingress_key(ANY, ANY)  # the collector's ingress stream (the shuffler's input)
+SHUFFLE_LEASE = keys.shuffle_lease_key(ANY, ANY)
+SHUFFLED = keys.shuffle_metrics_key(ANY, ANY)  # the shuffler's counters
 SEEN = _tagged("seen:*")  # keys.seen_key (its batch id is hex of bytes, hence no call)
 STATE = keys.state_key(ANY, ANY) + "*"  # version 1's ``…:state`` and ``…:state:v<n>``
 PUBLISHED = keys.published_key(ANY, ANY)  # ``{ldptel:*:0}:published:*`` (every version)
@@ -80,17 +80,15 @@ class Role:
 def roles(config: Config) -> list[Role]:
     """Every role for ``config`` (the collector appends to the ingress stream when the shuffler
     is enabled, else to the analysis stream: it holds only the one it writes)."""
-    # MERGE(h15-shuffle): the collector appends to ingress once server/ingest.py picks the stream
-    # by ``config.shuffler.enabled``; until that branch is merged it appends to the analysis stream
-    target = INGRESS if config.shuffler.enabled and hasattr(keys, "ingress_key") else STREAM
+    target = INGRESS if config.shuffler.enabled else STREAM
     return [
         Role("collector", "ingest: append accepted batches, dedupe markers, counters, rate limits",
              (*SCRIPT_COMMANDS, "exists", "xadd", "xinfo|stream", "set", "get", "incr", "incrby", "decrby",
               "hincrby", "expire", "expireat", "ttl"),
              (target, SEEN, COUNTERS, keys.GLOBAL_METRICS_KEY, RATELIMIT, AUTH_FAILURE)),
         Role("shuffler", "move ingress batches, shuffled, to the analysis stream",
-             (*SCRIPT_COMMANDS, "exists", "xrange", "xlen", "xdel", "xadd", "xinfo|stream", "set",
-              "get", "pexpire", "del", "hincrby", "hgetall"),
+             (*SCRIPT_COMMANDS, "xrange", "xdel", "xadd", "xinfo|stream", "get", "set", "del",
+              "hincrby"),
              (INGRESS, STREAM, SHUFFLE_LEASE, SHUFFLED)),
         Role("aggregator", "consume the analysis stream; state, publications, heartbeat",
              (*SCRIPT_COMMANDS, "xreadgroup", "xack", "xgroup|create", "xgroup|delconsumer",

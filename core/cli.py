@@ -82,6 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: $REDIS_URL)")
     agg.add_argument("--once", action="store_true", help="drain what is in the streams, save, exit")
 
+    shuf = command("shuffle", "shuffler: move reports from the ingress streams to the analysis "
+                              "streams, permuted across batches and re-packed")
+    shuf.add_argument("--config", required=True, help="TOML config file")
+    shuf.add_argument("--redis-url", default=None,
+                      help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
+                           "(default: $REDIS_URL)")
+    shuf.add_argument("--once", action="store_true",
+                      help="release everything in the ingress streams now, then exit")
+
     audit = command("audit", "check each campaign's privacy claim on its mechanism as configured: "
                              "the per-report ratio test and the averaging attack (exit 1 if violated)")
     audit.add_argument("--config", required=True, help="TOML config file")
@@ -153,6 +162,10 @@ def _run(args: argparse.Namespace) -> int:
         from ldptel.aggregator.runners import run_aggregate
 
         return run_aggregate(args)
+    if args.command == "shuffle":
+        from ldptel.shuffler.runners import run_shuffle
+
+        return run_shuffle(args)
     if args.command == "audit":
         from ldptel.audit import run_audit
 

@@ -55,7 +55,7 @@ def zipf_population(n: int, d: int, rng: np.random.Generator, s: float = 1.1) ->
 # --- the running stack ---------------------------------------------------------------------
 
 class Stack:
-    """Embedded Redis + collector (Werkzeug HTTP server thread) + aggregator thread."""
+    """Embedded Redis + collector (Werkzeug HTTP server thread) + shuffler and aggregator threads."""
 
     def __init__(self, config: Config, port: int) -> None:
         from werkzeug.serving import make_server
@@ -63,10 +63,11 @@ class Stack:
         from ldptel.aggregator.runners import BackgroundAggregator
         from ldptel.redis_server import EmbeddedRedis
         from ldptel.server.app import create_app
+        from ldptel.shuffler.runners import BackgroundShuffler
 
         self.config = config
         self.redis_server = EmbeddedRedis().start()
-        self.server = self.agg = None
+        self.server = self.agg = self.shuffler = None
         try:
             self.app = create_app(config, self.redis_server.url)
             if "export" not in self.app.blueprints:
@@ -79,6 +80,7 @@ class Stack:
             self.url = f"http://127.0.0.1:{self.port}"
             self._http = threading.Thread(target=self.server.serve_forever, name="ldptel-http", daemon=True)
             self._http.start()
+            self.shuffler = BackgroundShuffler(config, self.redis_server.url).start()
             self.agg = BackgroundAggregator(config, self.redis_server.url, log=lambda _m: None).start()
         except BaseException:
             self.stop()
@@ -88,6 +90,8 @@ class Stack:
         self.redis = redis.Redis.from_url(self.redis_server.url)
 
     def stop(self) -> None:
+        if self.shuffler is not None:
+            self.shuffler.stop()
         if self.agg is not None:
             self.agg.stop()
         if self.server is not None:
@@ -234,7 +238,8 @@ def demo_config(secs: list[DemoSection], ingest: str, export: str) -> Config:
         "server": {"ingest_tokens": [ingest], "export_tokens": [export],
                    "rate_limit_per_minute": 10**9, "secret_key": secrets.token_hex(16)},
         "aggregator": {"block_ms": 100, "read_count": 200},
-        "campaigns": [c for s in secs for c in s.campaigns()],
+        # a short shuffle delay: the last reports of each campaign are shuffled within 1 s
+        "campaigns": [{"shuffle_max_delay": "1s", **c} for s in secs for c in s.campaigns()],
     })
 
 

@@ -3,15 +3,28 @@
 Per (campaign, shard) — all keys share the hash tag ``{ldptel:<campaign>:<shard>}`` so that a Lua
 script or MULTI touching them runs on one Redis Cluster node:
 
-- ``{…}:reports``      stream (``stream_key``); one entry per accepted batch, fields
+- ``{…}:ingress``      stream (``ingress_key``), with ``[shuffler] enabled`` (the default): the
+                       collector's short-lived stream, one entry per accepted batch (same fields
+                       and id rule as ``{…}:reports``); ``ldptel shuffle`` reads it, and moves its
+                       reports, permuted and re-packed, to ``{…}:reports`` (``scripts.SHUFFLE``).
+- ``{…}:shuffle_lease`` string (``shuffle_lease_key``): the shuffler that works on this stream
+                       now (its random owner id), ``SET NX PX``, renewed (``scripts.LEASE``).
+- ``{…}:shuffled``     shuffler counters (``shuffle_metrics_key``): hash, fields
+                       ``INGRESS_BATCHES``, ``INGRESS_REPORTS`` (taken from ingress),
+                       ``ANALYSIS_BATCHES``, ``ANALYSIS_REPORTS`` (written to ``{…}:reports``),
+                       ``SHUFFLE_REFUSED`` (releases refused: their entries had been moved).
+- ``{…}:reports``      the analysis stream (``stream_key``) the aggregator reads; one entry per
+                       accepted batch (shuffler disabled) or per re-packed shuffled batch, fields
                        ``batch`` (serialized ``ReportBatch``: payload, count, campaign, batch_id),
                        ``window`` (start of the receive-time window, epoch seconds; 0 for "all"),
                        ``count`` (reports in the batch). Nothing else: no IP, token, user agent
                        or precise time; the entry id is ``<window start ms>-<n>`` (never the
                        receive time; see ``scripts.INGEST``). Consumer group ``GROUP`` on each
                        stream.
-- ``{…}:seen:<hex id>`` dedupe marker of a batch_id (``seen_key``; SET to ``"1"`` with a TTL of
-                       ``DEDUPE_TTL_SECONDS``), written atomically with the XADD.
+- ``{…}:seen:<hex id>`` dedupe marker of a batch_id (``seen_key``; SET to ``"1"``), written
+                       atomically with the XADD; it expires at ``dedupe_expire_at``: at least
+                       ``DEDUPE_TTL_SECONDS`` after receipt, rounded UP to a multiple of
+                       max(window, 1 day), so its expiry reveals no time finer than that.
 - ``{…}:state``        aggregator state (``state_key``), written atomically with the XACK of the
                        entries it includes; read and written only by ``ldptel.aggregator.store``.
                        Fields: ``acc:<window>:<uid>`` accumulator bytes (``acc_field``),
@@ -75,6 +88,7 @@ from ldptel.client.hashing import xxh32_bytes
 
 GROUP = "aggregators"
 DEDUPE_TTL_SECONDS = 7 * 86400
+DAY_SECONDS = 86400
 
 # stream entry fields (bytes: as redis-py returns them)
 ENTRY_BATCH = b"batch"
@@ -85,6 +99,14 @@ ACCEPTED_BATCHES = "accepted_batches"
 ACCEPTED_REPORTS = "accepted_reports"
 DUPLICATE_BATCHES = "duplicate_batches"
 DUPLICATE_REPORTS = "duplicate_reports"
+
+# shuffler counters of a (campaign, shard) (hash ``shuffle_metrics_key``; spelled in
+# ``scripts.SHUFFLE`` too)
+INGRESS_BATCHES = "ingress_batches"
+INGRESS_REPORTS = "ingress_reports"
+ANALYSIS_BATCHES = "analysis_batches"
+ANALYSIS_REPORTS = "analysis_reports"
+SHUFFLE_REFUSED = "refused"
 
 # aggregator state fields (hash ``state_key``)
 ACC_PREFIX = "acc:"
@@ -123,6 +145,18 @@ def tag(campaign: str, shard: int) -> str:
 
 def stream_key(campaign: str, shard: int = 0) -> str:
     return f"{tag(campaign, shard)}:reports"
+
+
+def ingress_key(campaign: str, shard: int = 0) -> str:
+    return f"{tag(campaign, shard)}:ingress"
+
+
+def shuffle_lease_key(campaign: str, shard: int = 0) -> str:
+    return f"{tag(campaign, shard)}:shuffle_lease"
+
+
+def shuffle_metrics_key(campaign: str, shard: int = 0) -> str:
+    return f"{tag(campaign, shard)}:shuffled"
 
 
 def seen_key(campaign: str, shard: int, batch_id: bytes) -> str:
@@ -183,3 +217,11 @@ def window_start(receive_time: float, window_seconds: int) -> int:
     if window_seconds <= 0:
         return 0
     return int(receive_time // window_seconds) * window_seconds
+
+
+def dedupe_expire_at(receive_time: float, window_seconds: int) -> int:
+    """Epoch second at which a dedupe marker expires: ``DEDUPE_TTL_SECONDS`` after
+    ``receive_time``, rounded UP to a multiple of max(window, 1 day) (1 day for "all"), so the
+    marker's expiry tells no more than the day (or window) in which its batch id was received."""
+    unit = max(window_seconds, DAY_SECONDS)
+    return -(-int(receive_time + DEDUPE_TTL_SECONDS) // unit) * unit

@@ -2,46 +2,121 @@
 
 Each script touches the keys of one (campaign, shard) hash tag (``ldptel.keys``), or one
 process-wide key, so it runs on one Redis Cluster node. A script is atomic, also in the AOF:
-that is what makes a stored batch, its dedupe marker and its counters (``INGEST``), and the
-aggregator state and the XACK of the entries it includes (``COMMIT``), move together.
+that is what makes a stored batch, its dedupe marker and its counters (``INGEST``), a shuffled
+release and the deletion of its ingress entries (``SHUFFLE``), and the aggregator state and the
+XACK of the entries it includes (``COMMIT``), move together.
 """
 
 from __future__ import annotations
 
+# The next entry id of a stream for entries of window ``window_s`` (epoch s), shared by INGEST and
+# SHUFFLE: ``<window start ms>-<n>``, never a receive time, so an id holds no time finer than
+# the window. Ids must grow, so after an entry of a later window (a collector whose clock is behind
+# another's, or a shuffler releasing an older window after a newer one) the id takes that window's
+# ms. ``0-0`` is not a valid id: the "all" window's first entry is ``0-1``.
+# Returns ms, seq (the caller formats '%d-%d' and increments seq for further entries).
+_NEXT_ID = """
+local function next_id(stream, window_s)
+  local ms, seq = tonumber(window_s) * 1000, 0
+  local info = redis.pcall('XINFO', 'STREAM', stream)
+  if info.err == nil then
+    for i = 1, #info, 2 do
+      if info[i] == 'last-generated-id' then
+        local last_ms, last_seq = string.match(info[i + 1], '^(%d+)-(%d+)$')
+        if tonumber(last_ms) >= ms then ms, seq = tonumber(last_ms), tonumber(last_seq) + 1 end
+        break
+      end
+    end
+  end
+  if ms == 0 and seq == 0 then seq = 1 end
+  return ms, seq
+end
+"""
+
 # Store one batch unless its batch_id was seen; count accepted / duplicate batches and reports.
-# KEYS[1] dedupe marker (keys.seen_key), KEYS[2] stream (keys.stream_key),
+# KEYS[1] dedupe marker (keys.seen_key), KEYS[2] target stream: the ingress stream
+#      (keys.ingress_key) with the shuffler enabled, else the analysis stream (keys.stream_key),
 #      KEYS[3] collector counters (keys.metrics_key: fields keys.ACCEPTED_* / keys.DUPLICATE_*)
-# ARGV[1] marker TTL in seconds, ARGV[2] serialized ReportBatch, ARGV[3] window start (epoch s),
-#      ARGV[4] reports in the batch
+# ARGV[1] marker expiry, epoch s (keys.dedupe_expire_at: a multiple of max(window, 1 day)),
+#      ARGV[2] serialized ReportBatch, ARGV[3] window start (epoch s), ARGV[4] reports in the batch
 # Returns the new entry id, or nil for a duplicate.
-# The entry id is ``<window start ms>-<n>``, not the receive time: the id holds no time finer
-# than the window. Ids must grow, so after an entry of a later window (a collector whose clock is
-# behind another's) the id takes that window's ms. The marker holds "1", not the id.
+# The entry id comes from next_id (_NEXT_ID): the window start, not the receive time. The marker
+# holds "1", not the id, and expires at a time rounded to the day (or window).
 # EXISTS → XADD → SET: a failing XADD (e.g. OOM) leaves no marker, so the retry is not lost.
-INGEST = """
+INGEST = _NEXT_ID + """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HINCRBY', KEYS[3], 'duplicate_batches', 1)
   redis.call('HINCRBY', KEYS[3], 'duplicate_reports', ARGV[4])
   return false
 end
-local ms, seq = tonumber(ARGV[3]) * 1000, 0
-local info = redis.pcall('XINFO', 'STREAM', KEYS[2])
-if info.err == nil then
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then
-      local last_ms, last_seq = string.match(info[i + 1], '^(%d+)-(%d+)$')
-      if tonumber(last_ms) >= ms then ms, seq = tonumber(last_ms), tonumber(last_seq) + 1 end
-      break
-    end
-  end
-end
-if ms == 0 and seq == 0 then seq = 1 end
+local ms, seq = next_id(KEYS[2], ARGV[3])
 local id = redis.call('XADD', KEYS[2], string.format('%d-%d', ms, seq),
                       'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4])
-redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
+redis.call('SET', KEYS[1], '1')
+redis.call('EXPIREAT', KEYS[1], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'accepted_batches', 1)
 redis.call('HINCRBY', KEYS[3], 'accepted_reports', ARGV[4])
 return id
+"""
+
+# The shuffler's release (ldptel.shuffler): move one (version, window) group of ingress entries,
+# permuted and re-packed into new batches, to the analysis stream — all or nothing.
+# KEYS[1] ingress stream (keys.ingress_key), KEYS[2] analysis stream (keys.stream_key),
+#      KEYS[3] shuffler counters (keys.shuffle_metrics_key: keys.INGRESS_*, keys.ANALYSIS_*,
+#      keys.SHUFFLE_REFUSED)
+# ARGV[1] n_ids, ARGV[2] reports in those ingress entries, ARGV[3] window start (epoch s),
+#      ARGV[4] n_batches, then n_ids ingress entry ids, then n_batches (batch, count) pairs
+# Returns {'ok', n_batches} or, if an ingress entry is gone, {'refused', id} with nothing written
+# but the 'refused' counter.
+# Exactly once: (1) every given ingress id must still exist (XRANGE id id); if one is gone,
+# another shuffler (or this one, before its lease lapsed) already moved it, and nothing is written.
+# (2) the new batches are XADDed (ids from next_id: the window start, so they hold no receive time,
+# batch id or grouping), (3) the ingress entries are XDELed, (4) the counters bumped. A script is
+# atomic (also in the AOF): a crash before it leaves every report in ingress, after it every
+# report in the analysis stream; no state in between exists. So a report is moved exactly once,
+# whatever dies when, and however many shufflers race.
+SHUFFLE = _NEXT_ID + """
+local n_ids, n_batches = tonumber(ARGV[1]), tonumber(ARGV[4])
+local ids = {}
+for i = 1, n_ids do
+  local id = ARGV[4 + i]
+  if #redis.call('XRANGE', KEYS[1], id, id) == 0 then
+    redis.call('HINCRBY', KEYS[3], 'refused', 1)
+    return {'refused', id}
+  end
+  ids[i] = id
+end
+local ms, seq = next_id(KEYS[2], ARGV[3])
+local reports, a = 0, 4 + n_ids
+for _ = 1, n_batches do
+  redis.call('XADD', KEYS[2], string.format('%d-%d', ms, seq),
+             'batch', ARGV[a + 1], 'window', ARGV[3], 'count', ARGV[a + 2])
+  reports = reports + tonumber(ARGV[a + 2])
+  seq, a = seq + 1, a + 2
+end
+for s = 1, #ids, 1000 do
+  redis.call('XDEL', KEYS[1], unpack(ids, s, math.min(s + 999, #ids)))
+end
+redis.call('HINCRBY', KEYS[3], 'ingress_batches', n_ids)
+redis.call('HINCRBY', KEYS[3], 'ingress_reports', ARGV[2])
+redis.call('HINCRBY', KEYS[3], 'analysis_batches', n_batches)
+redis.call('HINCRBY', KEYS[3], 'analysis_reports', reports)
+return {'ok', tostring(n_batches)}
+"""
+
+# Take, keep or give up a lease (the shuffler's per-stream lease, keys.shuffle_lease_key).
+# KEYS[1] lease key; ARGV[1] owner id, ARGV[2] lease length (ms; 0: give it up)
+# Returns 1 if the caller holds the lease now (taken, or renewed) or gave it up, 0 if another
+# owner holds it.
+LEASE = """
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+if tonumber(ARGV[2]) == 0 then
+  if cur then redis.call('DEL', KEYS[1]) end
+  return 1
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
 """
 
 # Count one failed authentication against each counter of KEYS (each expires one window after its

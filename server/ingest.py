@@ -7,9 +7,11 @@
   the batch (400 / 413, ``server.validation``); Redis errors answer 503; a request refused before
   its body was read has its body drained first (``server.bodies``), so the client sees the answer;
 - stores a valid batch with ``scripts.INGEST``: one atomic step that drops it if its ``batch_id``
-  was seen (``keys.seen_key``), else XADDs ``{batch, window, count}`` to
-  ``keys.stream_key(campaign, keys.shard_of(batch_id, shards))`` and marks the id seen for
-  ``keys.DEDUPE_TTL_SECONDS``; it also counts accepted / duplicate batches and reports;
+  was seen (``keys.seen_key``), else XADDs ``{batch, window, count}`` to the (campaign, shard)'s
+  ingress stream (``keys.ingress_key``; the shuffler, ``ldptel shuffle``, moves it on), or, with
+  ``[shuffler] enabled = false``, straight to the analysis stream (``keys.stream_key``), with
+  shard ``keys.shard_of(batch_id, shards)``, and marks the id seen until
+  ``keys.dedupe_expire_at``; it also counts accepted / duplicate batches and reports;
 - answers ``202 {"accepted": n, "duplicate": false}``, or ``202 {"accepted": 0, "duplicate": true}``
   for a batch already stored (a retry: the client must not send it again).
 
@@ -112,11 +114,13 @@ def post_reports():
 
     camp = valid.campaign
     shard = keys.shard_of(valid.batch_id, camp.shards)
-    window = keys.window_start(time.time(), camp.window_seconds)
+    now = time.time()
+    window = keys.window_start(now, camp.window_seconds)
+    target = keys.ingress_key if st.config.shuffler.enabled else keys.stream_key
     entry = _script()(
-        keys=[keys.seen_key(camp.name, shard, valid.batch_id), keys.stream_key(camp.name, shard),
+        keys=[keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
               keys.metrics_key(camp.name, shard)],
-        args=[keys.DEDUPE_TTL_SECONDS, valid.data, window, valid.count],
+        args=[keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count],
     )
     if entry is None:
         return jsonify({"accepted": 0, "duplicate": True}), 202

@@ -110,15 +110,16 @@ class Probe:
         pipe = client.pipeline(transaction=False)
         pipe.hgetall(keys.GLOBAL_METRICS_KEY)
         pipe.hgetall(keys.HEARTBEAT_KEY)
-        for name, s in shards:
+        for name, s in shards:  # stream entries: ingress (not yet shuffled) and analysis
             pipe.hgetall(keys.metrics_key(name, s))
             pipe.xlen(keys.stream_key(name, s))
+            pipe.xlen(keys.ingress_key(name, s))
         res: list[Any] = pipe.execute()
         per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0} for c in campaigns}
         for i, (name, _) in enumerate(shards):
-            for k, v in res[2 + 2 * i].items():
+            for k, v in res[2 + 3 * i].items():
                 per[name][k.decode()] = per[name].get(k.decode(), 0) + int(v)
-            per[name]["stream_entries"] += int(res[3 + 2 * i])
+            per[name]["stream_entries"] += int(res[3 + 3 * i]) + int(res[4 + 3 * i])
         return Snapshot(taken=now, redis_ok=True, read_at=now, beats=heartbeat.parse(res[1]),
                         global_counters={k.decode(): v.decode() for k, v in res[0].items()},
                         campaign_counters=per)

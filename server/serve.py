@@ -10,14 +10,17 @@ directory per config file, locked (``DataDirLock``: a second ``serve`` of the co
 the holder's pid) — and runs the collector app under gunicorn with ``--workers`` worker processes
 bound to ``--host`` (127.0.0.1 by default), in a forked child. An aggregator (``ldptel aggregate``
 as a child process) runs beside it with ``--aggregator``, the default with the embedded Redis;
-the start says plainly whether one runs. The embedded Redis has a user per role (``ldptel.acl``)
-and a default user only this process knows the password of; every child connects as its role.
+the start says plainly whether one runs. With the aggregator, and ``[shuffler] enabled`` (the
+default), a shuffler (``ldptel shuffle``) runs beside it too, as a child restarted like it.
+The embedded Redis has a user per role (``ldptel.acl``) and a default user only this process
+knows the password of; every child connects as its role.
 
 This process then supervises (``server.supervisor``): a dead embedded Redis or aggregator is
 restarted with backoff; when gunicorn exits, everything stops. It owns the
 ``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.prom``): a fresh directory, removed at the
 end, from which a dead worker's live gauges are removed. Ctrl-C / SIGTERM stop everything cleanly:
-the collector first, then the aggregator (it finishes its commit), then Redis. If this process is
+the collector first, then the shuffler (it finishes its step) and the aggregator (it finishes its
+commit), then Redis. If this process is
 killed outright, its children get SIGTERM from the kernel (``ldptel.process.die_with_parent``), so
 none is left holding the port or the data directory.
 """
@@ -134,6 +137,11 @@ def run_serve(args: argparse.Namespace) -> int:
             redis_url = embedded.url
             print(f"ldptel: embedded Redis at {redis_url} (data in {embedded.data_dir})", flush=True)
         apply_campaigns(config, redis_url)
+        if run_aggregator and config.shuffler.enabled:
+            children.append(shuffler_child(str(args.config), redis_url))
+            pid = children[-1].start()
+            print(f"ldptel: shuffler running beside the collector (pid {pid}; restarted if it dies)",
+                  flush=True)
         if run_aggregator:
             children.append(aggregator_child(str(args.config), redis_url))
             pid = children[-1].start()
@@ -203,20 +211,34 @@ def redis_child(embedded: EmbeddedRedis) -> Supervised:
 
 def aggregator_child(config_path: str, redis_url: str) -> Supervised:
     """``ldptel aggregate`` as a supervised child; its live gauges go when it dies."""
-    from ldptel import prom
     from ldptel.aggregator.runners import AggregatorProcess
 
-    current: list[AggregatorProcess] = []
+    return child_process("aggregator", lambda: AggregatorProcess(config_path, redis_url))
+
+
+def child_process(name: str, make: Callable[[], Any]) -> Supervised:
+    """A supervised ``ldptel`` child process: ``make()`` starts it (an object with ``proc`` and
+    ``stop()``), a restart makes a new one; its live gauges go when it dies."""
+    from ldptel import prom
+
+    current: list[Any] = []
 
     def launch() -> subprocess.Popen:
-        current[:] = [AggregatorProcess(config_path, redis_url)]
+        current[:] = [make()]
         return current[0].proc
 
     def halt() -> None:
-        for proc in current:
-            proc.stop()
+        for child in current:
+            child.stop()
 
-    return Supervised("aggregator", launch, halt, prom.mark_dead)
+    return Supervised(name, launch, halt, prom.mark_dead)
+
+
+def shuffler_child(config_path: str, redis_url: str) -> Supervised:
+    """``ldptel shuffle`` as a supervised child; its live gauges go when it dies."""
+    from ldptel.shuffler.runners import ShufflerProcess
+
+    return child_process("shuffler", lambda: ShufflerProcess(config_path, redis_url))
 
 
 def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supervised: bool) -> int:

@@ -35,12 +35,14 @@ def _toml_value(v) -> str:
 
 
 def write_config(path: Path, campaigns: list[dict], aggregator: dict | None = None,
-                 server: dict | None = None) -> Config:
+                 server: dict | None = None, shuffler: dict | None = None) -> Config:
     """Write a TOML config and return it parsed."""
     server = {"ingest_tokens": [INGEST_TOKEN], "export_tokens": [EXPORT_TOKEN], **(server or {})}
     lines = ["[server]"] + [f"{k} = {_toml_value(v)}" for k, v in server.items()]
     if aggregator:
         lines += ["", "[aggregator]"] + [f"{k} = {_toml_value(v)}" for k, v in aggregator.items()]
+    if shuffler:
+        lines += ["", "[shuffler]"] + [f"{k} = {_toml_value(v)}" for k, v in shuffler.items()]
     for camp in campaigns:
         lines += ["", "[[campaigns]]"] + [f"{k} = {_toml_value(v)}" for k, v in camp.items()]
     path.write_text("\n".join(lines) + "\n")
@@ -102,6 +104,22 @@ def aggregate_cmd(config_path: Path, redis_url: str, once: bool = True) -> list[
 def run_aggregate(config_path: Path, redis_url: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(aggregate_cmd(config_path, redis_url), capture_output=True, text=True,
                           timeout=timeout, env=dict(os.environ), check=True)
+
+
+def shuffle_once(config: Config, r: redis.Redis):
+    """Drain every ingress stream of ``config`` in this process (``Shuffler.run(once=True)``:
+    everything released whatever the release rules say); returns its ``ShuffleStats``."""
+    from ldptel.shuffler.worker import Shuffler
+
+    return Shuffler(config, r).run(once=True)
+
+
+def run_shuffle(config_path: Path, redis_url: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``ldptel shuffle --once`` as a subprocess (checked)."""
+    cmd = [sys.executable, "-m", "ldptel.cli", "shuffle", "--config", str(config_path),
+           "--redis-url", redis_url, "--once"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ),
+                          check=True)
 
 
 # --- HTTP ------------------------------------------------------------------------------------

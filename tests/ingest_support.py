@@ -77,11 +77,15 @@ max_reports_per_batch = {max_reports}
 
 
 def stream_keys(client: redis.Redis) -> list[bytes]:
-    return sorted(client.scan_iter(match="{ldptel:*}:reports", count=1000))
+    """Every report stream: the collector's ingress streams (where it writes with the shuffler
+    enabled, the default) and the analysis streams (the shuffler's output, or the collector's with
+    the shuffler disabled)."""
+    return sorted([*client.scan_iter(match="{ldptel:*}:reports", count=1000),
+                   *client.scan_iter(match="{ldptel:*}:ingress", count=1000)])
 
 
 def total_entries(client: redis.Redis) -> int:
-    """Entries in all report streams."""
+    """Entries in all report streams (ingress and analysis)."""
     return sum(client.xlen(k) for k in stream_keys(client))
 
 

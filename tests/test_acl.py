@@ -37,17 +37,9 @@ from ldptel.redis_server import EmbeddedRedis, EmbeddedRedisCluster
 
 CAMPAIGN = "grr"
 STREAM = keys.stream_key(CAMPAIGN, 0)
-INGRESS = f"{keys.tag(CAMPAIGN, 0)}:ingress"  # keys.ingress_key (h15-shuffle)
+INGRESS = keys.ingress_key(CAMPAIGN, 0)
 STATE = keys.state_key(CAMPAIGN, 0)
-SHUFFLED_INGEST = hasattr(keys, "ingress_key")  # MERGE(h15-shuffle): always true after the merge
-
-
-def target(campaign: str) -> str:
-    """The stream the collector appends to (shuffler enabled, the default)."""
-    return f"{keys.tag(campaign, 0)}:ingress" if SHUFFLED_INGEST else keys.stream_key(campaign, 0)
-
-
-TARGET = target(CAMPAIGN)
+TARGET = INGRESS  # where the collector appends ([shuffler] enabled, the default)
 PUBLISHED = keys.published_key(CAMPAIGN, 0)
 
 # a value for every parameter name of a key function in ldptel.keys
@@ -100,11 +92,9 @@ def test_patterns_are_plain_globs(config_path: Path) -> None:
 
 def test_who_touches_what(config_path: Path) -> None:
     """The roles table of the README: which users hold which keys."""
-    # the collector appends to ingress (shuffler enabled: the default) once h15-shuffle is merged
-    to_ingress = {"collector"} if SHUFFLED_INGEST else set()
     expect = {
-        keys.stream_key("c", 1): {"shuffler", "aggregator", "reader"} | ({"collector"} - to_ingress),
-        f"{keys.tag('c', 1)}:ingress": {"shuffler", "reader"} | to_ingress,  # reader: XLEN only
+        keys.stream_key("c", 1): {"shuffler", "aggregator", "reader"},  # reader: XLEN only
+        keys.ingress_key("c", 1): {"collector", "shuffler", "reader"},
         keys.seen_key("c", 1, b"\x01"): {"collector"},
         keys.metrics_key("c", 1): {"collector", "reader"},
         keys.state_key("c", 1, 3): {"aggregator", "reader"},
@@ -118,8 +108,8 @@ def test_who_touches_what(config_path: Path) -> None:
         keys.auth_failure_key("addr", "d"): {"collector"},
         keys.SESSION_SECRET_KEY: {"sessions"},
         keys.session_key("d"): {"sessions"},
-        f"{keys.tag('c', 1)}:shuffle_lease": {"shuffler"},
-        f"{keys.tag('c', 1)}:shuffled": {"shuffler", "reader"},
+        keys.shuffle_lease_key("c", 1): {"shuffler"},
+        keys.shuffle_metrics_key("c", 1): {"shuffler", "reader"},
     }
     for key, roles in expect.items():
         assert granted(config_path, key) == roles, key
@@ -314,8 +304,9 @@ def _signed_in_cookie(url: str) -> str:
 @pytest.mark.slow
 def test_stack_runs_with_every_process_on_its_role(tmp_path: Path) -> None:
     """``ldptel redis-acl`` on an external Redis, then ``ldptel serve --redis-url … --aggregator``
-    with the credentials file: ingest → aggregate → export, the admin API and a signed-in page
-    work, and every connection of the stack is a role's user (CLIENT LIST), none the default."""
+    with the credentials file: ingest → shuffle → aggregate → export, the admin API and a
+    signed-in page work, and every connection of the stack (collector workers, shuffler,
+    aggregator) is a role's user (CLIENT LIST), none the default."""
     text = config_text().replace("export_tokens = ", f'admin_tokens = ["{ADMIN_TOKEN}"]\nexport_tokens = ', 1)
     cfg = tmp_path / "ldptel.toml"
     cfg.write_text(text)
@@ -348,8 +339,7 @@ def test_stack_runs_with_every_process_on_its_role(tmp_path: Path) -> None:
             admin.client_setname("test-admin")
             clients = [c for c in admin.client_list() if c.get("name") != "test-admin"]
             users = {c["user"] for c in clients}
-            roles = ("collector", "reader", "sessions", "admin", "aggregator")
-            assert users == {username(r) for r in roles}, clients
+            assert users == {username(r) for r in acl.ROLE_NAMES}, clients  # the shuffler's too
             assert "PERM" not in col.log().upper(), col.log()
         finally:
             col.stop()
@@ -370,7 +360,7 @@ def test_roles_on_a_redis_cluster(tmp_path: Path, config_path: Path,
             assert {username(r) for r in acl.ROLE_NAMES} <= users, node
         monkeypatch.setenv(credentials.ENV, str(creds))
         collector = connect(cluster.url, role="collector")
-        streams = [target(f"c{i}") for i in range(8)]  # spread over the nodes' slots
+        streams = [keys.ingress_key(f"c{i}") for i in range(8)]  # spread over the nodes' slots
         for stream in streams:
             collector.xadd(stream, {"batch": b"x", "window": 0, "count": 1})
             assert refused(lambda s=stream: collector.xrange(s))

@@ -12,7 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import EXPORT_TOKEN, INGEST_TOKEN, HttpStack, random_batches, write_config, xadd_batches
+from agg_support import (
+    EXPORT_TOKEN,
+    INGEST_TOKEN,
+    HttpStack,
+    random_batches,
+    shuffle_once,
+    write_config,
+    xadd_batches,
+)
 
 from ldptel.aggregator import store
 from ldptel.aggregator.worker import Worker
@@ -55,6 +63,7 @@ def test_every_mechanism_end_to_end_within_4_std_errors(redis_client: redis.Redi
                     chunk = [RAPPOR["candidates"][v] for v in chunk]
                 batch = mech.encode_batch(chunk, rng=rng, campaign=camp.name)
                 assert stack.post_batch(batch)["accepted"] == 1000
+        shuffle_once(cfg, redis_client)
         Worker(cfg, redis_client).run(once=True)
         for camp in cfg.campaigns:
             status, _, body = stack.get(f"/v1/campaigns/{camp.name}/estimates")
@@ -93,6 +102,7 @@ def test_export_contract(redis_client: redis.Redis, redis_url: str, tmp_path: Pa
         for b in random_batches(scarce, 1200, 600, seed=4):
             stack.post_batch(b)
         assert store.backlog(redis_client, colors) == 6 and store.backlog(redis_client, scarce) == 2
+        shuffle_once(cfg, redis_client)
         worker = Worker(cfg, redis_client)
         worker.run(once=True)
         assert store.backlog(redis_client, colors) == 0 and store.backlog(redis_client, scarce) == 0
@@ -135,6 +145,7 @@ def test_export_contract(redis_client: redis.Redis, redis_url: str, tmp_path: Pa
         time.sleep(0.01)
         stack.post_batch(random_batches(colors, 100, 100, seed=5)[0])
         assert stack.get(path, headers={"If-None-Match": headers["etag"]})[0] == 304  # not yet counted
+        shuffle_once(cfg, redis_client)
         worker.run(once=True)
         status, new_headers, new_body = stack.get(path, headers={"If-None-Match": headers["etag"]})
         assert status == 200 and new_headers["etag"] != headers["etag"]

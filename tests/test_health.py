@@ -16,6 +16,7 @@ import tomllib
 
 import numpy as np
 import pytest
+from agg_support import shuffle_once
 from http_support import Poster
 from ingest_support import INGEST_TOKEN, config_text
 
@@ -120,6 +121,7 @@ def test_pages_say_no_aggregator_has_committed(collector, redis_client):
     assert st.quiet == "no aggregator has committed yet"
     assert status_view(st)["lag"] == "1 batch waiting (4 reports); no aggregator has committed yet"
 
+    shuffle_once(config, redis_client)
     Worker(config, redis_client).run(once=True)
     assert campaign_status(redis_client, camp, rates).quiet is None  # nothing waits
     post(2)

@@ -61,7 +61,7 @@ def test_valid_batch_is_one_entry_without_identifiers(campaign, poster, redis_cl
     status, data = poster.post(batch.SerializeToString(), headers={"User-Agent": "secret-agent/1"})
     assert (status, data) == (202, {"accepted": 25, "duplicate": False})
     camp = CONFIG.campaign(campaign)
-    key = keys.stream_key(campaign, keys.shard_of(batch.batch_id, camp.shards))
+    key = keys.ingress_key(campaign, keys.shard_of(batch.batch_id, camp.shards))
     assert total_entries(redis_client) == redis_client.xlen(key) == 1
     [(_, fields)] = redis_client.xrange(key)
     assert set(fields) == {b"batch", b"window", b"count"}
@@ -90,7 +90,7 @@ def test_entry_ids_and_markers_hold_no_receive_time(poster, redis_client):
             assert poster.post(batch.SerializeToString())[0] == 202
             shard = keys.shard_of(batch.batch_id, camp.shards)
             assert redis_client.get(keys.seen_key(campaign, shard, batch.batch_id)) == b"1"
-            [(eid, fields)] = redis_client.xrevrange(keys.stream_key(campaign, shard), count=1)
+            [(eid, fields)] = redis_client.xrevrange(keys.ingress_key(campaign, shard), count=1)
             assert eid.split(b"-")[0] == str(int(fields[b"window"]) * 1000).encode(), eid
             ids.append(eid)
         assert len(set(ids)) == 3
@@ -104,20 +104,20 @@ def test_entry_id_grows_when_a_clock_is_behind(redis_client):
     stream = keys.stream_key("clock", 0)
     now = keys.window_start(time.time(), 3600)
     ids = [ingest(keys=[keys.seen_key("clock", 0, bytes([i]) * 16), stream, keys.metrics_key("clock")],
-                  args=[60, b"x", window, 1])
+                  args=[keys.dedupe_expire_at(time.time(), 3600), b"x", window, 1])
            for i, window in enumerate((now, now, now - 3600, 0))]
     assert ids == [f"{now * 1000}-{n}".encode() for n in range(4)]
     assert [int(f[b"window"]) for _, f in redis_client.xrange(stream)] == [now, now, now - 3600, 0]
     empty = keys.stream_key("clock", 1)  # the "all" window on an empty stream: 0-0 is not an id
     assert ingest(keys=[keys.seen_key("clock", 1, b"z" * 16), empty, keys.metrics_key("clock", 1)],
-                  args=[60, b"x", 0, 1]) == b"0-1"
+                  args=[keys.dedupe_expire_at(time.time(), 0), b"x", 0, 1]) == b"0-1"
 
 
 def test_sharded_campaign_spreads_batches(poster, redis_client):
     ids = [valid_batch("hadamard", 3) for _ in range(24)]
     for b in ids:
         assert poster.post(b.SerializeToString())[0] == 202
-    lengths = [redis_client.xlen(keys.stream_key("hadamard", s)) for s in range(4)]
+    lengths = [redis_client.xlen(keys.ingress_key("hadamard", s)) for s in range(4)]
     expected = np.bincount([keys.shard_of(b.batch_id, 4) for b in ids], minlength=4).tolist()
     assert lengths == expected and sum(lengths) == 24
 
@@ -128,7 +128,7 @@ def test_unknown_fields_are_not_stored(poster, redis_client):
     body = clean + bytes([0xF8, 0x06, 0x2A])  # field 111, varint 42: unknown to the schema
     assert ReportBatch.FromString(body).batch_id == batch.batch_id
     assert poster.post(body)[0] == 202
-    [(_, fields)] = redis_client.xrange(keys.stream_key("grr"))
+    [(_, fields)] = redis_client.xrange(keys.ingress_key("grr"))
     assert fields[b"batch"] == clean
 
 

@@ -21,7 +21,7 @@ CONFIG_TEXT = config_text(max_reports=500)
 CONFIG = parse_config(tomllib.loads(CONFIG_TEXT))
 MECHS = {c.name: c.mechanism() for c in CONFIG.campaigns}
 pytestmark = pytest.mark.collector(CONFIG_TEXT, workers=1)
-STREAMS = [keys.stream_key(c.name, s) for c in CONFIG.campaigns for s in range(c.shards)]
+STREAMS = [keys.ingress_key(c.name, s) for c in CONFIG.campaigns for s in range(c.shards)]
 REPEATED = {"grr": ["values"], "olh": ["seeds", "values"], "hadamard": ["indices"],
             "unary": [], "rappor": ["cohorts"]}
 BYTES = {"grr": [], "olh": [], "hadamard": ["signs"], "unary": ["bits"], "rappor": ["bits"]}

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import EXPORT_TOKEN, INGEST_TOKEN, HttpStack, write_config, xadd_batches
+from agg_support import EXPORT_TOKEN, INGEST_TOKEN, HttpStack, shuffle_once, write_config, xadd_batches
 
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import accumulator_for
@@ -73,6 +73,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
             batches = [hourly.mechanism().encode_batch(rng.normal(200 + 100 * k, 50, 1500), rng=rng,
                                                        campaign="latency_ms")]
             xadd_batches(r, hourly, batches, window=now - 3600 * (HOURS - 1 - k))
+        shuffle_once(cfg, r)
         Worker(cfg, r).run(once=True)
         yield s, cfg, r, np.append(values, [312.5, 1e6]), health
     finally:

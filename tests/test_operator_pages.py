@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config, xadd_batches
+from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, shuffle_once, write_config, xadd_batches
 from http_support import http_request, start_collector
 
 from ldptel.aggregator.worker import Worker
@@ -111,6 +111,7 @@ class Site:
             assert status == 202, body
 
     def aggregate(self) -> None:
+        shuffle_once(self.config, self.redis)
         Worker(self.config, self.redis).run(once=True)
 
 

@@ -106,7 +106,8 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def test_help_of_every_command_shows_the_defaults() -> None:
     commands = _subparsers(cli.build_parser())
-    assert set(commands) == {"demo", "serve", "aggregate", "simulate", "audit", "campaigns"}
+    assert set(commands) == {"demo", "serve", "aggregate", "simulate", "audit", "campaigns",
+                             "shuffle"}
     for name, parser in commands.items():
         text = " ".join(parser.format_help().split())
         for action in parser._actions:
@@ -130,7 +131,7 @@ def _source_copy(dest: Path) -> None:
     """What a source distribution holds, copied so that building writes nothing in the repo."""
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, dest / name)
-    for folder in ("core", "client", "server", "aggregator", "proto"):
+    for folder in ("core", "client", "server", "aggregator", "shuffler", "proto"):
         shutil.copytree(ROOT / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import EXPORT_TOKEN, INGEST_TOKEN, HttpStack, write_config
+from agg_support import EXPORT_TOKEN, INGEST_TOKEN, HttpStack, shuffle_once, write_config
 
 from ldptel.aggregator.worker import Worker
 from ldptel.server.pages import labels
@@ -58,6 +58,7 @@ def test_privacy_object_in_campaigns_and_every_export_document(redis_client: red
             elif camp.name == "hh":
                 values = ["ab", "xy"] * 25
             stack.post_batch(camp.mechanism().encode_batch(values, rng=rng, campaign=camp.name))
+        shuffle_once(cfg, redis_client)
         Worker(cfg, redis_client).run(once=True)
         for name, paths in EXPORTS.items():
             for path in paths:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import HttpStack, random_batches, write_config, xadd_batches
+from agg_support import HttpStack, random_batches, shuffle_once, write_config, xadd_batches
 
 from ldptel import keys
 from ldptel.aggregator import publish, store
@@ -178,7 +178,8 @@ def test_not_yet_published_then_throttled_then_converges(redis_client: redis.Red
     once; later commits wait ``publish_interval`` while reports keep arriving, and the drained
     worker publishes the exact final state."""
     cfg = write_config(tmp_path / "c.toml", [{**FREQ, "min_reports": 100}],
-                       aggregator={"read_count": 1, "publish_interval": 3600})
+                       aggregator={"read_count": 1, "publish_interval": 3600},
+                       shuffler={"batch_reports": 50})  # analysis batches as posted: 50 reports
     camp = cfg.campaigns[0]
     stack = HttpStack(cfg, redis_url)
     try:
@@ -186,6 +187,7 @@ def test_not_yet_published_then_throttled_then_converges(redis_client: redis.Red
         batches = random_batches(camp, 1000, 50, seed=5)
         for b in batches[:1]:
             stack.post_batch(b)
+        shuffle_once(cfg, redis_client)
         worker = Worker(cfg, redis_client)
         worker.setup()
         worker.step(block_ms=None)
@@ -193,6 +195,7 @@ def test_not_yet_published_then_throttled_then_converges(redis_client: redis.Red
         assert status == 409 and json.loads(body)["detail"]["n_reports"] == 50
         for b in batches[1:]:
             stack.post_batch(b)
+        shuffle_once(cfg, redis_client)
         while worker.step(block_ms=None) and store.window_count(redis_client, camp, 0) < 200:
             pass
         status, headers, body = stack.get(path)  # committed, not published yet

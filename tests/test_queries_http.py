@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 import redis
-from agg_support import HttpStack, write_config
+from agg_support import HttpStack, shuffle_once, write_config
 
 from ldptel.aggregator.worker import Worker
 
@@ -42,6 +42,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
         for start in range(0, N, 2000):
             batch = mech.encode_batch(data[start:start + 2000], rng=rng, campaign=camp.name)
             assert s.post_batch(batch)["accepted"] == len(data[start:start + 2000])
+    shuffle_once(cfg, r)
     Worker(cfg, r).run(once=True)
     try:
         yield s, truth

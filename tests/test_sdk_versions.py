@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import INGEST_TOKEN, HttpStack, write_config
+from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, write_config
 
 from ldptel import registry
 from ldptel.aggregator import store
@@ -46,6 +46,7 @@ def device(http: HttpStack, tmp_path: Path, seed: int) -> TelemetryClient:
 
 
 def counted(r: redis.Redis, http: HttpStack, name: str) -> dict[int, int]:
+    shuffle_once(http.app.extensions["ldptel"].config, r)
     Worker(http.app.extensions["ldptel"].config, r).run(once=True)
     return {v.version: sum(store.window_counts(r, v).values())
             for v in http.app.extensions["ldptel"].config.versions(name)}

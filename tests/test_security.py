@@ -14,6 +14,7 @@ import urllib.parse
 
 import numpy as np
 import pytest
+from agg_support import shuffle_once
 from http_support import Collector, http_request, start_collector
 from ingest_support import EXPORT_TOKEN, INGEST_TOKEN, PROTOBUF, config_text
 
@@ -325,6 +326,7 @@ def test_exported_csv_neutralizes_labels_and_keeps_negative_numbers(collector: C
     reply = http_request(collector.url, "POST", "/v1/reports", batch.SerializeToString(),
                          {"Content-Type": PROTOBUF, "Authorization": f"Bearer {INGEST_TOKEN}"})
     assert reply.status == 202
+    shuffle_once(cfg, redis_client)
     Worker(cfg, redis_client).run(once=True)
     auth = {"Authorization": f"Bearer {EXPORT_TOKEN}"}
     doc = json.loads(http_request(collector.url, "GET", "/v1/campaigns/labels/estimates", headers=auth).body)
@@ -352,6 +354,7 @@ def test_a_device_sent_formula_is_neutralized_in_the_heavy_hitter_csv(collector:
     reply = http_request(collector.url, "POST", "/v1/reports", batch.SerializeToString(),
                          {"Content-Type": PROTOBUF, "Authorization": f"Bearer {INGEST_TOKEN}"})
     assert reply.status == 202
+    shuffle_once(cfg, redis_client)
     Worker(cfg, redis_client).run(once=True)
     doc = json.loads(http_request(collector.url, "GET", "/v1/campaigns/hh/heavy-hitters",
                                   headers={"Authorization": f"Bearer {EXPORT_TOKEN}"}).body)
@@ -406,7 +409,7 @@ def test_sdk_refuses_campaigns_over_max_epsilon(collector: Collector, tmp_path, 
     lax.queue.close()
     result = client.flush(timeout=10)
     assert (result.accepted, result.dropped, result.pending) == (1, 2, 0)
-    assert {k for k in redis_client.scan_iter("{ldptel:*}:reports")} == {b"{ldptel:grr:0}:reports"}
+    assert {k for k in redis_client.scan_iter("{ldptel:*}:ingress")} == {b"{ldptel:grr:0}:ingress"}
     client.close(flush_timeout=None)
     with pytest.raises(ValueError, match="max_epsilon"):
         TelemetryClient(collector.url, INGEST_TOKEN, queue_path=tmp_path / "r.sqlite", max_epsilon=0)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import HttpStack, write_config
+from agg_support import HttpStack, shuffle_once, write_config
 
 from ldptel.aggregator import store
 from ldptel.aggregator.worker import Worker
@@ -75,6 +75,7 @@ def test_each_version_is_decoded_with_its_own_parameters(stack, redis_client: re
     for i, b in enumerate(old):
         b.campaign_version = i % 2  # 0 and 1 both mean version 1
         assert http.post_batch(b)["accepted"] == b.count
+    shuffle_once(cfg, redis_client)
     Worker(cfg, redis_client).run(once=True)
     status, _, body = http.get("/v1/campaigns/shape/estimates")  # latest with reports: version 1
     doc = json.loads(body)
@@ -83,6 +84,7 @@ def test_each_version_is_decoded_with_its_own_parameters(stack, redis_client: re
 
     for b in batches(v2.mechanism(), TRUTH_V2, "shape", 2, seed=2):
         assert http.post_batch(b)["accepted"] == b.count
+    shuffle_once(cfg, redis_client)
     Worker(cfg, redis_client).run(once=True)
     docs = {v: json.loads(http.get(f"/v1/campaigns/shape/estimates?version={v}")[2]) for v in (1, 2)}
     within(docs[1], TRUTH_V1)
@@ -164,6 +166,7 @@ def test_version_all_combines_versions_sharing_the_domain(tmp_path: Path, redis_
         for v, seed in ((v1, 7), (v2, 8)):
             for b in batches(v.mechanism(), truth, "same", v.version, seed=seed):
                 http.post_batch(b)
+        shuffle_once(cfg, redis_client)
         Worker(cfg, redis_client).run(once=True)
         status, headers, body = http.get("/v1/campaigns/same/estimates?version=all")
         doc = json.loads(body)

@@ -1,0 +1,72 @@
+"""What a shuffler holds in memory for one (campaign, shard) ingress stream: the entries it has read
+and not yet released, grouped by (campaign version, window), each group with the time it was first
+seen (this process's monotonic clock: nothing about it is stored), and when a group is due.
+
+The entries themselves stay in the ingress stream until their release (``scripts.SHUFFLE``), so
+dropping this state (a refused release, a lost lease, a restart) loses nothing: the stream is read
+again from its start.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ldptel.config import Campaign
+from ldptel.proto import ReportBatch
+
+
+@dataclass
+class Group:
+    """The held entries of one (version, window)."""
+
+    version: int
+    window: int
+    first_seen: float = field(default_factory=time.monotonic)
+    ids: list[bytes] = field(default_factory=list)
+    batches: list[ReportBatch] = field(default_factory=list)
+    reports: int = 0
+
+    def add(self, eid: bytes, batch: ReportBatch, count: int) -> None:
+        self.ids.append(eid)
+        self.batches.append(batch)
+        self.reports += count
+
+    def due(self, campaign: Campaign, max_held: int, now: float) -> str | None:
+        """Why the group is released now (``min_reports``, ``max_delay``, ``max_held``), or None:
+        it holds ≥ the campaign's ``shuffle_min_reports``, its first report waited
+        ``shuffle_max_delay``, or it holds ``[shuffler] max_held_reports``."""
+        if self.reports >= campaign.shuffle_min_reports:
+            return "min_reports"
+        if self.reports >= max_held:
+            return "max_held"
+        if now - self.first_seen >= campaign.shuffle_max_delay_seconds:
+            return "max_delay"
+        return None
+
+
+@dataclass
+class Held:
+    """One ingress stream's read position and held groups."""
+
+    campaign: str
+    shard: int
+    cursor: str = "-"  # the last entry id read ("-": read from the start)
+    groups: dict[tuple[int, int], Group] = field(default_factory=dict)
+    unknown: dict[bytes, tuple[int, ReportBatch, int]] = field(default_factory=dict)  # version unknown
+
+    def reset(self) -> None:
+        """Forget everything (it is all still in ingress): read again from the start."""
+        self.cursor = "-"
+        self.groups.clear()
+        self.unknown.clear()
+
+    def add(self, eid: bytes, window: int, version: int, batch: ReportBatch, count: int) -> None:
+        group = self.groups.get((version, window))
+        if group is None:
+            group = self.groups[version, window] = Group(version, window)
+        group.add(eid, batch, count)
+
+    @property
+    def reports(self) -> int:
+        return sum(g.reports for g in self.groups.values())

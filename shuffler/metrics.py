@@ -1,0 +1,33 @@
+"""The shuffler's own metrics (``prometheus_client``; exported by the collector's ``/metrics`` when
+``ldptel serve`` runs the shuffler, see ``ldptel.prom``): ingress batches and reports released,
+analysis batches written, refused releases, and the time of one release, per campaign. The
+totals of every shuffler are also in Redis (``keys.shuffle_metrics_key``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+from ldptel.aggregator.metrics import LATENCY_BUCKETS
+
+
+def _counter(name: str, doc: str) -> Counter:
+    return Counter(f"ldptel_shuffler_{name}", doc, ["campaign"])
+
+
+INGRESS_BATCHES = _counter("ingress_batches", "Ingress batches released (moved to the analysis stream).")
+REPORTS = _counter("reports", "Reports the shuffler released.")
+ANALYSIS_BATCHES = _counter("analysis_batches", "Re-packed batches written to the analysis stream.")
+REFUSED = _counter("refused_releases",
+                   "Releases refused because an ingress entry had been moved by another shuffler.")
+RELEASE_SECONDS = Histogram("ldptel_shuffler_release_seconds",
+                            "Time of one release (parse, permute, re-pack, the SHUFFLE script).",
+                            ["campaign"], buckets=LATENCY_BUCKETS)
+
+
+def observe(campaign: str, ingress_batches: int, reports: int, analysis_batches: int,
+            seconds: float) -> None:
+    """Record one release of ``campaign``."""
+    INGRESS_BATCHES.labels(campaign).inc(ingress_batches)
+    REPORTS.labels(campaign).inc(reports)
+    ANALYSIS_BATCHES.labels(campaign).inc(analysis_batches)
+    RELEASE_SECONDS.labels(campaign).observe(seconds)

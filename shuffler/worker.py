@@ -1,0 +1,258 @@
+"""The shuffler: moves reports from the collector's ingress streams to the analysis streams the
+aggregator reads, permuted across batches and re-packed, so that nothing the aggregator (or a
+reader of Redis) sees links reports to each other, to a batch id or to a receive time.
+
+Per (campaign, shard) a shuffler (``ldptel shuffle``, or ``ldptel serve``'s child):
+
+1. holds a lease (``keys.shuffle_lease_key``, ``scripts.LEASE``: ``SET PX``, renewed each round);
+   while another shuffler holds it, this one skips the stream. Safety does not depend on it.
+2. reads the ingress stream (``keys.ingress_key``) after the last entry it read, ``READ_COUNT``
+   entries per XRANGE, and holds the entries in memory grouped by (campaign version, window)
+   (``held.Held``); an entry of a version this process does not know is held aside until the
+   registry (``registry.Live``) knows it (logged once).
+3. releases a group when it holds ≥ ``shuffle_min_reports`` reports, its first report waited
+   ``shuffle_max_delay``, it holds ``[shuffler] max_held_reports``, or on ``once`` (a drain):
+   ``repack.repack`` (one uniform permutation of all the group's reports, re-packed without batch
+   ids) then ``scripts.SHUFFLE``, which writes the new batches to the analysis stream
+   (``keys.stream_key``) and deletes the ingress entries in one atomic step — refusing, and
+   writing nothing, if any of those entries is already gone (another shuffler moved it). A refused
+   stream's held state is dropped and the stream read again from its start.
+
+Exactly once: a report is in ingress until the one SHUFFLE that moves it, and that script checks
+that every entry it deletes still exists. A shuffler that dies loses only its memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis as redis_lib
+
+from ldptel import keys, registry, scripts
+from ldptel.aggregator.progress import Backoff
+from ldptel.aggregator.slots import batch_version
+from ldptel.aggregator.worker import UNAVAILABLE
+from ldptel.config import Campaign, Config
+from ldptel.proto import ReportBatch
+from ldptel.redis_client import AnyRedis
+from ldptel.shuffler import metrics
+from ldptel.shuffler.held import Group, Held
+from ldptel.shuffler.repack import repack
+
+READ_COUNT = 1000  # ingress entries per XRANGE
+READ_PAGES = 20  # XRANGEs per stream and round (a round then releases what is due)
+ONCE_GIVE_UP_S = 60.0  # once: give up when Redis stays unreachable this long
+LOG = logging.getLogger("ldptel.shuffler")
+
+
+@dataclass
+class ShuffleStats:
+    """What a shuffler moved since it started (its log line); the totals of every shuffler are
+    the Redis counters ``keys.shuffle_metrics_key``."""
+
+    ingress_batches: int = 0
+    ingress_reports: int = 0
+    analysis_batches: int = 0
+    releases: int = 0
+    refused: int = 0
+
+    def line(self) -> str:
+        return (f"{self.releases} releases: {self.ingress_batches} ingress batches, "
+                f"{self.ingress_reports} reports → {self.analysis_batches} analysis batches"
+                + (f", {self.refused} refused" if self.refused else ""))
+
+
+class Shuffler:
+    """Shuffles every campaign of ``config``; ``run()`` until stopped (or drained, with ``once``),
+    ``step()`` does one round over every stream."""
+
+    def __init__(self, config: Config, r: AnyRedis, log: Callable[[str], None] | None = None,
+                 registry_r: AnyRedis | None = None) -> None:
+        """``registry_r``: the client that reads the campaign registry (``ldptel.acl``: the
+        ``reader`` role, when ``r`` is the ``shuffler`` role, which holds no registry key);
+        default ``r``."""
+        self.config = config
+        self.cfg = config.shuffler
+        self.r = r
+        self.owner = secrets.token_hex(8)
+        self.log: Callable[[str], None] = log or LOG.info
+        self.warn: Callable[[str], None] = log or LOG.warning
+        self.live = registry.Live(config, registry_r or r)
+        self.held: dict[tuple[str, int], Held] = {}
+        self.stats = ShuffleStats()
+        self.lease_ms = max(5000, 10 * self.cfg.poll_ms)
+        self._warned: set[tuple[str, int]] = set()
+        self._shuffle = r.register_script(scripts.SHUFFLE)
+        self._lease = r.register_script(scripts.LEASE)
+
+    # --- the loop ---------------------------------------------------------------------------
+    def run(self, once: bool = False, stop: threading.Event | None = None) -> ShuffleStats:
+        """Shuffle until ``stop`` is set, or with ``once`` until the ingress streams are empty
+        (everything read is released whatever the release rules say). What is held when it stops
+        stays in ingress. Redis unavailable: retry with backoff (``once``: give up after
+        ``ONCE_GIVE_UP_S``)."""
+        stop = stop or threading.Event()
+        backoff = Backoff()
+        first = True
+        while not stop.is_set():
+            try:
+                if self.live.refresh(force=first):
+                    self.retry_unknown()
+                first = False
+                moved = self.step(once=once)
+                backoff.reset()
+            except UNAVAILABLE as exc:
+                if once and backoff.down_for() > ONCE_GIVE_UP_S:
+                    raise
+                wait = backoff.next()
+                self.warn(f"shuffle: redis unavailable ({exc}); retrying in {wait:.1f} s")
+                for held in self.held.values():
+                    held.reset()
+                stop.wait(wait)
+                continue
+            if once and moved == 0 and not self.holding():
+                break
+            if not once:
+                stop.wait(self.cfg.poll_ms / 1000)
+        self.give_up_leases()
+        return self.stats
+
+    def holding(self) -> bool:
+        return any(h.groups for h in self.held.values())
+
+    def step(self, once: bool = False) -> int:
+        """One round: per stream, renew the lease, read new ingress entries, release what is due
+        (everything with ``once``). Returns the ingress entries read or released."""
+        done = 0
+        for camp in list(self.config.campaigns):
+            for shard in range(camp.shards):
+                held = self.held.get((camp.name, shard))
+                if held is None:
+                    held = self.held[camp.name, shard] = Held(camp.name, shard)
+                if not self.take_lease(held) and not once:
+                    held.reset()  # another shuffler works on it; read again if we get it back
+                    continue
+                done += self.read(held) + self.release_due(camp, held, once)
+        return done
+
+    # --- lease ------------------------------------------------------------------------------
+    def take_lease(self, held: Held) -> bool:
+        key = keys.shuffle_lease_key(held.campaign, held.shard)
+        return bool(self._lease(keys=[key], args=[self.owner, self.lease_ms]))
+
+    def give_up_leases(self) -> None:
+        """Release this shuffler's leases (stopping): another one may take over at once."""
+        try:
+            for held in self.held.values():
+                self._lease(keys=[keys.shuffle_lease_key(held.campaign, held.shard)],
+                            args=[self.owner, 0])
+        except redis_lib.RedisError:
+            pass  # they lapse by themselves
+
+    # --- read -------------------------------------------------------------------------------
+    def read(self, held: Held) -> int:
+        """Read new ingress entries into ``held``; returns how many."""
+        stream = keys.ingress_key(held.campaign, held.shard)
+        got = 0
+        for _ in range(READ_PAGES):
+            start = "-" if held.cursor == "-" else f"({held.cursor}"
+            entries: Any = self.r.xrange(stream, min=start, max="+", count=READ_COUNT)
+            for eid, fields in entries:
+                self.take(held, eid, fields)
+            got += len(entries)
+            if entries:
+                last = entries[-1][0]
+                held.cursor = last.decode() if isinstance(last, bytes) else last
+            if len(entries) < READ_COUNT:
+                break
+        return got
+
+    def take(self, held: Held, eid: bytes, fields: dict) -> None:
+        """Hold one ingress entry (an entry that cannot be read goes on as it is, alone)."""
+        try:
+            window = int(fields[keys.ENTRY_WINDOW])
+            batch = ReportBatch.FromString(fields[keys.ENTRY_BATCH])
+            count = int(fields.get(b"count", batch.count))
+        except Exception as exc:  # noqa: BLE001 - KeyError, ValueError, DecodeError
+            self.warn(f"shuffle: ingress entry {eid!r} of {held.campaign!r} unreadable ({exc}); "
+                      "forwarded as it is")
+            window, batch, count = int(fields.get(keys.ENTRY_WINDOW, 0) or 0), ReportBatch(), 0
+        version = batch_version(batch)
+        if self.config.campaign_version(held.campaign, version) is None:
+            if self.live.refresh(force=True):
+                self.retry_unknown()
+        if self.config.campaign_version(held.campaign, version) is None:
+            if (held.campaign, version) not in self._warned:
+                self._warned.add((held.campaign, version))
+                self.warn(f"shuffle: ingress entries of unknown version {version} of "
+                          f"{held.campaign!r}; left in ingress until the registry knows it")
+            held.unknown[eid] = (window, batch, count)
+            return
+        held.add(eid, window, version, batch, count)
+
+    def retry_unknown(self) -> None:
+        """The registry changed: hold the entries of versions it now knows."""
+        for held in self.held.values():
+            waiting, held.unknown = held.unknown, {}
+            for eid, (window, batch, count) in waiting.items():
+                if self.config.campaign_version(held.campaign, batch_version(batch)) is None:
+                    held.unknown[eid] = (window, batch, count)
+                else:
+                    held.add(eid, window, batch_version(batch), batch, count)
+
+    # --- release ----------------------------------------------------------------------------
+    def release_due(self, latest: Campaign, held: Held, once: bool) -> int:
+        """Release every due group of ``held`` (all of them with ``once``); the release rules use
+        the latest version's shuffle keys (they change in place). Returns the entries moved."""
+        now = time.monotonic()
+        moved = 0
+        for key, group in list(held.groups.items()):
+            why = "once" if once else group.due(latest, self.cfg.max_held_reports, now)
+            if why is None:
+                continue
+            if not self.release(held, group, why):
+                held.reset()  # another shuffler moved some of it: read again from the start
+                return moved
+            del held.groups[key]
+            moved += len(group.ids)
+        return moved
+
+    def release(self, held: Held, group: Group, why: str) -> bool:
+        """Permute, re-pack and move one group (``scripts.SHUFFLE``); False if refused."""
+        camp = self.config.campaign_version(held.campaign, group.version)
+        assert camp is not None  # only known versions are grouped
+        t0 = time.perf_counter()
+        out = repack(camp.mechanism(), group.batches, camp.name, group.version,
+                     self.cfg.batch_reports)
+        if out.forwarded:
+            self.warn(f"shuffle: {len(out.forwarded)} ingress batches of {camp.name!r} do not parse; "
+                      "forwarded alone without their batch id (the aggregator rejects them)")
+        batches = out.batches
+        args: list[Any] = [len(group.ids), group.reports, group.window, len(batches), *group.ids]
+        for data, count in batches:
+            args += [data, count]
+        res: Any = self._shuffle(
+            keys=[keys.ingress_key(held.campaign, held.shard), keys.stream_key(held.campaign, held.shard),
+                  keys.shuffle_metrics_key(held.campaign, held.shard)], args=args)
+        status = res[0].decode() if isinstance(res[0], bytes) else res[0]
+        if status != "ok":
+            self.stats.refused += 1
+            metrics.REFUSED.labels(camp.name).inc()
+            self.warn(f"shuffle: release of {camp.name!r} shard {held.shard} refused (an ingress "
+                      "entry was moved by another shuffler); reading the stream again")
+            return False
+        self.stats.releases += 1
+        self.stats.ingress_batches += len(group.ids)
+        self.stats.ingress_reports += group.reports
+        self.stats.analysis_batches += len(batches)
+        metrics.observe(camp.name, len(group.ids), group.reports, len(batches),
+                        time.perf_counter() - t0)
+        LOG.debug("shuffle: released %d reports of %s v%d (%s): %d ingress → %d analysis batches",
+                  group.reports, camp.name, group.version, why, len(group.ids), len(batches))
+        return True
