@@ -107,15 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     acl = command("redis-acl", "create or update the least-privilege Redis user of each role and "
                                "write their credentials file")
-    acl.add_argument("--config", required=True, help="TOML config file")
-    acl.add_argument("--redis-url", default=None,
-                     help="administrative Redis URL (a user that may run ACL SETUSER; "
-                          "default: $REDIS_URL)")
-    acl.add_argument("--credentials", default=None,
-                     help="credentials file to write (default: $LDPTEL_DATA_DIR/redis-credentials.json, "
-                          "LDPTEL_DATA_DIR defaulting to ~/.local/share/ldptel)")
-    acl.add_argument("--rotate", action="store_true", help="new passwords (default: keep the file's)")
-    acl.add_argument("--print", action="store_true", help="show the rules, change nothing")
+    for flag, kwargs in ACL_OPTIONS.items():
+        acl.add_argument(flag, **kwargs)
 
     sim = command("simulate", "one simulated device per line of a values file")
     sim.add_argument("--config", required=True, help="TOML config file")
@@ -125,6 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--token", required=True, help="ingest token")
     sim.add_argument("--seed", type=int, default=None, help="seeded randomness (simulation only)")
     return parser
+
+
+ACL_OPTIONS: dict[str, dict] = {  # ldptel redis-acl
+    "--config": {"required": True, "help": "TOML config file"},
+    "--redis-url": {"help": "administrative Redis URL (a user that may run ACL SETUSER; "
+                            "default: $REDIS_URL)"},
+    "--credentials": {"help": "credentials file to write (default: $LDPTEL_DATA_DIR/redis-credentials.json, "
+                              "LDPTEL_DATA_DIR defaulting to ~/.local/share/ldptel)"},
+    "--rotate": {"action": "store_true", "help": "new passwords (default: keep the file's)"},
+    "--print": {"action": "store_true", "help": "show the rules, change nothing"},
+}
 
 
 def _env_flag(name: str) -> bool:
