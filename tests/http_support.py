@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import redis
 from ingest_support import INGEST_TOKEN, PROTOBUF
 
+from ldptel import credentials
 from ldptel.redis_server import free_port
 
 
@@ -167,3 +169,13 @@ def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 
             collector.stop()
             raise RuntimeError(f"ldptel serve did not answer in {timeout}s:\n{collector.log()}")
         time.sleep(0.05)
+
+
+def embedded_redis_client(data_dir: Path, url: str, role: str = "reader") -> redis.Redis:
+    """A client on the embedded Redis of a ``start_collector(…, None, env={"LDPTEL_DATA_DIR":
+    data_dir})`` as ``role``: its default user has a password only ``ldptel serve`` knows, and each
+    role's is in the credentials file serve wrote in its data directory (``ldptel.acl_admin``)."""
+    creds = credentials.load(next(Path(data_dir).glob(f"redis-*/{credentials.DEFAULT_NAME}")))
+    assert creds.fits(url), (creds.servers, url)
+    user, password = creds.users[role]
+    return redis.Redis.from_url(url, username=user, password=password)

@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 import redis
-from http_support import Poster, start_collector
+from http_support import Poster, embedded_redis_client, start_collector
 from ingest_support import INGEST_TOKEN, config_text
 
-from ldptel import credentials, keys
+from ldptel import keys
 from ldptel.client import create_mechanism
 from ldptel.redis_server import free_port
 
@@ -85,11 +85,7 @@ def test_embedded_redis_lifecycle(tmp_path):
             url = line.split(" at ")[1].split()[0]
             with pytest.raises(redis.AuthenticationError):  # the default user has a password
                 redis.Redis.from_url(url).ping()
-            # each process connects as its role (ldptel.acl): read as the reader
-            creds = credentials.load(next((tmp_path / "data").glob("redis-*/redis-credentials.json")))
-            assert creds.fits(url)
-            user, password = creds.users["reader"]
-            client = redis.Redis.from_url(url, username=user, password=password)
+            client = embedded_redis_client(tmp_path / "data", url)  # each process on its role
             # the AOF kept the first run's batch (in ingress, or shuffled into the analysis stream)
             assert client.xlen(keys.ingress_key("olh")) + client.xlen(keys.stream_key("olh")) == run
             poster = Poster(col.url)
