@@ -137,15 +137,15 @@ def run_serve(args: argparse.Namespace) -> int:
             redis_url = embedded.url
             print(f"ldptel: embedded Redis at {redis_url} (data in {embedded.data_dir})", flush=True)
         apply_campaigns(config, redis_url)
-        if run_aggregator and config.shuffler.enabled:
-            children.append(shuffler_child(str(args.config), redis_url))
-            pid = children[-1].start()
-            print(f"ldptel: shuffler running beside the collector (pid {pid}; restarted if it dies)",
-                  flush=True)
         if run_aggregator:
             children.append(aggregator_child(str(args.config), redis_url))
             pid = children[-1].start()
             print(f"ldptel: aggregator running beside the collector (pid {pid}; restarted if it dies)",
+                  flush=True)
+        if run_aggregator and config.shuffler.enabled:  # stopped first: children stop in reverse
+            children.append(shuffler_child(str(args.config), redis_url))
+            pid = children[-1].start()
+            print(f"ldptel: shuffler running beside the collector (pid {pid}; restarted if it dies)",
                   flush=True)
         else:
             print("ldptel: no aggregator runs here (--no-aggregator): nothing is counted unless "

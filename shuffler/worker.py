@@ -34,10 +34,11 @@ from typing import Any
 
 import redis as redis_lib
 
-from ldptel import keys, registry, scripts
+from ldptel import keys, prom, registry, scripts
 from ldptel.aggregator.progress import Backoff
 from ldptel.aggregator.slots import batch_version
 from ldptel.aggregator.worker import UNAVAILABLE
+from ldptel.client.mechanisms.base import Mechanism
 from ldptel.config import Campaign, Config
 from ldptel.proto import ReportBatch
 from ldptel.redis_client import AnyRedis
@@ -88,6 +89,7 @@ class Shuffler:
         self.stats = ShuffleStats()
         self.lease_ms = max(5000, 10 * self.cfg.poll_ms)
         self._warned: set[tuple[str, int]] = set()
+        self._mechanisms: dict[tuple[str, int], tuple[Campaign, Mechanism]] = {}
         self._shuffle = r.register_script(scripts.SHUFFLE)
         self._lease = r.register_script(scripts.LEASE)
 
@@ -99,7 +101,7 @@ class Shuffler:
         ``ONCE_GIVE_UP_S``)."""
         stop = stop or threading.Event()
         backoff = Backoff()
-        first = True
+        first, gauges_at = True, 0.0
         while not stop.is_set():
             try:
                 if self.live.refresh(force=first):
@@ -118,6 +120,9 @@ class Shuffler:
                 continue
             if once and moved == 0 and not self.holding():
                 break
+            if time.monotonic() - gauges_at >= 1.0:
+                prom.update_process_gauges("shuffler")
+                gauges_at = time.monotonic()
             if not once:
                 stop.wait(self.cfg.poll_ms / 1000)
         self.give_up_leases()
@@ -159,6 +164,8 @@ class Shuffler:
     def read(self, held: Held) -> int:
         """Read new ingress entries into ``held``; returns how many."""
         stream = keys.ingress_key(held.campaign, held.shard)
+        if not held.groups and not held.unknown:
+            held.cursor = "-"  # nothing held: all the stream holds is new (also after a data reset)
         got = 0
         for _ in range(READ_PAGES):
             start = "-" if held.cursor == "-" else f"({held.cursor}"
@@ -184,12 +191,13 @@ class Shuffler:
                       "forwarded as it is")
             window, batch, count = int(fields.get(keys.ENTRY_WINDOW, 0) or 0), ReportBatch(), 0
         version = batch_version(batch)
-        if self.config.campaign_version(held.campaign, version) is None:
-            if self.live.refresh(force=True):
+        unknown = (held.campaign, version)
+        if self.config.campaign_version(*unknown) is None and unknown not in self._warned:
+            if self.live.refresh(force=True):  # once per unknown version; then each round
                 self.retry_unknown()
-        if self.config.campaign_version(held.campaign, version) is None:
-            if (held.campaign, version) not in self._warned:
-                self._warned.add((held.campaign, version))
+        if self.config.campaign_version(*unknown) is None:
+            if unknown not in self._warned:
+                self._warned.add(unknown)
                 self.warn(f"shuffle: ingress entries of unknown version {version} of "
                           f"{held.campaign!r}; left in ingress until the registry knows it")
             held.unknown[eid] = (window, batch, count)
@@ -223,12 +231,20 @@ class Shuffler:
             moved += len(group.ids)
         return moved
 
+    def mechanism(self, camp: Campaign) -> Mechanism:
+        """The mechanism of one campaign version, built once per ``Campaign`` object (a
+        registry reload makes new ones)."""
+        cached = self._mechanisms.get((camp.name, camp.version))
+        if cached is None or cached[0] is not camp:
+            cached = self._mechanisms[camp.name, camp.version] = (camp, camp.mechanism())
+        return cached[1]
+
     def release(self, held: Held, group: Group, why: str) -> bool:
         """Permute, re-pack and move one group (``scripts.SHUFFLE``); False if refused."""
         camp = self.config.campaign_version(held.campaign, group.version)
         assert camp is not None  # only known versions are grouped
         t0 = time.perf_counter()
-        out = repack(camp.mechanism(), group.batches, camp.name, group.version,
+        out = repack(self.mechanism(camp), group.batches, camp.name, group.version,
                      self.cfg.batch_reports)
         if out.forwarded:
             self.warn(f"shuffle: {len(out.forwarded)} ingress batches of {camp.name!r} do not parse; "

@@ -14,6 +14,7 @@ CAMPAIGNS = """
 [[campaigns]]
 name = "grr"
 reports_per_window = 1000000  # one client plays many devices
+shuffle_max_delay = "1s"  # a serve stack counts a few reports within seconds
 oracle = "grr"
 epsilon = 2.0
 domain = ["apple", "banana", "cherry", "durian", "elder"]
@@ -21,6 +22,7 @@ domain = ["apple", "banana", "cherry", "durian", "elder"]
 [[campaigns]]
 name = "sue"
 reports_per_window = 1000000  # one client plays many devices
+shuffle_max_delay = "1s"  # a serve stack counts a few reports within seconds
 oracle = "sue"
 epsilon = 1.0
 domain_size = 100
@@ -28,6 +30,7 @@ domain_size = 100
 [[campaigns]]
 name = "oue"
 reports_per_window = 1000000  # one client plays many devices
+shuffle_max_delay = "1s"  # a serve stack counts a few reports within seconds
 oracle = "oue"
 epsilon = 1.0
 domain_size = 1021
@@ -35,6 +38,7 @@ domain_size = 1021
 [[campaigns]]
 name = "olh"
 reports_per_window = 1000000  # one client plays many devices
+shuffle_max_delay = "1s"  # a serve stack counts a few reports within seconds
 oracle = "olh"
 epsilon = 1.0
 domain_size = 1024
@@ -43,6 +47,7 @@ window = "1h"
 [[campaigns]]
 name = "hadamard"
 reports_per_window = 1000000  # one client plays many devices
+shuffle_max_delay = "1s"  # a serve stack counts a few reports within seconds
 oracle = "hadamard"
 epsilon = 1.0
 domain_size = 100
@@ -51,6 +56,7 @@ shards = 4
 [[campaigns]]
 name = "rappor"
 reports_per_window = 1000000  # one client plays many devices
+shuffle_max_delay = "1s"  # a serve stack counts a few reports within seconds
 oracle = "rappor"
 bloom_bits = 60
 hashes = 2

@@ -47,6 +47,7 @@ oracle = "grr"
 epsilon = 1.0
 domain_size = 5
 min_reports = 100
+shuffle_max_delay = "1s"
 
 [[campaigns]]
 name = "sizes"
@@ -54,6 +55,7 @@ oracle = "grr"
 epsilon = 2.0
 domain_size = 8
 min_reports = 100
+shuffle_max_delay = "1s"
 
 [[campaigns]]
 name = "steady"
@@ -61,6 +63,7 @@ oracle = "oue"
 epsilon = 1.0
 domain = ["a", "b", "c"]
 min_reports = 100
+shuffle_max_delay = "1s"
 """
 
 

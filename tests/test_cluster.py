@@ -1,12 +1,14 @@
 """Scale-out on a real Redis Cluster: three masters of the embedded ``redis-server`` on loopback
 ports, the real collector (``ldptel serve`` under gunicorn, HTTP) spreading batches over 4 shards,
-two ``ldptel aggregate`` workers draining them at once — and exactly the counts, states and
-published estimates of a single-node run (one shard, one worker) fed the same ReportBatch bytes."""
+an ``ldptel shuffle`` shuffler and two ``ldptel aggregate`` workers draining them at once — and
+exactly the counts, states and published estimates of a single-node run (one shard, one worker)
+fed the same ReportBatch bytes."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import EXPORT_TOKEN, INGEST_TOKEN, aggregate_cmd, same_state, write_config
+from agg_support import EXPORT_TOKEN, INGEST_TOKEN, aggregate_cmd, run_shuffle, same_state, write_config
 from http_support import Poster, request, start_collector
 
+from ldptel import keys
 from ldptel.aggregator import store
 from ldptel.keys import GROUP, stream_key
 from ldptel.redis_client import connect, is_cluster
@@ -45,9 +48,12 @@ AGG = {"read_count": 4}  # small reads: both workers get a share of every shard
 def configs(tmp: Path):
     single = write_config(tmp / "single.toml", [{**c, "min_reports": 1} for c in CAMPAIGNS],
                           aggregator=AGG, server={"rate_limit_per_minute": 10**9})
+    # the shuffler releases within 1 s, in batches of 100 reports (both workers get a share)
     cluster = write_config(tmp / "cluster.toml",
-                           [{**c, "min_reports": 1, "shards": SHARDS} for c in CAMPAIGNS],
-                           aggregator=AGG, server={"rate_limit_per_minute": 10**9})
+                           [{**c, "min_reports": 1, "shards": SHARDS, "shuffle_max_delay": "1s"}
+                            for c in CAMPAIGNS],
+                           aggregator=AGG, server={"rate_limit_per_minute": 10**9},
+                           shuffler={"batch_reports": 100, "poll_ms": 50})
     return single, cluster
 
 
@@ -175,6 +181,10 @@ def test_cluster_equals_single_node(cluster: EmbeddedRedisCluster, redis_client:
     procs: list = []
     try:
         # --- cluster: collector (gunicorn, 2 workers), 2 aggregator workers, 4 shards ----------
+        shuffler = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "shuffle", "--config",
+                                     str(tmp_path / "cluster.toml"), "--redis-url", cluster.url],
+                                    stderr=subprocess.PIPE, text=True)
+        procs.append(shuffler)
         aggs = [AggregatorProc(tmp_path / "cluster.toml", cluster.url) for _ in range(2)]
         procs += aggs
         for a in aggs:
@@ -184,20 +194,33 @@ def test_cluster_equals_single_node(cluster: EmbeddedRedisCluster, redis_client:
         procs.append(col)
         assert post_all(col.url, bodies) == expected
         wait_counted(rc, cluster_cfg, expected)
+        shuffler.send_signal(signal.SIGTERM)
+        assert shuffler.wait(20) == 0, shuffler.stderr.read() if shuffler.stderr else ""
         drained = [a.stop() for a in aggs]
         assert all(d > 0 for d in drained), f"both workers must have committed entries: {drained}"
-        total_entries = sum(len(items) for items in bodies.values())
-        assert sum(drained) == total_entries
 
-        # the batches were spread over every shard, and the shards over the nodes
+        # the batches were spread over every shard, and the shards over the nodes; the shuffler
+        # moved each ingress batch once, and the workers counted each re-packed batch once
         nodes = set()
+        analysis_entries = 0
         for camp in cluster_cfg.campaigns:
+            moved = [rc.hgetall(keys.shuffle_metrics_key(camp.name, s)) for s in range(SHARDS)]
+            ingress = [int(m.get(b"ingress_batches", 0)) for m in moved]
+            assert sum(ingress) == len(bodies[camp.name]) and min(ingress) > 0, (camp.name, ingress)
             lens = [rc.xlen(stream_key(camp.name, s)) for s in range(SHARDS)]
-            assert sum(lens) == len(bodies[camp.name]) and min(lens) > 0, (camp.name, lens)
+            assert lens == [int(m[b"analysis_batches"]) for m in moved], (camp.name, lens)
+            analysis_entries += sum(lens)
             for s in range(SHARDS):
+                assert rc.xlen(keys.ingress_key(camp.name, s)) == 0
                 assert rc.xpending(stream_key(camp.name, s), GROUP)["pending"] == 0
                 nodes.add(rc.get_node_from_key(stream_key(camp.name, s)).name)
+                # the shuffler's keys share the (campaign, shard)'s hash tag: one slot
+                slots = {rc.keyslot(k) for k in (stream_key(camp.name, s), keys.ingress_key(camp.name, s),
+                                                 keys.shuffle_lease_key(camp.name, s),
+                                                 keys.shuffle_metrics_key(camp.name, s))}
+                assert len(slots) == 1, (camp.name, s)
         assert len(nodes) == 3
+        assert sum(drained) == analysis_entries
         cluster_docs = published(col.url, cluster_cfg)
         status, metrics = request(col.url, "GET", "/metrics")
         assert status == 200
@@ -210,6 +233,7 @@ def test_cluster_equals_single_node(cluster: EmbeddedRedisCluster, redis_client:
                                redis_url, workers=2)
         procs.append(col1)
         assert post_all(col1.url, bodies) == expected
+        run_shuffle(tmp_path / "single.toml", redis_url)
         subprocess.run(aggregate_cmd(tmp_path / "single.toml", redis_url), check=True, timeout=60,
                        capture_output=True)
         wait_counted(redis_client, single_cfg, expected, timeout=1)
@@ -217,7 +241,11 @@ def test_cluster_equals_single_node(cluster: EmbeddedRedisCluster, redis_client:
         col1.stop()
     finally:
         for p in procs:
-            if not isinstance(p, AggregatorProc):
+            if isinstance(p, subprocess.Popen):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            elif not isinstance(p, AggregatorProc):
                 p.stop()
             elif p.proc.poll() is None:
                 p.proc.kill()

@@ -1,8 +1,8 @@
-"""The production layout of ``deploy/``: a separate Redis, ``ldptel serve`` (collector only) and
-``ldptel aggregate`` workers, each started from its systemd unit's ``ExecStart`` line with the
-variables of ``deploy/ldptel.env`` (only ports, paths and tokens changed for a test), receives
-reports from the SDK and counts them in the export API. The reverse proxy's body limit equals
-the collector's ``max_body_bytes``."""
+"""The production layout of ``deploy/``: a separate Redis, ``ldptel serve`` (collector only), the
+``ldptel shuffle`` shuffler and ``ldptel aggregate`` workers, each started from its systemd unit's
+``ExecStart`` line with the variables of ``deploy/ldptel.env`` (only ports, paths and tokens
+changed for a test), receives reports from the SDK and counts them in the export API. The reverse
+proxy's body limit equals the collector's ``max_body_bytes``."""
 
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ def test_units_and_env_file_agree() -> None:
     serve = shlex.split(exec_start(DEPLOY / "ldptel-serve.service"))
     assert serve[1] == "serve" and {"--config", "--redis-url", "--no-aggregator"} <= set(serve)
     assert shlex.split(exec_start(DEPLOY / "ldptel-aggregate@.service"))[1] == "aggregate"
+    assert shlex.split(exec_start(DEPLOY / "ldptel-shuffle.service"))[1] == "shuffle"
     assert set(env) >= {"REDIS_URL", "LDPTEL_INGEST_TOKENS", "LDPTEL_EXPORT_TOKENS", "LDPTEL_SECRET_KEY",
                         "LDPTEL_LOG_FORMAT", "LDPTEL_LOG_LEVEL", "LDPTEL_ACCESS_LOG"}
 
@@ -104,7 +105,8 @@ def test_layout_from_the_unit_files_counts_sdk_reports(tmp_path: Path) -> None:
     redis_port, http_port = free_port(), free_port()
     config = tmp_path / "ldptel.toml"
     config.write_text('[[campaigns]]\nname = "screens"\noracle = "grr"\nepsilon = 2.0\n'
-                      'domain = ["home", "search", "cart"]\nmin_reports = 100\nshards = 2\n')
+                      'domain = ["home", "search", "cart"]\nmin_reports = 100\nshards = 2\n'
+                      'shuffle_max_delay = "1s"\n')  # 601 reports < shuffle_min_reports
     # the shipped redis.conf, with this test's port and data directory
     redis_conf = tmp_path / "redis.conf"
     (tmp_path / "redis-data").mkdir()
@@ -134,11 +136,13 @@ def test_layout_from_the_unit_files_counts_sdk_reports(tmp_path: Path) -> None:
         start("serve", "ldptel-serve.service")
         url = f"http://127.0.0.1:{http_port}"
         wait_until(lambda: answers(url, "/healthz", 200), 60, "ldptel serve")
+        start("shuffle", "ldptel-shuffle.service")
         for name in ("aggregate-1", "aggregate-2"):
             start(name, "ldptel-aggregate@.service")
-        for name in ("aggregate-1", "aggregate-2"):  # running (SIGTERM handler installed)
+        for name, line in (("shuffle", '"message": "shuffler '), ("aggregate-1", '"message": "consumer '),
+                           ("aggregate-2", '"message": "consumer ')):  # running (SIGTERM handler set)
             log = tmp_path / f"{name}.log"
-            wait_until(lambda log=log: '"message": "consumer ' in log.read_text(), 30, name)
+            wait_until(lambda log=log, line=line: line in log.read_text(), 30, name)
 
         values = np.random.default_rng(4).choice(["home", "search", "cart"], size=600, p=[0.6, 0.3, 0.1])
         sdk = TelemetryClient(url, INGEST, queue_path=tmp_path / "queue.sqlite")
@@ -158,7 +162,7 @@ def test_layout_from_the_unit_files_counts_sdk_reports(tmp_path: Path) -> None:
         codes = {name: stop(procs[name]) for name in reversed(list(procs))}
     assert codes == dict.fromkeys(procs, 0), codes
     # the env file's LDPTEL_LOG_FORMAT=json reached every ldptel process
-    for name in ("serve", "aggregate-1", "aggregate-2"):
+    for name in ("serve", "shuffle", "aggregate-1", "aggregate-2"):
         lines = [ln for ln in (tmp_path / f"{name}.log").read_text().splitlines() if ln.startswith("{")]
         assert lines and all("level" in json.loads(ln) for ln in lines), name
 

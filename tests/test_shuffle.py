@@ -295,3 +295,17 @@ def test_sigterm_shuffler_loses_nothing(redis_client: redis.Redis, redis_url: st
             proc.kill()
             proc.wait()
         s.close()
+
+
+def test_a_shuffler_reads_a_stream_reset_under_it(stack, redis_client: redis.Redis) -> None:
+    """Redis data reset (FLUSHDB) between two rounds of one shuffler: the new stream's ids start
+    again at ``0-1``; holding nothing, the shuffler reads it from the start, not after the last id
+    it had read."""
+    cfg, s = stack
+    camp = cfg.campaign("s-had")
+    sh = Shuffler(cfg, redis_client)
+    post_all(s, random_batches(camp, 300, 100, seed=1))
+    assert sh.step(once=True) == 6  # 3 entries read, 3 released
+    redis_client.flushdb()
+    post_all(s, random_batches(camp, 100, 100, seed=2))
+    assert sh.step(once=True) == 2 and in_ingress(redis_client, camp) == 0

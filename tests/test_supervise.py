@@ -303,13 +303,14 @@ def test_serve_says_whether_an_aggregator_runs(tmp_path):
 
 
 def test_serve_killed_leaves_no_process_and_frees_its_data_dir(tmp_path):
-    """kill -9 of ``serve`` itself: gunicorn, the aggregator and the embedded Redis stop too (so no
-    orphan keeps the data directory), and the next ``serve`` of the config starts on the same data."""
+    """kill -9 of ``serve`` itself: gunicorn, the shuffler, the aggregator and the embedded Redis
+    stop too (so no orphan keeps the data directory), and the next ``serve`` of the config starts
+    on the same data."""
     env = {"LDPTEL_DATA_DIR": str(tmp_path / "data")}
     col = start_collector(tmp_path, config_text(), None, workers=1, env=env)
     kids = list(children(col.proc.pid))
     try:
-        assert len(kids) == 3  # redis-server, ldptel aggregate, gunicorn
+        assert len(kids) == 4  # redis-server, ldptel shuffle, ldptel aggregate, gunicorn
         post(col, 5)
         os.kill(col.proc.pid, signal.SIGKILL)
         col.proc.wait(10)
