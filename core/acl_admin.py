@@ -7,8 +7,10 @@ connects with an administrative URL (``--redis-url`` or ``$REDIS_URL``: a user a
 revokes any right given by hand), and writes the credentials file (``ldptel.credentials``, mode
 0600) that the processes read. Passwords are random (``secrets``, OS randomness); a second run
 keeps those of the existing file (running processes keep working) unless ``--rotate``.
-``--print`` shows the rules and changes nothing. On a Redis Cluster the users are created on
-every node (ACL users are per node).
+``--print`` shows the rules and changes nothing. ``--split`` also writes one file per kind of
+process (``<file stem>-serve.json``, ``-shuffle``, ``-aggregate``: ``PROCESS_ROLES``) holding only
+the passwords that process uses, for services run as separate system users. On a Redis Cluster
+the users are created on every node (ACL users are per node).
 
 ``ldptel serve`` with its embedded Redis does the same without a command: ``embedded_acl``
 writes the users, the default user's password included, into an ACL file that the server loads
@@ -32,6 +34,12 @@ from ldptel.redis_client import AnyRedis, connect, is_cluster
 
 USER_PREFIX = "ldptel-"
 ACL_FILE = "users.acl"
+# the roles each kind of process connects as (``--split`` writes a file per kind with only these)
+PROCESS_ROLES = {
+    "serve": ("collector", "reader", "sessions", "admin"),
+    "shuffle": ("shuffler", "reader"),
+    "aggregate": ("aggregator", "reader"),
+}
 
 
 def username(role: str) -> str:
@@ -108,6 +116,11 @@ def run_redis_acl(args: argparse.Namespace) -> int:
     r = connect(url, socket_connect_timeout=5.0, socket_timeout=10.0)
     names = apply(r, config, users)
     credentials.write(path, credentials.servers_of(url), users)
+    if args.split:
+        for kind, roles in PROCESS_ROLES.items():
+            part = credentials.write(path.with_name(f"{path.stem}-{kind}{path.suffix}"),
+                                     credentials.servers_of(url), {k: users[k] for k in roles})
+            print(f"ldptel redis-acl: ldptel {kind} only: {part}")
     print(f"ldptel redis-acl: users {', '.join(names)} on {', '.join(credentials.servers_of(url))}; "
           f"credentials in {path} (mode 0600): give it to each process as "
           f"{credentials.ENV}={path}")

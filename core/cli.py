@@ -128,6 +128,8 @@ ACL_OPTIONS: dict[str, dict] = {  # ldptel redis-acl
                               "LDPTEL_DATA_DIR defaulting to ~/.local/share/ldptel)"},
     "--rotate": {"action": "store_true", "help": "new passwords (default: keep the file's)"},
     "--print": {"action": "store_true", "help": "show the rules, change nothing"},
+    "--split": {"action": "store_true", "help": "also write FILE-serve/-shuffle/-aggregate.json, each "
+                                                "with only the passwords that process uses"},
 }
 
 

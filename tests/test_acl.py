@@ -280,6 +280,15 @@ def test_redis_acl_is_idempotent_and_revokes(acl_redis: tuple[str, Path], config
         redis.Redis.from_url(url, username=old[0], password=old[1]).ping()
     assert as_role(acl_redis, "reader").ping()
     assert json.loads(path.read_text())["servers"] == credentials.servers_of(url)
+    # --split: a file per kind of process with only its roles' passwords
+    assert main([*args, "--split"]) == 0
+    serve_only = credentials.load(path.with_name(f"{path.stem}-serve.json"))
+    assert set(serve_only.users) == {"collector", "reader", "sessions", "admin"}
+    shuffle_only = credentials.load(path.with_name(f"{path.stem}-shuffle.json"))
+    assert set(shuffle_only.users) == {"shuffler", "reader"}
+    assert stat.S_IMODE(shuffle_only.path.stat().st_mode) == 0o600
+    aggregate_only = credentials.load(path.with_name(f"{path.stem}-aggregate.json"))
+    assert set(aggregate_only.users) == {"aggregator", "reader"}
     assert os.environ.get(credentials.ENV) is None
 
 
