@@ -27,9 +27,11 @@ import sys
 from pathlib import Path
 
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException, RedisError
 
 from ldptel import acl, credentials
 from ldptel.config import Config, load_config
+from ldptel.logs import redact_url
 from ldptel.redis_client import AnyRedis, connect, is_cluster
 
 USER_PREFIX = "ldptel-"
@@ -113,8 +115,11 @@ def run_redis_acl(args: argparse.Namespace) -> int:
     path = Path(args.credentials) if args.credentials else credentials.default_path()
     previous = credentials.load(path) if path.exists() else None
     users = passwords(previous, rotate=args.rotate)
-    r = connect(url, socket_connect_timeout=5.0, socket_timeout=10.0)
-    names = apply(r, config, users)
+    try:
+        names = apply(connect(url, socket_connect_timeout=5.0, socket_timeout=10.0), config, users)
+    except (RedisError, RedisClusterException) as exc:  # unreachable, or not allowed to run ACL
+        print(f"ldptel redis-acl: {redact_url(url)}: {exc}", file=sys.stderr)
+        return 1
     credentials.write(path, credentials.servers_of(url), users)
     if args.split:
         for kind, roles in PROCESS_ROLES.items():

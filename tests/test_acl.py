@@ -290,6 +290,14 @@ def test_redis_acl_is_idempotent_and_revokes(acl_redis: tuple[str, Path], config
     aggregate_only = credentials.load(path.with_name(f"{path.stem}-aggregate.json"))
     assert set(aggregate_only.users) == {"aggregator", "reader"}
     assert os.environ.get(credentials.ENV) is None
+    # a user that may not run ACL SETUSER (here: the reader): exit 1 with the error, nothing written
+    user, password = credentials.load(path).users["reader"]
+    as_reader = url.replace("redis://", f"redis://{user}:{password}@", 1)
+    listing, file_now = acl_list(url), path.read_text()
+    assert main(["redis-acl", "--config", str(config_path), "--redis-url", as_reader,
+                 "--credentials", str(path), "--rotate"]) == 1
+    assert "no permissions" in capsys.readouterr().err
+    assert acl_list(url) == listing and path.read_text() == file_now
 
 
 # --- the whole stack, every process on its role ------------------------------------------------
