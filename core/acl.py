@@ -108,14 +108,15 @@ def roles(config: Config) -> list[Role]:
 
 
 ROLE_NAMES = ("collector", "shuffler", "aggregator", "reader", "sessions", "admin")
+USER_PREFIX = "ldptel-"
 
 
-def role(config: Config, name: str) -> Role:
-    """The role called ``name`` (``KeyError`` for an unknown one)."""
-    return {r.name: r for r in roles(config)}[name]
+def username(role: str) -> str:
+    """The Redis user name of a role: ``ldptel-<role>`` (apart from other users of the Redis)."""
+    return f"{USER_PREFIX}{role}"
 
 
 def describe(config: Config) -> str:
     """The rules as ``ACL SETUSER`` lines (passwords left out): what ``--print`` shows."""
-    return "\n".join(f"# {r.name}: {r.purpose}\nACL SETUSER ldptel-{r.name} {' '.join(r.rules())} >…"
+    return "\n".join(f"# {r.name}: {r.purpose}\nACL SETUSER {username(r.name)} {' '.join(r.rules())} >…"
                      for r in roles(config))

@@ -30,11 +30,11 @@ from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 from ldptel import acl, credentials
+from ldptel.acl import username
 from ldptel.config import Config, load_config
 from ldptel.logs import redact_url
 from ldptel.redis_client import AnyRedis, connect, is_cluster
 
-USER_PREFIX = "ldptel-"
 ACL_FILE = "users.acl"
 # the roles each kind of process connects as (``--split`` writes a file per kind with only these)
 PROCESS_ROLES = {
@@ -42,10 +42,6 @@ PROCESS_ROLES = {
     "shuffle": ("shuffler", "reader"),
     "aggregate": ("aggregator", "reader"),
 }
-
-
-def username(role: str) -> str:
-    return f"{USER_PREFIX}{role}"
 
 
 def new_password() -> str:

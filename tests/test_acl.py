@@ -28,7 +28,7 @@ from http_support import Poster, http_request, request, start_collector
 from ingest_support import EXPORT_TOKEN, INGEST_TOKEN, config_text
 
 from ldptel import acl, credentials, keys, registry
-from ldptel.acl_admin import username
+from ldptel.acl import username
 from ldptel.cli import main
 from ldptel.client import create_mechanism
 from ldptel.config import load_config
