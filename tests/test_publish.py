@@ -123,6 +123,7 @@ def test_interleaved_ingest_commits_and_reads_never_mix_states(redis_client: red
                 if pending[name]:
                     stack.post_batch(pending[name].pop(0))
         elif action == "commit":
+            shuffle_once(cfg, redis_client)  # what was ingested reaches the analysis streams
             rng.choice(workers).step(block_ms=None)
             record()
         elif action == "publish":
@@ -140,6 +141,7 @@ def test_interleaved_ingest_commits_and_reads_never_mix_states(redis_client: red
         elif action == "read":
             for name in camps:
                 read(name)
+    shuffle_once(cfg, redis_client)
     for w in workers:
         w.run(once=True)
     record()

@@ -19,6 +19,7 @@ from ldptel import registry
 from ldptel.aggregator import store
 from ldptel.aggregator.worker import Worker
 from ldptel.config import ConfigError
+from ldptel.shuffler.worker import Shuffler
 
 A = {"name": "alpha", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 10}
 
@@ -73,18 +74,21 @@ def _batch(camp, values, version: int):
 @pytest.mark.slow
 def test_collector_and_aggregator_see_a_change_within_two_seconds(
         tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
-    cfg = write_config(tmp_path / "c.toml", [A])
+    a = {**A, "shuffle_min_reports": 1}  # the shuffler releases every batch at once
+    cfg = write_config(tmp_path / "c.toml", [a])
     registry.apply(redis_client, cfg.tables)
     http = HttpStack(cfg, redis_url)
-    worker_cfg = write_config(tmp_path / "w.toml", [A])  # the aggregator's own copy of the file
+    worker_cfg = write_config(tmp_path / "w.toml", [a])  # the aggregator's own copy of the file
     worker = Worker(worker_cfg, redis_client)
+    shuffler = Shuffler(write_config(tmp_path / "s.toml", [a]), redis_client)  # and the shuffler's
     stop = threading.Event()
-    thread = threading.Thread(target=worker.run, kwargs={"stop": stop}, daemon=True)
-    thread.start()
+    threads = [threading.Thread(target=w.run, kwargs={"stop": stop}, daemon=True) for w in (worker, shuffler)]
+    for thread in threads:
+        thread.start()
     try:
         assert http.post_batch(_batch(cfg.campaign("alpha"), [1, 2, 3], 1))["accepted"] == 3
-        registry.put(redis_client, {**A, "epsilon": 2.0, "domain_size": 4})
-        registry.put(redis_client, {**A, "name": "delta"})
+        registry.put(redis_client, {**a, "epsilon": 2.0, "domain_size": 4})
+        registry.put(redis_client, {**a, "name": "delta"})
         changed = time.monotonic()
         headers = {"Content-Type": "application/x-protobuf", "Authorization": "Bearer ingest-token-for-tests"}
         v2 = registry.versions_of(registry.record(redis_client, "alpha") or {})[-1]
@@ -105,7 +109,8 @@ def test_collector_and_aggregator_see_a_change_within_two_seconds(
         assert store.window_counts(redis_client, cfg.versions("alpha")[0]) == {0: 3}
     finally:
         stop.set()
-        thread.join(10)
+        for thread in threads:
+            thread.join(10)
         http.close()
 
 

@@ -37,6 +37,7 @@ epsilon = 2.0
 domain = {json.dumps(LABELS)}
 window = "2s"
 min_reports = 200
+shuffle_max_delay = "1s"  # each window's last reports are shuffled within a second
 """
 
 
