@@ -19,24 +19,29 @@ from ldptel import process
 from ldptel.aggregator.errors import StateMismatch
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
+from ldptel.credentials import CredentialsError
 from ldptel.logs import redact_url
-from ldptel.redis_client import AnyRedis, connect
+from ldptel.redis_client import AnyRedis, connect_roles
 
 log = logging.getLogger("ldptel.aggregator")
 
 
-def connect_cli(args: argparse.Namespace, logger: logging.Logger, socket_timeout: float
-                ) -> AnyRedis | int:
-    """The Redis of a worker command (``--redis-url``, else ``$REDIS_URL``), or, logged, its exit
-    status: 2 without a URL, 1 if it cannot connect."""
+ROLES = ("aggregator", "reader")  # ``ldptel.acl``: the worker's user, and the registry's reads
+
+
+def connect_cli(args: argparse.Namespace, logger: logging.Logger, roles: tuple[str, ...],
+                socket_timeout: float) -> dict[str, AnyRedis] | int:
+    """The Redis clients of a worker command (``--redis-url``, else ``$REDIS_URL``), one per
+    role (``redis_client.connect_roles``), or, logged, its exit status: 2 without a URL, 1 if it
+    cannot connect (or its credentials file does not fit the URL)."""
     url = args.redis_url or os.environ.get("REDIS_URL")
     if not url:
         logger.error("no Redis: pass --redis-url or set REDIS_URL (the embedded Redis runs with "
                      "`ldptel serve`)")
         return 2
     try:
-        return connect(url, socket_timeout=socket_timeout)
-    except (redis_lib.RedisError, redis_lib.RedisClusterException) as exc:
+        return connect_roles(url, roles, socket_timeout=socket_timeout)
+    except (redis_lib.RedisError, redis_lib.RedisClusterException, CredentialsError) as exc:
         logger.error("cannot connect to %s: %s", redact_url(url), exc)
         return 1
 
@@ -45,11 +50,11 @@ def run_aggregate(args: argparse.Namespace) -> int:
     """``ldptel aggregate``: one worker; ``--once`` drains, logs what it did, exits 0. Every line
     goes through the ``ldptel.aggregator`` logger (``ldptel.logs``: stderr, text or JSON)."""
     config = load_config(args.config)
-    r = connect_cli(args, log, socket_timeout=config.aggregator.block_ms / 1000 + 60)
-    if isinstance(r, int):
-        return r
+    clients = connect_cli(args, log, ROLES, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+    if isinstance(clients, int):
+        return clients
     url = args.redis_url or os.environ.get("REDIS_URL", "")
-    worker = Worker(config, r)
+    worker = Worker(config, clients["aggregator"], registry_r=clients["reader"])
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if not args.once:
@@ -83,8 +88,8 @@ class BackgroundAggregator:
     @staticmethod
     def build(config: Config, redis_url: str, log: Callable[[str], None] | None) -> Any:
         """The worker the thread runs (``run(stop=…)``, ``warn``): here an aggregator ``Worker``."""
-        return Worker(config, connect(redis_url, socket_timeout=config.aggregator.block_ms / 1000 + 60),
-                      log=log)
+        clients = connect_roles(redis_url, ROLES, socket_timeout=config.aggregator.block_ms / 1000 + 60)
+        return Worker(config, clients["aggregator"], log=log, registry_r=clients["reader"])
 
     def _run(self) -> None:
         try:

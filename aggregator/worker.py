@@ -78,7 +78,10 @@ class Worker:
     with ``once``); ``step()`` does one read-decode-commit round."""
 
     def __init__(self, config: Config, r: AnyRedis, consumer: str | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, registry_r: AnyRedis | None = None) -> None:
+        """``registry_r``: the client that reads the campaign registry (``ldptel.acl``: the
+        ``reader`` role, when ``r`` is the ``aggregator`` role, which holds no registry key);
+        default ``r``."""
         self.config = config
         self.cfg = config.aggregator
         self.r = r
@@ -98,7 +101,7 @@ class Worker:
         self.committed_at: float | None = None  # epoch seconds of the last commit
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
         self._pulse = heartbeat.Pulse(self.consumer)
-        self.live = registry.Live(config, r)  # campaign changes without a restart
+        self.live = registry.Live(config, registry_r or r)  # campaign changes without a restart
 
     # --- setup ------------------------------------------------------------------------------
     def setup(self) -> None:

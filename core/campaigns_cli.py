@@ -26,7 +26,7 @@ def _redis(args: argparse.Namespace) -> AnyRedis | None:
     if not url:
         print("ldptel campaigns: give --redis-url (or set $REDIS_URL)", file=sys.stderr)
         return None
-    return connect(url)
+    return connect(url, role="admin")
 
 
 def run_campaigns(args: argparse.Namespace) -> int:

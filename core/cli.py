@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     actions.add_parser("apply", help="create or update the campaigns of a TOML file").add_argument(
         "--config", required=True, help="TOML config file")
 
+    acl = command("redis-acl", "create or update the least-privilege Redis user of each role and "
+                               "write their credentials file")
+    for flag, kwargs in ACL_OPTIONS.items():
+        acl.add_argument(flag, **kwargs)
+
     sim = command("simulate", "one simulated device per line of a values file")
     sim.add_argument("--config", required=True, help="TOML config file")
     sim.add_argument("--campaign", required=True, help="campaign name")
@@ -113,6 +118,19 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--token", required=True, help="ingest token")
     sim.add_argument("--seed", type=int, default=None, help="seeded randomness (simulation only)")
     return parser
+
+
+ACL_OPTIONS: dict[str, dict] = {  # ldptel redis-acl
+    "--config": {"required": True, "help": "TOML config file"},
+    "--redis-url": {"help": "administrative Redis URL (a user that may run ACL SETUSER; "
+                            "default: $REDIS_URL)"},
+    "--credentials": {"help": "credentials file to write (default: $LDPTEL_DATA_DIR/redis-credentials.json, "
+                              "LDPTEL_DATA_DIR defaulting to ~/.local/share/ldptel)"},
+    "--rotate": {"action": "store_true", "help": "new passwords (default: keep the file's)"},
+    "--print": {"action": "store_true", "help": "show the rules, change nothing"},
+    "--split": {"action": "store_true", "help": "also write FILE-serve/-shuffle/-aggregate.json, each "
+                                                "with only the passwords that process uses"},
+}
 
 
 def _env_flag(name: str) -> bool:
@@ -162,6 +180,10 @@ def _run(args: argparse.Namespace) -> int:
         from ldptel.campaigns_cli import run_campaigns
 
         return run_campaigns(args)
+    if args.command == "redis-acl":
+        from ldptel.acl_admin import run_redis_acl
+
+        return run_redis_acl(args)
     if args.command == "simulate":
         from ldptel.client.simulate import run_simulate
 

@@ -12,6 +12,10 @@ URLs:
   those seed nodes; the cluster must be reachable at start (the client loads the slot map then).
   This is the form to use in production: it does not depend on what the node said at start.
 
+Roles: ``connect(url, role="collector")`` (``aggregator``, ``reader``, … — ``ldptel.acl``)
+connects as that role's Redis user when a credentials file applies to the URL
+(``ldptel.credentials``), else as the URL says, so an unsecured development Redis keeps working.
+
 All keys of one (campaign, shard) share a hash tag (``ldptel.keys``), and every Lua script and
 transaction of ldptel touches the keys of one tag only, so each runs on one cluster node.
 """
@@ -22,6 +26,8 @@ from typing import Any
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
+
+from ldptel import credentials
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -59,9 +65,10 @@ def is_cluster(client: Any) -> bool:
     return isinstance(client, RedisCluster)
 
 
-def detect_cluster(url: str, timeout: float = 1.0) -> bool:
-    """Whether the server at a plain URL is a cluster node (False if it cannot be reached)."""
-    probe = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+def detect_cluster(url: str, timeout: float = 1.0, **auth: Any) -> bool:
+    """Whether the server at a plain URL is a cluster node (False if it cannot be reached).
+    ``auth``: ``username``/``password`` of the connection."""
+    probe = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **auth)
     try:
         return bool(probe.info("cluster").get("cluster_enabled"))
     except redis.RedisError:
@@ -70,14 +77,33 @@ def detect_cluster(url: str, timeout: float = 1.0) -> bool:
         probe.close()
 
 
+def without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@``."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    return f"{scheme}{sep}{netloc.rpartition('@')[2]}{slash}{tail}"
+
+
+def role_auth(url: str, role: str | None) -> dict[str, str]:
+    """``username``/``password`` of ``role``'s Redis user for ``url`` (``ldptel.credentials``),
+    or nothing (no role, or no credentials file applies: connect as the URL says)."""
+    user = credentials.user_for(url, role) if role is not None else None
+    return {} if user is None else {"username": user[0], "password": user[1]}
+
+
 def connect(url: str, *, retry: redis.retry.Retry | None = None, detect: bool = True,
-            **kwargs: Any) -> AnyRedis:
-    """A client for ``url`` (see the module doc). ``kwargs`` go to every connection
-    (``socket_timeout``, ``socket_connect_timeout``, …); ``retry`` is the single-server client's
-    retry policy, and sets the number of attempts of the cluster client."""
+            role: str | None = None, **kwargs: Any) -> AnyRedis:
+    """A client for ``url`` (see the module doc), as ``role``'s Redis user when credentials
+    apply. ``kwargs`` go to every connection (``socket_timeout``, ``socket_connect_timeout``,
+    …); ``retry`` is the single-server client's retry policy, and sets the number of attempts of
+    the cluster client."""
+    auth = role_auth(url, role)
+    if auth:  # the role's user, not the URL's (redis-py lets a URL's password win over kwargs)
+        url = without_userinfo(url)
+        kwargs.update(auth)
     if is_cluster_url(url):
         first, nodes = _split_cluster_url(url)
-    elif detect and not url.startswith("unix://") and detect_cluster(url):
+    elif detect and not url.startswith("unix://") and detect_cluster(url, 1.0, **auth):
         first, nodes = url, []
     else:
         if retry is not None:
@@ -86,3 +112,12 @@ def connect(url: str, *, retry: redis.retry.Retry | None = None, detect: bool = 
     if retry is not None:
         kwargs["retry"] = retry
     return RedisCluster.from_url(first, startup_nodes=nodes, **kwargs)
+
+
+def connect_roles(url: str, roles: tuple[str, ...], **kwargs: Any) -> dict[str, AnyRedis]:
+    """A client per role (``connect(url, role=…, **kwargs)``); a single shared client when no
+    credentials apply to ``url`` (nothing to tell the roles apart)."""
+    if not role_auth(url, roles[0]):
+        shared = connect(url, **kwargs)
+        return dict.fromkeys(roles, shared)
+    return {name: connect(url, role=name, **kwargs) for name in roles}

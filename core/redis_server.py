@@ -122,15 +122,20 @@ class EmbeddedRedis(_DataDirServer):
     """A private ``redis-server`` on 127.0.0.1. Use as a context manager or ``start()/stop()``.
 
     ``data_dir`` keeps the AOF; restarting with the same ``data_dir`` (and ``port``) reloads it.
+    ``password``: the default user's, when ``extra_args`` give it one (``--aclfile``: the role
+    users of ``ldptel serve``, ``ldptel.acl_admin.embedded_acl``); used to wait for the server and
+    to shut it down. ``url`` never holds it.
     """
 
     def __init__(self, data_dir: str | os.PathLike | None = None, port: int | None = None,
-                 extra_args: list[str] | None = None, die_with_parent: bool = False) -> None:
+                 extra_args: list[str] | None = None, die_with_parent: bool = False,
+                 password: str | None = None) -> None:
         super().__init__(data_dir, "ldptel-redis-")
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
         self.die_with_parent = die_with_parent  # SIGTERM when the starting process dies (no threads!)
         self.process: subprocess.Popen | None = None
+        self._auth = {"password": password} if password else {}
 
     @property
     def url(self) -> str:
@@ -148,7 +153,7 @@ class EmbeddedRedis(_DataDirServer):
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True,
                                         preexec_fn=process.die_with_parent if self.die_with_parent else None)
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5, **self._auth)
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
@@ -176,7 +181,7 @@ class EmbeddedRedis(_DataDirServer):
             return
         if graceful:
             try:
-                redis.Redis.from_url(self.url, socket_timeout=5).shutdown(nosave=False)
+                redis.Redis.from_url(self.url, socket_timeout=5, **self._auth).shutdown(nosave=False)
             except (redis.ConnectionError, redis.ResponseError, redis.TimeoutError):
                 pass
             try:

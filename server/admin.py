@@ -54,7 +54,7 @@ def _described(record: dict[str, Any]) -> dict[str, Any]:
 def _record(name: str) -> dict[str, Any]:
     """The registry's record of ``name``; a campaign only the config file declares is put in the
     registry first (as its version 1: its reports were randomized under the file's parameters)."""
-    r = state().redis
+    r = state().admin_redis
     rec = registry.record(r, name)
     if rec is None:
         table = next((t for t in state().config.tables if t.get("name") == name), None)
@@ -69,7 +69,7 @@ def _record(name: str) -> dict[str, Any]:
 @bp.get("/v1/admin/campaigns", endpoint="admin_campaigns")
 @require_token("admin")
 def list_view() -> Response:
-    rev, records = registry.load(state().redis)
+    rev, records = registry.load(state().admin_redis)
     rows = []
     for name in sorted(records):
         latest = registry.versions_of(records[name])[-1]
@@ -92,7 +92,7 @@ def put_view(name: str) -> tuple[Response, int]:
         raise ApiError(400, "bad_config", f"campaigns[{name}].name: must be {name!r} (the URL's), "
                                           f"got {table['name']!r}")
     table = {**table, "name": name}
-    r = state().redis
+    r = state().admin_redis
     try:
         if registry.record(r, name) is not None or any(t.get("name") == name for t in state().config.tables):
             _record(name)
@@ -116,7 +116,7 @@ def status_view(name: str, action: str) -> Response:
     rec = _record(name)
     if rec["status"] == "retired" and action != "retire":
         raise ApiError(409, "campaign_retired", f"campaign {name!r} is retired; it cannot {action}")
-    new = registry.set_status(state().redis, name, ACTIONS[action], reason)
+    new = registry.set_status(state().admin_redis, name, ACTIONS[action], reason)
     assert new is not None
     state().live.refresh(force=True)
     return jsonify(_described(new))

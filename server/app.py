@@ -26,7 +26,7 @@ from werkzeug.exceptions import HTTPException
 
 from ldptel import registry
 from ldptel.config import Campaign, Config
-from ldptel.redis_client import AnyRedis, connect
+from ldptel.redis_client import AnyRedis, connect_roles
 from ldptel.server.bodies import drain_unread_body
 from ldptel.server.errors import ApiError, render
 from ldptel.server.metrics import Metrics
@@ -55,12 +55,16 @@ class ServerState:
     """What the blueprints share: ``app.extensions["ldptel"]``."""
 
     config: Config
-    redis: AnyRedis
+    redis: AnyRedis  # the ``reader`` role: export, pages, series, the registry (read-only)
     redis_url: str
     metrics: Metrics
     rate_limiter: RateLimiter
     auth_throttle: AuthThrottle
     probe: Probe  # cached Redis reads of /healthz and /metrics
+    # the other roles' clients (``ldptel.acl``); each is ``redis`` when no credentials apply
+    collector_redis: AnyRedis  # ingest, rate limits, failed-authentication counters, rejections
+    sessions_redis: AnyRedis  # operator sessions and their secret
+    admin_redis: AnyRedis  # the admin API: registry writes
     supervised_aggregator: bool = False  # this `ldptel serve` runs (and restarts) an aggregator
     # (campaign, version) → (Campaign, Mechanism): ``validation.mechanism_of``
     mechanisms: dict[tuple[str, int], Any] = field(default_factory=dict)
@@ -76,12 +80,16 @@ def state() -> ServerState:
     return current_app.extensions["ldptel"]
 
 
-def redis_client(url: str) -> AnyRedis:
-    """A Redis client that fails fast when the server is down (the request answers 503) and
-    reconnects by itself once it is back: short connect timeout, two quick retries. A Redis
-    Cluster URL (``ldptel.redis_client``) gives a cluster client."""
-    return connect(
-        url, socket_connect_timeout=2.0, socket_timeout=10.0,
+APP_ROLES = ("reader", "collector", "sessions", "admin")  # ``ldptel.acl``; reader first
+
+
+def redis_clients(url: str) -> dict[str, AnyRedis]:
+    """Redis clients that fail fast when the server is down (the request answers 503) and
+    reconnect by themselves once it is back: short connect timeout, two quick retries. A Redis
+    Cluster URL (``ldptel.redis_client``) gives cluster clients. One per role of ``APP_ROLES``
+    when credentials apply (``ldptel.credentials``), else one shared client."""
+    return connect_roles(
+        url, APP_ROLES, socket_connect_timeout=2.0, socket_timeout=10.0,
         retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), 2), health_check_interval=0,
     )
 
@@ -115,17 +123,19 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
     app.config["JSON_SORT_KEYS"] = False
     if config.server.secret_key:
         app.secret_key = config.server.secret_key
-    client = redis_client(redis_url)
+    clients = redis_clients(redis_url)
+    client, collector = clients["reader"], clients["collector"]
     mechs = build_mechanisms(config)
     app.extensions["ldptel"] = ServerState(
-        config=config, redis=client, redis_url=redis_url, metrics=Metrics(client),
-        rate_limiter=RateLimiter(client, config.server.rate_limit_per_minute),
-        auth_throttle=AuthThrottle(client, config.server.auth_failure_limit,
+        config=config, redis=client, redis_url=redis_url, metrics=Metrics(collector),
+        rate_limiter=RateLimiter(collector, config.server.rate_limit_per_minute),
+        auth_throttle=AuthThrottle(collector, config.server.auth_failure_limit,
                                    config.server.auth_failure_window_seconds,
                                    [*config.server.ingest_tokens, *config.server.export_tokens,
                                     *config.server.admin_tokens]),
         probe=Probe(config, redis_url), supervised_aggregator=supervised_aggregator, mechanisms=mechs,
-        live=registry.Live(config, client),
+        live=registry.Live(config, client), collector_redis=collector,
+        sessions_redis=clients["sessions"], admin_redis=clients["admin"],
     )
     app.extensions["ldptel"].live.refresh(force=True)  # the registry's campaigns from the start
     if blueprints is None:

@@ -43,7 +43,7 @@ def _script():
     st = state()
     script = st.scripts.get("ingest")
     if script is None:
-        script = st.scripts["ingest"] = st.redis.register_script(scripts.INGEST)
+        script = st.scripts["ingest"] = st.collector_redis.register_script(scripts.INGEST)
     return script
 
 

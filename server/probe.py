@@ -59,7 +59,7 @@ class Probe:
 
     def _connect(self) -> AnyRedis:
         if self._client is None:
-            self._client = connect(self.redis_url, socket_timeout=PROBE_TIMEOUT_S,
+            self._client = connect(self.redis_url, role="reader", socket_timeout=PROBE_TIMEOUT_S,
                                    socket_connect_timeout=PROBE_TIMEOUT_S, retry=Retry(NoBackoff(), 0),
                                    health_check_interval=0)
         return self._client

@@ -12,6 +12,8 @@ bound to ``--host`` (127.0.0.1 by default), in a forked child. An aggregator (``
 as a child process) runs beside it with ``--aggregator``, the default with the embedded Redis;
 the start says plainly whether one runs. With the aggregator, and ``[shuffler] enabled`` (the
 default), a shuffler (``ldptel shuffle``) runs beside it too, as a child restarted like it.
+The embedded Redis has a user per role (``ldptel.acl``) and a default user only this process
+knows the password of; every child connects as its role.
 
 This process then supervises (``server.supervisor``): a dead embedded Redis or aggregator is
 restarted with backoff; when gunicorn exits, everything stops. It owns the
@@ -43,7 +45,7 @@ from gunicorn.app.base import BaseApplication
 
 from ldptel.config import Config, load_config
 from ldptel.process import die_with_parent
-from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis
+from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis, free_port
 from ldptel.server.gunicorn_logging import gunicorn_log_options
 from ldptel.server.supervisor import Supervised, stop_pid, wait_pid
 
@@ -129,7 +131,7 @@ def run_serve(args: argparse.Namespace) -> int:
             except DataDirBusy as exc:
                 print(f"ldptel serve: {exc}", file=sys.stderr)
                 return 2
-            embedded = EmbeddedRedis(data_dir=lock.data_dir, die_with_parent=True)
+            embedded = embedded_redis(config, lock.data_dir)
             children.append(redis_child(embedded))
             children[-1].start()
             redis_url = embedded.url
@@ -171,13 +173,29 @@ def apply_campaigns(config: Config, redis_url: str) -> None:
     from ldptel.redis_client import connect
 
     try:
-        r = connect(redis_url, socket_connect_timeout=5.0, socket_timeout=10.0)
+        r = connect(redis_url, role="admin", socket_connect_timeout=5.0, socket_timeout=10.0)
         for change in registry.apply(r, config.tables):
             if change.action != "unchanged":
                 print(f"ldptel: campaign {change.line()}", file=sys.stderr, flush=True)
     except RedisError as exc:
         print(f"ldptel: warning: cannot apply the campaigns to the registry ({exc}); "
               "run `ldptel campaigns apply` once Redis is reachable", file=sys.stderr, flush=True)
+
+
+def embedded_redis(config: Config, data_dir: Path) -> EmbeddedRedis:
+    """The embedded Redis with a user per role (``ldptel.acl``): its ACL file and the
+    credentials file are written in ``data_dir`` (new passwords at every start), the default
+    user's password stays in this process, and the children find the credentials through
+    ``$LDPTEL_REDIS_CREDENTIALS`` (set here, inherited), so each connects as its role and none
+    can fall back to the default user."""
+    from ldptel.acl_admin import embedded_acl
+    from ldptel.credentials import ENV
+
+    port = free_port()
+    args, password, creds = embedded_acl(config, data_dir, port)
+    os.environ[ENV] = str(creds)
+    return EmbeddedRedis(data_dir=data_dir, port=port, extra_args=args, password=password,
+                         die_with_parent=True)
 
 
 def redis_child(embedded: EmbeddedRedis) -> Supervised:

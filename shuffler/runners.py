@@ -16,10 +16,11 @@ import redis as redis_lib
 from ldptel.aggregator.runners import AggregatorProcess, BackgroundAggregator, connect_cli
 from ldptel.config import Config, load_config
 from ldptel.logs import redact_url
-from ldptel.redis_client import connect
+from ldptel.redis_client import connect_roles
 from ldptel.shuffler.worker import Shuffler
 
 log = logging.getLogger("ldptel.shuffler")
+ROLES = ("shuffler", "reader")  # ``ldptel.acl``: the shuffler's user, and the registry's reads
 
 
 def run_shuffle(args: argparse.Namespace) -> int:
@@ -33,12 +34,11 @@ def run_shuffle(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    # hook for least-privilege roles: connect as the "shuffler" role once connect() takes one
-    r = connect_cli(args, log, socket_timeout=30.0)
-    if isinstance(r, int):
-        return r
+    clients = connect_cli(args, log, ROLES, socket_timeout=30.0)
+    if isinstance(clients, int):
+        return clients
     url = args.redis_url or os.environ.get("REDIS_URL", "")
-    shuffler = Shuffler(config, r)
+    shuffler = Shuffler(config, clients["shuffler"], registry_r=clients["reader"])
     if not args.once:
         log.info("shuffler %s on %s (poll %d ms, batches of %d reports)", shuffler.owner,
                  redact_url(url), config.shuffler.poll_ms, config.shuffler.batch_reports)
@@ -61,7 +61,8 @@ class BackgroundShuffler(BackgroundAggregator):
 
     @staticmethod
     def build(config: Config, redis_url: str, log: Callable[[str], None] | None) -> Any:
-        return Shuffler(config, connect(redis_url, socket_timeout=30.0), log=log)
+        clients = connect_roles(redis_url, ROLES, socket_timeout=30.0)
+        return Shuffler(config, clients["shuffler"], log=log, registry_r=clients["reader"])
 
 
 class ShufflerProcess(AggregatorProcess):

@@ -73,14 +73,18 @@ class Shuffler:
     """Shuffles every campaign of ``config``; ``run()`` until stopped (or drained, with ``once``),
     ``step()`` does one round over every stream."""
 
-    def __init__(self, config: Config, r: AnyRedis, log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, config: Config, r: AnyRedis, log: Callable[[str], None] | None = None,
+                 registry_r: AnyRedis | None = None) -> None:
+        """``registry_r``: the client that reads the campaign registry (``ldptel.acl``: the
+        ``reader`` role, when ``r`` is the ``shuffler`` role, which holds no registry key);
+        default ``r``."""
         self.config = config
         self.cfg = config.shuffler
         self.r = r
         self.owner = secrets.token_hex(8)
         self.log: Callable[[str], None] = log or LOG.info
         self.warn: Callable[[str], None] = log or LOG.warning
-        self.live = registry.Live(config, r)
+        self.live = registry.Live(config, registry_r or r)
         self.held: dict[tuple[str, int], Held] = {}
         self.stats = ShuffleStats()
         self.lease_ms = max(5000, 10 * self.cfg.poll_ms)

@@ -24,9 +24,27 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = EmbeddedRedis(data_dir=tmp_path_factory.mktemp("redis"))
     server.start()
     try:
+        if os.environ.get("LDPTEL_TEST_ACL") == "1":
+            with_role_users(server.url, tmp_path_factory.mktemp("acl"))
         yield server.url
     finally:
         server.stop()
+
+
+def with_role_users(url: str, tmp) -> None:
+    """``LDPTEL_TEST_ACL=1``: the role users (``ldptel.acl``) on the session Redis and their
+    credentials in ``$LDPTEL_REDIS_CREDENTIALS``, so every process and app the tests start connects
+    as its role (the tests' own clients stay the default user): the suite then shows a command
+    or key a role lacks as a NOPERM failure. Tests that start a Redis of their own (e.g.
+    test_redis_outage) are outside this mode: the credentials name the session Redis only."""
+    from ldptel import acl_admin, credentials
+    from ldptel.config import load_config
+
+    (tmp / "ldptel.toml").write_text(config_text())
+    users = acl_admin.passwords(None)
+    acl_admin.apply(redis.Redis.from_url(url), load_config(tmp / "ldptel.toml"), users)
+    os.environ[credentials.ENV] = str(credentials.write(tmp / "credentials.json",
+                                                        credentials.servers_of(url), users))
 
 
 @pytest.fixture

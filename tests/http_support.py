@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import redis
 from ingest_support import INGEST_TOKEN, PROTOBUF
 
+from ldptel import credentials
 from ldptel.redis_server import free_port
 
 
@@ -144,7 +146,8 @@ def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 
     cfg.write_text(text)
     port = free_port()
     log_path = tmp / "serve.log"
-    clean = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("LDPTEL_")}
+    clean = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("LDPTEL_")
+             or k == "LDPTEL_REDIS_CREDENTIALS"}  # conftest's LDPTEL_TEST_ACL=1
     cmd = [sys.executable, "-m", "ldptel.cli", "serve", "--config", str(cfg), "--host", "127.0.0.1",
            "--port", str(port), "--workers", str(workers)]
     if redis_url is not None:
@@ -166,3 +169,13 @@ def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 
             collector.stop()
             raise RuntimeError(f"ldptel serve did not answer in {timeout}s:\n{collector.log()}")
         time.sleep(0.05)
+
+
+def embedded_redis_client(data_dir: Path, url: str, role: str = "reader") -> redis.Redis:
+    """A client on the embedded Redis of a ``start_collector(…, None, env={"LDPTEL_DATA_DIR":
+    data_dir})`` as ``role``: its default user has a password only ``ldptel serve`` knows, and each
+    role's is in the credentials file serve wrote in its data directory (``ldptel.acl_admin``)."""
+    creds = credentials.load(next(Path(data_dir).glob(f"redis-*/{credentials.DEFAULT_NAME}")))
+    assert creds.fits(url), (creds.servers, url)
+    user, password = creds.users[role]
+    return redis.Redis.from_url(url, username=user, password=password)

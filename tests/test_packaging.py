@@ -77,7 +77,7 @@ def test_no_client_module_imports_a_server_dependency() -> None:
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("command", ["serve", "aggregate", "demo", "audit"])
+@pytest.mark.parametrize("command", ["serve", "aggregate", "demo", "audit", "redis-acl"])
 def test_server_commands_name_the_extra_when_it_is_missing(command: str) -> None:
     config = ROOT / "examples" / "ldptel.toml"
     args = ["demo", "--exit"] if command == "demo" else [command, "--config", str(config)]
@@ -107,7 +107,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def test_help_of_every_command_shows_the_defaults() -> None:
     commands = _subparsers(cli.build_parser())
     assert set(commands) == {"demo", "serve", "aggregate", "simulate", "audit", "campaigns",
-                             "shuffle"}
+                             "shuffle", "redis-acl"}
     for name, parser in commands.items():
         text = " ".join(parser.format_help().split())
         for action in parser._actions:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from http_support import Collector, Poster, http_request, request, start_collector
+from http_support import Collector, Poster, embedded_redis_client, http_request, request, start_collector
 from ingest_support import INGEST_TOKEN, config_text
 
 from ldptel.aggregator import heartbeat, store
@@ -121,7 +121,7 @@ def test_serve_restarts_a_killed_aggregator_and_redis(tmp_path):
     pids: list[int] = []
     try:
         url = col.proc.stdout.readline().split(" at ")[1].split()[0]
-        r = redis.Redis.from_url(url)
+        r = embedded_redis_client(tmp_path / "data", url)
         agg_pid = aggregator_pid(col)
         pids += [agg_pid, int(r.info("server")["process_id"])]
         post(col, 1)
@@ -345,7 +345,7 @@ def test_serve_killed_leaves_no_process_and_frees_its_data_dir(tmp_path):
         again = start_collector(tmp_path, config_text(), None, workers=1, env=env, stdout=subprocess.PIPE)
         try:
             url = again.proc.stdout.readline().split(" at ")[1].split()[0]
-            r = redis.Redis.from_url(url)
+            r = embedded_redis_client(tmp_path / "data", url)
             wait_for("the batch of the killed serve counted", lambda: counted(r, again) == 10)
             r.close()
         finally:

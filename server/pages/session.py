@@ -61,7 +61,7 @@ def load_secret(app: Flask) -> bool:
     with _secret_lock:
         if app.secret_key:
             return True
-        r = app.extensions["ldptel"].redis
+        r = app.extensions["ldptel"].sessions_redis
         try:
             r.set(SESSION_SECRET_KEY, secrets.token_hex(32), nx=True)
             value = r.get(SESSION_SECRET_KEY)
@@ -108,7 +108,8 @@ def signed_in() -> bool:
         return bool(g.ldptel_signed_in)
     key, ok = _record_key(), False
     if key is not None and current_app.secret_key:
-        held = state().redis.getex(key, ex=state().config.server.session_idle_seconds)  # read and renew
+        # read and renew
+        held = state().sessions_redis.getex(key, ex=state().config.server.session_idle_seconds)
         held = held.decode() if isinstance(held, bytes) else ""
         for token in state().config.server.export_tokens:
             ok |= hmac.compare_digest(held, token_id(token))
@@ -121,12 +122,12 @@ def sign_in(token: str) -> None:
     the idle timeout, and a new CSRF token; a session this cookie held before is ended."""
     old = _record_key()
     if old is not None:
-        state().redis.delete(old)
+        state().sessions_redis.delete(old)
     session.clear()
     session.permanent = True
     sid = session["sid"] = secrets.token_urlsafe(32)
     session["csrf"] = secrets.token_urlsafe(32)
-    state().redis.set(_sid_key(sid), token_id(token), ex=state().config.server.session_idle_seconds)
+    state().sessions_redis.set(_sid_key(sid), token_id(token), ex=state().config.server.session_idle_seconds)
     g.ldptel_signed_in = True
 
 
@@ -134,7 +135,7 @@ def sign_out() -> None:
     """End the session: delete its record (a replayed cookie is then no session) and the cookie."""
     key = _record_key()
     if key is not None:
-        state().redis.delete(key)
+        state().sessions_redis.delete(key)
     session.clear()
     g.ldptel_signed_in = False
 
