@@ -31,7 +31,7 @@ SERVER_KEYS = {
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
     "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
-SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports"}
+SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds"}
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 
 
@@ -79,6 +79,9 @@ class ShufflerConfig:
     poll_ms: int = 200  # how often the shuffler reads the ingress streams
     batch_reports: int = 1000  # reports per re-packed analysis batch
     max_held_reports: int = 100_000  # a (campaign, version, window) is released at this many
+    # serve rewrites its embedded Redis's AOF this often: until a rewrite, the AOF still holds the
+    # ingress batches (as devices sent them) that the shuffler deleted from memory
+    aof_rewrite_seconds: int = 600
 
 
 @dataclass
@@ -122,6 +125,7 @@ def _shuffler(shf: Any) -> ShufflerConfig:
         poll_ms=read_int(shf, "poll_ms", "shuffler", 200, 1, 60_000),
         batch_reports=read_int(shf, "batch_reports", "shuffler", 1000, 1, 100_000),
         max_held_reports=read_int(shf, "max_held_reports", "shuffler", 100_000, 1, 10_000_000),
+        aof_rewrite_seconds=read_int(shf, "aof_rewrite_seconds", "shuffler", 600, 1, 86400),
     )
 
 

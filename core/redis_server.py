@@ -10,6 +10,7 @@ second server on the same data directory.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import socket
@@ -22,6 +23,8 @@ from typing import IO, Self
 import redis
 
 from ldptel import process
+
+logger = logging.getLogger(__name__)
 
 
 def redis_server_binary() -> str:
@@ -173,6 +176,18 @@ class EmbeddedRedis(_DataDirServer):
             time.sleep(0.02)
         client.close()
         return self
+
+    def rewrite_aof(self) -> bool:
+        """Start an AOF rewrite (``BGREWRITEAOF``): the new file holds only the current data, so
+        what was deleted (e.g. ingress batches the shuffler moved) leaves the disk. False (and a
+        warning) if Redis refused or did not answer."""
+        try:
+            with redis.Redis.from_url(self.url, socket_timeout=5, **self._auth) as client:
+                client.bgrewriteaof()
+            return True
+        except redis.RedisError as exc:
+            logger.warning("embedded Redis: AOF rewrite not started: %s", exc)
+            return False
 
     def stop(self, graceful: bool = True) -> None:
         """Shut down (``SHUTDOWN``, which flushes the AOF) or, with ``graceful=False``, SIGKILL."""

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -132,7 +133,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 print(f"ldptel serve: {exc}", file=sys.stderr)
                 return 2
             embedded = embedded_redis(config, lock.data_dir)
-            children.append(redis_child(embedded))
+            children.append(RedisChild(embedded, config.shuffler.aof_rewrite_seconds))
             children[-1].start()
             redis_url = embedded.url
             print(f"ldptel: embedded Redis at {redis_url} (data in {embedded.data_dir})", flush=True)
@@ -142,14 +143,16 @@ def run_serve(args: argparse.Namespace) -> int:
             pid = children[-1].start()
             print(f"ldptel: aggregator running beside the collector (pid {pid}; restarted if it dies)",
                   flush=True)
-        if run_aggregator and config.shuffler.enabled:  # stopped first: children stop in reverse
-            children.append(shuffler_child(str(args.config), redis_url))
-            pid = children[-1].start()
-            print(f"ldptel: shuffler running beside the collector (pid {pid}; restarted if it dies)",
-                  flush=True)
+            if config.shuffler.enabled:  # stopped first: children stop in reverse
+                children.append(shuffler_child(str(args.config), redis_url))
+                pid = children[-1].start()
+                print(f"ldptel: shuffler running beside the collector (pid {pid}; restarted if it "
+                      "dies)", flush=True)
         else:
+            shuffle = f" and `ldptel shuffle --config {args.config}`" if config.shuffler.enabled else ""
             print("ldptel: no aggregator runs here (--no-aggregator): nothing is counted unless "
-                  f"`ldptel aggregate --config {args.config}` runs against this Redis", flush=True)
+                  f"`ldptel aggregate --config {args.config}`{shuffle} run against this Redis",
+                  flush=True)
         print(f"ldptel: collector on http://{args.host}:{args.port} "
               f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
         options = gunicorn_options(args.host, args.port, args.workers,
@@ -198,15 +201,28 @@ def embedded_redis(config: Config, data_dir: Path) -> EmbeddedRedis:
                          die_with_parent=True)
 
 
-def redis_child(embedded: EmbeddedRedis) -> Supervised:
-    """The embedded Redis as a supervised child: restarted on its port and data directory."""
+class RedisChild(Supervised):
+    """The embedded Redis as a supervised child: restarted on its port and data directory, and
+    its AOF rewritten every ``rewrite_every`` seconds (``[shuffler] aof_rewrite_seconds``). The
+    AOF logs every write, so the ingress batches the shuffler deleted — whole, with batch ids, in
+    arrival order — stay on disk until a rewrite writes only the current data."""
 
-    def launch() -> subprocess.Popen:
-        proc = embedded.start().process
-        assert proc is not None
-        return proc
+    def __init__(self, embedded: EmbeddedRedis, rewrite_every: float) -> None:
+        def launch() -> subprocess.Popen:
+            proc = embedded.start().process
+            assert proc is not None
+            return proc
 
-    return Supervised("embedded Redis", launch, embedded.stop)
+        super().__init__("embedded Redis", launch, embedded.stop)
+        self.embedded, self.rewrite_every = embedded, rewrite_every
+        self._next_rewrite = time.monotonic() + rewrite_every
+
+    def check(self) -> None:
+        super().check()
+        now = time.monotonic()
+        if now >= self._next_rewrite and self.proc is not None and self.proc.poll() is None:
+            self._next_rewrite = now + self.rewrite_every
+            self.embedded.rewrite_aof()
 
 
 def aggregator_child(config_path: str, redis_url: str) -> Supervised:
