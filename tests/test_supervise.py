@@ -322,6 +322,17 @@ def test_serve_says_whether_an_aggregator_runs(tmp_path):
         wait_for("the aggregator's metrics",
                  lambda: metric(str(request(col.url, "GET", "/metrics")[1]), counted_metric) == 5)
         r.close()
+
+        # the aggregator without the shuffler: it runs, and serve does not say it does not
+        # (regression: the shuffler's `if` had taken the aggregator's `else`)
+        no_shuffler = config_text(extra=FAST_AGGREGATOR + "\n[shuffler]\nenabled = false\n")
+        off = start_collector(tmp_path / "c", no_shuffler, server.url, stdout=subprocess.PIPE,
+                              args=["--aggregator"])
+        cols.append(off)
+        lines = [off.proc.stdout.readline() for _ in range(2)]
+        assert lines[0].startswith("ldptel: aggregator running beside the collector (pid"), lines
+        assert lines[1].startswith("ldptel: collector on"), lines
+        pids.append(aggregator_pid(off))
     finally:
         for c in cols:
             c.stop()
