@@ -19,6 +19,7 @@ from ldptel.aggregator import publish
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
 from ldptel.privacy import default_central_delta, shuffle_epsilon
+from ldptel.server.pages import labels
 
 LOCAL = {"epsilon_report", "epsilon_inf", "epsilon_lifetime", "memoize", "reports_per_window"}
 CENTRAL = {"shuffled", "central_epsilon", "central_delta", "central_n", "central_reason", "central_scope"}
@@ -163,3 +164,25 @@ def test_group_privacy_of_many_reports_is_stated_without_overflow(tmp_path: Path
     eps, delta = claim["central_epsilon"], claim["central_delta"]
     group_delta = delta * sum(math.exp(i * eps) for i in range(40))
     assert group_delta < 1 and f"= ({40 * eps:.4g}, {group_delta:.3g})-DP" in claim["central_scope"]
+
+
+def test_page_words_of_each_case(tmp_path: Path) -> None:
+    """The campaign page's words (``labels.central_note`` / ``central_head``) for the three cases
+    and for a publication made before the central fields existed (nothing said)."""
+    cfg = _config(tmp_path)
+    fresh, wide = cfg.campaign("fresh"), cfg.campaign("wide")
+    assert fresh is not None and wide is not None
+    on = {**fresh.privacy(), **central_privacy.release_claim(fresh, 2_000_000, True)}
+    eps_c = shuffle_epsilon(1.0, 2_000_000, 5e-8)
+    assert on["central_delta"] == 5e-8 and eps_c is not None
+    assert (f"the released estimates from 2,000,000 shuffled reports are (ε<sub>c</sub> = {eps_c:.3g}, "
+            f"δ = 5e-08)-DP for anyone who sees only them") in str(labels.central_note(on))
+    assert labels.central_head(on) == f"· central ε = {eps_c:.3g} (δ = 5e-08) over 2,000,000 shuffled reports"
+    none = {**wide.privacy(), **central_privacy.release_claim(wide, 300, True)}
+    assert "300 reports are too few for ε = 8 per report" in str(labels.central_note(none))
+    off = {**fresh.privacy(), **central_privacy.release_claim(fresh, 300, False)}
+    assert str(labels.central_note(off)).startswith("The shuffler is off: reports reach the aggregator as "
+                                                    "devices sent them, so there is no central ε")
+    assert labels.central_head(off) == ""
+    assert labels.central_note(fresh.privacy()) is None and labels.central_head(fresh.privacy()) == ""
+    assert [labels.fmt_delta(x) for x in (1e-6, 1e-10, 5e-7, 2.5e-5)] == ["10⁻⁶", "10⁻¹⁰", "5e-07", "2.5e-05"]
