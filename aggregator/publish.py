@@ -53,6 +53,7 @@ from ldptel.aggregator import retention, store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.decoders.ranges import RangeEstimate
 from ldptel.aggregator.result import MeanEstimate
+from ldptel.central_privacy import release_claim
 from ldptel.config import Campaign
 from ldptel.redis_client import AnyRedis
 
@@ -85,14 +86,17 @@ def finite_row(row: dict[str, Any]) -> dict[str, Any]:
     return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
 
 
-def document(campaign: Campaign, window: int, acc: Accumulator,
-             decoded_at: float) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+def document(campaign: Campaign, window: int, acc: Accumulator, decoded_at: float,
+             shuffled: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
     """Decode ``acc`` (``Accumulator.estimate``): the kind's document and, for range campaigns,
-    the estimate's arrays."""
+    the estimate's arrays. Its ``privacy`` is ``Campaign.privacy()`` plus the central ε of the
+    window's ``acc.n`` reports (``central_privacy.release_claim``; ``shuffled``: the reports came
+    through the shuffler)."""
     est = acc.estimate()
+    privacy = {**campaign.privacy(), **release_claim(campaign, acc.n, shuffled)}
     doc: dict[str, Any] = {"campaign": campaign.name, "version": campaign.version, "kind": campaign.kind,
                            "epsilon": campaign.epsilon, "n_reports": acc.n, "window": window,
-                           "decoded_at": decoded_at, "privacy": campaign.privacy()}
+                           "decoded_at": decoded_at, "privacy": privacy}
     if campaign.kind == "range":
         assert isinstance(est, RangeEstimate)
         return {**doc, "method": est.method}, est.arrays()
@@ -139,15 +143,16 @@ def _npz(arrays: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = None) -> Published:
+def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = None,
+           shuffled: bool = False) -> Published:
     """Decode what is counted for ``campaign`` in ``window`` (``store.load_accumulator``; the
-    document only from ``min_reports`` reports on)."""
+    document only from ``min_reports`` reports on; ``shuffled``: see ``document``)."""
     acc, n = store.load_accumulator(r, campaign, window)
     decoded_at = round(time.time() if now is None else now, 3)
     pub = Published(n=n, digest=state_digest(campaign, window, acc), config=config_digest(campaign),
                     decoded_at=decoded_at, doc=None)
     if n >= campaign.min_reports:
-        pub.doc, pub.arrays = document(campaign, window, acc, decoded_at)
+        pub.doc, pub.arrays = document(campaign, window, acc, decoded_at, shuffled)
         pub.doc_json = json.dumps(pub.doc, allow_nan=False)
     return pub
 
@@ -166,9 +171,10 @@ def write(r: AnyRedis, campaign: Campaign, window: int, pub: Published) -> bool:
     return bool(script(keys=[key], args=[pub.n, *fields]))
 
 
-def publish(r: AnyRedis, campaign: Campaign, window: int) -> Published:
-    """``decode`` then ``write``: returns the publication made (perhaps kept out by a newer)."""
-    pub = decode(r, campaign, window)
+def publish(r: AnyRedis, campaign: Campaign, window: int, shuffled: bool = False) -> Published:
+    """``decode`` then ``write``: returns the publication made (perhaps kept out by a newer).
+    ``shuffled``: the reports came through the shuffler (``[shuffler] enabled``)."""
+    pub = decode(r, campaign, window, shuffled=shuffled)
     write(r, campaign, window, pub)
     return pub
 
@@ -264,10 +270,13 @@ def claim(r: AnyRedis, campaign: Campaign, window: int, gap: float, longest: flo
 class Publisher:
     """When the worker publishes: ``note`` a (campaign version, window) after a commit, call
     ``due`` every round (``drained``: the worker found no new entry). ``campaigns``: every
-    version of every campaign (``note_stale`` looks at each)."""
+    version of every campaign (``note_stale`` looks at each). ``shuffled``: the reports came
+    through the shuffler (``[shuffler] enabled``), so documents state the central ε."""
 
-    def __init__(self, r: AnyRedis, interval: float, campaigns: list[Campaign]) -> None:
+    def __init__(self, r: AnyRedis, interval: float, campaigns: list[Campaign],
+                 shuffled: bool = False) -> None:
         self.r = r
+        self.shuffled = shuffled
         self.interval = interval
         self.campaigns = campaigns
         self.stale_checked = -math.inf  # monotonic time of the last ``note_stale``
@@ -309,7 +318,7 @@ class Publisher:
                                    or not claim(self.r, campaign, key[-1], gap, max(self.interval, budget))):
                 continue
             started = time.monotonic()
-            publish(self.r, campaign, key[2])
+            publish(self.r, campaign, key[2], self.shuffled)
             self.last[key] = time.monotonic()
             self.cost[key] = self.last[key] - started
             del self.dirty[key]

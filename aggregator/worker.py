@@ -96,7 +96,8 @@ class Worker:
         self._last_trim = time.monotonic()
         self._marks = upkeep.DeliveryMarks(self.cfg.retention_seconds)
         self._cluster = is_cluster(r)
-        self.publisher = publish.Publisher(r, self.cfg.publish_interval, every_version(config))
+        self.publisher = publish.Publisher(r, self.cfg.publish_interval, every_version(config),
+                                           shuffled=config.shuffler.enabled)
         self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
         self.committed_at: float | None = None  # epoch seconds of the last commit
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)

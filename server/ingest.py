@@ -28,6 +28,7 @@ from typing import Any
 from flask import Blueprint, g, jsonify, request
 
 from ldptel import keys, scripts
+from ldptel.central_privacy import stored_claim
 from ldptel.config import Campaign, Config
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
@@ -51,12 +52,15 @@ def client_config(config: Config, campaign: Campaign, now: float | None = None) 
     """What a device needs of the latest version ``campaign``: its public config (with its
     ``version``), ``status`` and ``reason`` unless it is active, and ``older_versions``: the
     public configs of superseded versions whose reports are still accepted, so that a device
-    sends what it queued under them instead of dropping it."""
-    out = {**campaign.public(), "privacy": campaign.privacy()}
+    sends what it queued under them instead of dropping it. Each ``privacy`` object is
+    ``Campaign.privacy()`` plus the central ε of one shuffler release
+    (``central_privacy.stored_claim``)."""
+    shuffled = config.shuffler.enabled
+    out = {**campaign.public(), "privacy": {**campaign.privacy(), **stored_claim(campaign, shuffled)}}
     if campaign.status != "active":
         out.update(status=campaign.status, reason=campaign.reason)
     at = time.time() if now is None else now
-    older = [{**v.public(), "privacy": v.privacy()}
+    older = [{**v.public(), "privacy": {**v.privacy(), **stored_claim(v, shuffled)}}
              for v in config.versions(campaign.name)[:-1] if at <= v.accepts_until()]
     if older:
         out["older_versions"] = older

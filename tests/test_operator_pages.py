@@ -30,6 +30,7 @@ from http_support import http_request, start_collector
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config
 from ldptel.keys import GLOBAL_METRICS_KEY, SESSION_SECRET_KEY, published_key
+from ldptel.privacy import shuffle_epsilon
 from ldptel.redis_server import free_port
 from ldptel.server import charts
 from ldptel.server.pages.status import RATE_FORGET_S, IngestRates
@@ -71,9 +72,11 @@ CAMPAIGNS = [
     {"name": "signup", "oracle": "rappor", **RAPPOR, "description": "Sign-up method"},
     {"name": "hourly", "oracle": "grr", "epsilon": 2.0, "domain": ["ios", "android", "web"], "window": "1h",
      "min_reports": 100},
+    # ε = 6 and 300 reports: the shuffle bound certifies no central ε below ε₀
+    {"name": "sparse", "oracle": "grr", "epsilon": 6.0, "domain": ["yes", "no"], "min_reports": 100},
 ]
 N = {"colors": 6000, LONG_NAME: 20_000, "scarce": 1200, "search": 12_000, "latency": 20_000, "signup": 3000,
-     "hourly": 600}
+     "hourly": 600, "sparse": 300}
 
 
 # --- the running site ---------------------------------------------------------------------------
@@ -502,6 +505,35 @@ def test_rappor_page_and_a_bad_window(page, site: Site, shots: Path) -> None:
     assert page.inner_text('[data-stat="n"]') == charts.fmt_count(site.api_json(
         "/v1/campaigns/hourly/estimates")["n_reports"])  # the latest window instead
     shoot(page, shots, "14-bad-window")
+
+
+def test_campaign_page_states_the_central_epsilon(page, site: Site, shots: Path) -> None:
+    """The head and the privacy panel state the central ε of the shown window's publication in
+    words (issue 15): the number where the shuffle bound certifies one, and the
+    no-amplification case (ε = 6, 300 reports); the live refresh carries both fragments."""
+    eps_c = shuffle_epsilon(1.0, N["colors"], 1e-6)
+    privacy = site.api_json("/v1/campaigns/colors/estimates")["privacy"]
+    assert eps_c is not None and privacy["central_epsilon"] == eps_c and privacy["shuffled"] is True
+    page.goto("/campaigns/colors")
+    words = (f"the released estimates from 6,000 shuffled reports are (εc = {eps_c:.3g}, δ = 10⁻⁶)-DP for "
+             "anyone who sees only them, against ε = 1 for one report on its own")
+    assert words in page.inner_text('section.privacy [data-stat="central"]')
+    assert "This covers one report per device in one release" in page.inner_text("section.privacy")
+    head = page.inner_text('[data-fragment="central_head"]')
+    assert head == f"· central ε = {eps_c:.3g} (δ = 10⁻⁶) over 6,000 shuffled reports"
+    assert "ε = 1 per report" in page.inner_text("p.meta")
+    page.locator("section.privacy").scroll_into_view_if_needed()
+    shoot(page, shots, "15-central-epsilon")
+    live = page.evaluate("fetch('/campaigns/colors/live').then(r => r.json())")
+    assert words.replace("εc", "ε<sub>c</sub>") in live["fragments"]["central"]
+    assert live["fragments"]["central_head"] == head
+    assert shuffle_epsilon(6.0, N["sparse"], 1e-6) is None
+    page.goto("/campaigns/sparse")
+    text = page.inner_text('section.privacy [data-stat="central"]')
+    assert "300 reports are too few for ε = 6 per report: the shuffle bound certifies no central ε" in text
+    assert "protected by each report's own ε only" in text
+    assert page.inner_text('[data-fragment="central_head"]') == "· no central amplification at 300 reports"
+    shoot(page, shots, "16-no-amplification")
 
 
 # --- HTTP-level tests (no browser) ---------------------------------------------------------------------

@@ -88,7 +88,7 @@ def test_interleaved_ingest_commits_and_reads_never_mix_states(redis_client: red
         for camp in camps.values():
             if store.window_count(redis_client, camp, 0) in [n for n, _ in states[camp.name].values()]:
                 continue
-            pub = publish.decode(redis_client, camp, 0)
+            pub = publish.decode(redis_client, camp, 0, shuffled=cfg.shuffler.enabled)
             expected = expected_answer(camp, pub) if pub.doc else None
             states[camp.name].setdefault(pub.digest[:32], (pub.n, expected))
 
@@ -130,7 +130,7 @@ def test_interleaved_ingest_commits_and_reads_never_mix_states(redis_client: red
             rng.choice(workers).publisher.due(drained=rng.random() < 0.5)
         elif action == "hold":  # a publisher that decodes now and writes later
             camp = rng.choice(list(camps.values()))
-            held.append((camp, publish.decode(redis_client, camp, 0)))
+            held.append((camp, publish.decode(redis_client, camp, 0, shuffled=cfg.shuffler.enabled)))
         elif action == "late" and held:
             camp, old = held.pop(rng.randrange(len(held)))
             before = publish.read(redis_client, camp, 0)
@@ -146,7 +146,7 @@ def test_interleaved_ingest_commits_and_reads_never_mix_states(redis_client: red
         w.run(once=True)
     record()
     for name, camp in camps.items():
-        final = publish.decode(redis_client, camp, 0)
+        final = publish.decode(redis_client, camp, 0, shuffled=cfg.shuffler.enabled)
         assert final.n == N_REPORTS
         status, headers, _ = stack.get(PATHS[name])
         assert status == 200 and headers["etag"] == final.etag
@@ -164,7 +164,7 @@ def test_late_write_of_an_older_decode_is_kept_out(redis_client: redis.Redis, tm
     worker = Worker(cfg, redis_client)
     xadd_batches(redis_client, camp, batches[:2])
     worker.run(once=True)
-    old = publish.decode(redis_client, camp, 0)
+    old = publish.decode(redis_client, camp, 0, shuffled=cfg.shuffler.enabled)
     xadd_batches(redis_client, camp, batches[2:])
     worker.run(once=True)
     newer = publish.read(redis_client, camp, 0)

@@ -176,14 +176,16 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         "window_updated": labels.ago(st.window_updated.get(window)),
         "decoded": labels.decoded_note(pub.decoded_at, pub.n)
         if pub is not None and pub.n >= c.min_reports else None,
+        "central_note": None, "central_head": "",  # the released window's central ε (add_content)
     }
     return add_content(ctx) if with_content else ctx
 
 
 def add_content(ctx: dict) -> dict:
     """Add the kind's numbers of the window's publication (nothing below the release threshold;
-    ``pending`` while the aggregator has not published the window yet) and ``content_html``,
-    the rendered content fragment. A publication never changes, so the fragment of one
+    ``pending`` while the aggregator has not published the window yet), the central ε its
+    document states (``central_note``, ``central_head``) and ``content_html``, the rendered
+    content fragment. A publication never changes, so the fragment of one
     (campaign, window, publication, page arguments) is rendered once per process."""
     c: Campaign = ctx["c"]
     if ctx["released"]:
@@ -195,6 +197,9 @@ def add_content(ctx: dict) -> dict:
             ctx["released" if exc.status == 409 else "pending"] = exc.status != 409
         else:
             ctx["n"], ctx["n_fmt"] = pub.n, charts.fmt_count(pub.n)
+            privacy = pub.doc.get("privacy") if pub.doc is not None else None
+            ctx["central_note"] = labels.central_note(privacy)
+            ctx["central_head"] = labels.central_head(privacy)
             key = (c.name, ctx["window"], pub.digest, ctx["a"].qs())
             if key not in _contents:
                 if len(_contents) >= CONTENTS_KEPT:

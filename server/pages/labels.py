@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from markupsafe import Markup
 
@@ -97,6 +99,52 @@ def over_time_note(c: Campaign) -> Markup:
     return text + Markup(" Every report is fresh noise, so a device reveals up to ε = {t} {period}, and that "
                          "adds up over the windows it reports in (the SDK's lifetime_epsilon caps the "
                          "total on the device).").format(t=total, period=period)
+
+
+def central_note(privacy: Mapping[str, Any] | None) -> Markup | None:
+    """The central ε of a published window in words, from its document's ``privacy`` object
+    (``ldptel.central_privacy.release_claim``); None for a publication made before it had one."""
+    if not privacy or "shuffled" not in privacy:
+        return None
+    eps = charts.fmt_eps(privacy["epsilon_report"])
+    if not privacy["shuffled"]:
+        return Markup("The shuffler is off: reports reach the aggregator as devices sent them, so there is "
+                      "no central ε; each report's own ε = {e} is the guarantee.").format(e=eps)
+    n, delta = charts.fmt_count(privacy["central_n"]), fmt_delta(privacy["central_delta"])
+    if privacy["central_epsilon"] is None:
+        return Markup("Reports pass through the shuffler, but {n} reports are too few for ε = {e} per "
+                      "report: the shuffle bound certifies no central ε below ε = {e} at δ = {d}, so these "
+                      "estimates are protected by each report's own ε only.").format(n=n, e=eps, d=delta)
+    central = fmt_central(privacy["central_epsilon"])
+    return Markup("Reports reach the aggregator only through the shuffler, which strips who sent them and "
+                  "mixes them across devices: the released estimates from {n} shuffled reports are "
+                  "(ε<sub>c</sub> = {c}, δ = {d})-DP for anyone who sees only them, against ε = {e} for one "
+                  "report on its own. This covers {scope}.").format(
+                      n=n, c=central, d=delta, e=eps, scope=privacy["central_scope"])
+
+
+def central_head(privacy: Mapping[str, Any] | None) -> str:
+    """The central ε for the page head, beside ε and ε∞ ("" without one)."""
+    if not privacy or not privacy.get("shuffled"):
+        return ""
+    if privacy["central_epsilon"] is None:
+        return f"· no central amplification at {charts.fmt_count(privacy['central_n'])} reports"
+    central, delta = fmt_central(privacy["central_epsilon"]), fmt_delta(privacy["central_delta"])
+    n = charts.fmt_count(privacy["central_n"])
+    return f"· central ε = {central} (δ = {delta}) over {n} shuffled reports"
+
+
+def fmt_central(x: float) -> str:
+    """A central ε to 3 significant digits (``0.005290`` → ``"0.00529"``)."""
+    return f"{x:.3g}"
+
+
+def fmt_delta(x: float) -> str:
+    """δ as ``10⁻⁶`` when a power of ten, else 2 significant digits (``5e-07`` → ``"5e-07"``)."""
+    exp = round(math.log10(x))
+    if math.isclose(x, 10.0 ** exp, rel_tol=1e-9):
+        return "10" + str(exp).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{x:.2g}"
 
 
 def window_label(c: Campaign, w: int) -> str:

@@ -23,6 +23,7 @@ from flask import (
 )
 from flask.blueprints import BlueprintSetupState
 from flask.typing import ResponseReturnValue
+from markupsafe import escape
 
 from ldptel.config import Campaign
 from ldptel.server import charts
@@ -202,6 +203,8 @@ def campaign_live(name: str) -> Response:
                  "windows": render_template("operator_window_form.html", **ctx)}
     if changed:
         fragments["content"] = ctx["content_html"]
+        fragments["central"] = render_template("operator_central.html", **ctx)
+        fragments["central_head"] = str(escape(ctx["central_head"]))
     return jsonify({"version": ctx["version"], "fragments": fragments})
 
 
