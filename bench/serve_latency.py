@@ -1,9 +1,10 @@
 """Request latency of the export API and the operator pages under load, with published estimates.
 
 Stores N heavy-hitter, N frequency and N range reports (default N = 10 000 000 each) as committed
-aggregator state, starts ``ldptel serve`` (gunicorn) and ``ldptel aggregate`` (which publishes
-every window at start), then runs ``--pairs`` pairs of phases of ``--duration`` seconds, in
-the order AB, BA, AB, … (so that a drift of the machine or of the state favours neither):
+aggregator state, starts ``ldptel serve`` (gunicorn), ``ldptel shuffle`` and ``ldptel
+aggregate`` (which publishes every window at start), then runs ``--pairs`` pairs of phases of
+``--duration`` seconds, in the order AB, BA, AB, … (so that a drift of the machine or of the
+state favours neither):
 
 A. ingest alone: batches of ``--batch`` reports POSTed at ``--ingest-rate`` requests/s (open
    loop, spread over the three campaigns), so the aggregator keeps committing and republishing;
@@ -398,6 +399,9 @@ def main() -> None:
         aggregate = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate",
                                       "--config", config_path, "--redis-url", server.url],
                                      stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "aggregate.log", "w"))
+        shuffle = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "shuffle",
+                                    "--config", config_path, "--redis-url", server.url],
+                                   stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "shuffle.log", "w"))
         try:
             first = wait_published(url, timeout=args.publish_timeout)
             if len(first) < 3:
@@ -407,10 +411,11 @@ def main() -> None:
                   flush=True)
             pool = pool_of_batches(config_path, args.batch, 20)
             assert server.process is not None
-            roots = {"server": serve.pid, "aggregator": aggregate.pid, "redis": server.process.pid}
+            roots = {"server": serve.pid, "aggregator": aggregate.pid, "shuffler": shuffle.pid,
+                     "redis": server.process.pid}
             runs = measure(url, pool, args, roots)
         finally:
-            for proc in (serve, aggregate):
+            for proc in (serve, aggregate, shuffle):
                 proc.terminate()
                 try:
                     proc.wait(30)
