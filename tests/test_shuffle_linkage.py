@@ -22,7 +22,6 @@ through the real collector (HTTP) into Redis; after ``ldptel shuffle``'s release
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from ldptel.aggregator import publish, store
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Campaign, Config, load_config
 from ldptel.proto import ReportBatch
+from ldptel.redis_server import EmbeddedRedis
 from ldptel.shuffler import repack
 
 EPS, D, DEVICES, K, M = 10.0, 400, 200, 20, 200  # M: [shuffler] batch_reports
@@ -187,16 +187,17 @@ def test_audit_reports_each_kind_of_leak(redis_client: redis.Redis, tmp_path: Pa
 
 @pytest.mark.slow  # a served stack: about 10 s
 def test_audit_of_a_served_stack(tmp_path: Path) -> None:
-    """(b) on the production layout: ``ldptel serve`` with its embedded Redis, aggregator and
+    """(b) on the production layout: ``ldptel serve --aggregator`` with its aggregator and
     shuffler children, every oracle of ingest_support's config (shards, an hourly window), batches
     posted over HTTP; once every report is counted, ingress is empty and every window published,
     the audit finds nothing — with the operational keys of a real stack present (registry,
-    heartbeat, session secret, rate-limit counters, publication claims)."""
-    col = start_collector(tmp_path, config_text(), None, workers=1, stdout=subprocess.PIPE,
-                          env={"LDPTEL_DATA_DIR": str(tmp_path / "data")})
+    heartbeat, session secret, rate-limit counters, publication claims). The Redis is the test's
+    own (an EmbeddedRedis without users): the audit reads every key, which serve's embedded Redis
+    allows only its default user, whose password only serve holds."""
+    server = EmbeddedRedis(data_dir=tmp_path / "redis").start()
+    col = start_collector(tmp_path, config_text(), server.url, workers=1, args=["--aggregator"])
     try:
-        assert col.proc.stdout is not None
-        r = redis.Redis.from_url(col.proc.stdout.readline().split(" at ")[1].split()[0])
+        r = redis.Redis.from_url(server.url)
         cfg = load_config(col.config_path)
         poster = Poster(col.url)
         try:
@@ -219,3 +220,4 @@ def test_audit_of_a_served_stack(tmp_path: Path) -> None:
         assert audit(r, cfg) == []
     finally:
         col.stop()
+        server.cleanup()

@@ -179,7 +179,7 @@ def test_serve_restarts_a_killed_shuffler(tmp_path):
     pids: list[int] = []
     try:
         url = col.proc.stdout.readline().split(" at ")[1].split()[0]
-        r = redis.Redis.from_url(url)
+        r = embedded_redis_client(tmp_path / "data", url)  # the reader: serve's Redis has roles
         shuffler = aggregator_pid(col, b"shuffle")
         pids += [shuffler, int(r.info("server")["process_id"])]
         post(col, 1)
