@@ -372,6 +372,14 @@ def main() -> None:
                     help="ingest senders (enough that the open-loop rate holds while requests wait)")
     ap.add_argument("--batch", type=int, default=100, help="reports per ingest request")
     ap.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    ap.add_argument("--read-pool", action=argparse.BooleanOptionalAction, default=True,
+                    help="serve --read-port: the pollers read from the reader pool (default), "
+                         "ingest goes to --port")
+    ap.add_argument("--read-workers", type=int, default=2, help="reader pool workers")
+    ap.add_argument("--read-nice", type=int, default=10, help="reader pool nice increment")
+    ap.add_argument("--poller-nice", type=int, default=10,
+                    help="nice increment of the poller processes (they stand for remote browsers "
+                         "and scripts; here they share the cores with the server)")
     ap.add_argument("--pairs", type=int, default=5,
                     help="pairs of phases (ingest alone, ingest with pollers), interleaved")
     ap.add_argument("--publish-timeout", type=float, default=1800.0,
@@ -390,11 +398,14 @@ def main() -> None:
             assert status == b"ok", status
             print(f"stored {camp.name}: {acc.n:,} reports, state {len(acc.to_bytes()) / 1e6:.1f} MB "
                   f"({time.perf_counter() - t0:.1f} s)", flush=True)
-        port = free_port()
+        port, read_port = free_port(), free_port()
         url = f"http://127.0.0.1:{port}"
+        read_url = f"http://127.0.0.1:{read_port}" if args.read_pool else url
+        pool_args = (["--read-port", str(read_port), "--read-workers", str(args.read_workers),
+                      "--read-nice", str(args.read_nice)] if args.read_pool else [])
         serve = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "serve", "--config", config_path,
                                   "--redis-url", server.url, "--port", str(port),
-                                  "--workers", str(args.workers)],
+                                  "--workers", str(args.workers), *pool_args],
                                  stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "serve.log", "w"))
         aggregate = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate",
                                       "--config", config_path, "--redis-url", server.url],
@@ -403,7 +414,7 @@ def main() -> None:
                                     "--config", config_path, "--redis-url", server.url],
                                    stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "shuffle.log", "w"))
         try:
-            first = wait_published(url, timeout=args.publish_timeout)
+            first = wait_published(read_url, timeout=args.publish_timeout)
             if len(first) < 3:
                 sys.exit("no publication in time; aggregate log:\n"
                          + (Path(tmp) / "aggregate.log").read_text()[-3000:])
@@ -413,7 +424,7 @@ def main() -> None:
             assert server.process is not None
             roots = {"server": serve.pid, "aggregator": aggregate.pid, "shuffler": shuffle.pid,
                      "redis": server.process.pid}
-            runs = measure(url, pool, args, roots)
+            runs = measure(url, read_url, pool, args, roots)
         finally:
             for proc in (serve, aggregate, shuffle):
                 proc.terminate()
@@ -426,7 +437,7 @@ def main() -> None:
         report(args, runs, in_process)
 
 
-def measure(url: str, pool: list[tuple[str, bytes]], args: argparse.Namespace,
+def measure(url: str, read_url: str, pool: list[tuple[str, bytes]], args: argparse.Namespace,
             roots: dict[str, int]) -> list[Run]:
     """``args.warmup`` seconds of ingest, then ``args.pairs`` pairs of phases (ingest alone,
     ingest with the pollers), in the order AB, BA, AB, … so that a drift of the machine or of
@@ -436,12 +447,12 @@ def measure(url: str, pool: list[tuple[str, bytes]], args: argparse.Namespace,
     runs: list[Run] = []
     per = args.clients // args.client_procs
     ingest(url, pool, args.ingest_rate, args.warmup, time.time() + 0.5, args.ingest_threads)  # not counted
-    with mp.get_context("spawn").Pool(args.client_procs) as procs:
+    with mp.get_context("spawn").Pool(args.client_procs, os.nice, (args.poller_nice,)) as procs:
         for pair in range(args.pairs):
             for polled in ((False, True) if pair % 2 == 0 else (True, False)):
                 load = os.getloadavg()[0]
                 start_at = time.time() + (3.0 if polled else 0.5)  # pollers sign in first
-                pollers = [procs.apply_async(poll, (url, per, args.duration, i * per, args.poll_interval,
+                pollers = [procs.apply_async(poll, (read_url, per, args.duration, i * per, args.poll_interval,
                                                     start_at))
                            for i in range(args.client_procs)] if polled else []
                 time.sleep(max(0.0, start_at - time.time() - 0.1))

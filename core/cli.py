@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    serve.add_argument("--read-port", type=int, default=None,
+                       help="also serve the export and query API, series and pages from a separate "
+                            "reader pool on this port, at a lower CPU priority than ingest "
+                            "(default: none; --port serves everything either way)")
+    serve.add_argument("--read-workers", type=int, default=2, help="reader pool worker processes")
+    serve.add_argument("--read-nice", type=int, default=10,
+                       help="nice increment of the reader pool's processes (0–19, default 10)")
     serve.add_argument("--access-log", action="store_true", default=_env_flag("LDPTEL_ACCESS_LOG"),
                        help="log one line per request: method, path, status, bytes, milliseconds "
                             "(default: $LDPTEL_ACCESS_LOG=1, else off)")

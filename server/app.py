@@ -48,6 +48,10 @@ BLUEPRINT_MODULES: list[str] = [
     "ldptel.server.admin",
     "ldptel.server.pages",
 ]
+# The reader pool of ``ldptel serve --read-port``: what operators and data teams read (export and
+# query API, series, pages, health), without ingest (and the device configs beside it) or admin.
+READ_BLUEPRINT_MODULES: list[str] = [m for m in BLUEPRINT_MODULES
+                                     if m not in ("ldptel.server.ingest", "ldptel.server.admin")]
 
 
 @dataclass
@@ -114,10 +118,10 @@ def baseline_headers(response: Response) -> Response:
 
 
 def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] | None = None,
-               supervised_aggregator: bool = False) -> Flask:
-    """The collector app. ``blueprints`` (default: the ``bp`` of every ``BLUEPRINT_MODULES``
-    entry) are registered in order. ``supervised_aggregator``: an aggregator runs beside it, so
-    ``/healthz`` fails when it is down or lags."""
+               supervised_aggregator: bool = False, modules: Iterable[str] | None = None) -> Flask:
+    """The collector app. ``blueprints`` (default: the ``bp`` of every module of ``modules``,
+    default ``BLUEPRINT_MODULES``) are registered in order. ``supervised_aggregator``: an
+    aggregator runs beside it, so ``/healthz`` fails when it is down or lags."""
     app = Flask("ldptel.server")
     app.config["MAX_CONTENT_LENGTH"] = config.server.max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
@@ -139,7 +143,7 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
     )
     app.extensions["ldptel"].live.refresh(force=True)  # the registry's campaigns from the start
     if blueprints is None:
-        blueprints = [importlib.import_module(m).bp for m in BLUEPRINT_MODULES]
+        blueprints = [importlib.import_module(m).bp for m in (modules or BLUEPRINT_MODULES)]
     for bp in blueprints:
         app.register_blueprint(bp)
     _install_hooks(app)

@@ -1,5 +1,5 @@
 """``ldptel serve --config FILE [--redis-url URL] [--[no-]aggregator] [--host H] [--port P]
-[--workers N]``.
+[--workers N] [--read-port P --read-workers N --read-nice K]``.
 
 Loads and validates the config (a bad one exits 2 with a message naming the key, via the CLI),
 applies its campaigns to the registry in Redis (``ldptel.registry``; a changed randomization
@@ -8,7 +8,11 @@ picks Redis — ``--redis-url``, else ``$REDIS_URL``, else an embedded ``redis-s
 printed, with its data (AOF) under ``$LDPTEL_DATA_DIR`` (default ``~/.local/share/ldptel``) in a
 directory per config file, locked (``DataDirLock``: a second ``serve`` of the config exits 2 naming
 the holder's pid) — and runs the collector app under gunicorn with ``--workers`` worker processes
-bound to ``--host`` (127.0.0.1 by default), in a forked child. An aggregator (``ldptel aggregate``
+bound to ``--host`` (127.0.0.1 by default), in a forked child. With ``--read-port``, a second
+gunicorn (the reader pool: ``--read-workers`` workers at CPU priority ``nice --read-nice``, default
+10) serves what operators and data teams read — export and query API, series, pages, health — on
+that port, so that however hard they poll, ingest requests (on ``--port``, which still serves
+everything) are first in line for the cores. An aggregator (``ldptel aggregate``
 as a child process) runs beside it with ``--aggregator``, the default with the embedded Redis;
 the start says plainly whether one runs. With the aggregator, and ``[shuffler] enabled`` (the
 default), a shuffler (``ldptel shuffle``) runs beside it too, as a child restarted like it.
@@ -16,7 +20,7 @@ The embedded Redis has a user per role (``ldptel.acl``) and a default user only 
 knows the password of; every child connects as its role.
 
 This process then supervises (``server.supervisor``): a dead embedded Redis or aggregator is
-restarted with backoff; when gunicorn exits, everything stops. It owns the
+restarted with backoff; when a gunicorn (collector or reader pool) exits, everything stops. It owns the
 ``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.prom``): a fresh directory, removed at the
 end, from which a dead worker's live gauges are removed. Ctrl-C / SIGTERM stop everything cleanly:
 the collector first, then the shuffler (it finishes its step) and the aggregator (it finishes its
@@ -60,13 +64,14 @@ THREADS = 4
 
 
 class CollectorApplication(BaseApplication):
-    """gunicorn application serving ``create_app(config, redis_url)``; the app is built in each
-    worker after the fork (no shared Redis connections)."""
+    """gunicorn application serving ``create_app(config, redis_url)`` (``reader``: only the
+    reader pool's blueprints, ``app.READ_BLUEPRINT_MODULES``); the app is built in each worker
+    after the fork (no shared Redis connections)."""
 
     def __init__(self, config: Config, redis_url: str, options: dict[str, Any],
-                 supervised_aggregator: bool = False) -> None:
+                 supervised_aggregator: bool = False, reader: bool = False) -> None:
         self.config, self.redis_url, self.options = config, redis_url, options
-        self.supervised_aggregator = supervised_aggregator
+        self.supervised_aggregator, self.reader = supervised_aggregator, reader
         super().__init__()
 
     def load_config(self) -> None:
@@ -74,14 +79,15 @@ class CollectorApplication(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self):
-        from ldptel.server.app import create_app
+        from ldptel.server.app import READ_BLUEPRINT_MODULES, create_app
 
         # logging: set up by the CLI (ldptel.logs)
-        return create_app(self.config, self.redis_url, supervised_aggregator=self.supervised_aggregator)
+        return create_app(self.config, self.redis_url, supervised_aggregator=self.supervised_aggregator,
+                          modules=READ_BLUEPRINT_MODULES if self.reader else None)
 
 
 def gunicorn_options(host: str, port: int, workers: int, access_log: bool = False,
-                     access_log_addresses: bool = False) -> dict[str, Any]:
+                     access_log_addresses: bool = False, proc_name: str = "ldptel-serve") -> dict[str, Any]:
     return {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": workers,
@@ -91,7 +97,7 @@ def gunicorn_options(host: str, port: int, workers: int, access_log: bool = Fals
         "timeout": 60,
         "graceful_timeout": 10,
         **gunicorn_log_options(access_log, access_log_addresses),
-        "proc_name": "ldptel-serve",
+        "proc_name": proc_name,
         "control_socket_disable": True,  # one fixed path per user would clash between instances
         "child_exit": worker_exited,
     }
@@ -116,8 +122,9 @@ def default_data_dir(config_path: str | os.PathLike | None) -> Path:
 def run_serve(args: argparse.Namespace) -> int:
     """Entry point of ``ldptel serve``; returns the exit status."""
     config = load_config(args.config)
-    if args.workers < 1:
-        print("ldptel serve: --workers must be at least 1", file=sys.stderr)
+    problem = check_pool_args(args)
+    if problem:
+        print(f"ldptel serve: {problem}", file=sys.stderr)
         return 2
     redis_url = args.redis_url or os.environ.get("REDIS_URL")
     run_aggregator = args.aggregator if args.aggregator is not None else not redis_url
@@ -157,13 +164,36 @@ def run_serve(args: argparse.Namespace) -> int:
               f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
         options = gunicorn_options(args.host, args.port, args.workers,
                                    args.access_log, args.access_log_addresses)
-        return supervise(fork_collector(config, redis_url, options, run_aggregator), children)
+        pools = [fork_collector(config, redis_url, options, run_aggregator)]
+        if args.read_port:
+            print(f"ldptel: reader pool on http://{args.host}:{args.read_port} ({args.read_workers} "
+                  f"workers at nice {args.read_nice}): export API, queries, series and pages; ingest "
+                  f"only on port {args.port}", flush=True)
+            read_options = gunicorn_options(args.host, args.read_port, args.read_workers, args.access_log,
+                                            args.access_log_addresses, proc_name="ldptel-read")
+            pools.append(fork_collector(config, redis_url, read_options, run_aggregator,
+                                        reader=True, nice=args.read_nice))
+        return supervise(pools, children)
     finally:
         for child in reversed(children):
             child.stop()
         shutil.rmtree(metrics_dir, ignore_errors=True)
         if lock is not None:
             lock.release()
+
+
+def check_pool_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the worker pools' arguments, if anything."""
+    if args.workers < 1:
+        return "--workers must be at least 1"
+    if args.read_port:
+        if not 0 < args.read_port < 65536 or args.read_port == args.port:
+            return f"--read-port must be a port other than --port ({args.port}), got {args.read_port}"
+        if args.read_workers < 1:
+            return "--read-workers must be at least 1"
+        if not 0 <= args.read_nice <= 19:
+            return f"--read-nice must be in [0, 19] (a nice increment), got {args.read_nice}"
+    return None
 
 
 def apply_campaigns(config: Config, redis_url: str) -> None:
@@ -257,8 +287,10 @@ def shuffler_child(config_path: str, redis_url: str) -> Supervised:
     return child_process("shuffler", lambda: ShufflerProcess(config_path, redis_url))
 
 
-def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supervised: bool) -> int:
-    """gunicorn in a forked child (it takes over signals and reaps its own children); its pid."""
+def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supervised: bool,
+                   reader: bool = False, nice: int = 0) -> int:
+    """gunicorn in a forked child (it takes over signals and reaps its own children), at ``nice``
+    (its workers inherit it), serving everything or (``reader``) the reader pool's part; its pid."""
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
@@ -270,7 +302,9 @@ def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supe
         die_with_parent(parent)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        CollectorApplication(config, redis_url, options, supervised).run()
+        if nice:
+            os.nice(nice)
+        CollectorApplication(config, redis_url, options, supervised, reader).run()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -280,22 +314,27 @@ def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supe
         os._exit(code)
 
 
-def supervise(collector_pid: int, children: list[Supervised]) -> int:
-    """Restart dead ``children`` until the collector exits (its exit status is returned) or a
-    SIGTERM/SIGINT arrives (the collector is stopped; 0 if it stopped cleanly)."""
+def supervise(pools: list[int], children: list[Supervised]) -> int:
+    """Restart dead ``children`` until a gunicorn of ``pools`` exits (the others are stopped; its
+    exit status is returned) or a SIGTERM/SIGINT arrives (every pool is stopped; 0 if the first
+    stopped cleanly)."""
     stop = threading.Event()
     previous: dict[int, Callable[..., Any] | int | None] = {}
     for sig in (signal.SIGTERM.value, signal.SIGINT.value):
         previous[sig] = signal.signal(sig, lambda *_: stop.set())
     try:
         while not stop.is_set():
-            code = wait_pid(collector_pid, 0)
-            if code is not None:
-                return code if code >= 0 else 1
+            for pid in pools:
+                code = wait_pid(pid, 0)
+                if code is not None:
+                    for other in pools:
+                        if other != pid:
+                            stop_pid(other)
+                    return code if code >= 0 else 1
             for child in children:
                 child.check()
             stop.wait(POLL_S)
-        return stop_pid(collector_pid)
+        return [stop_pid(pid) for pid in pools][0]
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,0 +1,162 @@
+"""``ldptel serve --read-port``: a second gunicorn (the reader pool) serves the export and query
+API, series, pages and health at a lower CPU priority; ingest, the device configs and the admin
+API stay on ``--port`` only; bad pool arguments exit 2 naming the option; when either pool's
+gunicorn exits, serve stops everything."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config
+from http_support import http_request, request, start_collector
+
+from ldptel.redis_server import free_port
+
+
+def descendants(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (Linux ``/proc``)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(raw[raw.rindex(")") + 2:].split()[1])
+    out, stack = [], [pid]
+    while stack:
+        parent = stack.pop()
+        kids = [c for c, p in parents.items() if p == parent]
+        out += kids
+        stack += kids
+    return out
+
+
+def nice_of(pid: int) -> int:
+    raw = (Path("/proc") / str(pid) / "stat").read_text()
+    return int(raw[raw.rindex(")") + 2:].split()[16])
+
+
+def serve_processes(root: int) -> list[int]:
+    """``root`` and its descendants running ``ldptel serve`` (the forked gunicorn masters and their
+    workers), not the Redis, aggregator or shuffler children."""
+    out = []
+    for pid in [root, *descendants(root)]:
+        try:
+            cmd = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in cmd:
+            out.append(pid)
+    return out
+
+
+def wait_healthy(url: str, col) -> None:
+    """Until ``url``'s ``/healthz`` answers 200 (``start_collector`` waits for ``--port`` only)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if http_request(url, "GET", "/healthz", timeout=5).status == 200:
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, col.log()
+        time.sleep(0.1)
+
+
+def get(url: str, path: str, token: str | None = EXPORT_TOKEN):
+    return request(url, "GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+
+
+@pytest.mark.slow  # a whole `ldptel serve` stack
+def test_reader_pool_serves_reads_at_lower_priority(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "served", "oracle": "oue", "epsilon": 1.0, "domain_size": 10, "min_reports": 500,
+         "reports_per_window": 1_000_000, "shuffle_max_delay": "1s"}], aggregator={"block_ms": 100})
+    read_port = free_port()
+    col = start_collector(tmp_path / "serve", (tmp_path / "c.toml").read_text(), None, workers=1,
+                          env={"LDPTEL_DATA_DIR": str(tmp_path / "data")},
+                          args=["--read-port", str(read_port), "--read-workers", "2", "--read-nice", "7"])
+    reader = f"http://127.0.0.1:{read_port}"
+    try:
+        wait_healthy(reader, col)
+        deadline = time.monotonic() + 60
+        sent = 0
+        for batch in random_batches(cfg.campaigns[0], 1000, 500, seed=np.uint32(4)):
+            body = batch.SerializeToString()
+            headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST_TOKEN}"}
+            assert request(reader, "POST", "/v1/reports", body, headers)[0] == 404  # no ingest here
+            status, reply = request(col.url, "POST", "/v1/reports", body, headers)
+            assert status == 202, reply
+            sent += reply["accepted"]
+        assert get(reader, "/v1/campaigns", INGEST_TOKEN)[0] == 404  # device configs: --port only
+        assert get(col.url, "/v1/campaigns", INGEST_TOKEN)[0] == 200
+        assert get(reader, "/v1/admin/campaigns")[0] == 404
+        while True:  # the aggregator's publication, read through the reader pool
+            status, doc = get(reader, "/v1/campaigns/served/estimates")
+            if status == 200 and doc["n_reports"] == sent:
+                break
+            assert status in (200, 409), (status, doc)
+            assert time.monotonic() < deadline, (status, doc)
+            time.sleep(0.1)
+        assert get(col.url, "/v1/campaigns/served/estimates")[1] == doc  # --port still serves it
+        assert get(reader, "/v1/campaigns/served/estimates", "nope-nope")[0] == 401
+        assert http_request(reader, "GET", "/signin").status == 200
+        nices = sorted(nice_of(p) for p in serve_processes(col.proc.pid))
+        # serve, the collector's master and its worker at 0; the reader pool's master and 2 workers
+        assert nices == [0, 0, 0, 7, 7, 7], nices
+        col.proc.send_signal(signal.SIGTERM)
+        assert col.proc.wait(timeout=30) in (0, -signal.SIGTERM)
+        with pytest.raises(OSError):
+            http_request(reader, "GET", "/healthz", timeout=2)
+    finally:
+        col.stop()
+
+
+@pytest.mark.slow
+def test_serve_stops_when_the_reader_pool_exits(tmp_path: Path) -> None:
+    write_config(tmp_path / "c.toml", [
+        {"name": "served", "oracle": "grr", "epsilon": 1.0, "domain_size": 4}])
+    read_port = free_port()
+    col = start_collector(tmp_path / "serve", (tmp_path / "c.toml").read_text(), None, workers=1,
+                          env={"LDPTEL_DATA_DIR": str(tmp_path / "data")},
+                          args=["--read-port", str(read_port)])
+    try:
+        wait_healthy(f"http://127.0.0.1:{read_port}", col)
+        masters = [p for p in serve_processes(col.proc.pid) if parent_of(p) == col.proc.pid]
+        reader_master = next(p for p in masters if nice_of(p) == 10)
+        os.kill(reader_master, signal.SIGTERM)
+        assert col.proc.wait(timeout=30) == 0, col.log()  # gunicorn's clean exit, passed on
+        with pytest.raises(OSError):
+            http_request(col.url, "GET", "/healthz", timeout=2)
+    finally:
+        col.stop()
+
+
+def parent_of(pid: int) -> int:
+    raw = (Path("/proc") / str(pid) / "stat").read_text()
+    return int(raw[raw.rindex(")") + 2:].split()[1])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--read-port", "PORT"], "--read-port must be a port other than --port"),
+    (["--read-port", "70000"], "--read-port must be a port other than --port"),
+    (["--read-port", "FREE", "--read-workers", "0"], "--read-workers must be at least 1"),
+    (["--read-port", "FREE", "--read-nice", "20"], "--read-nice must be in [0, 19]"),
+    (["--read-port", "FREE", "--read-nice", "-1"], "--read-nice must be in [0, 19]"),
+])
+def test_bad_pool_arguments_exit_2(args, message, tmp_path, capsys) -> None:
+    from ldptel.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[[campaigns]]\nname = "ok"\noracle = "grr"\nepsilon = 1.0\ndomain_size = 4\n')
+    port = free_port()
+    args = [str(port) if a == "PORT" else str(free_port()) if a == "FREE" else a for a in args]
+    assert main(["serve", "--config", str(cfg), "--redis-url", "redis://127.0.0.1:1/0",
+                 "--port", str(port), *args]) == 2
+    assert message in capsys.readouterr().err
