@@ -42,9 +42,6 @@ import numpy as np
 
 from ldptel.client import delivery
 from ldptel.client.builder import (
-    CAMPAIGN_KINDS,
-    build_mechanism,
-    privacy_loss,
     uses_device_secret,
     value_index,
 )
@@ -61,6 +58,7 @@ from ldptel.client.errors import (
 from ldptel.client.health import DropCounter, Health
 from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits, fit_rows
+from ldptel.client.mechanism_cache import MechanismCache
 from ldptel.client.mechanisms.base import Mechanism
 from ldptel.client.mechanisms.numeric import NumericMechanism
 from ldptel.client.privacy import report_cost
@@ -131,12 +129,12 @@ class TelemetryClient:
         self._queue_retry_at = -float("inf")
         self._dropped = DropCounter()
         self._clipped = DropCounter()  # numeric values clipped to [lower, upper], by campaign
-        self._lock = threading.RLock()  # mechanisms
+        self._lock = threading.RLock()  # the queue and the ledger
         self._flush_lock = threading.Lock()  # one flush at a time
         self._configs = CampaignConfigs(lambda: self._request("GET", "/v1/campaigns"),
                                         lambda: self.queue.get_meta(META_KEY),
                                         lambda data: self.queue.set_meta(META_KEY, data), config_ttl)
-        self._mechs: dict[tuple[str, int], tuple[dict, Mechanism]] = {}  # by (campaign, version)
+        self._mechs = MechanismCache(self.max_epsilon, self._device_secret)
         self._sender = Sender(self)
         self._stop = threading.Event()
         self._background = BackgroundSender(lambda: self.flush(timeout=None), self._stop,
@@ -216,22 +214,7 @@ class TelemetryClient:
 
     def _mechanism(self, campaign: str, configs: dict[str, dict],
                    version: int | None = None) -> tuple[dict, Mechanism]:
-        cfg = config_for(campaign, configs, version)
-        with self._lock:
-            key = (campaign, int(cfg.get("version", 1)))
-            cached = self._mechs.get(key)
-            if cached is None or cached[0] != cfg:
-                if cfg.get("kind", "frequency") not in CAMPAIGN_KINDS:
-                    raise TelemetryError(f"campaign {campaign!r}: unknown campaign kind {cfg['kind']!r}")
-                secret = self._device_secret(campaign) if uses_device_secret(cfg) else None
-                built = build_mechanism(cfg, secret)
-                what, eps = privacy_loss(built)
-                if eps > self.max_epsilon:
-                    raise CampaignRefused(
-                        f"campaign {campaign!r} refused: its {what} = {eps:.3g} exceeds this client's "
-                        f"max_epsilon = {self.max_epsilon:g}; nothing is reported or sent for it")
-                cached = self._mechs[key] = (cfg, built)
-            return cached
+        return self._mechs.get(campaign, config_for(campaign, configs, version))
 
     def _for_report(self, campaign: str, n: int) -> tuple[dict, Mechanism] | None:
         """Config and mechanism for reporting, without a network request; None (the reports are

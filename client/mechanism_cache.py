@@ -1,0 +1,42 @@
+"""The SDK's mechanisms per (campaign, version), built from the public config once, and the
+device's own ε limit: a campaign whose privacy loss (``builder.privacy_loss``: RAPPOR's ε∞ or the
+per-report ε) exceeds ``max_epsilon`` is refused, whatever the server says."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ldptel.client.builder import CAMPAIGN_KINDS, build_mechanism, privacy_loss, uses_device_secret
+from ldptel.client.errors import CampaignRefused, TelemetryError
+from ldptel.client.mechanisms.base import Mechanism
+
+
+class MechanismCache:
+    """``get(campaign, cfg)`` → (cfg, mechanism), rebuilt only when the config changed;
+    ``secret_of(campaign)`` gives the campaign's device secret for mechanisms that use one."""
+
+    def __init__(self, max_epsilon: float, secret_of: Callable[[str], bytes]) -> None:
+        self.max_epsilon = max_epsilon
+        self._secret_of = secret_of
+        self._lock = threading.Lock()
+        self._mechs: dict[tuple[str, int], tuple[dict, Mechanism]] = {}  # by (campaign, version)
+
+    def get(self, campaign: str, cfg: dict) -> tuple[dict, Mechanism]:
+        """The mechanism of ``cfg`` (campaign ``campaign``); ``CampaignRefused`` over
+        ``max_epsilon``, ``TelemetryError`` for a kind this SDK does not know."""
+        with self._lock:
+            key = (campaign, int(cfg.get("version", 1)))
+            cached = self._mechs.get(key)
+            if cached is None or cached[0] != cfg:
+                if cfg.get("kind", "frequency") not in CAMPAIGN_KINDS:
+                    raise TelemetryError(f"campaign {campaign!r}: unknown campaign kind {cfg['kind']!r}")
+                secret = self._secret_of(campaign) if uses_device_secret(cfg) else None
+                built = build_mechanism(cfg, secret)
+                what, eps = privacy_loss(built)
+                if eps > self.max_epsilon:
+                    raise CampaignRefused(
+                        f"campaign {campaign!r} refused: its {what} = {eps:.3g} exceeds this client's "
+                        f"max_epsilon = {self.max_epsilon:g}; nothing is reported or sent for it")
+                cached = self._mechs[key] = (cfg, built)
+            return cached
