@@ -62,6 +62,7 @@ from ldptel.proto import ReportBatch
 from ldptel.redis_server import EmbeddedRedis, free_port
 
 CORES = os.cpu_count() or 1
+SLOW_MS = 100.0
 EXPORT = "bench-export-token-0123"
 INGEST = "bench-ingest-token-0123"
 CONFIG = f"""[server]
@@ -152,11 +153,13 @@ def pool_of_batches(config_path: str, per_batch: int, count: int) -> list[tuple[
 
 
 def ingest(url: str, pool: list[tuple[str, bytes]], rate: float, duration: float, start_at: float,
-           threads: int = 8) -> list[tuple[float, int]]:
+           threads: int = 8) -> tuple[list[tuple[float, int]], set[int]]:
     """POST the batches of ``pool`` (fresh batch ids) at ``rate`` requests/s (open loop,
     ``threads`` senders) for ``duration`` seconds from ``start_at`` (epoch seconds); returns
-    (latency ms, status) per request."""
+    (latency ms, status) per request, and the seconds of the phase in which a request sent took
+    over ``SLOW_MS`` (a few such seconds: stalls of the whole machine; many: steady queueing)."""
     results: list[tuple[float, int]] = []
+    slow: set[int] = set()
     lock = threading.Lock()
     start = time.perf_counter() + max(0.0, start_at - time.time())
 
@@ -173,12 +176,15 @@ def ingest(url: str, pool: list[tuple[str, bytes]], rate: float, duration: float
             batch.batch_id = os.urandom(16)
             t0 = time.perf_counter()
             status = conn.request("POST", "/v1/reports", batch.SerializeToString(), headers)[0]
+            ms = (time.perf_counter() - t0) * 1000
             with lock:
-                results.append(((time.perf_counter() - t0) * 1000, status))
+                results.append((ms, status))
+                if ms > SLOW_MS:
+                    slow.add(int(due - start))
             i += threads
 
     run_threads(sender, threads)
-    return results
+    return results, slow
 
 
 def run_threads(fn, n: int) -> None:
@@ -424,7 +430,13 @@ def main() -> None:
             assert server.process is not None
             roots = {"server": serve.pid, "aggregator": aggregate.pid, "shuffler": shuffle.pid,
                      "redis": server.process.pid}
+            r.slowlog_reset()  # the bench's own commits of N reports' state are not the server's
             runs = measure(url, read_url, pool, args, roots)
+            slowlog = [e for e in r.slowlog_get(128) if e["duration"] > 10_000]
+            print(f"Redis: {r.info('persistence').get('aof_delayed_fsync', 0)} delayed AOF fsyncs, "
+                  f"{len(slowlog)} commands over 10 ms in its slow log"
+                  + (f" (slowest {max(e['duration'] for e in slowlog) / 1000:.0f} ms)" if slowlog else ""),
+                  flush=True)
         finally:
             for proc in (serve, aggregate, shuffle):
                 proc.terminate()
@@ -457,16 +469,18 @@ def measure(url: str, read_url: str, pool: list[tuple[str, bytes]], args: argpar
                            for i in range(args.client_procs)] if polled else []
                 time.sleep(max(0.0, start_at - time.time() - 0.1))
                 cpu0, own0 = cpu_seconds(roots), time.process_time()
-                sent = ingest(url, pool, args.ingest_rate, args.duration, start_at, args.ingest_threads)
+                sent, slow = ingest(url, pool, args.ingest_rate, args.duration, start_at, args.ingest_threads)
                 took = time.time() - start_at
                 cpu = cpu_seconds(roots)
                 cpu = {k: cpu[k] - cpu0[k] for k in cpu} | {"ingest clients": time.process_time() - own0}
                 answers = [p.get() for p in pollers]
                 cpu["pollers"] = sum(c for _, c in answers)
-                runs.append(Run(pair, polled, sent, [row for rows, _ in answers for row in rows], load, cpu))
+                runs.append(Run(pair, polled, sent, [row for rows, _ in answers for row in rows], load, cpu,
+                                len(slow)))
                 print(f"pair {pair + 1}/{args.pairs} {'with' if polled else 'without'} pollers: "
                       f"ingest p99 {pct([ms for ms, _ in sent], 99):.1f} ms "
-                      f"({len(sent) / took:.0f} requests/s, {len(runs[-1].polls)} polls; load average "
+                      f"({len(sent) / took:.0f} requests/s, {len(runs[-1].polls)} polls, {len(slow)} s "
+                      f"with an ingest request over {SLOW_MS:.0f} ms; load average "
                       f"before {load:.2f}); CPU s: "
                       + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()), flush=True)
     return runs
@@ -480,6 +494,7 @@ class Run:
     polls: list[tuple[str, float, int]]  # (endpoint, latency ms, status)
     load: float  # 1-minute load average before the phase
     cpu: dict[str, float]  # CPU seconds used during the phase, per component
+    slow_seconds: int  # seconds of the phase with an ingest request over SLOW_MS
 
 
 def report(args: argparse.Namespace, runs: list[Run], in_process: dict[str, Cost]) -> None:
