@@ -2,7 +2,9 @@
 
 Stores N heavy-hitter, N frequency and N range reports (default N = 10 000 000 each) as committed
 aggregator state, starts ``ldptel serve`` (gunicorn), ``ldptel shuffle`` and ``ldptel
-aggregate`` (which publishes every window at start), then runs ``--pairs`` pairs of phases of
+aggregate`` (which publishes every window at start) — by default with a reader pool (``serve --read-port``,
+``--read-workers`` at ``--read-nice``) that the pollers read from, while ingest goes to the main
+port (``--no-read-pool``: one pool for both) — then runs ``--pairs`` pairs of phases of
 ``--duration`` seconds, in the order AB, BA, AB, … (so that a drift of the machine or of the
 state favours neither):
 
@@ -10,7 +12,8 @@ A. ingest alone: batches of ``--batch`` reports POSTed at ``--ingest-rate`` requ
    loop, spread over the three campaigns), so the aggregator keeps committing and republishing;
 B. the same ingest plus ``--clients`` concurrent clients (keep-alive, in ``--client-procs``
    processes, signed in before the phase starts) polling ``/estimates``, ``/heavy-hitters``,
-   ``/range`` and the three campaign pages in turn: as fast as they are answered
+   ``/range`` and the three campaign pages in turn (processes at ``nice --poller-nice``, default 10:
+   they stand for browsers and scripts on other machines): as fast as they are answered
    (``--poll-interval 0``, the default: a saturation test), or each waiting ``--poll-interval``
    seconds after every answer, as an open operator page does (it refreshes every 5 s), starting
    at a random phase. Like a browser, each client sends a URL's last ``ETag`` back in
