@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: none; --port serves everything either way)")
     serve.add_argument("--read-workers", type=int, default=2, help="reader pool worker processes")
     serve.add_argument("--read-nice", type=int, default=10,
-                       help="nice increment of the reader pool's processes (0–19, default 10)")
+                       help="nice increment of the reader pool's processes, 0–19")
     serve.add_argument("--access-log", action="store_true", default=_env_flag("LDPTEL_ACCESS_LOG"),
                        help="log one line per request: method, path, status, bytes, milliseconds "
                             "(default: $LDPTEL_ACCESS_LOG=1, else off)")
