@@ -132,6 +132,23 @@ class Collector:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def wait_healthy(self, url: str | None = None, timeout: float = 30.0) -> None:
+        """Until ``url``'s (default: this collector's) ``/healthz`` answers 200; ``RuntimeError``
+        with the log if ``serve`` exits first or ``timeout`` s pass."""
+        url = url or self.url
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ldptel serve exited ({self.proc.returncode}):\n{self.log()}")
+            try:
+                if http_request(url, "GET", "/healthz", timeout=5).status == 200:
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ldptel serve did not answer on {url} in {timeout}s:\n{self.log()}")
+            time.sleep(0.05)
+
 
 def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 1,
                     env: dict[str, str] | None = None, stdout: int = subprocess.DEVNULL,
@@ -156,19 +173,12 @@ def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=log, env={**clean, **(env or {})}, text=True)
     collector = Collector(proc, port, cfg, log_path)
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"ldptel serve exited ({proc.returncode}):\n{collector.log()}")
-        try:
-            if http_request(collector.url, "GET", "/healthz", timeout=5).status == 200:
-                return collector
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            collector.stop()
-            raise RuntimeError(f"ldptel serve did not answer in {timeout}s:\n{collector.log()}")
-        time.sleep(0.05)
+    try:
+        collector.wait_healthy(timeout=timeout)
+    except RuntimeError:
+        collector.stop()
+        raise
+    return collector
 
 
 def embedded_redis_client(data_dir: Path, url: str, role: str = "reader") -> redis.Redis:

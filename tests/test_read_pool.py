@@ -14,59 +14,15 @@ import numpy as np
 import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config
 from http_support import http_request, request, start_collector
+from proc_support import children, descendants, nice_of
 
 from ldptel.redis_server import free_port
 
 
-def descendants(pid: int) -> list[int]:
-    """Every descendant of ``pid`` (Linux ``/proc``)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                raw = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(raw[raw.rindex(")") + 2:].split()[1])
-    out, stack = [], [pid]
-    while stack:
-        parent = stack.pop()
-        kids = [c for c, p in parents.items() if p == parent]
-        out += kids
-        stack += kids
-    return out
-
-
-def nice_of(pid: int) -> int:
-    raw = (Path("/proc") / str(pid) / "stat").read_text()
-    return int(raw[raw.rindex(")") + 2:].split()[16])
-
-
 def serve_processes(root: int) -> list[int]:
-    """``root`` and its descendants running ``ldptel serve`` (the forked gunicorn masters and their
-    workers), not the Redis, aggregator or shuffler children."""
-    out = []
-    for pid in [root, *descendants(root)]:
-        try:
-            cmd = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"serve" in cmd:
-            out.append(pid)
-    return out
-
-
-def wait_healthy(url: str, col) -> None:
-    """Until ``url``'s ``/healthz`` answers 200 (``start_collector`` waits for ``--port`` only)."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if http_request(url, "GET", "/healthz", timeout=5).status == 200:
-                return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, col.log()
-        time.sleep(0.1)
+    """``root`` (``ldptel serve``) and its descendants running ``ldptel serve`` (the forked gunicorn
+    masters and their workers), not the Redis, aggregator or shuffler children."""
+    return [root, *(pid for pid, cmd in descendants(root).items() if b"serve" in cmd)]
 
 
 def get(url: str, path: str, token: str | None = EXPORT_TOKEN):
@@ -84,7 +40,7 @@ def test_reader_pool_serves_reads_at_lower_priority(tmp_path: Path) -> None:
                           args=["--read-port", str(read_port), "--read-workers", "2", "--read-nice", "7"])
     reader = f"http://127.0.0.1:{read_port}"
     try:
-        wait_healthy(reader, col)
+        col.wait_healthy(reader)  # start_collector waits for --port only
         deadline = time.monotonic() + 60
         sent = 0
         for batch in random_batches(cfg.campaigns[0], 1000, 500, seed=np.uint32(4)):
@@ -127,8 +83,8 @@ def test_serve_stops_when_the_reader_pool_exits(tmp_path: Path) -> None:
                           env={"LDPTEL_DATA_DIR": str(tmp_path / "data")},
                           args=["--read-port", str(read_port)])
     try:
-        wait_healthy(f"http://127.0.0.1:{read_port}", col)
-        masters = [p for p in serve_processes(col.proc.pid) if parent_of(p) == col.proc.pid]
+        col.wait_healthy(f"http://127.0.0.1:{read_port}")
+        masters = [pid for pid, cmd in children(col.proc.pid).items() if b"serve" in cmd]
         reader_master = next(p for p in masters if nice_of(p) == 10)
         os.kill(reader_master, signal.SIGTERM)
         assert col.proc.wait(timeout=30) == 0, col.log()  # gunicorn's clean exit, passed on
@@ -136,11 +92,6 @@ def test_serve_stops_when_the_reader_pool_exits(tmp_path: Path) -> None:
             http_request(col.url, "GET", "/healthz", timeout=2)
     finally:
         col.stop()
-
-
-def parent_of(pid: int) -> int:
-    raw = (Path("/proc") / str(pid) / "stat").read_text()
-    return int(raw[raw.rindex(")") + 2:].split()[1])
 
 
 @pytest.mark.parametrize("args, message", [

@@ -20,6 +20,7 @@ import pytest
 import redis
 from http_support import Collector, Poster, embedded_redis_client, http_request, request, start_collector
 from ingest_support import INGEST_TOKEN, config_text
+from proc_support import alive, children
 
 from ldptel.aggregator import heartbeat, store
 from ldptel.client import create_mechanism
@@ -58,33 +59,11 @@ def post(col: Collector, seed: int, n: int = 10) -> None:
         poster.close()
 
 
-def children(pid: int) -> dict[int, list[bytes]]:
-    """The child processes of ``pid`` and their command lines (from /proc)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError):
-            continue
-        if int(stat[1]) == pid:
-            found[int(entry.name)] = cmd
-    return found
-
-
 def aggregator_pid(col: Collector, command: bytes = b"aggregate") -> int:
     """The pid of the ``ldptel aggregate`` (or another ``command``'s) child of ``serve``."""
     pids = [pid for pid, cmd in children(col.proc.pid).items() if command in cmd]
     assert pids, f"no {command.decode()} child"
     return pids[0]
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def aggregator_status(col: Collector) -> str:
