@@ -23,10 +23,10 @@ This process then supervises (``server.supervisor``): a dead embedded Redis or a
 restarted with backoff; when a gunicorn (collector or reader pool) exits, everything stops. It owns the
 ``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.prom``): a fresh directory, removed at the
 end, from which a dead worker's live gauges are removed. Ctrl-C / SIGTERM stop everything cleanly:
-the collector first, then the shuffler (it finishes its step) and the aggregator (it finishes its
-commit), then Redis. If this process is
-killed outright, its children get SIGTERM from the kernel (``ldptel.process.die_with_parent``), so
-none is left holding the port or the data directory.
+the gunicorn pools first (together), then the shuffler (it finishes its step) and the aggregator
+(it finishes its commit), then Redis. If this process is killed outright, its children get
+SIGTERM from the kernel (``ldptel.process.die_with_parent``), so none is left holding the port or
+the data directory.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from ldptel.config import Config, load_config
 from ldptel.process import die_with_parent
 from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis, free_port
 from ldptel.server.gunicorn_logging import gunicorn_log_options
-from ldptel.server.supervisor import Supervised, stop_pid, wait_pid
+from ldptel.server.supervisor import Supervised, stop_pids, wait_pid
 
 # NB: nothing importing prometheus_client may be imported at module level: its multiprocess mode
 # is chosen at import, after ``run_serve`` has set PROMETHEUS_MULTIPROC_DIR.
@@ -327,14 +327,12 @@ def supervise(pools: list[int], children: list[Supervised]) -> int:
             for pid in pools:
                 code = wait_pid(pid, 0)
                 if code is not None:
-                    for other in pools:
-                        if other != pid:
-                            stop_pid(other)
+                    stop_pids([other for other in pools if other != pid])
                     return code if code >= 0 else 1
             for child in children:
                 child.check()
             stop.wait(POLL_S)
-        return [stop_pid(pid) for pid in pools][0]
+        return stop_pids(pools)[0]
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

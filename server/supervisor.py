@@ -100,11 +100,17 @@ def wait_pid(pid: int, timeout: float) -> int | None:
         time.sleep(0.05)
 
 
-def stop_pid(pid: int, timeout: float = 30.0) -> int:
-    """SIGTERM child ``pid``, SIGKILL after ``timeout`` s; its exit code."""
-    os.kill(pid, signal.SIGTERM)
-    code = wait_pid(pid, timeout)
-    if code is None:
-        os.kill(pid, signal.SIGKILL)
-        code = wait_pid(pid, 10.0)
-    return code if code is not None else 1
+def stop_pids(pids: list[int], timeout: float = 30.0) -> list[int]:
+    """SIGTERM every child of ``pids`` at once, SIGKILL each one still running ``timeout`` s later;
+    their exit codes, in order."""
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    codes = []
+    for pid in pids:
+        code = wait_pid(pid, max(0.0, deadline - time.monotonic()))
+        if code is None:
+            os.kill(pid, signal.SIGKILL)
+            code = wait_pid(pid, 10.0)
+        codes.append(code if code is not None else 1)
+    return codes
