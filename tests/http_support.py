@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -103,6 +103,27 @@ class Poster:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def waiting_answer(status: int, doc: object) -> bool:
+    """Whether an estimates answer only says "not yet": 200 (fewer reports counted), 409
+    ``below_threshold`` or 503 ``not_yet_published`` (a released window before its first
+    publication; README)."""
+    error = doc.get("error") if isinstance(doc, dict) else None
+    return status == 200 or (status, error) in ((409, "below_threshold"), (503, "not_yet_published"))
+
+
+def wait_counted(fetch: Callable[[], tuple[int, dict]], n_reports: int, timeout: float = 60.0) -> dict:
+    """Poll ``fetch`` (→ status, JSON document) until it answers 200 with ``n_reports``; every other
+    answer meanwhile must be a ``waiting_answer`` (AssertionError otherwise, or after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, doc = fetch()
+        if status == 200 and doc["n_reports"] == n_reports:
+            return doc
+        assert waiting_answer(status, doc), (status, doc)
+        assert time.monotonic() < deadline, (status, doc)
+        time.sleep(0.1)
 
 
 # --- the collector process -------------------------------------------------------------------

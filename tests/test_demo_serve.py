@@ -7,13 +7,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config
-from http_support import http_request, request, start_collector
+from http_support import http_request, request, start_collector, wait_counted
 
 from ldptel.redis_server import free_port
 
@@ -87,14 +86,7 @@ def test_serve_runs_an_aggregator_beside_the_collector(tmp_path: Path) -> None:
                 "Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST_TOKEN}"})
             assert status == 202, reply
             sent += reply["accepted"]
-        deadline = time.monotonic() + 30
-        while True:
-            status, doc = get_json(col.url, "/v1/campaigns/served/estimates", EXPORT_TOKEN)
-            if status == 200 and doc["n_reports"] == sent:
-                break
-            assert status in (200, 409), (status, doc)  # 409: not all counted yet
-            assert time.monotonic() < deadline, (status, doc)
-            time.sleep(0.1)
+        wait_counted(lambda: get_json(col.url, "/v1/campaigns/served/estimates", EXPORT_TOKEN), sent, 30)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
     finally:
