@@ -227,6 +227,7 @@ class Live:
         self._lock = threading.Lock()
         self._poller: threading.Thread | None = None
         self._pid = 0
+        self.stopped = threading.Event()  # ``stop``: the poller ends at its next wake-up
 
     def poll_in_background(self) -> None:
         """Refresh every ``interval`` s on a daemon thread of this process (started once per
@@ -238,9 +239,17 @@ class Live:
             if self._poller is not None and self._pid == os.getpid() and self._poller.is_alive():
                 return
             self._pid = os.getpid()
+            self.stopped.clear()
+            _POLLING.add(self)
             self._poller = threading.Thread(target=_poll, args=(weakref.ref(self), self.interval),
                                             name="ldptel-registry", daemon=True)
             self._poller.start()
+
+    def stop(self) -> None:
+        """End the background poller (``refresh`` still works on call)."""
+        self.stopped.set()
+        if self._poller is not None and self._poller is not threading.current_thread():
+            self._poller.join(timeout=self.interval + 5)
 
     def refresh(self, force: bool = False) -> bool:
         """Reload when the registry's revision changed (read at most every ``interval`` s unless
@@ -291,12 +300,25 @@ class Live:
         self.config.campaigns = latest
 
 
+_POLLING: weakref.WeakSet[Live] = weakref.WeakSet()  # every Live whose poller this process started
+
+
+def stop_pollers() -> None:
+    """``Live.stop`` on every poller of this process (before its Redis goes away, so none keeps
+    reading and logging after shutdown)."""
+    for live in list(_POLLING):
+        live.stop()
+
+
 def _poll(ref: weakref.ref[Live], interval: float) -> None:
-    """``Live.poll_in_background``'s loop; it ends once its ``Live`` is gone (an app dropped)."""
-    while (live := ref()) is not None:
+    """``Live.poll_in_background``'s loop; it ends once its ``Live`` is gone (an app dropped) or
+    stopped (``Live.stop``)."""
+    while (live := ref()) is not None and not live.stopped.is_set():
         try:
             live.refresh(force=not live.loaded)
         except Exception:  # noqa: BLE001 — the poller must outlive a bad record
             log.exception("campaign registry refresh failed")
+        stopped = live.stopped
         del live
-        time.sleep(interval)
+        if stopped.wait(interval):
+            return

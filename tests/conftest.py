@@ -11,6 +11,7 @@ import redis
 from http_support import Collector, start_collector
 from ingest_support import config_text
 
+from ldptel import registry
 from ldptel.keys import SESSION_SECRET_KEY
 from ldptel.redis_server import EmbeddedRedis
 
@@ -28,6 +29,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             with_role_users(server.url, tmp_path_factory.mktemp("acl"))
         yield server.url
     finally:
+        registry.stop_pollers()  # the in-process apps' registry pollers, before their Redis goes
         server.stop()
 
 

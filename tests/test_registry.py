@@ -65,6 +65,32 @@ def test_live_config_follows_the_registry(tmp_path: Path, redis_client: redis.Re
     assert not live.refresh()  # same revision: nothing reloaded
 
 
+def _eventually(check, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return check()
+
+
+def test_background_poller_follows_the_registry_until_stopped(tmp_path: Path,
+                                                               redis_client: redis.Redis) -> None:
+    cfg = write_config(tmp_path / "c.toml", [A])
+    live = registry.Live(cfg, redis_client, interval=0.05)
+    registry.apply(redis_client, cfg.tables)
+    live.poll_in_background()
+    registry.put(redis_client, {**A, "epsilon": 2.0})
+    assert _eventually(lambda: cfg.campaign("alpha").version == 2)  # the poller reloaded
+    poller = live._poller
+    registry.stop_pollers()
+    assert poller is not None and not poller.is_alive()
+    registry.put(redis_client, {**A, "epsilon": 3.0})  # version 3, unseen by a stopped poller
+    time.sleep(0.3)
+    assert cfg.campaign("alpha").version == 2
+    live.poll_in_background()  # a stopped Live polls again when asked
+    assert _eventually(lambda: cfg.campaign("alpha").version == 3)
+    live.stop()
+
+
 def _batch(camp, values, version: int):
     b = camp.mechanism().encode_batch(np.array(values), rng=np.random.default_rng(1), campaign=camp.name)
     b.campaign_version = version
