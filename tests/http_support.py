@@ -105,12 +105,21 @@ class Poster:
         self.conn.close()
 
 
+def _error(doc: object) -> object:
+    return doc.get("error") if isinstance(doc, dict) else None
+
+
+def not_yet_published(status: int, doc: object) -> bool:
+    """Whether an answer is 503 ``not_yet_published``: a released window before its first
+    publication (README), the one 5xx a healthy stack gives."""
+    return status == 503 and _error(doc) == "not_yet_published"
+
+
 def waiting_answer(status: int, doc: object) -> bool:
     """Whether an estimates answer only says "not yet": 200 (fewer reports counted), 409
-    ``below_threshold`` or 503 ``not_yet_published`` (a released window before its first
-    publication; README)."""
-    error = doc.get("error") if isinstance(doc, dict) else None
-    return status == 200 or (status, error) in ((409, "below_threshold"), (503, "not_yet_published"))
+    ``below_threshold`` or ``not_yet_published``."""
+    return (status == 200 or (status == 409 and _error(doc) == "below_threshold")
+            or not_yet_published(status, doc))
 
 
 def wait_counted(fetch: Callable[[], tuple[int, dict]], n_reports: int, timeout: float = 60.0) -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from http_support import http_request, start_collector
+from http_support import http_request, not_yet_published, start_collector, wait_counted
 
 from ldptel.client import TelemetryClient
 
@@ -85,9 +85,7 @@ class Calls:
         reply = http_request(self.url, method, path, data, {"Authorization": f"Bearer {token}",
                                                            "Content-Type": "application/json"})
         parsed = reply.parsed()
-        not_yet = (reply.status == 503 and isinstance(parsed, dict)
-                   and parsed.get("error") == "not_yet_published")
-        self.statuses.append(NOT_YET if not_yet else reply.status)
+        self.statuses.append(NOT_YET if not_yet_published(reply.status, parsed) else reply.status)
         return reply.status, parsed
 
 
@@ -132,14 +130,8 @@ def test_changing_a_campaign_under_live_traffic(tmp_path: Path) -> None:
 
         def estimates(name: str, version: int) -> dict:
             expected = sum(TRUTH.get((name, version), [])) or 1000
-            deadline = time.monotonic() + 60
-            while True:
-                status, doc = call("GET", f"/v1/campaigns/{name}/estimates?version={version}", EXPORT)
-                if status == 200 and doc["n_reports"] == expected:
-                    return doc
-                assert call.statuses[-1] in (200, 409, NOT_YET), (status, doc)
-                assert time.monotonic() < deadline, (status, doc)
-                time.sleep(0.3)
+            return wait_counted(lambda: call("GET", f"/v1/campaigns/{name}/estimates?version={version}",
+                                             EXPORT), expected)
 
         for (name, version), truth in TRUTH.items():
             doc = estimates(name, version)
