@@ -11,25 +11,33 @@ def _stat(entry: Path) -> list[str]:
     return (entry / "stat").read_text().rsplit(")", 1)[1].split()
 
 
-def children(pid: int) -> dict[int, list[bytes]]:
-    """The child processes of ``pid`` and their command lines."""
+def _processes() -> dict[int, tuple[int, list[bytes]]]:
+    """Every process: pid → (parent pid, command line), from one pass over ``/proc``."""
     found = {}
     for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
-            stat = _stat(entry)
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            found[int(entry.name)] = (int(_stat(entry)[1]), (entry / "cmdline").read_bytes().split(b"\0"))
         except (OSError, IndexError):
             continue
-        if int(stat[1]) == pid:
-            found[int(entry.name)] = cmd
     return found
+
+
+def children(pid: int) -> dict[int, list[bytes]]:
+    """The child processes of ``pid`` and their command lines."""
+    return {child: cmd for child, (parent, cmd) in _processes().items() if parent == pid}
 
 
 def descendants(pid: int) -> dict[int, list[bytes]]:
     """Every descendant of ``pid`` and its command line."""
-    found = children(pid)
-    for child in list(found):
-        found.update(descendants(child))
+    procs, found, todo = _processes(), {}, [pid]
+    while todo:
+        parent = todo.pop()
+        for child, (ppid, cmd) in procs.items():
+            if ppid == parent:
+                found[child] = cmd
+                todo.append(child)
     return found
 
 
