@@ -241,8 +241,8 @@ class Live:
             self._pid = os.getpid()
             self.stopped.clear()
             _POLLING.add(self)
-            self._poller = threading.Thread(target=_poll, args=(weakref.ref(self), self.interval),
-                                            name="ldptel-registry", daemon=True)
+            self._poller = threading.Thread(target=_poll, name="ldptel-registry", daemon=True,
+                                            args=(weakref.ref(self), self.interval, self.stopped))
             self._poller.start()
 
     def stop(self) -> None:
@@ -310,15 +310,13 @@ def stop_pollers() -> None:
         live.stop()
 
 
-def _poll(ref: weakref.ref[Live], interval: float) -> None:
+def _poll(ref: weakref.ref[Live], interval: float, stopped: threading.Event) -> None:
     """``Live.poll_in_background``'s loop; it ends once its ``Live`` is gone (an app dropped) or
-    stopped (``Live.stop``)."""
-    while (live := ref()) is not None and not live.stopped.is_set():
+    ``stopped`` is set (``Live.stop``)."""
+    while not stopped.is_set() and (live := ref()) is not None:
         try:
             live.refresh(force=not live.loaded)
         except Exception:  # noqa: BLE001 — the poller must outlive a bad record
             log.exception("campaign registry refresh failed")
-        stopped = live.stopped
         del live
-        if stopped.wait(interval):
-            return
+        stopped.wait(interval)
