@@ -13,7 +13,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PACKAGE_DIRS := core client server aggregator shuffler proto
+PACKAGE_DIRS := core mechanisms client server aggregator shuffler commands proto
 FILE_LIST := build/package-files.txt
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 TEST_STAMP := $(VENV)/.test-stamp

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
-from ldptel.aggregator.postprocess import norm_sub
-from ldptel.aggregator.result import FrequencyEstimate, MeanEstimate
-from ldptel.client.mechanisms.base import Mechanism
+from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.estimates import FrequencyEstimate, MeanEstimate
+from ldptel.mechanisms.postprocess import norm_sub
 from ldptel.proto import ReportBatch
 
 

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from ldptel.aggregator.decoders import accumulator_for
-from ldptel.aggregator.result import FrequencyEstimate
-from ldptel.client import hashing
-from ldptel.client.mechanisms.base import Mechanism
-from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
-from ldptel.client.mechanisms.memoize import Memoized
+from ldptel.mechanisms import hashing
+from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.estimates import FrequencyEstimate
+from ldptel.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.mechanisms.memoize import Memoized
 
 ATTACK_DEVICES = 2000
 ATTACK_REPORTS = 100

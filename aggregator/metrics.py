@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+from ldptel.prom import WORKER_LATENCY_BUCKETS as LATENCY_BUCKETS
 
 ENTRIES = Counter("ldptel_aggregator_entries", "Stream entries (batches) counted by the aggregator.",
                   ["campaign"])

@@ -7,7 +7,7 @@ has expired at time ``t`` when ``w + L + retention ≤ t``. The aggregator
   late, or claimed from a dead worker after its window expired, cannot bring the window back),
 - never publishes an expired window (``publish.Publisher.due`` drops it), and
 - deletes expired windows (``expire``/``expire_all``, from the worker's upkeep every ``TRIM_INTERVAL_S``):
-  their publications (``publish.delete``) first, then their state (``store.delete_windows``,
+  their publications (``published.delete``) first, then their state (``store.delete_windows``,
   which keeps their counts in the expired totals so the collector-vs-aggregator lag stays right).
   Publications go first: a worker stopped between the two steps leaves counted state without a
   publication, which the next pass deletes (never a publication without state).
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 
+from ldptel import published, tally
 from ldptel.aggregator import store
 from ldptel.config import Campaign
 from ldptel.redis_client import AnyRedis
@@ -35,12 +36,10 @@ def expired(campaign: Campaign, window: int, now: float | None = None) -> bool:
 
 def expire(r: AnyRedis, campaign: Campaign, now: float | None = None) -> list[int]:
     """Delete the publications and state of every expired window of ``campaign``; returns them."""
-    from ldptel.aggregator import publish  # imported here: publish imports this module
-
     if campaign.retention_seconds is None:
         return []
-    gone = [w for w in store.window_counts(r, campaign) if expired(campaign, w, now)]
-    publish.delete(r, campaign, gone)
+    gone = [w for w in tally.window_counts(r, campaign) if expired(campaign, w, now)]
+    published.delete(r, campaign, gone)
     store.delete_windows(r, campaign, gone)
     return gone
 

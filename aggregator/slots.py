@@ -15,14 +15,9 @@ from ldptel.aggregator import store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config
 from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, stream_key
-from ldptel.proto import ReportBatch
+from ldptel.proto import ReportBatch, batch_version
 
 Parsed = tuple[bytes, int, ReportBatch]  # (entry id, window, batch)
-
-
-def batch_version(batch: ReportBatch) -> int:
-    """The campaign version a batch names (0, i.e. absent, is version 1)."""
-    return batch.campaign_version or 1
 
 
 @dataclass

@@ -46,25 +46,20 @@ from collections.abc import Callable
 from typing import Any
 
 import redis as redis_lib
-from redis.exceptions import ClusterDownError, SlotNotCoveredError
 
-from ldptel import prom, registry
-from ldptel.aggregator import heartbeat, publish, retention, store, upkeep
+from ldptel import heartbeat, prom, registry
 from ldptel.aggregator import metrics as agg_metrics
+from ldptel.aggregator import publish, retention, store, upkeep
 from ldptel.aggregator.decoders import Accumulator
-from ldptel.aggregator.progress import Backoff, DrainStats
 from ldptel.aggregator.slots import Parsed, Slot, build_slots, every_version, split_by_version
 from ldptel.config import Campaign, Config
 from ldptel.keys import GROUP
 from ldptel.redis_client import AnyRedis, is_cluster
+from ldptel.runner import UNAVAILABLE, Backoff, DrainStats, retry_wait
 
 TRIM_INTERVAL_S = 10.0
 PROGRESS_INTERVAL_S = 2.0
 COMPACT_RETRIES = 3
-ONCE_GIVE_UP_S = 60.0  # --once: give up when Redis stays unreachable this long
-# errors after which the worker waits and retries (a cluster node down or slots not served)
-UNAVAILABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.BusyLoadingError,
-               ClusterDownError, SlotNotCoveredError)
 CLUSTER_BLOCK_MS = 100  # Redis Cluster: longest block on one stream while all are empty
 LOG = logging.getLogger("ldptel.aggregator")
 
@@ -212,10 +207,7 @@ class Worker:
         - any other error: raised.
         """
         if isinstance(exc, UNAVAILABLE):
-            if once and backoff.down_for() > ONCE_GIVE_UP_S:
-                raise exc
-            wait = backoff.next()
-            self.warn(f"aggregate: redis unavailable ({exc}); retrying in {wait:.1f} s")
+            wait = retry_wait(exc, backoff, once, self.warn, "aggregate")
             for slot in self.slots:
                 slot.history = True
             return wait

@@ -29,7 +29,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core (numpy's element-wise 
 import numpy as np  # noqa: E402
 
 from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator  # noqa: E402
-from ldptel.client.mechanisms.heavy_hitters import HeavyHitters  # noqa: E402
+from ldptel.mechanisms.heavy_hitters import HeavyHitters  # noqa: E402
 
 ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
 

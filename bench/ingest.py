@@ -151,7 +151,7 @@ def main() -> int:
     with EmbeddedRedis(data_dir=tmp / "redis") as server:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ldptel.cli", "serve", "--config", str(tmp / "bench.toml"),
+            [sys.executable, "-m", "ldptel.commands.cli", "serve", "--config", str(tmp / "bench.toml"),
              "--redis-url", server.url, "--port", str(port), "--workers", str(args.workers)],
             stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "wb"), env=env,
         )

@@ -23,7 +23,7 @@ import numpy as np
 from oracles import median_time  # bench/ is the script's directory
 
 from ldptel.aggregator.decoders import accumulator_for
-from ldptel.client.mechanisms import NUMERIC_MECHANISMS, OneBitMean
+from ldptel.mechanisms import NUMERIC_MECHANISMS, OneBitMean
 from ldptel.proto import ReportBatch
 
 CHUNK = 100_000

@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from ldptel.aggregator.decoders import accumulator_for
-from ldptel.client.mechanisms.range_haar import RangeHaar
-from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
+from ldptel.mechanisms.range_haar import RangeHaar
+from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 
 D, EPS, N = 1024, 1.0, 200_000
 

@@ -86,7 +86,7 @@ def main() -> None:
 
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        serve = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "serve", "--config", str(path),
+        serve = subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "serve", "--config", str(path),
                                   "--redis-url", server.url, "--port", str(port), "--no-aggregator",
                                   "--workers", str(args.workers)],
                                  stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "serve.log", "w"))

@@ -81,7 +81,8 @@ def main() -> None:
         try:
             for py in pythons:
                 port = free_port()
-                proc = subprocess.Popen([py, "-m", "ldptel.cli", "serve", "--config", str(config_path),
+                proc = subprocess.Popen([py, "-m", "ldptel.commands.cli", "serve",
+                                         "--config", str(config_path),
                                          "--redis-url", server.url, "--port", str(port),
                                          "--workers", str(args.workers)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp)

@@ -412,14 +412,15 @@ def main() -> None:
         read_url = f"http://127.0.0.1:{read_port}" if args.read_pool else url
         pool_args = (["--read-port", str(read_port), "--read-workers", str(args.read_workers),
                       "--read-nice", str(args.read_nice)] if args.read_pool else [])
-        serve = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "serve", "--config", config_path,
+        serve = subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "serve",
+                                  "--config", config_path,
                                   "--redis-url", server.url, "--port", str(port),
                                   "--workers", str(args.workers), *pool_args],
                                  stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "serve.log", "w"))
-        aggregate = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "aggregate",
+        aggregate = subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "aggregate",
                                       "--config", config_path, "--redis-url", server.url],
                                      stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "aggregate.log", "w"))
-        shuffle = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "shuffle",
+        shuffle = subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "shuffle",
                                     "--config", config_path, "--redis-url", server.url],
                                    stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "shuffle.log", "w"))
         try:

@@ -6,22 +6,10 @@ classes here carry more than a message: the index of a bad report, or why the SD
 
 from __future__ import annotations
 
-
-class InvalidReport(ValueError):
-    """A report that no honest device could have sent; ``index`` is its position in the batch
-    (the lowest such position), ``reason`` says what is wrong with it."""
-
-    def __init__(self, index: int, reason: str) -> None:
-        super().__init__(f"report {index}: {reason}")
-        self.index = index
-        self.reason = reason
+from ldptel.errors import LdptelError
 
 
-class ImplausibleReport(InvalidReport):
-    """A report whose number of set bits no honest device produces (poisoning defence)."""
-
-
-class TelemetryError(RuntimeError):
+class TelemetryError(LdptelError, RuntimeError):
     """The SDK cannot proceed (no campaign config, unknown campaign, authentication)."""
 
 
@@ -48,5 +36,4 @@ class QueueUnavailable(TelemetryError):
     """The SDK's queue file cannot be opened (e.g. a read-only directory)."""
 
 
-__all__ = ["CampaignRefused", "ImplausibleReport", "InvalidReport", "QueueUnavailable", "TelemetryError",
-           "UnknownCampaign", "VersionClosed"]
+__all__ = ["CampaignRefused", "QueueUnavailable", "TelemetryError", "UnknownCampaign", "VersionClosed"]

@@ -26,8 +26,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ldptel.client.privacy import Cost
 from ldptel.client.queue import ReportQueue
+from ldptel.keys import window_start
+from ldptel.mechanisms.claims import Cost
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -101,8 +102,6 @@ class PrivacyLedger:
         """The ``Charge`` of one report of ``value`` at ``now`` (epoch s) to the campaign whose
         public config is ``cfg`` (``version``, default 1; ``window_seconds``, default 0 = "all";
         ``reports_per_window``, default: no cap, a collector older than this SDK)."""
-        from ldptel.keys import window_start  # keys imports the client's hashing: no cycle at call time
-
         window = window_start(now, int(cfg.get("window_seconds", 0)))
         return Charge(campaign, int(cfg.get("version", 1)), cost, window,
                       int(cfg.get("reports_per_window", NO_CAP)),

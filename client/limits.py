@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ldptel.client.mechanisms.base import Mechanism
+from ldptel.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch
 
 ENVELOPE_BYTES = 64  # schema version, batch_id, count and field headers of one ReportBatch

@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ldptel.client.builder import CAMPAIGN_KINDS, build_mechanism, privacy_loss, uses_device_secret
 from ldptel.client.errors import CampaignRefused, TelemetryError
-from ldptel.client.mechanisms.base import Mechanism
+from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.builder import CAMPAIGN_KINDS, build_mechanism, privacy_loss, uses_device_secret
 
 
 class MechanismCache:

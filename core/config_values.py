@@ -3,9 +3,7 @@ key (``campaigns[2].epsilon: …``)."""
 
 from __future__ import annotations
 
-
-class ConfigError(ValueError):
-    """A configuration problem; the message starts with the key."""
+from ldptel.errors import ConfigError
 
 
 def fail(key: str, msg: str) -> ConfigError:

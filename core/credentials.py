@@ -20,15 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ldptel.config_values import ConfigError
+from ldptel.errors import CredentialsError
 
 ENV = "LDPTEL_REDIS_CREDENTIALS"
 DEFAULT_NAME = "redis-credentials.json"
-
-
-class CredentialsError(ConfigError):
-    """A credentials file that cannot be read, or does not fit the Redis URL it is used for (a
-    configuration error: the CLI exits 2 with the message)."""
 
 
 @dataclass(frozen=True)

@@ -27,18 +27,14 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from ldptel.errors import ExportError
+
 When = int | str | datetime | None  # epoch seconds, ISO 8601, a datetime, or no bound
 # the columns of a series row, in order (the server's ``/series`` answers these)
 SERIES_COLUMNS = ("window_start", "window", "version", "item", "estimate", "std_error", "ci_low",
                   "ci_high", "estimate_normalized", "n_reports", "status")
 
 
-class ExportError(RuntimeError):
-    """An error answer of the export API."""
-
-    def __init__(self, status: int, code: str, detail: Any) -> None:
-        super().__init__(f"{status} {code}: {detail}")
-        self.status, self.code, self.detail = status, code, detail
 
 
 def _when(value: When) -> str | None:

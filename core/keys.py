@@ -76,7 +76,7 @@ Process-wide keys (no hash tag):
 - ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
                                            consumer name): ``"<beat ms> <last commit ms>
                                            <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
-                                           ``ldptel.aggregator.heartbeat``, read by ``/healthz``).
+                                           ``ldptel.heartbeat``, read by ``/healthz``).
 
 A batch goes to shard ``xxh32(batch_id) mod shards``, so a retried batch meets its own dedupe
 marker. The Lua scripts that write these keys are in ``ldptel.scripts``.
@@ -84,7 +84,7 @@ marker. The Lua scripts that write these keys are in ``ldptel.scripts``.
 
 from __future__ import annotations
 
-from ldptel.client.hashing import xxh32_bytes
+from ldptel.mechanisms.hashing import xxh32_bytes
 
 GROUP = "aggregators"
 DEDUPE_TTL_SECONDS = 7 * 86400

@@ -29,6 +29,9 @@ from prometheus_client import (
 
 from ldptel import __version__
 
+# the latency buckets of the workers' histograms (aggregator decode and commit, shuffler release)
+WORKER_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 disable_created_metrics()  # no *_created samples: the same families in both modes
 

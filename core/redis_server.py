@@ -23,6 +23,7 @@ from typing import IO, Self
 import redis
 
 from ldptel import process
+from ldptel.errors import DataDirBusy
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +53,6 @@ def free_port() -> int:
 LOCK_FILE = "ldptel-serve.lock"
 
 
-class DataDirBusy(RuntimeError):
-    """Another process holds the lock of a data directory."""
-
-    def __init__(self, data_dir: Path, pid: int | None) -> None:
-        self.data_dir, self.pid = data_dir, pid
-        holder = f"process {pid}" if pid is not None else "another process"
-        super().__init__(f"the data directory {data_dir} is in use by {holder} (another `ldptel serve` "
-                         "of this config?); stop it first, or give this one another LDPTEL_DATA_DIR")
 
 
 class DataDirLock:
@@ -126,7 +119,7 @@ class EmbeddedRedis(_DataDirServer):
 
     ``data_dir`` keeps the AOF; restarting with the same ``data_dir`` (and ``port``) reloads it.
     ``password``: the default user's, when ``extra_args`` give it one (``--aclfile``: the role
-    users of ``ldptel serve``, ``ldptel.acl_admin.embedded_acl``); used to wait for the server and
+    users of ``ldptel serve``, ``ldptel.commands.acl_admin.embedded_acl``); used to wait for the server and
     to shut it down. ``url`` never holds it.
     """
 

@@ -34,8 +34,7 @@ from urllib.parse import urlparse
 
 from cpu import snapshot
 
-from ldptel import keys
-from ldptel.aggregator import publish, store
+from ldptel import keys, published, tally
 from ldptel.config import load_config
 from ldptel.redis_client import connect, is_cluster
 
@@ -100,7 +99,7 @@ def load_ledgers(out: Path) -> dict:
 
 
 def counted(r, config) -> dict[str, int]:
-    return {c.name: sum(store.window_counts(r, c).values()) for c in config.campaigns}
+    return {c.name: sum(tally.window_counts(r, c).values()) for c in config.campaigns}
 
 
 def collector_accepted(r, config) -> dict[str, int]:
@@ -115,7 +114,7 @@ def wait_drained(r, config, timeout: float) -> tuple[bool, float]:
     last = None
     while time.monotonic() - t0 < timeout:
         now = (counted(r, config), collector_accepted(r, config))
-        published = not any(publish.stale_windows(r, c) for c in config.campaigns)
+        published = not any(published.stale_windows(r, c) for c in config.campaigns)
         if now[0] == now[1] and now == last and published:
             return True, time.monotonic() - t0
         last = now

@@ -121,7 +121,7 @@ REDIS_URL="$(cat "$OUT/redis.url")"
 
 PORT="$("$PY" -c 'from ldptel.redis_server import free_port; print(free_port())')"
 URL="http://127.0.0.1:$PORT"
-env -u REDIS_URL "$PY" -m ldptel.cli serve --config "$CONFIG" --redis-url "$REDIS_URL" --host 127.0.0.1 \
+env -u REDIS_URL "$PY" -m ldptel.commands.cli serve --config "$CONFIG" --redis-url "$REDIS_URL" --host 127.0.0.1 \
   --port "$PORT" --workers "$WORKERS" >"$OUT/serve.log" 2>&1 &
 PIDS+=($!)
 echo "collector $!" >>"$OUT/pids"
@@ -142,7 +142,7 @@ for (( i=0; i<SHUFFLERS; i++ )); do
 done
 
 for (( i=0; i<AGGREGATORS; i++ )); do
-  "$PY" -m ldptel.cli aggregate --config "$CONFIG" --redis-url "$REDIS_URL" >"$OUT/aggregate-$i.log" 2>&1 &
+  "$PY" -m ldptel.commands.cli aggregate --config "$CONFIG" --redis-url "$REDIS_URL" >"$OUT/aggregate-$i.log" 2>&1 &
   PIDS+=($!)
   echo "aggregator $!" >>"$OUT/pids"
 done

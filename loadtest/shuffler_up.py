@@ -56,7 +56,7 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    cmd = [sys.executable, "-m", "ldptel.cli", "shuffle", "--config", args.config,
+    cmd = [sys.executable, "-m", "ldptel.commands.cli", "shuffle", "--config", args.config,
            "--redis-url", args.redis_url]
     log = open(args.log, "ab")  # noqa: SIM115 - open for the whole run
     t0 = time.monotonic()

@@ -18,6 +18,12 @@ from ldptel.proto.ldptel.v1.reports_pb2 import (
 
 SCHEMA_VERSION = 1
 
+
+def batch_version(batch: ReportBatch) -> int:
+    """The campaign version a batch names (0, i.e. absent, is version 1)."""
+    return batch.campaign_version or 1
+
+
 __all__ = [
     "SCHEMA_VERSION",
     "GrrPayload",
@@ -29,4 +35,5 @@ __all__ = [
     "RapporPayload",
     "ReportBatch",
     "UnaryPayload",
+    "batch_version",
 ]

@@ -25,6 +25,7 @@ from typing import Any
 
 from flask import current_app, g, request
 
+from ldptel.server.app import state
 from ldptel.server.errors import ApiError
 
 KINDS = ("ingest", "export", "admin")
@@ -94,8 +95,6 @@ def require_token(*kinds: str) -> Callable:
     def decorator(view: Callable) -> Callable:
         @functools.wraps(view)
         def wrapped(*args: Any, **kwargs: Any):
-            from ldptel.server.app import state
-
             throttle = state().auth_throttle
             wait = throttle.blocked(request.remote_addr)
             if not wait and not authenticate(*kinds):

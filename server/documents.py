@@ -4,10 +4,10 @@ The document functions of ``server/export.py`` and ``server/queries.py`` take ``
 window, params)`` and return a dict; the API views and the operator pages both call them. They
 start from:
 
-- ``find_campaign(name)``: the campaign version the request's ``version=`` names (default: the
+- ``versions.find_campaign(name)``: the campaign version the request's ``version=`` names (default: the
   latest with reports; ``ApiError`` 404 ``not_found``);
 - ``load_released(campaign, window)``: the window's start and its publication
-  (``ldptel.aggregator.publish``: the document the aggregator decoded, tagged with the report
+  (``ldptel.published``: the document the aggregator decoded, tagged with the report
   count and state digest it was decoded from), or ``ApiError`` 400 ``bad_window``, 409
   ``below_threshold`` (with both counts: nothing below the campaign's ``min_reports`` is ever
   released) or 503 ``not_yet_published`` (with ``Retry-After``: the window has enough reports but
@@ -39,32 +39,19 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from flask import Response, g, has_request_context, request
+from flask import Response, g, request
 
-from ldptel.aggregator import publish, store
-from ldptel.aggregator.publish import Published, finite_row
+from ldptel import published, tally
 from ldptel.config import Campaign
+from ldptel.published import Published, finite_row
 from ldptel.server.app import state
 from ldptel.server.errors import ApiError, BadParameter
 
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
-__all__ = ["Params", "Published", "Window", "conditional_response", "csv_cell", "csv_text", "find_campaign",
-           "finite_row", "json_text", "load_released", "not_modified", "read_published", "request_published",
-           "require_kind",
-           "FORMATS", "WINDOW_COLUMNS", "document_csv", "format_param", "read_published_many"]
-
-
-def find_campaign(name: str, version: str | None = None) -> Campaign:
-    """The campaign version named by ``version`` (default: the request's ``version=``): a version
-    number, or ``latest``/empty/absent for the latest version with counted reports (the newest
-    version if none has any) (``versions.resolve_version``). ``ApiError`` 404 ``not_found`` for
-    an unknown campaign or version, 400 ``bad_parameter`` for a malformed one."""
-    from ldptel.server.versions import resolve_version
-
-    if version is None and has_request_context():
-        version = request.args.get("version")
-    return resolve_version(name, version)
+__all__ = ["FORMATS", "WINDOW_COLUMNS", "Params", "Published", "Window", "conditional_response", "csv_cell",
+           "csv_text", "document_csv", "finite_row", "format_param", "json_text", "load_released",
+           "not_modified", "read_published", "read_published_many", "request_published", "require_kind"]
 
 
 # (campaign, version, window) → its last publication read
@@ -73,30 +60,30 @@ PARSED_KEPT = 256  # a longer series re-reads (its windows then push each other 
 
 
 def read_published(campaign: Campaign, window: int) -> Published | None:
-    """The window's publication (``publish.read``). A publication is immutable, so this process
+    """The window's publication (``published.read``). A publication is immutable, so this process
     keeps the last one it parsed per window and reuses it while the stored tag (digest and
     ``decoded_at``) is unchanged: one small HMGET instead of transferring and parsing the
     document again."""
     r = state().redis
-    tag = publish.read(r, campaign, window, tag_only=True)
+    tag = published.read(r, campaign, window, tag_only=True)
     if tag is None:
         return None
     kept = _kept(campaign, window, tag)
-    return kept if kept is not None else _keep(campaign, window, publish.read(r, campaign, window))
+    return kept if kept is not None else _keep(campaign, window, published.read(r, campaign, window))
 
 
 def read_published_many(campaign: Campaign, windows: list[int]) -> list[Published | None]:
     """``read_published`` of many windows in two round trips: their tags, then the publications
-    this process has not parsed yet (``publish.read_many``)."""
+    this process has not parsed yet (``published.read_many``)."""
     r = state().redis
     found: dict[int, Published | None] = {}
     unread: list[int] = []
-    for w, tag in zip(windows, publish.read_many(r, campaign, windows, tag_only=True), strict=True):
+    for w, tag in zip(windows, published.read_many(r, campaign, windows, tag_only=True), strict=True):
         found[w] = None if tag is None else _kept(campaign, w, tag)
         if tag is not None and found[w] is None:
             unread.append(w)
     if unread:
-        for w, pub in zip(unread, publish.read_many(r, campaign, unread), strict=True):
+        for w, pub in zip(unread, published.read_many(r, campaign, unread), strict=True):
             found[w] = _keep(campaign, w, pub)
     return [found[w] for w in windows]
 
@@ -129,16 +116,16 @@ def request_published(campaign: Campaign, start: int) -> Published | None:
 
 
 def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
-    """(window start, publication) of ``window`` (``store.resolve_window``) once it holds at least
+    """(window start, publication) of ``window`` (``tally.resolve_window``) once it holds at least
     ``min_reports`` reports; ``ApiError`` 400 ``bad_window``, 409 ``below_threshold`` or 503
     ``not_yet_published``."""
     st = state()
     try:
-        start = store.resolve_window(st.redis, campaign, None if window is None else str(window))
-    except store.WindowError as exc:
+        start = tally.resolve_window(st.redis, campaign, None if window is None else str(window))
+    except tally.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
     pub = request_published(campaign, start)
-    n = pub.n if pub is not None and pub.doc is not None else store.window_count(st.redis, campaign, start)
+    n = pub.n if pub is not None and pub.doc is not None else tally.window_count(st.redis, campaign, start)
     if n < campaign.min_reports:
         raise ApiError(409, "below_threshold",
                        {"n_reports": n, "min_reports": campaign.min_reports, "window": start,

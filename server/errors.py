@@ -14,8 +14,10 @@ from typing import Any
 
 from flask import Response, jsonify
 
+from ldptel.errors import LdptelError
 
-class ApiError(Exception):
+
+class ApiError(LdptelError):
     """An HTTP error answered as JSON ``{"error": code, "detail": detail}``."""
 
     def __init__(self, status: int, code: str, detail: Any = None,

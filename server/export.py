@@ -44,12 +44,11 @@ from ldptel.server.documents import (
     Window,
     conditional_response,
     document_csv,
-    find_campaign,
     format_param,
     load_released,
     require_kind,
 )
-from ldptel.server.versions import combined_response
+from ldptel.server.versions import combined_response, find_campaign
 
 bp = Blueprint("export", __name__)
 

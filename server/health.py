@@ -6,7 +6,7 @@ so they answer within about a second whatever Redis does.
 ``/healthz`` answers 200 ``{"status": "ok", "redis": "ok", "version", "components"}`` or 503
 ``{"status": "unavailable", …}`` when a component is down: Redis does not answer, or — when this
 ``ldptel serve`` runs the aggregator (``supervised``) — no aggregator heartbeat is fresh
-(``ldptel.aggregator.heartbeat.stale_after``) or the aggregator's lag exceeds
+(``ldptel.heartbeat.stale_after``) or the aggregator's lag exceeds
 ``[server] max_aggregator_lag_seconds``. Without a supervised aggregator the aggregator entry is
 informational: a collector must not be taken out of a load balancer for a lagging aggregator.
 """
@@ -18,8 +18,7 @@ import time
 
 from flask import Blueprint, Response, jsonify
 
-from ldptel import __version__
-from ldptel.aggregator import heartbeat
+from ldptel import __version__, heartbeat
 from ldptel.server.app import state
 from ldptel.server.probe import Snapshot
 

@@ -23,8 +23,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from ldptel import keys
-from ldptel.aggregator import heartbeat
+from ldptel import heartbeat, keys
 from ldptel.config import Config
 from ldptel.redis_client import AnyRedis, connect
 from ldptel.server.background import ProcessThread

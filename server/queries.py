@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, request
 
-from ldptel.aggregator import publish
-from ldptel.client.mechanisms.base import Z95
+from ldptel import published
 from ldptel.config import Campaign
+from ldptel.mechanisms.base import Z95
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
     Params,
@@ -52,7 +52,6 @@ from ldptel.server.documents import (
     Window,
     conditional_response,
     document_csv,
-    find_campaign,
     finite_row,
     format_param,
     json_text,
@@ -60,6 +59,7 @@ from ldptel.server.documents import (
     require_kind,
 )
 from ldptel.server.errors import BadParameter
+from ldptel.server.versions import find_campaign
 
 bp = Blueprint("queries", __name__)
 
@@ -126,8 +126,8 @@ def _points_param(campaign: Campaign, params: Params) -> int:
 
 def _estimate(campaign: Campaign, pub: Published) -> Any:
     """What a query answers from: the published document (heavy hitters) or the published
-    range estimate (``publish.range_estimate``)."""
-    return publish.range_estimate(campaign, pub) if campaign.kind == "range" else pub.doc
+    range estimate (``published.range_estimate``)."""
+    return published.range_estimate(campaign, pub) if campaign.kind == "range" else pub.doc
 
 
 @dataclass(frozen=True)

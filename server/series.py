@@ -14,7 +14,7 @@
 
 ``from``/``to``: window starts, inclusive, as epoch seconds or ISO 8601 (``2026-11-23``,
 ``2026-11-23T10:00:00Z``; a time without offset is UTC); ``items``: comma-separated values;
-``version``: the campaign version (default: the latest with counted reports; ``documents.find_campaign``).
+``version``: the campaign version (default: the latest with counted reports; ``versions.find_campaign``).
 Every number is the aggregator's publication of the window (``documents.read_published``):
 nothing is decoded here. ``ETag`` (304 on a match): a digest of the campaign's parameters, each
 listed window's count and publication digest and the query, so it changes exactly when an answer
@@ -34,7 +34,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from ldptel.aggregator import publish, store
+from ldptel import published, tally
 from ldptel.config import Campaign
 from ldptel.export import SERIES_COLUMNS
 from ldptel.server.app import state
@@ -43,7 +43,6 @@ from ldptel.server.documents import (
     Params,
     Published,
     csv_text,
-    find_campaign,
     finite_row,
     format_param,
     json_text,
@@ -51,6 +50,7 @@ from ldptel.server.documents import (
     read_published_many,
 )
 from ldptel.server.errors import BadParameter
+from ldptel.server.versions import find_campaign
 
 bp = Blueprint("series", __name__)
 
@@ -107,11 +107,11 @@ def list_windows(campaign: Campaign, params: Params, version: int = 1, newest: i
                  counts: dict[int, int] | None = None) -> list[WindowInfo]:
     """The windows with counted reports whose start is in [``from``, ``to``] (``newest``: only
     the newest that many), oldest first, each with its status and (released) publication
-    (``counts``: the reports per window, if already read: ``store.window_counts``)."""
+    (``counts``: the reports per window, if already read: ``tally.window_counts``)."""
     lo, hi = _time_param(params, "from"), _time_param(params, "to")
     if lo is not None and hi is not None and lo > hi:
         raise BadParameter("from", f"must be <= to, got from={lo}, to={hi}")
-    counts = store.window_counts(state().redis, campaign) if counts is None else counts
+    counts = tally.window_counts(state().redis, campaign) if counts is None else counts
     chosen = [(w, n) for w, n in counts.items()
               if n > 0 and (lo is None or w >= lo) and (hi is None or w <= hi)]
     if newest is not None:
@@ -166,7 +166,7 @@ def _estimate_rows(campaign: Campaign, pub: Published, items: list[str] | None) 
     numeric: ``mean`` and ``sum``)."""
     assert pub.doc is not None
     if campaign.kind == "range":
-        est = publish.range_estimate(campaign, pub)
+        est = published.range_estimate(campaign, pub)
         for v in items or []:
             yield {"item": int(v), **finite_row(est.range(int(v), int(v)))}
         return
@@ -207,7 +207,7 @@ def series_document(campaign: Campaign, params: Params, infos: list[WindowInfo] 
 def etag(campaign: Campaign, infos: list[WindowInfo], query: str) -> str:
     """Changes exactly when an answer can: the campaign's parameters, each window's count, status
     and publication digest, and the ``query`` (endpoint and query string)."""
-    h = hashlib.sha256(f"{publish.config_digest(campaign)}:{query}".encode())
+    h = hashlib.sha256(f"{published.config_digest(campaign)}:{query}".encode())
     for i in infos:
         h.update(f"|{i.window}:{i.n}:{i.status}:{i.pub.digest if i.pub else ''}".encode())
     return f'"{h.hexdigest()[:32]}"'

@@ -27,9 +27,9 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from ldptel.client.errors import ImplausibleReport, InvalidReport
-from ldptel.client.mechanisms.base import Mechanism
 from ldptel.config import Campaign, Config
+from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.errors import ImplausibleReport, InvalidReport
 from ldptel.proto import SCHEMA_VERSION, ReportBatch
 
 BATCH_ID_BYTES = 16

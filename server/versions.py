@@ -29,12 +29,12 @@ import time
 from datetime import UTC, datetime
 
 import numpy as np
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, has_request_context, jsonify, request
 
-from ldptel.aggregator import store
-from ldptel.aggregator.combine import VersionPart, inverse_variance
-from ldptel.aggregator.publish import finite_row
+from ldptel import tally
 from ldptel.config import Campaign
+from ldptel.mechanisms.combine import VersionPart, inverse_variance
+from ldptel.published import finite_row
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.documents import document_csv, format_param, json_text, load_released, not_modified
@@ -52,6 +52,16 @@ def campaign_versions(name: str) -> list[Campaign]:
     return versions
 
 
+def find_campaign(name: str, version: str | None = None) -> Campaign:
+    """The campaign version named by ``version`` (default: the request's ``version=``): a version
+    number, or ``latest``/empty/absent for the latest version with counted reports (the newest
+    version if none has any) (``versions.resolve_version``). ``ApiError`` 404 ``not_found`` for
+    an unknown campaign or version, 400 ``bad_parameter`` for a malformed one."""
+    if version is None and has_request_context():
+        version = request.args.get("version")
+    return resolve_version(name, version)
+
+
 def resolve_version(name: str, spec: str | None) -> Campaign:
     """The version ``spec`` names (see the module docstring); ``ApiError`` 404 / 400."""
     versions = campaign_versions(name)
@@ -59,7 +69,7 @@ def resolve_version(name: str, spec: str | None) -> Campaign:
         if len(versions) == 1:
             return versions[0]
         r = state().redis
-        return next((v for v in reversed(versions) if store.list_windows(r, v)), versions[-1])
+        return next((v for v in reversed(versions) if tally.list_windows(r, v)), versions[-1])
     if not spec.isdigit() or len(spec) > 9:
         raise BadParameter("version", f"must be 'latest' or a version number, got {spec!r}")
     found = next((v for v in versions if v.version == int(spec)), None)
@@ -86,7 +96,7 @@ def versions_view(name: str) -> Response:
         rows.append({"version": v.version, "status": version_status(v, now),
                      "superseded_at": v.superseded_at,
                      "accepted_until": None if math.isinf(until) else until,
-                     "n_reports": sum(store.window_counts(r, v).values()), "config": v.public()})
+                     "n_reports": sum(tally.window_counts(r, v).values()), "config": v.public()})
     latest = versions[-1]
     return jsonify({"campaign": name, "latest": latest.version, "status": latest.status, "versions": rows})
 
@@ -104,8 +114,8 @@ def combined(name: str, window: str | None) -> tuple[dict, str]:
         raise BadParameter("version", f"'all' combines frequency campaigns; {name!r} is {latest.kind}")
     base = resolve_version(name, None)  # the latest version with reports: its domain and window
     try:
-        start = store.resolve_window(state().redis, base, window)
-    except store.WindowError as exc:
+        start = tally.resolve_window(state().redis, base, window)
+    except tally.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
     members = [v for v in versions if v.kind == "frequency" and v.labels() == base.labels()]
     parts, used, withheld, digests, decoded = [], [], [], [], 0.0

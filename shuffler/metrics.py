@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from ldptel.aggregator.metrics import LATENCY_BUCKETS
+from ldptel.prom import WORKER_LATENCY_BUCKETS as LATENCY_BUCKETS
 
 
 def _counter(name: str, doc: str) -> Counter:

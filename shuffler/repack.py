@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldptel.client.mechanisms.base import Mechanism
-from ldptel.client.randomness import OS_RANDOM, OsRandom, permutation
+from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom, permutation
 from ldptel.proto import ReportBatch
 
 

@@ -35,20 +35,17 @@ from typing import Any
 import redis as redis_lib
 
 from ldptel import keys, prom, registry, scripts
-from ldptel.aggregator.progress import Backoff
-from ldptel.aggregator.slots import batch_version
-from ldptel.aggregator.worker import UNAVAILABLE
-from ldptel.client.mechanisms.base import Mechanism
 from ldptel.config import Campaign, Config
-from ldptel.proto import ReportBatch
+from ldptel.mechanisms.base import Mechanism
+from ldptel.proto import ReportBatch, batch_version
 from ldptel.redis_client import AnyRedis
+from ldptel.runner import UNAVAILABLE, Backoff, retry_wait
 from ldptel.shuffler import metrics
 from ldptel.shuffler.held import Group, Held
 from ldptel.shuffler.repack import repack
 
 READ_COUNT = 1000  # ingress entries per XRANGE
 READ_PAGES = 20  # XRANGEs per stream and round (a round then releases what is due)
-ONCE_GIVE_UP_S = 60.0  # once: give up when Redis stays unreachable this long
 LOG = logging.getLogger("ldptel.shuffler")
 
 
@@ -110,10 +107,7 @@ class Shuffler:
                 moved = self.step(once=once)
                 backoff.reset()
             except UNAVAILABLE as exc:
-                if once and backoff.down_for() > ONCE_GIVE_UP_S:
-                    raise
-                wait = backoff.next()
-                self.warn(f"shuffle: redis unavailable ({exc}); retrying in {wait:.1f} s")
+                wait = retry_wait(exc, backoff, once, self.warn, "shuffle")
                 for held in self.held.values():
                     held.reset()
                 stop.wait(wait)

@@ -96,7 +96,7 @@ def same_state(a: Accumulator, b: Accumulator) -> bool:
 
 
 def aggregate_cmd(config_path: Path, redis_url: str, once: bool = True) -> list[str]:
-    cmd = [sys.executable, "-m", "ldptel.cli", "aggregate", "--config", str(config_path),
+    cmd = [sys.executable, "-m", "ldptel.commands.cli", "aggregate", "--config", str(config_path),
            "--redis-url", redis_url]
     return cmd + (["--once"] if once else [])
 
@@ -116,7 +116,7 @@ def shuffle_once(config: Config, r: redis.Redis):
 
 def run_shuffle(config_path: Path, redis_url: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """``ldptel shuffle --once`` as a subprocess (checked)."""
-    cmd = [sys.executable, "-m", "ldptel.cli", "shuffle", "--config", str(config_path),
+    cmd = [sys.executable, "-m", "ldptel.commands.cli", "shuffle", "--config", str(config_path),
            "--redis-url", redis_url, "--once"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ),
                           check=True)

@@ -39,7 +39,8 @@ def with_role_users(url: str, tmp) -> None:
     as its role (the tests' own clients stay the default user): the suite then shows a command
     or key a role lacks as a NOPERM failure. Tests that start a Redis of their own (e.g.
     test_redis_outage) are outside this mode: the credentials name the session Redis only."""
-    from ldptel import acl_admin, credentials
+    from ldptel import credentials
+    from ldptel.commands import acl_admin
     from ldptel.config import load_config
 
     (tmp / "ldptel.toml").write_text(config_text())

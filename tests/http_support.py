@@ -195,7 +195,7 @@ def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 
     log_path = tmp / "serve.log"
     clean = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("LDPTEL_")
              or k == "LDPTEL_REDIS_CREDENTIALS"}  # conftest's LDPTEL_TEST_ACL=1
-    cmd = [sys.executable, "-m", "ldptel.cli", "serve", "--config", str(cfg), "--host", "127.0.0.1",
+    cmd = [sys.executable, "-m", "ldptel.commands.cli", "serve", "--config", str(cfg), "--host", "127.0.0.1",
            "--port", str(port), "--workers", str(workers)]
     if redis_url is not None:
         cmd += ["--redis-url", redis_url]
@@ -214,7 +214,7 @@ def start_collector(tmp: Path, text: str, redis_url: str | None, workers: int = 
 def embedded_redis_client(data_dir: Path, url: str, role: str = "reader") -> redis.Redis:
     """A client on the embedded Redis of a ``start_collector(…, None, env={"LDPTEL_DATA_DIR":
     data_dir})`` as ``role``: its default user has a password only ``ldptel serve`` knows, and each
-    role's is in the credentials file serve wrote in its data directory (``ldptel.acl_admin``)."""
+    role's is in the credentials file serve wrote in its data directory (``ldptel.commands.acl_admin``)."""
     creds = credentials.load(next(Path(data_dir).glob(f"redis-*/{credentials.DEFAULT_NAME}")))
     assert creds.fits(url), (creds.servers, url)
     user, password = creds.users[role]

@@ -45,7 +45,7 @@ BATCH_FIELDS = {"campaign", "count", "schema_version", "campaign_version"}  # + 
 # (key pattern, field pattern or "*" for the whole key, why it may hold a fine time)
 ALLOWED: list[tuple[str, str, str]] = [
     (rf"{TAG}:state{VERSIONED}$", r"updated:\d+",
-     "epoch ms of the aggregator's last commit to the window (store.summary's lag and the page's "
+     "epoch ms of the aggregator's last commit to the window (tally.summary's lag and the page's "
      "'last commit'): written after the shuffle, it names no report, batch or device"),
     (rf"{TAG}:published{VERSIONED}:\d+$", keys.PUB_DECODED_AT,
      "when the aggregator decoded the window's estimates (its progress), not when a report arrived"),

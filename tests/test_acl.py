@@ -29,8 +29,8 @@ from ingest_support import EXPORT_TOKEN, INGEST_TOKEN, config_text
 
 from ldptel import acl, credentials, keys, registry
 from ldptel.acl import username
-from ldptel.cli import main
 from ldptel.client import create_mechanism
+from ldptel.commands.cli import main
 from ldptel.config import load_config
 from ldptel.redis_client import connect
 from ldptel.redis_server import EmbeddedRedis, EmbeddedRedisCluster

@@ -25,10 +25,11 @@ from agg_support import (
     xadd_batches,
 )
 
-from ldptel import cli
+from ldptel import tally
 from ldptel.aggregator import store
-from ldptel.aggregator.errors import StateMismatch
 from ldptel.aggregator.worker import Worker
+from ldptel.commands import cli
+from ldptel.errors import StateMismatch
 from ldptel.keys import GROUP, field_window, state_key, stream_key
 from ldptel.redis_server import EmbeddedRedis
 
@@ -59,19 +60,19 @@ def test_drain_per_window_and_store_reads(redis_client: redis.Redis, tmp_path: P
     assert stats.entries == sum(n // 100 for n in sent.values())
     assert stats.reports == sum(sent.values())
     ref = reference(redis_client, camp)
-    assert store.list_windows(redis_client, camp) == [3600, 7200, 10800]
-    assert store.window_counts(redis_client, camp) == dict(sorted(sent.items()))
+    assert tally.list_windows(redis_client, camp) == [3600, 7200, 10800]
+    assert tally.window_counts(redis_client, camp) == dict(sorted(sent.items()))
     for w, n in sent.items():
         acc, got = store.load_accumulator(redis_client, camp, w)
         assert got == n and same_state(acc, ref[w])
-    assert store.resolve_window(redis_client, camp, "latest") == 10800
-    assert store.resolve_window(redis_client, camp, None) == 10800
-    assert store.resolve_window(redis_client, camp, "3600") == 3600
+    assert tally.resolve_window(redis_client, camp, "latest") == 10800
+    assert tally.resolve_window(redis_client, camp, None) == 10800
+    assert tally.resolve_window(redis_client, camp, "3600") == 3600
     for bad in ("1800", "-3600", "abc", "1e4", "99999999999999"):
-        with pytest.raises(store.WindowError):
-            store.resolve_window(redis_client, camp, bad)
+        with pytest.raises(tally.WindowError):
+            tally.resolve_window(redis_client, camp, bad)
     assert store.load_accumulator(redis_client, camp, 0)[1] == 0
-    assert store.last_updated(redis_client, camp) is not None
+    assert tally.last_updated(redis_client, camp) is not None
     # one accumulator field per (shard, window) after compaction
     for s in range(3):
         fields = [f for f in redis_client.hkeys(state_key(camp.name, s)) if f.startswith(b"acc:")]

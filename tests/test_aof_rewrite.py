@@ -9,8 +9,8 @@ import time
 
 import redis
 
+from ldptel.commands.serve import RedisChild
 from ldptel.redis_server import EmbeddedRedis
-from ldptel.server.serve import RedisChild
 
 MARKER = os.urandom(16).hex().encode()  # stands for a batch id inside an ingress batch
 

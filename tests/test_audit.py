@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldptel.audit import audit_mechanism
-from ldptel.cli import main
 from ldptel.client import create_mechanism
-from ldptel.client.mechanisms.grr import GRR
+from ldptel.commands.audit import audit_mechanism
+from ldptel.commands.cli import main
+from ldptel.mechanisms.grr import GRR
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ldptel.toml"
 

@@ -14,8 +14,7 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, random_batches, write_config, xadd_batches
 
-from ldptel import central_privacy
-from ldptel.aggregator import publish
+from ldptel import central_privacy, published
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, load_config
 from ldptel.privacy import default_central_delta, shuffle_epsilon
@@ -56,7 +55,7 @@ def _publish_all(cfg: Config, r: redis.Redis) -> dict[str, dict]:
     Worker(cfg, r).run(once=True)
     for camp in cfg.campaigns:
         window = 0 if camp.window == "all" else 86400 * 20_000
-        pub = publish.read(r, camp, window)
+        pub = published.read(r, camp, window)
         assert pub is not None and pub.doc is not None and pub.n == N, camp.name
         assert {k: pub.doc["privacy"][k] for k in LOCAL} == camp.privacy()
         out[camp.name] = pub.doc["privacy"]

@@ -19,7 +19,7 @@ import redis
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, aggregate_cmd, run_shuffle, same_state, write_config
 from http_support import Poster, request, start_collector
 
-from ldptel import keys
+from ldptel import keys, tally
 from ldptel.aggregator import store
 from ldptel.keys import GROUP, stream_key
 from ldptel.redis_client import connect, is_cluster
@@ -124,7 +124,7 @@ def published(url: str, config) -> dict[str, list]:
 def wait_counted(r, config, expected: dict[str, int], timeout: float = 40.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        counted = {c.name: sum(store.window_counts(r, c).values()) for c in config.campaigns}
+        counted = {c.name: sum(tally.window_counts(r, c).values()) for c in config.campaigns}
         if counted == expected:
             return
         assert time.monotonic() < deadline, f"not drained in {timeout}s: {counted} != {expected}"
@@ -181,7 +181,7 @@ def test_cluster_equals_single_node(cluster: EmbeddedRedisCluster, redis_client:
     procs: list = []
     try:
         # --- cluster: collector (gunicorn, 2 workers), 2 aggregator workers, 4 shards ----------
-        shuffler = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "shuffle", "--config",
+        shuffler = subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "shuffle", "--config",
                                      str(tmp_path / "cluster.toml"), "--redis-url", cluster.url],
                                     stderr=subprocess.PIPE, text=True)
         procs.append(shuffler)

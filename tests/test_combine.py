@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldptel.aggregator.combine import VersionPart, inverse_variance
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.client import create_mechanism
+from ldptel.mechanisms.combine import VersionPart, inverse_variance
 
 TRIALS = 400
 F_COUNTS = np.array([2000, 1000, 500, 300, 200])  # per version: n_v·f, n_v = 4,000

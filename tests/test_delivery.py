@@ -1,5 +1,5 @@
 """The SDK's answer table (``ldptel.client.delivery.classify``) and the one config → mechanism
-builder (``ldptel.client.builder``) shared by the server and the SDK."""
+builder (``ldptel.mechanisms.builder``) shared by the server and the SDK."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import random
 
 import pytest
 
-from ldptel.client.builder import build_mechanism, uses_device_secret
 from ldptel.client.delivery import Action, backoff, classify
-from ldptel.client.mechanisms import GRR, OLH, RAPPOR
-from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
-from ldptel.client.mechanisms.range_haar import RangeHaar
-from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
 from ldptel.config import parse_config
+from ldptel.mechanisms import GRR, OLH, RAPPOR
+from ldptel.mechanisms.builder import build_mechanism, uses_device_secret
+from ldptel.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.mechanisms.range_haar import RangeHaar
+from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 
 
 @pytest.mark.parametrize(("status", "batches", "action"), [

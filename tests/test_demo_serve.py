@@ -36,7 +36,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def test_demo_exit_prints_table() -> None:
-    out = subprocess.run([sys.executable, "-m", "ldptel.cli", "demo", "--exit", "--users", "5000"],
+    out = subprocess.run([sys.executable, "-m", "ldptel.commands.cli", "demo", "--exit", "--users", "5000"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     for oracle in ("grr", "sue", "oue", "olh", "hadamard", "rappor"):
@@ -50,7 +50,7 @@ def test_demo_exit_prints_table() -> None:
 
 def test_demo_keeps_running_and_serves_the_export_api() -> None:
     port = free_port()
-    cmd = [sys.executable, "-m", "ldptel.cli", "demo", "--users", "2000", "--port", str(port)]
+    cmd = [sys.executable, "-m", "ldptel.commands.cli", "demo", "--users", "2000", "--port", str(port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ldptel.cli import main
+from ldptel.commands.cli import main
 from ldptel.config import load_config
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ldptel.toml"

@@ -22,7 +22,7 @@ from agg_support import (
     xadd_batches,
 )
 
-from ldptel.aggregator import store
+from ldptel import tally
 from ldptel.aggregator.worker import Worker
 from ldptel.server.export import ITEM_COLUMNS
 
@@ -101,12 +101,12 @@ def test_export_contract(redis_client: redis.Redis, redis_url: str, tmp_path: Pa
         xadd_batches(redis_client, hourly, random_batches(hourly, 300, 100, seed=3), window=7200)
         for b in random_batches(scarce, 1200, 600, seed=4):
             stack.post_batch(b)
-        assert store.backlog(redis_client, colors) == 6 and store.backlog(redis_client, scarce) == 2
+        assert tally.backlog(redis_client, colors) == 6 and tally.backlog(redis_client, scarce) == 2
         shuffle_once(cfg, redis_client)
         worker = Worker(cfg, redis_client)
         worker.run(once=True)
-        assert store.backlog(redis_client, colors) == 0 and store.backlog(redis_client, scarce) == 0
-        summ = store.summary(redis_client, colors)
+        assert tally.backlog(redis_client, colors) == 0 and tally.backlog(redis_client, scarce) == 0
+        summ = tally.summary(redis_client, colors)
         assert summ.windows == {0: 3000} and summ.backlog == 0 and summ.rejected == 0 and summ.updated
 
         path = "/v1/campaigns/colors/estimates"

@@ -2,7 +2,7 @@
 hashed on the device decodes identically on the server), and the OLH hash family behaves as
 OLH's estimator assumes (two distinct items collide w.p. 1/g).
 
-The references here are written from the formulas in ``ldptel.client.hashing``'s docstring using
+The references here are written from the formulas in ``ldptel.mechanisms.hashing``'s docstring using
 only the ``xxhash`` library and Python integers, so they do not share code with what they check.
 """
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import xxhash
 
-from ldptel.client import hashing
-from ldptel.client.mechanisms.olh import olh_g
+from ldptel.mechanisms import hashing
+from ldptel.mechanisms.olh import olh_g
 
 TWO32 = 1 << 32
 EDGE_U32 = np.array([0, 1, 2, 0x7FFFFFFF, 0x80000000, 0x80000001, TWO32 - 2, TWO32 - 1], dtype=np.uint32)

@@ -20,8 +20,7 @@ from agg_support import shuffle_once
 from http_support import Poster
 from ingest_support import INGEST_TOKEN, config_text
 
-from ldptel import keys
-from ldptel.aggregator import heartbeat
+from ldptel import heartbeat, keys
 from ldptel.aggregator.worker import Worker
 from ldptel.client import create_mechanism
 from ldptel.config import load_config, parse_config
@@ -138,7 +137,7 @@ def test_pages_say_no_aggregator_has_committed(collector, redis_client):
 def test_supervisor_restarts_with_doubling_backoff(monkeypatch, caplog):
     """A child that always exits at once is restarted no sooner than 1, 2, 4 … × the minimum
     backoff after each death, and each death and restart is logged."""
-    from ldptel.server import supervisor
+    from ldptel.commands import supervisor
 
     monkeypatch.setattr(supervisor, "BACKOFF_MIN_S", 0.05)
     starts: list[float] = []

@@ -8,11 +8,11 @@ import xxhash
 
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
-from ldptel.client import hashing
-from ldptel.client.errors import InvalidReport
-from ldptel.client.hashing import xxh32_rows
-from ldptel.client.mechanisms.heavy_hitters import HeavyHitters, level_bits, prefix_rows
 from ldptel.config import ConfigError, parse_config
+from ldptel.mechanisms import hashing
+from ldptel.mechanisms.errors import InvalidReport
+from ldptel.mechanisms.hashing import xxh32_rows
+from ldptel.mechanisms.heavy_hitters import HeavyHitters, level_bits, prefix_rows
 from ldptel.proto import HeavyHitterPayload, ReportBatch
 
 ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
@@ -190,7 +190,7 @@ def zipf_result() -> dict:
     the others rarely: recall ≈ 0.95 expected, and ≥ 0.9 unless two of the ten are missed.
     Measured by ``bench/heavy_hitters.py`` over 12 other seeds: mean 0.933, minimum 0.9 (12 of 12
     at ≥ 0.9), no false positive. The seed pool (K = 2048) adds its collision term, ≈ 4% of the
-    null variance here (``ldptel.client.mechanisms.heavy_hitters``); the bench's five seeds give
+    null variance here (``ldptel.mechanisms.heavy_hitters``); the bench's five seeds give
     the same mean recall 0.96 as before the pool (``tests/test_heavy_hitters_stats.py``)."""
     rng = np.random.default_rng(20261121)
     words = vocabulary(rng, 10_000, 16)

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
-from ldptel.client.mechanisms.heavy_hitters import (
+from ldptel.config import ConfigError, parse_config
+from ldptel.mechanisms.heavy_hitters import (
     DECODE_BUDGET,
     DEFAULT_POOL,
     MAX_DECODE_LOOKUPS,
     HeavyHitters,
     walk_candidates,
 )
-from ldptel.config import ConfigError, parse_config
 
 EVIL = "=cmd|'/C calc'!A"
 WIDE = {"epsilon": 4.0, "max_length": 16, "levels": 8, "width": 8}  # 16 new bits per level

@@ -10,7 +10,7 @@ from scipy.stats import poisson
 from test_heavy_hitters import vocabulary
 
 from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
-from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.mechanisms.heavy_hitters import HeavyHitters
 
 pytestmark = pytest.mark.slow
 

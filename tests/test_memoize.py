@@ -15,15 +15,15 @@ from ingest_support import INGEST_TOKEN, config_text, stored_reports
 
 from ldptel.aggregator import accumulator_for
 from ldptel.client import create_mechanism
-from ldptel.client.builder import build_mechanism, privacy_loss, uses_device_secret
-from ldptel.client.mechanisms.longitudinal import LGRR, LOLOHA, LOSUE, LHadamard, LOSUEFromSue
-from ldptel.client.mechanisms.longitudinal_kinds import (
+from ldptel.config import ConfigError, parse_config
+from ldptel.mechanisms.builder import build_mechanism, privacy_loss, uses_device_secret
+from ldptel.mechanisms.longitudinal import LGRR, LOLOHA, LOSUE, LHadamard, LOSUEFromSue
+from ldptel.mechanisms.longitudinal_kinds import (
     LHeavyHitters,
     LRangeHaar,
     LRangeHierarchical,
 )
-from ldptel.client.mechanisms.memoize import Chain, unary_instant_keep
-from ldptel.config import ConfigError, parse_config
+from ldptel.mechanisms.memoize import Chain, unary_instant_keep
 
 ORACLES = ["grr", "sue", "oue", "olh", "hadamard"]
 SECRET = bytes(range(32))
@@ -228,7 +228,7 @@ def test_device_parts_are_fixed_per_secret() -> None:
 
 def HH_slot(secret: bytes, hh: LHeavyHitters) -> tuple[int, int]:
     """The plain HeavyHitters' slot of the secret (the memoized one uses the same labels)."""
-    from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
+    from ldptel.mechanisms.heavy_hitters import HeavyHitters
 
     return HeavyHitters(hh.epsilon, hh.max_length, secret=secret).device_slot()
 

@@ -34,16 +34,16 @@ from test_privacy import HH_INPUTS, check_ldp, output_codes
 from ldptel.aggregator import accumulator_for
 from ldptel.aggregator.attack import averaging_attack
 from ldptel.client import create_mechanism
-from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
-from ldptel.client.mechanisms.longitudinal import LOSUE
-from ldptel.client.mechanisms.longitudinal_kinds import (
+from ldptel.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.mechanisms.longitudinal import LOSUE
+from ldptel.mechanisms.longitudinal_kinds import (
     LHeavyHitters,
     LRangeHaar,
     LRangeHierarchical,
 )
-from ldptel.client.mechanisms.memoize import Chain, unary_instant_keep
-from ldptel.client.mechanisms.range_haar import RangeHaar
-from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
+from ldptel.mechanisms.memoize import Chain, unary_instant_keep
+from ldptel.mechanisms.range_haar import RangeHaar
+from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 
 pytestmark = pytest.mark.slow
 
@@ -232,7 +232,7 @@ def test_heavy_hitters_level_estimates_match_the_variance_formula() -> None:
     averages over the pool's hash values, so each repetition draws another ``pool_seed``.
     8 strings × 2 levels × 200 repetitions of N = 20,000: the ratio's sd ≈ √(2/3200) = 0.025
     (±0.1 = 4 sd)."""
-    from ldptel.client import hashing
+    from ldptel.mechanisms import hashing
 
     words = ["home", "feed", "cart", "pay", "help", "menu", "tv", "x"]
     counts = zipf_counts(20_000, len(words), seed=11)

@@ -9,10 +9,10 @@ import os
 import numpy as np
 import pytest
 
-from ldptel.client.builder import build_mechanism, uses_device_secret
-from ldptel.client.mechanisms import NUMERIC_MECHANISMS, Hybrid, OneBitMean
-from ldptel.client.mechanisms.numeric import HYBRID_EPSILON, default_numeric_mechanism
 from ldptel.config import ConfigError, parse_config
+from ldptel.mechanisms import NUMERIC_MECHANISMS, Hybrid, OneBitMean
+from ldptel.mechanisms.builder import build_mechanism, uses_device_secret
+from ldptel.mechanisms.numeric import HYBRID_EPSILON, default_numeric_mechanism
 from ldptel.proto import ReportBatch
 
 

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 
-from ldptel.client.mechanisms import OneBitMean
+from ldptel.mechanisms import OneBitMean
 
 pytestmark = pytest.mark.slow
 

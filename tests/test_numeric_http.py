@@ -22,11 +22,11 @@ import pytest
 import redis
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, HttpStack, shuffle_once, write_config, xadd_batches
 
-from ldptel.aggregator import store
+from ldptel import tally
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.worker import Worker
 from ldptel.client import TelemetryClient
-from ldptel.client.mechanisms.base import Z95
+from ldptel.mechanisms.base import Z95
 from ldptel.proto import NumericPayload, ReportBatch
 
 LOWER, UPPER = 0.0, 600.0
@@ -153,7 +153,7 @@ def numeric_batch(campaign: str, count: int, **payload) -> ReportBatch:
 
 
 def stream_len(r: redis.Redis, cfg, name: str) -> int:
-    return store.window_count(r, cfg.campaign(name), 0) + sum(
+    return tally.window_count(r, cfg.campaign(name), 0) + sum(
         r.xlen(k) for k in r.keys(f"{{ldptel:{name}:*}}:reports"))
 
 
@@ -221,7 +221,7 @@ def test_simulate_cli(stack, tmp_path) -> None:
     s, cfg, r, _, _ = stack
     values = tmp_path / "values.txt"
     values.write_text("\n".join(["3", "0.5", "12", "-1e3"] * 250) + "\n")
-    argv = [sys.executable, "-m", "ldptel.cli", "simulate", "--config", str(cfg.path),
+    argv = [sys.executable, "-m", "ldptel.commands.cli", "simulate", "--config", str(cfg.path),
             "--campaign", "crashes", "--values-file", str(values), "--url", s.url,
             "--token", INGEST_TOKEN, "--seed", "7"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60)

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from test_privacy import N_SAMPLES, check_ldp
 
-from ldptel.client.mechanisms import NUMERIC_MECHANISMS
-from ldptel.client.mechanisms.numeric import NumericMechanism
-from ldptel.client.mechanisms.onebitmean import OneBitMean
+from ldptel.mechanisms import NUMERIC_MECHANISMS
+from ldptel.mechanisms.numeric import NumericMechanism
+from ldptel.mechanisms.onebitmean import OneBitMean
 
 pytestmark = pytest.mark.slow
 

@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from ldptel.client.mechanisms import NUMERIC_MECHANISMS
-from ldptel.client.mechanisms.base import Z95
-from ldptel.client.mechanisms.numeric import NumericMechanism
+from ldptel.mechanisms import NUMERIC_MECHANISMS
+from ldptel.mechanisms.base import Z95
+from ldptel.mechanisms.numeric import NumericMechanism
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ldptel import cli
+from ldptel.commands import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -68,7 +68,7 @@ def test_no_client_module_imports_a_server_dependency() -> None:
                 assert not name.startswith(("ldptel.server", "ldptel.aggregator")), f"{path}: imports {name}"
     out = run_python("""
         import importlib, pkgutil
-        import ldptel.cli, ldptel.client, ldptel.config, ldptel.logs, ldptel.proto
+        import ldptel.commands.cli, ldptel.client, ldptel.config, ldptel.logs, ldptel.proto
         for info in pkgutil.walk_packages(ldptel.client.__path__, "ldptel.client."):
             importlib.import_module(info.name)
         print(sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED))
@@ -82,7 +82,7 @@ def test_server_commands_name_the_extra_when_it_is_missing(command: str) -> None
     config = ROOT / "examples" / "ldptel.toml"
     args = ["demo", "--exit"] if command == "demo" else [command, "--config", str(config)]
     out = run_python(f"""
-        from ldptel.cli import main
+        from ldptel.commands.cli import main
         sys.exit(main({args!r}))
     """)
     assert out.returncode == 2, out.stderr
@@ -92,7 +92,8 @@ def test_server_commands_name_the_extra_when_it_is_missing(command: str) -> None
 
 
 def test_version() -> None:
-    out = subprocess.run([sys.executable, "-m", "ldptel.cli", "--version"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "ldptel.commands.cli", "--version"],
+                         capture_output=True, text=True)
     assert out.returncode == 0
     assert out.stdout.strip() == f"ldptel {PYPROJECT['project']['version']}"
 

@@ -13,8 +13,8 @@ import pytest
 import redis
 from agg_support import HttpStack, random_batches, shuffle_once, write_config, xadd_batches
 
-from ldptel import keys
-from ldptel.aggregator import publish, store
+from ldptel import keys, published, tally
+from ldptel.aggregator import publish
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Campaign, ConfigError, load_config
 
@@ -44,11 +44,11 @@ def batches_of(camp: Campaign, n: int, seed: int) -> list:
     return random_batches(camp, n, 50, seed)
 
 
-def tag(pub: publish.Published | None) -> tuple | None:
+def tag(pub: published.Published | None) -> tuple | None:
     return None if pub is None else (pub.n, pub.digest, pub.decoded_at)
 
 
-def expected_answer(camp: Campaign, pub: publish.Published) -> dict:
+def expected_answer(camp: Campaign, pub: published.Published) -> dict:
     """What the endpoint of ``PATHS`` must answer from publication ``pub`` (decoded offline)."""
     assert pub.doc is not None
     if camp.kind == "frequency":
@@ -56,7 +56,7 @@ def expected_answer(camp: Campaign, pub: publish.Published) -> dict:
     if camp.kind == "heavy_hitters":
         return {**pub.doc, "items": pub.doc["items"][:5]}
     assert pub.arrays is not None
-    est = publish.range_estimate(camp, pub)
+    est = published.range_estimate(camp, pub)
     return {**pub.header(), "method": "hierarchical", **est.range(3, 17)}
 
 
@@ -80,13 +80,13 @@ def test_interleaved_ingest_commits_and_reads_never_mix_states(redis_client: red
     for w in workers:
         w.setup()
     states: dict[str, dict[str, tuple[int, dict | None]]] = {name: {} for name in camps}
-    held: list[tuple[Campaign, publish.Published]] = []
+    held: list[tuple[Campaign, published.Published]] = []
     rng = random.Random(12)
     seen = {"ok": 0, "409": 0, "503": 0, "kept_out": 0}
 
     def record() -> None:  # states change only at commits, and then their report count does
         for camp in camps.values():
-            if store.window_count(redis_client, camp, 0) in [n for n, _ in states[camp.name].values()]:
+            if tally.window_count(redis_client, camp, 0) in [n for n, _ in states[camp.name].values()]:
                 continue
             pub = publish.decode(redis_client, camp, 0, shuffled=cfg.shuffler.enabled)
             expected = expected_answer(camp, pub) if pub.doc else None
@@ -102,7 +102,7 @@ def test_interleaved_ingest_commits_and_reads_never_mix_states(redis_client: red
         if status == 503:
             seen["503"] += 1
             assert doc["error"] == "not_yet_published" and int(headers["retry-after"]) >= 1
-            pub = publish.read(redis_client, camps[name], 0)
+            pub = published.read(redis_client, camps[name], 0)
             assert pub is None or pub.doc is None
             return
         assert status == 200, (status, doc)
@@ -114,7 +114,7 @@ def test_interleaved_ingest_commits_and_reads_never_mix_states(redis_client: red
                {k: v for k, v in expected.items() if k != "decoded_at"}
 
     record()
-    while any(pending.values()) or any(store.backlog(redis_client, c) for c in camps.values()):
+    while any(pending.values()) or any(tally.backlog(redis_client, c) for c in camps.values()):
         action = rng.choice(["ingest", "ingest", "commit", "commit", "commit", "publish", "hold", "late",
                              "read", "read"])
         if action == "ingest":
@@ -133,10 +133,10 @@ def test_interleaved_ingest_commits_and_reads_never_mix_states(redis_client: red
             held.append((camp, publish.decode(redis_client, camp, 0, shuffled=cfg.shuffler.enabled)))
         elif action == "late" and held:
             camp, old = held.pop(rng.randrange(len(held)))
-            before = publish.read(redis_client, camp, 0)
-            written = publish.write(redis_client, camp, 0, old)
+            before = published.read(redis_client, camp, 0)
+            written = published.write(redis_client, camp, 0, old)
             if before is not None and before.n > old.n:
-                assert not written and tag(publish.read(redis_client, camp, 0)) == tag(before)
+                assert not written and tag(published.read(redis_client, camp, 0)) == tag(before)
                 seen["kept_out"] += 1
         elif action == "read":
             for name in camps:
@@ -167,10 +167,10 @@ def test_late_write_of_an_older_decode_is_kept_out(redis_client: redis.Redis, tm
     old = publish.decode(redis_client, camp, 0, shuffled=cfg.shuffler.enabled)
     xadd_batches(redis_client, camp, batches[2:])
     worker.run(once=True)
-    newer = publish.read(redis_client, camp, 0)
+    newer = published.read(redis_client, camp, 0)
     assert newer is not None and newer.n == 400 and old.n == 200
-    assert publish.write(redis_client, camp, 0, old) is False
-    assert tag(publish.read(redis_client, camp, 0)) == tag(newer)
+    assert published.write(redis_client, camp, 0, old) is False
+    assert tag(published.read(redis_client, camp, 0)) == tag(newer)
 
 
 def test_not_yet_published_then_throttled_then_converges(redis_client: redis.Redis, redis_url: str,
@@ -198,7 +198,7 @@ def test_not_yet_published_then_throttled_then_converges(redis_client: redis.Red
         for b in batches[1:]:
             stack.post_batch(b)
         shuffle_once(cfg, redis_client)
-        while worker.step(block_ms=None) and store.window_count(redis_client, camp, 0) < 200:
+        while worker.step(block_ms=None) and tally.window_count(redis_client, camp, 0) < 200:
             pass
         status, headers, body = stack.get(path)  # committed, not published yet
         assert status == 503 and json.loads(body)["error"] == "not_yet_published"
@@ -232,10 +232,10 @@ def test_workers_share_the_publication_throttle(redis_client: redis.Redis, tmp_p
             assert w.step(block_ms=None) > 0  # commits entries of window 0 and notes it
             w.publisher.due(drained=False)
     assert [w.publisher.published for w in workers] == [1, 0, 0]
-    assert publish.read(redis_client, camp, 0) is not None
+    assert published.read(redis_client, camp, 0) is not None
     workers[1].run(once=True)  # drains the streams, then publishes everything it noted
-    final = publish.read(redis_client, camp, 0)
-    assert final is not None and final.n == 600 == store.window_count(redis_client, camp, 0)
+    final = published.read(redis_client, camp, 0)
+    assert final is not None and final.n == 600 == tally.window_count(redis_client, camp, 0)
 
 
 def test_a_starting_worker_publishes_unpublished_windows(redis_client: redis.Redis, tmp_path: Path) -> None:
@@ -247,11 +247,11 @@ def test_a_starting_worker_publishes_unpublished_windows(redis_client: redis.Red
     xadd_batches(redis_client, camp, random_batches(camp, 200, 100, seed=2), window=7200)
     Worker(cfg, redis_client).run(once=True)
     redis_client.delete(keys.published_key(camp.name, 3600))
-    assert publish.stale_windows(redis_client, camp) == [3600]
+    assert published.stale_windows(redis_client, camp) == [3600]
     Worker(cfg, redis_client).run(once=True)
-    pub = publish.read(redis_client, camp, 3600)
+    pub = published.read(redis_client, camp, 3600)
     assert pub is not None and pub.n == 300 and pub.doc is not None
-    assert publish.stale_windows(redis_client, camp) == []
+    assert published.stale_windows(redis_client, camp) == []
 
 
 @pytest.mark.parametrize("value", ["-1", "3601", '"5"', "true", "nan", "inf"])
@@ -281,8 +281,8 @@ def test_request_path_reads_never_scan_the_accumulator_blobs(redis_client: redis
     xadd_batches(redis_client, camp, hh_batches(camp, 400, 100, seed=1), window=3600)
     Worker(cfg, redis_client).run(once=True)
     redis_client.config_resetstat()
-    summ = store.summary(redis_client, camp)
+    summ = tally.summary(redis_client, camp)
     assert summ.windows == {3600: 400} and summ.updated and summ.backlog == 0
-    assert store.resolve_window(redis_client, camp, None) == 3600
-    assert store.last_updated(redis_client, camp, 3600) == summ.updated
+    assert tally.resolve_window(redis_client, camp, None) == 3600
+    assert tally.last_updated(redis_client, camp, 3600) == summ.updated
     assert "cmdstat_hscan" not in redis_client.info("commandstats")

@@ -18,11 +18,11 @@ import pytest
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.decoders.range_haar import RangeHaarAccumulator
 from ldptel.aggregator.decoders.range_hierarchical import RangeHierarchicalAccumulator
-from ldptel.client.errors import InvalidReport
-from ldptel.client.mechanisms.hadamard import hadamard_entry
-from ldptel.client.mechanisms.range_haar import RangeHaar
-from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical, choose_branching
 from ldptel.config import parse_config
+from ldptel.mechanisms.errors import InvalidReport
+from ldptel.mechanisms.hadamard import hadamard_entry
+from ldptel.mechanisms.range_haar import RangeHaar
+from ldptel.mechanisms.range_hierarchical import RangeHierarchical, choose_branching
 from ldptel.proto import ReportBatch
 
 D, EPS, N, Q = 1024, 1.0, 200_000, 300

@@ -95,7 +95,7 @@ def test_serve_stops_when_the_reader_pool_exits(tmp_path: Path) -> None:
     (["--read-port", "FREE", "--read-nice", "-1"], "--read-nice must be in [0, 19]"),
 ])
 def test_bad_pool_arguments_exit_2(args, message, tmp_path, capsys) -> None:
-    from ldptel.cli import main
+    from ldptel.commands.cli import main
 
     cfg = tmp_path / "c.toml"
     cfg.write_text('[[campaigns]]\nname = "ok"\noracle = "grr"\nepsilon = 1.0\ndomain_size = 4\n')

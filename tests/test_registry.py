@@ -15,8 +15,7 @@ import pytest
 import redis
 from agg_support import HttpStack, write_config
 
-from ldptel import registry
-from ldptel.aggregator import store
+from ldptel import registry, tally
 from ldptel.aggregator.worker import Worker
 from ldptel.config import ConfigError
 from ldptel.shuffler.worker import Shuffler
@@ -128,11 +127,11 @@ def test_collector_and_aggregator_see_a_change_within_two_seconds(
             assert time.monotonic() - changed < 2.0, "collector did not see the change within 2 s"
             time.sleep(0.05)
         seen = time.monotonic() - changed
-        while not (store.window_counts(redis_client, v2) and store.window_counts(redis_client, delta)):
+        while not (tally.window_counts(redis_client, v2) and tally.window_counts(redis_client, delta)):
             assert time.monotonic() - changed < 2.0 + seen, "aggregator did not count within 2 s"
             time.sleep(0.05)
-        assert store.window_counts(redis_client, v2) == {0: 2}
-        assert store.window_counts(redis_client, cfg.versions("alpha")[0]) == {0: 3}
+        assert tally.window_counts(redis_client, v2) == {0: 2}
+        assert tally.window_counts(redis_client, cfg.versions("alpha")[0]) == {0: 3}
     finally:
         stop.set()
         for thread in threads:
@@ -143,7 +142,8 @@ def test_collector_and_aggregator_see_a_change_within_two_seconds(
 @pytest.mark.slow
 def test_campaigns_cli(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "ldptel.cli", "campaigns", "--redis-url", redis_url,
+        return subprocess.run([sys.executable, "-m", "ldptel.commands.cli", "campaigns",
+                               "--redis-url", redis_url,
                                *args], capture_output=True, text=True, timeout=60)
 
     path = tmp_path / "c.toml"

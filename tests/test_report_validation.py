@@ -9,8 +9,8 @@ import pytest
 from scipy import stats
 
 from ldptel.client import create_mechanism
-from ldptel.client.errors import ImplausibleReport, InvalidReport
-from ldptel.client.mechanisms.poisoning import (
+from ldptel.mechanisms.errors import ImplausibleReport, InvalidReport
+from ldptel.mechanisms.poisoning import (
     FALSE_REJECT,
     binomial_pmf,
     rappor_weight_bounds,
@@ -101,9 +101,9 @@ def _set_bit_row(msg, row: int, width: int, data: bytes) -> None:
 def _bad_2_and_5(kind: str):
     """A batch of 8 honest reports of ``kind``, then report 5 broken by the check its mechanism
     lists first and report 2 by a later one (or the same one where there is only one)."""
-    from ldptel.client.mechanisms.heavy_hitters import HeavyHitters
-    from ldptel.client.mechanisms.range_haar import RangeHaar
-    from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
+    from ldptel.mechanisms.heavy_hitters import HeavyHitters
+    from ldptel.mechanisms.range_haar import RangeHaar
+    from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 
     rng = np.random.default_rng(3)
     if kind == "rappor":

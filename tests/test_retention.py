@@ -12,8 +12,8 @@ import pytest
 import redis
 from agg_support import random_batches, write_config, xadd_batches
 
-from ldptel import keys
-from ldptel.aggregator import publish, retention, store
+from ldptel import keys, published, tally
+from ldptel.aggregator import retention
 from ldptel.aggregator.worker import Worker
 from ldptel.config import ConfigError, parse_config
 
@@ -53,28 +53,29 @@ def test_expired_windows_are_deleted_and_never_come_back(tmp_path: Path, redis_c
     for seed, w in enumerate((older, old, cur)):
         xadd_batches(redis_client, plain, random_batches(plain, 200, 50, seed=seed), window=w)
     Worker(plain_cfg, redis_client).run(once=True)  # counted while nothing expires
-    assert store.window_counts(redis_client, camp) == {older: 200, old: 200, cur: 200}
-    kept = publish.read(redis_client, camp, cur)
+    assert tally.window_counts(redis_client, camp) == {older: 200, old: 200, cur: 200}
+    kept = published.read(redis_client, camp, cur)
     assert kept is not None and kept.doc is not None
 
     assert retention.expire(redis_client, plain) == []  # no retention: nothing is deleted
     assert sorted(retention.expire(redis_client, camp)) == [older, old]
-    assert store.window_counts(redis_client, camp) == {cur: 200}
-    assert publish.read(redis_client, camp, old) is None and publish.read(redis_client, camp, older) is None
+    assert tally.window_counts(redis_client, camp) == {cur: 200}
+    assert published.read(redis_client, camp, old) is None
+    assert published.read(redis_client, camp, older) is None
     fields = [f.decode() for f in redis_client.hkeys(keys.state_key("ticks"))]
     assert not [f for f in fields if f":{old}" in f or f":{older}" in f], fields
-    assert publish.read(redis_client, camp, cur).digest == kept.digest  # the live window untouched
-    summ = store.summary(redis_client, camp)
+    assert published.read(redis_client, camp, cur).digest == kept.digest  # the live window untouched
+    summ = tally.summary(redis_client, camp)
     assert (summ.backlog, summ.lag_entries, summ.lag_reports) == (0, 0, 0)  # expired counts kept
 
     # late entries of an expired window (a slow delivery, a replay) are rejected, never counted
     xadd_batches(redis_client, camp, random_batches(camp, 100, 50, seed=9), window=old)
     worker = Worker(cfg, redis_client)
     worker.run(once=True)
-    assert store.window_counts(redis_client, camp) == {cur: 200}
-    summ = store.summary(redis_client, camp)
+    assert tally.window_counts(redis_client, camp) == {cur: 200}
+    summ = tally.summary(redis_client, camp)
     assert summ.rejected == 2 and summ.backlog == 0 and summ.lag_entries == 0
     worker.publisher.note(camp, old)  # noted for publication: dropped, never re-created
     worker.publisher.due(drained=True, everything=True)
-    assert publish.read(redis_client, camp, old) is None
+    assert published.read(redis_client, camp, old) is None
     assert retention.expire(redis_client, camp) == []

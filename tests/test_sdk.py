@@ -211,7 +211,7 @@ def test_thread_safe_reporting_and_background_sender(collector, tmp_path, redis_
 def test_report_many_and_simulate_cli(collector, tmp_path, redis_client):
     values = tmp_path / "values.txt"
     values.write_text("\n".join(["apple", "banana", "3", "elder"] * 250) + "\n")
-    argv = [sys.executable, "-m", "ldptel.cli", "simulate", "--config", str(collector.config_path),
+    argv = [sys.executable, "-m", "ldptel.commands.cli", "simulate", "--config", str(collector.config_path),
             "--campaign", "grr", "--values-file", str(values), "--url", collector.url,
             "--token", INGEST_TOKEN, "--seed", "7"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60)

@@ -14,8 +14,7 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, write_config
 
-from ldptel import registry
-from ldptel.aggregator import store
+from ldptel import registry, tally
 from ldptel.aggregator.worker import Worker
 from ldptel.client import TelemetryClient
 from ldptel.client.queue import ReportQueue
@@ -48,7 +47,7 @@ def device(http: HttpStack, tmp_path: Path, seed: int) -> TelemetryClient:
 def counted(r: redis.Redis, http: HttpStack, name: str) -> dict[int, int]:
     shuffle_once(http.app.extensions["ldptel"].config, r)
     Worker(http.app.extensions["ldptel"].config, r).run(once=True)
-    return {v.version: sum(store.window_counts(r, v).values())
+    return {v.version: sum(tally.window_counts(r, v).values())
             for v in http.app.extensions["ldptel"].config.versions(name)}
 
 

@@ -29,7 +29,7 @@ BAD_CONFIGS = {
                  "campaigns[0].name"),
     "bad domain": ('[[campaigns]]\nname = "ok"\nepsilon = 1.0\ndomain = ["a"]\n', "campaigns[ok].domain"),
 }
-# the same path in-process (``ldptel.cli.main``), cheaper
+# the same path in-process (``ldptel.commands.cli.main``), cheaper
 MORE_BAD_CONFIGS = {
     "unknown campaign key": (GOOD_CAMPAIGN + "bloom = 3\n", "campaigns[ok].bloom"),
     "bad domain size": ('[[campaigns]]\nname = "ok"\nepsilon = 1.0\ndomain_size = 1\n',
@@ -43,7 +43,8 @@ MORE_BAD_CONFIGS = {
 
 
 def serve(config, *args, env=None, **kw):
-    return subprocess.Popen([sys.executable, "-m", "ldptel.cli", "serve", "--config", str(config), *args],
+    return subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "serve",
+                             "--config", str(config), *args],
                             env=env, **kw)
 
 
@@ -62,7 +63,7 @@ def test_bad_config_exits_naming_the_key(case, tmp_path):
 
 @pytest.mark.parametrize("case", sorted(MORE_BAD_CONFIGS))
 def test_more_bad_configs(case, tmp_path, capsys):
-    from ldptel.cli import main
+    from ldptel.commands.cli import main
 
     text, key = MORE_BAD_CONFIGS[case]
     cfg = tmp_path / "bad.toml"

@@ -17,10 +17,10 @@ import pytest
 import redis
 from agg_support import HttpStack, random_batches, run_shuffle, same_state, shuffle_once, write_config
 
-from ldptel import keys, scripts
+from ldptel import keys, scripts, tally
 from ldptel.aggregator import store
 from ldptel.aggregator.worker import Worker
-from ldptel.client.randomness import OS_RANDOM, permutation
+from ldptel.mechanisms.randomness import OS_RANDOM, permutation
 from ldptel.proto import ReportBatch
 from ldptel.shuffler.held import Held
 from ldptel.shuffler.repack import split_sizes
@@ -115,7 +115,7 @@ def test_exactly_once_through_the_shuffler(stack, redis_client: redis.Redis) -> 
     Worker(cfg, redis_client).run(once=True)
     for camp in cfg.campaigns:
         assert in_ingress(redis_client, camp) == 0
-        window = store.list_windows(redis_client, camp)
+        window = tally.list_windows(redis_client, camp)
         assert len(window) == 1
         acc, n = store.load_accumulator(redis_client, camp, window[0])
         assert n == sum(b.count for b in sent[camp.name])
@@ -168,7 +168,7 @@ def test_two_shufflers_racing_move_every_report_once(stack, redis_client: redis.
     for t in threads:
         t.join(60)
     Worker(cfg, redis_client).run(once=True)
-    [window] = store.list_windows(redis_client, camp)
+    [window] = tally.list_windows(redis_client, camp)
     acc, n = store.load_accumulator(redis_client, camp, window)
     assert n == 8000 and in_ingress(redis_client, camp) == 0
     assert same_state(acc, direct_decode(camp, first + second))
@@ -272,7 +272,7 @@ def test_sigterm_shuffler_loses_nothing(redis_client: redis.Redis, redis_url: st
          "shuffle_min_reports": 1_000_000, "shuffle_max_delay": "1d"}], shuffler={"poll_ms": 50})
     camp = cfg.campaigns[0]
     s = HttpStack(cfg, redis_url)
-    proc = subprocess.Popen([sys.executable, "-m", "ldptel.cli", "shuffle", "--config",
+    proc = subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "shuffle", "--config",
                              str(tmp_path / "t.toml"), "--redis-url", redis_url],
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -34,8 +34,8 @@ from ingest_support import INGEST_TOKEN, config_text
 from redis_audit import audit, plant_leaks
 from scipy.stats import hypergeom
 
-from ldptel import keys
-from ldptel.aggregator import publish, store
+from ldptel import keys, published, tally
+from ldptel.aggregator import store
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Campaign, Config, load_config
 from ldptel.proto import ReportBatch
@@ -140,7 +140,7 @@ def state_and_estimates(r: redis.Redis, cfg: Config, redis_url: str) -> tuple[di
     assert camp is not None
     Worker(cfg, r).run(once=True)
     state = {}
-    for w in store.list_windows(r, camp):
+    for w in tally.list_windows(r, camp):
         acc, n = store.load_accumulator(r, camp, w)
         state[w] = (n, {k: np.asarray(v).tolist() for k, v in acc.state.items()})
     stack = HttpStack(cfg, redis_url)
@@ -209,8 +209,8 @@ def test_audit_of_a_served_stack(tmp_path: Path) -> None:
 
         def settled() -> bool:
             ingress = sum(r.xlen(keys.ingress_key(c.name, s)) for c in cfg.campaigns for s in range(c.shards))
-            counted = all(sum(store.window_counts(r, c).values()) == 250 for c in cfg.campaigns)
-            return ingress == 0 and counted and not any(publish.stale_windows(r, c) for c in cfg.campaigns)
+            counted = all(sum(tally.window_counts(r, c).values()) == 250 for c in cfg.campaigns)
+            return ingress == 0 and counted and not any(published.stale_windows(r, c) for c in cfg.campaigns)
 
         deadline = time.monotonic() + 60
         while not settled():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ldptel.aggregator.decoders import accumulator_for
-from ldptel.client.builder import build_mechanism
+from ldptel.mechanisms.builder import build_mechanism
 
 CONFIGS = {
     "grr": {"oracle": "grr", "epsilon": 1.0, "domain_size": 50},

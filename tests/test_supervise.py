@@ -22,7 +22,7 @@ from http_support import Collector, Poster, embedded_redis_client, http_request,
 from ingest_support import INGEST_TOKEN, config_text
 from proc_support import alive, children
 
-from ldptel.aggregator import heartbeat, store
+from ldptel import heartbeat, tally
 from ldptel.client import create_mechanism
 from ldptel.config import load_config
 from ldptel.redis_server import EmbeddedRedis, free_port
@@ -74,7 +74,7 @@ def counted(r: redis.Redis, col: Collector) -> int:
     """Reports of campaign olh the aggregator has counted (0 while any batch waits)."""
     camp = load_config(col.config_path).campaign("olh")
     assert camp is not None
-    summ = store.summary(r, camp)
+    summ = tally.summary(r, camp)
     return sum(summ.windows.values()) if summ.lag_entries == 0 else 0
 
 
@@ -254,7 +254,7 @@ def test_second_serve_of_one_data_dir_exits_2(tmp_path):
     env = {"LDPTEL_DATA_DIR": str(tmp_path / "data")}
     first = start_collector(tmp_path, config_text(), None, workers=1, env=env)
     clean = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("LDPTEL_")}
-    cmd = [sys.executable, "-m", "ldptel.cli", "serve", "--config", str(first.config_path),
+    cmd = [sys.executable, "-m", "ldptel.commands.cli", "serve", "--config", str(first.config_path),
            "--port", str(free_port())]
     second = subprocess.Popen(cmd, env={**clean, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)

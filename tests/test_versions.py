@@ -18,7 +18,7 @@ import pytest
 import redis
 from agg_support import HttpStack, shuffle_once, write_config
 
-from ldptel.aggregator import store
+from ldptel import tally
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, parse_campaign
 from ldptel.keys import state_key
@@ -94,7 +94,7 @@ def test_each_version_is_decoded_with_its_own_parameters(stack, redis_client: re
     # each version's state in its own hash; version 1 keeps the key it had before versions
     assert redis_client.hget(state_key("shape", 0), "n:0") == str(TRUTH_V1.sum()).encode()
     assert redis_client.hget(state_key("shape", 0, 2), "n:0") == str(TRUTH_V2.sum()).encode()
-    assert store.summary(redis_client, v2, [v1]).lag_entries == 0
+    assert tally.summary(redis_client, v2, [v1]).lag_entries == 0
 
     status, _, body = http.get("/v1/campaigns/shape/versions")
     listing = json.loads(body)
@@ -143,9 +143,9 @@ def test_worker_rejects_entries_of_an_unknown_version_and_counts_the_others(
     xadd_batches(redis_client, v2, good + bad)
     worker = Worker(cfg, redis_client)
     worker.run(once=True)
-    assert store.window_counts(redis_client, v2) == {0: (TRUTH_V2 // 10).sum()}
-    assert store.summary(redis_client, v2, [v1]).rejected == len(bad)
-    assert store.window_counts(redis_client, v1) == {}
+    assert tally.window_counts(redis_client, v2) == {0: (TRUTH_V2 // 10).sum()}
+    assert tally.summary(redis_client, v2, [v1]).rejected == len(bad)
+    assert tally.window_counts(redis_client, v1) == {}
 
 
 def test_version_all_combines_versions_sharing_the_domain(tmp_path: Path, redis_url: str,

@@ -12,8 +12,8 @@ from ldptel.aggregator.decoders.range_haar import RangeHaarAccumulator
 from ldptel.aggregator.decoders.range_hierarchical import RangeHierarchicalAccumulator
 from ldptel.aggregator.decoders.rappor import RapporAccumulator
 from ldptel.aggregator.decoders.unary import UnaryAccumulator
-from ldptel.client.mechanisms import NUMERIC_MECHANISMS
-from ldptel.client.mechanisms.base import Mechanism
+from ldptel.mechanisms import NUMERIC_MECHANISMS
+from ldptel.mechanisms.base import Mechanism
 
 ACCUMULATORS: dict[str, type[Accumulator]] = {
     "grr": GrrAccumulator,

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldptel.aggregator.result import FrequencyEstimate, MeanEstimate
-from ldptel.client.mechanisms.base import Mechanism, PureMechanism
+from ldptel.mechanisms.base import Mechanism, PureMechanism
+from ldptel.mechanisms.estimates import FrequencyEstimate, MeanEstimate
 from ldptel.proto import ReportBatch
 
 FINGERPRINT_KEY = "_mechanism"

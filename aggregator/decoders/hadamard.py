@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.aggregator.result import FrequencyEstimate
-from ldptel.client.mechanisms.hadamard import Hadamard
+from ldptel.mechanisms.estimates import FrequencyEstimate
+from ldptel.mechanisms.hadamard import Hadamard
 
 
 def fwht(a: np.ndarray) -> np.ndarray:

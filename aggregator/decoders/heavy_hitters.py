@@ -1,7 +1,7 @@
 """Heavy-hitter decoder: a table of report counts per level, and the prefix-tree walk.
 
 State. ``counts[j, k, y]``: reports of level j, pool index k and value y (int32, J·K·g cells,
-at most 32 MiB, see ``ldptel.client.mechanisms.heavy_hitters``) and ``n``: a fixed size whatever
+at most 32 MiB, see ``ldptel.mechanisms.heavy_hitters``) and ``n``: a fixed size whatever
 the number of reports, merged by addition like every other accumulator. ``to_bytes`` stores the
 non-zero cells only while they are fewer than half (a commit's delta of a few thousand reports
 is a few kB, so the store's size-tiered folding rewrites the full table O(log N) times, not on
@@ -58,10 +58,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.aggregator.result import FrequencyEstimate
-from ldptel.client import hashing
-from ldptel.client.mechanisms.base import Mechanism
-from ldptel.client.mechanisms.heavy_hitters import HeavyHitters, prefix_rows
+from ldptel.mechanisms import hashing
+from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.estimates import FrequencyEstimate
+from ldptel.mechanisms.heavy_hitters import HeavyHitters, prefix_rows
 
 NULL_OFFSPRING = 0.5  # expected surviving null children of a null survivor (< 1: noise dies out)
 SPARSE_KEYS = ("cells", "hits")  # to_bytes of a sparse table: flat indices and their counts

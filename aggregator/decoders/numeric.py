@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.aggregator.result import MeanEstimate
-from ldptel.client.mechanisms.numeric import NumericMechanism
+from ldptel.mechanisms.estimates import MeanEstimate
+from ldptel.mechanisms.numeric import NumericMechanism
 
 
 class NumericAccumulator(Accumulator):

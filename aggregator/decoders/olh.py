@@ -1,11 +1,11 @@
 """OLH decoder: C_v = #{i : H_seed_i(v) = y_i}, evaluated for every item in blocks of reports
-(four numpy passes per report × item; see ``ldptel.client.hashing``)."""
+(four numpy passes per report × item; see ``ldptel.mechanisms.hashing``)."""
 
 from __future__ import annotations
 
 from ldptel.aggregator.decoders.base import PureAccumulator
-from ldptel.client import hashing
-from ldptel.client.mechanisms.olh import OLH
+from ldptel.mechanisms import hashing
+from ldptel.mechanisms.olh import OLH
 
 
 class OlhAccumulator(PureAccumulator):

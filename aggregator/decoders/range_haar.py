@@ -10,8 +10,8 @@ import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.decoders.hadamard import fwht
-from ldptel.aggregator.decoders.ranges import RangeEstimate
-from ldptel.client.mechanisms.range_haar import RangeHaar
+from ldptel.mechanisms.range_haar import RangeHaar
+from ldptel.mechanisms.ranges import RangeEstimate
 
 
 class RangeHaarAccumulator(Accumulator):

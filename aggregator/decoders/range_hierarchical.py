@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.aggregator.decoders.ranges import RangeEstimate
-from ldptel.aggregator.postprocess import norm_sub
-from ldptel.client import hashing
-from ldptel.client.mechanisms.olh import OLH
-from ldptel.client.mechanisms.range_hierarchical import RangeHierarchical
+from ldptel.mechanisms import hashing
+from ldptel.mechanisms.olh import OLH
+from ldptel.mechanisms.postprocess import norm_sub
+from ldptel.mechanisms.range_hierarchical import RangeHierarchical
+from ldptel.mechanisms.ranges import RangeEstimate
 
 
 class RangeHierarchicalAccumulator(Accumulator):

@@ -20,8 +20,8 @@ import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.decoders.unary import column_popcount
-from ldptel.aggregator.result import FrequencyEstimate
-from ldptel.client.mechanisms.rappor import RAPPOR
+from ldptel.mechanisms.estimates import FrequencyEstimate
+from ldptel.mechanisms.rappor import RAPPOR
 
 
 class RapporAccumulator(Accumulator):

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from flask import current_app, render_template
 from markupsafe import Markup
 
-from ldptel.aggregator import publish, store
+from ldptel import published, tally
 from ldptel.config import Campaign
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
@@ -141,7 +141,7 @@ _contents: dict[tuple[str, int, str, str], Markup] = {}
 CONTENTS_KEPT = 128
 
 
-def _version(window: int, n: int, pub: publish.Published | None) -> str:
+def _version(window: int, n: int, pub: published.Published | None) -> str:
     """Changes when the page's numbers can: the window, its count, the publication's state."""
     return f"{window}:{n}:{pub.digest[:16] if pub is not None else ''}"
 
@@ -153,10 +153,10 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
     window_error = None
     st = status(c)  # one read of the counters: the status, the latest window and its last commit
     try:
-        window = store.resolve_window(r, c, None if a.window == "latest" else a.window, st.windows)
-    except store.WindowError as exc:
+        window = tally.resolve_window(r, c, None if a.window == "latest" else a.window, st.windows)
+    except tally.WindowError as exc:
         window_error = str(exc)[:1].upper() + str(exc)[1:]
-        window = store.resolve_window(r, c, None, st.windows)
+        window = tally.resolve_window(r, c, None, st.windows)
     n = st.windows.get(window, 0)
     pub = request_published(c, window)
     ctx: dict[str, Any] = {
@@ -168,7 +168,7 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         "windows": [(w, labels.window_label(c, w)) for w in sorted(st.windows, reverse=True)[:MAX_WINDOWS]],
         # the selector's "Latest" entry names the newest window, whichever window is viewed
         "latest_label": labels.window_label(c, max((w for w, k in st.windows.items() if k > 0),
-                                                   default=store.current_window(c))),
+                                                   default=tally.current_window(c))),
         "trend_html": trend_html(c, st.windows),
         "version": _version(window, n, pub), "progress": min(1.0, n / max(c.min_reports, 1)),
         "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ldptel.aggregator import store
+from ldptel import tally
 from ldptel.config import Campaign
 from ldptel.server import means
 from ldptel.server.app import state
@@ -20,7 +20,7 @@ MEAN_WINDOWS = 48
 
 def mean_points(c: Campaign, window: int) -> list[MeanPoint]:
     """The published means of the newest ``MEAN_WINDOWS`` windows up to ``window``, oldest first."""
-    windows = sorted(w for w in store.window_counts(state().redis, c) if w <= window)[-MEAN_WINDOWS:]
+    windows = sorted(w for w in tally.window_counts(state().redis, c) if w <= window)[-MEAN_WINDOWS:]
     points = []
     for w in windows:
         pub = read_published(c, w)

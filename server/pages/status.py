@@ -2,7 +2,7 @@
 ingest rate (no decoding).
 
 The ingest rate is accepted reports per second over about the last minute, from the collector's
-accepted-reports counter (``store.summary``: summed over shards, written by the ingest script).
+accepted-reports counter (``tally.summary``: summed over shards, written by the ingest script).
 ``IngestRates`` keeps, in this process's memory, the readings of that counter every status read
 makes anyway: a page view writes nothing to Redis. The counter counts the reports of every
 worker, so the readings of any one process give the collector's rate; a process answers once it
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldptel.aggregator import store
+from ldptel import tally
 from ldptel.config import Campaign
 from ldptel.redis_client import AnyRedis
 from ldptel.server import charts
@@ -87,11 +87,11 @@ class Status:
 
 def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: float | None = None,
                     older: Sequence[Campaign] = ()) -> Status:
-    """The campaign's ``store.summary`` at ``now`` (default: the clock), with its ingest rate
+    """The campaign's ``tally.summary`` at ``now`` (default: the clock), with its ingest rate
     (``older``: the campaign's earlier versions, whose batches share its streams)."""
     now = time.time() if now is None else now
-    summ = store.summary(r, campaign, older)
-    cur = store.current_window(campaign, now)
+    summ = tally.summary(r, campaign, older)
+    cur = tally.current_window(campaign, now)
     return Status(campaign=campaign, windows=summ.windows, counted=sum(summ.windows.values()),
                   current_window=cur, current_reports=summ.windows.get(cur, 0),
                   accepted=summ.accepted_reports, lag_entries=summ.lag_entries, lag_reports=summ.lag_reports,

@@ -29,7 +29,6 @@ from ldptel.config import Campaign
 from ldptel.server import charts
 from ldptel.server.app import state
 from ldptel.server.auth import token_ok
-from ldptel.server.documents import find_campaign
 from ldptel.server.errors import ApiError, PageError, render
 from ldptel.server.pages import downloads
 from ldptel.server.pages.contexts import RATES_EXTENSION, PageArgs, add_content, campaign_context, list_rows
@@ -45,6 +44,7 @@ from ldptel.server.pages.session import (
     signed_in,
 )
 from ldptel.server.pages.status import IngestRates
+from ldptel.server.versions import find_campaign
 
 log = logging.getLogger("ldptel.server.pages")
 

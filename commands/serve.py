@@ -1,0 +1,335 @@
+"""``ldptel serve --config FILE [--redis-url URL] [--[no-]aggregator] [--host H] [--port P]
+[--workers N] [--read-port P --read-workers N --read-nice K]``.
+
+Loads and validates the config (a bad one exits 2 with a message naming the key, via the CLI),
+applies its campaigns to the registry in Redis (``ldptel.registry``; a changed randomization
+parameter makes a new campaign version),
+picks Redis — ``--redis-url``, else ``$REDIS_URL``, else an embedded ``redis-server`` whose URL is
+printed, with its data (AOF) under ``$LDPTEL_DATA_DIR`` (default ``~/.local/share/ldptel``) in a
+directory per config file, locked (``DataDirLock``: a second ``serve`` of the config exits 2 naming
+the holder's pid) — and runs the collector app under gunicorn with ``--workers`` worker processes
+bound to ``--host`` (127.0.0.1 by default), in a forked child. With ``--read-port``, a second
+gunicorn (the reader pool: ``--read-workers`` workers at CPU priority ``nice --read-nice``, default
+10) serves what operators and data teams read — export and query API, series, pages, health — on
+that port, so that however hard they poll, ingest requests (on ``--port``, which still serves
+everything) are first in line for the cores. An aggregator (``ldptel aggregate``
+as a child process) runs beside it with ``--aggregator``, the default with the embedded Redis;
+the start says plainly whether one runs. With the aggregator, and ``[shuffler] enabled`` (the
+default), a shuffler (``ldptel shuffle``) runs beside it too, as a child restarted like it.
+The embedded Redis has a user per role (``ldptel.acl``) and a default user only this process
+knows the password of; every child connects as its role.
+
+This process then supervises (``server.supervisor``): a dead embedded Redis or aggregator is
+restarted with backoff; when a gunicorn (collector or reader pool) exits, everything stops. It owns the
+``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.prom``): a fresh directory, removed at the
+end, from which a dead worker's live gauges are removed. Ctrl-C / SIGTERM stop everything cleanly:
+the gunicorn pools first (together), then the shuffler (it finishes its step) and the aggregator
+(it finishes its commit), then Redis. If this process is killed outright, its children get
+SIGTERM from the kernel (``ldptel.process.die_with_parent``), so none is left holding the port or
+the data directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from ldptel.commands.children import ChildCommand
+from ldptel.commands.gunicorn_logging import gunicorn_log_options
+from ldptel.commands.supervisor import Supervised, stop_pids, wait_pid
+from ldptel.config import Config, load_config
+from ldptel.process import die_with_parent
+from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis, free_port
+
+# NB: nothing importing prometheus_client may be imported at module level: its multiprocess mode
+# is chosen at import, after ``run_serve`` has set PROMETHEUS_MULTIPROC_DIR.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+POLL_S = 0.2
+
+WORKER_CLASS = "gthread"  # keep-alive connections; threads per worker below
+THREADS = 4
+
+
+class CollectorApplication(BaseApplication):
+    """gunicorn application serving ``create_app(config, redis_url)`` (``reader``: only the
+    reader pool's blueprints, ``app.READ_BLUEPRINT_MODULES``); the app is built in each worker
+    after the fork (no shared Redis connections)."""
+
+    def __init__(self, config: Config, redis_url: str, options: dict[str, Any],
+                 supervised_aggregator: bool = False, reader: bool = False) -> None:
+        self.config, self.redis_url, self.options = config, redis_url, options
+        self.supervised_aggregator, self.reader = supervised_aggregator, reader
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        from ldptel.server.app import READ_BLUEPRINT_MODULES, create_app
+
+        # logging: set up by the CLI (ldptel.logs)
+        return create_app(self.config, self.redis_url, supervised_aggregator=self.supervised_aggregator,
+                          modules=READ_BLUEPRINT_MODULES if self.reader else None)
+
+
+def gunicorn_options(host: str, port: int, workers: int, access_log: bool = False,
+                     access_log_addresses: bool = False, proc_name: str = "ldptel-serve") -> dict[str, Any]:
+    return {
+        "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        "workers": workers,
+        "worker_class": WORKER_CLASS,
+        "threads": THREADS,
+        "keepalive": 30,
+        "timeout": 60,
+        "graceful_timeout": 10,
+        **gunicorn_log_options(access_log, access_log_addresses),
+        "proc_name": proc_name,
+        "control_socket_disable": True,  # one fixed path per user would clash between instances
+        "child_exit": worker_exited,
+    }
+
+
+def worker_exited(server: Any, worker: Any) -> None:
+    """gunicorn's ``child_exit`` hook: drop the dead worker's live gauges."""
+    from ldptel import prom
+
+    prom.mark_dead(worker.pid)
+
+
+def default_data_dir(config_path: str | os.PathLike | None) -> Path:
+    """``$LDPTEL_DATA_DIR`` or ``~/.local/share/ldptel``, plus ``redis-<config stem>-<hash>``, so a
+    restarted ``ldptel serve`` of the same config finds its data again."""
+    base = Path(os.environ.get("LDPTEL_DATA_DIR") or Path.home() / ".local" / "share" / "ldptel")
+    cfg = Path(config_path).resolve() if config_path else Path("ldptel")
+    digest = hashlib.sha256(str(cfg).encode()).hexdigest()[:10]
+    return base / f"redis-{cfg.stem}-{digest}"
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Entry point of ``ldptel serve``; returns the exit status."""
+    config = load_config(args.config)
+    problem = check_pool_args(args)
+    if problem:
+        print(f"ldptel serve: {problem}", file=sys.stderr)
+        return 2
+    redis_url = args.redis_url or os.environ.get("REDIS_URL")
+    run_aggregator = args.aggregator if args.aggregator is not None else not redis_url
+    lock = None
+    children: list[Supervised] = []
+    metrics_dir = tempfile.mkdtemp(prefix="ldptel-metrics-")
+    os.environ[MULTIPROC_ENV] = metrics_dir
+    try:
+        if not redis_url:
+            try:
+                lock = DataDirLock(default_data_dir(args.config)).acquire()
+            except DataDirBusy as exc:
+                print(f"ldptel serve: {exc}", file=sys.stderr)
+                return 2
+            embedded = embedded_redis(config, lock.data_dir)
+            children.append(RedisChild(embedded, config.shuffler.aof_rewrite_seconds))
+            children[-1].start()
+            redis_url = embedded.url
+            print(f"ldptel: embedded Redis at {redis_url} (data in {embedded.data_dir})", flush=True)
+        apply_campaigns(config, redis_url)
+        if run_aggregator:
+            children.append(aggregator_child(str(args.config), redis_url))
+            pid = children[-1].start()
+            print(f"ldptel: aggregator running beside the collector (pid {pid}; restarted if it dies)",
+                  flush=True)
+            if config.shuffler.enabled:  # stopped first: children stop in reverse
+                children.append(shuffler_child(str(args.config), redis_url))
+                pid = children[-1].start()
+                print(f"ldptel: shuffler running beside the collector (pid {pid}; restarted if it "
+                      "dies)", flush=True)
+        else:
+            shuffle = f" and `ldptel shuffle --config {args.config}`" if config.shuffler.enabled else ""
+            print("ldptel: no aggregator runs here (--no-aggregator): nothing is counted unless "
+                  f"`ldptel aggregate --config {args.config}`{shuffle} run against this Redis",
+                  flush=True)
+        print(f"ldptel: collector on http://{args.host}:{args.port} "
+              f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
+        options = gunicorn_options(args.host, args.port, args.workers,
+                                   args.access_log, args.access_log_addresses)
+        pools = [fork_collector(config, redis_url, options, run_aggregator)]
+        if args.read_port:
+            print(f"ldptel: reader pool on http://{args.host}:{args.read_port} ({args.read_workers} "
+                  f"workers at nice {args.read_nice}): export API, queries, series and pages; ingest "
+                  f"only on port {args.port}", flush=True)
+            read_options = gunicorn_options(args.host, args.read_port, args.read_workers, args.access_log,
+                                            args.access_log_addresses, proc_name="ldptel-read")
+            pools.append(fork_collector(config, redis_url, read_options, run_aggregator,
+                                        reader=True, nice=args.read_nice))
+        return supervise(pools, children)
+    finally:
+        for child in reversed(children):
+            child.stop()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        if lock is not None:
+            lock.release()
+
+
+def check_pool_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the worker pools' arguments, if anything."""
+    if args.workers < 1:
+        return "--workers must be at least 1"
+    if args.read_port:
+        if not 0 < args.read_port < 65536 or args.read_port == args.port:
+            return f"--read-port must be a port other than --port ({args.port}), got {args.read_port}"
+        if args.read_workers < 1:
+            return "--read-workers must be at least 1"
+        if not 0 <= args.read_nice <= 19:
+            return f"--read-nice must be in [0, 19] (a nice increment), got {args.read_nice}"
+    return None
+
+
+def apply_campaigns(config: Config, redis_url: str) -> None:
+    """Apply the file's campaigns to the registry (``registry.apply``: new campaigns, new versions,
+    in-place changes) and say what changed; a Redis that cannot be reached only warns (the
+    processes then serve the file's campaigns until the registry holds them)."""
+    from redis.exceptions import RedisError
+
+    from ldptel import registry
+    from ldptel.redis_client import connect
+
+    try:
+        r = connect(redis_url, role="admin", socket_connect_timeout=5.0, socket_timeout=10.0)
+        for change in registry.apply(r, config.tables):
+            if change.action != "unchanged":
+                print(f"ldptel: campaign {change.line()}", file=sys.stderr, flush=True)
+    except RedisError as exc:
+        print(f"ldptel: warning: cannot apply the campaigns to the registry ({exc}); "
+              "run `ldptel campaigns apply` once Redis is reachable", file=sys.stderr, flush=True)
+
+
+def embedded_redis(config: Config, data_dir: Path) -> EmbeddedRedis:
+    """The embedded Redis with a user per role (``ldptel.acl``): its ACL file and the
+    credentials file are written in ``data_dir`` (new passwords at every start), the default
+    user's password stays in this process, and the children find the credentials through
+    ``$LDPTEL_REDIS_CREDENTIALS`` (set here, inherited), so each connects as its role and none
+    can fall back to the default user."""
+    from ldptel.commands.acl_admin import embedded_acl
+    from ldptel.credentials import ENV
+
+    port = free_port()
+    args, password, creds = embedded_acl(config, data_dir, port)
+    os.environ[ENV] = str(creds)
+    return EmbeddedRedis(data_dir=data_dir, port=port, extra_args=args, password=password,
+                         die_with_parent=True)
+
+
+class RedisChild(Supervised):
+    """The embedded Redis as a supervised child: restarted on its port and data directory, and
+    its AOF rewritten every ``rewrite_every`` seconds (``[shuffler] aof_rewrite_seconds``). The
+    AOF logs every write, so the ingress batches the shuffler deleted — whole, with batch ids, in
+    arrival order — stay on disk until a rewrite writes only the current data."""
+
+    def __init__(self, embedded: EmbeddedRedis, rewrite_every: float) -> None:
+        def launch() -> subprocess.Popen:
+            proc = embedded.start().process
+            assert proc is not None
+            return proc
+
+        super().__init__("embedded Redis", launch, embedded.stop)
+        self.embedded, self.rewrite_every = embedded, rewrite_every
+        self._next_rewrite = time.monotonic() + rewrite_every
+
+    def check(self) -> None:
+        super().check()
+        now = time.monotonic()
+        if now >= self._next_rewrite and self.proc is not None and self.proc.poll() is None:
+            self._next_rewrite = now + self.rewrite_every
+            self.embedded.rewrite_aof()
+
+
+def aggregator_child(config_path: str, redis_url: str) -> Supervised:
+    """``ldptel aggregate`` as a supervised child; its live gauges go when it dies."""
+    return child_process("aggregator", lambda: ChildCommand("aggregate", config_path, redis_url))
+
+
+def child_process(name: str, make: Callable[[], Any]) -> Supervised:
+    """A supervised ``ldptel`` child process: ``make()`` starts it (an object with ``proc`` and
+    ``stop()``), a restart makes a new one; its live gauges go when it dies."""
+    from ldptel import prom
+
+    current: list[Any] = []
+
+    def launch() -> subprocess.Popen:
+        current[:] = [make()]
+        return current[0].proc
+
+    def halt() -> None:
+        for child in current:
+            child.stop()
+
+    return Supervised(name, launch, halt, prom.mark_dead)
+
+
+def shuffler_child(config_path: str, redis_url: str) -> Supervised:
+    """``ldptel shuffle`` as a supervised child; its live gauges go when it dies."""
+    return child_process("shuffler", lambda: ChildCommand("shuffle", config_path, redis_url))
+
+
+def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supervised: bool,
+                   reader: bool = False, nice: int = 0) -> int:
+    """gunicorn in a forked child (it takes over signals and reaps its own children), at ``nice``
+    (its workers inherit it), serving everything or (``reader``) the reader pool's part; its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        die_with_parent(parent)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if nice:
+            os.nice(nice)
+        CollectorApplication(config, redis_url, options, supervised, reader).run()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the child must never return into the parent's code
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def supervise(pools: list[int], children: list[Supervised]) -> int:
+    """Restart dead ``children`` until a gunicorn of ``pools`` exits (the others are stopped; its
+    exit status is returned) or a SIGTERM/SIGINT arrives (every pool is stopped; 0 if the first
+    stopped cleanly)."""
+    stop = threading.Event()
+    previous: dict[int, Callable[..., Any] | int | None] = {}
+    for sig in (signal.SIGTERM.value, signal.SIGINT.value):
+        previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.is_set():
+            for pid in pools:
+                code = wait_pid(pid, 0)
+                if code is not None:
+                    stop_pids([other for other in pools if other != pid])
+                    return code if code >= 0 else 1
+            for child in children:
+                child.check()
+            stop.wait(POLL_S)
+        return stop_pids(pools)[0]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

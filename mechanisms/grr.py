@@ -1,0 +1,63 @@
+"""Direct encoding / generalized randomized response (GRR).
+
+Report the true value w.p. p = e^ε/(e^ε + d − 1), else one of the d − 1 others uniformly
+(each w.p. q = 1/(e^ε + d − 1)). Var* = (e^ε + d − 2)/(e^ε − 1)².
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ldptel.mechanisms.base import PureMechanism
+from ldptel.mechanisms.checks import check_lengths, out_of_range, reject_first
+from ldptel.mechanisms.randomness import SYSTEM_RANDOM
+from ldptel.proto import GrrPayload, ReportBatch
+
+
+def perturb_one(value: int, size: int, p_keep: float) -> int:
+    """Scalar ``perturb_categorical`` with OS randomness."""
+    if SYSTEM_RANDOM.random() < p_keep:
+        return value
+    other = SYSTEM_RANDOM.randrange(size - 1)
+    return other + (other >= value)
+
+
+def perturb_categorical(values: np.ndarray, size: int, p_keep: float, rng) -> np.ndarray:
+    """Keep each value in [0, size) w.p. ``p_keep``, else replace it by a uniform other value."""
+    keep = rng.random(values.size) < p_keep
+    other = rng.integers(0, size - 1, values.size)
+    other = other + (other >= values)  # uniform over [0, size) without the true value
+    return np.where(keep, values, other).astype(np.uint32)
+
+
+class GRR(PureMechanism):
+    name = "grr"
+    payload = "grr"
+
+    @property
+    def p(self) -> float:
+        e = math.exp(self.epsilon)
+        return e / (e + self.domain_size - 1)
+
+    @property
+    def q(self) -> float:
+        return 1.0 / (math.exp(self.epsilon) + self.domain_size - 1)
+
+    def randomize(self, values: np.ndarray, rng) -> dict:
+        return {"values": perturb_categorical(values, self.domain_size, self.p, rng)}
+
+    def randomize_one(self, value: int) -> dict:
+        return {"values": [perturb_one(value, self.domain_size, self.p)]}
+
+    def payload_message(self, columns: dict) -> GrrPayload:
+        return GrrPayload(values=np.asarray(columns["values"]).tolist())
+
+    def columns(self, batch: ReportBatch) -> dict:
+        return {"values": np.asarray(batch.grr.values, dtype=np.int64)}
+
+    def validate_columns(self, columns: dict, count: int) -> None:
+        """``count`` values, each in [0, d)."""
+        check_lengths(columns, count, ["values"])
+        reject_first([out_of_range(columns["values"], self.domain_size, "value")])
