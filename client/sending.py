@@ -19,11 +19,12 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from ldptel.client import delivery
+from ldptel.client.configs import CampaignConfigs
 from ldptel.client.delivery import CONTENT_TYPE, Action, Attempt, BodyCutOff, FlushResult, HttpStatus
 from ldptel.client.errors import (
     CampaignRefused,
@@ -32,12 +33,11 @@ from ldptel.client.errors import (
     UnknownCampaign,
     VersionClosed,
 )
-from ldptel.client.limits import LARGE_BODY, split_batch
+from ldptel.client.health import DropCounter
+from ldptel.client.limits import LARGE_BODY, Limits, split_batch
 from ldptel.client.queue import Chunk, ReportQueue
+from ldptel.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch
-
-if TYPE_CHECKING:
-    from ldptel.client.transport import TelemetryClient
 
 log = logging.getLogger("ldptel.client")
 
@@ -46,10 +46,37 @@ LONGEST_NAME = 64  # bytes of a campaign name assumed when budgeting rows
 CAMPAIGN_ANSWERS = ("campaign_paused", "campaign_retired", "version_retired")
 
 
+class FlushingClient(Protocol):
+    """What the flush loop uses of its ``TelemetryClient`` (``ldptel.client.transport``)."""
+
+    batch_size: int
+    backoff_base: float
+    max_backoff: float
+    _configs: CampaignConfigs
+    _dropped: DropCounter
+
+    @property
+    def queue(self) -> ReportQueue: ...
+
+    @property
+    def limits(self) -> Limits: ...
+
+    def mechanism(self, campaign: str, version: int | None = None) -> Mechanism: ...
+
+    def pending(self) -> int: ...
+
+    def stopping(self) -> bool: ...
+
+    def sleep(self, delay: float) -> bool: ...
+
+    def _request(self, method: str, path: str, body: bytes | None = None,
+                 content_type: str | None = None) -> bytes: ...
+
+
 class Sender:
     """The flush loop of ``client`` (one flush at a time: the caller holds its flush lock)."""
 
-    def __init__(self, client: TelemetryClient) -> None:
+    def __init__(self, client: FlushingClient) -> None:
         self.client = client
         self.chunk_reports = client.batch_size  # lowered after a 413 for a chunk of several rows
         self._jitter = random.Random()

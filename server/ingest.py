@@ -30,11 +30,11 @@ from flask import Blueprint, g, jsonify, request
 from ldptel import keys, scripts
 from ldptel.central_privacy import stored_claim
 from ldptel.config import Campaign, Config
-from ldptel.server.app import state
+from ldptel.server.app import ServerState, state
 from ldptel.server.auth import require_token
 from ldptel.server.bodies import drain_unread_body, read_body
 from ldptel.server.errors import ApiError
-from ldptel.server.validation import Rejection, validate_batch
+from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 
 bp = Blueprint("ingest", __name__)
 
@@ -86,6 +86,19 @@ def list_campaigns():
     return resp
 
 
+def _validate(st: ServerState, body: bytes) -> ValidBatch:
+    """``validate_batch`` against this process's campaigns; a batch naming a campaign or version
+    this process does not know yet (another worker just took an admin change, and a device
+    already fetched it) is checked again after a forced registry refresh, so a device that is
+    ahead of this worker by a few hundred milliseconds never gets a 400 that drops its reports."""
+    try:
+        return validate_batch(body, st.config, st.mechanisms)
+    except Rejection as rej:
+        if rej.error not in ("unknown_campaign", "unknown_version") or not st.live.refresh(force=True):
+            raise
+    return validate_batch(body, st.config, st.mechanisms)
+
+
 @bp.post("/v1/reports")
 @require_token("ingest")
 def post_reports():
@@ -108,7 +121,7 @@ def post_reports():
                             "rate_limited")
         body = read_body(cfg.max_body_bytes)
         body_read = True
-        valid = validate_batch(body, st.config, st.mechanisms)
+        valid = _validate(st, body)
     except Rejection as rej:
         st.metrics.reject(rej.campaign, rej.reason)
         headers = {"Retry-After": str(retry_after)} if rej.status == 429 else {}
