@@ -156,8 +156,7 @@ def record(r: AnyRedis, name: str) -> dict[str, Any] | None:
 
 
 def _swap(r: AnyRedis, name: str, old: bytes | None, new: dict[str, Any]) -> bool:
-    script = r.register_script(scripts.REGISTRY_PUT)
-    return bool(script(keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY],
+    return bool(scripts.of(r).call("REGISTRY_PUT", keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY],
                        args=[name, b"" if old is None else old, json.dumps(new, sort_keys=True)]))
 
 

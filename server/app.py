@@ -72,7 +72,6 @@ class ServerState:
     supervised_aggregator: bool = False  # this `ldptel serve` runs (and restarts) an aggregator
     # (campaign, version) → (Campaign, Mechanism): ``validation.mechanism_of``
     mechanisms: dict[tuple[str, int], Any] = field(default_factory=dict)
-    scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
     live: Any = None  # ``registry.Live``: the campaigns follow the registry (a background poller)
 
     def campaign(self, name: str) -> Campaign | None:

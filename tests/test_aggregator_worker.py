@@ -360,9 +360,9 @@ def test_retention_counts_from_delivery_not_from_entry_ids(redis_client: redis.R
         aggregator={"retention_seconds": 3600, "read_count": 100})
     camp = cfg.campaigns[0]
     key = stream_key("kept", 0)
-    ingest = redis_client.register_script(scripts.INGEST)
+    run = scripts.of(redis_client)
     for i, b in enumerate(random_batches(camp, 300, 100, seed=12)):
-        ingest(keys=[f"seen-{i}", key, "m"], args=[60, b.SerializeToString(), 0, b.count])
+        run.call("INGEST", keys=[f"seen-{i}", key, "m"], args=[60, b.SerializeToString(), 0, b.count])
     w = Worker(cfg, redis_client)
     w.run(once=True)
     assert w.trim() == 0 and redis_client.xlen(key) == 3  # acknowledged, but delivered just now
