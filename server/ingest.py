@@ -86,7 +86,7 @@ def _validate(st: ServerState, body: bytes) -> ValidBatch:
     try:
         return validate_batch(body, st.config, st.mechanisms)
     except Rejection as rej:
-        if rej.error not in ("unknown_campaign", "unknown_version") or not st.live.refresh(force=True):
+        if rej.error not in ("unknown_campaign", "unknown_version") or not st.refresh():
             raise
     return validate_batch(body, st.config, st.mechanisms)
 

@@ -75,19 +75,23 @@ class Shuffler:
         """``registry_r``: the client that reads the campaign registry (``ldptel.acl``: the
         ``reader`` role, when ``r`` is the ``shuffler`` role, which holds no registry key);
         default ``r``."""
-        self.config = config
+        self.live = registry.Live(config, registry_r or r)
         self.cfg = config.shuffler
         self.r = r
         self.owner = secrets.token_hex(8)
         self.log: Callable[[str], None] = log or LOG.info
         self.warn: Callable[[str], None] = log or LOG.warning
-        self.live = registry.Live(config, registry_r or r)
         self.held: dict[tuple[str, int], Held] = {}
         self.stats = ShuffleStats()
         self.lease_ms = max(5000, 10 * self.cfg.poll_ms)
         self._warned: set[tuple[str, int]] = set()
         self._mechanisms: dict[tuple[str, int], tuple[Campaign, Mechanism]] = {}
         self._scripts = scripts.of(r)
+
+    @property
+    def config(self) -> Config:
+        """The campaign registry's current snapshot (``registry.Live``)."""
+        return self.live.config
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self, once: bool = False, stop: threading.Event | None = None) -> ShuffleStats:

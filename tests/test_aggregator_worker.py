@@ -3,6 +3,7 @@ workers, a Redis restart, lost claims, retention, undecodable entries, windows, 
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import random
@@ -426,8 +427,8 @@ def test_heavy_hitter_table_is_not_rewritten_on_every_small_commit(redis_client:
     small = [mech.encode_batch(words[rng.integers(0, 5, 20)], rng=rng, campaign=camp.name)
              for _ in range(30)]
     xadd_batches(redis_client, camp, small)
-    cfg.aggregator.read_count = 1  # one commit per batch
-    stats = Worker(cfg, redis_client).run(once=True)
+    one = dataclasses.replace(cfg, aggregator=dataclasses.replace(cfg.aggregator, read_count=1))
+    stats = Worker(one, redis_client).run(once=True)  # one commit per batch
     assert stats.commits == 30
     fields = {f: redis_client.hstrlen(state_key(camp.name, 0), f)
               for f in redis_client.hkeys(state_key(camp.name, 0)) if f.startswith(b"acc:")}
