@@ -258,6 +258,7 @@ def test_two_workers_at_once_equal_one(redis_client: redis.Redis, redis_url: str
     assert pending(redis_client, "two", 2) == 0
 
 
+@pytest.mark.integration  # its own Redis, restarted
 def test_redis_restart_between_ingest_and_aggregation(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "c.toml", [
         {"name": "persist", "oracle": "olh", "epsilon": 1.0, "domain_size": 64}])
