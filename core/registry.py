@@ -229,22 +229,29 @@ class Live:
         self._pid = 0
         self.stopped = threading.Event()  # ``stop``: the poller ends at its next wake-up
 
-    def poll_in_background(self) -> None:
+    def poll_in_background(self) -> bool:
         """Refresh every ``interval`` s on a daemon thread of this process (started once per
         process: a forked gunicorn worker starts its own), so no request waits on the registry,
-        even when Redis hangs."""
+        even when Redis hangs. True when it (re)started the poller: this process was not
+        polling, so its campaigns may be old (the caller reads the registry once: ``behind``)."""
         if self._poller is not None and self._pid == os.getpid() and self._poller.is_alive():
-            return
+            return False
         with self._lock:
             if self._poller is not None and self._pid == os.getpid() and self._poller.is_alive():
-                return
+                return False
             self._pid = os.getpid()
             self.stopped.clear()
             _POLLING.add(self)
             self._poller = threading.Thread(target=_poll, name="ldptel-registry", daemon=True,
                                             args=(weakref.ref(self), self.interval, self.stopped))
             self._poller.start()
+            return True
 
+    def behind(self) -> bool:
+        """The last read of the registry is older than 4 polling intervals (a poller that just
+        started, or one starved of CPU): a request should read it now rather than answer from
+        campaigns that may be seconds old."""
+        return time.monotonic() - self.checked > 4 * self.interval
     def stop(self) -> None:
         """End the background poller (``refresh`` still works on call)."""
         self.stopped.set()

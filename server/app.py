@@ -175,7 +175,11 @@ def _install_hooks(app: Flask) -> None:
     @app.before_request
     def _start_timer() -> None:
         g.ldptel_t0 = time.perf_counter()
-        state().live.poll_in_background()  # the registry's revision read every 0.5 s, off-request
+        st = state()
+        # the registry's revision is read every 0.5 s off-request; a worker that was not polling
+        # (its first request) or whose poller fell behind reads it once before answering
+        if st.live.poll_in_background() or st.live.behind():
+            st.refresh()
 
     @app.after_request
     def _observe(response):
