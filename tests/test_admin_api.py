@@ -110,7 +110,8 @@ def test_partial_change_patch_and_kept_pause_reason(http: HttpStack) -> None:
     assert status == 400 and err["error"] == "bad_config"
     assert "PUT replaces the whole [[campaigns]] table" in err["detail"] and "PATCH" in err["detail"]
     status, doc = call(http, "PATCH", "/v1/admin/campaigns/alpha", {"epsilon": 2.0})
-    assert status == 200 and (doc["action"], doc["version"], doc["changed"]) == ("new_version", 2, ["epsilon"])
+    assert status == 200 and (doc["action"], doc["version"]) == ("new_version", 2)
+    assert doc["changed"] == ["epsilon"]
     assert doc["campaign"]["versions"][-1]["table"]["domain_size"] == 8
     assert call(http, "PATCH", "/v1/admin/campaigns/alpha", {"epsilon": -1})[0] == 400
     assert call(http, "PATCH", "/v1/admin/campaigns/nope", {"epsilon": 1})[0] == 404
