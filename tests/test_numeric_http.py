@@ -254,9 +254,11 @@ def test_campaign_page_panel(stack) -> None:
     assert "Piecewise (Wang et al.)" in page and "Mean per device" in page
     raw = re.search(r'data-statistic="mean">.*?data-raw="([^"]+)"', page, re.S).group(1)
     assert float(raw) == doc["mean"]["estimate"]  # the page shows the API's number
-    # one point per released window, joined by the mean line inside its CI band
+    # the trend draws the mean: one point per released window, joined by a line inside its CI
+    # band (issue 25: the numeric trend was an empty 0–1 axis)
     assert page.count('<circle class="point"') == HOURS
-    assert '<path class="band"' in page and '<path class="mean"' in page
+    assert 'data-lines="1"' in page and '<path class="trend-band"' in page
+    assert '<path class="trend-line" data-item="mean"' in page
     status, headers, body = s.request("GET", "/campaigns/latency_ms/download/mean.csv",
                                       headers={"Cookie": cookie})
     assert status == 200 and body.decode().startswith("statistic,estimate,")
@@ -291,8 +293,8 @@ def test_campaign_page_in_chromium(stack, tmp_path) -> None:
                 page.fill("#token", EXPORT_TOKEN)
                 page.click("button[type=submit]")
                 page.wait_for_load_state()
-                assert page.locator("svg.chart.mean circle.point").count() == HOURS
-                box = page.locator("svg.chart.mean path.band").bounding_box()
+                assert page.locator("svg.chart.trend circle.point").count() == HOURS
+                box = page.locator("svg.chart.trend path.trend-band").bounding_box()
                 assert box is not None and box["width"] > 50 and box["height"] > 5
                 page.screenshot(path=str(shots / f"numeric-{width}.png"), full_page=True)
                 ctx.close()
