@@ -302,6 +302,17 @@ def test_campaign_page_in_chromium(stack, tmp_path) -> None:
             browser.close()
 
 
+def test_export_client_mean(stack) -> None:
+    """``ldptel.export.Client.mean`` (issue 25: no such helper) is the endpoint's document."""
+    from ldptel.export import Client
+
+    s = stack[0]
+    doc = Client(s.url, EXPORT_TOKEN).mean("session_seconds")
+    assert doc == json.loads(get(s, "/v1/campaigns/session_seconds/mean")[2])
+    mean = doc["mean"]
+    assert doc["n_reports"] == N + 2 and mean["ci_low"] < mean["estimate"] < mean["ci_high"]
+
+
 def test_memoized_bits_survive_a_restart(stack, tmp_path) -> None:
     """The SDK keeps memoized 1BitMean's secret in its queue file: after a restart the device
     sends the same bit for the same value (``encode`` through the campaign's mechanism).
