@@ -56,10 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
                               formatter_class=HelpFormatter)
 
     demo = command("demo", "run the whole stack on simulated devices and print estimates")
-    demo.add_argument("--users", type=int, default=100_000, help="simulated devices")
+    demo.add_argument("--config", default=None,
+                      help="the demo's config (examples/demo.toml: fixed tokens, and `ldptel campaigns "
+                           "--config FILE` finds the demo; default: built in, random tokens)")
+    demo.add_argument("--users", type=int, default=20_000, help="simulated devices per campaign at the start")
     demo.add_argument("--port", type=int, default=0, help="HTTP port (default: 0, a free one)")
     demo.add_argument("--seed", type=int, default=2026, help="seed of the simulated population")
-    demo.add_argument("--exit", action="store_true", help="print the table and exit")
+    demo.add_argument("--exit", action="store_true", help="print the first table and exit")
+    demo.add_argument("--change-after", type=float, default=40.0,
+                      help="seconds after the first table at which the demo changes demo-grr live "
+                           "(ε 2 → 1, a new version); negative: never")
 
     serve = command("serve", "collector, operator pages and export API")
     serve.add_argument("--config", required=True, help="TOML config file")

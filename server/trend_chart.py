@@ -8,7 +8,9 @@ with reports of both has a point of each, side by side), and a dashed marker wit
 
 It is drawn ``WIDTH`` wide and scales to its box (the page makes it as wide as its card), with
 at least ``X_TICKS`` time labels when there are that many windows, one colour per line (the
-colour is set on each element, and no stylesheet rule overrides it).
+``fill``/``stroke`` attribute of each element: the pages' CSP allows no inline style, and no
+stylesheet rule may set the fill or stroke of ``circle.point``, ``path.trend-line`` or
+``path.trend-band``, or it would win over the attribute).
 
 Class names the browser tests rely on: ``svg.chart.trend``, ``path.trend-band`` and
 ``path.trend-line`` (``data-item``, ``data-version``), ``circle.point``, ``rect.n-bar``
@@ -178,15 +180,15 @@ def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bott
             lower = [(sx(w), sy(lo)) for w, _, lo, _ in reversed(est)]
             if len(est) > 1:
                 out.append(f'<path class="trend-band" data-item="{item}" data-version="{ln.version}" '
-                           f'style="fill:{color}" d="{_path(upper + lower)} Z"/>')
+                           f'fill="{color}" d="{_path(upper + lower)} Z"/>')
             out.append(f'<path class="trend-line" data-item="{item}" data-version="{ln.version}" '
-                       f'style="stroke:{color}" d="{_path([(sx(w), sy(e)) for w, e, _, _ in est])}"/>')
+                       f'stroke="{color}" d="{_path([(sx(w), sy(e)) for w, e, _, _ in est])}"/>')
             for w, e, lo, hi in est:
                 name = f"{ln.label} (v{ln.version})" if several else ln.label
                 low, high = value_text(lo).split(" ")[0], value_text(hi).split(" ")[0]
                 tip = f"{name}, {window_label(w)}: {value_text(e)} (95% CI {low} to {high})"
                 out.append(f'<circle class="point" cx="{_num(sx(w))}" cy="{_num(sy(e))}" r="3" '
-                           f'style="fill:{color}"><title>{escape(tip)}</title></circle>')
+                           f'fill="{color}"><title>{escape(tip)}</title></circle>')
     return out
 
 

@@ -133,11 +133,12 @@ def status_view(st: Status) -> dict[str, Any]:
                      + (f" ({charts.fmt_count(st.lag_reports)} reports)" if st.lag_reports and not
                         st.held_batches else ""))
     if st.held_batches:
-        parts.append(f"{charts.fmt_count(st.held_reports)} reports held by the shuffler (released at "
-                     f"{charts.fmt_count(c.shuffle_min_reports)} or after {c.shuffle_max_delay})")
+        parts.append(f"{charts.fmt_count(st.held_reports)} reports held by the shuffler")
     if st.quiet:
         parts.append(st.quiet)
     lag = "; ".join(parts) or "up to date"
+    lag_note = (f"released at {charts.fmt_count(c.shuffle_min_reports)} reports or after "
+                f"{c.shuffle_max_delay}" if st.held_batches else "accepted batches not yet counted")
     lag_class = ("ok" if st.lag_entries == 0 else "holding" if not queued and not st.held_late
                  else "lagging")
     eps = charts.fmt_eps(c.epsilon)
@@ -151,7 +152,7 @@ def status_view(st: Status) -> dict[str, Any]:
         "current_reports": charts.fmt_count(st.current_reports), "current_n": st.current_reports,
         "rate": "measuring…" if st.rate is None else
         "0 reports/s" if st.rate == 0 else f"{charts.fmt_rate(st.rate)} reports/s",
-        "lag": lag, "lag_ok": lag_class != "lagging", "lag_class": lag_class,
+        "lag": lag, "lag_note": lag_note, "lag_ok": lag_class != "lagging", "lag_class": lag_class,
         "updated": ago(st.updated), "updated_utc": utc(st.updated),
         "min_reports": charts.fmt_count(c.min_reports), "released": st.released,
         "progress": min(1.0, st.current_reports / max(c.min_reports, 1)),
