@@ -6,16 +6,13 @@ worker's accumulator and publication, and ``GET /v1/campaigns/<name>/mean`` (JSO
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 import json
 import math
-import os
 import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,16 +270,17 @@ def test_campaign_page_panel(stack) -> None:
 @pytest.mark.slow
 def test_campaign_page_in_chromium(stack, tmp_path) -> None:
     """The panel in a real browser: the chart's band and points are drawn, and it fits 390 px."""
-    from test_operator_pages import CHROMIUM, CHROMIUM_ARGS, REQUIRE_BROWSER
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, REQUIRE_BROWSER, SKIP_MARK, artifacts, missing
 
-    if not os.path.exists(CHROMIUM) or importlib.util.find_spec("playwright") is None:
+    reason = missing()
+    if reason:
         if REQUIRE_BROWSER:
-            pytest.fail(f"LDPTEL_REQUIRE_BROWSER=1 but {CHROMIUM} or playwright is missing")
-        pytest.skip("no Chromium")
+            pytest.fail(f"the browser tests are required here (CI or LDPTEL_REQUIRE_BROWSER=1) but {reason}")
+        pytest.skip(f"{SKIP_MARK} {reason}")
     from playwright.sync_api import sync_playwright
 
     s = stack[0]
-    shots = Path(os.environ.get("LDPTEL_SHOTS", tmp_path))
+    shots = artifacts("numeric-screenshots")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
