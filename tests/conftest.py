@@ -130,7 +130,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
                if browser_support.SKIP_MARK in str(getattr(r, "longrepr", ""))]
     if skipped:
         write = terminalreporter.write_line
-        terminalreporter.write_sep("!", f"{len(skipped)} browser tests SKIPPED: Chromium is missing", red=True)
+        title = f"{len(skipped)} browser tests SKIPPED: Chromium is missing"
+        terminalreporter.write_sep("!", title, red=True)
         write(f"to run them: {browser_support.INSTALL_HINT}")
         write("(on CI, or with LDPTEL_REQUIRE_BROWSER=1, they fail instead of skipping)")
     for path in browser_support.USED:
