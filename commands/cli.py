@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, kwargs in ACL_OPTIONS.items():
         acl.add_argument(flag, **kwargs)
 
+    privacy = command("privacy", "central-DP planning: the local ε₀ or fake-message rate that certifies "
+                                 "a central (ε, δ) target, with its lower bound and standard error")
+    from ldptel.commands.privacy import add_arguments as privacy_arguments  # argparse only: light
+
+    privacy_arguments(privacy)
+
     sim = command("simulate", "one simulated device per line of a values file")
     sim.add_argument("--config", required=True, help="TOML config file")
     sim.add_argument("--campaign", required=True, help="campaign name")
@@ -191,6 +197,10 @@ def _run(args: argparse.Namespace) -> int:
         from ldptel.commands.acl_admin import run_redis_acl
 
         return run_redis_acl(args)
+    if args.command == "privacy":
+        from ldptel.commands.privacy import run_privacy
+
+        return run_privacy(args)
     if args.command == "simulate":
         from ldptel.commands.simulate import run_simulate
 

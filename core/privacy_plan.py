@@ -150,12 +150,11 @@ def fakes_bound(mu: float, domain_size: int, n: int, delta: float,
         lower = fake_epsilon(mu, delta, upper=False) if mu > 0 else math.inf
         return CentralBound(epsilon=upper, epsilon_lower=min(lower, upper), delta=delta, bound=BOUND_FAKES)
     grr = shuffled_bound("grr", local_epsilon, domain_size, n, delta)
-    candidates = [(grr.epsilon, grr.bound)]
-    if mu > 0:
-        eps = _local_fake_epsilon(mu, local_epsilon, domain_size, delta)
-        candidates.append((eps, BOUND_FAKES_LOCAL))
-    upper, name = min(candidates)
-    # no explicit attack on GRR-with-fakes is computed: 0 is the trivial lower bound
+    if mu <= 0:
+        return grr  # no fakes: shuffled GRR reports
+    eps = _local_fake_epsilon(mu, local_epsilon, domain_size, delta)
+    upper, name = min((grr.epsilon, grr.bound), (eps, BOUND_FAKES_LOCAL))
+    # no explicit attack on GRR with fakes is computed: 0 is the trivial lower bound
     return CentralBound(epsilon=upper, epsilon_lower=0.0, delta=delta, bound=name)
 
 
