@@ -4,8 +4,8 @@ Two ``shuffled*`` modes (docs/privacy.md):
 
 - ``shuffled``: each device sends one ε₀-LDP report of ``oracle``; the shuffler releases batches of
   at least ``batch_min`` reports. ``shuffled_bound(oracle, ε₀, d, n, δ)`` is the release's
-  "central ε between L and U": U the least of the variation-ratio bound (Wang et al. 2024,
-  ``ldptel.mechanisms.amplification``), the generic clone bound (Feldman–McMillan–Talwar 2021,
+  "central ε between L and U": U the least of ``ldptel.mechanisms.amplification.ShuffleBound``
+  (stronger clone, FMT 2023; for GRR also mixture and clones), the generic clone bound (Feldman–McMillan–Talwar 2021,
   ``ldptel.privacy.shuffle_epsilon``) and ε₀; L from an explicit attack.
 - ``shuffled-fakes``: each device sends its true index plus Poisson(λ) fake indices (optionally the
   index passed through GRR at ``local_epsilon`` first); ``fakes_bound(μ, d, δ)`` with μ = λ·n/d fakes
@@ -32,8 +32,8 @@ from ldptel.mechanisms import MECHANISMS
 from ldptel.mechanisms.amplification import (
     DEFAULT_RAPPOR_HASHES,
     ORACLES,
+    ShuffleBound,
     amplified_epsilon_lower,
-    variation_ratio,
 )
 from ldptel.mechanisms.base import MAX_EPSILON, check_epsilon
 from ldptel.mechanisms.fake_messages import (
@@ -49,7 +49,6 @@ from ldptel.privacy_accounting import PrivacyCurve, cumulative_epsilon
 
 MODES = ("shuffled", "shuffled-fakes")
 FAKE_ORACLES = ("histogram", "grr")  # shuffled-fakes sends an index; grr = GRR on top (local_epsilon)
-BOUND_VR = "variation-ratio (Wang et al. 2024)"
 BOUND_FMT21 = "clone (Feldman-McMillan-Talwar 2021)"
 BOUND_LOCAL = "local (no amplification certified)"
 BOUND_FAKES = "poisson-fakes (exact)"
@@ -121,13 +120,14 @@ def shuffled_bound(oracle: str, epsilon0: float, domain_size: int, n: int, delta
                    hashes: int = DEFAULT_RAPPOR_HASHES) -> CentralBound:
     """Central ε of n shuffled ε₀-LDP reports of ``oracle`` at δ: U = min(variation-ratio at the
     n-bucket, FMT21, ε₀), L = the best explicit attack at n (module docstring)."""
-    vr = variation_ratio(oracle, epsilon0, domain_size, hashes=hashes).pair(n_bucket(n)).epsilon(delta)
+    bound = ShuffleBound(oracle, epsilon0, domain_size, n_bucket(n))
+    vr = bound.epsilon(delta)
     fmt = shuffle_epsilon(epsilon0, n, delta)
     candidates = [(epsilon0, BOUND_LOCAL)]
     if fmt is not None:
         candidates.append((fmt, BOUND_FMT21))
     if vr is not None:
-        candidates.append((vr, BOUND_VR))
+        candidates.append((vr, bound.bound_name(vr)))
     upper, name = min(candidates)
     lower = amplified_epsilon_lower(oracle, epsilon0, domain_size, n, delta, hashes=hashes)
     return CentralBound(epsilon=upper, epsilon_lower=min(lower, upper), delta=delta, bound=name)
@@ -136,8 +136,8 @@ def shuffled_bound(oracle: str, epsilon0: float, domain_size: int, n: int, delta
 def shuffled_curve(oracle: str, epsilon0: float, domain_size: int, n: int,
                    hashes: int = DEFAULT_RAPPOR_HASHES) -> PrivacyCurve:
     """The variation-ratio curve of one release (for ``ldptel.privacy_accounting``)."""
-    pair = variation_ratio(oracle, epsilon0, domain_size, hashes=hashes).pair(n_bucket(n))
-    return PrivacyCurve(delta=pair.delta, max_loss=pair.max_loss, name=f"{BOUND_VR}, {oracle}")
+    bound = ShuffleBound(oracle, epsilon0, domain_size, n_bucket(n))
+    return PrivacyCurve(delta=bound.delta, max_loss=bound.max_loss, name=f"shuffled {oracle}")
 
 
 @lru_cache(maxsize=4096)
@@ -246,7 +246,7 @@ def _largest_epsilon0(oracle: str, d: int, target: float, delta: float, n: int, 
         eps0 = k * EPS0_STEP
         if eps0 <= target:
             return True
-        return variation_ratio(oracle, eps0, d, hashes=hashes).pair(pair_n).delta(target) <= delta
+        return ShuffleBound(oracle, eps0, d, pair_n).delta(target) <= delta
 
     top = round(MAX_EPSILON / EPS0_STEP)
     good = max(1, math.floor(min(target, MAX_EPSILON) / EPS0_STEP))
@@ -270,6 +270,6 @@ def _smallest_mu(target: float, delta: float, d: int, n: int, local_epsilon: flo
     return fakes_for(target, delta, local_epsilon, d)
 
 
-__all__ = ["BOUND_FAKES", "BOUND_FAKES_LOCAL", "BOUND_FMT21", "BOUND_LOCAL", "BOUND_VR", "FAKE_ORACLES",
+__all__ = ["BOUND_FAKES", "BOUND_FAKES_LOCAL", "BOUND_FMT21", "BOUND_LOCAL", "FAKE_ORACLES",
            "MAX_FAKE_RATE", "MODES", "CentralBound", "PrivacyPlan", "fakes_bound", "fakes_curve", "plan",
            "shuffled_bound", "shuffled_curve", "std_error"]

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scipy import stats
 
-from ldptel.mechanisms.count_pair import CountPair
+from ldptel.mechanisms.count_pair import CountPair, search_epsilon
 from ldptel.mechanisms.olh import olh_g
 
 ORACLES = ("grr", "oue", "sue", "olh", "hadamard", "rappor")
@@ -146,14 +147,83 @@ def _rappor_attack(p_star: float, q_star: float, hashes: int) -> tuple[Rates, Ra
     return (float(more), float(fewer)), (float(neutral), float(neutral))
 
 
-def amplified_epsilon(oracle: str, epsilon0: float, domain_size: int, n: int, delta: float, *,
-                      hashes: int = DEFAULT_RAPPOR_HASHES, rappor_p_star: float | None = None,
-                      rappor_q_star: float | None = None) -> float | None:
-    """Certified central ε of n shuffled ε₀-LDP reports of ``oracle`` at δ (variation-ratio
-    bound, grid-rounded up); None where it certifies nothing below ε₀."""
-    vr = variation_ratio(oracle, epsilon0, domain_size, hashes=hashes, rappor_p_star=rappor_p_star,
-                         rappor_q_star=rappor_q_star)
-    return vr.pair(n).epsilon(delta)
+def generic_pair(epsilon0: float, n: int) -> CountPair:
+    """The stronger clone pair of any ε₀-LDP randomizer (FMT 2023; the (p, β, q) pair at
+    β = (e^ε₀ − 1)/(e^ε₀ + 1), where device 1 has no leftover: w = 0)."""
+    e = math.exp(epsilon0)
+    return VariationRatio(p=e, beta=(e - 1) / (e + 1), q=e).pair(n)
+
+
+def grr_clone_pair(epsilon0: float, domain_size: int, n: int) -> CountPair:
+    """One extra message at a vs at b, the other n − 1 GRR reports each a clone at a or at b w.p.
+    q = 1/(e^ε₀ + d − 1): C ~ Bin(n − 1, 2q), A ~ Bin(C, ½); (A + 1, B) against (A, B + 1)."""
+    q = 1 / (math.exp(epsilon0) + domain_size - 1)
+    return CountPair(u0=1.0, u1=0.0, r0=q, r1=q, n=n)
+
+
+def grr_mixture_delta(epsilon: float, epsilon0: float, domain_size: int, n: int) -> float:
+    """Certified δ at ε of n shuffled GRR(ε₀) reports: GRR(x) = η·[x] + (1 − η)·uniform,
+    η = (e^ε₀ − 1)/(e^ε₀ + d − 1); by advanced joint convexity (Balle, Barthe, Gaboardi 2018,
+    Theorem 2) and joint convexity, with ε_in = ln(1 + (e^ε − 1)/η) and β = e^{ε − ε_in},
+    δ(ε) ≤ η·[(1 − β)(1 − 1/d) + β]·δ_clone(ε_in), δ_clone that of ``grr_clone_pair``."""
+    e0 = math.exp(epsilon0)
+    eta = (e0 - 1) / (e0 + domain_size - 1)
+    inner = math.log1p(math.expm1(epsilon) / eta)
+    beta = math.exp(epsilon - inner)
+    factor = eta * ((1 - beta) * (1 - 1 / domain_size) + beta)
+    return min(1.0, factor * grr_clone_pair(epsilon0, domain_size, n).delta(inner))
+
+
+@dataclass(frozen=True)
+class ShuffleBound:
+    """Certified δ(ε) of n shuffled ε₀-LDP reports of ``oracle``: 0 from ε₀ on (no output ratio
+    exceeds e^ε₀), else the least of the bounds that apply (``generic_pair``; for GRR also
+    ``grr_mixture_delta``). ``epsilon(δ)``: the smallest grid ε certified, None if none below ε₀."""
+
+    oracle: str
+    epsilon0: float
+    domain_size: int
+    n: int
+
+    @property
+    def max_loss(self) -> float:
+        return self.epsilon0
+
+    def delta(self, epsilon: float) -> float:
+        return min(value for value, _ in self.deltas(epsilon))
+
+    def deltas(self, epsilon: float) -> list[tuple[float, str]]:
+        """Each applicable bound's δ at ε with its name."""
+        if epsilon >= self.epsilon0:
+            return [(0.0, "local")]
+        out = [(generic_pair(self.epsilon0, self.n).delta(epsilon), BOUND_CLONE)]
+        if self.oracle == "grr":
+            out.append((grr_mixture_delta(epsilon, self.epsilon0, self.domain_size, self.n), BOUND_GRR))
+        return out
+
+    def epsilon(self, delta: float) -> float | None:
+        return _bound_epsilon(self, delta)
+
+    def bound_name(self, epsilon: float) -> str:
+        """The name of the analysis that certifies the least δ at ε."""
+        return min(self.deltas(epsilon))[1]
+
+
+BOUND_CLONE = "stronger clone (Feldman-McMillan-Talwar 2023)"
+BOUND_GRR = "GRR mixture and clones (advanced joint convexity)"
+
+
+@lru_cache(maxsize=16384)
+def _bound_epsilon(bound: ShuffleBound, delta: float) -> float | None:
+    return search_epsilon(bound.delta, delta, bound.max_loss)
+
+
+def amplified_epsilon(oracle: str, epsilon0: float, domain_size: int, n: int, delta: float) -> float | None:
+    """Certified central ε of n shuffled ε₀-LDP reports of ``oracle`` at δ (``ShuffleBound``,
+    grid-rounded up); None where it certifies nothing below ε₀."""
+    if oracle not in ORACLES:
+        raise ValueError(f"oracle must be one of {', '.join(ORACLES)}, got {oracle!r}")
+    return ShuffleBound(oracle, float(epsilon0), domain_size, n).epsilon(delta)
 
 
 def amplified_epsilon_lower(oracle: str, epsilon0: float, domain_size: int, n: int, delta: float, *,
@@ -165,5 +235,6 @@ def amplified_epsilon_lower(oracle: str, epsilon0: float, domain_size: int, n: i
     return max(pair.epsilon(delta, upper=False) or 0.0 for pair in pairs)
 
 
-__all__ = ["DEFAULT_RAPPOR_HASHES", "ORACLES", "VariationRatio", "amplified_epsilon",
-           "amplified_epsilon_lower", "attack_pairs", "rappor_bits", "variation_ratio"]
+__all__ = ["BOUND_CLONE", "BOUND_GRR", "DEFAULT_RAPPOR_HASHES", "ORACLES", "ShuffleBound", "VariationRatio",
+           "amplified_epsilon", "amplified_epsilon_lower", "attack_pairs", "generic_pair", "grr_clone_pair",
+           "grr_mixture_delta", "rappor_bits", "variation_ratio"]

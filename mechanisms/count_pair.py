@@ -31,6 +31,7 @@ largest whose lower δ is > δ (the true ε is above it).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -64,8 +65,8 @@ class CountPair:
     n: int
 
     def __post_init__(self) -> None:
-        if not (0 < self.u1 <= self.u0 and self.u0 + self.u1 <= 1 + 1e-12):
-            raise ValueError(f"need 0 < u1 ≤ u0, u0 + u1 ≤ 1; got u0={self.u0!r}, u1={self.u1!r}")
+        if not (0 <= self.u1 <= self.u0 and 0 < self.u0 and self.u0 + self.u1 <= 1 + 1e-12):
+            raise ValueError(f"need 0 ≤ u1 ≤ u0, u0 + u1 ≤ 1; got u0={self.u0!r}, u1={self.u1!r}")
         if not (self.r0 > 0 and self.r1 > 0 and self.r0 + self.r1 <= 1 + 1e-12):
             raise ValueError(f"need r0, r1 > 0, r0 + r1 ≤ 1; got r0={self.r0!r}, r1={self.r1!r}")
         if self.n < 1:
@@ -73,8 +74,8 @@ class CountPair:
 
     @property
     def max_loss(self) -> float:
-        """ln(u0/u1): no likelihood ratio exceeds it, so δ(ε) = 0 from there on."""
-        return math.log(self.u0 / self.u1)
+        """ln(u0/u1): no likelihood ratio exceeds it, so δ(ε) = 0 from there on (inf if u1 = 0)."""
+        return math.log(self.u0 / self.u1) if self.u1 > 0 else math.inf
 
     @property
     def symmetric(self) -> bool:
@@ -103,8 +104,10 @@ def _delta(pair: CountPair, epsilon: float, upper: bool) -> float:
 
 def _one_way(u0: float, u1: float, r0: float, r1: float, n: int, epsilon: float, upper: bool) -> float:
     e = math.exp(epsilon)
-    w = max(0.0, 1.0 - u0 - u1)
-    big_r = min(r0 + r1, 1.0)
+    w = 1.0 - u0 - u1
+    w = w if w > 1e-12 else 0.0
+    big_r = r0 + r1
+    big_r = big_r if big_r < 1 - 1e-12 else 1.0
     rho = r0 / (r0 + r1)
     trials = n - 1
     if big_r >= 1.0:
@@ -175,38 +178,40 @@ def _psi(m: np.ndarray, t: np.ndarray, b_prev: np.ndarray, b_here: np.ndarray, u
 
 @lru_cache(maxsize=16384)
 def _epsilon(pair: CountPair, delta: float, upper: bool) -> float | None:
-    j_top = grid_index_below(pair.max_loss)
+    return search_epsilon(lambda eps: pair.delta(eps, upper), delta, pair.max_loss, upper)
+
+
+def search_epsilon(delta_of: Callable[[float], float], delta: float, max_loss: float,
+                   upper: bool = True) -> float | None:
+    """Bisection on the grid for a non-increasing δ(ε) (``CountPair.epsilon``'s contract); ε is
+    searched below min(max_loss, 50)."""
+    j_top = grid_index_below(min(max_loss, 50.0))
     j_floor = math.floor(math.log(_EPS_FLOOR) / GRID_STEP)
     if upper:
-        if pair.delta(grid(j_top), True) > delta:
+        if delta_of(grid(j_top)) > delta:
             return None
-        good, bad = j_top, None  # good: certified; bad: not certified
-        step = round(math.log(2) / GRID_STEP)
-        while bad is None:  # halve ε until a grid point is not certified
-            j = max(good - step, j_floor)
-            if pair.delta(grid(j), True) > delta:
-                bad = j
-            elif j == j_floor:
-                return grid(j_floor)
-            else:
-                good = j
+        if delta_of(grid(j_floor)) <= delta:
+            return grid(j_floor)
+        good, bad = j_top, j_floor  # good: certified; bad: not
         while good - bad > 1:
             mid = (good + bad) // 2
-            if pair.delta(grid(mid), True) <= delta:
+            if delta_of(grid(mid)) <= delta:
                 good = mid
             else:
                 bad = mid
         return grid(good)
-    if pair.delta(grid(j_floor), False) <= delta:
+    if delta_of(grid(j_floor)) <= delta:
         return 0.0
-    above, below = j_top + 1, j_floor  # δ_lower(grid(below)) > δ; grid(above) ≥ max_loss: δ = 0
+    above, below = j_top + 1, j_floor  # δ_lower(grid(below)) > δ
+    if delta_of(grid(j_top)) > delta:
+        return grid(j_top)
     while above - below > 1:
         mid = (above + below) // 2
-        if pair.delta(grid(mid), False) > delta:
+        if delta_of(grid(mid)) > delta:
             below = mid
         else:
             above = mid
     return grid(below)
 
 
-__all__ = ["GRID_STEP", "TAIL", "CountPair", "binomial_bulk", "grid", "grid_index_below"]
+__all__ = ["GRID_STEP", "TAIL", "CountPair", "binomial_bulk", "grid", "grid_index_below", "search_epsilon"]
