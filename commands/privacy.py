@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="shuffled: ε₀-LDP reports, amplified; shuffled-fakes: the true index plus "
                         "Poisson fake indices")
     p.add_argument("--oracle", required=True, choices=ORACLE_CHOICES,
-                   help="frequency oracle (shuffled); histogram, or grr with --local-epsilon (shuffled-fakes)")
+                   help="frequency oracle (shuffled); histogram, or grr with --local-epsilon "
+                        "(shuffled-fakes)")
     p.add_argument("--domain-size", type=int, required=True, help="number of values d")
     p.add_argument("--central-epsilon", type=float, required=True, help="target central ε")
     p.add_argument("--central-delta", type=float, required=True, help="target central δ")

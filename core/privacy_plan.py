@@ -5,8 +5,8 @@ Two ``shuffled*`` modes (docs/privacy.md):
 - ``shuffled``: each device sends one ε₀-LDP report of ``oracle``; the shuffler releases batches of
   at least ``batch_min`` reports. ``shuffled_bound(oracle, ε₀, d, n, δ)`` is the release's
   "central ε between L and U": U the least of ``ldptel.mechanisms.amplification.ShuffleBound``
-  (stronger clone, FMT 2023; for GRR also mixture and clones), the generic clone bound (Feldman–McMillan–Talwar 2021,
-  ``ldptel.privacy.shuffle_epsilon``) and ε₀; L from an explicit attack.
+  (stronger clone, FMT 2023; for GRR also mixture and clones), the generic clone bound
+  (Feldman–McMillan–Talwar 2021, ``ldptel.privacy.shuffle_epsilon``) and ε₀; L from an explicit attack.
 - ``shuffled-fakes``: each device sends its true index plus Poisson(λ) fake indices (optionally the
   index passed through GRR at ``local_epsilon`` first); ``fakes_bound(μ, d, δ)`` with μ = λ·n/d fakes
   per bucket (``ldptel.mechanisms.fake_messages``).
@@ -185,7 +185,7 @@ def std_error(oracle: str, epsilon0: float, domain_size: int, n: int) -> float |
     """√(n·Var*): the standard error of one count of n ε₀-LDP reports (None for RAPPOR)."""
     if oracle == "rappor":
         return None
-    mechanism = MECHANISMS[oracle](epsilon=epsilon0, domain_size=domain_size)  # type: ignore[call-arg]
+    mechanism = MECHANISMS[oracle](epsilon=epsilon0, domain_size=domain_size)
     return math.sqrt(n * mechanism.variance_star())
 
 

@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 from scipy import stats
 
 from ldptel.mechanisms.count_pair import CountPair, search_epsilon
@@ -63,8 +64,8 @@ def rappor_bits(epsilon0: float, hashes: int) -> tuple[float, float]:
 
 def _rappor_beta(p_star: float, q_star: float, hashes: int) -> float:
     k = range(hashes + 1)
-    on = stats.binom.pmf(list(k), hashes, q_star)
-    off = stats.binom.pmf(list(k), hashes, p_star)
+    on = np.asarray(stats.binom.pmf(list(k), hashes, q_star), dtype=np.float64)
+    off = np.asarray(stats.binom.pmf(list(k), hashes, p_star), dtype=np.float64)
     return 0.5 * sum(abs(on[i] * off[j] - off[i] * on[j]) for i in k for j in k)
 
 
@@ -140,7 +141,8 @@ Rates = tuple[float, float]
 def _rappor_attack(p_star: float, q_star: float, hashes: int) -> tuple[Rates, Rates]:
     """A report supports a if more of a's h Bloom bits are set than of b's (and b if fewer)."""
     k = list(range(hashes + 1))
-    on, off = stats.binom.pmf(k, hashes, q_star), stats.binom.pmf(k, hashes, p_star)
+    on = np.asarray(stats.binom.pmf(k, hashes, q_star), dtype=np.float64)
+    off = np.asarray(stats.binom.pmf(k, hashes, p_star), dtype=np.float64)
     more = sum(on[i] * off[j] for i in k for j in k if i > j)
     fewer = sum(on[i] * off[j] for i in k for j in k if i < j)
     neutral = sum(off[i] * off[j] for i in k for j in k if i > j)

@@ -86,7 +86,8 @@ def test_count_pair_matches_brute_force(pair: CountPair, epsilon: float) -> None
     assert pair.delta(epsilon) == pytest.approx(exact, rel=1e-8, abs=1e-18)
 
 
-def shuffled_grr_delta(epsilon0: float, d: int, dataset: list[int], neighbour: list[int], epsilon: float) -> float:
+def shuffled_grr_delta(epsilon0: float, d: int, dataset: list[int], neighbour: list[int],
+                       epsilon: float) -> float:
     """Exact δ of the released histogram of shuffled GRR reports for two datasets (all histograms)."""
     e0 = math.exp(epsilon0)
 
