@@ -94,9 +94,10 @@ def versions_of(record: Mapping[str, Any]) -> list[Campaign]:
             if k not in latest_table:
                 table.pop(k, None)
         camp = parse_campaign(table, _where(record["name"]))
-        camp.version, camp.superseded_at = int(entry["version"]), entry.get("superseded_at")
-        camp.status, camp.reason = record.get("status", "active"), record.get("reason", "")
-        out.append(camp)
+        out.append(dataclasses.replace(camp, version=int(entry["version"]),
+                                       superseded_at=entry.get("superseded_at"),
+                                       status=record.get("status", "active"),
+                                       reason=record.get("reason", "")))
     return out
 
 
@@ -156,8 +157,7 @@ def record(r: AnyRedis, name: str) -> dict[str, Any] | None:
 
 
 def _swap(r: AnyRedis, name: str, old: bytes | None, new: dict[str, Any]) -> bool:
-    script = r.register_script(scripts.REGISTRY_PUT)
-    return bool(script(keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY],
+    return bool(scripts.of(r).call("REGISTRY_PUT", keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY],
                        args=[name, b"" if old is None else old, json.dumps(new, sort_keys=True)]))
 
 
@@ -296,8 +296,8 @@ class Live:
                 continue
             latest.append(versions[-1])
             history[name] = versions[:-1]
-        self.config.history = history
-        self.config.campaigns = latest
+        # one new snapshot, swapped in by one assignment: a reader holds either the old or the new
+        self.config = dataclasses.replace(self.config, campaigns=latest, history=history)
 
 
 _POLLING: weakref.WeakSet[Live] = weakref.WeakSet()  # every Live whose poller this process started
