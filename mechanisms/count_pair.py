@@ -139,6 +139,27 @@ def _one_way(u0: float, u1: float, r0: float, r1: float, n: int, epsilon: float,
     return total - allowance
 
 
+def _search_up(delta_of: Callable[[float], float], delta: float, j_start: int, j_top: int) -> float | None:
+    """The smallest grid index ≥ j_start with δ ≤ ``delta`` (j_start − 1 is not certified): steps
+    of 1, 2, 4, … up to j_top, then bisection within the last step."""
+    bad, step = j_start - 1, 1
+    while True:
+        j = min(bad + step, j_top)
+        if delta_of(grid(j)) <= delta:
+            good = j
+            break
+        if j == j_top:
+            return None
+        bad, step = j, step * 2
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        if delta_of(grid(mid)) <= delta:
+            good = mid
+        else:
+            bad = mid
+    return grid(good)
+
+
 def binomial_bulk(trials: int, p: float, tail: float) -> tuple[int, int]:
     """[lo, hi] with P(Bin(trials, p) < lo) ≤ tail and P(Bin > hi) ≤ tail (bisection on the
     incomplete-beta tails; scipy's ppf/isf are unreliable this far out)."""
@@ -182,12 +203,16 @@ def _epsilon(pair: CountPair, delta: float, upper: bool) -> float | None:
 
 
 def search_epsilon(delta_of: Callable[[float], float], delta: float, max_loss: float,
-                   upper: bool = True) -> float | None:
+                   upper: bool = True, start: float | None = None) -> float | None:
     """Bisection on the grid for a non-increasing δ(ε) (``CountPair.epsilon``'s contract); ε is
-    searched below min(max_loss, 50)."""
+    searched below min(max_loss, 50). ``start`` (upper only): an ε known not to be certified
+    (a lower bound on the exact ε): the search goes up from it in doubling steps first, so a
+    bound that is close to it costs a few evaluations instead of a whole bisection."""
     j_top = grid_index_below(min(max_loss, 50.0))
     j_floor = math.floor(math.log(_EPS_FLOOR) / GRID_STEP)
     if upper:
+        if start is not None and start > grid(j_floor):
+            return _search_up(delta_of, delta, min(grid_index_below(start) + 1, j_top), j_top)
         if delta_of(grid(j_top)) > delta:
             return None
         if delta_of(grid(j_floor)) <= delta:

@@ -42,11 +42,11 @@ def test_within_the_authors_bracket(row: dict) -> None:
 def test_issue_figures() -> None:
     """GRR, d = 100, n = 10⁵, ε₀ = 4, δ = 10⁻⁶: FMT21 ≈ 0.17 (the issue: 0.173), lower bound 0.068,
     literature ≈ 0.069 (Wang et al.'s code: 0.068436, tests/reference; that pair is not a sound
-    bound, see the negative control), ours 0.0736. d = 1,024, n = 10⁶, δ = 10⁻⁸: FMT21 certifies
+    bound, see the negative control), ours (the GRR blanket) 0.06845. d = 1,024, n = 10⁶, δ = 10⁻⁸: FMT21 certifies
     ≈ 1.0 at ε₀ = 9.0; the lower bound at ε₀ = 9.7 is ≥ 0.96."""
     upper = amplified_epsilon("grr", 4.0, 100, 100_000, 1e-6)
     lower = amplified_epsilon_lower("grr", 4.0, 100, 100_000, 1e-6)
-    assert upper is not None and 0.068 <= lower <= upper <= 0.074
+    assert upper is not None and 0.068 <= lower <= upper <= 0.0686
     assert 0.169 <= shuffle_epsilon(4.0, 100_000, 1e-6) <= 0.174  # type: ignore[operator]
     assert shuffle_epsilon(9.0, 1_000_000, 1e-8) == pytest.approx(1.0, abs=0.01)
     assert amplified_epsilon_lower("grr", 9.7, 1024, 1_000_000, 1e-8) >= 0.96
@@ -155,23 +155,24 @@ GRID_D = (2, 16, 1024, 100_000)
 
 @pytest.mark.slow
 def test_grr_grid_sound_and_tight() -> None:
-    """GRR on the whole grid at δ = 10⁻⁸: U ≥ L everywhere; the ratio U/L where U certifies
-    amplification at d ≥ 16 is printed (the 1.10 target is not met everywhere: large d, where the
-    generic clone bound wins, is far from the attack)."""
-    worst = 1.0
+    """GRR on the grid at δ = 10⁻⁸: U ≥ L everywhere, and where U certifies amplification at
+    d ≥ 16, U ≤ 1.10·L (the blanket bound against the attack with every other device on a third
+    value; measured worst: 1.008)."""
+    worst = (1.0, None)
     for n, epsilon0, d in itertools.product(GRID_N, GRID_EPS0, GRID_D):
         upper = amplified_epsilon("grr", epsilon0, d, n, 1e-8)
         lower = amplified_epsilon_lower("grr", epsilon0, d, n, 1e-8)
         assert lower <= (upper if upper is not None else epsilon0), (n, epsilon0, d)
         if upper is not None and d >= 16:
-            worst = max(worst, upper / lower)
-    print(f"GRR, d ≥ 16: worst U/L where amplified = {worst:.3f}")  # not tight everywhere (docs)
+            assert upper <= 1.10 * lower, (n, epsilon0, d, upper, lower)
+            worst = max(worst, (upper / lower, (n, epsilon0, d)), key=lambda w: w[0])
+    print(f"GRR, d ≥ 16: worst U/L where amplified = {worst[0]:.4f} at (n, ε₀, d) = {worst[1]}")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("oracle", [o for o in ORACLES if o != "grr"])
 def test_other_oracles_sound_on_the_grid(oracle: str) -> None:
-    for n, epsilon0, d in itertools.product((1_000, 100_000, 10_000_000), (0.5, 2.0, 6.0, 12.0), (2, 1024)):
+    for n, epsilon0, d in itertools.product((1_000, 10_000_000), (0.5, 6.0, 12.0), (2, 1024)):
         upper = amplified_epsilon(oracle, epsilon0, d, n, 1e-8)
         lower = amplified_epsilon_lower(oracle, epsilon0, d, n, 1e-8)
         assert lower <= (upper if upper is not None else epsilon0), (oracle, n, epsilon0, d)
