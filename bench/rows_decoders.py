@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 import floors
+import numpy as np
+from table import Row, Timed
+
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.mechanisms.hadamard import Hadamard
 from ldptel.mechanisms.olh import OLH
@@ -17,7 +18,6 @@ from ldptel.mechanisms.range_haar import RangeHaar
 from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 from ldptel.mechanisms.rappor import RAPPOR
 from ldptel.mechanisms.unary import OUE
-from table import Row, Timed
 
 RNG_SEED = 27
 

@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROW_MODULES = ["rows_decoders"]
 PENDING = [  # the ingest/shuffler rows of the issue, measured after the wire-format change
-    ("collector CPU per request, batch 1–1,000", "minimal Flask app, same parse + XADD", "≤ 1.2× at batch 100"),
+    ("collector CPU per request, batch 1–1,000", "minimal Flask app, same parse + XADD",
+     "≤ 1.2× at batch 100"),
     ("shuffler per million one-report batches", "hiredis alone", "≥ 2× fewer CPU-s than before"),
     ("loadtest/run.sh --run-time 60s accepted reports/s", "before this issue, same conditions", "≥ 1.5×"),
 ]

@@ -1,5 +1,5 @@
 """Hierarchical range decoder: per-level support counts C_{ℓ,u} (GRR: reports equal to u; OLH: the
-vectorized kernel against the level's node keys, at accumulation time since the nodes are known)
+compiled kernel against the level's node keys, at accumulation time since the nodes are known)
 and per-level report counts n_ℓ, all additive. Estimate: x̂_{ℓ,u} = H·(C_{ℓ,u} − n_ℓ q_ℓ)/(p_ℓ −
 q_ℓ), then the least-squares consistency of ``RangeHierarchical.consistent_leaves``; std errors
 from ``RangeHierarchical.range_variance`` with the Norm-Sub leaf counts plugged in."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.mechanisms import hashing
+from ldptel.mechanisms.kernels.olh import olh_support
 from ldptel.mechanisms.olh import OLH
 from ldptel.mechanisms.postprocess import norm_sub
 from ldptel.mechanisms.range_hierarchical import RangeHierarchical
@@ -34,8 +34,7 @@ class RangeHierarchicalAccumulator(Accumulator):
                 continue
             vals = columns["values"][sel]
             if isinstance(o, OLH):
-                a, b, w = hashing.olh_match_params(columns["seeds"][sel], vals, o.g)
-                c = hashing.olh_support_counts(a, b, w, o.keys, 128)
+                c = olh_support(columns["seeds"][sel], vals, o.g, o.keys)
             else:
                 c = np.bincount(vals, minlength=o.domain_size)
             self.state["support"][m.offsets[ell] : m.offsets[ell + 1]] += c

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.aggregator.decoders.unary import column_popcount
 from ldptel.mechanisms.estimates import FrequencyEstimate
+from ldptel.mechanisms.kernels.bits import column_ones
 from ldptel.mechanisms.rappor import RAPPOR
 
 
@@ -35,14 +35,9 @@ class RapporAccumulator(Accumulator):
     def add_columns(self, columns: dict, count: int) -> None:
         cohorts, bits = columns["cohorts"], columns["bits"]
         m, k = self.mech.cohorts, self.mech.bloom_bits
-        per_cohort = np.bincount(cohorts, minlength=m)
-        self.state["cohort_n"] += per_cohort
-        order = np.argsort(cohorts, kind="stable")
-        sorted_bits = bits[order]
-        ends = np.cumsum(per_cohort)
-        for j in np.nonzero(per_cohort)[0]:
-            block = sorted_bits[ends[j] - per_cohort[j] : ends[j]]
-            self.state["ones"][j] += column_popcount(block, k)
+        ones = column_ones(bits, k, cohorts, m)  # raises on a cohort outside [0, m)
+        self.state["cohort_n"] += np.bincount(cohorts, minlength=m)
+        self.state["ones"] += ones
 
     def bit_estimates(self) -> np.ndarray:
         """t_jb: estimated number of devices of cohort j whose true Bloom bit b is set."""
