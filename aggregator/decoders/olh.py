@@ -4,7 +4,6 @@ hash-and-count kernel (``ldptel.mechanisms.kernels.olh``)."""
 from __future__ import annotations
 
 from ldptel.aggregator.decoders.base import PureAccumulator
-from ldptel.mechanisms.kernels.olh import olh_support
 from ldptel.mechanisms.olh import OLH
 
 
@@ -13,5 +12,8 @@ class OlhAccumulator(PureAccumulator):
     mech: OLH
 
     def add_columns(self, columns: dict, count: int) -> None:
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.olh import olh_support
+
         self.state["support"] += olh_support(columns["seeds"], columns["values"], self.mech.g,
                                              self.mech.keys)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.mechanisms.kernels.signed import fwht, signed_histogram
 from ldptel.mechanisms.range_haar import RangeHaar
 from ldptel.mechanisms.ranges import RangeEstimate
 
@@ -24,11 +23,16 @@ class RangeHaarAccumulator(Accumulator):
         return {"signs": np.zeros(int(self.mech.offsets[-1]), dtype=np.int64)}
 
     def add_columns(self, columns: dict, count: int) -> None:
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.signed import signed_histogram
+
         slot = self.mech.offsets[columns["levels"]] + columns["indices"]
         self.state["signs"] += signed_histogram(slot, columns["signs"], self.state["signs"].size)
 
     def coefficients(self) -> list[np.ndarray]:
         """θ̂_ℓ for ℓ = 1..h."""
+        from ldptel.mechanisms.kernels.signed import fwht
+
         m = self.mech
         A = self.state["signs"]
         return [m.h * m.scale * fwht(A[m.offsets[i] : m.offsets[i + 1]]) for i in range(m.h)]

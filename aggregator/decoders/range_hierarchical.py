@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.mechanisms.kernels.olh import olh_support
 from ldptel.mechanisms.olh import OLH
 from ldptel.mechanisms.postprocess import norm_sub
 from ldptel.mechanisms.range_hierarchical import RangeHierarchical
@@ -25,6 +24,9 @@ class RangeHierarchicalAccumulator(Accumulator):
                 "level_n": np.zeros(self.mech.H, dtype=np.int64)}
 
     def add_columns(self, columns: dict, count: int) -> None:
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.olh import olh_support
+
         m = self.mech
         lev = columns["levels"]
         self.state["level_n"] += np.bincount(lev, minlength=m.H)

@@ -20,7 +20,6 @@ import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.mechanisms.estimates import FrequencyEstimate
-from ldptel.mechanisms.kernels.bits import column_ones
 from ldptel.mechanisms.rappor import RAPPOR
 
 
@@ -33,6 +32,9 @@ class RapporAccumulator(Accumulator):
         return {"cohort_n": np.zeros(m, dtype=np.int64), "ones": np.zeros((m, k), dtype=np.int64)}
 
     def add_columns(self, columns: dict, count: int) -> None:
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.bits import column_ones
+
         cohorts, bits = columns["cohorts"], columns["bits"]
         m, k = self.mech.cohorts, self.mech.bloom_bits
         ones = column_ones(bits, k, cohorts, m)  # raises on a cohort outside [0, m)

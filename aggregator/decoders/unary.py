@@ -4,11 +4,13 @@ count over the packed rows, ``ldptel.mechanisms.kernels.bits``)."""
 from __future__ import annotations
 
 from ldptel.aggregator.decoders.base import PureAccumulator
-from ldptel.mechanisms.kernels.bits import column_ones
 
 
 class UnaryAccumulator(PureAccumulator):
     mechanism_name = "unary"
 
     def add_columns(self, columns: dict, count: int) -> None:
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.bits import column_ones
+
         self.state["support"] += column_ones(columns["bits"], self.mech.domain_size)

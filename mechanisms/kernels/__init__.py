@@ -7,7 +7,7 @@ One implementation per kernel, each compiled once per process from its on-disk c
 ``threads()`` threads where the work is large enough to pay (``parallel``):
 
 - ``olh.olh_support``: C_v = #{i : H_seed_i(x_v) = y_i}, the OLH hash derived from each seed and
-  tested against every item in one pass (counts identical to ``hashing.olh_support_counts``);
+  tested against every item in one pass (counts identical to the numpy path it replaced);
 - ``bits.column_ones``: ones per bit column of row-packed reports, per group (OUE/SUE: one group;
   RAPPOR: the cohorts), bit-sliced over 64-bit words;
 - ``signed.signed_histogram``: A[j] = Σ_{i: j_i = j} ±1 (Hadamard response, Haar ranges);

@@ -38,7 +38,7 @@ if CACHE_DIR:
 import numba  # noqa: E402  (after NUMBA_CACHE_DIR is set)
 
 if CACHE_DIR:
-    numba.config.CACHE_DIR = CACHE_DIR  # in case numba was imported before this module
+    numba.config.CACHE_DIR = CACHE_DIR  # type: ignore[attr-defined]  # numba imported before us
 
 
 def kernel(fn: Callable[..., Any]) -> Any:

@@ -90,6 +90,15 @@ def _support(seeds, ys, g, keys, out):  # pragma: no cover - compiled
     _count(a, b, w, keys, out)
 
 
+def match_params(seeds: np.ndarray, ys: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The per-report uint64 (a, b', w) of the match test, as the kernel computes them."""
+    seeds = np.ascontiguousarray(seeds, dtype=np.uint32)
+    ys = np.ascontiguousarray(np.asarray(ys).astype(np.uint64, copy=False))
+    a, b, w = (np.empty(seeds.size, dtype=np.uint64) for _ in range(3))
+    _params(seeds, ys, int(g), a, b, w)
+    return a, b, w
+
+
 def olh_support(seeds: np.ndarray, ys: np.ndarray, g: int, keys: np.ndarray) -> np.ndarray:
     """C_v = #{i : H_seed_i(keys[v]) = ys[i]} (int64, len(keys)) for uint32 ``seeds``, hashed
     values ``ys`` (taken mod 2^64 as the numpy path does) and uint32 item ``keys``."""
