@@ -35,6 +35,10 @@ from ldptel.mechanisms.randomness import bernoulli_packed, resolve
 from ldptel.proto import RapporPayload, ReportBatch
 
 RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")  # public parameters
+# Decoding costs grow as candidates³ (one |S|×|S| factorization; about 1 s at 2,048): a campaign's
+# ``max_candidates`` (default below) caps its list, and no mechanism takes more than the bound.
+MAX_CANDIDATES_DEFAULT = 4096
+MAX_CANDIDATES = 16384
 
 
 def _check_prob(value: Any, name: str) -> float:
@@ -79,6 +83,9 @@ class RAPPOR(Mechanism):
             raise ValueError("candidates must be a list of strings")
         if len(set(candidates)) != len(candidates):
             raise ValueError("candidates must be distinct")
+        if len(candidates) > MAX_CANDIDATES:
+            raise ValueError(f"candidates has {len(candidates)} entries, more than {MAX_CANDIDATES} (the "
+                             "decoder's bound: its cost grows as the cube of the candidates)")
         self.candidates = list(candidates)
         self.secret = device_secret(secret)
         self.epsilon = self.epsilon_one

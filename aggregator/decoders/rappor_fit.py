@@ -11,8 +11,11 @@ barely determined): the non-negative LASSO min ½βᵀGβ − gᵀβ + λΣβ, �
 of λ from λ_max = max_i g_i (where β = 0) down to λ_max/100, warm-started, stopping before the
 support exceeds ``SELECT_RATIO`` × rows (the rule of google/rappor's decoder: its glmnet path to
 λ_max/100, at most 0.8 × rows non-zero coefficients); S is the support at the last λ kept.
-Candidates outside S are estimated 0 with std error 0 (the fitted model holds them absent).
-Otherwise S is every candidate and nothing changes from plain least squares.
+Candidates outside S are estimated 0 with std error 0 (the fitted model holds them absent), and
+``normalized`` keeps only the candidates the fit detects, n̂_c > ``REPORT_Z`` · se_c (google/rappor's
+reporting rule), at their least-squares estimate (re-fitting without the others would hand their
+mass to the candidates that share their Bloom bits). Otherwise S is every candidate and nothing
+changes from plain least squares.
 
 **Std errors**, conditional on the cohort sizes N_j: diag(G⁻¹ B G⁻¹) for the noise of the bit
 counts, B = Σ_j c_j² X_jᵀ diag(Σ_j) X_j, plus the random split of the devices over cohorts: a
@@ -21,8 +24,8 @@ mean over j is e_c, so its variance adds Σ_j a_j c_j² diag(G⁻¹X_jᵀX_j D X
 D = diag(n̂⁺). Per cohort only Y_j = X_j G⁻¹ (k × |S|) is formed (``kernels.rappor``): the noise
 term is Σ_b Σ_jb Y_jb², the split term Σ_c D_c (Σ_{b set by c} Y_jb)².
 
-**Normalized**: the non-negative least squares on the same system (not forced to sum to N:
-strings outside the candidates are allowed), by coordinate descent from clip(n̂, 0).
+**Normalized** (no selection): the non-negative least squares on the same system (not forced to
+sum to N: strings outside the candidates are allowed), by coordinate descent from clip(n̂, 0).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import numpy as np
 SELECT_RATIO = 0.8  # select when candidates > 0.8 × equations; keep at most that many
 PATH_STEPS = 24  # λ values from λ_max to λ_max/100
 PATH_END = 0.01
+REPORT_Z = 2.0  # after a selection, normalized keeps the estimates more than 2 std errors above 0
 
 
 @dataclass
@@ -86,7 +90,10 @@ def fit(system: RapporSystem, n: int) -> Fit:
         G_inv, est = solve(G, g_all[S])
         counts[S] = est
         se[S] = np.sqrt(np.maximum(variances(system, S, G_inv, np.clip(est, 0, n)), 0.0))
-        normalized[S] = nonneg_fit(G, g_all[S], est)
+        if S.size < C:
+            normalized[S] = np.where(est > REPORT_Z * se[S], est, 0.0)
+        else:
+            normalized[S] = nonneg_fit(G, g_all[S], est)
     return Fit(counts=counts, std_error=se, normalized=normalized, selected=selected)
 
 
