@@ -41,7 +41,10 @@ class RangeHaarAccumulator(Accumulator):
         m, n = self.mech, self.n
         sums = np.full(1, float(n))  # the one block of level h
         for theta in reversed(self.coefficients()):
-            sums = np.stack(((sums + theta) / 2, (sums - theta) / 2), axis=1).reshape(-1)
+            halves = np.empty(2 * sums.size)
+            halves[0::2] = (sums + theta) / 2
+            halves[1::2] = (sums - theta) / 2
+            sums = halves
         counts = sums[: m.domain_size]
         se = np.sqrt(np.maximum(m.value_variance(counts, n), 0.0)) if n else np.zeros(m.domain_size)
         return RangeEstimate(n=n, counts=counts, std_error=se, range_variance=m.range_variance,
