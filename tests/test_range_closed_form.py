@@ -139,3 +139,18 @@ def test_hierarchical_closed_form_equals_dense_formula(d: int, epsilon: float, b
     np.testing.assert_allclose(got, dense_range_variance(mech, lo, hi, counts, 50_000), rtol=1e-9,
                                atol=1e-9 * np.abs(got).max())
     assert np.all(got[(lo > 0) | (hi < d - 1)] > 0)  # (the full range [0, d − 1] is exact: N)
+
+
+def test_hierarchical_ranges_split_over_threads_give_the_same_variances(monkeypatch) -> None:
+    from ldptel.mechanisms.kernels import parallel, ranges
+
+    mech = RangeHierarchical(1.0, 300, 4)
+    counts = np.random.default_rng(1).multinomial(10_000, np.full(300, 1 / 300)).astype(float)
+    lo, hi = ranges_of(300, np.random.default_rng(2))
+    one = mech.range_variance(lo, hi, counts, 10_000)
+    monkeypatch.setattr(ranges, "MIN_CHUNK", 10)
+    parallel.set_threads(3)
+    try:
+        np.testing.assert_array_equal(mech.range_variance(lo, hi, counts, 10_000), one)
+    finally:
+        parallel.set_threads(None)

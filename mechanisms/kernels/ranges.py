@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldptel.mechanisms.kernels import parallel
 from ldptel.mechanisms.kernels.compiled import kernel
+
+MIN_CHUNK = 1 << 14  # ranges per thread, at least
 
 
 @kernel
@@ -154,6 +157,10 @@ def level_sums(lo: np.ndarray, hi: np.ndarray, tree: dict, pref: np.ndarray, n: 
     var, a0 = np.zeros(lo.size), np.zeros(lo.size)
     t = tree
     cap = int(t["nodes"][0]) + int(t["H"]) * (3 * int(t["B"]) + 8) + 8  # pieces per level, at most
-    _many(lo, hi, int(t["H"]), int(t["B"]), int(t["d"]), t["widths"], t["nodes"], t["offs"], t["beta"],
-          t["gamma"], pref, t["p"], t["q"], t["is_grr"], float(n), cap, var, a0)
+
+    def part(i: int, j: int) -> None:  # each chunk writes its own slice
+        _many(lo[i:j], hi[i:j], int(t["H"]), int(t["B"]), int(t["d"]), t["widths"], t["nodes"], t["offs"],
+              t["beta"], t["gamma"], pref, t["p"], t["q"], t["is_grr"], float(n), cap, var[i:j], a0[i:j])
+
+    parallel.run(part, parallel.chunks(lo.size, 1.0, MIN_CHUNK))
     return var, a0
