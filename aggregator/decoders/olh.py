@@ -16,4 +16,4 @@ class OlhAccumulator(PureAccumulator):
         from ldptel.mechanisms.kernels.olh import olh_support
 
         self.state["support"] += olh_support(columns["seeds"], columns["values"], self.mech.g,
-                                             self.mech.keys)
+                                             self.mech.keys64)

@@ -36,7 +36,7 @@ class RangeHierarchicalAccumulator(Accumulator):
                 continue
             vals = columns["values"][sel]
             if isinstance(o, OLH):
-                c = olh_support(columns["seeds"][sel], vals, o.g, o.keys)
+                c = olh_support(columns["seeds"][sel], vals, o.g, o.keys64)
             else:
                 c = np.bincount(vals, minlength=o.domain_size)
             self.state["support"][m.offsets[ell] : m.offsets[ell + 1]] += c

@@ -101,10 +101,12 @@ def match_params(seeds: np.ndarray, ys: np.ndarray, g: int) -> tuple[np.ndarray,
 
 def olh_support(seeds: np.ndarray, ys: np.ndarray, g: int, keys: np.ndarray) -> np.ndarray:
     """C_v = #{i : H_seed_i(keys[v]) = ys[i]} (int64, len(keys)) for uint32 ``seeds``, hashed
-    values ``ys`` (taken mod 2^64 as the numpy path does) and uint32 item ``keys``."""
+    values ``ys`` (taken mod 2^64 as the numpy path does) and the items' 32-bit ``keys`` (as
+    uint32, or already widened to uint64: ``OLH.keys64``, no copy per call)."""
     seeds = np.ascontiguousarray(seeds, dtype=np.uint32)
     ys = np.ascontiguousarray(np.asarray(ys).astype(np.uint64, copy=False))
-    x = np.ascontiguousarray(np.asarray(keys, dtype=np.uint32).astype(np.uint64))
+    x = keys if keys.dtype == np.uint64 else np.asarray(keys, dtype=np.uint32).astype(np.uint64)
+    x = np.ascontiguousarray(x)
     if seeds.size != ys.size:
         raise ValueError(f"{seeds.size} seeds but {ys.size} values")
     bounds = parallel.chunks(seeds.size, x.size, MIN_CHUNK)
