@@ -1,13 +1,14 @@
 # Two entry points for a fresh clone: `make demo` installs the runtime (the SDK plus the `server`
 # extra: collector, aggregator, pages) and runs the stack; `make test` adds the test extras
-# (pytest, ruff, mypy, Playwright, locust, grpcio-tools) and runs ruff, mypy, `ldptel audit` on the
-# example config (each campaign's privacy claim checked on its mechanism) and the whole suite.
+# (pytest, ruff, mypy, import-linter, Playwright, locust, grpcio-tools) and runs the conflict-marker
+# guard, ruff, the import contract (`lint-imports`), mypy, `ldptel audit` on the example config
+# (each campaign's privacy claim checked on its mechanism) and the whole suite.
 # Each creates the local virtualenv first. `pip install ldptel` alone is the SDK (numpy, xxhash,
 # protobuf).
 #
 # The install is setuptools' strict editable mode: build/__editable__.*/ is a tree of symlinks that
-# maps core/ client/ server/ aggregator/ shuffler/ proto/ onto the one `ldptel` package, which is how mypy
-# resolves `ldptel.*`. Edits to existing files show at once, but the links are made at install time,
+# maps the floors (core/ mechanisms/ client/ server/ aggregator/ shuffler/ commands/ proto/) onto
+# the one `ldptel` package, which is how mypy and lint-imports resolve `ldptel.*`. Edits to existing files show at once, but the links are made at install time,
 # so the install depends on the *list* of package files ($(FILE_LIST)): adding, removing or renaming
 # a module, template or stylesheet re-runs the install on the next `make`.
 PYTHON ?= python3
@@ -52,19 +53,23 @@ demo: $(RUNTIME_STAMP)
 	$(BIN)/ldptel demo
 
 test: $(TEST_STAMP)
+	.ci/conflict-markers
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 	$(BIN)/ldptel audit --config examples/ldptel.toml
 	$(BIN)/python -m pytest -q
 
-test-fast: $(TEST_STAMP)  ## the unit tier: every test not marked slow (under a minute)
-	$(BIN)/python -m pytest -q -m "not slow"
+test-fast: $(TEST_STAMP)  ## the unit tier: no Redis, no server, no slow test (under a minute)
+	LDPTEL_UNIT_TIER=1 $(BIN)/python -m pytest -q -m "not slow and not integration"
 
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
-lint: $(TEST_STAMP)
+lint: $(TEST_STAMP)  ## merge-conflict markers, ruff, the import contract (pyproject: [tool.importlinter])
+	.ci/conflict-markers
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 bench: $(RUNTIME_STAMP)  ## the hot-path table: every row as ldptel ÷ a floor measured beside it (< 5 min)
 	$(BIN)/python bench/table.py

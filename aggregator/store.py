@@ -74,7 +74,7 @@ def load_accumulator(r: AnyRedis, campaign: Campaign, window: int) -> tuple[Accu
     acc = new_accumulator(campaign)
     prefix = keys.acc_field(window, "")
     for key in state_keys(campaign):
-        for data in r.eval(scripts.READ_WINDOW, 1, key, prefix):
+        for data in scripts.of(r).call("READ_WINDOW", keys=[key], args=[prefix]):
             acc.merge(decode_accumulator(campaign, data, acc))
     return acc, acc.n
 
@@ -88,8 +88,8 @@ def delete_windows(r: AnyRedis, campaign: Campaign, windows: list[int]) -> int:
     number of fields deleted."""
     if not windows:
         return 0
-    script = r.register_script(scripts.EXPIRE_WINDOWS)
-    return sum(int(script(keys=[key], args=windows)) for key in state_keys(campaign))
+    run = scripts.of(r)
+    return sum(int(run.call("EXPIRE_WINDOWS", keys=[key], args=windows)) for key in state_keys(campaign))
 
 
 def check_state(r: AnyRedis, campaign: Campaign, shard: int, template: Accumulator) -> None:
@@ -177,4 +177,4 @@ def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list
             *ids, *replaced, *sets, *incr]
     stream = keys.stream_key(campaign.name, shard)
     state = keys.state_key(campaign.name, shard, campaign.version)
-    return r.register_script(scripts.COMMIT)(keys=[stream, state], args=args)[0]
+    return scripts.of(r).call("COMMIT", keys=[stream, state], args=args)[0]

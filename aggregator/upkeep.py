@@ -19,11 +19,10 @@ from ldptel.redis_client import AnyRedis
 def claim_idle(r: AnyRedis, stream: str, consumer: str, idle_ms: int) -> int:
     """``XAUTOCLAIM`` to ``consumer`` every entry of ``stream`` pending for at least ``idle_ms``
     to any consumer; returns the number claimed."""
-    autoclaim = r.register_script(scripts.AUTOCLAIM)
     claimed = 0
     start = "0-0"
     while True:
-        nxt, n = autoclaim(keys=[stream], args=[GROUP, consumer, idle_ms, start, 1000])
+        nxt, n = scripts.of(r).call("AUTOCLAIM", keys=[stream], args=[GROUP, consumer, idle_ms, start, 1000])
         claimed += n
         if nxt == b"0-0":
             return claimed
@@ -38,11 +37,10 @@ def remove_idle_consumers(r: AnyRedis, stream: str, keep: str, idle_ms: int) -> 
         consumers = r.xinfo_consumers(stream, GROUP)
     except redis_lib.ResponseError:
         return
-    delconsumer = r.register_script(scripts.DELCONSUMER)
     for c in consumers:
         name = c["name"].decode() if isinstance(c["name"], bytes) else c["name"]
         if name != keep and c["pending"] == 0 and c["idle"] > idle_ms:
-            delconsumer(keys=[stream], args=[GROUP, name])
+            scripts.of(r).call("DELCONSUMER", keys=[stream], args=[GROUP, name])
 
 
 class DeliveryMarks:

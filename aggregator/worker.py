@@ -77,7 +77,7 @@ class Worker:
         """``registry_r``: the client that reads the campaign registry (``ldptel.acl``: the
         ``reader`` role, when ``r`` is the ``aggregator`` role, which holds no registry key);
         default ``r``."""
-        self.config = config
+        self.live = registry.Live(config, registry_r or r)  # campaign changes without a restart
         self.cfg = config.aggregator
         self.r = r
         self.consumer = consumer or new_consumer_name()
@@ -97,7 +97,11 @@ class Worker:
         self.committed_at: float | None = None  # epoch seconds of the last commit
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
         self._pulse = heartbeat.Pulse(self.consumer)
-        self.live = registry.Live(config, registry_r or r)  # campaign changes without a restart
+
+    @property
+    def config(self) -> Config:
+        """The campaign registry's current snapshot (``registry.Live``)."""
+        return self.live.config
 
     # --- setup ------------------------------------------------------------------------------
     def setup(self) -> None:

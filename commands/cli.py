@@ -5,9 +5,10 @@ so that ``ldptel --help`` stays fast and the SDK-only install (no ``[server]`` e
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 
 from ldptel import logs
@@ -162,40 +163,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+# subcommand → (module, function); imported on use, so the SDK-only install runs ``simulate`` and
+# a server command names the missing ``[server]`` extra
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("ldptel.commands.demo", "run_demo"),
+    "serve": ("ldptel.commands.serve", "run_serve"),
+    "aggregate": ("ldptel.commands.aggregate", "run_aggregate"),
+    "shuffle": ("ldptel.commands.shuffle", "run_shuffle"),
+    "audit": ("ldptel.commands.audit", "run_audit"),
+    "campaigns": ("ldptel.commands.campaigns", "run_campaigns"),
+    "redis-acl": ("ldptel.commands.acl_admin", "run_redis_acl"),
+    "simulate": ("ldptel.commands.simulate", "run_simulate"),
+}
+
+
 def _run(args: argparse.Namespace) -> int:
-    if args.command == "demo":
-        from ldptel.commands.demo import run_demo
-
-        return run_demo(args)
-    if args.command == "serve":
-        from ldptel.commands.serve import run_serve
-
-        return run_serve(args)
-    if args.command == "aggregate":
-        from ldptel.commands.aggregate import run_aggregate
-
-        return run_aggregate(args)
-    if args.command == "shuffle":
-        from ldptel.commands.shuffle import run_shuffle
-
-        return run_shuffle(args)
-    if args.command == "audit":
-        from ldptel.commands.audit import run_audit
-
-        return run_audit(args)
-    if args.command == "campaigns":
-        from ldptel.commands.campaigns import run_campaigns
-
-        return run_campaigns(args)
-    if args.command == "redis-acl":
-        from ldptel.commands.acl_admin import run_redis_acl
-
-        return run_redis_acl(args)
-    if args.command == "simulate":
-        from ldptel.commands.simulate import run_simulate
-
-        return run_simulate(args)
-    return 2
+    if args.command not in COMMANDS:
+        return 2
+    module, function = COMMANDS[args.command]
+    run: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 from ldptel.config_values import fail, read_int
@@ -50,9 +50,11 @@ KIND_KEYS = {
 
 
 
-@dataclass
+@dataclass(frozen=True)
 class Campaign:
-    """One campaign. ``params`` holds the kind-specific settings as validated values."""
+    """One campaign version, immutable: a change is a new object (``dataclasses.replace``).
+    ``params`` holds the kind-specific settings as validated values (never mutated after
+    ``parse_campaign``)."""
 
     name: str
     kind: str
@@ -197,7 +199,8 @@ def parse_campaign(raw: Any, where: str) -> Campaign:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise fail(f"{where}.description", "must be a string")
-    camp = Campaign(
+    camp = SimpleNamespace(  # the fields as they are validated; frozen into a Campaign at the end
+        oracle=None, domain=None, domain_size=None, params={},
         name=name, kind=kind, epsilon=None, window=window, description=description, retention=retention,
         min_reports=read_int(raw, "min_reports", where, 1000, 1, 10**12),
         shards=read_int(raw, "shards", where, 1, 1, 1024),
@@ -235,7 +238,7 @@ def parse_campaign(raw: Any, where: str) -> Campaign:
         camp.params = params  # max_candidates is checked here only: not published, no new version
         camp.epsilon = mech.epsilon
         camp.params["epsilon_inf"] = mech.epsilon_inf
-        return camp
+        return Campaign(**vars(camp))
 
     eps = raw.get("epsilon")
     if eps is None:
@@ -297,7 +300,7 @@ def parse_campaign(raw: Any, where: str) -> Campaign:
             if method != "hierarchical":
                 raise fail(f"{where}.branching", "applies only to method = \"hierarchical\"")
             camp.params["branching"] = read_int(raw, "branching", where, None, 2, 1024)
-    return camp
+    return Campaign(**vars(camp))
 
 
 def _memoize(raw: dict, where: str, epsilon: float) -> dict[str, Any]:

@@ -46,7 +46,7 @@ def _tokens(d: dict, key: str, env: str) -> list[str]:
     return tokens
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerConfig:
     ingest_tokens: list[str] = field(default_factory=list)
     export_tokens: list[str] = field(default_factory=list)
@@ -61,7 +61,7 @@ class ServerConfig:
     max_aggregator_lag_seconds: int = 300  # /healthz answers 503 beyond (supervised aggregator)
 
 
-@dataclass
+@dataclass(frozen=True)
 class AggregatorConfig:
     read_count: int = 500  # stream entries (batches) per XREADGROUP
     block_ms: int = 1000
@@ -70,7 +70,7 @@ class AggregatorConfig:
     publish_interval: float = 5.0  # seconds between two publications of one (campaign, window)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ShufflerConfig:
     """``[shuffler]``: with ``enabled`` the collector appends to the ingress streams and
     ``ldptel shuffle`` moves shuffled reports to the analysis streams the aggregator reads;
@@ -84,8 +84,11 @@ class ShufflerConfig:
     aof_rewrite_seconds: int = 600
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
+    """The whole configuration, immutable: ``registry.Live`` swaps in a new snapshot when the
+    campaign registry changes, so whoever holds one sees one consistent set of campaigns."""
+
     server: ServerConfig
     aggregator: AggregatorConfig
     campaigns: list[Campaign]  # the latest version of each campaign

@@ -14,8 +14,9 @@
     │   ├── CampaignRefused                 over the device's max_epsilon
     │   ├── VersionClosed                   a campaign version the collector no longer takes
     │   └── QueueUnavailable                the SDK's queue file cannot be opened
-    └── ApiError                        an HTTP error answer of the server  ldptel.server.errors
-        └── BadParameter                a bad query parameter (400)
+    ├── ApiError                        an HTTP error answer of the server  ldptel.server.errors
+    │   └── BadParameter                a bad query parameter (400)
+    └── PageError                       an operator page that cannot be shown (HTML)
 
 Bad arguments to a function raise ``ValueError`` naming the argument, as the standard library
 does; everything else ldptel raises on purpose is caught by ``except ldptel.LdptelError``.

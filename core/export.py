@@ -31,6 +31,8 @@ from ldptel.errors import ExportError
 
 When = int | str | datetime | None  # epoch seconds, ISO 8601, a datetime, or no bound
 # the columns of a series row, in order (the server's ``/series`` answers these)
+__all__ = ["SERIES_COLUMNS", "Client", "ExportError", "When"]
+
 SERIES_COLUMNS = ("window_start", "window", "version", "item", "estimate", "std_error", "ci_low",
                   "ci_high", "estimate_normalized", "n_reports", "status")
 

@@ -35,6 +35,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import special, stats
 
+__all__ = ["closed_form_epsilon", "default_central_delta", "n_bucket", "shuffle_epsilon"]
+
 _GRID_STEP = math.log1p(1e-4)  # ε is returned on the grid {e^(j·_GRID_STEP)}: 10⁻⁴ relative resolution
 _EPS_FLOOR = 1e-12  # smallest ε the search considers
 _MAX_POINTS = 2_048  # above this many values of C, C is taken in blocks (bounded by their first c)

@@ -84,9 +84,8 @@ def write(r: AnyRedis, campaign: Campaign, window: int, pub: Published) -> bool:
         fields += [keys.PUB_DOC, pub.doc_json]
     if pub.arrays is not None:
         fields += [keys.PUB_ARRAYS, _npz(pub.arrays)]
-    script = r.register_script(scripts.PUBLISH)
     key = keys.published_key(campaign.name, window, campaign.version)
-    return bool(script(keys=[key], args=[pub.n, *fields]))
+    return bool(scripts.of(r).call("PUBLISH", keys=[key], args=[pub.n, *fields]))
 
 
 def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False,
@@ -171,7 +170,7 @@ def claim(r: AnyRedis, campaign: Campaign, window: int, gap: float, longest: flo
     """Whether this worker may publish ``window`` now: no worker started publishing it less than
     ``gap`` seconds ago (``scripts.PUBLISH_CLAIM`` on ``keys.publish_claim_key``, which then
     holds now; kept ``longest`` seconds, the longest gap any worker waits, plus one)."""
-    script = r.register_script(scripts.PUBLISH_CLAIM)
     now_ms = int(time.time() * 1000)
     args = [now_ms, int(gap * 1000), int((longest + 1.0) * 1000)]
-    return bool(script(keys=[keys.publish_claim_key(campaign.name, window, campaign.version)], args=args))
+    key = keys.publish_claim_key(campaign.name, window, campaign.version)
+    return bool(scripts.of(r).call("PUBLISH_CLAIM", keys=[key], args=args))

@@ -94,9 +94,10 @@ def versions_of(record: Mapping[str, Any]) -> list[Campaign]:
             if k not in latest_table:
                 table.pop(k, None)
         camp = parse_campaign(table, _where(record["name"]))
-        camp.version, camp.superseded_at = int(entry["version"]), entry.get("superseded_at")
-        camp.status, camp.reason = record.get("status", "active"), record.get("reason", "")
-        out.append(camp)
+        out.append(dataclasses.replace(camp, version=int(entry["version"]),
+                                       superseded_at=entry.get("superseded_at"),
+                                       status=record.get("status", "active"),
+                                       reason=record.get("reason", "")))
     return out
 
 
@@ -156,8 +157,7 @@ def record(r: AnyRedis, name: str) -> dict[str, Any] | None:
 
 
 def _swap(r: AnyRedis, name: str, old: bytes | None, new: dict[str, Any]) -> bool:
-    script = r.register_script(scripts.REGISTRY_PUT)
-    return bool(script(keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY],
+    return bool(scripts.of(r).call("REGISTRY_PUT", keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY],
                        args=[name, b"" if old is None else old, json.dumps(new, sort_keys=True)]))
 
 
@@ -229,22 +229,29 @@ class Live:
         self._pid = 0
         self.stopped = threading.Event()  # ``stop``: the poller ends at its next wake-up
 
-    def poll_in_background(self) -> None:
+    def poll_in_background(self) -> bool:
         """Refresh every ``interval`` s on a daemon thread of this process (started once per
         process: a forked gunicorn worker starts its own), so no request waits on the registry,
-        even when Redis hangs."""
+        even when Redis hangs. True when it (re)started the poller: this process was not
+        polling, so its campaigns may be old (the caller reads the registry once: ``behind``)."""
         if self._poller is not None and self._pid == os.getpid() and self._poller.is_alive():
-            return
+            return False
         with self._lock:
             if self._poller is not None and self._pid == os.getpid() and self._poller.is_alive():
-                return
+                return False
             self._pid = os.getpid()
             self.stopped.clear()
             _POLLING.add(self)
             self._poller = threading.Thread(target=_poll, name="ldptel-registry", daemon=True,
                                             args=(weakref.ref(self), self.interval, self.stopped))
             self._poller.start()
+            return True
 
+    def behind(self) -> bool:
+        """The last read of the registry is older than 4 polling intervals (a poller that just
+        started, or one starved of CPU): a request should read it now rather than answer from
+        campaigns that may be seconds old."""
+        return time.monotonic() - self.checked > 4 * self.interval
     def stop(self) -> None:
         """End the background poller (``refresh`` still works on call)."""
         self.stopped.set()
@@ -296,8 +303,8 @@ class Live:
                 continue
             latest.append(versions[-1])
             history[name] = versions[:-1]
-        self.config.history = history
-        self.config.campaigns = latest
+        # one new snapshot, swapped in by one assignment: a reader holds either the old or the new
+        self.config = dataclasses.replace(self.config, campaigns=latest, history=history)
 
 
 _POLLING: weakref.WeakSet[Live] = weakref.WeakSet()  # every Live whose poller this process started

@@ -9,6 +9,11 @@ XACK of the entries it includes (``COMMIT``), move together.
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
 # The next entry id of a stream for entries of window ``window_s`` (epoch s), shared by INGEST and
 # SHUFFLE: ``<window start ms>-<n>``, never a receive time, so an id holds no time finer than
 # the window. Ids must grow, so after an entry of a later window (a collector whose clock is behind
@@ -272,3 +277,41 @@ for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
 end
 return deleted
 """
+
+
+# --- the registry: every script registered once per Redis client, called by name ------------
+
+SOURCES: dict[str, str] = {
+    "INGEST": INGEST, "SHUFFLE": SHUFFLE, "LEASE": LEASE, "AUTH_FAILURE": AUTH_FAILURE,
+    "READ_WINDOW": READ_WINDOW, "COMMIT": COMMIT, "PUBLISH": PUBLISH, "PUBLISH_CLAIM": PUBLISH_CLAIM,
+    "REGISTRY_PUT": REGISTRY_PUT, "DELCONSUMER": DELCONSUMER, "AUTOCLAIM": AUTOCLAIM,
+    "EXPIRE_WINDOWS": EXPIRE_WINDOWS,
+}
+
+
+class Scripts:
+    """Every script of ``SOURCES`` registered on one Redis client (``client.register_script``:
+    EVALSHA, loading the script on ``NOSCRIPT``), called by name:
+    ``scripts.of(r).call("COMMIT", keys=[…], args=[…])``. The only place that registers or
+    evaluates Lua; one per client (``of``), so a script is hashed once per client."""
+
+    def __init__(self, client: Any) -> None:
+        self._by_name = {name: client.register_script(src) for name, src in SOURCES.items()}
+
+    def call(self, name: str, keys: Sequence[Any], args: Sequence[Any] = ()) -> Any:
+        """Run script ``name`` with ``keys`` (KEYS) and ``args`` (ARGV); ``KeyError`` for an
+        unknown name."""
+        return self._by_name[name](keys=list(keys), args=list(args))
+
+
+_registries: weakref.WeakKeyDictionary[Any, Scripts] = weakref.WeakKeyDictionary()
+_registries_lock = threading.Lock()
+
+
+def of(client: Any) -> Scripts:
+    """The ``Scripts`` of ``client`` (a ``redis.Redis`` or ``RedisCluster``), made on first use."""
+    with _registries_lock:
+        found = _registries.get(client)
+        if found is None:
+            found = _registries[client] = Scripts(client)
+        return found

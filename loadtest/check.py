@@ -114,8 +114,8 @@ def wait_drained(r, config, timeout: float) -> tuple[bool, float]:
     last = None
     while time.monotonic() - t0 < timeout:
         now = (counted(r, config), collector_accepted(r, config))
-        published = not any(published.stale_windows(r, c) for c in config.campaigns)
-        if now[0] == now[1] and now == last and published:
+        all_published = not any(published.stale_windows(r, c) for c in config.campaigns)
+        if now[0] == now[1] and now == last and all_published:
             return True, time.monotonic() - t0
         last = now
         time.sleep(0.5)

@@ -6,6 +6,8 @@ from typing import Any
 
 from ldptel.mechanisms.base import Mechanism, PureMechanism
 from ldptel.mechanisms.chooser import local_oracle, recommend_oracle
+from ldptel.mechanisms.errors import ImplausibleReport, InvalidReport, LdptelError
+from ldptel.mechanisms.estimates import FrequencyEstimate, MeanEstimate
 from ldptel.mechanisms.grr import GRR
 from ldptel.mechanisms.hadamard import Hadamard
 from ldptel.mechanisms.longitudinal import MEMOIZED
@@ -66,7 +68,8 @@ def create_memoized(oracle: str, memoize: Any = None, **params: Any) -> Mechanis
 
 
 __all__ = [
-    "GRR", "OLH", "OUE", "RAPPOR", "SUE", "Duchi", "Hadamard", "Hybrid", "MECHANISMS", "Mechanism",
+    "GRR", "OLH", "OUE", "RAPPOR", "SUE", "Duchi", "FrequencyEstimate", "Hadamard", "Hybrid",
+    "ImplausibleReport", "InvalidReport", "LdptelError", "MECHANISMS", "MeanEstimate", "Mechanism",
     "NUMERIC_MECHANISMS", "NumericMechanism", "OneBitMean", "Piecewise", "PureMechanism",
     "create_mechanism", "create_memoized", "local_oracle", "recommend_oracle",
 ]

@@ -99,7 +99,7 @@ def put_view(name: str) -> tuple[Response, int]:
         change = registry.put(r, table)
     except ConfigError as exc:
         raise ApiError(400, "bad_config", str(exc)) from None
-    state().live.refresh(force=True)
+    state().refresh()
     doc = {"action": change.action, "version": change.version, "changed": change.changed,
            "campaign": _described(_record(name))}
     return jsonify(doc), 201 if change.action == "created" else 200
@@ -118,5 +118,5 @@ def status_view(name: str, action: str) -> Response:
         raise ApiError(409, "campaign_retired", f"campaign {name!r} is retired; it cannot {action}")
     new = registry.set_status(state().admin_redis, name, ACTIONS[action], reason)
     assert new is not None
-    state().live.refresh(force=True)
+    state().refresh()
     return jsonify(_described(new))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-from flask import Blueprint, Flask, Response, current_app, g, request
+from flask import Blueprint, Flask, Response, current_app, g, has_request_context, request
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import SlotNotCoveredError
 from redis.retry import Retry
@@ -56,9 +56,11 @@ READ_BLUEPRINT_MODULES: list[str] = [m for m in BLUEPRINT_MODULES
 
 @dataclass
 class ServerState:
-    """What the blueprints share: ``app.extensions["ldptel"]``."""
+    """What the blueprints share: ``app.extensions["ldptel"]``. ``config`` is the registry's
+    current snapshot (``registry.Live``), pinned for the whole request: a request that reads it
+    twice sees one consistent set of campaigns even if the registry changes meanwhile."""
 
-    config: Config
+    initial_config: Config
     redis: AnyRedis  # the ``reader`` role: export, pages, series, the registry (read-only)
     redis_url: str
     metrics: Metrics
@@ -72,8 +74,26 @@ class ServerState:
     supervised_aggregator: bool = False  # this `ldptel serve` runs (and restarts) an aggregator
     # (campaign, version) → (Campaign, Mechanism): ``validation.mechanism_of``
     mechanisms: dict[tuple[str, int], Any] = field(default_factory=dict)
-    scripts: dict[str, Any] = field(default_factory=dict)  # registered Lua scripts by name
     live: Any = None  # ``registry.Live``: the campaigns follow the registry (a background poller)
+
+    @property
+    def config(self) -> Config:
+        if self.live is None:
+            return self.initial_config
+        if not has_request_context():
+            return self.live.config
+        pinned = g.get("ldptel_config")
+        if pinned is None:
+            pinned = g.ldptel_config = self.live.config
+        return pinned
+
+    def refresh(self) -> bool:
+        """Read the registry now (``Live.refresh(force=True)``) and pin the request to the
+        snapshot read; True if the campaigns changed."""
+        changed = bool(self.live.refresh(force=True))
+        if has_request_context():
+            g.pop("ldptel_config", None)
+        return changed
 
     def campaign(self, name: str) -> Campaign | None:
         return self.config.campaign(name)
@@ -130,15 +150,16 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
     clients = redis_clients(redis_url)
     client, collector = clients["reader"], clients["collector"]
     mechs = build_mechanisms(config)
+    live = registry.Live(config, client)
     app.extensions["ldptel"] = ServerState(
-        config=config, redis=client, redis_url=redis_url, metrics=Metrics(collector),
+        initial_config=config, redis=client, redis_url=redis_url, metrics=Metrics(collector),
         rate_limiter=RateLimiter(collector, config.server.rate_limit_per_minute),
         auth_throttle=AuthThrottle(collector, config.server.auth_failure_limit,
                                    config.server.auth_failure_window_seconds,
                                    [*config.server.ingest_tokens, *config.server.export_tokens,
                                     *config.server.admin_tokens]),
-        probe=Probe(config, redis_url), supervised_aggregator=supervised_aggregator, mechanisms=mechs,
-        live=registry.Live(config, client), collector_redis=collector,
+        probe=Probe(lambda: live.config, redis_url), supervised_aggregator=supervised_aggregator,
+        mechanisms=mechs, live=live, collector_redis=collector,
         sessions_redis=clients["sessions"], admin_redis=clients["admin"],
     )
     app.extensions["ldptel"].live.refresh(force=True)  # the registry's campaigns from the start
@@ -154,7 +175,11 @@ def _install_hooks(app: Flask) -> None:
     @app.before_request
     def _start_timer() -> None:
         g.ldptel_t0 = time.perf_counter()
-        state().live.poll_in_background()  # the registry's revision read every 0.5 s, off-request
+        st = state()
+        # the registry's revision is read every 0.5 s off-request; a worker that was not polling
+        # (its first request) or whose poller fell behind reads it once before answering
+        if st.live.poll_in_background() or st.live.behind():
+            st.refresh()
 
     @app.after_request
     def _observe(response):

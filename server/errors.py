@@ -35,7 +35,7 @@ class BadParameter(ApiError):
         self.name = name
 
 
-class PageError(Exception):
+class PageError(LdptelError):
     """An operator page that cannot be shown: HTML error page with ``title`` and ``message``."""
 
     def __init__(self, status: int, title: str, message: str, back: bool = False) -> None:

@@ -40,14 +40,6 @@ bp = Blueprint("ingest", __name__)
 
 PROTOBUF_TYPES = ("application/x-protobuf", "application/protobuf")
 
-def _script():
-    st = state()
-    script = st.scripts.get("ingest")
-    if script is None:
-        script = st.scripts["ingest"] = st.collector_redis.register_script(scripts.INGEST)
-    return script
-
-
 def client_config(config: Config, campaign: Campaign, now: float | None = None) -> dict[str, Any]:
     """What a device needs of the latest version ``campaign``: its public config (with its
     ``version``), ``status`` and ``reason`` unless it is active, and ``older_versions``: the
@@ -94,7 +86,7 @@ def _validate(st: ServerState, body: bytes) -> ValidBatch:
     try:
         return validate_batch(body, st.config, st.mechanisms)
     except Rejection as rej:
-        if rej.error not in ("unknown_campaign", "unknown_version") or not st.live.refresh(force=True):
+        if rej.error not in ("unknown_campaign", "unknown_version") or not st.refresh():
             raise
     return validate_batch(body, st.config, st.mechanisms)
 
@@ -134,8 +126,8 @@ def post_reports():
     now = time.time()
     window = keys.window_start(now, camp.window_seconds)
     target = keys.ingress_key if st.config.shuffler.enabled else keys.stream_key
-    entry = _script()(
-        keys=[keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
+    entry = scripts.of(st.collector_redis).call(
+        "INGEST", keys=[keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
               keys.metrics_key(camp.name, shard)],
         args=[keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count],
     )

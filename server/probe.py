@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,8 +48,8 @@ class Snapshot:
 class Probe:
     """Cached reads of Redis for the health and metrics endpoints (thread-safe)."""
 
-    def __init__(self, config: Config, redis_url: str) -> None:
-        self.config = config
+    def __init__(self, config: Callable[[], Config], redis_url: str) -> None:
+        self._config = config  # the current snapshot (``registry.Live``)
         self.redis_url = redis_url
         self._client: AnyRedis | None = None
         self._snap: Snapshot | None = None
@@ -104,7 +105,7 @@ class Probe:
             return replace(last, taken=now, redis_ok=False, error=str(exc))
 
     def _read(self, client: AnyRedis, now: float) -> Snapshot:
-        campaigns = list(self.config.campaigns)  # one snapshot: the registry poller may swap the list
+        campaigns = list(self._config().campaigns)
         shards = [(c.name, s) for c in campaigns for s in range(c.shards)]
         pipe = client.pipeline(transaction=False)
         pipe.hgetall(keys.GLOBAL_METRICS_KEY)

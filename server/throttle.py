@@ -63,7 +63,7 @@ class AuthThrottle:
         self.window = window
         material = b"\0".join(sorted(t.encode("utf-8", "surrogatepass") for t in tokens))
         self._key = hashlib.sha256(b"ldptel/auth-throttle\0" + material).digest()
-        self._script = client.register_script(scripts.AUTH_FAILURE)
+        self._scripts = scripts.of(client)
         self._lock = threading.Lock()
         self._blocked: dict[str, float] = {}  # address digest → monotonic time it is free again
 
@@ -89,7 +89,8 @@ class AuthThrottle:
         addr = self._digest("addr", address_bucket(address))
         prefix = self._digest("prefix", token[:PREFIX_CHARS])
         try:
-            n_addr, ttl_addr, n_prefix, ttl_prefix = self._script(
+            n_addr, ttl_addr, n_prefix, ttl_prefix = self._scripts.call(
+                "AUTH_FAILURE",
                 keys=[keys.auth_failure_key("addr", addr), keys.auth_failure_key("prefix", prefix)],
                 args=[self.window])
         except redis.RedisError as exc:

@@ -75,20 +75,23 @@ class Shuffler:
         """``registry_r``: the client that reads the campaign registry (``ldptel.acl``: the
         ``reader`` role, when ``r`` is the ``shuffler`` role, which holds no registry key);
         default ``r``."""
-        self.config = config
+        self.live = registry.Live(config, registry_r or r)
         self.cfg = config.shuffler
         self.r = r
         self.owner = secrets.token_hex(8)
         self.log: Callable[[str], None] = log or LOG.info
         self.warn: Callable[[str], None] = log or LOG.warning
-        self.live = registry.Live(config, registry_r or r)
         self.held: dict[tuple[str, int], Held] = {}
         self.stats = ShuffleStats()
         self.lease_ms = max(5000, 10 * self.cfg.poll_ms)
         self._warned: set[tuple[str, int]] = set()
         self._mechanisms: dict[tuple[str, int], tuple[Campaign, Mechanism]] = {}
-        self._shuffle = r.register_script(scripts.SHUFFLE)
-        self._lease = r.register_script(scripts.LEASE)
+        self._scripts = scripts.of(r)
+
+    @property
+    def config(self) -> Config:
+        """The campaign registry's current snapshot (``registry.Live``)."""
+        return self.live.config
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self, once: bool = False, stop: threading.Event | None = None) -> ShuffleStats:
@@ -143,13 +146,13 @@ class Shuffler:
     # --- lease ------------------------------------------------------------------------------
     def take_lease(self, held: Held) -> bool:
         key = keys.shuffle_lease_key(held.campaign, held.shard)
-        return bool(self._lease(keys=[key], args=[self.owner, self.lease_ms]))
+        return bool(self._scripts.call("LEASE", keys=[key], args=[self.owner, self.lease_ms]))
 
     def give_up_leases(self) -> None:
         """Release this shuffler's leases (stopping): another one may take over at once."""
         try:
             for held in self.held.values():
-                self._lease(keys=[keys.shuffle_lease_key(held.campaign, held.shard)],
+                self._scripts.call("LEASE", keys=[keys.shuffle_lease_key(held.campaign, held.shard)],
                             args=[self.owner, 0])
         except redis_lib.RedisError:
             pass  # they lapse by themselves
@@ -247,7 +250,8 @@ class Shuffler:
         args: list[Any] = [len(group.ids), group.reports, group.window, len(batches), *group.ids]
         for data, count in batches:
             args += [data, count]
-        res: Any = self._shuffle(
+        res: Any = self._scripts.call(
+            "SHUFFLE",
             keys=[keys.ingress_key(held.campaign, held.shard), keys.stream_key(held.campaign, held.shard),
                   keys.shuffle_metrics_key(held.campaign, held.shard)], args=args)
         status = res[0].decode() if isinstance(res[0], bytes) else res[0]

@@ -4,6 +4,7 @@ the collector of a test module (``ldptel serve`` on that Redis)."""
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -82,8 +83,39 @@ def collector(request: pytest.FixtureRequest, redis_url: str,
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that drives Chromium (uses the ``browser`` fixture of test_operator_pages) is
-    ``slow``: the unit tier (``pytest -m "not slow"``) keeps the HTTP-level page tests only."""
+    """The tiers. Every test that drives Chromium (the ``browser`` fixture of
+    test_operator_pages) is ``slow``; every test that needs a real Redis (the ``redis_url``
+    fixture, directly or through ``redis_client``, ``collector``, …) is ``integration``. The
+    unit tier, ``make test-fast``, is ``-m "not slow and not integration"``: no server, no Redis
+    process (``LDPTEL_UNIT_TIER=1`` makes starting one fail the test)."""
     for item in items:
-        if "browser" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "browser" in names:
             item.add_marker(pytest.mark.slow)
+        if "redis_url" in names:
+            item.add_marker(pytest.mark.integration)
+
+
+SERVER_COMMANDS = {"serve", "aggregate", "shuffle", "demo"}
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_starts_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LDPTEL_UNIT_TIER=1`` (``make test-fast``): a test that starts a Redis server or an
+    ``ldptel`` server command fails, naming what it started (mark it ``integration``)."""
+    if os.environ.get("LDPTEL_UNIT_TIER") != "1":
+        return
+
+    def refuse_redis(self, *args, **kwargs):
+        pytest.fail("the unit tier starts no Redis: mark this test integration (or slow)")
+
+    popen = subprocess.Popen.__init__
+
+    def checked_popen(self, args, *rest, **kwargs):
+        argv = [str(a) for a in (args if isinstance(args, (list, tuple)) else [args])]
+        if SERVER_COMMANDS & set(argv) or any(a.endswith("redis-server") for a in argv):
+            pytest.fail(f"the unit tier starts no server: {' '.join(argv[:6])} (mark this test integration)")
+        popen(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(EmbeddedRedis, "start", refuse_redis)
+    monkeypatch.setattr(subprocess.Popen, "__init__", checked_popen)

@@ -172,8 +172,10 @@ def test_lua_commands_are_checked_against_the_caller(acl_redis: tuple[str, Path]
     """Redis 6.2 checks what a script calls against the calling user: the collector may run
     scripts, yet XRANGE inside one is refused; an XADD to a key it holds passes."""
     c = as_role(acl_redis, "collector")
-    assert refused(lambda: c.eval("return redis.call('XRANGE', KEYS[1], '-', '+')", 1, TARGET))
-    assert not refused(lambda: c.eval("return redis.call('XADD', KEYS[1], '*', 'a', 'b')", 1, TARGET))
+    xrange = "return redis.call('XRANGE', KEYS[1], '-', '+')"
+    xadd = "return redis.call('XADD', KEYS[1], '*', 'a', 'b')"
+    assert refused(lambda: c.execute_command("EVAL", xrange, 1, TARGET))
+    assert not refused(lambda: c.execute_command("EVAL", xadd, 1, TARGET))
 
 
 def test_collector_cannot_read_a_stream(acl_redis: tuple[str, Path]) -> None:
@@ -212,7 +214,7 @@ def test_reader_writes_nothing(acl_redis: tuple[str, Path]) -> None:
     assert refused(lambda: rd.hincrby(STATE, "n:0", 5))
     assert refused(lambda: rd.delete(STATE))
     assert refused(lambda: rd.set(keys.REGISTRY_REVISION_KEY, 9))
-    assert refused(lambda: rd.eval("return 1", 0))
+    assert refused(lambda: rd.execute_command("EVAL", "return 1", 0))
 
 
 def test_aggregator_and_shuffler_cannot_write_the_registry(acl_redis: tuple[str, Path]) -> None:

@@ -3,6 +3,7 @@ workers, a Redis restart, lost claims, retention, undecodable entries, windows, 
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import random
@@ -257,6 +258,7 @@ def test_two_workers_at_once_equal_one(redis_client: redis.Redis, redis_url: str
     assert pending(redis_client, "two", 2) == 0
 
 
+@pytest.mark.integration  # its own Redis, restarted
 def test_redis_restart_between_ingest_and_aggregation(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "c.toml", [
         {"name": "persist", "oracle": "olh", "epsilon": 1.0, "domain_size": 64}])
@@ -360,9 +362,9 @@ def test_retention_counts_from_delivery_not_from_entry_ids(redis_client: redis.R
         aggregator={"retention_seconds": 3600, "read_count": 100})
     camp = cfg.campaigns[0]
     key = stream_key("kept", 0)
-    ingest = redis_client.register_script(scripts.INGEST)
+    run = scripts.of(redis_client)
     for i, b in enumerate(random_batches(camp, 300, 100, seed=12)):
-        ingest(keys=[f"seen-{i}", key, "m"], args=[60, b.SerializeToString(), 0, b.count])
+        run.call("INGEST", keys=[f"seen-{i}", key, "m"], args=[60, b.SerializeToString(), 0, b.count])
     w = Worker(cfg, redis_client)
     w.run(once=True)
     assert w.trim() == 0 and redis_client.xlen(key) == 3  # acknowledged, but delivered just now
@@ -426,8 +428,8 @@ def test_heavy_hitter_table_is_not_rewritten_on_every_small_commit(redis_client:
     small = [mech.encode_batch(words[rng.integers(0, 5, 20)], rng=rng, campaign=camp.name)
              for _ in range(30)]
     xadd_batches(redis_client, camp, small)
-    cfg.aggregator.read_count = 1  # one commit per batch
-    stats = Worker(cfg, redis_client).run(once=True)
+    one = dataclasses.replace(cfg, aggregator=dataclasses.replace(cfg.aggregator, read_count=1))
+    stats = Worker(one, redis_client).run(once=True)  # one commit per batch
     assert stats.commits == 30
     fields = {f: redis_client.hstrlen(state_key(camp.name, 0), f)
               for f in redis_client.hkeys(state_key(camp.name, 0)) if f.startswith(b"acc:")}

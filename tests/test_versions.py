@@ -34,11 +34,9 @@ def versioned(tmp_path: Path) -> Config:
     """A config whose campaign ``shape`` has version 1 (ε = 1, d = 8), superseded now by version 2
     (ε = 3, d = 6), and an untouched campaign ``plain``."""
     cfg = write_config(tmp_path / "c.toml", [V1, {**V1, "name": "plain"}])
-    v1 = cfg.campaigns[0]
-    v1.superseded_at = time.time()
-    cfg.campaigns[0] = dataclasses.replace(parse_campaign(V2, "t"), version=2)
-    cfg.history["shape"] = [v1]
-    return cfg
+    v1 = dataclasses.replace(cfg.campaigns[0], superseded_at=time.time())
+    v2 = dataclasses.replace(parse_campaign(V2, "t"), version=2)
+    return dataclasses.replace(cfg, campaigns=[v2, *cfg.campaigns[1:]], history={"shape": [v1]})
 
 
 def batches(mech, truth: np.ndarray, name: str, version: int, seed: int, per: int = 500) -> list[ReportBatch]:
@@ -124,7 +122,9 @@ def test_collector_checks_the_version_a_batch_names(stack, redis_client: redis.R
         "Content-Type": "application/x-protobuf", "Authorization": "Bearer ingest-token-for-tests"})
     assert status == 400 and json.loads(body)["error"] == "unknown_version"
     # past accept_old_versions, version 1's reports are refused as retired
-    v1.superseded_at = time.time() - v1.accept_old_versions - 1
+    live = http.app.extensions["ldptel"].live
+    old = dataclasses.replace(v1, superseded_at=time.time() - v1.accept_old_versions - 1)
+    live.config = dataclasses.replace(live.config, history={"shape": [old]})
     value7.campaign_version = 1
     status, _, body = http.request("POST", "/v1/reports", value7.SerializeToString(), {
         "Content-Type": "application/x-protobuf", "Authorization": "Bearer ingest-token-for-tests"})
@@ -154,12 +154,11 @@ def test_version_all_combines_versions_sharing_the_domain(tmp_path: Path, redis_
     within 4 of its std errors of the combined truth; a version with another domain is left out."""
     base = {"name": "same", "oracle": "grr", "epsilon": 1.0, "domain_size": 5, "min_reports": 100}
     cfg = write_config(tmp_path / "c.toml", [base])
-    v1 = cfg.campaigns[0]
-    v1.superseded_at = time.time()
-    v2 = dataclasses.replace(parse_campaign({**base, "epsilon": 3.0}, "t"), version=2)
-    v2.superseded_at = time.time()
+    v1 = dataclasses.replace(cfg.campaigns[0], superseded_at=time.time())
+    v2 = dataclasses.replace(parse_campaign({**base, "epsilon": 3.0}, "t"), version=2,
+                             superseded_at=time.time())
     v3 = dataclasses.replace(parse_campaign({**base, "domain_size": 4}, "t"), version=3)
-    cfg.campaigns[0], cfg.history["same"] = v3, [v1, v2]
+    cfg = dataclasses.replace(cfg, campaigns=[v3], history={"same": [v1, v2]})
     truth = np.array([3000, 1000, 500, 250, 250])
     http = HttpStack(cfg, redis_url)
     try:
