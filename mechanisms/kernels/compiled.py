@@ -22,11 +22,11 @@ def cache_dir() -> str | None:
     given = os.environ.get("NUMBA_CACHE_DIR")
     if given:
         return given
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    path = Path(base) / "ldptel" / "numba"
     try:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        path = Path(base) / "ldptel" / "numba"
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: no home directory to be found
         return None
     return str(path) if os.access(path, os.W_OK) else None
 
