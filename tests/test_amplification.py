@@ -42,8 +42,8 @@ def test_within_the_authors_bracket(row: dict) -> None:
 def test_issue_figures() -> None:
     """GRR, d = 100, n = 10⁵, ε₀ = 4, δ = 10⁻⁶: FMT21 ≈ 0.17 (the issue: 0.173), lower bound 0.068,
     literature ≈ 0.069 (Wang et al.'s code: 0.068436, tests/reference; that pair is not a sound
-    bound, see the negative control), ours (the GRR blanket) 0.06845. d = 1,024, n = 10⁶, δ = 10⁻⁸: FMT21 certifies
-    ≈ 1.0 at ε₀ = 9.0; the lower bound at ε₀ = 9.7 is ≥ 0.96."""
+    bound, see the negative control), ours (the GRR blanket) 0.06845. d = 1,024, n = 10⁶,
+    δ = 10⁻⁸: FMT21 certifies ≈ 1.0 at ε₀ = 9.0; the lower bound at ε₀ = 9.7 is ≥ 0.96."""
     upper = amplified_epsilon("grr", 4.0, 100, 100_000, 1e-6)
     lower = amplified_epsilon_lower("grr", 4.0, 100, 100_000, 1e-6)
     assert upper is not None and 0.068 <= lower <= upper <= 0.0686
