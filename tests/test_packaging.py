@@ -129,7 +129,7 @@ def test_encode_side_never_imports_numba() -> None:
         mech = create_mechanism("grr", epsilon=1.0, domain_size=8)
         estimate(mech, [mech.encode_batch(np.full(50, 3), rng=np.random.default_rng(1))])
         print(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite")))
-    """)
+    """, 'BLOCKED = ("numba", "llvmlite")  # the server-side math (scipy) may load; numba may not')
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
