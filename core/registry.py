@@ -249,12 +249,13 @@ class Live:
         self._poller: threading.Thread | None = None
         self._pid = 0
         self.stopped = threading.Event()  # ``stop``: the poller ends at its next wake-up
+        self.polled = threading.Event()  # set after each read of the poller (``first_read``)
 
     def poll_in_background(self) -> bool:
         """Refresh every ``interval`` s on a daemon thread of this process (started once per
         process: a forked gunicorn worker starts its own), so no request waits on the registry,
         even when Redis hangs. True when it (re)started the poller: this process was not
-        polling, so its campaigns may be old (the caller reads the registry once: ``behind``)."""
+        polling, so its campaigns may be old (``first_read`` waits, briefly, for its first read)."""
         if self._poller is not None and self._pid == os.getpid() and self._poller.is_alive():
             return False
         with self._lock:
@@ -262,17 +263,19 @@ class Live:
                 return False
             self._pid = os.getpid()
             self.stopped.clear()
+            self.polled.clear()
             _POLLING.add(self)
             self._poller = threading.Thread(target=_poll, name="ldptel-registry", daemon=True,
                                             args=(weakref.ref(self), self.interval, self.stopped))
             self._poller.start()
             return True
 
-    def behind(self) -> bool:
-        """The last read of the registry is older than 4 polling intervals (a poller that just
-        started, or one starved of CPU): a request should read it now rather than answer from
-        campaigns that may be seconds old."""
-        return time.monotonic() - self.checked > 4 * self.interval
+    def first_read(self, timeout: float = 0.25) -> bool:
+        """Wait up to ``timeout`` s for the poller's first read of the registry (a worker's
+        first request would otherwise answer from the campaigns it had when it was forked);
+        never longer, so a request does not hang on a Redis that hangs. True if it read."""
+        return self.polled.wait(timeout)
+
     def stop(self) -> None:
         """End the background poller (``refresh`` still works on call)."""
         self.stopped.set()
@@ -346,5 +349,6 @@ def _poll(ref: weakref.ref[Live], interval: float, stopped: threading.Event) -> 
             live.refresh(force=not live.loaded)
         except Exception:  # noqa: BLE001 — the poller must outlive a bad record
             log.exception("campaign registry refresh failed")
+        live.polled.set()
         del live
         stopped.wait(interval)
