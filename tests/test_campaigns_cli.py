@@ -37,8 +37,9 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     data = embedded_data_dir(cfg)
     data.mkdir(parents=True)
     config = load_config(cfg)
+    monkeypatch.delenv(ENV, raising=False)  # restored as it was after the test
     server = embedded_redis(config, data)  # sets $LDPTEL_REDIS_CREDENTIALS for serve's children
-    monkeypatch.delenv(ENV)
+    os.environ.pop(ENV)
     server.start()
     try:
         registry.apply(_admin(server.url, data), config.tables)
