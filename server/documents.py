@@ -7,9 +7,9 @@ start from:
 - ``versions.find_campaign(name)``: the campaign version the request's ``version=`` names (default: the
   latest with reports; ``ApiError`` 404 ``not_found``);
 - ``resolve_window(campaign, window)``: ``window=`` → a window start; ``latest`` (the default)
-  is the newest *released* window (``latest_released``: ended, enough reports, published), so
-  ``window=latest`` neither goes to 409 at every window start nor shows a window still filling
-  up (the pages show the window in progress apart);
+  is the newest *released* window (``latest_released``: enough reports, published), never the
+  window in progress while it is below ``min_reports``, so ``window=latest`` does not go to 409
+  at every window start (the pages show the window in progress apart);
 - ``load_released(campaign, window)``: the window's start and its publication
   (``ldptel.published``: the document the aggregator decoded, tagged with the report
   count and state digest it was decoded from), or ``ApiError`` 400 ``bad_window``, 409
@@ -123,15 +123,13 @@ def request_published(campaign: Campaign, start: int) -> Published | None:
 LATEST_TRIED = 3  # newest windows over min_reports checked for a publication
 
 
-def latest_released(campaign: Campaign, counts: Mapping[int, int], now: float | None = None) -> int | None:
-    """The newest *ended* window with at least ``min_reports`` counted reports and a publication
+def latest_released(campaign: Campaign, counts: Mapping[int, int]) -> int | None:
+    """The newest released window: at least ``min_reports`` counted reports and a publication
     (of the newest ``LATEST_TRIED`` such windows: one just past the threshold may not be
-    published yet); while none has ended, the window in progress once it is released; else
-    None. A window in progress is still filling up, so it is the latest only until one ends."""
-    current = tally.current_window(campaign, now)
+    published yet), or None. The window in progress is it once it is released; before that the
+    previous released window is."""
     ready = [w for w, n in sorted(counts.items()) if n >= campaign.min_reports]
-    ended = [w for w in ready if w < current]
-    for w in reversed(ended[-LATEST_TRIED:] or ready[-1:]):
+    for w in reversed(ready[-LATEST_TRIED:]):
         pub = request_published(campaign, w)
         if pub is not None and pub.doc is not None:
             return w
