@@ -1,9 +1,36 @@
+import { playwright } from "@vitest/browser-playwright";
 import { defineConfig } from "vitest/config";
 
+// Two projects: the Node tests (test/*.test.ts) and the browser tests (test/browser/), which run in
+// real Chromium: Debian's /usr/bin/chromium (or $CHROMIUM), launched headless by Playwright.
+const chromium = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
 export default defineConfig({
+  server: { fs: { allow: [".."] } },
   test: {
-    include: ["test/**/*.test.ts"],
-    exclude: ["test/browser/**"],
     testTimeout: 60_000,
+    projects: [
+      { extends: true, test: { name: "node", include: ["test/*.test.ts"], environment: "node" } },
+      {
+        extends: true,
+        test: {
+          name: "chromium",
+          include: ["test/browser/*.test.ts"],
+          browser: {
+            enabled: true,
+            headless: true,
+            screenshotFailures: false,
+            provider: playwright({
+              launchOptions: {
+                executablePath: chromium,
+                args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+              },
+            }),
+            instances: [{ browser: "chromium" }],
+          },
+        },
+      },
+    ],
   },
 });

@@ -1,0 +1,38 @@
+// The IndexedDB queue in real Chromium: reports made offline survive the client being closed
+// (a closed tab) and are delivered once after reconnecting; nothing lost or doubled.
+import { describe, expect, it } from "vitest";
+import { IndexedDbBackend, TelemetryClient } from "../../src/index.js";
+import { campaign, FakeCollector } from "../fakeCollector.js";
+
+const CAMPAIGNS = [campaign("oue", { oracle: "oue", epsilon: 1.0, domain_size: 16 }),
+  campaign("rappor", { oracle: "rappor", bloom_bits: 16, hashes: 2, cohorts: 4, f: 0.5, p: 0.5, q: 0.75, candidates: [] })];
+
+describe("IndexedDB queue", () => {
+  it("is the default store in a browser, keeps the queue across a reopen, delivers once", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const name = `ldptel-test-${Math.random()}`;
+    const opts = { url: "http://collector.test", token: "t", fetch: fake.fetch as typeof fetch, backoffBaseS: 0.001, maxBackoffS: 0.01 };
+    let client = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name) });
+    await client.fetchConfigs();
+    const secret = client.campaignSecret("rappor");
+    fake.offline = true;
+    for (let i = 0; i < 50; i++) expect(await client.report("oue", i % 16)).toBe(true);
+    for (let i = 0; i < 10; i++) expect(await client.report("rappor", "x")).toBe(true);
+    const offline = await client.flush(100);
+    expect(offline.pending).toBe(60);
+    expect(client.health().storage).toBe("indexeddb");
+    await client.close(null);
+    fake.offline = false;
+    client = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name) });
+    expect(client.pending()).toBe(60);
+    expect(client.campaignSecret("rappor")).toEqual(secret);
+    fake.script = ["lost"]; // the first chunk is stored but its answer lost: retried, deduplicated
+    const result = await client.flush();
+    expect(result.pending).toBe(0);
+    expect(fake.accepted).toBe(60);
+    await client.close();
+    const defaulted = await TelemetryClient.open({ url: "http://other.test", token: "t", fetch: fake.fetch as typeof fetch });
+    expect(defaulted.health().storage).toBe("indexeddb");
+    await defaulted.close(null);
+  });
+});
