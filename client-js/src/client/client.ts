@@ -68,15 +68,15 @@ interface Campaign {
 }
 
 interface QueuedRow {
-  id: number;
+  id: string;
   campaign: string;
   version: number;
-  chunk: number | null;
+  chunk: string | null;
   report: Json;
 }
 
 interface ChunkRow {
-  id: number;
+  id: string;
   campaign: string;
   version: number;
   batchId: Json;
@@ -106,6 +106,21 @@ function jsonReport(j: Json): Report {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let sequence = 0;
+/** A key that sorts in creation order and never collides with another tab's or process's: the
+ * time, a counter, and 32 random bits. */
+function newId(): string {
+  sequence = (sequence + 1) % 1679616;
+  const rnd = cryptoDraws.u32().toString(36).padStart(7, "0");
+  return `${Date.now().toString(36).padStart(9, "0")}${sequence.toString(36).padStart(4, "0")}${rnd}`;
+}
+
+/** `fn` under the browser's Web Lock `name` (one flush at a time across tabs), else directly. */
+function withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  const locks = (globalThis.navigator as { locks?: { request(n: string, f: () => Promise<T>): Promise<T> } } | undefined)?.locks;
+  return locks ? locks.request(name, fn) : fn();
+}
 
 export class TelemetryClient {
   readonly url: string;
@@ -328,9 +343,8 @@ export class TelemetryClient {
       refusal = await this.store.transact((s) => {
         const { writes, refusal } = this.ledger.admit(s, charge);
         if (refusal === null) {
-          const id = ((s.get("m/next_id") as number | undefined) ?? 0) + 1;
-          const row: QueuedRow = { id, campaign, version: charge.version, chunk: null, report: reportJson(report) };
-          writes.push(["m/next_id", id], [`r/${String(id).padStart(12, "0")}`, row as unknown as Json]);
+          const row: QueuedRow = { id: newId(), campaign, version: charge.version, chunk: null, report: reportJson(report) };
+          writes.push([`r/${row.id}`, row as unknown as Json]);
         }
         return { writes, result: refusal };
       });
@@ -365,7 +379,11 @@ export class TelemetryClient {
   /** Send everything queued; retry with backoff until done or `timeoutMs` (default 30 s) has
    * passed. What is not delivered stays queued. Never rejects. */
   flush(timeoutMs = 30_000): Promise<FlushResult> {
-    this.flushing ??= this.flushLoop(timeoutMs).finally(() => { this.flushing = null; });
+    this.flushing ??= withLock(`ldptel-flush ${this.url}`, async () => {
+      // another tab may have sent or queued since this one loaded the store
+      if (this.store.backend.kind === "indexeddb") await this.store.reload();
+      return this.flushLoop(timeoutMs);
+    }).finally(() => { this.flushing = null; });
     return this.flushing;
   }
 
@@ -375,10 +393,10 @@ export class TelemetryClient {
 
   /** An assigned chunk not in `skip`, else a new one from the oldest unassigned rows (committed
    * with its batch_id before any attempt). */
-  private async nextChunk(skip: Set<number>): Promise<{ chunk: ChunkRow; rows: QueuedRow[] } | null> {
+  private async nextChunk(skip: Set<string>): Promise<{ chunk: ChunkRow; rows: QueuedRow[] } | null> {
     const max = this.maxReports();
     return this.store.transact((s) => {
-      const rowsOf = new Map<number, QueuedRow[]>();
+      const rowsOf = new Map<string, QueuedRow[]>();
       const free: QueuedRow[] = [];
       for (const [, v] of s.entries("r/")) {
         const row = v as unknown as QueuedRow;
@@ -392,10 +410,10 @@ export class TelemetryClient {
       const first = free[0];
       if (first === undefined) return { writes: [] as Write[], result: null };
       const rows = free.filter((r) => r.campaign === first.campaign && r.version === first.version).slice(0, max);
-      const id = ((s.get("m/next_chunk") as number | undefined) ?? 0) + 1;
+      const id = newId();
       const chunk: ChunkRow = { id, campaign: first.campaign, version: first.version, batchId: bytesJson(cryptoDraws.bytes(16)) };
-      const writes: Write[] = [["m/next_chunk", id], [`c/${String(id).padStart(12, "0")}`, chunk as unknown as Json]];
-      for (const r of rows) writes.push([`r/${String(r.id).padStart(12, "0")}`, { ...r, chunk: id } as unknown as Json]);
+      const writes: Write[] = [[`c/${id}`, chunk as unknown as Json]];
+      for (const r of rows) writes.push([`r/${r.id}`, { ...r, chunk: id } as unknown as Json]);
       return { writes, result: { chunk, rows: rows.map((r) => ({ ...r, chunk: id })) } };
     });
   }
@@ -403,16 +421,15 @@ export class TelemetryClient {
   /** Delivered or dropped: the chunk and its rows leave the queue. */
   private complete(chunk: ChunkRow, rows: QueuedRow[]): Promise<void> {
     return this.store.transact(() => ({
-      writes: [[`c/${String(chunk.id).padStart(12, "0")}`, undefined],
-        ...rows.map((r): Write => [`r/${String(r.id).padStart(12, "0")}`, undefined])], result: undefined }));
+      writes: [[`c/${chunk.id}`, undefined], ...rows.map((r): Write => [`r/${r.id}`, undefined])], result: undefined }));
   }
 
   /** Too large: the rows go back to the queue, to be sent in smaller chunks under new batch_ids
    * (the collector stored nothing of this one). */
   private release(chunk: ChunkRow, rows: QueuedRow[]): Promise<void> {
     return this.store.transact(() => ({
-      writes: [[`c/${String(chunk.id).padStart(12, "0")}`, undefined],
-        ...rows.map((r): Write => [`r/${String(r.id).padStart(12, "0")}`, { ...r, chunk: null } as unknown as Json])], result: undefined }));
+      writes: [[`c/${chunk.id}`, undefined],
+        ...rows.map((r): Write => [`r/${r.id}`, { ...r, chunk: null } as unknown as Json])], result: undefined }));
   }
 
   private async attempt(chunk: ChunkRow, rows: QueuedRow[]): Promise<{ action: Action; error?: string; reason?: string; code?: string; retryAfter?: number | null; duplicate?: boolean }> {
@@ -463,7 +480,7 @@ export class TelemetryClient {
   private async flushLoop(timeoutMs: number): Promise<FlushResult> {
     const result: FlushResult = { accepted: 0, duplicates: 0, dropped: 0, pending: 0, error: null };
     const deadline = Date.now() + timeoutMs;
-    const deferred = new Set<number>();
+    const deferred = new Set<string>();
     let attempt = 0, streak = 0;
     let retryAfter: number | null = null;
     try {

@@ -15,6 +15,8 @@ export class FileBackend implements Backend {
 
   async load(): Promise<[string, Json][]> {
     mkdirSync(dirname(this.path), { recursive: true });
+    this.live.clear();
+    this.lines = 0;
     if (existsSync(this.path)) {
       const text = readFileSync(this.path, "utf8");
       for (const line of text.split("\n")) {

@@ -45,6 +45,18 @@ export class Store {
     return store;
   }
 
+  /** Read the backend again (another tab may have written to the same database). */
+  reload(): Promise<void> {
+    const run = this.chain.then(async () => {
+      const loaded = await this.backend.load();
+      this.tables.clear();
+      loaded.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+      for (const [k, v] of loaded) this.set(k, v);
+    });
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
   private table(key: string): Map<string, Json> {
     const name = key.slice(0, key.indexOf("/") + 1);
     let t = this.tables.get(name);

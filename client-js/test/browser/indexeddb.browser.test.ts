@@ -35,4 +35,24 @@ describe("IndexedDB queue", () => {
     expect(defaulted.health().storage).toBe("indexeddb");
     await defaulted.close(null);
   });
+
+  it("two tabs on one database: each report delivered once", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const name = `ldptel-tabs-${Math.random()}`;
+    const opts = { url: "http://collector.test", token: "t", fetch: fake.fetch as typeof fetch, backoffBaseS: 0.001, maxBackoffS: 0.01 };
+    const a = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name), batchSize: 7 });
+    const b = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name), batchSize: 5 });
+    await a.fetchConfigs();
+    await b.fetchConfigs();
+    for (let i = 0; i < 30; i++) {
+      expect(await a.report("oue", i % 16)).toBe(true);
+      expect(await b.report("oue", (i + 3) % 16)).toBe(true);
+    }
+    const [ra, rb] = await Promise.all([a.flush(), b.flush()]);
+    expect(ra.pending + rb.pending).toBe(0);
+    expect(fake.accepted).toBe(60);
+    expect(ra.duplicates + rb.duplicates).toBe(0);
+    await a.close(null);
+    await b.close(null);
+  });
 });
