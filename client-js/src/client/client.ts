@@ -340,13 +340,17 @@ export class TelemetryClient {
     const charge = this.ledger.charge(campaign, c.cfg, c.cost, index, Date.now() / 1000);
     let refusal: Refusal | null;
     try {
-      refusal = await this.store.transact((s) => {
+      refusal = await withLock(`ldptel-ledger ${this.url}`, async () => {
+        // a store shared by tabs: the ledger as the other tabs left it
+        await this.store.refresh(["l/", `v/${campaign}\u0000`]);
+        return this.store.transact((s) => {
         const { writes, refusal } = this.ledger.admit(s, charge);
         if (refusal === null) {
           const row: QueuedRow = { id: newId(), campaign, version: charge.version, chunk: null, report: reportJson(report) };
           writes.push([`r/${row.id}`, row as unknown as Json]);
         }
         return { writes, result: refusal };
+        });
       });
     } catch (err) {
       this.storageError = `cannot queue: ${String(err)}`;

@@ -37,6 +37,14 @@ export class IndexedDbBackend implements Backend {
     return keys.map((k, i) => [String(k), values[i] as Json]);
   }
 
+  async loadPrefix(prefix: string): Promise<[string, Json][]> {
+    const db = await this.db;
+    const store = db.transaction(STORE, "readonly").objectStore(STORE);
+    const range = IDBKeyRange.bound(prefix, `${prefix}\uffff`);
+    const [keys, values] = await Promise.all([req(store.getAllKeys(range)), req(store.getAll(range))]);
+    return keys.map((k, i) => [String(k), values[i] as Json]);
+  }
+
   async persist(writes: Write[]): Promise<void> {
     const db = await this.db;
     await new Promise<void>((resolve, reject) => {

@@ -18,6 +18,8 @@ export interface Backend {
   load(): Promise<[string, Json][]>;
   /** Store these writes all or none. */
   persist(writes: Write[]): Promise<void>;
+  /** The entries whose key starts with `prefix` (a backend shared by tabs reads them fresh). */
+  loadPrefix?(prefix: string): Promise<[string, Json][]>;
   close(): Promise<void>;
 }
 
@@ -52,6 +54,23 @@ export class Store {
       this.tables.clear();
       loaded.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
       for (const [k, v] of loaded) this.set(k, v);
+    });
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Read the entries under each of `prefixes` again from a shared backend (the ledger, before a
+   * report is admitted: another tab may have charged it meanwhile). */
+  refresh(prefixes: string[]): Promise<void> {
+    const load = this.backend.loadPrefix?.bind(this.backend);
+    if (load === undefined) return Promise.resolve();
+    const run = this.chain.then(async () => {
+      for (const prefix of prefixes) {
+        const fresh = await load(prefix);
+        const table = this.table(prefix);
+        for (const k of [...table.keys()]) if (k.startsWith(prefix)) table.delete(k);
+        for (const [k, v] of fresh) table.set(k, v);
+      }
     });
     this.chain = run.catch(() => undefined);
     return run;

@@ -55,4 +55,18 @@ describe("IndexedDB queue", () => {
     await a.close(null);
     await b.close(null);
   });
+
+  it("two tabs share the ledger: reports_per_window holds across them", async () => {
+    const fake = new FakeCollector([campaign("capped", { oracle: "grr", epsilon: 1.0, domain_size: 4, reports_per_window: 5 })]);
+    const name = `ldptel-ledger-${Math.random()}`;
+    const opts = { url: "http://collector.test", token: "t", fetch: fake.fetch as typeof fetch };
+    const a = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name) });
+    const b = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name) });
+    await Promise.all([a.fetchConfigs(), b.fetchConfigs()]);
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).report("capped", i % 4)));
+    expect(results.filter(Boolean).length).toBe(5);
+    expect((a.health().dropped.reports_per_window ?? 0) + (b.health().dropped.reports_per_window ?? 0)).toBe(7);
+    await a.close(null);
+    await b.close(null);
+  });
 });
