@@ -67,6 +67,8 @@ const cases: [string, () => Mechanism, unknown[], Code, number, boolean?][] = [
     (r) => (first(r, "bits") ? 1 : 0), 2],
   ["l-grr d=3 ε₁=1 (fresh device per report)", () => buildMechanism({ oracle: "grr", epsilon: 1.0, domain_size: 3, memoize: true, epsilon_inf: 2.0 }, random32()),
     [0, 1, 2], (r) => first(r, "values") as number, 3, true],
+  ["heavy hitters 2 levels, K=4, g=4 (fresh device per report)", () => buildMechanism({ kind: "heavy_hitters", epsilon: 1.0, max_length: 2, levels: 2, pool_size: 4 }, random32()),
+    ["ab", "zz", "q"], (r) => ((first(r, "levels") as number) * 4 + (first(r, "seed_indices") as number)) * 4 + (first(r, "values") as number), 32, true],
   ["rappor k=4 m=2 (fresh device per report)", () => buildMechanism({ oracle: "rappor", bloom_bits: 4, hashes: 2, cohorts: 2, f: 0.5, p: 0.5, q: 0.75, candidates: [] }, random32()),
     ["value-3", "value-9", "value-1"], (r) => (first(r, "cohorts") as number) * 16 + ((first(r, "bits") as Uint8Array)[0]! >> 4), 32, true],
 ];
