@@ -28,6 +28,7 @@ from ldptel.keys import (
     REJECTED,
     UPDATED_PREFIX,
 )
+from ldptel.numbers import ascii_int
 from ldptel.redis_client import AnyRedis
 
 
@@ -116,9 +117,10 @@ def resolve_window(r: AnyRedis, campaign: Campaign, spec: str | None,
             counts = window_counts(r, campaign)
         windows = [w for w, n in sorted(counts.items()) if n > 0]
         return windows[-1] if windows else current_window(campaign)
-    if not spec.isdigit() or len(spec) > 12:
+    parsed = ascii_int(spec, 12)
+    if parsed is None:
         raise WindowError(f"window must be 'latest' or an epoch start in seconds, got {spec!r}")
-    w = int(spec)
+    w = parsed
     length = campaign.window_seconds
     if length == 0 and w != 0:
         raise WindowError(f"campaign {campaign.name!r} has window 'all': the only window is 0")

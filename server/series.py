@@ -37,6 +37,7 @@ from flask import Blueprint, Response, request
 from ldptel import published, tally
 from ldptel.config import Campaign
 from ldptel.export import SERIES_COLUMNS
+from ldptel.numbers import ascii_int
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
@@ -87,8 +88,9 @@ def _time_param(params: Params, name: str) -> int | None:
     raw = params.get(name)
     if raw is None or raw == "":
         return None
-    if raw.isdigit() and len(raw) <= 12:
-        return int(raw)
+    epoch = ascii_int(raw, 12)
+    if epoch is not None:
+        return epoch
     try:
         t = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -155,7 +157,8 @@ def _items_param(campaign: Campaign, params: Params) -> list[str] | None:
     items = [v.strip() for v in raw.split(",")]
     if campaign.kind == "range":
         d = int(campaign.domain_size or 1)
-        if len(items) > MAX_RANGE_ITEMS or not all(v.isdigit() and int(v) < d for v in items):
+        values = [ascii_int(v, 9) for v in items]
+        if len(items) > MAX_RANGE_ITEMS or not all(v is not None and v < d for v in values):
             raise BadParameter("items", f"must be at most {MAX_RANGE_ITEMS} values in [0, {d - 1}], "
                                         f"got {raw!r}")
     return items

@@ -34,6 +34,7 @@ from flask import Blueprint, Response, has_request_context, jsonify, request
 from ldptel import tally
 from ldptel.config import Campaign
 from ldptel.mechanisms.combine import VersionPart, inverse_variance
+from ldptel.numbers import ascii_int
 from ldptel.published import finite_row
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
@@ -70,9 +71,10 @@ def resolve_version(name: str, spec: str | None) -> Campaign:
             return versions[0]
         r = state().redis
         return next((v for v in reversed(versions) if tally.list_windows(r, v)), versions[-1])
-    if not spec.isdigit() or len(spec) > 9:
+    number = ascii_int(spec, 9)
+    if number is None:
         raise BadParameter("version", f"must be 'latest' or a version number, got {spec!r}")
-    found = next((v for v in versions if v.version == int(spec)), None)
+    found = next((v for v in versions if v.version == number), None)
     if found is None:
         raise ApiError(404, "not_found", f"campaign {name!r} has no version {spec} "
                                          f"(versions: {', '.join(str(v.version) for v in versions)})")
