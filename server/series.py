@@ -18,7 +18,7 @@
 Every number is the aggregator's publication of the window (``documents.read_published``):
 nothing is decoded here. ``ETag`` (304 on a match): a digest of the campaign's parameters, each
 listed window's count and publication digest and the query, so it changes exactly when an answer
-can, and each process keeps the last ``BODIES_KEPT`` answers' bodies by it, so a repeated poll
+can, and each process keeps answers' bodies by it (``body_cache.CACHE``, bounded in bytes), so a repeated poll
 reads only the window counts and tags (``If-Modified-Since`` is not used: a withheld window's
 count changes without a new publication). ``400 bad_parameter`` names the bad parameter (also
 when the range holds more than ``MAX_WINDOWS`` windows), ``401``, ``404`` unknown campaign.
@@ -38,8 +38,10 @@ from ldptel import published, tally
 from ldptel.config import Campaign
 from ldptel.export import SERIES_COLUMNS
 from ldptel.numbers import ascii_int
+from ldptel.server import body_cache
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
+from ldptel.server.body_cache import cache_key
 from ldptel.server.documents import (
     Params,
     Published,
@@ -58,8 +60,6 @@ bp = Blueprint("series", __name__)
 MAX_WINDOWS = 1000  # windows per answer: narrow from/to beyond
 MAX_RANGE_ITEMS = 256  # values of a range campaign's series
 NEVER = datetime.max.replace(tzinfo=UTC)  # Last-Modified that no If-Modified-Since matches
-_bodies: dict[tuple[str, str], str] = {}  # (campaign, ETag) → the answer's body, per process
-BODIES_KEPT = 32
 WINDOW_COLUMNS = ("window_start", "window", "version", "n_reports", "status", "decoded_at")
 VALUE_COLUMNS = SERIES_COLUMNS[4:9]  # what a released row takes from an estimate row
 
@@ -234,13 +234,14 @@ def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict], key: s
             return Response(status=304, headers=headers)
         if fmt == "csv":
             headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{key}.csv"'
-        if (campaign.name, tag) not in _bodies:  # the ETag covers the query, format included
-            if len(_bodies) >= BODIES_KEPT:
-                _bodies.pop(next(iter(_bodies)), None)
+        cached = cache_key(key, campaign.name, tag)  # the ETag covers the query, format included
+        body = body_cache.CACHE.get(cached)
+        if body is None:
             doc = document(campaign, request.args, infos)
-            _bodies[campaign.name, tag] = csv_text(doc[key], columns) if fmt == "csv" else json_text(doc)
+            body = (csv_text(doc[key], columns) if fmt == "csv" else json_text(doc)).encode()
+            body_cache.CACHE.put(cached, body)
         mimetype = "text/csv" if fmt == "csv" else "application/json"
-        return Response(_bodies[campaign.name, tag], mimetype=mimetype, headers=headers)
+        return Response(body, mimetype=mimetype, headers=headers)
 
     view.__name__ = f"{key}_view"
     return require_token("export")(view)
