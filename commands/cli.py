@@ -105,13 +105,22 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--campaign", default=None, help="only this campaign (default: all)")
     audit.add_argument("--reports", type=int, default=200_000,
                        help="reports per input of the ratio test")
-    camps = command("campaigns", "the campaign registry in Redis: list, show NAME, apply --config FILE")
+    camps = command("campaigns", "the campaign registry in Redis: list, show NAME, history NAME, "
+                                 "apply --config FILE, rollback NAME --to VERSION")
     camps.add_argument("--redis-url", default=None, help="Redis URL (default: $REDIS_URL)")
     actions = camps.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("list", help="every campaign: name, status, latest version, kind, epsilon")
     actions.add_parser("show", help="one campaign's record (versions, status) as JSON").add_argument("name")
-    actions.add_parser("apply", help="create or update the campaigns of a TOML file").add_argument(
-        "--config", required=True, help="TOML config file")
+    apply = actions.add_parser("apply", help="create or update the campaigns of a TOML file (the drift "
+                                             "it overrides is printed)")
+    apply.add_argument("--config", required=True, help="TOML config file")
+    apply.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
+    apply.add_argument("--force", action="store_true",
+                       help="apply also over campaigns changed through the admin API since the last apply")
+    actions.add_parser("history", help="one campaign's changes: when, who, what").add_argument("name")
+    back = actions.add_parser("rollback", help="a new version equal to an old one")
+    back.add_argument("name")
+    back.add_argument("--to", type=int, required=True, metavar="VERSION", help="the version to return to")
 
     acl = command("redis-acl", "create or update the least-privilege Redis user of each role and "
                                "write their credentials file")

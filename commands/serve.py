@@ -2,8 +2,9 @@
 [--workers N] [--read-port P --read-workers N --read-nice K]``.
 
 Loads and validates the config (a bad one exits 2 with a message naming the key, via the CLI),
-applies its campaigns to the registry in Redis (``ldptel.registry``; a changed randomization
-parameter makes a new campaign version),
+puts its campaigns that the registry in Redis does not hold yet into it (``ldptel.registry``;
+after that the registry is the source of truth: the drift is printed, ``ldptel campaigns apply``
+applies the file),
 picks Redis — ``--redis-url``, else ``$REDIS_URL``, else an embedded ``redis-server`` whose URL is
 printed, with its data (AOF) under ``$LDPTEL_DATA_DIR`` (default ``~/.local/share/ldptel``) in a
 directory per config file, locked (``DataDirLock``: a second ``serve`` of the config exits 2 naming
@@ -198,19 +199,36 @@ def check_pool_args(args: argparse.Namespace) -> str | None:
 
 
 def apply_campaigns(config: Config, redis_url: str) -> None:
-    """Apply the file's campaigns to the registry (``registry.apply``: new campaigns, new versions,
-    in-place changes) and say what changed; a Redis that cannot be reached only warns (the
-    processes then serve the file's campaigns until the registry holds them)."""
+    """Put the file's campaigns that the registry does not hold into it (``registry.apply`` with
+    ``only_new``): after the first start the registry is the source of truth, so admin changes
+    survive a restart. Say what was created, where the registry differs from the file (the
+    drift: ``ldptel campaigns apply --config FILE`` applies the file), and which campaigns are
+    quarantined (a record that cannot be read: the others serve). A Redis that cannot be reached
+    only warns (the processes then serve the file's campaigns until the registry holds them)."""
     from redis.exceptions import RedisError
 
     from ldptel import registry
+    from ldptel.commands.campaigns import print_drift
+    from ldptel.config import ConfigError
     from ldptel.redis_client import connect
 
     try:
         r = connect(redis_url, role="admin", socket_connect_timeout=5.0, socket_timeout=10.0)
-        for change in registry.apply(r, config.tables):
+        applied = registry.apply(r, config.tables, by=f"serve ({config.path})", via="serve", only_new=True)
+        for change in applied.changes:
             if change.action != "unchanged":
                 print(f"ldptel: campaign {change.line()}", file=sys.stderr, flush=True)
+        if applied.drift:
+            print(f"ldptel: the registry differs from {config.path}; the registry's campaigns are kept "
+                  f"(`ldptel campaigns apply --config {config.path}` applies the file):",
+                  file=sys.stderr, flush=True)
+            print_drift(applied, "ldptel:   ", file=sys.stderr)
+        for name, why in applied.broken.items():
+            print(f"ldptel: warning: campaign {name!r} is quarantined ({why}); the others serve; "
+                  "an admin PUT or `ldptel campaigns apply` repairs it", file=sys.stderr, flush=True)
+    except ConfigError as exc:  # a new campaign of the file that the registry refuses
+        print(f"ldptel: warning: cannot register the file's new campaigns ({exc})", file=sys.stderr,
+              flush=True)
     except RedisError as exc:
         print(f"ldptel: warning: cannot apply the campaigns to the registry ({exc}); "
               "run `ldptel campaigns apply` once Redis is reachable", file=sys.stderr, flush=True)

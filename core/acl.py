@@ -58,6 +58,7 @@ RATELIMIT = keys.ratelimit_key(ANY, ANY)
 AUTH_FAILURE = keys.auth_failure_key(ANY, ANY)
 SESSION = keys.session_key(ANY)
 REGISTRY = (keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY)
+REGISTRY_HISTORY = keys.registry_history_key(ANY)  # the admin's alone
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ def roles(config: Config) -> list[Role]:
         Role("aggregator", "consume the analysis stream; state, publications, heartbeat",
              (*SCRIPT_COMMANDS, "xreadgroup", "xack", "xgroup|create", "xgroup|delconsumer",
               "xpending", "xautoclaim", "xinfo|groups", "xinfo|consumers", "xtrim", "xlen",
-              "hkeys", "hscan", "hget", "hmget", "hgetall", "hset", "hdel", "hincrby", "hexists", "hstrlen",
+              "hkeys", "hscan", "hget", "hmget", "hgetall", "hset", "hsetnx", "hdel", "hincrby", "hexists",
+              "hstrlen",
               "get", "set", "del"),
              (STREAM, STATE, PUBLISHED, PUBLISH_CLAIM, keys.HEARTBEAT_KEY)),
         Role("reader", "export API, pages, /healthz and /metrics, every process's registry reads",
@@ -103,7 +105,8 @@ def roles(config: Config) -> list[Role]:
         Role("sessions", "operator sign-in: the session secret and the sessions",
              ("get", "set", "getex", "del"), (keys.SESSION_SECRET_KEY, SESSION)),
         Role("admin", "write the campaign registry (admin API, campaigns apply, serve's start)",
-             (*SCRIPT_COMMANDS, "get", "hget", "hgetall", "hset", "incr"), REGISTRY),
+             (*SCRIPT_COMMANDS, "get", "hget", "hgetall", "hset", "incr", "rpush", "lrange", "llen"),
+             (*REGISTRY, REGISTRY_HISTORY)),
     ]
 
 

@@ -45,7 +45,9 @@ script or MULTI touching them runs on one Redis Cluster node:
                        decoded, ``PUB_DIGEST`` digest of the decoded state (and the campaign's
                        parameters), ``PUB_CONFIG`` digest of the campaign's parameters alone,
                        ``PUB_DECODED_AT`` epoch seconds, ``PUB_DOC`` the JSON
-                       document, ``PUB_ARRAYS`` ``np.savez`` arrays (range campaigns).
+                       document, ``PUB_ARRAYS`` ``np.savez`` arrays (range campaigns), and
+                       ``PUB_ERROR``: why the window's last publication failed (one line; set
+                       by ``published.write_failure``, gone with the next ``PUBLISH``).
 - ``{…}:publishing:<window>`` (shard 0's tag only, ``publish_claim_key``) string: epoch ms at
                        which an aggregator worker last started publishing the window, set by
                        ``scripts.PUBLISH_CLAIM`` (TTL: the longest gap a worker waits), so that
@@ -73,6 +75,12 @@ Process-wide keys (no hash tag):
                                            ``scripts.REGISTRY_PUT``.
 - ``{ldptel:registry}:revision``           counter bumped by every registry write
                                            (``REGISTRY_REVISION_KEY``); every process polls it.
+- ``{ldptel:registry}:history:<campaign>`` list of the campaign's changes, oldest first
+                                           (``registry_history_key``): JSON entries (when, who,
+                                           through what, action, version, what changed;
+                                           ``ldptel.registry_records.entry``), appended by
+                                           ``scripts.REGISTRY_PUT`` with the record; read by the
+                                           admin API and ``ldptel campaigns history`` only.
 - ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
                                            consumer name): ``"<beat ms> <last commit ms>
                                            <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
@@ -124,6 +132,7 @@ PUB_CONFIG = "config"
 PUB_DECODED_AT = "decoded_at"
 PUB_DOC = "doc"
 PUB_ARRAYS = "arrays"
+PUB_ERROR = "error"
 
 GLOBAL_METRICS_KEY = "ldptel:metrics"
 RATELIMIT_PREFIX = "ldptel:ratelimit"
@@ -133,6 +142,12 @@ AUTH_FAILURE_TAG = "{ldptel:authfail}"
 HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
 REGISTRY_KEY = "{ldptel:registry}:campaigns"
 REGISTRY_REVISION_KEY = "{ldptel:registry}:revision"
+REGISTRY_HISTORY_PREFIX = "{ldptel:registry}:history"
+
+
+def registry_history_key(campaign: str) -> str:
+    """The history list of ``campaign`` (same hash tag as the registry: one script writes both)."""
+    return f"{REGISTRY_HISTORY_PREFIX}:{campaign}"
 
 
 def shard_of(batch_id: bytes, shards: int) -> int:

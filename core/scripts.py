@@ -223,14 +223,18 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 return 1
 """
 
-# Compare-and-set of one campaign's registry record (ldptel.registry), bumping the revision.
-# KEYS[1] registry hash (keys.REGISTRY_KEY), KEYS[2] revision counter (keys.REGISTRY_REVISION_KEY)
-# ARGV[1] campaign name, ARGV[2] the record as read ("" if there was none), ARGV[3] new record
+# Compare-and-set of one campaign's registry record (ldptel.registry), bumping the revision and
+# appending the change to the campaign's history, in one step.
+# KEYS[1] registry hash (keys.REGISTRY_KEY), KEYS[2] revision counter (keys.REGISTRY_REVISION_KEY),
+#      KEYS[3] the campaign's history list (keys.registry_history_key)
+# ARGV[1] campaign name, ARGV[2] the record as read ("" if there was none), ARGV[3] new record,
+#      ARGV[4] the history entry (JSON)
 # Returns the new revision, or 0 (nothing written) if the record changed since it was read.
 REGISTRY_PUT = """
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if (cur or '') ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('RPUSH', KEYS[3], ARGV[4])
 return redis.call('INCR', KEYS[2])
 """
 

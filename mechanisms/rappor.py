@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ldptel.mechanisms import hashing
-from ldptel.mechanisms.base import MAX_EPSILON, Mechanism, check_int
+from ldptel.mechanisms.base import MAX_EPSILON, MIN_EPSILON, Mechanism, check_int
 from ldptel.mechanisms.checks import (
     bit_rows,
     check_bit_rows,
@@ -73,8 +73,9 @@ class RAPPOR(Mechanism):
             raise ValueError(f"q must be greater than p, got p={p!r}, q={q!r}")
         if self.p_star <= 0.0 or self.q_star >= 1.0:
             raise ValueError("p and q must give 0 < p* and q* < 1 (else ε₁ is infinite)")
-        if self.epsilon_one > MAX_EPSILON:
-            raise ValueError(f"p, q, f, hashes give ε₁ = {self.epsilon_one:.3g} > {MAX_EPSILON:g}")
+        if not MIN_EPSILON <= self.epsilon_one <= MAX_EPSILON:
+            raise ValueError(f"p, q, f, hashes give ε₁ = {self.epsilon_one:.3g}, outside "
+                             f"[{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
         if isinstance(candidates, (str, bytes)) or not all(isinstance(c, str) for c in candidates):
             raise ValueError("candidates must be a list of strings")
         if len(set(candidates)) != len(candidates):

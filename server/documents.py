@@ -132,6 +132,12 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
                        {"n_reports": n, "min_reports": campaign.min_reports, "window": start,
                         "message": f"estimates are withheld until {campaign.min_reports} "
                                    f"reports are counted ({n} so far)"})
+    if pub is not None and pub.error is not None and pub.doc is None:
+        raise ApiError(503, "publication_failed",
+                       {"n_reports": n, "window": start, "error": pub.error,
+                        "message": "the aggregator could not publish this window's estimates; it "
+                                   "retries every few minutes (other campaigns are not affected)"},
+                       headers={"Retry-After": str(published.FAILED_RETRY_S)})
     if pub is None or pub.doc is None:
         retry = max(1, math.ceil(st.config.aggregator.publish_interval))
         raise ApiError(503, "not_yet_published",

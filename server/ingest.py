@@ -39,6 +39,7 @@ from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 bp = Blueprint("ingest", __name__)
 
 PROTOBUF_TYPES = ("application/x-protobuf", "application/protobuf")
+UNAVAILABLE_RETRY_S = 60  # Retry-After of a batch of a quarantined campaign
 
 def client_config(config: Config, campaign: Campaign, now: float | None = None) -> dict[str, Any]:
     """What a device needs of the latest version ``campaign``: its public config (with its
@@ -117,6 +118,8 @@ def post_reports():
     except Rejection as rej:
         st.metrics.reject(rej.campaign, rej.reason)
         headers = {"Retry-After": str(retry_after)} if rej.status == 429 else {}
+        if rej.status == 503:
+            headers["Retry-After"] = str(UNAVAILABLE_RETRY_S)
         if not body_read and not drain_unread_body():  # so that the client reads the answer
             headers["Connection"] = "close"
         raise ApiError(rej.status, rej.error, rej.detail, headers) from None

@@ -61,6 +61,8 @@ ALLOWED: list[tuple[str, str, str]] = [
     (re.escape(keys.AUTH_FAILURE_TAG) + r":.+", "*", "failed authentications per keyed digest, TTL"),
     (re.escape(keys.REGISTRY_KEY) + "$", r"created_at|superseded_at|updated_at",
      "when an operator applied, changed or superseded a campaign version"),
+    (re.escape(keys.REGISTRY_HISTORY_PREFIX) + r":.+$", "*",
+     "when an operator changed a campaign, and who: the admin history, no report"),
 ]
 # consumer idle times (XINFO CONSUMERS) are the aggregator's last read: allowed for the same
 # reason as its heartbeat
