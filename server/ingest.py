@@ -128,10 +128,12 @@ def post_reports():
     shard = keys.shard_of(valid.batch_id, camp.shards)
     now = time.time()
     window = keys.window_start(now, camp.window_seconds)
-    target = keys.ingress_key if st.config.shuffler.enabled else keys.stream_key
+    shuffled = st.config.shuffler.enabled
+    target = keys.ingress_key if shuffled else keys.stream_key
+    top = keys.ingress_top_key if shuffled else keys.stream_top_key
     entry = scripts.of(st.collector_redis).call(
         "INGEST", keys=[keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
-              keys.metrics_key(camp.name, shard)],
+              keys.metrics_key(camp.name, shard), top(camp.name, shard)],
         args=[keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count],
     )
     if entry is None:

@@ -44,7 +44,7 @@ BATCH_FIELDS = {"campaign", "count", "schema_version", "campaign_version"}  # + 
 
 # (key pattern, field pattern or "*" for the whole key, why it may hold a fine time)
 ALLOWED: list[tuple[str, str, str]] = [
-    (rf"{TAG}:state{VERSIONED}$", r"updated:\d+",
+    (rf"{TAG}:counts{VERSIONED}$", r"updated:\d+",
      "epoch ms of the aggregator's last commit to the window (tally.summary's lag and the page's "
      "'last commit'): written after the shuffle, it names no report, batch or device"),
     (rf"{TAG}:published{VERSIONED}:\d+$", keys.PUB_DECODED_AT,
@@ -186,11 +186,15 @@ class Audit:
             self.marker(key, self.window(m["c"]))
             ttl_ok = True
         elif m and re.fullmatch(rf"state{VERSIONED}", rest):
-            self.hash(key, self.window(m["c"]), r"(acc:\d+:.+|n:\d+|entries:\d+|updated:\d+|rejected"
+            self.hash(key, self.window(m["c"]), r"acc:\d+:.+")
+        elif m and re.fullmatch(rf"counts{VERSIONED}", rest):
+            self.hash(key, self.window(m["c"]), r"(n:\d+|entries:\d+|updated:\d+|rejected"
                                                 r"|expired_entries|expired_reports)")
+        elif m and rest in ("ingress_top", "reports_top"):  # the last id the collector wrote
+            self.check_id(key, "last id", self.r.get(key), self.window(m["c"]))
         elif m and re.fullmatch(rf"published{VERSIONED}:\d+", rest):
             self.check_numbers(key, "key", rest.rsplit(":", 1)[1], self.window(m["c"]))
-            self.hash(key, self.window(m["c"]), r"n|digest|config|decoded_at|doc|arrays")
+            self.hash(key, self.window(m["c"]), r"n|digest|config|decoded_at|doc|arrays|error")
         elif m and rest in ("metrics", "shuffled"):
             self.hash(key, self.window(m["c"]), r"[a-z_]+")
         elif key == keys.GLOBAL_METRICS_KEY:

@@ -21,7 +21,7 @@ from agg_support import HttpStack, shuffle_once, write_config, xadd_batches
 from ldptel import tally
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, parse_campaign
-from ldptel.keys import state_key
+from ldptel.keys import counts_key
 from ldptel.proto import ReportBatch
 
 V1 = {"name": "shape", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 100}
@@ -90,8 +90,8 @@ def test_each_version_is_decoded_with_its_own_parameters(stack, redis_client: re
     assert docs[2]["epsilon"] == 3.0 and docs[2]["version"] == 2
     assert json.loads(http.get("/v1/campaigns/shape/estimates")[2])["version"] == 2  # now the latest
     # each version's state in its own hash; version 1 keeps the key it had before versions
-    assert redis_client.hget(state_key("shape", 0), "n:0") == str(TRUTH_V1.sum()).encode()
-    assert redis_client.hget(state_key("shape", 0, 2), "n:0") == str(TRUTH_V2.sum()).encode()
+    assert redis_client.hget(counts_key("shape", 0), "n:0") == str(TRUTH_V1.sum()).encode()
+    assert redis_client.hget(counts_key("shape", 0, 2), "n:0") == str(TRUTH_V2.sum()).encode()
     assert tally.summary(redis_client, v2, [v1]).lag_entries == 0
 
     status, _, body = http.get("/v1/campaigns/shape/versions")
