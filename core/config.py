@@ -32,7 +32,8 @@ SERVER_KEYS = {
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
     "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
-SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds"}
+SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds",
+                 "max_ingress_batches"}
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 
 
@@ -111,6 +112,9 @@ class ShufflerConfig:
     # serve rewrites its embedded Redis's AOF this often: until a rewrite, the AOF still holds the
     # ingress batches (as devices sent them) that the shuffler deleted from memory
     aof_rewrite_seconds: int = 600
+    # the collector refuses new batches (503, Retry-After) while a campaign shard's ingress stream
+    # holds this many (a stopped shuffler): bounded, and no accepted report is ever trimmed
+    max_ingress_batches: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,7 @@ def _shuffler(shf: Any) -> ShufflerConfig:
         batch_reports=read_int(shf, "batch_reports", "shuffler", 1000, 1, 100_000),
         max_held_reports=read_int(shf, "max_held_reports", "shuffler", 100_000, 1, 10_000_000),
         aof_rewrite_seconds=read_int(shf, "aof_rewrite_seconds", "shuffler", 600, 1, 86400),
+        max_ingress_batches=read_int(shf, "max_ingress_batches", "shuffler", 100_000, 1, 10**8),
     )
 
 

@@ -92,6 +92,8 @@ Process-wide keys (no hash tag):
                                            ``ldptel.registry_records.entry``), appended by
                                            ``scripts.REGISTRY_PUT`` with the record; read by the
                                            admin API and ``ldptel campaigns history`` only.
+- ``ldptel:shuffler:heartbeat``            the same for each running shuffler
+                                           (``SHUFFLER_HEARTBEAT_KEY``; ``ldptel.heartbeat``).
 - ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
                                            consumer name): ``"<beat ms> <last commit ms>
                                            <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
@@ -151,6 +153,7 @@ SESSION_SECRET_KEY = "ldptel:operator:session_secret"
 SESSION_PREFIX = "ldptel:operator:session"
 AUTH_FAILURE_TAG = "{ldptel:authfail}"
 HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
+SHUFFLER_HEARTBEAT_KEY = "ldptel:shuffler:heartbeat"
 REGISTRY_KEY = "{ldptel:registry}:campaigns"
 REGISTRY_REVISION_KEY = "{ldptel:registry}:revision"
 REGISTRY_HISTORY_PREFIX = "{ldptel:registry}:history"

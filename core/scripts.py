@@ -62,8 +62,10 @@ end
 #      KEYS[3] collector counters (keys.metrics_key: fields keys.ACCEPTED_* / keys.DUPLICATE_*),
 #      KEYS[4] the target's top key (keys.ingress_top_key / stream_top_key)
 # ARGV[1] marker expiry, epoch s (keys.dedupe_expire_at: a multiple of max(window, 1 day)),
-#      ARGV[2] serialized ReportBatch, ARGV[3] window start (epoch s), ARGV[4] reports in the batch
-# Returns the new entry id, or nil for a duplicate.
+#      ARGV[2] serialized ReportBatch, ARGV[3] window start (epoch s), ARGV[4] reports in the batch,
+#      ARGV[5] the most entries the target may hold (0: no bound; [shuffler] max_ingress_batches)
+# Returns the new entry id, nil for a duplicate, or 'full' (nothing written) when the target holds
+# ARGV[5] entries: the caller answers 503, the device sends it again; no accepted report is trimmed.
 # The entry id comes from tracked_id (_TRACKED_ID): the window start, not the receive time. The
 # marker holds "1", not the id, and expires at a time rounded to the day (or window).
 # EXISTS → XADD → SET: a failing XADD (e.g. OOM) leaves no marker, so the retry is not lost.
@@ -73,6 +75,8 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HINCRBY', KEYS[3], 'duplicate_reports', ARGV[4])
   return false
 end
+local bound = tonumber(ARGV[5] or '0')
+if bound > 0 and redis.call('XLEN', KEYS[2]) >= bound then return 'full' end
 local ms, seq = tracked_id(KEYS[4], ARGV[3])
 local fields = {'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4]}
 local id = redis.pcall('XADD', KEYS[2], string.format('%d-%d', ms, seq), unpack(fields))

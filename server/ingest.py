@@ -40,6 +40,7 @@ bp = Blueprint("ingest", __name__)
 
 PROTOBUF_TYPES = ("application/x-protobuf", "application/protobuf")
 UNAVAILABLE_RETRY_S = 60  # Retry-After of a batch of a quarantined campaign
+INGRESS_FULL_RETRY_S = 5  # Retry-After while the ingress stream is full
 
 def client_config(config: Config, campaign: Campaign, now: float | None = None) -> dict[str, Any]:
     """What a device needs of the latest version ``campaign``: its public config (with its
@@ -134,8 +135,14 @@ def post_reports():
     entry = scripts.of(st.collector_redis).call(
         "INGEST", keys=[keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
               keys.metrics_key(camp.name, shard), top(camp.name, shard)],
-        args=[keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count],
+        args=[keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count,
+              st.config.shuffler.max_ingress_batches if shuffled else 0],
     )
+    if entry == b"full":  # a stopped shuffler: refused, never trimmed; the device sends it again
+        st.metrics.reject(camp.name, "ingress_full")
+        raise ApiError(503, "ingress_full", f"campaign {camp.name!r}: the ingress stream holds "
+                       f"{st.config.shuffler.max_ingress_batches} batches not yet shuffled; retry later",
+                       {"Retry-After": str(INGRESS_FULL_RETRY_S)})
     if entry is None:
         return jsonify({"accepted": 0, "duplicate": True}), 202
     return jsonify({"accepted": valid.count, "duplicate": False}), 202

@@ -101,9 +101,10 @@ class Metrics:
             time.sleep(self.flush_interval)
 
     # --- exposition ---------------------------------------------------------------------------
-    def render(self, snap: Snapshot, aggregator: dict[str, float | None]) -> str:
-        """Prometheus text: the Redis counters of ``snap`` (last known), the ``aggregator``
-        gauges (``ldptel.server.health.aggregator_gauges``), every process's own metrics."""
+    def render(self, snap: Snapshot, aggregator: dict[str, float | None],
+               shuffler: dict[str, float | None] | None = None) -> str:
+        """Prometheus text: the Redis counters of ``snap`` (last known), the ``aggregator`` and
+        ``shuffler`` gauges (``ldptel.server.health``), every process's own metrics."""
         glob, per = snap.global_counters, snap.campaign_counters
         out: list[str] = []
 
@@ -123,6 +124,10 @@ class Metrics:
             out.extend(f'{metric}{{campaign="{n}"}} {per[n].get(field, 0)}' for n in per)
         family("ldptel_stream_entries", "gauge", "Entries currently in the campaign's streams.")
         out.extend(f'ldptel_stream_entries{{campaign="{n}"}} {per[n]["stream_entries"]}' for n in per)
+        family("ldptel_ingress_entries", "gauge", "Batches in the campaign's ingress streams, not yet "
+                                                  "shuffled ([shuffler] max_ingress_batches per shard).")
+        out.extend(f'ldptel_ingress_entries{{campaign="{n}"}} {per[n].get("ingress_entries", 0)}'
+                   for n in per)
 
         family("ldptel_batches_rejected_total", "counter",
                "Rejected ingest requests by campaign (empty: none or unknown) and reason.")
@@ -141,9 +146,20 @@ class Metrics:
             if aggregator.get(name) is not None:
                 family(f"ldptel_aggregator_{name}", "gauge", help_)
                 out.append(f"ldptel_aggregator_{name} {aggregator[name]:.3f}")
+        for name, help_ in SHUFFLER_GAUGES.items():
+            value = (shuffler or {}).get(name)
+            if value is not None:
+                family(f"ldptel_shuffler_{name}", "gauge", help_)
+                out.append(f"ldptel_shuffler_{name} {value:.3f}")
         return "\n".join(out) + "\n" + prom.render()
 
 
+SHUFFLER_GAUGES = {
+    "lag_seconds": "Seconds since a shuffler last ended a round with nothing overdue (/healthz: 503 past "
+                   "the smallest shuffle_max_delay).",
+    "heartbeat_age_seconds": "Seconds since the last shuffler heartbeat.",
+    "workers": "Shufflers whose heartbeat is fresh.",
+}
 AGGREGATOR_GAUGES = {
     "lag_seconds": "Seconds since an aggregator last found every stream drained (since it started if "
                    "it has not yet).",

@@ -41,8 +41,10 @@ class Snapshot:
     error: str | None = None
     read_at: float | None = None  # epoch seconds of the last successful read
     beats: list[heartbeat.Beat] = field(default_factory=list)
+    shuffler_beats: list[heartbeat.Beat] = field(default_factory=list)
     global_counters: dict[str, str] = field(default_factory=dict)  # hash keys.GLOBAL_METRICS_KEY
-    campaign_counters: dict[str, dict[str, int]] = field(default_factory=dict)  # + "stream_entries"
+    # + "stream_entries" (ingress and analysis), "ingress_entries", "ingress_shard_max" (the fullest shard)
+    campaign_counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class Probe:
@@ -110,16 +112,22 @@ class Probe:
         pipe = client.pipeline(transaction=False)
         pipe.hgetall(keys.GLOBAL_METRICS_KEY)
         pipe.hgetall(keys.HEARTBEAT_KEY)
+        pipe.hgetall(keys.SHUFFLER_HEARTBEAT_KEY)
         for name, s in shards:  # stream entries: ingress (not yet shuffled) and analysis
             pipe.hgetall(keys.metrics_key(name, s))
             pipe.xlen(keys.stream_key(name, s))
             pipe.xlen(keys.ingress_key(name, s))
         res: list[Any] = pipe.execute()
-        per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0} for c in campaigns}
+        per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0, "ingress_entries": 0,
+                                                   "ingress_shard_max": 0} for c in campaigns}
         for i, (name, _) in enumerate(shards):
-            for k, v in res[2 + 3 * i].items():
+            for k, v in res[3 + 3 * i].items():
                 per[name][k.decode()] = per[name].get(k.decode(), 0) + int(v)
-            per[name]["stream_entries"] += int(res[3 + 3 * i]) + int(res[4 + 3 * i])
+            ingress = int(res[5 + 3 * i])
+            per[name]["stream_entries"] += int(res[4 + 3 * i]) + ingress
+            per[name]["ingress_entries"] += ingress
+            per[name]["ingress_shard_max"] = max(per[name]["ingress_shard_max"], ingress)
         return Snapshot(taken=now, redis_ok=True, read_at=now, beats=heartbeat.parse(res[1]),
+                        shuffler_beats=heartbeat.parse(res[2]),
                         global_counters={k.decode(): v.decode() for k, v in res[0].items()},
                         campaign_counters=per)

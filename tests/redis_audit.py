@@ -54,6 +54,8 @@ ALLOWED: list[tuple[str, str, str]] = [
     (rf"{TAG}:shuffle_lease$", "*",
      "a shuffler process's random owner id, TTL renewed each round: shuffler liveness"),
     (re.escape(keys.HEARTBEAT_KEY) + "$", "*", "aggregator workers' liveness and last commit"),
+    (re.escape(keys.SHUFFLER_HEARTBEAT_KEY) + "$", "*",
+     "shufflers' liveness: when each last ended a round with nothing overdue (no report, no batch)"),
     (re.escape(keys.RATELIMIT_PREFIX) + r":.+", "*",
      "requests per ingest token (an application, not a device) per minute, TTL; holds no report"),
     (re.escape(keys.SESSION_PREFIX) + r":.+", "*", "an operator's session, TTL = idle timeout"),

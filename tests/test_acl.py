@@ -113,6 +113,7 @@ def test_who_touches_what(config_path: Path) -> None:
         keys.published_key("c", 5, 2): {"aggregator", "reader"},
         keys.publish_claim_key("c", 5): {"aggregator"},
         keys.HEARTBEAT_KEY: {"aggregator", "reader"},
+        keys.SHUFFLER_HEARTBEAT_KEY: {"shuffler", "reader"},
         keys.REGISTRY_KEY: {"reader", "admin"},
         keys.REGISTRY_REVISION_KEY: {"reader", "admin"},
         keys.GLOBAL_METRICS_KEY: {"collector", "reader"},
