@@ -20,11 +20,12 @@ default), a shuffler (``ldptel shuffle``) runs beside it too, as a child restart
 The embedded Redis has a user per role (``ldptel.acl``) and a default user only this process
 knows the password of; every child connects as its role.
 
-This process then supervises (``server.supervisor``): a dead embedded Redis or aggregator is
-restarted with backoff; when a gunicorn (collector or reader pool) exits, everything stops. It owns the
+This process then supervises (``server.supervisor``): a dead embedded Redis, shuffler, aggregator
+or reader pool is restarted with backoff (ingest and the reader pool are independent children: a
+dead reader pool never takes ingest down); when the collector's gunicorn exits, everything stops. It owns the
 ``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.prom``): a fresh directory, removed at the
 end, from which a dead worker's live gauges are removed. Ctrl-C / SIGTERM stop everything cleanly:
-the gunicorn pools first (together), then the shuffler (it finishes its step) and the aggregator
+the collector's gunicorn first, then the reader pool, the shuffler (it finishes its step) and the aggregator
 (it finishes its commit), then Redis. If this process is killed outright, its children get
 SIGTERM from the kernel (``ldptel.process.die_with_parent``), so none is left holding the port or
 the data directory.
@@ -170,11 +171,11 @@ def run_serve(args: argparse.Namespace) -> int:
         if args.read_port:
             print(f"ldptel: reader pool on http://{args.host}:{args.read_port} ({args.read_workers} "
                   f"workers at nice {args.read_nice}): export API, queries, series and pages; ingest "
-                  f"only on port {args.port}", flush=True)
+                  f"only on port {args.port}; restarted if it dies", flush=True)
             read_options = gunicorn_options(args.host, args.read_port, args.read_workers, args.access_log,
                                             args.access_log_addresses, proc_name="ldptel-read")
-            pools.append(fork_collector(config, redis_url, read_options, run_aggregator,
-                                        reader=True, nice=args.read_nice))
+            children.append(reader_pool(config, redis_url, read_options, run_aggregator, args.read_nice))
+            children[-1].start()
         return supervise(pools, children)
     finally:
         for child in reversed(children):
@@ -327,6 +328,44 @@ def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supe
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+class ForkedPool:
+    """A gunicorn forked by ``fork_collector``, as ``Supervised`` sees a child process: ``pid``,
+    ``poll()`` (reaping it), ``returncode``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid: int = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = wait_pid(self.pid, 0)
+        return self.returncode
+
+    def stop(self) -> None:
+        if self.poll() is None:
+            self.returncode = stop_pids([self.pid])[0]
+
+
+def reader_pool(config: Config, redis_url: str, options: dict[str, Any], supervised: bool,
+                nice: int) -> Supervised:
+    """The reader pool (``--read-port``) as a supervised child: a dead one is forked again with
+    backoff, and ingest (the other gunicorn, a sibling) never notices."""
+    current: list[ForkedPool] = []
+
+    def launch() -> Any:
+        current[:] = [ForkedPool(fork_collector(config, redis_url, options, supervised, reader=True,
+                                                nice=nice))]
+        return current[0]
+
+    def halt() -> None:
+        for pool in current:
+            pool.stop()
+
+    from ldptel import prom
+
+    return Supervised("reader pool", launch, halt, prom.mark_dead)
 
 
 def supervise(pools: list[int], children: list[Supervised]) -> int:
