@@ -109,20 +109,35 @@ class Attempt:
                    reason=f"collector answered {exc}", retry_after=exc.retry_after)
 
 
+class AnswerTooLarge(OSError):
+    """An answer longer than the caller's ``max_bytes``: refused while reading (not kept)."""
+
+
+ERROR_BODY_BYTES = 64 << 10  # of an error answer, at most this much is read
+
+
 def request(url: str, token: str, timeout: float, method: str, body: bytes | None = None,
-            content_type: str | None = None) -> bytes:
+            content_type: str | None = None, max_bytes: int | None = None) -> bytes:
     """The response body of one bearer-authenticated request; ``HttpStatus`` for a non-2xx answer,
-    ``BodyCutOff`` when the connection broke while the body was being written, ``OSError`` for
-    other network errors and timeouts."""
+    ``BodyCutOff`` when the connection broke while the body was being written, ``AnswerTooLarge``
+    for an answer over ``max_bytes`` (read no further), ``OSError`` for other network errors and
+    timeouts."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
     req = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.read()
+            if max_bytes is None:
+                return resp.read()
+            if resp.length is not None and resp.length > max_bytes:
+                raise AnswerTooLarge(f"the answer is {resp.length} bytes, over {max_bytes}")
+            data = resp.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                raise AnswerTooLarge(f"the answer is over {max_bytes} bytes")
+            return data
     except urllib.error.HTTPError as exc:
-        raw = exc.read() if exc.fp is not None else b""
+        raw = exc.read(ERROR_BODY_BYTES) if exc.fp is not None else b""
         retry = exc.headers.get("Retry-After") if exc.headers else None
         try:
             retry_after = float(retry) if retry is not None else None

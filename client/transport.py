@@ -23,8 +23,8 @@
   file; each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.mechanisms.device_secret``).
   Mechanisms are built from the public config by ``ldptel.mechanisms.builder``.
 
-Thread-safe: ``report`` and ``flush`` may be called from any thread.
-Depends only on the standard library, numpy and protobuf (through the mechanisms).
+Thread-safe: ``report`` and ``flush`` may be called from any thread. Depends only on the standard
+library, numpy, protobuf (through the mechanisms) and platformdirs (``queue.default_queue_path``).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ldptel.client import delivery
+from ldptel.client.configs import MAX_ANSWER_BYTES as ANSWER_CAP
 from ldptel.client.configs import META_KEY, CampaignConfigs, config_for, version_config
 from ldptel.client.delivery import FlushResult
 from ldptel.client.errors import (
@@ -54,13 +55,10 @@ from ldptel.client.health import DropCounter, Health
 from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits, fit_rows
 from ldptel.client.mechanism_cache import MechanismCache
-from ldptel.client.queue import ReportQueue, default_queue_path
+from ldptel.client.queue import ReportQueue, adopt_legacy, default_queue_path, legacy_queue_path
 from ldptel.client.sending import BackgroundSender, Sender
 from ldptel.mechanisms.base import Mechanism
-from ldptel.mechanisms.builder import (
-    uses_device_secret,
-    value_index,
-)
+from ldptel.mechanisms.builder import uses_device_secret, value_index
 from ldptel.mechanisms.claims import report_cost
 from ldptel.mechanisms.device_secret import derive, device_secret
 from ldptel.mechanisms.numeric import NumericMechanism
@@ -124,6 +122,8 @@ class TelemetryClient:
         self.max_backoff = max_backoff
         self.rng = rng
         self.queue_path = Path(queue_path or default_queue_path(self.url))
+        if queue_path is None and adopt_legacy(self.queue_path, legacy_queue_path(self.url)):
+            log.info("moved the SDK's file from the cache directory to %s", self.queue_path)
         self._queue: ReportQueue | None = None
         self._queue_error: str | None = None  # why the queue cannot be opened or written
         self._queue_retry_at = -float("inf")
@@ -131,7 +131,7 @@ class TelemetryClient:
         self._clipped = DropCounter()  # numeric values clipped to [lower, upper], by campaign
         self._lock = threading.RLock()  # the queue and the ledger
         self._flush_lock = threading.Lock()  # one flush at a time
-        self._configs = CampaignConfigs(lambda: self._request("GET", "/v1/campaigns"),
+        self._configs = CampaignConfigs(lambda: self._request("GET", "/v1/campaigns", max_bytes=ANSWER_CAP),
                                         lambda: self.queue.get_meta(META_KEY),
                                         lambda data: self.queue.set_meta(META_KEY, data), config_ttl)
         self._mechs = MechanismCache(self.max_epsilon, self._device_secret)
@@ -167,7 +167,11 @@ class TelemetryClient:
     def _store(self, campaign: str, rows: list[tuple[str, int, bytes, int]], n: int,
                guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
         """Queue ``rows`` (if ``guard``, the ledger, admits them in the same transaction); on a
-        storage error drop them, count them, and say why (``health``)."""
+        storage error, or a file deleted or replaced while open (``store_lost``: its device secret
+        and ledger went with it), drop them, count them, and say why (``health``)."""
+        if (lost := self._store_lost()) is not None:
+            self._drop_here("store_lost", n, f"campaign {campaign!r}: {lost}; dropped until the app restarts")
+            return False
         try:
             queued = self.queue.append_many(rows, guard)
         except STORAGE_ERRORS as exc:
@@ -183,13 +187,17 @@ class TelemetryClient:
         self._dropped.add(reason, n, error)
         log.error("dropped %d reports on the device: %s", n, error)
 
+    def _store_lost(self) -> str | None:
+        return None if self._queue is None else self._queue.lost()
+
     def health(self) -> Health:
         """Whether reports are being queued, and what was dropped on the device and why."""
         config_error = None if self._configs.configs else (self._configs.last_error or "no configs yet")
-        return Health(ok=self._queue_error is None and config_error is None,
+        store_error = self._store_lost()
+        return Health(ok=self._queue_error is None and config_error is None and store_error is None,
                       queue_error=self._queue_error, config_error=config_error,
                       dropped=self._dropped.snapshot(), last_error=self._dropped.last_error,
-                      pending=self.pending(), clipped=self._clipped.snapshot())
+                      pending=self.pending(), clipped=self._clipped.snapshot(), store_error=store_error)
 
     # --- campaign configs ---------------------------------------------------------------------
     def campaigns(self, refresh: bool = False) -> dict[str, dict]:
@@ -358,8 +366,9 @@ class TelemetryClient:
         return self._stop.wait(delay)
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 content_type: str | None = None) -> bytes:
-        return delivery.request(self.url + path, self.token, self.timeout, method, body, content_type)
+                 content_type: str | None = None, max_bytes: int | None = None) -> bytes:
+        return delivery.request(self.url + path, self.token, self.timeout, method, body, content_type,
+                                max_bytes)
 
     # --- background sender ------------------------------------------------------------------
     def start(self) -> None:
