@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, kwargs in ACL_OPTIONS.items():
         acl.add_argument(flag, **kwargs)
 
+    privacy = command("privacy", "central-DP planning: the local ε₀ or fake-message rate that certifies "
+                                 "a central (ε, δ) target, with its lower bound and standard error")
+    from ldptel.commands.privacy import add_arguments as privacy_arguments  # argparse only: light
+
+    privacy_arguments(privacy)
+
     sim = command("simulate", "one simulated device per line of a values file")
     sim.add_argument("--config", required=True, help="TOML config file")
     sim.add_argument("--campaign", required=True, help="campaign name")
@@ -182,6 +188,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("ldptel.commands.audit", "run_audit"),
     "campaigns": ("ldptel.commands.campaigns", "run_campaigns"),
     "redis-acl": ("ldptel.commands.acl_admin", "run_redis_acl"),
+    "privacy": ("ldptel.commands.privacy", "run_privacy"),
     "simulate": ("ldptel.commands.simulate", "run_simulate"),
 }
 

@@ -35,7 +35,7 @@ from ldptel.mechanisms.heavy_hitters import (
 )
 from ldptel.mechanisms.numeric import check_bounds, default_numeric_mechanism
 from ldptel.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
-from ldptel.mechanisms.rappor import RAPPOR
+from ldptel.mechanisms.rappor import MAX_CANDIDATES, MAX_CANDIDATES_DEFAULT, RAPPOR
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
@@ -49,7 +49,7 @@ IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions", "retention
                  "shuffle_min_reports", "shuffle_max_delay", "central_delta")
 CAMPAIGN_STATUSES = ("active", "paused", "retired")
 KIND_KEYS = {
-    "frequency": {"oracle", "domain", "domain_size", *RAPPOR_KEYS},
+    "frequency": {"oracle", "domain", "domain_size", "max_candidates", *RAPPOR_KEYS},
     "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
     "range": {"domain_size", "method", "branching"},
     "numeric": {"lower", "upper", "mechanism", "memoize", "buckets"},
@@ -236,13 +236,19 @@ def parse_campaign(raw: Any, where: str) -> Campaign:
                         "hashes; its permanent response is always memoized)")
         params = {k: raw[k] for k in RAPPOR_KEYS}
         check_labels(params["candidates"], f"{where}.candidates")
+        cap = read_int(raw, "max_candidates", where, MAX_CANDIDATES_DEFAULT, 1, MAX_CANDIDATES)
+        if isinstance(params["candidates"], list) and len(params["candidates"]) > cap:
+            raise fail(f"{where}.candidates", f"has {len(params['candidates'])} entries, more than "
+                       f"max_candidates = {cap}: decoding costs grow as the cube of the candidates "
+                       f"(about 1 s at 2,048); raise max_candidates (at most {MAX_CANDIDATES}) or "
+                       "split the list over campaigns")
         try:
             mech = create_mechanism("rappor", **params)
         except ValueError as exc:
             key = str(exc).split()[0]
             raise fail(f"{where}.{key if key in RAPPOR_KEYS else 'rappor'}", str(exc)) from None
         assert isinstance(mech, RAPPOR)
-        camp.params = params
+        camp.params = params  # max_candidates is checked here only: not published, no new version
         camp.epsilon = mech.epsilon
         camp.params["epsilon_inf"] = mech.epsilon_inf
         return _finished(camp, where)
@@ -260,7 +266,7 @@ def parse_campaign(raw: Any, where: str) -> Campaign:
     if kind == "frequency":
         if oracle not in ORACLES:
             raise fail(f"{where}.oracle", f"must be one of {', '.join(ORACLES)}, got {oracle!r}")
-        for key in RAPPOR_KEYS:
+        for key in (*RAPPOR_KEYS, "max_candidates"):
             if key in raw:
                 raise fail(f"{where}.{key}", "applies only to oracle = \"rappor\"")
         camp.oracle = oracle

@@ -10,8 +10,9 @@ Per version (``check_costs``, at parse):
 - a range domain of at most ``MAX_RANGE_DOMAIN`` = 2²⁰ values: 2·d int64 of state and 2·d float64
   of published arrays (16 MiB each);
 - RAPPOR: cohorts·bloom_bits ≤ ``MAX_RAPPOR_CELLS`` = 2²² (32 MiB of int64 state) and
-  cohorts·bloom_bits·candidates ≤ ``MAX_RAPPOR_DESIGN`` = 2²⁷ (the decode's boolean design
-  matrix, 128 MiB), at most ``MAX_LABELS`` candidates;
+  cohorts·hashes·candidates ≤ ``MAX_RAPPOR_DESIGN`` = 2²³ (the decode's design: one set entry per
+  cohort, hash and candidate, three int64 each: 192 MiB at the bound; ``max_candidates`` bounds
+  the candidates alone);
 - labels (a domain's, RAPPOR's candidates) of at most ``MAX_LABEL_CHARS`` characters; a
   ``description`` of at most ``MAX_DESCRIPTION_CHARS``;
 - the version's public config (what a device downloads for it) at most ``MAX_VERSION_BYTES``.
@@ -35,7 +36,7 @@ from ldptel.config_values import fail
 MAX_FREQUENCY_DOMAIN = 1 << 16
 MAX_RANGE_DOMAIN = 1 << 20
 MAX_RAPPOR_CELLS = 1 << 22
-MAX_RAPPOR_DESIGN = 1 << 27
+MAX_RAPPOR_DESIGN = 1 << 23
 MAX_LABELS = 1 << 16
 MAX_LABEL_CHARS = 256
 MAX_DESCRIPTION_CHARS = 2000
@@ -62,10 +63,10 @@ def check_costs(kind: str, oracle: str | None, params: Mapping[str, Any], where:
         if cells > MAX_RAPPOR_CELLS:
             raise fail(f"{where}.cohorts", f"cohorts·bloom_bits = {cells} counts per window, over "
                                            f"{MAX_RAPPOR_CELLS} (32 MiB of state)")
-        design = cells * len(params["candidates"])
+        design = int(params["cohorts"]) * int(params["hashes"]) * len(params["candidates"])
         if design > MAX_RAPPOR_DESIGN:
-            raise fail(f"{where}.candidates", f"cohorts·bloom_bits·candidates = {design}, over "
-                                              f"{MAX_RAPPOR_DESIGN} (the decode's design matrix)")
+            raise fail(f"{where}.candidates", f"cohorts·hashes·candidates = {design}, over "
+                                              f"{MAX_RAPPOR_DESIGN} (the decode's design entries)")
 
 
 def json_bytes(doc: Any) -> int:

@@ -4,7 +4,8 @@
     ├── InvalidReport (ValueError)      a report no honest device sends; .index, .reason
     │   └── ImplausibleReport           its number of set bits (poisoning defence)
     ├── ConfigError (ValueError)        a bad config file, table or admin change; names the key
-    │   └── CredentialsError            a Redis credentials file that does not fit its URL
+    │   ├── CredentialsError            a Redis credentials file that does not fit its URL
+    │   └── UncertifiableTarget         a central (ε, δ) target no plan can certify; .suggestion
     ├── WindowError (ValueError)        a bad ``window=`` value
     ├── StateMismatch (RuntimeError)    stored aggregator state that does not fit the campaign
     ├── DataDirBusy (RuntimeError)      another ``ldptel serve`` holds the data directory
@@ -41,6 +42,16 @@ class CredentialsError(ConfigError):
     configuration error: the CLI exits 2 with the message)."""
 
 
+class UncertifiableTarget(ConfigError):
+    """A central privacy target (``ldptel.privacy_plan.plan``) that cannot be certified within the
+    limits; the message says what would work, ``suggestion`` holds it as {key: value} (for example
+    {"batch_min": 2_000_000})."""
+
+    def __init__(self, message: str, suggestion: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.suggestion = dict(suggestion or {})
+
+
 class WindowError(LdptelError, ValueError):
     """An invalid ``window`` query value (the export API answers 400)."""
 
@@ -68,4 +79,4 @@ class ExportError(LdptelError, RuntimeError):
 
 
 __all__ = ["ConfigError", "CredentialsError", "DataDirBusy", "ExportError", "ImplausibleReport",
-           "InvalidReport", "LdptelError", "StateMismatch", "WindowError"]
+           "InvalidReport", "LdptelError", "StateMismatch", "UncertifiableTarget", "WindowError"]

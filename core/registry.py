@@ -48,11 +48,12 @@ from ldptel.registry_records import (
     entry,
     entry_bytes,
     identity,
+    parse_stored,
     plan,
+    readable_versions,
     rollback_table,
     stamp_unreadable,
     versions_of,
-    where,
 )
 
 log = logging.getLogger("ldptel.registry")
@@ -67,34 +68,13 @@ __all__ = ["DERIVED_KEYS", "Applied", "Change", "Live", "apply", "history", "ide
 
 # --- Redis ---------------------------------------------------------------------------------
 
-def _parse(name: str, raw: bytes) -> dict[str, Any]:
-    """A stored record; one that is not a JSON object comes back as ``{"name", "broken"}``
-    (``versions_of`` then names why)."""
-    try:
-        rec = json.loads(raw)
-    except ValueError as exc:
-        return {"name": name, "broken": f"the stored record is not JSON ({exc})", "versions": []}
-    entries = rec.get("versions") if isinstance(rec, dict) else None
-    if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("table"), dict) and "version" in e for e in entries):
-        return {"name": name, "broken": "the stored record has no list of versions", "versions": []}
-    return rec
-
-
-def readable_versions(rec: Mapping[str, Any]) -> list[Campaign]:
-    """``versions_of`` of a stored record; ``ConfigError`` saying why it cannot be read."""
-    if rec.get("broken"):
-        raise ConfigError(f"{where(str(rec.get('name')))}: {rec['broken']}")
-    return versions_of(rec)
-
-
 def load(r: AnyRedis) -> tuple[int, dict[str, dict[str, Any]]]:
     """(revision, records by name); (0, {}) for an empty registry."""
     pipe = r.pipeline(transaction=False)
     pipe.get(keys.REGISTRY_REVISION_KEY)
     pipe.hgetall(keys.REGISTRY_KEY)
     rev, raw = pipe.execute()
-    records = {k.decode(): _parse(k.decode(), v) for k, v in cast(dict[bytes, bytes], raw).items()}
+    records = {k.decode(): parse_stored(k.decode(), v) for k, v in cast(dict[bytes, bytes], raw).items()}
     return int(rev or 0), records
 
 
@@ -104,7 +84,7 @@ def revision(r: AnyRedis) -> int:
 
 def record(r: AnyRedis, name: str) -> dict[str, Any] | None:
     raw = cast(bytes | None, r.hget(keys.REGISTRY_KEY, name))
-    return None if raw is None else _parse(name, raw)
+    return None if raw is None else parse_stored(name, raw)
 
 
 def history(r: AnyRedis, name: str) -> list[dict[str, Any]]:
@@ -134,7 +114,7 @@ def _update(r: AnyRedis, name: str, change: Any) -> Any:
     the one write; ``ConfigError`` (nothing written) when it breaks a rule."""
     for _ in range(CAS_RETRIES):
         raw = cast(bytes | None, r.hget(keys.REGISTRY_KEY, name))
-        new, hist, result = change(None if raw is None else _parse(name, raw))
+        new, hist, result = change(None if raw is None else parse_stored(name, raw))
         if new is None:
             return result
         check_record(new, _others(r, name, time.time()), time.time())
@@ -269,7 +249,7 @@ def _clear_admin_mark(r: AnyRedis, name: str) -> None:
         raw = cast(bytes | None, r.hget(keys.REGISTRY_KEY, name))
         if raw is None:
             return
-        rec = _parse(name, raw)
+        rec = parse_stored(name, raw)
         if not rec.get("admin_since_apply"):
             return
         rec["admin_since_apply"] = False
@@ -298,12 +278,13 @@ class Live:
         self._poller: threading.Thread | None = None
         self._pid = 0
         self.stopped = threading.Event()  # ``stop``: the poller ends at its next wake-up
+        self.polled = threading.Event()  # set after each read of the poller (``first_read``)
 
     def poll_in_background(self) -> bool:
         """Refresh every ``interval`` s on a daemon thread of this process (started once per
         process: a forked gunicorn worker starts its own), so no request waits on the registry,
         even when Redis hangs. True when it (re)started the poller: this process was not
-        polling, so its campaigns may be old (the caller reads the registry once: ``behind``)."""
+        polling, so its campaigns may be old (``first_read`` waits, briefly, for its first read)."""
         if self._poller is not None and self._pid == os.getpid() and self._poller.is_alive():
             return False
         with self._lock:
@@ -311,17 +292,19 @@ class Live:
                 return False
             self._pid = os.getpid()
             self.stopped.clear()
+            self.polled.clear()
             _POLLING.add(self)
             self._poller = threading.Thread(target=_poll, name="ldptel-registry", daemon=True,
                                             args=(weakref.ref(self), self.interval, self.stopped))
             self._poller.start()
             return True
 
-    def behind(self) -> bool:
-        """The last read of the registry is older than 4 polling intervals (a poller that just
-        started, or one starved of CPU): a request should read it now rather than answer from
-        campaigns that may be seconds old."""
-        return time.monotonic() - self.checked > 4 * self.interval
+    def first_read(self, timeout: float = 0.25) -> bool:
+        """Wait up to ``timeout`` s for the poller's first read of the registry (a worker's
+        first request would otherwise answer from the campaigns it had when it was forked);
+        never longer, so a request does not hang on a Redis that hangs. True if it read."""
+        return self.polled.wait(timeout)
+
     def stop(self) -> None:
         """End the background poller (``refresh`` still works on call)."""
         self.stopped.set()
@@ -402,5 +385,6 @@ def _poll(ref: weakref.ref[Live], interval: float, stopped: threading.Event) -> 
             live.refresh(force=not live.loaded)
         except Exception:  # noqa: BLE001 — the poller must outlive a bad record
             log.exception("campaign registry refresh failed")
+        live.polled.set()
         del live
         stopped.wait(interval)

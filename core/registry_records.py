@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -125,6 +126,27 @@ def versions_of(record: Mapping[str, Any]) -> list[Campaign]:
         raise ConfigError(f"{where(name)}.shards: versions differ ({sorted(shards)}): the streams are "
                           "per shard")
     return out
+
+
+def parse_stored(name: str, raw: bytes) -> dict[str, Any]:
+    """A stored record; one that is not a JSON object comes back as ``{"name", "broken"}``
+    (``versions_of`` then names why)."""
+    try:
+        rec = json.loads(raw)
+    except ValueError as exc:
+        return {"name": name, "broken": f"the stored record is not JSON ({exc})", "versions": []}
+    entries = rec.get("versions") if isinstance(rec, dict) else None
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("table"), dict) and "version" in e for e in entries):
+        return {"name": name, "broken": "the stored record has no list of versions", "versions": []}
+    return rec
+
+
+def readable_versions(rec: Mapping[str, Any]) -> list[Campaign]:
+    """``versions_of`` of a stored record; ``ConfigError`` saying why it cannot be read."""
+    if rec.get("broken"):
+        raise ConfigError(f"{where(str(rec.get('name')))}: {rec['broken']}")
+    return versions_of(rec)
 
 
 def entry_bytes(versions: list[Campaign], now: float) -> int:
@@ -254,5 +276,5 @@ def entry(action: str, version: int, by: str, via: str, now: float, **detail: An
 
 
 __all__ = ["CAMPAIGN_WIDE_KEYS", "DERIVED_KEYS", "VERSION_KEYS", "Change", "check_record", "drift",
-           "effective_table", "entry", "entry_bytes", "identity", "own_table_error", "plan", "readable",
-           "rollback_table", "stamp_unreadable", "versions_of", "where"]
+           "effective_table", "entry", "entry_bytes", "identity", "own_table_error", "parse_stored", "plan",
+           "readable", "readable_versions", "rollback_table", "stamp_unreadable", "versions_of", "where"]

@@ -11,8 +11,8 @@ items never share a key) or ``xxh32(bytes)`` for a string prefix. The high 32 bi
 (a·x + b) mod 2^64 form a 2-independent family over 32-bit keys, so two distinct items collide
 with probability 1/g (to within 2^-32), as OLH's estimator assumes, whatever their keys'
 difference (a 32-bit multiply would never collide keys that differ by a multiple of 2^30).
-The server tests ``H_seed(x) == y`` for a block of reports × items in four numpy passes
-(multiply, add, compare, count) instead of one xxhash call per (report, item).
+The aggregator tests ``H_seed(x) == y`` for every (report, item) in one compiled pass
+(``ldptel.mechanisms.kernels.olh``: one multiply, add and unsigned compare per pair).
 """
 
 from __future__ import annotations
@@ -131,52 +131,6 @@ def olh_hash_batch(seeds: np.ndarray, keys: np.ndarray, g: int) -> np.ndarray:
     with np.errstate(over="ignore"):
         u = a * np.asarray(keys, dtype=np.uint32).astype(np.uint64) + b
     return (((u >> np.uint64(32)) * np.uint64(g)) >> np.uint64(32)).astype(np.uint32)
-
-
-def olh_match_params(
-    seeds: np.ndarray, ys: np.ndarray, g: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-report uint64 (a, b', w) such that H_seed(x) == y  ⇔  (a·x + b') mod 2^64 < w.
-
-    With v = high 32 bits of u = a·x + b: H = y ⇔ lo ≤ v < hi, lo = ceil(y·2^32/g),
-    hi = ceil((y+1)·2^32/g) ⇔ lo·2^32 ≤ u < hi·2^32; shifting by lo·2^32 makes it one unsigned
-    comparison: b' = b − lo·2^32, w = (hi − lo)·2^32.
-    """
-    a, b = seed_params(seeds)
-    y = np.asarray(ys, dtype=np.uint64)
-    two32 = np.uint64(1 << 32)
-    gg = np.uint64(g)
-    lo = (y * two32 + gg - np.uint64(1)) // gg
-    hi = ((y + np.uint64(1)) * two32 + gg - np.uint64(1)) // gg
-    with np.errstate(over="ignore"):
-        b_shift = b - (lo << np.uint64(32))
-    return a, b_shift, (hi - lo) << np.uint64(32)
-
-
-def olh_support_counts(
-    a: np.ndarray, b_shift: np.ndarray, w: np.ndarray, keys: np.ndarray, block: int = 128
-) -> np.ndarray:
-    """C[j] = #{i : H_seed_i(keys[j]) == y_i}, from ``olh_match_params``; int64 of len(keys).
-
-    Blocks of ``block`` reports keep the (block × len(keys)) uint64 scratch in cache; the row
-    sum of the boolean matrix runs as uint64 adds over 8 byte-lanes (≤ 255 rows per block).
-    """
-    keys = np.asarray(keys, dtype=np.uint32).astype(np.uint64)
-    m = keys.size
-    out = np.zeros(m, dtype=np.int64)
-    block = min(block, 255)
-    pad = (-m) % 8
-    buf = np.empty((block, m), dtype=np.uint64)
-    hit = np.zeros((block, m + pad), dtype=np.uint8)
-    for start in range(0, a.size, block):
-        n = min(block, a.size - start)
-        u = buf[:n]
-        np.multiply(a[start : start + n, None], keys[None, :], out=u)
-        np.add(u, b_shift[start : start + n, None], out=u)
-        np.less(u, w[start : start + n, None], out=hit[:n, :m].view(bool))
-        lanes = hit[:n].view(np.uint64).sum(axis=0, dtype=np.uint64)
-        out += lanes.view(np.uint8)[:m]
-    return out
 
 
 def pool_support(a: np.ndarray, b: np.ndarray, table: np.ndarray, keys: np.ndarray,

@@ -55,6 +55,7 @@ class OLH(LocalHashing):
         super().__init__(epsilon, domain_size)
         self.g = olh_g(self.epsilon)
         self._keys: np.ndarray | None = None
+        self._keys64: np.ndarray | None = None
 
     @property
     def keys(self) -> np.ndarray:
@@ -62,6 +63,13 @@ class OLH(LocalHashing):
         if self._keys is None:
             self._keys = hashing.item_keys(self.domain_size)
         return self._keys
+
+    @property
+    def keys64(self) -> np.ndarray:
+        """The keys widened to uint64, as the decode kernel reads them (computed once)."""
+        if self._keys64 is None:
+            self._keys64 = self.keys.astype(np.uint64)
+        return self._keys64
 
     def randomize(self, values: np.ndarray, rng) -> dict:
         seeds = rng.integers(0, 2**32, values.size).astype(np.uint32)

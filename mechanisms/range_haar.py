@@ -59,9 +59,15 @@ class RangeHaar(SignResponse, Mechanism):
 
     def count_variance(self, counts: np.ndarray, n: int) -> np.ndarray:
         """Variance of each single-value estimate ([v, v] ranges) given the true counts."""
-        c = np.asarray(counts, dtype=np.float64)
-        v = np.arange(c.size)
-        return self.range_variance(v, v, c, n)
+        return self.value_variance(counts, n)
+
+    def value_variance(self, counts: np.ndarray, n: int) -> np.ndarray:
+        """Var[ĉ_v] of every single value in O(d): a range [v, v] has one coefficient per level,
+        of weight ±1/2^ℓ, so W2 = Σ_ℓ 4^−ℓ = (1 − 4^−h)/3 for every v, ρ = 1/D, c_R = c_v."""
+        c = np.clip(np.asarray(counts, dtype=np.float64), 0, n)
+        w2 = (1.0 - 4.0**-self.h) / 3.0
+        rho = 1.0 / self.D
+        return n * self.h * self.scale**2 * w2 - c * (1 - rho) ** 2 - (n - c) * rho**2
 
     # --- range weights and variance ---------------------------------------------------------
     def prefix_weights(self, x: np.ndarray) -> np.ndarray:

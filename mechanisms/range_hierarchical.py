@@ -15,8 +15,10 @@ fixed at N), the two-pass algorithm of Hay et al. (2010) with weights: bottom-up
 z_u = (V_u·x̂_u + v_ℓ·Σ_children z_c)/(V_u + v_ℓ), V_u = Σ_children Var z_c,
 Var z_u = V_u·v_ℓ/(V_u + v_ℓ) (leaves: z = x̂, Var z = v_H); top-down
 f_c = z_c + (Var z_c/Σ_siblings Var z)·(f_parent − Σ_siblings z). The result is linear:
-any range R̂ = a_0·N + Σ_{ℓ,u} a_{ℓ,u}·x̂_{ℓ,u}, the weights a obtained by running the two passes'
-adjoint on the range's leaf indicator. A device contributes Y = H·Σ_u a_{ℓ,u}(S_u − q)/(p − q) at
+any range R̂ = a_0·N + Σ_{ℓ,u} a_{ℓ,u}·x̂_{ℓ,u}, the weights a those of the two passes' adjoint
+on the range's leaf indicator — constant on O(H·B) runs of nodes per level, so the sums below are
+taken in closed form over the levels (``ldptel.mechanisms.kernels.ranges``), never over the nodes.
+A device contributes Y = H·Σ_u a_{ℓ,u}(S_u − q)/(p − q) at
 its level (S_u = 1 if its report supports node u), so exactly (devices are independent):
 
     Var[R̂] = Σ_ℓ H/(p_ℓ − q_ℓ)²·L_ℓ − c_R(1 − a_0)² − (N − c_R)·a_0²,
@@ -91,6 +93,7 @@ class RangeHierarchical(Mechanism):
         self.offsets = np.concatenate(([0], np.cumsum(self.nodes))).astype(np.int64)
         self.uses_olh = any(isinstance(o, OLH) for o in self.oracles)
         self._consts: tuple | None = None
+        self._tree: dict | None = None
 
     def variance_star(self) -> float:
         """Per-report variance of one node estimate at the leaf level: H·Var*_H."""
@@ -138,30 +141,19 @@ class RangeHierarchical(Mechanism):
             f = z[ell] + gamma[ell] * (f - _sum_groups(z[ell], B))[parent]
         return f
 
-    def range_weights(self, lo: np.ndarray, hi: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        """Weights a_ℓ (d_ℓ × Q) on the raw estimates and a_0 (Q,) on N of the consistent range
-        answers [lo_i, hi_i]: the adjoint of ``consistent_leaves`` applied to the indicators."""
-        alpha, beta, gamma = self.constants()
-        H, B = self.H, self.B
-        lo = np.asarray(lo, dtype=np.int64)
-        hi = np.asarray(hi, dtype=np.int64)
-        v = np.arange(self.domain_size)[:, None]
-        fbar = ((v >= lo[None, :]) & (v <= hi[None, :])).astype(np.float64)
-        zbar = [np.zeros((m, lo.size)) for m in self.nodes]
-        for ell in range(H - 1, 0, -1):
-            parent = np.arange(self.nodes[ell]) // B
-            g = _sum_groups(gamma[ell][:, None] * fbar, B)
-            zbar[ell] += fbar - g[parent]
-            fbar = g
-        g0 = (gamma[0][:, None] * fbar).sum(axis=0)
-        zbar[0] += fbar - g0[None, :]
-        xbar: list[np.ndarray] = [np.empty(0)] * H
-        for ell in range(H - 1):
-            xbar[ell] = alpha[ell][:, None] * zbar[ell]
-            child_parent = np.arange(self.nodes[ell + 1]) // B
-            zbar[ell + 1] += (beta[ell][:, None] * zbar[ell])[child_parent]
-        xbar[H - 1] = zbar[H - 1]
-        return xbar, g0
+    def tree_arrays(self) -> dict:
+        """The tree and its consistency constants as flat arrays for ``kernels.ranges`` (once)."""
+        if self._tree is None:
+            _, beta, gamma = self.constants()
+            self._tree = {
+                "H": self.H, "B": self.B, "d": self.domain_size,
+                "widths": np.array(self.widths, dtype=np.int64),
+                "nodes": np.array(self.nodes, dtype=np.int64), "offs": self.offsets.astype(np.int64),
+                "beta": np.concatenate(beta), "gamma": np.concatenate(gamma),
+                "p": np.array([o.p for o in self.oracles]), "q": np.array([o.q for o in self.oracles]),
+                "is_grr": np.array([isinstance(o, GRR) for o in self.oracles]),
+            }
+        return self._tree
 
     def node_counts(self, counts: np.ndarray) -> list[np.ndarray]:
         """Per-level node counts n_t from per-value counts."""
@@ -170,22 +162,19 @@ class RangeHierarchical(Mechanism):
 
     def range_variance(self, lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
         """Var[R̂] of the consistent answers (module docstring), per-value ``counts`` (true or
-        estimated) plugged in for n_t and c_R (clipped to be non-negative)."""
+        estimated) plugged in for n_t and c_R (clipped to be non-negative); the level sums in
+        closed form over the tree (``ldptel.mechanisms.kernels.ranges``: O(H²·B) per range)."""
+        from ldptel.mechanisms.kernels.ranges import level_sums  # numba: server side only
+
         lo = np.asarray(lo, dtype=np.int64)
         hi = np.asarray(hi, dtype=np.int64)
         c = np.clip(np.asarray(counts, dtype=np.float64), 0, None)
-        a, a0 = self.range_weights(lo, hi)
-        total = np.zeros(lo.size)
-        for ell, (o, nt) in enumerate(zip(self.oracles, self.node_counts(c), strict=True)):
-            p, q = o.p, o.q
-            al = a[ell]
-            sq, A = (al**2).sum(axis=0), al.sum(axis=0)
-            nsq = nt @ al**2
-            if isinstance(o, GRR):
-                lvl = n * (q * sq - q**2 * A**2) + (p - q) * nsq - 2 * q * (p - q) * A * (nt @ al)
-            else:
-                lvl = n * q * (1 - q) * sq + (p * (1 - p) - q * (1 - q) + (p - q) ** 2) * nsq
-            total += self.H / (p - q) ** 2 * lvl
+        alpha, _, _ = self.constants()
+        pref = []
+        for a, nt in zip(alpha, self.node_counts(c), strict=True):
+            cols = np.stack((a, a * a, nt * a, nt * a * a))
+            pref.append(np.concatenate((np.zeros((4, 1)), np.cumsum(cols, axis=1)), axis=1))
+        total, a0 = level_sums(lo, hi, self.tree_arrays(), np.ascontiguousarray(np.hstack(pref)), float(n))
         cum = np.concatenate(([0.0], np.cumsum(c)))
         c_r = np.clip(cum[hi + 1] - cum[lo], 0, n)
         return total - c_r * (1 - a0) ** 2 - (n - c_r) * a0**2

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from ldptel.mechanisms.base import Z95
 from ldptel.mechanisms.estimates import FrequencyEstimate
 
-VAR_CELLS = 1 << 22  # ranges × values per variance evaluation (bounds the weight matrices)
+VAR_RANGES = 1 << 16  # ranges per variance evaluation (bounds Haar's ranges × levels weights)
 
 
 RangeVariance = Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
@@ -81,7 +81,7 @@ class RangeEstimate(FrequencyEstimate):
         lo, hi = self.check_range(lo, hi)
         cum = np.concatenate(([0.0], np.cumsum(self.counts)))
         est = cum[hi + 1] - cum[lo]
-        step = max(1, min(4096, VAR_CELLS // max(self.domain_size, 1)))
+        step = VAR_RANGES
         var = np.concatenate([self.variance(lo[s : s + step], hi[s : s + step])
                               for s in range(0, lo.size, step)]) if lo.size else np.zeros(0)
         return est, np.sqrt(np.maximum(var, 0.0))

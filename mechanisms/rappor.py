@@ -35,6 +35,10 @@ from ldptel.mechanisms.randomness import bernoulli_packed, resolve
 from ldptel.proto import RapporPayload, ReportBatch
 
 RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")  # public parameters
+# Decoding costs grow as candidates³ (one |S|×|S| factorization; about 1 s at 2,048): a campaign's
+# ``max_candidates`` (default below) caps its list, and no mechanism takes more than the bound.
+MAX_CANDIDATES_DEFAULT = 4096
+MAX_CANDIDATES = 16384
 
 
 def _check_prob(value: Any, name: str) -> float:
@@ -80,11 +84,15 @@ class RAPPOR(Mechanism):
             raise ValueError("candidates must be a list of strings")
         if len(set(candidates)) != len(candidates):
             raise ValueError("candidates must be distinct")
+        if len(candidates) > MAX_CANDIDATES:
+            raise ValueError(f"candidates has {len(candidates)} entries, more than {MAX_CANDIDATES} (the "
+                             "decoder's bound: its cost grows as the cube of the candidates)")
         self.candidates = list(candidates)
         self.secret = device_secret(secret)
         self.epsilon = self.epsilon_one
         self.domain_size = len(self.candidates)
         self._bloom_cache: dict[str, np.ndarray] = {}
+        self._design: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def secret(self) -> bytes:
@@ -144,11 +152,23 @@ class RAPPOR(Mechanism):
                 self._bloom_cache[value] = table
         return table
 
-    def design_matrix(self) -> np.ndarray:
-        """X[c, b, j] = 1 iff candidate j sets bit b in cohort c."""
+    def design_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The set entries of the design X[c, b, j] (candidate j sets bit b in cohort c) as int64
+        arrays (cohort, bit, candidate), sorted by cohort then bit (computed once)."""
         if not self.candidates:
             raise ValueError("candidates are needed to decode RAPPOR")
-        return np.stack([self.bloom_table(s) for s in self.candidates], axis=-1)
+        if self._design is None:
+            tables = np.stack([self.bloom_table(s) for s in self.candidates])  # (C, cohorts, k)
+            cand, cohort, bit = np.nonzero(tables)
+            order = np.lexsort((cand, bit, cohort))
+            self._design = (cohort[order], bit[order], cand[order])
+        return self._design
+
+    def design_matrix(self) -> np.ndarray:
+        """X[c, b, j] = 1 iff candidate j sets bit b in cohort c (dense; for tests)."""
+        X = np.zeros((self.cohorts, self.bloom_bits, len(self.candidates)), dtype=bool)
+        X[self.design_entries()] = True
+        return X
 
     # --- device side ------------------------------------------------------------------------
     def device_cohort(self) -> int:

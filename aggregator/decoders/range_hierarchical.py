@@ -1,5 +1,5 @@
 """Hierarchical range decoder: per-level support counts C_{ℓ,u} (GRR: reports equal to u; OLH: the
-vectorized kernel against the level's node keys, at accumulation time since the nodes are known)
+compiled kernel against the level's node keys, at accumulation time since the nodes are known)
 and per-level report counts n_ℓ, all additive. Estimate: x̂_{ℓ,u} = H·(C_{ℓ,u} − n_ℓ q_ℓ)/(p_ℓ −
 q_ℓ), then the least-squares consistency of ``RangeHierarchical.consistent_leaves``; std errors
 from ``RangeHierarchical.range_variance`` with the Norm-Sub leaf counts plugged in."""
@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.mechanisms import hashing
 from ldptel.mechanisms.olh import OLH
 from ldptel.mechanisms.postprocess import norm_sub
 from ldptel.mechanisms.range_hierarchical import RangeHierarchical
@@ -25,6 +24,9 @@ class RangeHierarchicalAccumulator(Accumulator):
                 "level_n": np.zeros(self.mech.H, dtype=np.int64)}
 
     def add_columns(self, columns: dict, count: int) -> None:
+        # numba loads on the first decode: ldptel.aggregator imports without it
+        from ldptel.mechanisms.kernels.olh import olh_support
+
         m = self.mech
         lev = columns["levels"]
         self.state["level_n"] += np.bincount(lev, minlength=m.H)
@@ -34,8 +36,7 @@ class RangeHierarchicalAccumulator(Accumulator):
                 continue
             vals = columns["values"][sel]
             if isinstance(o, OLH):
-                a, b, w = hashing.olh_match_params(columns["seeds"][sel], vals, o.g)
-                c = hashing.olh_support_counts(a, b, w, o.keys, 128)
+                c = olh_support(columns["seeds"][sel], vals, o.g, o.keys64)
             else:
                 c = np.bincount(vals, minlength=o.domain_size)
             self.state["support"][m.offsets[ell] : m.offsets[ell + 1]] += c
@@ -52,9 +53,7 @@ class RangeHierarchicalAccumulator(Accumulator):
         counts = m.consistent_leaves(self.raw_levels(), float(n))
         plug = norm_sub(counts, n)
         v = np.arange(m.domain_size)
-        step = max(1, (1 << 22) // max(m.domain_size, 1))
-        var = np.concatenate([m.range_variance(v[s : s + step], v[s : s + step], plug, n)
-                              for s in range(0, v.size, step)])
+        var = m.range_variance(v, v, plug, n)  # closed form over the levels: O(H²) per value
         return RangeEstimate(n=n, counts=counts, std_error=np.sqrt(np.maximum(var, 0.0)),
                              normalized=plug, range_variance=m.range_variance, plug_in=plug,
                              method="hierarchical")

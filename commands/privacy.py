@@ -1,0 +1,85 @@
+"""``ldptel privacy plan``: the plan of a central (ε, δ) target (``ldptel.privacy_plan.plan``), as
+one JSON object (``--format json``) or readable text."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from ldptel.errors import UncertifiableTarget
+
+ORACLE_CHOICES = ("grr", "oue", "sue", "olh", "hadamard", "rappor", "histogram")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = actions.add_parser("plan", help="plan a campaign from a central (ε, δ) target: the largest local ε₀ "
+                                        "(shuffled) or the smallest fake-message rate (shuffled-fakes)",
+                           description="plan a campaign from a central (ε, δ) target",
+                           formatter_class=parser.formatter_class)
+    p.add_argument("--mode", required=True, choices=("shuffled", "shuffled-fakes"),
+                   help="shuffled: ε₀-LDP reports, amplified; shuffled-fakes: the true index plus "
+                        "Poisson fake indices")
+    p.add_argument("--oracle", required=True, choices=ORACLE_CHOICES,
+                   help="frequency oracle (shuffled); histogram, or grr with --local-epsilon "
+                        "(shuffled-fakes)")
+    p.add_argument("--domain-size", type=int, required=True, help="number of values d")
+    p.add_argument("--central-epsilon", type=float, required=True, help="target central ε")
+    p.add_argument("--central-delta", type=float, required=True, help="target central δ")
+    p.add_argument("--batch-min", type=int, required=True, help="devices per shuffled batch, at least")
+    p.add_argument("--windows", type=int, default=None,
+                   help="also the cumulative ε at the target δ over this many releases (default: none)")
+    p.add_argument("--local-epsilon", type=float, default=None,
+                   help="shuffled-fakes with --oracle grr: pass the index through GRR at this ε first "
+                        "(default: none)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+
+
+def run_privacy(args: argparse.Namespace) -> int:
+    from ldptel.privacy_plan import plan
+
+    try:
+        result = plan(args.mode, args.oracle, args.domain_size, args.central_epsilon, args.central_delta,
+                      args.batch_min, args.windows, local_epsilon=args.local_epsilon)
+    except UncertifiableTarget as exc:
+        print(f"ldptel privacy plan: cannot certify: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"ldptel privacy plan: {exc}", file=sys.stderr)
+        return 2
+    doc = result.as_dict()
+    if args.format == "json":
+        print(json.dumps({k: _finite(v) for k, v in doc.items()}, sort_keys=False))
+    else:
+        print(_text(doc))
+    return 0
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no Infinity: an infinite ε (nothing certified) is written as null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _text(doc: dict[str, Any]) -> str:
+    lines = [f"mode {doc['mode']}, oracle {doc['oracle']}, d = {doc['domain_size']:,}, "
+             f"batch_min = {doc['batch_min']:,}",
+             f"target: central ε ≤ {doc['target_epsilon']:g} at δ = {doc['central_delta']:g}"]
+    if doc["mode"] == "shuffled":
+        lines.append(f"local ε₀ of each report: {doc['local_epsilon']:g}")
+    else:
+        lines.append(f"fake messages per device: {doc['fake_rate']:.4g} "
+                     f"({doc['fakes_per_bucket']:.4g} per bucket at batch_min)")
+        if doc["local_epsilon"] is not None:
+            lines.append(f"index passed through GRR at ε = {doc['local_epsilon']:g}")
+    lines.append(f"central ε between {doc['central_epsilon_lower']:.4g} (lower bound) and "
+                 f"{doc['central_epsilon']:.4g} (certified: {doc['bound']})")
+    error = doc["std_error"]
+    lines.append("standard error of one count: " + ("from the RAPPOR regression (no closed form)"
+                                                    if error is None else f"{error:.4g}"))
+    if doc["windows"] is not None:
+        lines.append(f"cumulative ε over {doc['windows']} releases at δ = {doc['central_delta']:g}: "
+                     f"{doc['cumulative_epsilon']:.4g}")
+    return "\n".join(lines)

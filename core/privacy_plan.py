@@ -1,0 +1,275 @@
+"""Central-DP bounds of one release and the planner: from a central (ε, δ) target to the campaign.
+
+Two ``shuffled*`` modes (docs/privacy.md):
+
+- ``shuffled``: each device sends one ε₀-LDP report of ``oracle``; the shuffler releases batches of
+  at least ``batch_min`` reports. ``shuffled_bound(oracle, ε₀, d, n, δ)`` is the release's
+  "central ε between L and U": U the least of ``ldptel.mechanisms.amplification.ShuffleBound``
+  (stronger clone, FMT 2023; for GRR also mixture and clones), the generic clone bound
+  (Feldman–McMillan–Talwar 2021, ``ldptel.privacy.shuffle_epsilon``) and ε₀; L from an explicit attack.
+- ``shuffled-fakes``: each device sends its true index plus Poisson(λ) fake indices (optionally the
+  index passed through GRR at ``local_epsilon`` first); ``fakes_bound(μ, d, δ)`` with μ = λ·n/d fakes
+  per bucket (``ldptel.mechanisms.fake_messages``).
+
+``plan`` picks, at n = ``batch_min``, the largest ε₀ (shuffled; a multiple of 0.001, at most 10)
+or the smallest μ (shuffled-fakes; λ = μ·d/batch_min) whose certified U is ≤ the target ε at the
+target δ, and reports the expected standard error of one count at n = batch_min: √(n·Var*) with the
+oracle's Var* for shuffled, √μ for fakes (the estimate subtracts the mean μ; its Poisson variance
+is μ), √(n·q(1−q) + μ)/(p − q) with GRR on top. A larger batch only lowers U (every bound falls
+in n). ``windows=T`` adds the cumulative ε at the target δ of T such releases
+(``ldptel.privacy_accounting``). Results are cached per argument tuple.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any
+
+from ldptel.errors import UncertifiableTarget
+from ldptel.mechanisms import MECHANISMS
+from ldptel.mechanisms.amplification import (
+    DEFAULT_RAPPOR_HASHES,
+    ORACLES,
+    ShuffleBound,
+    amplified_epsilon_lower,
+)
+from ldptel.mechanisms.base import MAX_EPSILON, check_epsilon
+from ldptel.mechanisms.fake_messages import (
+    fake_delta,
+    fake_epsilon,
+    fake_rate,
+    fakes_for,
+    grr_gamma,
+    local_fake_delta,
+)
+from ldptel.privacy import n_bucket, shuffle_epsilon
+from ldptel.privacy_accounting import PrivacyCurve, cumulative_epsilon
+
+MODES = ("shuffled", "shuffled-fakes")
+FAKE_ORACLES = ("histogram", "grr")  # shuffled-fakes sends an index; grr = GRR on top (local_epsilon)
+BOUND_FMT21 = "clone (Feldman-McMillan-Talwar 2021)"
+BOUND_LOCAL = "local (no amplification certified)"
+BOUND_FAKES = "poisson-fakes (exact)"
+BOUND_FAKES_LOCAL = "poisson-fakes with GRR (advanced joint convexity)"
+MAX_FAKE_RATE = 100.0  # fake messages per device above which a plan is refused
+EPS0_STEP = 1e-3
+
+
+@dataclass(frozen=True)
+class CentralBound:
+    """What one release can claim: central ε between ``epsilon_lower`` and ``epsilon`` (certified)
+    at ``delta``; ``bound`` names the analysis that gave ``epsilon``."""
+
+    epsilon: float
+    epsilon_lower: float
+    delta: float
+    bound: str
+
+
+@dataclass(frozen=True)
+class PrivacyPlan:
+    """A plan (module docstring); ``as_dict`` is the JSON object of ``ldptel privacy plan``."""
+
+    mode: str
+    oracle: str
+    domain_size: int
+    batch_min: int
+    target_epsilon: float
+    central_delta: float
+    local_epsilon: float | None  # ε₀ of the reports (shuffled), the GRR on top, or None
+    fake_rate: float | None  # λ, fake messages per device (shuffled-fakes)
+    fakes_per_bucket: float | None  # μ = λ·batch_min/d
+    central_epsilon: float
+    central_epsilon_lower: float
+    std_error: float | None  # None for RAPPOR (its std errors come from the regression)
+    bound: str
+    windows: int | None = None
+    cumulative_epsilon: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check(mode: str, oracle: str, domain_size: int, epsilon: float, delta: float, batch_min: int,
+           windows: int | None, local_epsilon: float | None) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    allowed = ORACLES if mode == "shuffled" else FAKE_ORACLES
+    if oracle not in allowed:
+        raise ValueError(f"oracle for {mode} must be one of {', '.join(allowed)}, got {oracle!r}")
+    if isinstance(domain_size, bool) or not isinstance(domain_size, int) or domain_size < 2:
+        raise ValueError(f"domain_size must be an integer ≥ 2, got {domain_size!r}")
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"central_epsilon must be a finite number > 0, got {epsilon!r}")
+    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
+        raise ValueError(f"central_delta must be in (0, 1), got {delta!r}")
+    if isinstance(batch_min, bool) or not isinstance(batch_min, int) or batch_min < 2:
+        raise ValueError(f"batch_min must be an integer ≥ 2, got {batch_min!r}")
+    if local_epsilon is not None:
+        if mode != "shuffled-fakes":
+            raise ValueError("local_epsilon applies to shuffled-fakes only (shuffled plans its ε₀)")
+        check_epsilon(local_epsilon, "local_epsilon")
+    if windows is not None and (isinstance(windows, bool) or not isinstance(windows, int) or windows < 1):
+        raise ValueError(f"windows must be an integer ≥ 1, got {windows!r}")
+
+
+@lru_cache(maxsize=4096)
+def shuffled_bound(oracle: str, epsilon0: float, domain_size: int, n: int, delta: float,
+                   hashes: int = DEFAULT_RAPPOR_HASHES) -> CentralBound:
+    """Central ε of n shuffled ε₀-LDP reports of ``oracle`` at δ: U = min(variation-ratio at the
+    n-bucket, FMT21, ε₀), L = the best explicit attack at n (module docstring)."""
+    bound = ShuffleBound(oracle, epsilon0, domain_size, n_bucket(n))
+    vr = bound.epsilon(delta)
+    fmt = shuffle_epsilon(epsilon0, n, delta)
+    candidates = [(epsilon0, BOUND_LOCAL)]
+    if fmt is not None:
+        candidates.append((fmt, BOUND_FMT21))
+    if vr is not None:
+        candidates.append((vr, bound.bound_name(vr)))
+    upper, name = min(candidates)
+    lower = amplified_epsilon_lower(oracle, epsilon0, domain_size, n, delta, hashes=hashes)
+    return CentralBound(epsilon=upper, epsilon_lower=min(lower, upper), delta=delta, bound=name)
+
+
+def shuffled_curve(oracle: str, epsilon0: float, domain_size: int, n: int,
+                   hashes: int = DEFAULT_RAPPOR_HASHES) -> PrivacyCurve:
+    """The variation-ratio curve of one release (for ``ldptel.privacy_accounting``)."""
+    bound = ShuffleBound(oracle, epsilon0, domain_size, n_bucket(n))
+    return PrivacyCurve(delta=bound.delta, max_loss=bound.max_loss, name=f"shuffled {oracle}")
+
+
+@lru_cache(maxsize=4096)
+def fakes_bound(mu: float, domain_size: int, n: int, delta: float,
+                local_epsilon: float | None = None) -> CentralBound:
+    """Central ε of a shuffled histogram with Poisson(μ) fakes per bucket (n devices; n matters only
+    with GRR on top, whose shuffled reports are also amplified)."""
+    if local_epsilon is None:
+        upper = fake_epsilon(mu, delta) if mu > 0 else math.inf
+        lower = fake_epsilon(mu, delta, upper=False) if mu > 0 else math.inf
+        return CentralBound(epsilon=upper, epsilon_lower=min(lower, upper), delta=delta, bound=BOUND_FAKES)
+    grr = shuffled_bound("grr", local_epsilon, domain_size, n, delta)
+    if mu <= 0:
+        return grr  # no fakes: shuffled GRR reports
+    eps = _local_fake_epsilon(mu, local_epsilon, domain_size, delta)
+    upper, name = min((grr.epsilon, grr.bound), (eps, BOUND_FAKES_LOCAL))
+    # no explicit attack on GRR with fakes is computed: 0 is the trivial lower bound
+    return CentralBound(epsilon=upper, epsilon_lower=0.0, delta=delta, bound=name)
+
+
+def _local_fake_epsilon(mu: float, local_epsilon: float, domain_size: int, delta: float) -> float:
+    lo, hi = 1e-6, local_epsilon
+    if local_fake_delta(hi, mu, local_epsilon, domain_size) > delta:
+        return math.inf
+    for _ in range(40):  # bisection; hi stays certified
+        mid = math.sqrt(lo * hi)
+        if local_fake_delta(mid, mu, local_epsilon, domain_size) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def fakes_curve(mu: float, local_epsilon: float | None = None,
+                domain_size: int | None = None) -> PrivacyCurve:
+    """The fake-message curve of one release (for ``ldptel.privacy_accounting``)."""
+    if local_epsilon is None:
+        return PrivacyCurve(delta=lambda eps: fake_delta(eps, mu), max_loss=math.inf, name=BOUND_FAKES)
+    assert domain_size is not None
+    return PrivacyCurve(delta=lambda eps: local_fake_delta(eps, mu, local_epsilon, domain_size),
+                        max_loss=local_epsilon, name=BOUND_FAKES_LOCAL)
+
+
+def std_error(oracle: str, epsilon0: float, domain_size: int, n: int) -> float | None:
+    """√(n·Var*): the standard error of one count of n ε₀-LDP reports (None for RAPPOR)."""
+    if oracle == "rappor":
+        return None
+    mechanism = MECHANISMS[oracle](epsilon=epsilon0, domain_size=domain_size)
+    return math.sqrt(n * mechanism.variance_star())
+
+
+def plan(mode: str, oracle: str, domain_size: int, central_epsilon: float, central_delta: float,
+         batch_min: int, windows: int | None = None, *, local_epsilon: float | None = None,
+         max_fake_rate: float = MAX_FAKE_RATE, hashes: int = DEFAULT_RAPPOR_HASHES) -> PrivacyPlan:
+    """The plan of the module docstring. Bad arguments raise ValueError naming the argument; a
+    target that cannot be certified raises ``ldptel.errors.UncertifiableTarget`` saying what would."""
+    _check(mode, oracle, domain_size, central_epsilon, central_delta, batch_min, windows, local_epsilon)
+    local = None if local_epsilon is None else float(local_epsilon)
+    return _plan(mode, oracle, domain_size, float(central_epsilon), float(central_delta), batch_min,
+                 windows, local, float(max_fake_rate), hashes)
+
+
+@lru_cache(maxsize=1024)
+def _plan(mode: str, oracle: str, d: int, target: float, delta: float, n: int, windows: int | None,
+          local_epsilon: float | None, max_fake_rate: float, hashes: int) -> PrivacyPlan:
+    if mode == "shuffled":
+        eps0 = _largest_epsilon0(oracle, d, target, delta, n, hashes)
+        bound = shuffled_bound(oracle, eps0, d, n, delta, hashes)
+        cumulative = None
+        if windows is not None:
+            curve = shuffled_curve(oracle, eps0, d, n, hashes)
+            cumulative = cumulative_epsilon([(curve, windows)], delta)
+        return PrivacyPlan(mode, oracle, d, n, target, delta, eps0, None, None, bound.epsilon,
+                           bound.epsilon_lower, std_error(oracle, eps0, d, n), bound.bound, windows,
+                           cumulative)
+    if oracle == "histogram" and local_epsilon is not None:
+        raise ValueError("local_epsilon needs oracle grr (the index is passed through GRR)")
+    mu = _smallest_mu(target, delta, d, n, local_epsilon)
+    rate = fake_rate(mu, d, n)
+    if rate > max_fake_rate:
+        needed = math.ceil(mu * d / max_fake_rate)
+        raise UncertifiableTarget(
+            f"central_epsilon: {target:g} at δ = {delta:g} needs μ = {mu:.4g} fakes per bucket, "
+            f"{rate:.4g} fake messages per device at batch_min = {n:,} (over the limit of "
+            f"{max_fake_rate:g}); batch_min ≥ {needed:,} would need at most {max_fake_rate:g}",
+            suggestion={"batch_min": needed})
+    bound = fakes_bound(mu, d, n, delta, local_epsilon)
+    if local_epsilon is None:
+        error = math.sqrt(mu)
+    else:
+        q = 1 / (math.exp(local_epsilon) + d - 1)
+        error = math.sqrt(n * q * (1 - q) + mu) / grr_gamma(local_epsilon, d)
+    cumulative = None
+    if windows is not None:
+        cumulative = cumulative_epsilon([(fakes_curve(mu, local_epsilon, d), windows)], delta)
+    return PrivacyPlan(mode, oracle, d, n, target, delta, local_epsilon, rate, mu, bound.epsilon,
+                       bound.epsilon_lower, error, bound.bound, windows, cumulative)
+
+
+def _largest_epsilon0(oracle: str, d: int, target: float, delta: float, n: int, hashes: int) -> float:
+    """The largest multiple of EPS0_STEP (≤ MAX_EPSILON) whose variation-ratio δ at the target ε
+    is ≤ δ; at worst ε₀ = the target itself (no amplification needed)."""
+    pair_n = n_bucket(n)
+
+    def certified(k: int) -> bool:
+        eps0 = k * EPS0_STEP
+        if eps0 <= target:
+            return True
+        return ShuffleBound(oracle, eps0, d, pair_n).delta(target) <= delta
+
+    top = round(MAX_EPSILON / EPS0_STEP)
+    good = max(1, math.floor(min(target, MAX_EPSILON) / EPS0_STEP))
+    if certified(top):
+        return top * EPS0_STEP
+    bad = top
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if certified(mid):
+            good = mid
+        else:
+            bad = mid
+    return round(good * EPS0_STEP, 6) if good * EPS0_STEP > target else min(target, MAX_EPSILON)
+
+
+def _smallest_mu(target: float, delta: float, d: int, n: int, local_epsilon: float | None) -> float:
+    if local_epsilon is None:
+        return fakes_for(target, delta)
+    if shuffled_bound("grr", local_epsilon, d, n, delta).epsilon <= target:
+        return 0.0  # shuffled GRR at ε_l alone meets the target
+    return fakes_for(target, delta, local_epsilon, d)
+
+
+__all__ = ["BOUND_FAKES", "BOUND_FAKES_LOCAL", "BOUND_FMT21", "BOUND_LOCAL", "FAKE_ORACLES",
+           "MAX_FAKE_RATE", "MODES", "CentralBound", "PrivacyPlan", "fakes_bound", "fakes_curve", "plan",
+           "shuffled_bound", "shuffled_curve", "std_error"]
