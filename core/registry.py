@@ -239,11 +239,11 @@ def apply(r: AnyRedis, campaigns: Iterable[Mapping[str, Any]], by: str = "unknow
     out.changes = [cast(Change, _update(r, str(t["name"]), _put_change(t, now, by, via))) for t in todo]
     for name in [str(t["name"]) for t in todo]:
         if name in current and current[name].get("admin_since_apply"):
-            _clear_admin_mark(r, name)
+            _clear_admin_mark(r, name, by, via)
     return out
 
 
-def _clear_admin_mark(r: AnyRedis, name: str) -> None:
+def _clear_admin_mark(r: AnyRedis, name: str, by: str, via: str) -> None:
     """After an apply (forced, or unchanged): the registry agrees with the file again."""
     for _ in range(CAS_RETRIES):
         raw = cast(bytes | None, r.hget(keys.REGISTRY_KEY, name))
@@ -253,7 +253,7 @@ def _clear_admin_mark(r: AnyRedis, name: str) -> None:
         if not rec.get("admin_since_apply"):
             return
         rec["admin_since_apply"] = False
-        hist = entry("applied", int(rec["versions"][-1]["version"]), "apply", "apply", time.time())
+        hist = entry("applied", int(rec["versions"][-1]["version"]), by, via, time.time())
         if scripts.of(r).call("REGISTRY_PUT", keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY,
                                                     keys.registry_history_key(name)],
                               args=[name, raw, json.dumps(rec, sort_keys=True), json.dumps(hist)]):
