@@ -39,6 +39,7 @@ RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")  
 # ``max_candidates`` (default below) caps its list, and no mechanism takes more than the bound.
 MAX_CANDIDATES_DEFAULT = 4096
 MAX_CANDIDATES = 16384
+MIN_BIT_SCALE = 1e-6  # (1 − f)(q − p): below, its square in the bit variances leaves float64's range
 
 
 def _check_prob(value: Any, name: str) -> float:
@@ -80,6 +81,9 @@ class RAPPOR(Mechanism):
         if not MIN_EPSILON <= self.epsilon_one <= MAX_EPSILON:
             raise ValueError(f"p, q, f, hashes give ε₁ = {self.epsilon_one:.3g}, outside "
                              f"[{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
+        if self.bit_scale < MIN_BIT_SCALE:  # the bit estimates divide by it, their variance by its square
+            raise ValueError(f"f, p, q give (1 − f)(q − p) = {self.bit_scale:.3g}, below {MIN_BIT_SCALE:g}: "
+                             "the estimates would divide by (almost) zero")
         if isinstance(candidates, (str, bytes)) or not all(isinstance(c, str) for c in candidates):
             raise ValueError("candidates must be a list of strings")
         if len(set(candidates)) != len(candidates):

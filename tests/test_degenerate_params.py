@@ -171,6 +171,7 @@ def bounded(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # no overflow, division by zero or invalid value
 @bounded(25)
 @given(tables(edges=False))
 def test_no_accepted_value_breaks_the_device_answer_or_a_publication(t: dict) -> None:
@@ -178,6 +179,7 @@ def test_no_accepted_value_breaks_the_device_answer_or_a_publication(t: dict) ->
     event(f"{t.get('kind', t.get('oracle'))}: {'accepted' if accepted else 'refused'}")
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 @bounded(50)
 @given(tables(edges=True))
 def test_values_at_and_beyond_the_limits_are_refused_or_work(t: dict) -> None:
@@ -186,6 +188,7 @@ def test_values_at_and_beyond_the_limits_are_refused_or_work(t: dict) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 @bounded(500)
 @given(tables(edges=False))
 def test_no_accepted_value_breaks_anything_500_examples(t: dict) -> None:
