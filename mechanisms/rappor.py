@@ -39,6 +39,7 @@ RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")  
 # ``max_candidates`` (default below) caps its list, and no mechanism takes more than the bound.
 MAX_CANDIDATES_DEFAULT = 4096
 MAX_CANDIDATES = 16384
+MAX_EPSILON_INF = 100.0  # RAPPOR's lifetime ε: beyond, no privacy is left to speak of (and f ≈ 0 made it inf)
 MIN_BIT_SCALE = 1e-6  # (1 − f)(q − p): below, its square in the bit variances leaves float64's range
 
 
@@ -81,6 +82,8 @@ class RAPPOR(Mechanism):
         if not MIN_EPSILON <= self.epsilon_one <= MAX_EPSILON:
             raise ValueError(f"p, q, f, hashes give ε₁ = {self.epsilon_one:.3g}, outside "
                              f"[{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
+        if not self.epsilon_inf <= MAX_EPSILON_INF:  # f → 0: (1 − f/2)/(f/2) overflows to inf
+            raise ValueError(f"f must give ε∞ = 2h·ln((1 − f/2)/(f/2)) <= {MAX_EPSILON_INF:g}, got f = {f!r}")
         if self.bit_scale < MIN_BIT_SCALE:  # the bit estimates divide by it, their variance by its square
             raise ValueError(f"f, p, q give (1 − f)(q − p) = {self.bit_scale:.3g}, below {MIN_BIT_SCALE:g}: "
                              "the estimates would divide by (almost) zero")

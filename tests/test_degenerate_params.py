@@ -41,6 +41,8 @@ REFUSED = [
       "p": 0.5, "q": 0.75, "candidates": ["a", "b"]}, "cohorts"),
     ({"oracle": "rappor", "epsilon": None, "bloom_bits": 16, "hashes": 1, "cohorts": 1,
       "f": 0.999999, "p": 0.5, "q": 0.75, "candidates": ["a", "b"]}, "rappor"),
+    ({"oracle": "rappor", "epsilon": None, "bloom_bits": 1, "hashes": 1, "cohorts": 1,
+      "f": 2.2e-311, "p": 0.25, "q": 0.5, "candidates": ["a", "b"]}, "f"),
 ]
 
 
@@ -121,8 +123,8 @@ def tables(draw, edges: bool) -> dict:
     t["reports_per_window"] = pick(st.one_of(st.integers(1, 100), st.just(10**6)),
                                    st.sampled_from([0, 10**6 + 1]))
     if draw(st.booleans()):
-        t["central_delta"] = pick(st.one_of(st.floats(1e-300, 1e-3), st.sampled_from([1e-300, 1e-3])),
-                                  st.sampled_from([0.0, 5e-324, 2.2e-311, 9.9e-301, 1.0000001e-3,
+        t["central_delta"] = pick(st.one_of(st.floats(1e-100, 1e-3), st.sampled_from([1e-100, 1e-3])),
+                                  st.sampled_from([0.0, 5e-324, 2.2e-311, 1e-300, 9.9e-101, 1.0000001e-3,
                                                    float("nan"), -1e-9]))
     return t
 
