@@ -4,10 +4,9 @@
     client.report("homepage", "b")     # randomized now (ε-LDP); only the randomized report is queued
     client.flush()                     # or client.start() for a background sender
 
-- Campaign configs and the collector's limits come from ``GET /v1/campaigns`` and are cached
-  (memory, and the SQLite file so reporting works offline after a restart); once stale they are
-  refreshed on a background thread (``ldptel.client.configs``): ``report`` never makes a network
-  request (on a device's first run it waits at most ``timeout`` s for the first answer).
+- Campaign configs and the collector's limits come from ``GET /v1/campaigns``, cached in memory
+  and the SQLite file, refreshed in the background (``ldptel.client.configs``): ``report`` never
+  makes a network request (a device's first run waits at most ``timeout`` s for the first answer).
 - ``report(campaign, value)`` randomizes immediately with the campaign's mechanism and OS
   randomness; the raw value is never stored or sent. Reports wait in a SQLite queue
   (``ldptel.client.queue``), which survives restarts. When the queue cannot be opened or written
@@ -18,13 +17,11 @@
   chunk of one campaign within the collector's limits, each chunk under a batch_id fixed before
   its first attempt, so a retry is deduplicated by the collector (``ldptel.client.sending``; what
   each answer means is ``ldptel.client.delivery.classify``).
-- RAPPOR and heavy hitters: the device secret (RAPPOR's cohort and memoized permanent randomized
-  response, the heavy-hitter level and seed-pool index) is created once and kept in the SQLite
-  file; each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.mechanisms.device_secret``).
-  Mechanisms are built from the public config by ``ldptel.mechanisms.builder``.
+- The device secret (RAPPOR's cohort and permanent response, the heavy-hitter level and seed
+  index) is drawn once and kept in the SQLite file (in a data directory, ``queue.store_path``);
+  each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.mechanisms.device_secret``).
 
-Thread-safe: ``report`` and ``flush`` may be called from any thread. Depends only on the standard
-library, numpy, protobuf (through the mechanisms) and platformdirs (``queue.default_queue_path``).
+Thread-safe. Depends only on the standard library, numpy, protobuf and platformdirs.
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,7 +51,7 @@ from ldptel.client.health import DropCounter, Health
 from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits, fit_rows
 from ldptel.client.mechanism_cache import MechanismCache
-from ldptel.client.queue import ReportQueue, adopt_legacy, default_queue_path, legacy_queue_path
+from ldptel.client.queue import ReportQueue, default_queue_path, store_path
 from ldptel.client.sending import BackgroundSender, Sender
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.builder import uses_device_secret, value_index
@@ -121,17 +117,15 @@ class TelemetryClient:
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
         self.rng = rng
-        self.queue_path = Path(queue_path or default_queue_path(self.url))
-        if queue_path is None and adopt_legacy(self.queue_path, legacy_queue_path(self.url)):
-            log.info("moved the SDK's file from the cache directory to %s", self.queue_path)
+        self.queue_path = store_path(queue_path, self.url)
         self._queue: ReportQueue | None = None
         self._queue_error: str | None = None  # why the queue cannot be opened or written
         self._queue_retry_at = -float("inf")
-        self._dropped = DropCounter()
+        self._dropped = DropCounter(announce=True)  # every drop on the device is logged (rate-limited)
         self._clipped = DropCounter()  # numeric values clipped to [lower, upper], by campaign
         self._lock = threading.RLock()  # the queue and the ledger
         self._flush_lock = threading.Lock()  # one flush at a time
-        self._configs = CampaignConfigs(lambda: self._request("GET", "/v1/campaigns", max_bytes=ANSWER_CAP),
+        self._configs = CampaignConfigs(self._get_campaigns,
                                         lambda: self.queue.get_meta(META_KEY),
                                         lambda data: self.queue.set_meta(META_KEY, data), config_ttl)
         self._mechs = MechanismCache(self.max_epsilon, self._device_secret)
@@ -166,10 +160,9 @@ class TelemetryClient:
 
     def _store(self, campaign: str, rows: list[tuple[str, int, bytes, int]], n: int,
                guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
-        """Queue ``rows`` (if ``guard``, the ledger, admits them in the same transaction); on a
-        storage error, or a file deleted or replaced while open (``store_lost``: its device secret
-        and ledger went with it), drop them, count them, and say why (``health``)."""
-        if (lost := self._store_lost()) is not None:
+        """Queue ``rows`` (``guard``, the ledger, admits them in the same transaction); on a storage
+        error or a store lost (deleted or replaced while open) drop, count and say why (``health``)."""
+        if self._queue is not None and (lost := self._queue.lost()) is not None:
             self._drop_here("store_lost", n, f"campaign {campaign!r}: {lost}; dropped until the app restarts")
             return False
         try:
@@ -182,18 +175,13 @@ class TelemetryClient:
         return queued
 
     def _drop_here(self, reason: str, n: int, error: str) -> None:
-        if reason.startswith("queue"):
-            self._queue_error = error
-        self._dropped.add(reason, n, error)
-        log.error("dropped %d reports on the device: %s", n, error)
-
-    def _store_lost(self) -> str | None:
-        return None if self._queue is None else self._queue.lost()
+        self._queue_error = error if reason.startswith("queue") else self._queue_error
+        self._dropped.add(reason, n, error)  # logged, at most once a minute per reason
 
     def health(self) -> Health:
         """Whether reports are being queued, and what was dropped on the device and why."""
         config_error = None if self._configs.configs else (self._configs.last_error or "no configs yet")
-        store_error = self._store_lost()
+        store_error = self._queue.lost() if self._queue is not None else None
         return Health(ok=self._queue_error is None and config_error is None and store_error is None,
                       queue_error=self._queue_error, config_error=config_error,
                       dropped=self._dropped.snapshot(), last_error=self._dropped.last_error,
@@ -309,11 +297,10 @@ class TelemetryClient:
         return True
 
     def report_many(self, campaign: str, values: Sequence[Any]) -> int:
-        """Randomize many values at once (vectorized), each as an independent report — for RAPPOR
-        each value is a separate simulated device (own cohort and permanent response). For
-        simulations and load tests; returns the number queued. Simulated devices are not this
-        device: the ledger and ``reports_per_window`` do not apply. (Heavy hitters: each value a device
-        with its own level and seed index.) Rows are split to fit the collector's ``max_body_bytes``."""
+        """Randomize many values at once (vectorized), each an independent report of a simulated
+        device (RAPPOR: its own cohort and permanent response; heavy hitters: level and seed index),
+        for simulations and load tests: the ledger and ``reports_per_window`` do not apply. Rows
+        fit the collector's ``max_body_bytes``. Returns the number queued."""
         prepared = self._for_report(campaign, len(values))
         if prepared is None:
             return 0
@@ -366,9 +353,22 @@ class TelemetryClient:
         return self._stop.wait(delay)
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 content_type: str | None = None, max_bytes: int | None = None) -> bytes:
-        return delivery.request(self.url + path, self.token, self.timeout, method, body, content_type,
-                                max_bytes)
+                 content_type: str | None = None) -> bytes:
+        """One request; the campaigns digest of its answer (``delivery.HINT_HEADER``, on errors
+        too) refreshes the configs when the campaigns changed (``CampaignConfigs.notice``)."""
+        seen: dict[str, str] = {}
+        try:
+            return delivery.request(self.url + path, self.token, self.timeout, method, body,
+                                    content_type, seen)
+        finally:
+            self._configs.notice(seen.get(delivery.HINT_HEADER))
+
+    def _get_campaigns(self) -> tuple[bytes, str | None]:
+        """``GET /v1/campaigns``: the answer and its campaigns digest."""
+        seen: dict[str, str] = {}
+        body = delivery.request(self.url + "/v1/campaigns", self.token, self.timeout, "GET",
+                                headers_seen=seen, max_bytes=ANSWER_CAP)  # larger: refused while read
+        return body, seen.get(delivery.HINT_HEADER)
 
     # --- background sender ------------------------------------------------------------------
     def start(self) -> None:

@@ -6,7 +6,8 @@ without a restart. The registry is the source of truth once a campaign is in it.
   apply --config FILE`` applies the file to every campaign it names (``--dry-run`` prints the
   drift, nothing written; a campaign changed through the admin API since the last apply is
   refused without ``--force``);
-- the admin API changes one campaign live (``put``, ``set_status``, ``rollback``).
+- the admin API and ``ldptel campaigns set`` change one campaign live (``put``, ``patch``: some
+  keys of the latest table, ``set_status``, ``rollback``).
 
 Every write builds the campaign's complete new record, checks it whole
 (``registry_records.check_record``: every version, every cross-version rule, the device
@@ -32,7 +33,6 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 import redis as redis_lib
@@ -42,6 +42,7 @@ from ldptel.config import CAMPAIGN_STATUSES, Campaign, Config, ConfigError, pars
 from ldptel.redis_client import AnyRedis
 from ldptel.registry_records import (
     DERIVED_KEYS,
+    Applied,
     Change,
     check_record,
     drift,
@@ -50,10 +51,12 @@ from ldptel.registry_records import (
     identity,
     parse_stored,
     plan,
+    readable,
     readable_versions,
     rollback_table,
     stamp_unreadable,
     versions_of,
+    where,
 )
 
 log = logging.getLogger("ldptel.registry")
@@ -62,8 +65,9 @@ RELOAD_INTERVAL_S = 0.5  # how often a process reads the registry's revision
 CAS_RETRIES = 20
 HISTORY_SHOWN = 1000  # the most recent entries ``history`` returns
 
-__all__ = ["DERIVED_KEYS", "Applied", "Change", "Live", "apply", "history", "identity", "load", "put",
-           "readable_versions", "record", "revision", "rollback", "set_status", "stop_pollers", "versions_of"]
+__all__ = ["DERIVED_KEYS", "Applied", "Change", "Live", "apply", "history", "identity", "load", "patch",
+           "put", "readable_versions", "record", "revision", "rollback", "set_status", "stop_pollers",
+           "versions_of"]
 
 
 # --- Redis ---------------------------------------------------------------------------------
@@ -168,9 +172,28 @@ def rollback(r: AnyRedis, name: str, to: int, by: str = "unknown", via: str = "c
     return cast(Change | None, _update(r, name, change))
 
 
-def set_status(r: AnyRedis, name: str, status: str, reason: str = "", by: str = "unknown",
+def patch(r: AnyRedis, name: str, changes: Mapping[str, Any], now: float | None = None, by: str = "unknown",
+          via: str = "cli") -> Change | None:
+    """Change some keys of a campaign's latest table (the others as they are; ``put`` of the
+    merged table); None if the registry has no such campaign. ``ConfigError`` names a bad key."""
+    if "name" in changes and changes["name"] != name:
+        raise ConfigError(f"{where(name)}.name: cannot change (create a new campaign instead)")
+    when = time.time() if now is None else now
+
+    def change(rec: dict[str, Any] | None) -> Write:
+        if rec is None or not readable(rec):
+            return None, None, None
+        table = {**readable(rec)[-1]["table"], **changes, "name": name}
+        return _put_change(table, when, by, via)(rec)
+
+    return cast(Change | None, _update(r, name, change))
+
+
+def set_status(r: AnyRedis, name: str, status: str, reason: str | None = None, by: str = "unknown",
                via: str = "cli") -> dict[str, Any] | None:
-    """Pause, resume (``active``) or retire a campaign; the new record (None if unknown)."""
+    """Pause, resume (``active``) or retire a campaign; the new record (None if unknown).
+    ``reason`` None keeps the current reason when the status does not change (pausing a paused
+    campaign again without a reason keeps why it was paused), else clears it."""
     if status not in CAMPAIGN_STATUSES:
         raise ValueError(f"status must be one of {', '.join(CAMPAIGN_STATUSES)}, got {status!r}")
     when = time.time()
@@ -178,25 +201,12 @@ def set_status(r: AnyRedis, name: str, status: str, reason: str = "", by: str = 
     def change(rec: dict[str, Any] | None) -> Write:
         if rec is None:
             return None, None, None
-        rec = {**rec, "status": status, "reason": reason, "updated_at": when}
+        why = reason if reason is not None else rec.get("reason", "") if rec.get("status") == status else ""
+        rec = {**rec, "status": status, "reason": why, "updated_at": when}
         last = int(rec["versions"][-1]["version"]) if rec["versions"] else 0
-        return rec, entry(status, last, by, via, when, reason=reason or None), rec
+        return rec, entry(status, last, by, via, when, reason=why or None), rec
 
     return cast(dict[str, Any] | None, _update(r, name, change))
-
-
-@dataclass
-class Applied:
-    """What ``apply`` did (or, with ``dry_run``, would do): each campaign's ``Change``, the drift
-    of each campaign whose registry record differs from the file (name → key → [registry, file]),
-    the campaigns refused (changed through the admin API since the last apply, without
-    ``force``), and the campaigns whose records cannot be read."""
-
-    changes: list[Change] = dataclasses.field(default_factory=list)
-    drift: dict[str, dict[str, list[Any]]] = dataclasses.field(default_factory=dict)
-    refused: list[str] = dataclasses.field(default_factory=list)
-    kept: list[str] = dataclasses.field(default_factory=list)  # ``only_new``: held by the registry
-    broken: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def apply(r: AnyRedis, campaigns: Iterable[Mapping[str, Any]], by: str = "unknown", via: str = "apply",

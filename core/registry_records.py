@@ -70,6 +70,20 @@ class Change:
         return f"{self.name}: {self.action.replace('_', ' ')}, version {self.version}{what}"
 
 
+@dataclass
+class Applied:
+    """What ``apply`` did (or, with ``dry_run``, would do): each campaign's ``Change``, the drift
+    of each campaign whose registry record differs from the file (name → key → [registry, file]),
+    the campaigns refused (changed through the admin API since the last apply, without
+    ``force``), and the campaigns whose records cannot be read."""
+
+    changes: list[Change] = dataclasses.field(default_factory=list)
+    drift: dict[str, dict[str, list[Any]]] = dataclasses.field(default_factory=dict)
+    refused: list[str] = dataclasses.field(default_factory=list)
+    kept: list[str] = dataclasses.field(default_factory=list)  # ``only_new``: held by the registry
+    broken: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
 def where(name: str) -> str:
     return f"campaigns[{name}]"
 
@@ -275,6 +289,6 @@ def entry(action: str, version: int, by: str, via: str, now: float, **detail: An
             **{k: v for k, v in detail.items() if v not in (None, {}, [])}}
 
 
-__all__ = ["CAMPAIGN_WIDE_KEYS", "DERIVED_KEYS", "VERSION_KEYS", "Change", "check_record", "drift",
+__all__ = ["CAMPAIGN_WIDE_KEYS", "DERIVED_KEYS", "VERSION_KEYS", "Applied", "Change", "check_record", "drift",
            "effective_table", "entry", "entry_bytes", "identity", "own_table_error", "parse_stored", "plan",
            "readable", "readable_versions", "rollback_table", "stamp_unreadable", "versions_of", "where"]
