@@ -20,12 +20,18 @@ Per (campaign, shard) a shuffler (``ldptel shuffle``, or ``ldptel serve``'s chil
 
 Exactly once: a report is in ingress until the one SHUFFLE that moves it, and that script checks
 that every entry it deletes still exists. A shuffler that dies loses only its memory.
+
+Each round ends with a heartbeat (``keys.SHUFFLER_HEARTBEAT_KEY``, at most every
+``BEAT_INTERVAL_S``) whose "caught up" time is the end of the last round that left nothing overdue:
+``/healthz`` turns 503 when it is older than the smallest ``shuffle_max_delay``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +40,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from ldptel import keys, prom, registry, scripts
+from ldptel import heartbeat, keys, prom, registry, scripts
 from ldptel.config import Campaign, Config
 from ldptel.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch, batch_version
@@ -46,6 +52,7 @@ from ldptel.shuffler.repack import repack
 
 READ_COUNT = 1000  # ingress entries per XRANGE
 READ_PAGES = 20  # XRANGEs per stream and round (a round then releases what is due)
+BEAT_INTERVAL_S = 0.25  # the shuffler's heartbeat (``/healthz``: a hung shuffler shows within 2 × delay)
 LOG = logging.getLogger("ldptel.shuffler")
 
 
@@ -87,6 +94,9 @@ class Shuffler:
         self._warned: set[tuple[str, int]] = set()
         self._mechanisms: dict[tuple[str, int], tuple[Campaign, Mechanism]] = {}
         self._scripts = scripts.of(r)
+        self.pulse = heartbeat.Pulse(f"{socket.gethostname()}:{os.getpid()}:{self.owner}",
+                                     keys.SHUFFLER_HEARTBEAT_KEY, BEAT_INTERVAL_S)
+        self.caught_up: float | None = None  # epoch s: the end of the last round that left nothing overdue
 
     @property
     def config(self) -> Config:
@@ -108,6 +118,9 @@ class Shuffler:
                     self.retry_unknown()
                 first = False
                 moved = self.step(once=once)
+                if not self.overdue():
+                    self.caught_up = time.time()
+                self.pulse.tick(self.r, None, self.caught_up)
                 backoff.reset()
             except UNAVAILABLE as exc:
                 wait = retry_wait(exc, backoff, once, self.warn, "shuffle")
@@ -123,10 +136,24 @@ class Shuffler:
             if not once:
                 stop.wait(self.cfg.poll_ms / 1000)
         self.give_up_leases()
+        try:
+            heartbeat.forget(self.r, self.pulse.consumer, keys.SHUFFLER_HEARTBEAT_KEY)
+        except redis_lib.RedisError:
+            pass  # pruned after a day
         return self.stats
 
     def holding(self) -> bool:
         return any(h.groups for h in self.held.values())
+
+    def overdue(self) -> bool:
+        """Whether a held group is past its release time (a release was refused, or failed)."""
+        now = time.monotonic()
+        for held in self.held.values():
+            latest = self.config.campaign(held.campaign)
+            if latest is not None and any(g.due(latest, self.cfg.max_held_reports, now)
+                                          for g in held.groups.values()):
+                return True
+        return False
 
     def step(self, once: bool = False) -> int:
         """One round: per stream, renew the lease, read new ingress entries, release what is due
