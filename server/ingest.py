@@ -162,7 +162,7 @@ def post_reports():
     camp = valid.campaign
     shard = keys.shard_of(valid.batch_id, camp.shards)
     now = time.time()
-    window = keys.window_start(now, camp.window_seconds)
+    window = keys.window_start(now, camp.window_seconds) if valid.window is None else valid.window
     shuffled = st.config.shuffler.enabled
     target = keys.ingress_key if shuffled else keys.stream_key
     top = keys.ingress_top_key if shuffled else keys.stream_top_key

@@ -1,6 +1,9 @@
 """What a shuffler holds in memory for one (campaign, shard) ingress stream: the entries it has read
-and not yet released, grouped by (campaign version, window), each group with the time it was first
-seen (this process's monotonic clock: nothing about it is stored), and when a group is due.
+and not yet released, grouped by (campaign version, window, cell), each group with the time it was
+first seen (this process's monotonic clock: nothing about it is stored), and when a group is due.
+A cell is the batches' dimension values (issue 28, ``ldptel.dimensions``; none for a campaign
+without dimensions, the collector having stored them canonical): reports are shuffled and released
+within a cell only, so each cell's release threshold holds for that cell.
 
 The entries themselves stay in the ingress stream until their release (``scripts.SHUFFLE``), so
 dropping this state (a refused release, a lost lease, a restart) loses nothing: the stream is read
@@ -18,10 +21,11 @@ from ldptel.proto import ReportBatch
 
 @dataclass
 class Group:
-    """The held entries of one (version, window)."""
+    """The held entries of one (version, window, cell)."""
 
     version: int
     window: int
+    cell: tuple[tuple[str, str], ...] = ()  # the dimension values (name, value) of its batches
     first_seen: float = field(default_factory=time.monotonic)
     ids: list[bytes] = field(default_factory=list)
     batches: list[ReportBatch] = field(default_factory=list)
@@ -52,7 +56,7 @@ class Held:
     campaign: str
     shard: int
     cursor: str = "-"  # the last entry id read ("-": read from the start)
-    groups: dict[tuple[int, int], Group] = field(default_factory=dict)
+    groups: dict[tuple, Group] = field(default_factory=dict)
     unknown: dict[bytes, tuple[int, ReportBatch, int]] = field(default_factory=dict)  # version unknown
 
     def reset(self) -> None:
@@ -62,11 +66,17 @@ class Held:
         self.unknown.clear()
 
     def add(self, eid: bytes, window: int, version: int, batch: ReportBatch, count: int) -> None:
-        group = self.groups.get((version, window))
+        cell = cell_of(batch)
+        group = self.groups.get((version, window, cell))
         if group is None:
-            group = self.groups[version, window] = Group(version, window)
+            group = self.groups[version, window, cell] = Group(version, window, cell)
         group.add(eid, batch, count)
 
     @property
     def reports(self) -> int:
         return sum(g.reports for g in self.groups.values())
+
+
+def cell_of(batch: ReportBatch) -> tuple[tuple[str, str], ...]:
+    """A batch's cell: its dimension values as (name, value) pairs (empty without)."""
+    return tuple((d.name, d.value) for d in batch.dimensions)

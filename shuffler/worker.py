@@ -269,7 +269,7 @@ class Shuffler:
         assert camp is not None  # only known versions are grouped
         t0 = time.perf_counter()
         out = repack(self.mechanism(camp), group.batches, camp.name, group.version,
-                     self.cfg.batch_reports)
+                     self.cfg.batch_reports, cell=group.cell)
         if out.forwarded:
             self.warn(f"shuffle: {len(out.forwarded)} ingress batches of {camp.name!r} do not parse; "
                       "forwarded alone without their batch id (the aggregator rejects them)")
