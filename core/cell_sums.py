@@ -13,9 +13,15 @@ ci_high``). Cells are independent (disjoint sets of devices), so over released c
 - 95 % CIs: estimate ± z₀.₉₇₅·std error.
 
 Differences (``differences``) of an arm t against the control c, per value, as frequencies
-(fractions of each arm's reports; n_t, n_c known exactly): f̂ = Ĉ/n, Var(f̂) = Var(Ĉ)/n², so
-D̂ = f̂_t − f̂_c with Var(D̂) = Var(Ĉ_t)/n_t² + Var(Ĉ_c)/n_c² (independent arms); numeric: the
-difference of the means, Var = Var(mean_t) + Var(mean_c).
+(fractions of each arm's reports; n_t, n_c known exactly): f̂ = Ĉ/n estimates the arm's
+*population* frequency f, the devices of an arm being a random sample of it, so its variance adds
+the sampling term to the mechanism's (``count_variance`` is conditional on the devices' values):
+Var(f̂) = Var(Ĉ | values)/n² + f(1 − f)/n, with f̃ = clip(f̂, 0, 1) plugged in; then
+D̂ = f̂_t − f̂_c with Var(D̂) = Var(f̂_t) + Var(f̂_c) (independent arms) and the CI D̂ ± z·√Var.
+Numeric: the difference of the means, Var = Var(mean_t) + Var(mean_c) (a mean's std error,
+s/√N over the devices' unbiased values, already holds the sampling spread).
+``tests/test_experiment_coverage.py`` measures the coverage (95 ± 1.5 % over 2,000 trials at
+two ε).
 """
 
 from __future__ import annotations
@@ -77,10 +83,17 @@ def differences(treatment: tuple[int, Fragment], control: tuple[int, Fragment]) 
         return [{"value": "mean", **row}]
     out = []
     for a, b in zip(t["items"], c["items"], strict=True):
-        d = _num(a["estimate"]) / n_t - _num(b["estimate"]) / n_c
-        var = (_num(a["std_error"]) / n_t) ** 2 + (_num(b["std_error"]) / n_c) ** 2
-        out.append({"value": a["value"], **_row(d, var)})
+        f_t, f_c = _num(a["estimate"]) / n_t, _num(b["estimate"]) / n_c
+        out.append({"value": a["value"], **_row(f_t - f_c, frequency_variance(f_t, _num(a["std_error"]), n_t)
+                                                + frequency_variance(f_c, _num(b["std_error"]), n_c))})
     return out
+
+
+def frequency_variance(f: float, count_se: float, n: int) -> float:
+    """Var(f̂) of an arm's population frequency: the mechanism's (count std error / n)² plus the
+    sampling term f̃(1 − f̃)/n (module docstring)."""
+    clipped = min(max(f, 0.0), 1.0) if math.isfinite(f) else 0.0
+    return (count_se / n) ** 2 + clipped * (1.0 - clipped) / n
 
 
 def fragment_of(doc: Mapping[str, Any]) -> Fragment:
@@ -111,4 +124,5 @@ def group_cells(cells: Sequence[Mapping[str, Any]], by: Sequence[str]) -> list[d
     return out
 
 
-__all__ = ["Fragment", "differences", "fragment_of", "group_cells", "is_numeric", "sum_cells"]
+__all__ = ["Fragment", "differences", "fragment_of", "frequency_variance", "group_cells", "is_numeric",
+           "sum_cells"]
