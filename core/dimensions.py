@@ -14,9 +14,12 @@ string to its bucket first (``"4.2.17"`` → ``"4.2"``; ``"v5"`` → ``"5.0"``),
 their full version. Values are public by declaration: they travel in the clear with each report
 (``ReportBatch.dimensions``, and a ``SealedBatch``'s envelope) and are never randomized.
 
-A *cell* is one combination of values, the declared order's cross product with ``OTHER`` last in
-each dimension, numbered in mixed radix (the first dimension varies slowest): ``cell_index`` and
-``cell_values`` are inverse. The number of cells is bounded (``MAX_CELLS``, and per campaign its
+The dimensions are kept in the order of their names (a campaign table stored in the registry comes
+back with its keys sorted, so no other order would be the same in every process); a dimension's
+values keep their declared order (the experiment's first is its control). A *cell* is one
+combination of values, the cross product with ``OTHER`` last in each dimension, numbered in mixed
+radix (the first dimension varies slowest): ``cell_index`` and ``cell_values`` are inverse. The
+number of cells is bounded (``MAX_CELLS``, and per campaign its
 state: ``campaign_limits``); a config over the bound is refused naming ``dimensions``.
 
 This module is SDK-safe (standard library only): the SDK, the collector, the shuffler and the
@@ -85,7 +88,7 @@ class Dimension:
 
 @dataclass(frozen=True)
 class Dimensions:
-    """A campaign version's dimensions (declared order) and its ``experiment`` dimension."""
+    """A campaign version's dimensions (in name order) and its ``experiment`` dimension."""
 
     dims: tuple[Dimension, ...]
     experiment: str | None = None
@@ -105,7 +108,7 @@ class Dimensions:
         return next(d for d in self.dims if d.name == name)
 
     def canonical(self, given: Mapping[str, Any]) -> tuple[str, ...]:
-        """Each dimension's canonical value (declared order) of a report's ``given`` values: an
+        """Each dimension's canonical value (name order) of a report's ``given`` values: an
         unknown value, a non-string or a missing dimension is ``OTHER``; names not declared are
         ignored."""
         return tuple(d.value_of(given.get(d.name)) for d in self.dims)
@@ -134,7 +137,7 @@ class Dimensions:
         return dict(zip(self.names, values, strict=True))
 
     def public(self) -> list[dict[str, Any]]:
-        """What devices fetch (``Campaign.public()["dimensions"]``): the declared order."""
+        """What devices fetch (``Campaign.public()["dimensions"]``), in name order."""
         return [d.public() for d in self.dims]
 
     @classmethod
@@ -173,7 +176,8 @@ def parse_dimensions(raw: Any, experiment: Any, where: str) -> Dimensions | None
                         '{ platform = ["android", "ios"] }')
     if len(raw) > MAX_DIMENSIONS:
         raise fail(key, f"at most {MAX_DIMENSIONS} dimensions, got {len(raw)}")
-    dims = [_dimension(name, spec, f"{key}.{name}") for name, spec in raw.items()]
+    ordered = sorted(raw.items(), key=lambda kv: str(kv[0]))
+    dims = [_dimension(name, spec, f"{key}.{name}") for name, spec in ordered]
     out = Dimensions(tuple(dims), None)
     if out.n_cells > MAX_CELLS:
         sizes = " × ".join(f"{len(d.all_values)} ({d.name})" for d in dims)

@@ -5,8 +5,8 @@ as one Parquet file (``pyarrow``, the server extra; imported on first use) with 
 =====================  ===========================  ==============================================
 column                 type                         meaning
 =====================  ===========================  ==============================================
-window_start           timestamp[s, UTC], nullable  the window's start (null: ``window = "all"``)
-window_end             timestamp[s, UTC], nullable  its end (exclusive)
+window_start           timestamp[ms, UTC], nullable the window's start (null: ``window = "all"``)
+window_end             timestamp[ms, UTC], nullable its end (exclusive)
 window                 int64                        the window's start, epoch s (0 for "all")
 version                int32                        the campaign version
 <dimension> …          string, nullable             one column per dimension of ``by`` (none
@@ -54,7 +54,7 @@ def columns(dims: Sequence[str]) -> tuple[str, ...]:
 def schema(dims: Sequence[str]) -> Any:
     """The Arrow schema of a file with the dimension columns ``dims`` (module docstring)."""
     pa = _pyarrow()
-    ts = pa.timestamp("s", tz="UTC")
+    ts = pa.timestamp("ms", tz="UTC")  # Parquet has no second unit: ms is what a file holds
     types = {"window_start": ts, "window_end": ts, "window": pa.int64(), "version": pa.int32(),
              "value": pa.string(), "n_reports": pa.int64(), "status": pa.string()}
     return pa.schema([pa.field(c, types.get(c, pa.string() if c in dims else pa.float64()),
@@ -67,8 +67,8 @@ def row(window: int, window_seconds: int, version: int, privacy: Mapping[str, An
     """One file row: the window's columns, then ``values`` (an estimate row, its dimensions and
     ``n_reports``; ``statistic`` becomes ``value``), the status and the ε of ``privacy``."""
     privacy = privacy or {}
-    out = {"window_start": window if window_seconds else None,
-           "window_end": window + window_seconds if window_seconds else None,
+    out = {"window_start": 1000 * window if window_seconds else None,
+           "window_end": 1000 * (window + window_seconds) if window_seconds else None,
            "window": window, "version": version, "status": status,
            "epsilon_local": privacy.get("epsilon_report"), "epsilon_central": privacy.get("central_epsilon")}
     out.update(values)

@@ -19,7 +19,7 @@ Order of checks (the first failure rejects the whole batch, nothing is stored):
 7. the envelope (``checked_envelope``, issue 28): the dimension values are mapped to the
    campaign's closed lists (an unknown value, or a missing dimension, becomes ``"other"``, counted
    in ``ldptel_dimension_other_batches``; never a rejection) and stored for every dimension of the
-   campaign in its declared order (none for a campaign without dimensions); a device-level
+   campaign in name order (none for a campaign without dimensions); a device-level
    campaign's batch names the window it aggregates (``ReportBatch.window``: a window start that
    has ended, else 400 ``invalid_batch``; 409 ``window_closed`` when it ended more than
    ``campaign_kinds.late_seconds`` ago), which the batch is filed under; any other batch's

@@ -30,20 +30,20 @@ def campaign(**extra):
 
 def test_cells_and_canonical_values() -> None:
     dims = campaign().dimensions
-    assert dims.names == ("platform", "arm", "app_version") and dims.experiment == "arm"
+    assert dims.names == ("app_version", "arm", "platform") and dims.experiment == "arm"  # name order
     assert dims.n_cells == 4 * 3 * 3
     assert [dims.cell_index(dims.cell_values(i)) for i in range(dims.n_cells)] == list(range(dims.n_cells))
     assert dims.canonical({"platform": "ios", "arm": "treatment", "app_version": "4.2.17"}) == \
-        ("ios", "treatment", "4.2")
+        ("4.2", "treatment", "ios")
     # an unknown value, a missing dimension, a non-string and an undeclared name: "other", no error
     assert dims.canonical({"platform": "blackberry", "app_version": 4.2, "colour": "red"}) == \
         (OTHER, OTHER, OTHER)
     assert dims.canonical({"platform": "iOS", "arm": "control", "app_version": "v4.1"}) == \
-        (OTHER, "control", "4.1")
+        ("4.1", "control", OTHER)
     assert bucketed("10.3.1-beta", "major.minor") == "10.3" and bucketed("7", "major.minor") == "7.0"
     assert bucketed("7.9.2", "major") == "7" and bucketed("nightly", "major") == "nightly"
     public = campaign().public()["dimensions"]
-    assert public[2] == {"name": "app_version", "values": ["4.1", "4.2"], "bucket": "major.minor"}
+    assert public[0] == {"name": "app_version", "values": ["4.1", "4.2"], "bucket": "major.minor"}
 
 
 @pytest.mark.parametrize(("extra", "key", "words"), [
@@ -113,8 +113,8 @@ def test_cell_accumulator_bytes_merge_and_digest() -> None:
                                                    arm=key[1]))
     merged = half_a.blank().merge(half_a).merge(store.decode_accumulator(camp, half_b.to_bytes(), half_b))
     assert merged.n == sum(SIZES.values()) and merged.stored_nbytes() > 0
-    other = parse_campaign({"name": "checkout", "epsilon": 2.0, "oracle": "oue", "domain": ["a", "b", "c", "d"],
-                            "dimensions": {"platform": ["ios"]}}, "w")
+    other = parse_campaign({"name": "checkout", "epsilon": 2.0, "oracle": "oue",
+                            "domain": ["a", "b", "c", "d"], "dimensions": {"platform": ["ios"]}}, "w")
     with pytest.raises(ValueError):
         store.decode_accumulator(other, acc.to_bytes())
     with pytest.raises(ValueError):
