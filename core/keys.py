@@ -31,6 +31,8 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``n:<window>`` reports counted, ``entries:<window>`` stream entries
                        counted, ``updated:<window>`` epoch ms of the last commit, ``rejected``
                        entries that could not be decoded (or whose window had expired),
+                       ``rel:<window>:<release id>`` real reports of one shuffled release
+                       (``privacy_mode`` shuffled*: the batch sizes a window's claim rests on),
                        ``expired_entries`` / ``expired_reports`` the counts of the windows
                        deleted past the campaign's ``retention`` (``scripts.EXPIRE_WINDOWS``).
                        This is campaign version 1's state; version v ≥ 2 has the same fields in
@@ -73,6 +75,12 @@ Process-wide keys (no hash tag):
                                            ``scripts.REGISTRY_PUT``.
 - ``{ldptel:registry}:revision``           counter bumped by every registry write
                                            (``REGISTRY_REVISION_KEY``); every process polls it.
+- ``ldptel:analyzer:keys``                 hash, field = analyzer key id (decimal u32), value = JSON
+                                           ``{"public": base64 raw X25519 key, "created": epoch s,
+                                           "current_until": epoch s, "accepted_until": epoch s}``
+                                           (``ANALYZER_KEYS_KEY``; written by the aggregator,
+                                           ``ldptel.analyzer_keys``; the private keys never leave
+                                           its data directory).
 - ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
                                            consumer name): ``"<beat ms> <last commit ms>
                                            <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
@@ -113,6 +121,8 @@ ACC_PREFIX = "acc:"
 N_PREFIX = "n:"
 ENTRIES_PREFIX = "entries:"
 UPDATED_PREFIX = "updated:"
+RELEASE_PREFIX = "rel:"  # rel:<window>:<release id> = real reports of one shuffled release
+SHUFFLE_DISCARDED = "discarded_reports"  # {…}:shuffled: shuffled* reports of windows below batch_min
 REJECTED = "rejected"
 EXPIRED_ENTRIES = "expired_entries"
 EXPIRED_REPORTS = "expired_reports"
@@ -131,6 +141,7 @@ SESSION_SECRET_KEY = "ldptel:operator:session_secret"
 SESSION_PREFIX = "ldptel:operator:session"
 AUTH_FAILURE_TAG = "{ldptel:authfail}"
 HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
+ANALYZER_KEYS_KEY = "ldptel:analyzer:keys"
 REGISTRY_KEY = "{ldptel:registry}:campaigns"
 REGISTRY_REVISION_KEY = "{ldptel:registry}:revision"
 

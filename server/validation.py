@@ -3,11 +3,13 @@
 Order of checks (the first failure rejects the whole batch, nothing is stored):
 
 1. the body parses as a ``ReportBatch`` (else 400 ``malformed_batch``);
-2. ``schema_version`` = 1, ``batch_id`` of 16 bytes (400 ``invalid_batch``);
+2. ``schema_version`` = 1, ``batch_id`` of 16 bytes (400 ``invalid_batch``; schema_version 2, a
+   ``SealedBatch``, is ``server.sealed_ingest``'s);
 3. the campaign exists (400 ``unknown_campaign``), takes reports (409 ``campaign_paused``, 410
    ``campaign_retired``) and the version the batch names (``campaign_version``; 0 is version 1)
    is still accepted (400 ``unknown_version``, 409 ``version_retired``: ``accepted_version``);
-   every later check uses that version's parameters;
+   every later check uses that version's parameters; a campaign in a shuffled privacy mode takes
+   sealed batches only (400 ``sealed_required``);
 4. 1 ≤ ``count`` ≤ ``server.max_reports_per_batch`` (400 ``invalid_batch`` / 413 ``too_many_reports``);
 5. the payload kind is the campaign's (400 ``wrong_payload``);
 6. the campaign's mechanism checks its payload (``Mechanism.checked_columns``: wire shape, column
@@ -30,7 +32,7 @@ from google.protobuf.message import DecodeError
 from ldptel.config import Campaign, Config
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.errors import ImplausibleReport, InvalidReport
-from ldptel.proto import SCHEMA_VERSION, ReportBatch
+from ldptel.proto import SCHEMA_VERSION, SEALED_SCHEMA_VERSION, ReportBatch
 
 BATCH_ID_BYTES = 16
 
@@ -75,6 +77,8 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int]
     """Validate ``body`` as one batch of a configured campaign; raise ``Rejection`` otherwise.
     ``mechanisms``: this process's cache of each campaign version's mechanism."""
     batch = parse_batch(body)
+    if batch.schema_version == SEALED_SCHEMA_VERSION:  # ``server.sealed_ingest`` takes it
+        raise Rejection(400, "invalid_batch", "a SealedBatch", reason="sealed_batch")
     if batch.schema_version != SCHEMA_VERSION:
         raise Rejection(400, "invalid_batch",
                         f"schema_version must be {SCHEMA_VERSION}, got {batch.schema_version}")
@@ -87,6 +91,10 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int]
         raise Rejection(400, "unknown_campaign", f"no campaign named {shown!r}")
     campaign = accepted_version(config, latest, batch.campaign_version or 1, now)
     name = campaign.name
+    if campaign.privacy_mode != "local":
+        raise Rejection(400, "sealed_required", f"campaign {name!r} is in privacy_mode "
+                        f"{campaign.privacy_mode}: its reports are sealed to the analyzer "
+                        "(SealedBatch, schema_version 2; an SDK that supports it)", campaign=name)
     mech = mechanism_of(campaign, mechanisms)
     count = batch.count
     if count < 1:
