@@ -93,8 +93,9 @@ class Keyring:
             fh.write(sealing.private_bytes(key))
         created = float(int(at))
         pub = PublicKey(kid, raw, created, created + self.rotation, created + self.rotation + self.overlap)
-        (self.dir / f"{kid:08x}.json").write_text(json.dumps(
-            {"created": pub.created, "current_until": pub.current_until, "accepted_until": pub.accepted_until}))
+        meta = {"created": pub.created, "current_until": pub.current_until,
+                "accepted_until": pub.accepted_until}
+        (self.dir / f"{kid:08x}.json").write_text(json.dumps(meta))
         self.private[kid], self.public[kid] = key, pub
         LOG.info("analyzer: new key %08x, current until %s", kid, time.strftime(
             "%Y-%m-%d %H:%M UTC", time.gmtime(pub.current_until)))

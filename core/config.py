@@ -23,8 +23,8 @@ from ldptel.campaign import (
 from ldptel.config_values import ConfigError, fail, read_int, read_seconds
 from ldptel.durations import parse_duration
 
-__all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "AnalyzerConfig", "Campaign",
-           "Config",
+__all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "AnalyzerConfig",
+           "Campaign", "Config",
            "ConfigError", "ServerConfig", "ShufflerConfig", "load_config", "numeric_params", "parse_campaign",
            "parse_config"]
 

@@ -104,7 +104,8 @@ def _shuffled(raw: dict, at: str, table: dict, target: float, delta: float, batc
             raise fail(f"{at}.epsilon", f"must be a number with 0 < epsilon <= {planned.local_epsilon:g} "
                        f"(the largest ε₀ certifying central ε {target:g} at δ = {delta:g} for batches "
                        f"of {batch_min:,}), got {eps!r}")
-    camp = base({**table, "oracle": oracle, "epsilon": float(eps if eps is not None else planned.local_epsilon)})
+    eps0 = float(eps if eps is not None else planned.local_epsilon)
+    camp = base({**table, "oracle": oracle, "epsilon": eps0})
     return dataclasses.replace(camp, privacy_mode="shuffled", central_epsilon=target, central_delta=delta,
                                batch_min=batch_min)
 

