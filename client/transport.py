@@ -55,6 +55,7 @@ from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits, fit_rows
 from ldptel.client.mechanism_cache import MechanismCache
 from ldptel.client.queue import ReportQueue, default_queue_path
+from ldptel.client.sealed import ClockOffset, is_sealed, unsealed
 from ldptel.client.sending import BackgroundSender, Sender
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.builder import (
@@ -64,6 +65,7 @@ from ldptel.mechanisms.builder import (
 from ldptel.mechanisms.claims import report_cost
 from ldptel.mechanisms.device_secret import derive, device_secret
 from ldptel.mechanisms.numeric import NumericMechanism
+from ldptel.proto import ReportBatch
 
 log = logging.getLogger("ldptel.client")
 
@@ -83,7 +85,10 @@ class TelemetryClient:
     all randomness comes from the OS. ``max_epsilon``: a device never trusts the server's ε
     blindly; a campaign whose per-report ε or lifetime ε∞ (``builder.privacy_loss``, computed
     from the config's parameters) exceeds it is refused: ``report`` raises ``CampaignRefused``
-    naming it and nothing of it is sent.
+    naming it and nothing of it is sent. ``accept_unrandomized``: also report to
+    ``shuffled-fakes`` campaigns without local randomization, whose report is the true index
+    (sealed to the analyzer; its privacy is central only: the shuffler, the fakes and the
+    encryption, docs/privacy.md); refused by default.
     """
 
     def __init__(
@@ -103,6 +108,7 @@ class TelemetryClient:
         max_epsilon: float = DEFAULT_MAX_EPSILON,
         lifetime_epsilon: float | None = None,
         scope: str = "campaign",
+        accept_unrandomized: bool = False,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
@@ -134,7 +140,9 @@ class TelemetryClient:
         self._configs = CampaignConfigs(lambda: self._request("GET", "/v1/campaigns"),
                                         lambda: self.queue.get_meta(META_KEY),
                                         lambda data: self.queue.set_meta(META_KEY, data), config_ttl)
-        self._mechs = MechanismCache(self.max_epsilon, self._device_secret)
+        self._mechs = MechanismCache(self.max_epsilon, self._device_secret, accept_unrandomized)
+        self.clock = ClockOffset()  # the collector's clock (sealed campaigns bind a window)
+        self._configs.on_answer = lambda data: self.clock.heard(data.get("server_time"))
         self._sender = Sender(self)
         self._stop = threading.Event()
         self._background = BackgroundSender(lambda: self.flush(timeout=None), self._stop,
@@ -211,6 +219,12 @@ class TelemetryClient:
         if campaign not in configs or not version_config(configs[campaign], version):
             configs = self.campaigns(refresh=True)
         return self._mechanism(campaign, configs, version)[1]
+
+    def sealed_config(self, campaign: str, version: int | None = None) -> dict | None:
+        """The config of ``campaign`` (``version``) if it is in a shuffled privacy mode (its
+        reports are sealed at flush time, ``ldptel.client.sealed``), else None."""
+        cfg = config_for(campaign, self.campaigns(), version)
+        return cfg if is_sealed(cfg) else None
 
     def _mechanism(self, campaign: str, configs: dict[str, dict],
                    version: int | None = None) -> tuple[dict, Mechanism]:
@@ -294,7 +308,8 @@ class TelemetryClient:
             return False
         guard = self.ledger.guard(charge, lambda why: self._dropped.add(why, 1, f"campaign {campaign!r}: "
                                                                         f"report refused ({REFUSALS[why]})"))
-        row = (campaign, 1, batch.SerializeToString(), cfg.get("version", 1))
+        data = unsealed(cfg, mech, batch, self.clock.now()) if is_sealed(cfg) else batch.SerializeToString()
+        row = (campaign, 1, data, cfg.get("version", 1))
         if not self._store(campaign, [row], 1, guard):
             return False
         self._background.queued(1)
@@ -320,7 +335,10 @@ class TelemetryClient:
                 batch = mech.encode_batch(part, rng=self.rng, campaign=campaign, batch_id=b"")
             except ValueError as exc:
                 raise ValueError(f"campaign {campaign!r}: {exc}") from None
-            rows += [(campaign, n, data, cfg.get("version", 1)) for n, data in fit_rows(mech, batch, budget)]
+            for n, data in fit_rows(mech, batch, budget):
+                if is_sealed(cfg):  # simulated devices: one envelope of n reports (``client.sealed``)
+                    data = unsealed(cfg, mech, ReportBatch.FromString(data), self.clock.now())
+                rows.append((campaign, n, data, cfg.get("version", 1)))
         self._count_clipped(campaign, mech, vals)
         if not self._store(campaign, rows, len(vals)):
             return 0
