@@ -53,8 +53,24 @@ TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 
 
 def new_accumulator(campaign: Campaign) -> Accumulator:
-    """An empty accumulator for ``campaign``."""
+    """An empty accumulator for ``campaign`` (shuffled-fakes: the fake-message histogram)."""
+    if campaign.privacy_mode == "shuffled-fakes":
+        from ldptel.aggregator.decoders.fakes import FakesAccumulator
+
+        return FakesAccumulator(campaign.mechanism())
     return accumulator_for(campaign.mechanism())
+
+
+def release_sizes(r: AnyRedis, campaign: Campaign, window: int) -> list[int]:
+    """The real reports of each shuffled release committed in ``window`` (``rel:<window>:<id>``
+    fields of every shard; campaigns in a shuffled privacy mode), in no particular order."""
+    prefix = f"{keys.RELEASE_PREFIX}{window}:".encode()
+    sizes: list[int] = []
+    for key in state_keys(campaign):
+        fields = [f for f in cast(list[bytes], r.hkeys(key)) if f.startswith(prefix)]
+        if fields:
+            sizes += [int(v) for v in cast(list[bytes], r.hmget(key, fields)) if v is not None]
+    return sorted(sizes)
 
 
 def decode_accumulator(campaign: Campaign, data: bytes, template: Accumulator | None = None) -> Accumulator:
@@ -157,17 +173,19 @@ def _pick_fields(r: AnyRedis, key: str, fields: list[bytes], delta: Accumulator)
 
 def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list,
            replaced: list[bytes], totals: dict[int, Accumulator], deltas: dict[int, Accumulator],
-           entries: dict[int, int], rejected: int) -> bytes:
+           entries: dict[int, int], rejected: int, extra: list | None = None) -> bytes:
     """Run ``scripts.COMMIT`` on one shard: if every entry of ``ids`` is still pending to
     ``consumer`` (in group ``keys.GROUP``) and every ``replaced`` field still exists,
     delete those fields, write each window's ``totals`` as one new field, add the ``deltas``'
     reports and ``entries`` to the window counters and ``rejected`` to the rejected count, and
-    XACK ``ids``. Returns ``b"ok"``, ``b"lost"`` (an entry was claimed by another consumer) or
+    XACK ``ids``; ``extra``: more (field, value) pairs to set (a shuffled release's
+    ``rel:<window>:<id>``). Returns ``b"ok"``, ``b"lost"`` (an entry was claimed by another consumer) or
     ``b"stale"`` (a field was replaced meanwhile); nothing is written unless ``b"ok"``."""
     now_ms = str(int(time.time() * 1000))
     sets: list = []
     for w, total in totals.items():
         sets += [keys.acc_field(w, secrets.token_hex(8)), total.to_bytes(), f"{UPDATED_PREFIX}{w}", now_ms]
+    sets += list(extra or [])
     incr: list = []
     for w, acc in deltas.items():
         incr += [f"{N_PREFIX}{w}", acc.n, f"{ENTRIES_PREFIX}{w}", entries.get(w, 0)]

@@ -24,8 +24,13 @@ class Group:
     window: int
     first_seen: float = field(default_factory=time.monotonic)
     ids: list[bytes] = field(default_factory=list)
-    batches: list[ReportBatch] = field(default_factory=list)
+    batches: list = field(default_factory=list)  # ReportBatch, or SealedBatch when ``key_id`` is set
     reports: int = 0
+    key_id: int | None = None  # sealed envelopes (privacy_mode shuffled*) of this analyzer key
+
+    @property
+    def sealed(self) -> bool:
+        return self.key_id is not None
 
     def add(self, eid: bytes, batch: ReportBatch, count: int) -> None:
         self.ids.append(eid)
@@ -52,7 +57,7 @@ class Held:
     campaign: str
     shard: int
     cursor: str = "-"  # the last entry id read ("-": read from the start)
-    groups: dict[tuple[int, int], Group] = field(default_factory=dict)
+    groups: dict[tuple[int, ...], Group] = field(default_factory=dict)
     unknown: dict[bytes, tuple[int, ReportBatch, int]] = field(default_factory=dict)  # version unknown
 
     def reset(self) -> None:
@@ -61,10 +66,14 @@ class Held:
         self.groups.clear()
         self.unknown.clear()
 
-    def add(self, eid: bytes, window: int, version: int, batch: ReportBatch, count: int) -> None:
-        group = self.groups.get((version, window))
+    def add(self, eid: bytes, window: int, version: int, batch, count: int,
+            key_id: int | None = None) -> None:
+        """Hold one entry in its (version, window) group; sealed envelopes by (version, window,
+        analyzer key): messages of different keys never share a release."""
+        key = (version, window) if key_id is None else (version, window, key_id)
+        group = self.groups.get(key)
         if group is None:
-            group = self.groups[version, window] = Group(version, window)
+            group = self.groups[key] = Group(version, window, key_id=key_id)
         group.add(eid, batch, count)
 
     @property

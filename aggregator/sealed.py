@@ -1,0 +1,132 @@
+"""The aggregator's side of campaigns in a shuffled privacy mode: whole releases of sealed
+messages, decrypted here — the only process that holds the analyzer's private keys
+(``aggregator.keyring``) — after the shuffler permuted them.
+
+A release reaches the analysis stream as ``release_parts`` entries (``shuffler.sealed``), each a
+``SealedBatch`` part naming the release. ``SealedReleases.take`` keeps a release's parts (pending
+to this consumer, never acknowledged) until it holds them all, then:
+
+1. opens every message with the key of ``key_id`` and the ``info`` of (campaign, version, window,
+   key id) (``sealing.open_all``; a message that does not open — tampered, or sealed under another
+   binding — is counted as rejected and left out);
+2. turns all plaintexts into the mechanism's columns with one ``np.frombuffer``
+   (``mechanisms.rows.from_rows``) and drops rows the mechanism refuses (``valid_rows``: a device
+   can put anything inside its ciphertext; the collector could not check it);
+3. decodes them into a fresh accumulator (shuffled: the oracle's; shuffled-fakes: the fake-message
+   histogram, ``decoders.fakes``) counting the release's real reports as its devices, and commits
+   the whole release at once (``store.commit``: one ``COMMIT`` that acknowledges every part and
+   sets ``rel:<window>:<release id>`` = its real reports, the batch sizes a window's claim rests
+   on). A window's state therefore changes only by whole releases.
+
+A release whose key this worker lacks stays pending (logged once): a worker holding the key (a
+shared keys directory) claims it once idle. Parts held longer than ``claim_idle_ms`` are forgotten
+(another worker may have claimed them; they are read again if they are still pending here).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ldptel import keys, sealing
+from ldptel.aggregator.decoders.fakes import FakesAccumulator
+from ldptel.mechanisms.rows import from_rows, row_dtype, select, valid_rows
+from ldptel.proto import ReportBatch, SealedBatch
+
+if TYPE_CHECKING:
+    from ldptel.aggregator.slots import Parsed, Slot
+    from ldptel.aggregator.worker import Worker
+
+
+@dataclass
+class Partial:
+    parts: dict[bytes, SealedBatch] = field(default_factory=dict)  # entry id → part
+    seen: float = field(default_factory=time.monotonic)
+
+
+class SealedReleases:
+    """Releases being assembled by one worker (module docstring)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.partial: dict[tuple[str, bytes], Partial] = {}
+        self._warned: set[int] = set()
+
+    def take(self, slot: Slot, version: int, items: list[Parsed]) -> int:
+        """Hold ``items`` (parts of releases); decode and commit every complete release. Returns
+        the entries committed."""
+        idle = self.worker.cfg.claim_idle_ms / 1000
+        now = time.monotonic()
+        for key in [k for k, p in self.partial.items() if now - p.seen > idle]:
+            del self.partial[key]
+        done = 0
+        bad: list[bytes] = []
+        for eid, _window, batch in items:
+            part = _part(batch)
+            if part is None or not part.release or part.release_parts < 1:
+                bad.append(eid)
+                continue
+            held = self.partial.setdefault((slot.stream, bytes(part.release)), Partial())
+            held.parts[eid] = part
+        if bad:  # not a release part: acknowledged as rejected
+            done += self.worker.commit_version(slot, version, [], bad)
+        for key, held in list(self.partial.items()):
+            first = next(iter(held.parts.values()))
+            if key[0] != slot.stream or len(held.parts) < first.release_parts:
+                continue
+            committed = self.commit(slot, version, held)
+            if committed is not None:
+                del self.partial[key]
+                done += committed
+        return done
+
+    def commit(self, slot: Slot, version: int, held: Partial) -> int | None:
+        """Decode and commit one whole release; None when its key is missing (left pending)."""
+        w = self.worker
+        camp = slot.versions[version]
+        parts = list(held.parts.values())
+        first = parts[0]
+        private = w.keyring.key(first.key_id)
+        if private is None:
+            if first.key_id not in self._warned:
+                self._warned.add(first.key_id)
+                w.warn(f"aggregate: a release of {camp.name!r} is sealed to analyzer key {first.key_id:08x}, "
+                       "which this worker does not hold; left pending for a worker that does")
+            return None
+        t0 = time.perf_counter()
+        acc = slot.fresh(version)
+        width = row_dtype(acc.mech).itemsize
+        info = sealing.info(camp.name, version, int(first.window), int(first.key_id))
+        plain, failed = sealing.open_all([m for p in parts for m in p.messages], private, info, width)
+        cols, m = from_rows(acc.mech, plain)
+        ok = valid_rows(acc.mech, cols, m)
+        good = int(ok.sum())
+        cols = select(cols, ok) if good < m else cols
+        reports = int(first.release_reports)
+        if isinstance(acc, FakesAccumulator):
+            acc.add_release(cols, good, reports)
+        else:
+            acc.add_columns(cols, good)
+            acc.state["n"][0] += good  # every message is one device's report
+        window = int(first.window)
+        ids = list(held.parts)
+        rejected = failed + (m - good)
+        extra = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports]
+        t1 = time.perf_counter()
+        if not w.commit(slot, camp, ids, {window: acc}, {window: len(ids)}, rejected, extra):
+            w.stats.lost += 1
+            slot.history = True
+            return 0
+        w.after_commit(camp, [window], len(ids), acc.n, rejected, t1 - t0, time.perf_counter() - t1)
+        return len(ids)
+
+
+def _part(batch: ReportBatch) -> SealedBatch | None:
+    try:
+        return SealedBatch.FromString(batch.SerializeToString())
+    except Exception:  # noqa: BLE001 - DecodeError
+        return None
+
+
+__all__ = ["SealedReleases"]

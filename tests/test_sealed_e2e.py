@@ -1,0 +1,77 @@
+"""Campaigns in a shuffled privacy mode end to end, against a real Redis and the real collector over
+HTTP: the SDK seals every message (and its fakes) to the analyzer, the collector stores ciphertext,
+the shuffler releases whole batches of at least batch_min devices, the aggregator decrypts and
+decodes whole releases, and each document states the batches and "central ε between L and U"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+from agg_support import HttpStack
+from sealed_support import FAKES, LOCAL, SHUFFLED, devices, publish_keys, sealed_config, shuffle_and_aggregate
+
+from ldptel import keys
+
+
+@pytest.fixture
+def sealed_stack(redis_client: redis.Redis, redis_url: str, tmp_path: Path):
+    cfg = sealed_config(tmp_path, [FAKES, SHUFFLED, LOCAL])
+    publish_keys(cfg, redis_client)
+    stack = HttpStack(cfg, redis_url)
+    yield cfg, stack
+    stack.close()
+
+
+def estimate(stack: HttpStack, name: str) -> dict:
+    status, _, body = stack.get(f"/v1/campaigns/{name}/estimates?window=latest")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def test_shuffled_fakes_end_to_end(sealed_stack, redis_client: redis.Redis, tmp_path: Path) -> None:
+    cfg, stack = sealed_stack
+    rng = np.random.default_rng(5)
+    values = rng.choice(16, size=700, p=np.arange(16, 0, -1) / np.arange(16, 0, -1).sum())
+    assert devices(stack, tmp_path, "a", "sf-hist", values[:400]) == 400
+    assert devices(stack, tmp_path, "b", "sf-hist", values[400:]) == 300
+    shuffle_and_aggregate(cfg, redis_client)
+    doc = estimate(stack, "sf-hist")
+    privacy = doc["privacy"]
+    assert privacy["privacy_mode"] == "shuffled-fakes" and privacy["epsilon_report"] is None
+    assert privacy["batches"] == [700] and privacy["central_epsilon"] <= 1.0
+    assert 0 < privacy["central_epsilon_lower"] <= privacy["central_epsilon"]
+    assert doc["n_reports"] == 700
+    truth = np.bincount(values, minlength=16)
+    est = np.array([row["estimate"] for row in doc["items"]])
+    se = np.array([row["std_error"] for row in doc["items"]])
+    mu = FAKES["central_epsilon"] and cfg.campaign("sf-hist").fake_rate * 700 / 16
+    assert np.allclose(se, np.sqrt(mu * (1 - 1 / 16)), rtol=0.25)
+    assert np.all(np.abs(est - truth) < 6 * se + 1)
+
+
+def test_shuffled_grr_end_to_end(sealed_stack, redis_client: redis.Redis, tmp_path: Path) -> None:
+    cfg, stack = sealed_stack
+    values = np.random.default_rng(6).integers(0, 8, size=500)
+    assert devices(stack, tmp_path, "g", "sh-grr", values, seed=3) == 500
+    shuffle_and_aggregate(cfg, redis_client)
+    doc = estimate(stack, "sh-grr")
+    assert doc["n_reports"] == 500 and doc["privacy"]["batches"] == [500]
+    assert doc["privacy"]["local_epsilon"] == cfg.campaign("sh-grr").epsilon > 1.0
+    truth = np.bincount(values, minlength=8)
+    est = np.array([row["estimate"] for row in doc["items"]])
+    se = np.array([row["std_error"] for row in doc["items"]])
+    assert np.all(np.abs(est - truth) < 6 * se)
+
+
+def test_below_batch_min_is_never_released(sealed_stack, redis_client: redis.Redis, tmp_path: Path) -> None:
+    cfg, stack = sealed_stack
+    assert devices(stack, tmp_path, "c", "sf-hist", list(range(16)) * 10) == 160
+    shuffle_and_aggregate(cfg, redis_client)
+    assert redis_client.xlen(keys.stream_key("sf-hist", 0)) == 0  # held: below batch_min
+    assert redis_client.xlen(keys.ingress_key("sf-hist", 0)) > 0
+    status, _, _ = stack.get("/v1/campaigns/sf-hist/estimates?window=latest")
+    assert status in (404, 409, 503)
