@@ -35,7 +35,7 @@ import redis
 
 from ldptel import keys
 from ldptel.config import Config
-from ldptel.proto import ReportBatch
+from ldptel.proto import ReportBatch, SealedBatch
 
 TAG = r"\{ldptel:(?P<c>[^:}]+):(?P<s>\d+)\}"
 VERSIONED = r"(?::v\d+)?"
@@ -61,7 +61,11 @@ ALLOWED: list[tuple[str, str, str]] = [
     (re.escape(keys.AUTH_FAILURE_TAG) + r":.+", "*", "failed authentications per keyed digest, TTL"),
     (re.escape(keys.REGISTRY_KEY) + "$", r"created_at|superseded_at|updated_at",
      "when an operator applied, changed or superseded a campaign version"),
+    (re.escape(keys.ANALYZER_KEYS_KEY) + "$", "*",
+     "the analyzer's public keys and when each was made and stops being current or accepted"),
 ]
+SEALED_FIELDS = {"campaign", "schema_version", "campaign_version", "key_id", "window", "messages", "release",
+                 "release_parts", "release_reports"}
 # consumer idle times (XINFO CONSUMERS) are the aggregator's last read: allowed for the same
 # reason as its heartbeat
 
@@ -138,11 +142,18 @@ class Audit:
                 self.flag(key, f"{group['pending']} pending entries (each holds its delivery time)")
         if ingress:
             return
+        camp = self.config.campaign(re.fullmatch(rf"{TAG}:reports", key)["c"])  # type: ignore[index]
         for eid, fields in self.r.xrange(key):
             self.check_id(key, "entry id", eid, window_s)
             if set(fields) != {keys.ENTRY_BATCH, keys.ENTRY_WINDOW, b"count"}:
                 self.flag(key, f"entry {eid!r} has fields {sorted(fields)}")
             self.check_numbers(key, "window", fields.get(keys.ENTRY_WINDOW, b""), window_s)
+            if camp is not None and camp.privacy_mode != "local":  # a release part: ciphertext only
+                part = SealedBatch.FromString(fields[keys.ENTRY_BATCH])
+                extra = {f.name for f, _ in part.ListFields()} - SEALED_FIELDS
+                if extra:
+                    self.flag(key, f"entry {eid!r} has sealed fields {sorted(extra)}")
+                continue
             batch = ReportBatch.FromString(fields[keys.ENTRY_BATCH])
             if batch.batch_id:
                 self.flag(key, f"entry {eid!r} carries a batch id")
@@ -185,7 +196,7 @@ class Audit:
             ttl_ok = True
         elif m and re.fullmatch(rf"state{VERSIONED}", rest):
             self.hash(key, self.window(m["c"]), r"(acc:\d+:.+|n:\d+|entries:\d+|updated:\d+|rejected"
-                                                r"|expired_entries|expired_reports)")
+                                                r"|expired_entries|expired_reports|rel:\d+:[0-9a-f]{32})")
         elif m and re.fullmatch(rf"published{VERSIONED}:\d+", rest):
             self.check_numbers(key, "key", rest.rsplit(":", 1)[1], self.window(m["c"]))
             self.hash(key, self.window(m["c"]), r"n|digest|config|decoded_at|doc|arrays")
