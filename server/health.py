@@ -1,5 +1,7 @@
 """``GET /healthz`` (each component's state) and ``GET /metrics`` (Prometheus text format, see
-``server.metrics``). Neither needs a token; neither exposes a report. Both read Redis through
+``server.metrics``). ``/healthz`` needs no token, ``/metrics`` an admin or export token; neither
+exposes a report, and with a campaign in a shuffled privacy mode ``/healthz`` leaves out the age of
+the last commit (the time of a release). Both read Redis through
 ``server.probe`` (fresh, unless another thread of the process is reading: then its last snapshot),
 so they answer within about a second whatever Redis does.
 
@@ -19,7 +21,9 @@ import time
 from flask import Blueprint, Response, jsonify
 
 from ldptel import __version__, heartbeat
+from ldptel.privacy_modes import is_shuffled
 from ldptel.server.app import state
+from ldptel.server.auth import require_token
 from ldptel.server.probe import Snapshot
 
 bp = Blueprint("health", __name__)
@@ -64,6 +68,8 @@ def healthz() -> tuple[Response, int]:
     gauges = aggregator_gauges(snap, st.config.aggregator.block_ms, now)
     max_lag = st.config.server.max_aggregator_lag_seconds
     agg = aggregator_status(gauges, max_lag, st.supervised_aggregator)
+    if any(is_shuffled(c) for c in st.config.campaigns):  # a commit's time is a release's time
+        gauges.pop("last_commit_age_seconds")
     ok = snap.redis_ok and agg not in ("down", "lagging")
     redis_status = "ok" if snap.redis_ok else "down"
     components = {
@@ -79,8 +85,13 @@ def healthz() -> tuple[Response, int]:
 
 
 @bp.get("/metrics")
+@require_token("admin", "export")
 def metrics() -> Response:
+    """Prometheus text, for an admin or export token: campaigns in a shuffled privacy mode are
+    counted together under ``campaign="(shuffled)"`` (``metrics.SHUFFLED_LABEL``), so no
+    per-campaign count moves with a single device's report."""
     st = state()
     snap = st.probe.snapshot(max_age=0)
     gauges = aggregator_gauges(snap, st.config.aggregator.block_ms, time.time())
-    return Response(st.metrics.render(snap, gauges), mimetype="text/plain; version=0.0.4")
+    pooled = {c.name for c in st.config.campaigns if is_shuffled(c)}
+    return Response(st.metrics.render(snap, gauges, pooled), mimetype="text/plain; version=0.0.4")

@@ -101,10 +101,12 @@ class Metrics:
             time.sleep(self.flush_interval)
 
     # --- exposition ---------------------------------------------------------------------------
-    def render(self, snap: Snapshot, aggregator: dict[str, float | None]) -> str:
+    def render(self, snap: Snapshot, aggregator: dict[str, float | None],
+               pooled: set[str] | frozenset[str] = frozenset()) -> str:
         """Prometheus text: the Redis counters of ``snap`` (last known), the ``aggregator``
-        gauges (``ldptel.server.health.aggregator_gauges``), every process's own metrics."""
-        glob, per = snap.global_counters, snap.campaign_counters
+        gauges (``ldptel.server.health.aggregator_gauges``), every process's own metrics. The
+        campaigns of ``pooled`` (a shuffled privacy mode) are summed under ``SHUFFLED_LABEL``."""
+        glob, per = snap.global_counters, pool(snap.campaign_counters, pooled)
         out: list[str] = []
 
         def family(metric: str, kind: str, help_: str) -> None:
@@ -129,6 +131,7 @@ class Metrics:
         for k, v in sorted(glob.items()):
             if k.startswith("rej|"):
                 _, camp, reason = k.split("|", 2)
+                camp = SHUFFLED_LABEL if camp in pooled else camp
                 out.append(f'ldptel_batches_rejected_total{{campaign="{camp}",reason="{reason}"}} {v}')
 
         family("ldptel_redis_up", "gauge", "1 if the last reading of Redis succeeded.")
@@ -142,6 +145,22 @@ class Metrics:
                 family(f"ldptel_aggregator_{name}", "gauge", help_)
                 out.append(f"ldptel_aggregator_{name} {aggregator[name]:.3f}")
         return "\n".join(out) + "\n" + prom.render()
+
+
+SHUFFLED_LABEL = "(shuffled)"
+
+
+def pool(per: dict[str, dict[str, int]], pooled: set[str] | frozenset[str]) -> dict[str, dict[str, int]]:
+    """``per`` with the campaigns of ``pooled`` summed into one ``SHUFFLED_LABEL`` entry."""
+    if not pooled or not pooled & set(per):
+        return per
+    out = {n: c for n, c in per.items() if n not in pooled}
+    total: dict[str, int] = defaultdict(int)
+    for n in pooled & set(per):
+        for k, v in per[n].items():
+            total[k] += v
+    out[SHUFFLED_LABEL] = dict(total)
+    return out
 
 
 AGGREGATOR_GAUGES = {

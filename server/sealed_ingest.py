@@ -5,7 +5,7 @@ failure rejects the whole batch, nothing is stored):
 
 1. the body parses as a ``SealedBatch`` (400 ``malformed_batch``), ``batch_id`` of 16 bytes;
 2. the campaign and version take reports (``validation.accepted_version``), and the campaign is in
-   a shuffled mode (400 ``wrong_schema``: a local campaign takes schema_version 1); the shuffler is
+   a shuffled mode (400 ``invalid_batch``: a local campaign takes schema_version 1); the shuffler is
    enabled (503 ``shuffler_disabled``: nothing would shuffle the messages);
 3. ``key_id`` names an analyzer key the collector accepts now (400 ``unknown_key``, detail naming
    the current key: the SDK refreshes its config and seals again);
@@ -88,8 +88,9 @@ def validate_sealed(body: bytes, config: Config, mechanisms: dict, published: di
     camp = accepted_version(config, latest, batch.campaign_version or 1, at)
     name = camp.name
     if not is_shuffled(camp):
-        raise Rejection(400, "wrong_schema", f"campaign {name!r} is in privacy_mode local: send a "
-                        "ReportBatch (schema_version 1)", campaign=name)
+        raise Rejection(400, "invalid_batch", f"schema_version 2 (a SealedBatch) is for campaigns in a "
+                        f"shuffled privacy mode; campaign {name!r} is local: send schema_version 1",
+                        campaign=name)
     if not config.shuffler.enabled:
         raise Rejection(503, "shuffler_disabled", f"campaign {name!r} needs the shuffler ([shuffler] "
                         "enabled = true); nothing is stored", campaign=name)
