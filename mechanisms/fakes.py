@@ -4,7 +4,8 @@ with OS randomness in production (``ldptel.mechanisms.randomness``; a seeded gen
 
 ``poisson_counts`` is exact inversion: one uniform per report, located in the Poisson(λ) cdf
 tabulated up to where its tail is below 10⁻¹⁸ (``np.searchsorted``), so it needs only uniforms —
-which the OS source gives — and costs O(n log k). The model and its privacy analysis:
+which the OS source gives — and costs O(n log k); a rate over ``MAX_TABLE_RATE`` is drawn as a sum
+of k tabulated Poisson(λ/k) (Poisson additivity: the same distribution). The model and its privacy analysis:
 ``ldptel.mechanisms.fake_messages``.
 """
 
@@ -17,12 +18,13 @@ import numpy as np
 from ldptel.mechanisms.randomness import OsRandom
 
 TAIL = 1e-18
+MAX_TABLE_RATE = 500.0  # e^{−λ} is a normal float up to λ ≈ 708
 
 
 def poisson_cdf(lam: float) -> np.ndarray:
-    """P(X ≤ k), k = 0, 1, …, up to the first k with P(X > k) < ``TAIL``."""
-    if not lam >= 0 or not math.isfinite(lam):
-        raise ValueError(f"fake_rate must be a finite number >= 0, got {lam!r}")
+    """P(X ≤ k), k = 0, 1, …, up to the first k with P(X > k) < ``TAIL`` (λ ≤ ``MAX_TABLE_RATE``)."""
+    if not 0 <= lam <= MAX_TABLE_RATE:
+        raise ValueError(f"a Poisson rate in [0, {MAX_TABLE_RATE:g}] is tabulated, got {lam!r}")
     terms = [math.exp(-lam)]
     total = terms[0]
     k = 0
@@ -37,6 +39,9 @@ def poisson_counts(rng: np.random.Generator | OsRandom, lam: float, n: int) -> n
     """``n`` independent Poisson(``lam``) counts (module docstring)."""
     if lam == 0 or n == 0:
         return np.zeros(n, dtype=np.int64)
+    if lam > MAX_TABLE_RATE:  # e^{−λ} underflows: a sum of k Poisson(λ/k), each tabulated
+        k = math.ceil(lam / MAX_TABLE_RATE)
+        return poisson_counts(rng, lam / k, n * k).reshape(n, k).sum(axis=1)
     cdf = poisson_cdf(lam)
     u = np.asarray(rng.random(n), dtype=np.float64)
     return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1).astype(np.int64)
