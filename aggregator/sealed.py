@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ldptel import keys, sealing
 from ldptel.aggregator.decoders.fakes import FakesAccumulator
@@ -36,7 +36,6 @@ from ldptel.proto import ReportBatch, SealedBatch
 
 if TYPE_CHECKING:
     from ldptel.aggregator.slots import Parsed, Slot
-    from ldptel.aggregator.worker import Worker
 
 
 @dataclass
@@ -48,7 +47,7 @@ class Partial:
 class SealedReleases:
     """Releases being assembled by one worker (module docstring)."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Any) -> None:  # the ``aggregator.worker.Worker`` (not imported: a cycle)
         self.worker = worker
         self.partial: dict[tuple[str, bytes], Partial] = {}
         self._warned: set[int] = set()

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ldptel import tally
@@ -122,7 +122,10 @@ def status_view(st: Status) -> dict[str, Any]:
             lag += f" ({charts.fmt_count(st.lag_reports)} reports)"
         if st.quiet:
             lag += f"; {st.quiet}"
-    eps = charts.fmt_eps(c.epsilon)
+    eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "none"
+    if c.privacy_mode != "local":  # counts move by whole batches: no per-second rate, no commit time
+        st = replace(st, rate=0.0, updated=None, window_updated={})
+        eps = f"{eps} · {c.privacy_mode}"
     return {
         "name": c.name, "kind": KIND_LABELS.get(c.kind, c.kind), "mechanism": mechanism_label(c),
         "domain": domain_label(c), "description": c.description,
@@ -131,7 +134,7 @@ def status_view(st: Status) -> dict[str, Any]:
         "counted": charts.fmt_count(st.counted), "accepted": charts.fmt_count(st.accepted),
         "current_window": window_label(c, st.current_window),
         "current_reports": charts.fmt_count(st.current_reports), "current_n": st.current_reports,
-        "rate": "measuring…" if st.rate is None else
+        "rate": "whole batches" if c.privacy_mode != "local" else "measuring…" if st.rate is None else
         "0 reports/s" if st.rate == 0 else f"{charts.fmt_rate(st.rate)} reports/s",
         "lag": lag, "lag_ok": st.lag_entries == 0,
         "updated": ago(st.updated), "updated_utc": utc(st.updated),
