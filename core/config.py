@@ -105,7 +105,7 @@ def _analyzer(raw: Any) -> AnalyzerConfig:
         if key not in ANALYZER_KEYS:
             raise fail(f"analyzer.{key}", f"unknown key (allowed: {', '.join(sorted(ANALYZER_KEYS))})")
     out = {}
-    for key, low in (("key_rotation", 60), ("key_overlap", 0)):
+    for key, low in (("key_rotation", 60), ("key_overlap", 1)):
         value = raw.get(key, getattr(AnalyzerConfig, key))
         try:
             seconds = parse_duration(value)
