@@ -75,7 +75,7 @@ def parse(raw: dict, where: str, base: Callable[[dict], Any]) -> Any:
 
 def _plan(mode: str, oracle: str, d: Any, target: float, delta: float, batch_min: int, at: str,
           local_epsilon: float | None = None) -> Any:
-    from ldptel.privacy_plan import plan  # scipy: server side only
+    from ldptel.plan_cache import cached_plan as plan  # scipy: server side only
 
     if isinstance(d, bool) or not isinstance(d, int) or d < 2:
         raise fail(f"{at}.domain_size", "give domain (labels) or domain_size (≥ 2)")

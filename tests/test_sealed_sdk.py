@@ -46,7 +46,8 @@ def post(stack: HttpStack, body: bytes) -> tuple[int, dict]:
 
 def test_rotated_key_is_refused_then_sealed_again(sealed, redis_client: redis.Redis, tmp_path: Path) -> None:
     cfg, stack, ring = sealed
-    client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite", accept_unrandomized=True)
+    client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite",
+                             accept_unrandomized=True)
     try:
         assert client.report_many("sf-hist", list(range(16)) * 20) == 320
         old = client.campaigns()["sf-hist"]["analyzer_key"]["id"]
@@ -78,7 +79,8 @@ def test_stale_window_dropped_and_counted(sealed, redis_client: redis.Redis, tmp
     publish_keys(cfg, redis_client)
     stack = HttpStack(cfg, sealed[1].app.extensions["ldptel"].redis_url)
     try:
-        client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "w.sqlite", accept_unrandomized=True)
+        client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "w.sqlite",
+                                 accept_unrandomized=True)
         client.campaigns()
         client.clock.offset = -3 * 86400  # the device reported three days ago (its clock says)
         assert client.report_many("sf-day", [1, 2, 3]) == 3
