@@ -27,10 +27,10 @@ def sealed_campaigns() -> list[dict]:
 
 def sealed_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Generator,
                     users: int) -> dict[str, int]:
-    """``users`` devices (Zipf values) report through the SDK; it seals at flush time."""
-    from ldptel.commands.demo import zipf_population
-
-    values = zipf_population(users, DOMAIN, rng)
+    """``users`` devices (Zipf(1.1) values, as the frequency section's) report through the SDK;
+    it seals at flush time."""
+    w = 1.0 / np.arange(1, DOMAIN + 1) ** 1.1
+    values = rng.choice(DOMAIN, size=users, p=w / w.sum())
     truth["counts"] = np.bincount(values, minlength=DOMAIN)
     return {NAME: client.report_many(NAME, values)}
 
