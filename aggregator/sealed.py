@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ldptel import keys, sealing
+from ldptel.aggregator import retention
 from ldptel.aggregator.decoders.fakes import FakesAccumulator
 from ldptel.mechanisms.rows import from_rows, row_dtype, select, valid_rows
 from ldptel.proto import ReportBatch, SealedBatch
@@ -93,6 +94,10 @@ class SealedReleases:
                 w.warn(f"aggregate: a release of {camp.name!r} is sealed to analyzer key {first.key_id:08x}, "
                        "which this worker does not hold; left pending for a worker that does")
             return None
+        window = int(first.window)
+        ids = list(held.parts)
+        if retention.expired(camp, window):  # never counted (nor brought back)
+            return w.commit_version(slot, version, [], ids)
         t0 = time.perf_counter()
         acc = slot.fresh(version)
         width = row_dtype(acc.mech).itemsize
@@ -108,8 +113,6 @@ class SealedReleases:
         else:
             acc.add_columns(cols, good)
             acc.state["n"][0] += good  # every message is one device's report
-        window = int(first.window)
-        ids = list(held.parts)
         rejected = failed + (m - good)
         extra = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports]
         t1 = time.perf_counter()

@@ -75,3 +75,30 @@ def test_below_batch_min_is_never_released(sealed_stack, redis_client: redis.Red
     assert redis_client.xlen(keys.ingress_key("sf-hist", 0)) > 0
     status, _, _ = stack.get("/v1/campaigns/sf-hist/estimates?window=latest")
     assert status in (404, 409, 503)
+
+
+def test_window_closing_below_batch_min_is_discarded(redis_client: redis.Redis, redis_url: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from sealed_support import devices as send
+
+    from ldptel import tally
+    from ldptel.shuffler import sealed as shuffler_sealed
+    from ldptel.shuffler.worker import Shuffler
+
+    cfg = sealed_config(tmp_path, [{**FAKES, "name": "sf-short", "window": "10s"}])
+    publish_keys(cfg, redis_client)
+    stack = HttpStack(cfg, redis_url)
+    try:
+        assert send(stack, tmp_path, "s", "sf-short", list(range(16)) * 5) == 80
+    finally:
+        stack.close()
+    Shuffler(cfg, redis_client).run(once=True)  # the window is open: held, not released
+    assert redis_client.xlen(keys.ingress_key("sf-short", 0)) > 0
+    later = shuffler_sealed.time.time() + 30
+    monkeypatch.setattr(shuffler_sealed.time, "time", lambda: later)
+    Shuffler(cfg, redis_client).run(once=True)  # closed below batch_min: discarded
+    assert redis_client.xlen(keys.ingress_key("sf-short", 0)) == 0
+    assert redis_client.xlen(keys.stream_key("sf-short", 0)) == 0
+    assert redis_client.hget(keys.shuffle_metrics_key("sf-short", 0), keys.SHUFFLE_DISCARDED) == b"80"
+    summ = tally.summary(redis_client, cfg.campaign("sf-short"))
+    assert summ.lag_reports == 0 and summ.lag_entries == 0
