@@ -49,8 +49,9 @@ install: $(RUNTIME_STAMP)
 
 install-test: $(TEST_STAMP)
 
-demo: $(RUNTIME_STAMP)
-	$(BIN)/ldptel demo
+DEMO_PORT ?= 8000
+demo: $(RUNTIME_STAMP)  ## the demo on http://127.0.0.1:$(DEMO_PORT)/ (examples/demo.toml: its tokens)
+	$(BIN)/ldptel demo --config examples/demo.toml --port $(DEMO_PORT)
 
 test: $(TEST_STAMP)
 	.ci/conflict-markers

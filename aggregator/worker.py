@@ -325,7 +325,15 @@ class Worker:
         version (each acknowledges its own entries; unreadable entries and those of a version
         this worker does not know go with the latest version's, counted as rejected). On a lost
         entry that version's delta is dropped and the slot re-reads what is still pending to it.
-        Returns the entries committed."""
+        Returns the entries committed. Its time counts as busy (``DrainStats.busy``: the rate
+        the worker logs is over the time it worked, not the time it waited for entries)."""
+        t0 = time.monotonic()
+        try:
+            return self._process(slot, entries)
+        finally:
+            self.stats.busy += time.monotonic() - t0
+
+    def _process(self, slot: Slot, entries: list) -> int:
         by_version, bad = split_by_version(entries, self.warn, slot.stream)
         for v in [v for v in by_version if v not in slot.versions and not self.knows(slot, v)]:
             self.warn(f"aggregate: {slot.stream}: {len(by_version[v])} entries of unknown "

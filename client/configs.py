@@ -5,6 +5,11 @@ works offline after a restart). ``fetch`` asks the collector (blocking: for ``fl
 calls); ``current`` never does: it answers from memory or the file and, when they are older than
 the TTL, refreshes them on a background thread. Only when nothing is known at all (the first run
 of a device) does ``current`` wait — at most ``wait`` seconds — for that first answer.
+
+Every answer of the collector carries a digest of its campaigns (``delivery.HINT_HEADER``); when
+an answer's digest differs from that of the configs held (``notice``), they are refreshed on a
+background thread at once, so a device follows a campaign change (a new version, a pause) at its
+next send, not only after the TTL.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ class CampaignConfigs:
     ``/v1/campaigns``, ``load``/``save`` read and write the copy in the queue file (they may raise
     storage errors: a copy that cannot be written is only logged)."""
 
-    def __init__(self, get: Callable[[], bytes], load: Callable[[], bytes | None],
+    def __init__(self, get: Callable[[], tuple[bytes, str | None]], load: Callable[[], bytes | None],
                  save: Callable[[bytes], None], ttl: float) -> None:
         self._get, self._load, self._save, self.ttl = get, load, save, ttl
         self._lock = threading.Lock()
@@ -64,6 +69,7 @@ class CampaignConfigs:
         self.limits = Limits()
         self.fetched_at = -float("inf")  # monotonic time of the last answer of the collector
         self.last_error: str | None = None
+        self.hint: str | None = None  # the collector's campaigns digest of ``configs``
         self._thread: threading.Thread | None = None
         self._first = threading.Event()  # set after the first fetch attempt
         self._closed = False
@@ -80,8 +86,10 @@ class CampaignConfigs:
         """Ask the collector; on failure keep what is known (memory, then the file). Raises
         ``TelemetryError`` for a refused token, or when nothing is known at all."""
         try:
-            data = json.loads(self._get())
+            raw, hint = self._get()
+            data = json.loads(raw)
             self._set(data)
+            self.hint = hint
             if self.on_answer is not None:
                 self.on_answer(data)
             self.fetched_at, self.last_error = time.monotonic(), None
@@ -113,6 +121,12 @@ class CampaignConfigs:
         if not self.configs:
             self._first.wait(wait)
         return self.configs or None
+
+    def notice(self, hint: str | None) -> None:
+        """An answer of the collector carried its campaigns digest ``hint``: refresh in the
+        background when it differs from that of the configs held (the campaigns changed)."""
+        if hint and hint != self.hint and not self._closed:
+            self.refresh_in_background()
 
     def refresh_in_background(self) -> None:
         with self._lock:

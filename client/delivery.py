@@ -19,7 +19,7 @@ import json
 import random
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 AUTH_STATUS = frozenset({401, 403})
@@ -35,6 +35,7 @@ class Action(enum.Enum):
     DROP = "drop"
     REGROUP = "regroup"
     STOP = "stop"
+    HOLD = "hold"  # the campaign is paused: its reports stay queued, the flush goes on without them
 
 
 def classify(status: int, reports: int = 1) -> Action:
@@ -55,24 +56,60 @@ class BodyCutOff(OSError):
 CUT_OFF = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
-class HttpStatus(Exception):
-    """The collector answered a non-2xx ``status`` (with its ``body`` and Retry-After seconds)."""
+# the collector's campaigns digest, on every ingest answer (headers are looked up lower-case)
+HINT_HEADER = "ldptel-campaigns"
 
-    def __init__(self, status: int, body: bytes, retry_after: float | None) -> None:
-        super().__init__(f"HTTP {status}: {body[:300]!r}")
+
+class HttpStatus(Exception):
+    """The collector answered a non-2xx ``status`` (with its ``body``, Retry-After seconds and
+    headers). The message holds the decoded JSON error (``HTTP 409 campaign_paused: {…}``), never
+    a bytes repr; ``code`` and ``detail`` are its ``error`` and ``detail``."""
+
+    def __init__(self, status: int, body: bytes, retry_after: float | None,
+                 headers: dict[str, str] | None = None) -> None:
         self.status, self.body, self.retry_after = status, body, retry_after
+        self.headers = headers or {}
+        self.code, self.detail = decode_error(body)
+        super().__init__(describe(status, self.code, self.detail, body))
+
+
+def decode_error(body: bytes) -> tuple[str | None, object]:
+    """(``error``, ``detail``) of a JSON error body (``{"error": …, "detail": …}``), else
+    (None, the body as text)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None, body.decode("utf-8", "replace")
+    if isinstance(doc, dict) and isinstance(doc.get("error"), str):
+        return doc["error"], doc.get("detail")
+    return None, doc
+
+
+def describe(status: int, code: str | None, detail: object, body: bytes) -> str:
+    """``HTTP <status> <code>: <detail>`` (the detail as JSON when it is not text), at most ~300
+    characters of detail."""
+    if code is None and not body:
+        return f"HTTP {status}"
+    text = detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False)
+    if len(text) > 300:
+        text = text[:300] + "…"
+    return f"HTTP {status} {code}: {text}" if code else f"HTTP {status}: {text}"
 
 
 @dataclass
 class FlushResult:
     """Outcome of one ``flush``: reports the collector accepted, reports in batches it already had
-    (retries), reports dropped as invalid, reports still queued, and the last error if any."""
+    (retries), reports dropped as invalid, reports still queued (``held``: of them, those of
+    paused campaigns), and the last error if any."""
 
     accepted: int = 0
     duplicates: int = 0
     dropped: int = 0
     pending: int = 0
     error: str | None = None
+    # reports of paused campaigns (``409 campaign_paused``), by campaign: they stay queued and are
+    # sent once the campaign resumes; they never hold up the other campaigns nor the flush
+    held: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -82,12 +119,7 @@ class FlushResult:
 
 def error_code(body: bytes) -> str | None:
     """The ``error`` of a JSON error body (``{"error": …, "detail": …}``), or None."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return None
-    code = doc.get("error") if isinstance(doc, dict) else None
-    return code if isinstance(code, str) else None
+    return decode_error(body)[0]
 
 
 @dataclass
@@ -111,25 +143,31 @@ class Attempt:
 
 
 def request(url: str, token: str, timeout: float, method: str, body: bytes | None = None,
-            content_type: str | None = None) -> bytes:
+            content_type: str | None = None, headers_seen: dict[str, str] | None = None) -> bytes:
     """The response body of one bearer-authenticated request; ``HttpStatus`` for a non-2xx answer,
     ``BodyCutOff`` when the connection broke while the body was being written, ``OSError`` for
-    other network errors and timeouts."""
+    other network errors and timeouts. ``headers_seen``, if given, receives the answer's headers
+    (of an error answer too), by lower-case name."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
     req = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
+            if headers_seen is not None:
+                headers_seen.update((k.lower(), v) for k, v in resp.headers.items())
             return resp.read()
     except urllib.error.HTTPError as exc:
         raw = exc.read() if exc.fp is not None else b""
-        retry = exc.headers.get("Retry-After") if exc.headers else None
+        answer = {k.lower(): v for k, v in exc.headers.items()} if exc.headers else {}
+        if headers_seen is not None:
+            headers_seen.update(answer)
+        retry = answer.get("retry-after")
         try:
             retry_after = float(retry) if retry is not None else None
         except ValueError:
             retry_after = None
-        raise HttpStatus(exc.code, raw, retry_after) from None
+        raise HttpStatus(exc.code, raw, retry_after, answer) from None
     except urllib.error.URLError as exc:  # urllib wraps only errors of sending the request
         if body is not None and isinstance(exc.reason, CUT_OFF):
             raise BodyCutOff(f"connection cut while sending {len(body)} bytes: {exc.reason}") from exc

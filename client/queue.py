@@ -128,17 +128,19 @@ class ReportQueue:
 
     # --- chunks -------------------------------------------------------------------------------
     def next_chunk(self, max_reports: int, max_bytes: int | None = None,
-                   skip: Collection[int] = ()) -> Chunk | None:
-        """The oldest chunk not yet delivered (other than those in ``skip``), or a new one: the
-        oldest unassigned rows of one campaign, at most ``max_reports`` reports and ``max_bytes``
-        bytes of rows (at least one row). None if nothing is left."""
+                   skip: Collection[int] = (), skip_campaigns: Collection[str] = ()) -> Chunk | None:
+        """The oldest chunk not yet delivered (other than those in ``skip`` and those of
+        ``skip_campaigns``), or a new one: the oldest unassigned rows of one campaign (not of
+        ``skip_campaigns``), at most ``max_reports`` reports and ``max_bytes`` bytes of rows (at
+        least one row). None if nothing is left."""
         with self.transaction():
-            return self._open_chunk(set(skip)) or self._new_chunk(max_reports, max_bytes)
+            return (self._open_chunk(set(skip), set(skip_campaigns))
+                    or self._new_chunk(max_reports, max_bytes, set(skip_campaigns)))
 
-    def _open_chunk(self, skip: set[int]) -> Chunk | None:
+    def _open_chunk(self, skip: set[int], skip_campaigns: set[str]) -> Chunk | None:
         for cid, campaign, batch_id, version in self._db.execute(
                 "SELECT id, campaign, batch_id, version FROM chunks ORDER BY id").fetchall():
-            if cid in skip:
+            if cid in skip or campaign in skip_campaigns:
                 continue
             rows = self._db.execute("SELECT count, batch FROM reports WHERE chunk = ? ORDER BY id",
                                     (cid,)).fetchall()
@@ -149,9 +151,11 @@ class ReportQueue:
                          sum(n for n, _ in rows), int(version))
         return None
 
-    def _new_chunk(self, max_reports: int, max_bytes: int | None) -> Chunk | None:
+    def _new_chunk(self, max_reports: int, max_bytes: int | None, skip_campaigns: set[str]) -> Chunk | None:
+        names = sorted(skip_campaigns)
         first = self._db.execute(
-            "SELECT campaign, version FROM reports WHERE chunk IS NULL ORDER BY id LIMIT 1").fetchone()
+            "SELECT campaign, version FROM reports WHERE chunk IS NULL AND campaign NOT IN "
+            f"({', '.join('?' * len(names))}) ORDER BY id LIMIT 1", names).fetchone()
         if first is None:
             return None
         campaign, version = first

@@ -9,6 +9,9 @@
   and sent again under new batch_ids (the collector stored nothing of it).
 - One chunk never holds up the others: after a retryable failure the next chunk is tried; the
   flush pauses (backoff with full jitter) only when two chunks in a row failed or none is left.
+- A paused campaign (``409 campaign_paused``) holds nothing up: its reports stay queued, the rest
+  of this flush skips that campaign, and the flush returns as soon as everything else is
+  delivered (``FlushResult.held``); a later flush (the background sender's) tries it again.
 """
 
 from __future__ import annotations
@@ -101,11 +104,12 @@ class Sender:
             return result
         attempt = 0
         deferred: set[int] = set()  # chunks that asked for a retry since the last pause
+        held: dict[str, str] = {}  # paused campaigns → the collector's answer
         streak = 0  # retryable failures in a row
         retry_after: float | None = None
         while not (c.stopping() and timeout is None):
             budget = c.limits.row_budget(" " * LONGEST_NAME)  # the body is checked again once built
-            chunk = queue.next_chunk(self.max_reports(), budget, skip=deferred)
+            chunk = queue.next_chunk(self.max_reports(), budget, skip=deferred, skip_campaigns=held)
             if chunk is None and not deferred:
                 break
             if chunk is None or streak >= 2:
@@ -127,6 +131,8 @@ class Sender:
                 else:
                     result.accepted += sent
                 attempt = streak = 0
+            elif outcome.action is Action.HOLD:
+                held[chunk.campaign] = outcome.error or "paused"
             elif outcome.action is Action.DROP:
                 self._drop(queue, chunk, result, outcome.reason, outcome.code)
             elif outcome.action is Action.REGROUP and self._split(queue, chunk, result, outcome.error):
@@ -140,6 +146,10 @@ class Sender:
                 streak += 1
                 retry_after = outcome.retry_after
         result.pending = c.pending()
+        result.held = {name: queue.pending(name) for name in held}
+        for name, why in held.items():
+            log.info("campaign %s is paused (%s): %d reports wait in the queue", name, why,
+                     result.held[name])
         if result.pending == 0:
             result.error = None
         return result
@@ -214,14 +224,14 @@ class Sender:
     def refused(self, exc: HttpStatus, chunk: Chunk) -> Attempt:
         """What to do after a non-2xx answer (``delivery.classify``), except for a campaign's
         status answers, after which the configs are fetched again: ``409 campaign_paused`` keeps
-        the chunk (retried with backoff: it is valid once the campaign resumes), ``409
+        the chunk (``HOLD``: this flush skips the campaign; it is valid once it resumes), ``409
         version_retired`` and ``410 campaign_retired`` drop it, counted under that reason."""
         code = delivery.error_code(exc.body) if exc.status in (409, 410) else None
         if code not in CAMPAIGN_ANSWERS:
             return Attempt.from_status(exc, chunk.count)
         self.client._configs.refresh_in_background()
         if code == "campaign_paused":
-            return Attempt(Action.RETRY, error=str(exc), retry_after=exc.retry_after)
+            return Attempt(Action.HOLD, error=str(exc))
         return Attempt(Action.DROP, error=str(exc), reason=f"collector answered {exc}", code=code)
 
     def batch_body(self, chunk: Chunk) -> bytes:
@@ -277,7 +287,7 @@ class Sender:
         queue.complete(chunk)
         result.dropped += chunk.count
         if code:
-            self.client._dropped.add(code, chunk.count, why)
+            self.client._dropped.add(code, chunk.count, why, logged=True)
 
 
 class BackgroundSender:

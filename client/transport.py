@@ -133,11 +133,11 @@ class TelemetryClient:
         self._queue: ReportQueue | None = None
         self._queue_error: str | None = None  # why the queue cannot be opened or written
         self._queue_retry_at = -float("inf")
-        self._dropped = DropCounter()
+        self._dropped = DropCounter(announce=True)  # every drop on the device is logged (rate-limited)
         self._clipped = DropCounter()  # numeric values clipped to [lower, upper], by campaign
         self._lock = threading.RLock()  # the queue and the ledger
         self._flush_lock = threading.Lock()  # one flush at a time
-        self._configs = CampaignConfigs(lambda: self._request("GET", "/v1/campaigns"),
+        self._configs = CampaignConfigs(self._get_campaigns,
                                         lambda: self.queue.get_meta(META_KEY),
                                         lambda data: self.queue.set_meta(META_KEY, data), config_ttl)
         self._mechs = MechanismCache(self.max_epsilon, self._device_secret, accept_unrandomized)
@@ -188,8 +188,7 @@ class TelemetryClient:
     def _drop_here(self, reason: str, n: int, error: str) -> None:
         if reason.startswith("queue"):
             self._queue_error = error
-        self._dropped.add(reason, n, error)
-        log.error("dropped %d reports on the device: %s", n, error)
+        self._dropped.add(reason, n, error)  # logged, at most once a minute per reason
 
     def health(self) -> Health:
         """Whether reports are being queued, and what was dropped on the device and why."""
@@ -377,7 +376,21 @@ class TelemetryClient:
 
     def _request(self, method: str, path: str, body: bytes | None = None,
                  content_type: str | None = None) -> bytes:
-        return delivery.request(self.url + path, self.token, self.timeout, method, body, content_type)
+        """One request; the campaigns digest of its answer (``delivery.HINT_HEADER``, on errors
+        too) refreshes the configs when the campaigns changed (``CampaignConfigs.notice``)."""
+        seen: dict[str, str] = {}
+        try:
+            return delivery.request(self.url + path, self.token, self.timeout, method, body,
+                                    content_type, seen)
+        finally:
+            self._configs.notice(seen.get(delivery.HINT_HEADER))
+
+    def _get_campaigns(self) -> tuple[bytes, str | None]:
+        """``GET /v1/campaigns``: the answer and its campaigns digest."""
+        seen: dict[str, str] = {}
+        body = delivery.request(self.url + "/v1/campaigns", self.token, self.timeout, "GET",
+                                headers_seen=seen)
+        return body, seen.get(delivery.HINT_HEADER)
 
     # --- background sender ------------------------------------------------------------------
     def start(self) -> None:

@@ -31,6 +31,10 @@ class HelpFormatter(argparse.HelpFormatter):
         return text
 
 
+EMBEDDED_HELP = ("Redis URL, or redis+cluster://host:port,… for a Redis Cluster (default: $REDIS_URL, "
+                 "else the embedded Redis of a running `ldptel serve --config FILE`)")
+
+
 def version() -> str:
     try:
         return metadata.version("ldptel")
@@ -52,10 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
                               formatter_class=HelpFormatter)
 
     demo = command("demo", "run the whole stack on simulated devices and print estimates")
-    demo.add_argument("--users", type=int, default=100_000, help="simulated devices")
+    demo.add_argument("--config", default=None,
+                      help="the demo's config (examples/demo.toml: fixed tokens, and `ldptel campaigns "
+                           "--config FILE` finds the demo; default: built in, random tokens)")
+    demo.add_argument("--users", type=int, default=20_000, help="simulated devices per campaign at the start")
     demo.add_argument("--port", type=int, default=0, help="HTTP port (default: 0, a free one)")
     demo.add_argument("--seed", type=int, default=2026, help="seed of the simulated population")
-    demo.add_argument("--exit", action="store_true", help="print the table and exit")
+    demo.add_argument("--exit", action="store_true", help="print the first table and exit")
+    demo.add_argument("--change-after", type=float, default=40.0,
+                      help="seconds after the first table at which the demo changes demo-grr live "
+                           "(ε 2 → 1, a new version); negative: never")
 
     serve = command("serve", "collector, operator pages and export API")
     serve.add_argument("--config", required=True, help="TOML config file")
@@ -85,17 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     agg = command("aggregate", "aggregator worker: drain report streams into estimates")
     agg.add_argument("--config", required=True, help="TOML config file")
-    agg.add_argument("--redis-url", default=None,
-                     help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
-                          "(default: $REDIS_URL)")
+    agg.add_argument("--redis-url", default=None, help=EMBEDDED_HELP)
     agg.add_argument("--once", action="store_true", help="drain what is in the streams, save, exit")
 
     shuf = command("shuffle", "shuffler: move reports from the ingress streams to the analysis "
                               "streams, permuted across batches and re-packed")
     shuf.add_argument("--config", required=True, help="TOML config file")
-    shuf.add_argument("--redis-url", default=None,
-                      help="Redis URL, or redis+cluster://host:port,… for a Redis Cluster "
-                           "(default: $REDIS_URL)")
+    shuf.add_argument("--redis-url", default=None, help=EMBEDDED_HELP)
     shuf.add_argument("--once", action="store_true",
                       help="release everything in the ingress streams now, then exit")
 
@@ -105,13 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--campaign", default=None, help="only this campaign (default: all)")
     audit.add_argument("--reports", type=int, default=200_000,
                        help="reports per input of the ratio test")
-    camps = command("campaigns", "the campaign registry in Redis: list, show NAME, apply --config FILE")
-    camps.add_argument("--redis-url", default=None, help="Redis URL (default: $REDIS_URL)")
-    actions = camps.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="every campaign: name, status, latest version, kind, epsilon")
-    actions.add_parser("show", help="one campaign's record (versions, status) as JSON").add_argument("name")
-    actions.add_parser("apply", help="create or update the campaigns of a TOML file").add_argument(
-        "--config", required=True, help="TOML config file")
+    camps = command("campaigns", "the campaign registry in Redis: list, show NAME, set NAME KEY=VALUE…, "
+                                 "apply --config FILE")
+    campaigns_arguments(camps, HelpFormatter)
 
     acl = command("redis-acl", "create or update the least-privilege Redis user of each role and "
                                "write their credentials file")
@@ -132,6 +134,31 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--token", required=True, help="ingest token")
     sim.add_argument("--seed", type=int, default=None, help="seeded randomness (simulation only)")
     return parser
+
+
+def campaigns_arguments(camps: argparse.ArgumentParser, formatter: type[argparse.HelpFormatter]) -> None:
+    """The options and actions of ``ldptel campaigns``."""
+    where = argparse.ArgumentParser(add_help=False)  # also accepted after the action
+    where.add_argument("--config", default=argparse.SUPPRESS,
+                       help="TOML config file: finds the embedded Redis of `ldptel serve --config FILE`")
+    where.add_argument("--redis-url", default=argparse.SUPPRESS, help="Redis URL (default: $REDIS_URL)")
+    camps.add_argument("--config", default=None,
+                       help="TOML config file: finds the embedded Redis of `ldptel serve --config FILE` "
+                            "(and is the file `apply` applies)")
+    camps.add_argument("--redis-url", default=None, help="Redis URL (default: $REDIS_URL)")
+    actions = camps.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        return actions.add_parser(name, help=help, description=help, parents=[where],
+                                  formatter_class=formatter)
+
+    action("list", "every campaign: name, status, latest version, kind, epsilon")
+    action("show", "one campaign's record (versions, status) as JSON").add_argument("name")
+    change = action("set", "change keys of a campaign live: a randomization key makes a new version")
+    change.add_argument("name")
+    change.add_argument("changes", nargs="+", metavar="KEY=VALUE",
+                        help="a key of its [[campaigns]] table and a TOML value (a bare word is a string)")
+    action("apply", "create or update the campaigns of a TOML file (--config)")
 
 
 ACL_OPTIONS: dict[str, dict] = {  # ldptel redis-acl
@@ -167,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `ldptel campaigns list | head`: the reader left; no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 # subcommand → (module, function); imported on use, so the SDK-only install runs ``simulate`` and

@@ -1,13 +1,22 @@
-"""``ldptel demo [--users N] [--port P] [--seed S] [--exit]``: the whole pipeline on one machine.
+"""``ldptel demo [--config FILE] [--users N] [--port P] [--seed S] [--exit] [--change-after S]``:
+the whole pipeline on one machine.
 
-Starts an embedded Redis, the collector app on a real HTTP server (127.0.0.1, ``--port`` or a free
-port) with the export API, and an aggregator worker; simulates ``--users`` devices per campaign —
-one frequency campaign per oracle (grr, sue, oue, olh, hadamard, rappor) — that randomize their
-values (vectorized ``encode_batch``, seeded: simulation only) and POST ``ReportBatch``es of 1000
-reports to ``/v1/reports``; waits until the aggregator has counted every accepted report; reads the
-estimates back from the export API and prints them against the truth, with the export URL and the
-demo's export token. ``--exit`` stops everything and exits 0; otherwise the stack keeps running
-until Ctrl-C.
+Starts an embedded Redis (with the role users of ``ldptel serve``, and, with ``--config FILE``,
+in the data directory of ``ldptel serve --config FILE``, emptied first, so that every command
+given ``--config FILE`` finds it: ``ldptel campaigns set … --config FILE``), applies the demo's
+campaigns to the registry, and runs the collector app on a real HTTP server (127.0.0.1,
+``--port`` or a free port) with the export API and operator pages, a shuffler and an aggregator.
+The campaigns have 10 s windows. At the start of a window, ``--users`` simulated devices per
+campaign — one frequency campaign per oracle (grr, sue, oue, olh, hadamard, rappor), heavy
+hitters, a range and two numeric campaigns — randomize their values (vectorized, seeded:
+simulation only) and send them; once the aggregator has counted and published them, the demo
+prints that window's estimates against the truth, the page URL and the ingest, export and admin
+tokens, and how long it took. ``--exit`` stops there. Otherwise devices keep reporting every
+second from slowly drifting populations (``ldptel.commands.demo_live``; ``--users`` reports per
+campaign and window), so each trend grows by a window every 10 s, and ``--change-after`` seconds
+later the demo changes a campaign live (a new version, marked on its trend), until Ctrl-C.
+``--config`` (``examples/demo.toml``, which ``make demo`` uses) must hold the demo's campaigns;
+its ``[server]`` gives the tokens (random without it).
 
 Each campaign kind is a ``DemoSection`` (``sections()``): the frequency oracles here, heavy hitters
 and range queries from ``ldptel.commands.demo_queries`` (``heavy_hitter_section``, ``range_section``), means
@@ -17,9 +26,7 @@ from ``ldptel.commands.demo_numeric`` (``numeric_section``).
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
-import logging
 import secrets
 import shutil
 import signal
@@ -36,10 +43,17 @@ import numpy as np
 
 from ldptel import published, tally
 from ldptel.client.transport import TelemetryClient
+from ldptel.commands.demo_live import LiveDevices
+from ldptel.commands.demo_stack import Http, Stack
 from ldptel.config import Config, parse_config
+from ldptel.credentials import embedded_data_dir
+from ldptel.redis_server import DataDirBusy, DataDirLock
 
 DOMAIN = 64
 EPSILON = 2.0
+WINDOW = "10s"  # every demo campaign's window: a trend grows while you watch
+MIN_REPORTS = 500
+BURST_ROOM_S = 6.0  # the first devices report at a window's start if less than this is left of it
 TOP_ROWS = 8
 BATCH = 1000
 ORACLES = ("grr", "sue", "oue", "olh", "hadamard", "rappor")
@@ -51,80 +65,6 @@ def zipf_population(n: int, d: int, rng: np.random.Generator, s: float = 1.1) ->
     """n values in [0, d) with P(v) ∝ 1/(v+1)^s."""
     w = 1.0 / np.arange(1, d + 1) ** s
     return rng.choice(d, size=n, p=w / w.sum())
-
-
-# --- the running stack ---------------------------------------------------------------------
-
-class Stack:
-    """Embedded Redis + collector (Werkzeug HTTP server thread) + shuffler and aggregator threads."""
-
-    def __init__(self, config: Config, port: int) -> None:
-        from werkzeug.serving import make_server
-
-        from ldptel.aggregator.runners import BackgroundAggregator
-        from ldptel.redis_server import EmbeddedRedis
-        from ldptel.server.app import create_app
-        from ldptel.shuffler.runners import BackgroundShuffler
-
-        self.config = config
-        self.redis_server = EmbeddedRedis().start()
-        self.server = self.agg = self.shuffler = None
-        try:
-            self.app = create_app(config, self.redis_server.url)
-            if "export" not in self.app.blueprints:
-                from ldptel.server.export import bp
-
-                self.app.register_blueprint(bp)
-            logging.getLogger("werkzeug").setLevel(logging.WARNING)
-            self.server = make_server("127.0.0.1", port, self.app, threaded=True)
-            self.port = self.server.server_port
-            self.url = f"http://127.0.0.1:{self.port}"
-            self._http = threading.Thread(target=self.server.serve_forever, name="ldptel-http", daemon=True)
-            self._http.start()
-            self.shuffler = BackgroundShuffler(config, self.redis_server.url).start()
-            self.agg = BackgroundAggregator(config, self.redis_server.url, log=lambda _m: None).start()
-        except BaseException:
-            self.stop()
-            raise
-        import redis
-
-        self.redis = redis.Redis.from_url(self.redis_server.url)
-
-    def stop(self) -> None:
-        if self.shuffler is not None:
-            self.shuffler.stop()
-        if self.agg is not None:
-            self.agg.stop()
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-        self.redis_server.cleanup()
-
-
-class Http:
-    """One keep-alive connection to the collector."""
-
-    def __init__(self, port: int) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-
-    def request(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
-        for attempt in range(5):
-            try:
-                self.conn.request(method, path, body=body, headers=headers)
-                resp = self.conn.getresponse()
-                data = resp.read()
-            except (ConnectionError, http.client.HTTPException):
-                self.conn.close()
-                time.sleep(0.1 * (attempt + 1))
-                continue
-            if resp.status in (429, 503):
-                time.sleep(float(resp.getheader("Retry-After") or 1))
-                continue
-            return resp.status, data
-        raise RuntimeError(f"{method} {path}: collector unreachable")
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 # --- demo sections -------------------------------------------------------------------------
@@ -242,16 +182,44 @@ def sealed_section() -> DemoSection:
 
 # --- main ----------------------------------------------------------------------------------
 
-def demo_config(secs: list[DemoSection], ingest: str, export: str) -> Config:
+def demo_tables(secs: list[DemoSection]) -> list[dict]:
+    """The demo's ``[[campaigns]]`` tables (``examples/demo.toml`` holds the same)."""
+    # 10 s windows; a short shuffle delay: each window's reports are shuffled within 1 s
+    # (a campaign may keep its own window: the shuffled-fakes one is "all", released at batch_min)
+    return [{**c, "window": c.get("window", WINDOW), "min_reports": MIN_REPORTS, "shuffle_max_delay": "1s"}
+            for s in secs for c in s.campaigns()]
+
+
+def demo_config(secs: list[DemoSection], ingest: str, export: str, admin: str) -> Config:
     return parse_config({
-        "server": {"ingest_tokens": [ingest], "export_tokens": [export],
+        "server": {"ingest_tokens": [ingest], "export_tokens": [export], "admin_tokens": [admin],
                    "rate_limit_per_minute": 10**9, "secret_key": secrets.token_hex(16)},
-        "aggregator": {"block_ms": 100, "read_count": 200},
+        "aggregator": {"block_ms": 100, "read_count": 200, "publish_interval": 1},
         # the analyzer's keys of shuffled campaigns: this run's own (``aggregator.keyring``)
         "analyzer": {"keys_dir": tempfile.mkdtemp(prefix="ldptel-demo-keys-")},
-        # a short shuffle delay: the last reports of each campaign are shuffled within 1 s
-        "campaigns": [{"shuffle_max_delay": "1s", **c} for s in secs for c in s.campaigns()],
+        "campaigns": demo_tables(secs),
     })
+
+
+def file_config(path: str, secs: list[DemoSection]) -> Config:
+    """``--config``: the file's config, which must declare every demo campaign (``ConfigError``
+    naming the missing ones: the demo's devices report to them)."""
+    from ldptel.config import ConfigError, load_config
+
+    config = load_config(path)
+    missing = [t["name"] for t in demo_tables(secs) if config.campaign(t["name"]) is None]
+    if missing:
+        raise ConfigError(f"{path}: the demo reports to {', '.join(missing)}: declare "
+                          "them as examples/demo.toml does")
+    return config
+
+
+def wait_for_room(window_seconds: int, room: float = BURST_ROOM_S) -> None:
+    """Sleep until a window starts if less than ``room`` seconds are left of the current one,
+    so the first devices' reports all fall in one window."""
+    left = window_seconds - time.time() % window_seconds
+    if left < room:
+        time.sleep(left + 0.05)
 
 
 def wait_counted(stack: Stack, sent: dict[str, int], timeout: float) -> None:
@@ -277,59 +245,99 @@ def run_demo(args: argparse.Namespace) -> int:
         return 2
     t_start = time.perf_counter()
     secs = sections()
-    ingest, export = f"demo-ingest-{secrets.token_hex(8)}", f"demo-export-{secrets.token_hex(8)}"
-    config = demo_config(secs, ingest, export)
+    if args.config:
+        config = file_config(args.config, secs)
+        lock = DataDirLock(embedded_data_dir(args.config))
+    else:
+        tokens = (f"demo-{k}-{secrets.token_hex(8)}" for k in ("ingest", "export", "admin"))
+        config = demo_config(secs, *tokens)
+        lock = DataDirLock(tempfile.mkdtemp(prefix="ldptel-demo-"))
+    try:
+        lock.acquire()
+    except DataDirBusy as exc:
+        print(f"ldptel demo: {exc}", file=sys.stderr)
+        return 2
     workdir = Path(tempfile.mkdtemp(prefix="ldptel-demo-"))
-    stack = Stack(config, args.port)
+    try:
+        stack = Stack(config, args.port, lock.data_dir)
+    except BaseException:
+        lock.release()
+        raise
     http = Http(stack.port)
     rng = np.random.default_rng(args.seed)
+    ingest = config.server.ingest_tokens[0]
     client = TelemetryClient(stack.url, ingest, queue_path=workdir / "device-queue.sqlite",
                              batch_size=BATCH, rng=rng, accept_unrandomized=True)
     try:
         print(f"ldptel demo: embedded Redis {stack.redis_server.url}, collector {stack.url}, "
-              f"aggregator running")
-        sent: dict[str, int] = {}
-        t0 = time.perf_counter()
-        for sec in secs:
-            sent.update(sec.simulate(stack, client, sec.truth, rng, args.users))
-        result = client.flush(timeout=AGGREGATE_TIMEOUT_S)
-        if result.pending or result.dropped or result.duplicates:
-            raise RuntimeError(f"the SDK did not deliver every report exactly once: {result}")
-        total = sum(sent.values())
-        dt = time.perf_counter() - t0
-        print(f"{args.users:,} simulated devices per campaign sent {total:,} randomized reports through "
-              f"the SDK (POST /v1/reports, batches of {BATCH}) in {dt:.1f} s ({total / dt:,.0f} reports/s)")
-        t0 = time.perf_counter()
-        wait_counted(stack, sent, AGGREGATE_TIMEOUT_S)
-        print(f"aggregator counted all of them {time.perf_counter() - t0:.1f} s after the last POST\n")
-        for sec in secs:
-            print(f"== {sec.title} ==")
-            sec.report(stack, http, sec.truth)
-            print()
-        first = config.campaigns[0].name
-        print(f"export API: {stack.url}/v1/campaigns/<name>/estimates?format=json|csv&window=latest")
-        print(f"  also /v1/campaigns/<name>/heavy-hitters?k=10, …/range?lo=&hi=, …/quantiles?q=0.5,0.9, "
-              f"…/mean; "
-              f"campaigns: {', '.join(c.name for c in config.campaigns)}")
-        print(f"  curl -H 'Authorization: Bearer {export}' \\\n"
-              f"       '{stack.url}/v1/campaigns/{first}/estimates?format=csv'")
-        if any(rule.rule == "/" for rule in stack.app.url_map.iter_rules()):
-            print(f"operator page: {stack.url}/  (sign in with the export token {export})")
-        print(f"export token: {export}")
-        print(f"ingest token: {ingest}")
-        print(f"(demo finished in {time.perf_counter() - t_start:.1f} s)")
-        if not args.exit:
-            print("\nthe stack keeps running; Ctrl-C to stop", flush=True)
-            stopped = threading.Event()
-            signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-            try:
-                stopped.wait()
-            except KeyboardInterrupt:
-                pass
-            print("\nstopping", flush=True)
+              f"shuffler and aggregator running; campaigns of {WINDOW} windows")
+        first_table(args, stack, http, client, secs, rng)
+        print_access(args, stack, config, time.perf_counter() - t_start)
+        if args.exit:
+            return 0
+        live = LiveDevices(client, stack.campaigns, stack.admin, args.users,
+                           None if args.change_after < 0 else args.change_after,
+                           lambda line: print(line, flush=True), rng)
+        stopped = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+        print("\ndevices keep reporting every second (a new window every 10 s); Ctrl-C to stop",
+              flush=True)
+        try:
+            live.run(stopped)
+        except KeyboardInterrupt:
+            pass
+        print("\nstopping", flush=True)
         return 0
     finally:
         client.close(flush_timeout=0)
         http.close()
         stack.stop()
+        lock.release()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def first_table(args: argparse.Namespace, stack: Stack, http: Http, client: TelemetryClient,
+                secs: list[DemoSection], rng: np.random.Generator) -> None:
+    """``--users`` devices per campaign report at a window's start; once counted and published,
+    that window's estimates are printed against the truth."""
+    wait_for_room(stack.config.campaigns[0].window_seconds)
+    sent: dict[str, int] = {}
+    t0 = time.perf_counter()
+    for sec in secs:
+        sent.update(sec.simulate(stack, client, sec.truth, rng, args.users))
+    result = client.flush(timeout=AGGREGATE_TIMEOUT_S)
+    if result.pending or result.dropped or result.duplicates:
+        raise RuntimeError(f"the SDK did not deliver every report exactly once: {result}")
+    total = sum(sent.values())
+    dt = time.perf_counter() - t0
+    print(f"{args.users:,} simulated devices per campaign sent {total:,} randomized reports through "
+          f"the SDK (POST /v1/reports, batches of {BATCH}) in {dt:.1f} s ({total / dt:,.0f} reports/s)")
+    t0 = time.perf_counter()
+    wait_counted(stack, sent, AGGREGATE_TIMEOUT_S)
+    first = stack.config.campaigns[0]
+    counts = tally.window_counts(stack.redis, first)
+    http.window = max(counts, key=lambda w: counts[w])  # the window (nearly) all of them fell in
+    spread = f" (they fell in {len(counts)} windows: this machine is slow)" if len(counts) > 1 else ""
+    print(f"aggregator counted all of them {time.perf_counter() - t0:.1f} s after the last POST{spread}\n")
+    for sec in secs:
+        print(f"== {sec.title} ==")
+        sec.report(stack, http, sec.truth)
+        print()
+
+
+def print_access(args: argparse.Namespace, stack: Stack, config: Config, took: float) -> None:
+    """The URLs, tokens and commands of the running demo."""
+    first = config.campaigns[0].name
+    print(f"export API: {stack.url}/v1/campaigns/<name>/estimates?format=json|csv&window=latest")
+    print(f"  also /v1/campaigns/<name>/heavy-hitters?k=10, …/range?lo=&hi=, …/quantiles?q=0.5,0.9, "
+          f"…/mean, …/series?version=all; campaigns: {', '.join(c.name for c in config.campaigns)}")
+    print(f"  curl -H 'Authorization: Bearer {config.server.export_tokens[0]}' \\\n"
+          f"       '{stack.url}/v1/campaigns/{first}/estimates?format=csv'")
+    print(f"operator page: {stack.url}/  (sign in with the export token {config.server.export_tokens[0]})")
+    print(f"export token: {config.server.export_tokens[0]}")
+    print(f"ingest token: {config.server.ingest_tokens[0]}")
+    print(f"admin token: {config.server.admin_tokens[0]}")
+    where = f" --config {args.config}" if args.config else ""
+    if where:
+        print(f"change a campaign live: ldptel campaigns set demo-olh epsilon=1{where}")
+    print(f"(first page ready {took:.1f} s after the start)", flush=True)

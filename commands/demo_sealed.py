@@ -17,7 +17,7 @@ SEALED_TITLE = ("shuffled-fakes: the true item sealed to the analyzer plus Poiss
 NAME, DOMAIN = "demo-sealed", 64
 SEALED_CAMPAIGN = {"name": NAME, "kind": "frequency", "privacy_mode": "shuffled-fakes",
                    "domain_size": DOMAIN, "central_epsilon": 1.0, "central_delta": 1e-6, "batch_min": 1000,
-                   "min_reports": 1,
+                   "window": "all",
                    "description": "true item + Poisson fakes, HPKE-sealed, shuffled in batches of ≥ 1,000"}
 
 

@@ -32,7 +32,6 @@ the data directory.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import signal
@@ -113,11 +112,11 @@ def worker_exited(server: Any, worker: Any) -> None:
 
 def default_data_dir(config_path: str | os.PathLike | None) -> Path:
     """``$LDPTEL_DATA_DIR`` or ``~/.local/share/ldptel``, plus ``redis-<config stem>-<hash>``, so a
-    restarted ``ldptel serve`` of the same config finds its data again."""
-    base = Path(os.environ.get("LDPTEL_DATA_DIR") or Path.home() / ".local" / "share" / "ldptel")
-    cfg = Path(config_path).resolve() if config_path else Path("ldptel")
-    digest = hashlib.sha256(str(cfg).encode()).hexdigest()[:10]
-    return base / f"redis-{cfg.stem}-{digest}"
+    restarted ``ldptel serve`` of the same config finds its data again
+    (``credentials.embedded_data_dir``: every command given ``--config`` finds it the same way)."""
+    from ldptel.credentials import embedded_data_dir
+
+    return embedded_data_dir(config_path)
 
 
 def run_serve(args: argparse.Namespace) -> int:

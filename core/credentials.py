@@ -45,6 +45,24 @@ def default_path() -> Path:
     return data_dir() / DEFAULT_NAME
 
 
+def embedded_data_dir(config_path: str | os.PathLike | None) -> Path:
+    """Where ``ldptel serve --config FILE`` keeps its embedded Redis: ``data_dir()`` plus
+    ``redis-<config stem>-<hash of the resolved path>``, so a restarted ``serve`` of the same
+    config finds its data again, and every command given ``--config FILE`` finds that Redis and
+    its credentials (``DEFAULT_NAME`` in it)."""
+    import hashlib
+
+    cfg = Path(config_path).resolve() if config_path else Path("ldptel")
+    digest = hashlib.sha256(str(cfg).encode()).hexdigest()[:10]
+    return data_dir() / f"redis-{cfg.stem}-{digest}"
+
+
+def embedded_files() -> list[Path]:
+    """The credentials files of every embedded Redis under ``data_dir()``, newest first."""
+    found = [p for p in data_dir().glob(f"redis-*/{DEFAULT_NAME}") if p.is_file()]
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
 def servers_of(url: str) -> list[str]:
     """The ``host:port`` of every server a URL names (cluster URLs: every seed; ``unix://``: the
     socket path)."""

@@ -5,6 +5,15 @@
     api = Client("https://telemetry.example.com", token="…")   # an export token
     rows = api.series("font-size", start="2026-11-01", items=["small", "large"])
     frame = api.series_frame("font-size")   # the same rows as a pandas DataFrame (needs pandas)
+    top = api.heavy_hitters("search-terms", k=10)["items"]
+    api.mean("session-seconds")["mean"]["estimate"]
+    api.range("latency-ms", 0, 99)["estimate"]; api.quantiles("latency-ms", [0.5, 0.9])["items"]
+    api.versions("font-size")["versions"]; Client.frame(top)  # any rows as a DataFrame
+
+Every document method takes ``window`` (``"latest"``, the default: the newest released window,
+or a window start) and ``version`` (``"latest"``, a number, or ``"all"`` where the endpoint
+takes it) and returns the endpoint's JSON document (``GET /v1/campaigns/<name>/…``; docs/http-api.md
+lists every key).
 
 ``series`` returns the long-form rows of ``GET /v1/campaigns/<name>/series`` (dicts with
 ``window_start``, ``window``, ``version``, ``item``, ``estimate``, ``std_error``, ``ci_low``,
@@ -30,13 +39,13 @@ from urllib.parse import quote, urlencode
 from ldptel.errors import ExportError
 
 When = int | str | datetime | None  # epoch seconds, ISO 8601, a datetime, or no bound
+Version = int | str | None  # a version number, "latest" (None: the server's default) or "all"
+Document = dict[str, Any]  # a JSON document of the export API
 # the columns of a series row, in order (the server's ``/series`` answers these)
-__all__ = ["SERIES_COLUMNS", "Client", "ExportError", "When"]
+__all__ = ["SERIES_COLUMNS", "Client", "Document", "ExportError", "Version", "When"]
 
 SERIES_COLUMNS = ("window_start", "window", "version", "item", "estimate", "std_error", "ci_low",
                   "ci_high", "estimate_normalized", "n_reports", "status")
-
-
 
 
 def _when(value: When) -> str | None:
@@ -80,33 +89,84 @@ class Client:
         return f"/v1/campaigns/{quote(name, safe='')}/{what}"
 
     def series(self, name: str, start: When = None, end: When = None, items: Iterable[Any] | None = None,
-               version: int | None = None) -> list[dict[str, Any]]:
-        """Long-form rows of the windows starting in [``start``, ``end``] (``items``: only these)."""
+               version: Version = None) -> list[dict[str, Any]]:
+        """Long-form rows of the windows starting in [``start``, ``end``] (``items``: only these;
+        ``version="all"``: every version's rows, each with its ``version``)."""
         params = {"from": _when(start), "to": _when(end), "version": version,
                   "items": None if items is None else ",".join(map(str, items))}
         return list(self.get(self._campaign(name, "series"), params)["rows"])
 
     def series_frame(self, name: str, start: When = None, end: When = None,
-                     items: Iterable[Any] | None = None, version: int | None = None) -> Any:
+                     items: Iterable[Any] | None = None, version: Version = None) -> Any:
         """``series`` as a ``pandas.DataFrame`` (``window_start`` as UTC timestamps)."""
-        try:
-            pd = importlib.import_module("pandas")
-        except ImportError:
-            raise ImportError("series_frame needs pandas (pip install pandas); series() returns "
-                              "the same rows as dicts") from None
+        pd = _pandas("series_frame")
         frame = pd.DataFrame(self.series(name, start, end, items, version), columns=SERIES_COLUMNS)
         frame["window_start"] = pd.to_datetime(frame["window_start"], utc=True)
         return frame
 
-    def windows(self, name: str, start: When = None, end: When = None) -> list[dict[str, Any]]:
-        """The windows with counted reports: ``window``, ``n_reports``, ``status``, …"""
-        doc = self.get(self._campaign(name, "windows"), {"from": _when(start), "to": _when(end)})
+    def windows(self, name: str, start: When = None, end: When = None,
+                version: Version = None) -> list[dict[str, Any]]:
+        """The windows with counted reports: ``window``, ``window_start``, ``version``,
+        ``n_reports``, ``status``, ``decoded_at``."""
+        doc = self.get(self._campaign(name, "windows"),
+                       {"from": _when(start), "to": _when(end), "version": version})
         return list(doc["windows"])
 
-    def estimates(self, name: str, window: int | str = "latest") -> dict[str, Any]:
-        """The estimate document of one window (frequency campaigns)."""
-        return dict(self.get(self._campaign(name, "estimates"), {"window": window}))
+    def estimates(self, name: str, window: int | str = "latest",
+                  version: Version = None) -> Document:
+        """The estimate document of one window (frequency campaigns): ``items`` with
+        ``value``, ``estimate``, ``std_error``, ``ci_low``, ``ci_high``, ``estimate_normalized``;
+        ``version="all"`` combines the versions that share the domain."""
+        return self._doc(name, "estimates", window, version)
 
+    def mean(self, name: str, window: int | str = "latest", version: Version = None) -> Document:
+        """The mean document of a numeric campaign: ``mean`` and ``sum``, each with
+        ``estimate``, ``std_error``, ``ci_low``, ``ci_high``."""
+        return self._doc(name, "mean", window, version)
+
+    def heavy_hitters(self, name: str, k: int | None = None, window: int | str = "latest",
+                      version: Version = None) -> Document:
+        """The ``k`` most frequent strings of a heavy-hitter campaign (``items``: ``value``,
+        ``estimate``, ``std_error``, ``ci_low``, ``ci_high``), most frequent first."""
+        return self._doc(name, "heavy-hitters", window, version, k=k)
+
+    def range(self, name: str, lo: int, hi: int, window: int | str = "latest",
+              version: Version = None) -> Document:
+        """Devices with a value in [``lo``, ``hi``] of a range campaign: ``estimate``,
+        ``std_error``, ``ci_low``, ``ci_high``."""
+        return self._doc(name, "range", window, version, lo=lo, hi=hi)
+
+    def quantiles(self, name: str, q: Iterable[float] = (0.5, 0.9, 0.99), window: int | str = "latest",
+                  version: Version = None) -> Document:
+        """Quantiles of a range campaign (``items``: ``q``, ``value``, ``ci_low``, ``ci_high``)."""
+        return self._doc(name, "quantiles", window, version, q=",".join(map(str, q)))
+
+    def versions(self, name: str) -> Document:
+        """Every version of the campaign (``versions``: ``version``, ``status``,
+        ``superseded_at``, ``accepted_until``, ``n_reports``, ``config``)."""
+        return dict(self.get(self._campaign(name, "versions")))
+
+    def _doc(self, name: str, what: str, window: int | str, version: Version, **params: Any) -> Document:
+        query = {"window": window, "version": version, **params}
+        return dict(self.get(self._campaign(name, what), query))
+
+    @staticmethod
+    def frame(rows: Iterable[dict[str, Any]]) -> Any:
+        """Rows (``series``, a document's ``items``) as a ``pandas.DataFrame`` (needs pandas;
+        ``window_start`` parsed as UTC timestamps when present)."""
+        pd = _pandas("frame")
+        frame = pd.DataFrame(list(rows))
+        if "window_start" in frame:
+            frame["window_start"] = pd.to_datetime(frame["window_start"], utc=True)
+        return frame
+
+
+def _pandas(what: str) -> Any:
+    try:
+        return importlib.import_module("pandas")
+    except ImportError:
+        raise ImportError(f"{what} needs pandas (pip install pandas); the other methods return the "
+                          "same rows as dicts") from None
 
 
 def _error(exc: urllib.error.HTTPError) -> ExportError:

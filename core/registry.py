@@ -2,7 +2,8 @@
 
 The TOML file stays the declarative source: ``ldptel campaigns apply --config FILE`` (and
 ``ldptel serve`` at start) diffs its ``[[campaigns]]`` tables against the registry and applies
-them (``apply``); the admin API changes one campaign live (``put``, ``set_status``). Every
+them (``apply``); the admin API and ``ldptel campaigns set`` change one campaign live (``put``,
+``patch``: some keys of the latest table, ``set_status``). Every
 collector worker and aggregator reads the registry's revision at most every
 ``RELOAD_INTERVAL_S`` and reloads the campaigns when it changed (``Live``), so a change is seen
 everywhere within about a second, without a restart.
@@ -185,15 +186,35 @@ def put(r: AnyRedis, table: Mapping[str, Any], now: float | None = None) -> Chan
     return cast(Change, _update(r, cast(str, name), change))
 
 
-def set_status(r: AnyRedis, name: str, status: str, reason: str = "") -> dict[str, Any] | None:
-    """Pause, resume (``active``) or retire a campaign; the new record (None if unknown)."""
+def patch(r: AnyRedis, name: str, changes: Mapping[str, Any], now: float | None = None) -> Change | None:
+    """Change some keys of a campaign's latest table (the others as they are; ``put`` of the
+    merged table); None if the registry has no such campaign. ``ConfigError`` names a bad key."""
+    if "name" in changes and changes["name"] != name:
+        raise ConfigError(f"{_where(name)}.name: cannot change (create a new campaign instead)")
+    when = time.time() if now is None else now
+
+    def change(rec: dict[str, Any] | None) -> tuple[dict[str, Any] | None, Change | None]:
+        if rec is None:
+            return None, None
+        table = {**rec["versions"][-1]["table"], **changes, "name": name}
+        new, ch = plan(rec, table, when)
+        return (None if ch.action == "unchanged" else new), ch
+
+    return cast(Change | None, _update(r, name, change))
+
+
+def set_status(r: AnyRedis, name: str, status: str, reason: str | None = None) -> dict[str, Any] | None:
+    """Pause, resume (``active``) or retire a campaign; the new record (None if unknown).
+    ``reason`` None keeps the current reason when the status does not change (pausing a paused
+    campaign again without a reason keeps why it was paused), else clears it."""
     if status not in CAMPAIGN_STATUSES:
         raise ValueError(f"status must be one of {', '.join(CAMPAIGN_STATUSES)}, got {status!r}")
 
     def change(rec: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         if rec is None:
             return None, None
-        rec = {**rec, "status": status, "reason": reason, "updated_at": time.time()}
+        why = reason if reason is not None else rec.get("reason", "") if rec.get("status") == status else ""
+        rec = {**rec, "status": status, "reason": why, "updated_at": time.time()}
         return rec, rec
 
     return cast(dict[str, Any] | None, _update(r, name, change))

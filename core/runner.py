@@ -32,15 +32,18 @@ class DrainStats:
     commits: int = 0
     lost: int = 0  # commits refused because another worker had claimed an entry
     started: float = field(default_factory=time.monotonic)
+    busy: float = 0.0  # seconds spent decoding and committing (not waiting for entries)
 
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def line(self) -> str:
-        dt = max(self.elapsed, 1e-9)
-        return (f"{self.entries} entries, {self.reports} reports in {dt:.1f} s "
-                f"({self.reports / dt:,.0f} reports/s)"
+        """"N entries, M reports in T s (R reports/s while busy for B s)": the rate is over the
+        time spent decoding and committing, never over the time spent waiting for entries."""
+        dt, busy = max(self.elapsed, 1e-9), min(self.busy, self.elapsed)
+        rate = f"{self.reports / busy:,.0f} reports/s while busy for {busy:.1f} s" if busy > 0 else "idle"
+        return (f"{self.entries} entries, {self.reports} reports in {dt:.1f} s ({rate})"
                 + (f", {self.rejected} rejected" if self.rejected else ""))
 
 

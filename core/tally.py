@@ -150,6 +150,11 @@ class WindowSummary:
     lag_entries: int  # accepted batches − counted entries − rejected entries (≥ 0)
     lag_reports: int | None  # accepted − counted reports (≥ 0); None once an entry was rejected
     window_updated: dict[int, float] = field(default_factory=dict)  # window → epoch s of its last commit
+    # accepted batches / reports not yet taken from the ingress stream by a shuffler (with
+    # ``[shuffler] enabled``: held by it, normally until ``shuffle_min_reports`` or
+    # ``shuffle_max_delay``; with the shuffler off these are simply the accepted ones)
+    held_batches: int = 0
+    held_reports: int = 0
 
 
 def summary(r: AnyRedis, campaign: Campaign, older: Sequence[Campaign] = ()) -> WindowSummary:
@@ -163,13 +168,15 @@ def summary(r: AnyRedis, campaign: Campaign, older: Sequence[Campaign] = ()) -> 
     for s in range(campaign.shards):
         pipe.hmget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES, keys.ACCEPTED_REPORTS)
         pipe.hmget(keys.shuffle_metrics_key(campaign.name, s), keys.INGRESS_BATCHES, keys.ANALYSIS_BATCHES,
-                   keys.SHUFFLE_DISCARDED)
+                   keys.INGRESS_REPORTS, keys.SHUFFLE_DISCARDED)
     res = pipe.execute()
+    held = [(max(0, int(b or 0) - int(took or 0)), max(0, int(n or 0) - int(took_n or 0)))
+            for (b, n), (took, _, took_n, _) in zip(res[::2], res[1::2], strict=True)]
     # batches bound for the analysis stream: the shuffler replaced the ingress batches it took by
     # the batches it wrote (the ones still in ingress count as one entry each); the reports it
     # discarded (a shuffled campaign's window closed below batch_min) will never be counted
     accepted = [(int(b or 0) - int(took or 0) + int(wrote or 0), int(n or 0) - int(gone or 0))
-                for (b, n), (took, wrote, gone) in zip(res[::2], res[1::2], strict=True)]
+                for (b, n), (took, wrote, _, gone) in zip(res[::2], res[1::2], strict=True)]
     # entries and reports of windows deleted past retention (``delete_windows``) stay counted
     every = [shards, *others]
     done = [sum(sum(_with_prefix(v[s], ENTRIES_PREFIX).values()) + v[s].get(EXPIRED_ENTRIES, 0)
@@ -186,4 +193,5 @@ def summary(r: AnyRedis, campaign: Campaign, older: Sequence[Campaign] = ()) -> 
         accepted_batches=batches, accepted_reports=reports,
         lag_entries=max(0, batches - entries - rejected),
         lag_reports=max(0, reports - counted) if rejected == 0 else None,
-        window_updated={w: ms / 1000.0 for w, ms in _per_window(shards, UPDATED_PREFIX, max).items()})
+        window_updated={w: ms / 1000.0 for w, ms in _per_window(shards, UPDATED_PREFIX, max).items()},
+        held_batches=sum(b for b, _ in held), held_reports=sum(n for _, n in held))

@@ -25,19 +25,26 @@ class OsRandom:
         return float(out[0]) if size is None else out.reshape(size)
 
     def integers(
-        self, low: int, high: int | None = None, size: int | tuple[int, ...] | None = None,
-        dtype: type = np.int64,
+        self, low: int | np.ndarray, high: int | np.ndarray | None = None,
+        size: int | tuple[int, ...] | None = None, dtype: type = np.int64,
     ) -> np.ndarray | int:
+        """Uniform integers in ``[low, high)``; ``low`` and ``high`` may be arrays that broadcast
+        against ``size`` (as ``numpy.random.Generator.integers`` takes them)."""
         if high is None:
             low, high = 0, low
-        span = high - low
-        if span <= 0:
+        lo, hi = np.asarray(low, dtype=np.int64), np.asarray(high, dtype=np.int64)
+        span = hi - lo
+        if np.any(span <= 0):
             raise ValueError("high must be greater than low")
-        n = int(np.prod(size)) if size is not None else 1
-        raw = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+        wanted = () if size is None else (size,) if isinstance(size, int | np.integer) else tuple(size)
+        shape = np.broadcast_shapes(span.shape, wanted)
+        n = int(np.prod(shape))
+        raw = np.frombuffer(os.urandom(8 * n), dtype=np.uint64).reshape(shape)
         # modulo bias ≤ span / 2^64, far below anything measurable
-        out = (raw % np.uint64(span)).astype(np.int64) + low
-        return int(out[0]) if size is None else out.reshape(size).astype(dtype)
+        out = (raw % span.astype(np.uint64)).astype(np.int64) + lo
+        if size is None and not shape:
+            return int(out)
+        return out.astype(dtype)
 
     def bytes(self, length: int) -> bytes:
         return os.urandom(length)

@@ -12,8 +12,11 @@
   record}``: a changed randomization parameter makes a new version, ``description``,
   ``min_reports``, ``accept_old_versions`` change in place. ``400 bad_config`` names the key
   (``campaigns[<name>].<key>: …``, as the TOML does) and nothing changes;
-- ``POST /v1/admin/campaigns/<name>/pause|resume|retire`` (optional JSON ``{"reason": "…"}``)
-  → ``200`` with the record. A paused campaign's reports are answered ``409 campaign_paused``, a
+- ``PATCH /v1/admin/campaigns/<name>`` with some keys of the table → the same answers as ``PUT``,
+  the other keys as they are (a ``PUT`` body lacking keys of the table says so and names PATCH);
+- ``POST /v1/admin/campaigns/<name>/pause|resume|retire`` (optional JSON ``{"reason": "…"}``;
+  without one, pausing a paused campaign keeps its reason) → ``200`` with the record. A paused
+  campaign's reports are answered ``409 campaign_paused``, a
   retired one's ``410 campaign_retired`` (with the reason); a retired campaign cannot resume
   (``409``); its estimates stay readable.
 
@@ -93,12 +96,44 @@ def put_view(name: str) -> tuple[Response, int]:
                                           f"got {table['name']!r}")
     table = {**table, "name": name}
     r = state().admin_redis
+    current = None
     try:
         if registry.record(r, name) is not None or any(t.get("name") == name for t in state().config.tables):
-            _record(name)
+            current = _record(name)
         change = registry.put(r, table)
     except ConfigError as exc:
+        raise ApiError(400, "bad_config", str(exc) + _partial_hint(current, table)) from None
+    return _changed(name, change)
+
+
+@bp.patch("/v1/admin/campaigns/<name>", endpoint="admin_patch_campaign")
+@require_token("admin")
+def patch_view(name: str) -> tuple[Response, int]:
+    """Change some keys of the campaign's latest table (a JSON object of those keys); the
+    others stay as they are. Answers as PUT does; 404 for an unknown campaign."""
+    changes = _body()
+    _record(name)  # 404, or a campaign only the file declares put in the registry first
+    try:
+        change = registry.patch(state().admin_redis, name, changes)
+    except ConfigError as exc:
         raise ApiError(400, "bad_config", str(exc)) from None
+    if change is None:
+        raise ApiError(404, "not_found", f"unknown campaign {name!r}")
+    return _changed(name, change)
+
+
+def _partial_hint(current: dict[str, Any] | None, table: dict[str, Any]) -> str:
+    """For a PUT whose body lacks keys the campaign's table has: PUT replaces the whole table."""
+    if current is None:
+        return ""
+    missing = sorted(set(current["versions"][-1]["table"]) - set(table))
+    if not missing:
+        return ""
+    return (f" (PUT replaces the whole [[campaigns]] table and this body lacks {', '.join(missing)}; "
+            f"to change some keys only, send them with PATCH /v1/admin/campaigns/{current['name']})")
+
+
+def _changed(name: str, change: registry.Change) -> tuple[Response, int]:
     state().refresh()
     doc = {"action": change.action, "version": change.version, "changed": change.changed,
            "campaign": _described(_record(name))}
@@ -110,8 +145,8 @@ def put_view(name: str) -> tuple[Response, int]:
 def status_view(name: str, action: str) -> Response:
     if action not in ACTIONS:
         raise ApiError(404, "not_found", f"no action {action!r} (pause, resume, retire)")
-    reason = _body().get("reason", "")
-    if not isinstance(reason, str) or len(reason) > 500:
+    reason = _body().get("reason")  # none: kept when the status does not change
+    if reason is not None and (not isinstance(reason, str) or len(reason) > 500):
         raise ApiError(400, "bad_request", "reason must be a string of at most 500 characters")
     rec = _record(name)
     if rec["status"] == "retired" and action != "retire":

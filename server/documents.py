@@ -6,6 +6,10 @@ start from:
 
 - ``versions.find_campaign(name)``: the campaign version the request's ``version=`` names (default: the
   latest with reports; ``ApiError`` 404 ``not_found``);
+- ``resolve_window(campaign, window)``: ``window=`` → a window start; ``latest`` (the default)
+  is the newest *released* window (``latest_released``: enough reports, published), never the
+  window in progress while it is below ``min_reports``, so ``window=latest`` does not go to 409
+  at every window start (the pages show the window in progress apart);
 - ``load_released(campaign, window)``: the window's start and its publication
   (``ldptel.published``: the document the aggregator decoded, tagged with the report
   count and state digest it was decoded from), or ``ApiError`` 400 ``bad_window``, 409
@@ -50,8 +54,9 @@ from ldptel.server.errors import ApiError, BadParameter
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
 __all__ = ["FORMATS", "WINDOW_COLUMNS", "Params", "Published", "Window", "conditional_response", "csv_cell",
-           "csv_text", "document_csv", "finite_row", "format_param", "json_text", "load_released",
-           "not_modified", "read_published", "read_published_many", "request_published", "require_kind"]
+           "csv_text", "document_csv", "finite_row", "format_param", "json_text", "latest_released",
+           "load_released", "not_modified", "read_published", "read_published_many", "request_published",
+           "require_kind", "resolve_window"]
 
 
 # (campaign, version, window) → its last publication read
@@ -115,22 +120,69 @@ def request_published(campaign: Campaign, start: int) -> Published | None:
     return loaded[at]
 
 
+LATEST_TRIED = 3  # newest windows over min_reports checked for a publication
+
+
+def latest_released(campaign: Campaign, counts: Mapping[int, int]) -> int | None:
+    """The newest released window: at least ``min_reports`` counted reports and a publication
+    (of the newest ``LATEST_TRIED`` such windows: one just past the threshold may not be
+    published yet), or None. The window in progress is it once it is released; before that the
+    previous released window is."""
+    ready = [w for w, n in sorted(counts.items()) if n >= campaign.min_reports]
+    for w in reversed(ready[-LATEST_TRIED:]):
+        pub = request_published(campaign, w)
+        if pub is not None and pub.doc is not None:
+            return w
+    return None
+
+
+def resolve_window(campaign: Campaign, window: Window, counts: Mapping[int, int] | None = None) -> int:
+    """``window=`` → the window start (``tally.resolve_window``), ``latest``/empty/None meaning
+    the newest released window (``latest_released``), else, while none is released, the newest
+    window with reports (``counts``: the reports per window, if already read); ``WindowError``."""
+    st = state()
+    spec = None if window is None else str(window)
+    if spec in (None, "", "latest") and campaign.window_seconds:
+        counts = tally.window_counts(st.redis, campaign) if counts is None else counts
+        newest = latest_released(campaign, counts)
+        if newest is not None:
+            return newest
+    return tally.resolve_window(st.redis, campaign, spec, None if counts is None else dict(counts))
+
+
+def waiting_reports(campaign: Campaign) -> int:
+    """Reports the collector accepted for the campaign that no aggregator has counted yet: held
+    by the shuffler or queued for the aggregator (``tally.summary``; the campaign's other
+    versions share its streams)."""
+    st = state()
+    older = [v for v in st.config.versions(campaign.name) if v.version != campaign.version]
+    summ = tally.summary(st.redis, campaign, older)
+    held = summ.held_reports if st.config.shuffler.enabled else 0
+    return max(summ.lag_reports or 0, held)
+
+
 def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
-    """(window start, publication) of ``window`` (``tally.resolve_window``) once it holds at least
-    ``min_reports`` reports; ``ApiError`` 400 ``bad_window``, 409 ``below_threshold`` or 503
+    """(window start, publication) of ``window`` (``resolve_window``) once it holds at least
+    ``min_reports`` reports; ``ApiError`` 400 ``bad_window``, 409 ``below_threshold`` (with
+    ``waiting``: reports accepted and not yet counted, for the window in progress) or 503
     ``not_yet_published``."""
     st = state()
     try:
-        start = tally.resolve_window(st.redis, campaign, None if window is None else str(window))
+        start = resolve_window(campaign, window)
     except tally.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
     pub = request_published(campaign, start)
     n = pub.n if pub is not None and pub.doc is not None else tally.window_count(st.redis, campaign, start)
     if n < campaign.min_reports:
+        current = start == tally.current_window(campaign)
+        waiting = waiting_reports(campaign) if current else 0
+        more = (f"; {waiting} more accepted and waiting in the shuffler or the aggregator"
+                if waiting else "")
         raise ApiError(409, "below_threshold",
                        {"n_reports": n, "min_reports": campaign.min_reports, "window": start,
+                        "waiting": waiting,
                         "message": f"estimates are withheld until {campaign.min_reports} "
-                                   f"reports are counted ({n} so far)"})
+                                   f"reports are counted ({n} so far{more})"})
     if pub is None or pub.doc is None:
         retry = max(1, math.ceil(st.config.aggregator.publish_interval))
         raise ApiError(503, "not_yet_published",

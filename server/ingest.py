@@ -18,6 +18,11 @@
 - answers ``202 {"accepted": n, "duplicate": false}``, or ``202 {"accepted": 0, "duplicate": true}``
   for a batch already stored (a retry: the client must not send it again).
 
+Every answer of this blueprint (202s and errors alike) carries ``Ldptel-Campaigns``, a digest of
+the campaigns as this process knows them (``campaigns_digest``; also the ``ETag`` of
+``GET /v1/campaigns``): the SDK refreshes its configs as soon as the digest moves, so devices
+follow a new version or a pause at their next send instead of after their ``config_ttl``.
+
 The stream entry holds no IP, token, user agent or precise time: the receive time is rounded down
 to the campaign's window (``keys.window_start``), and the entry id is that window start in ms
 (``scripts.INGEST``), not the receive time; the dedupe marker holds ``"1"``.
@@ -25,6 +30,9 @@ to the campaign's window (``keys.window_start``), and the entry id is that windo
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
 import time
 from typing import Any
 
@@ -45,6 +53,31 @@ from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 bp = Blueprint("ingest", __name__)
 
 PROTOBUF_TYPES = ("application/x-protobuf", "application/protobuf")
+HINT_HEADER = "Ldptel-Campaigns"
+_digest_lock = threading.Lock()
+_digest: tuple[Config, str] | None = None  # the last snapshot's digest (snapshots are immutable)
+
+
+def campaigns_digest(config: Config) -> str:
+    """A short digest of what devices are told about the campaigns: every campaign's latest
+    public config, version, status and reason (computed once per registry snapshot)."""
+    global _digest
+    cached = _digest
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    doc = [[c.public(), c.status, c.reason] for c in config.campaigns]
+    value = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    with _digest_lock:
+        _digest = (config, value)
+    return value
+
+
+@bp.after_request
+def _hint(response):
+    """Every ingest answer says which campaigns it was made under (``campaigns_digest``)."""
+    response.headers[HINT_HEADER] = campaigns_digest(state().config)
+    return response
+
 
 def client_config(config: Config, campaign: Campaign, now: float | None = None) -> dict[str, Any]:
     """What a device needs of the latest version ``campaign``: its public config (with its
@@ -94,6 +127,7 @@ def list_campaigns():
                     "max_reports_per_batch": srv.max_reports_per_batch,
                     "server_time": round(time.time(), 3)})  # sealed batches bind a window
     resp.headers["Cache-Control"] = "private, max-age=60"
+    resp.headers["ETag"] = f'"{campaigns_digest(st.config)}"'
     return resp
 
 

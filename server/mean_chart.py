@@ -1,6 +1,6 @@
 """The numeric campaign page's chart: the published mean of each window as a line through its
 points with the 95 % CI band (``path.band``, ``path.mean``, ``circle.point``; one window: a point
-with a CI whisker, ``g.whisker``), in the values' units."""
+with a CI whisker, ``g.whisker``), in the values' units; about 6 time labels, none repeated."""
 
 from __future__ import annotations
 
@@ -51,12 +51,15 @@ def mean_chart(points: Sequence[MeanPoint], *, y_label: str = "mean", width: int
         x = _num(sx(0))
         out.append(f'<g class="whisker"><line x1="{x}" y1="{_num(sy(points[0].ci_low))}" x2="{x}" '
                    f'y2="{_num(sy(points[0].ci_high))}"/></g>')
-    every = max(1, len(points) // 6)
+    every = max(1, -(-len(points) // 6))
+    shown: set[str] = set()
     for i, p in enumerate(points):
         out.append(f'<circle class="point" cx="{_num(sx(i))}" cy="{_num(sy(p.mean))}" r="3">'
                    f'<title>{escape(p.title)}: {fmt_compact(p.mean)} ({fmt_compact(p.ci_low)} to '
                    f'{fmt_compact(p.ci_high)})</title></circle>')
-        if i % every == 0 or i == len(points) - 1:
+        labelled = (i % every == 0 and len(points) - 1 - i >= every / 2) or i == len(points) - 1
+        if labelled and p.label not in shown:  # each axis label once
+            shown.add(p.label)
             out.append(f'<text class="tick" x="{_num(sx(i))}" y="{bottom + 16}" '
                        f'text-anchor="middle">{escape(p.label)}</text>')
     out.append(f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>')

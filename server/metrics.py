@@ -123,8 +123,17 @@ class Metrics:
         ):
             family(metric, "counter", help_)
             out.extend(f'{metric}{{campaign="{n}"}} {per[n].get(field, 0)}' for n in per)
-        family("ldptel_stream_entries", "gauge", "Entries currently in the campaign's streams.")
-        out.extend(f'ldptel_stream_entries{{campaign="{n}"}} {per[n]["stream_entries"]}' for n in per)
+        for metric, field, help_ in (
+            ("ldptel_stream_entries", "stream_entries", "Entries currently in the campaign's streams."),
+            ("ldptel_ingress_entries", "ingress_entries",
+             "Of them, entries in the ingress streams: not yet moved by a shuffler."),
+            ("ldptel_campaign_last_window_reports", "last_window_reports",
+             "Reports counted in the campaign's newest ended window (its one window for window = all)."),
+            ("ldptel_campaign_min_reports", "min_reports",
+             "The campaign's release threshold: nothing of a window below it is released."),
+        ):
+            family(metric, "gauge", help_)
+            out.extend(f'{metric}{{campaign="{n}"}} {per[n].get(field, 0)}' for n in per)
 
         family("ldptel_batches_rejected_total", "counter",
                "Rejected ingest requests by campaign (empty: none or unknown) and reason.")

@@ -24,7 +24,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from ldptel import heartbeat, keys
+from ldptel import heartbeat, keys, tally
 from ldptel.config import Config
 from ldptel.redis_client import AnyRedis, connect
 from ldptel.server.background import ProcessThread
@@ -43,6 +43,12 @@ class Snapshot:
     beats: list[heartbeat.Beat] = field(default_factory=list)
     global_counters: dict[str, str] = field(default_factory=dict)  # hash keys.GLOBAL_METRICS_KEY
     campaign_counters: dict[str, dict[str, int]] = field(default_factory=dict)  # + "stream_entries"
+
+
+def last_ended_window(campaign: Any, now: float) -> int:
+    """The newest window of the campaign that has ended (its one window for ``window = "all"``)."""
+    length = campaign.window_seconds
+    return 0 if not length else tally.current_window(campaign, now) - length
 
 
 class Probe:
@@ -110,16 +116,23 @@ class Probe:
         pipe = client.pipeline(transaction=False)
         pipe.hgetall(keys.GLOBAL_METRICS_KEY)
         pipe.hgetall(keys.HEARTBEAT_KEY)
+        last = {c.name: last_ended_window(c, now) for c in campaigns}
+        versions = {c.name: c.version for c in campaigns}
         for name, s in shards:  # stream entries: ingress (not yet shuffled) and analysis
             pipe.hgetall(keys.metrics_key(name, s))
             pipe.xlen(keys.stream_key(name, s))
             pipe.xlen(keys.ingress_key(name, s))
+            pipe.hget(keys.state_key(name, s, versions[name]), f"{keys.N_PREFIX}{last[name]}")
         res: list[Any] = pipe.execute()
-        per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0} for c in campaigns}
+        per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0, "ingress_entries": 0,
+                                                   "last_window_reports": 0, "min_reports": c.min_reports}
+                                          for c in campaigns}
         for i, (name, _) in enumerate(shards):
-            for k, v in res[2 + 3 * i].items():
+            for k, v in res[2 + 4 * i].items():
                 per[name][k.decode()] = per[name].get(k.decode(), 0) + int(v)
-            per[name]["stream_entries"] += int(res[3 + 3 * i]) + int(res[4 + 3 * i])
+            per[name]["stream_entries"] += int(res[3 + 4 * i]) + int(res[4 + 4 * i])
+            per[name]["ingress_entries"] += int(res[4 + 4 * i])
+            per[name]["last_window_reports"] += int(res[5 + 4 * i] or 0)
         return Snapshot(taken=now, redis_ok=True, read_at=now, beats=heartbeat.parse(res[1]),
                         global_counters={k.decode(): v.decode() for k, v in res[0].items()},
                         campaign_counters=per)

@@ -14,7 +14,12 @@
 
 ``from``/``to``: window starts, inclusive, as epoch seconds or ISO 8601 (``2026-11-23``,
 ``2026-11-23T10:00:00Z``; a time without offset is UTC); ``items``: comma-separated values;
-``version``: the campaign version (default: the latest with counted reports; ``versions.find_campaign``).
+``version``: the campaign version (default: the latest with counted reports; ``versions.find_campaign``),
+or ``all``: the windows of every version, each row with its ``version`` (the header says
+``"version": "all"`` and lists ``versions``); estimates of different versions are never summed:
+a window with reports of two versions has rows of each. ``all`` needs the versions to share one
+window length (400 ``bad_parameter`` naming ``version`` otherwise). A campaign with ``window =
+"all"`` has one window, 0, whose ``window_start`` is null (it has no date).
 Every number is the aggregator's publication of the window (``documents.read_published``):
 nothing is decoded here. ``ETag`` (304 on a match): a digest of the campaign's parameters, each
 listed window's count and publication digest and the query, so it changes exactly when an answer
@@ -50,7 +55,7 @@ from ldptel.server.documents import (
     read_published_many,
 )
 from ldptel.server.errors import BadParameter
-from ldptel.server.versions import find_campaign
+from ldptel.server.versions import campaign_versions, find_campaign
 
 bp = Blueprint("series", __name__)
 
@@ -65,15 +70,24 @@ VALUE_COLUMNS = SERIES_COLUMNS[4:9]  # what a released row takes from an estimat
 
 @dataclass
 class WindowInfo:
-    """One listed window: its count and, when released, its publication."""
+    """One listed window of one campaign version: its count and, when released, its publication."""
 
     window: int
     n: int  # reports counted (the publication's count once released)
     status: str  # released | withheld | pending
     pub: Published | None
+    campaign: Campaign  # the version whose window it is
 
-    def row(self, version: int) -> dict[str, Any]:
-        return {"window_start": iso(self.window), "window": self.window, "version": version,
+    @property
+    def version(self) -> int:
+        return self.campaign.version
+
+    def start(self) -> str | None:
+        """The window's start as ISO 8601 (None for a campaign with one window, "all")."""
+        return iso(self.window) if self.campaign.window_seconds else None
+
+    def row(self) -> dict[str, Any]:
+        return {"window_start": self.start(), "window": self.window, "version": self.version,
                 "n_reports": self.n, "status": self.status,
                 "decoded_at": self.pub.decoded_at if self.pub is not None else None}
 
@@ -81,6 +95,30 @@ class WindowInfo:
 def iso(epoch: int) -> str:
     """``1700000000`` → ``"2023-11-14T22:13:20Z"``."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def members(name: str, params: Params) -> list[Campaign]:
+    """The versions a request reads, ascending: ``version=all`` → every version (all of one
+    window length, else ``BadParameter``), else the one ``find_campaign`` resolves."""
+    if params.get("version") != "all":
+        return [find_campaign(name)]
+    versions = campaign_versions(name)
+    lengths = sorted({v.window for v in versions})
+    if len(lengths) > 1:
+        raise BadParameter("version", "'all' needs the versions to share one window length; "
+                                      f"campaign {name!r} has {', '.join(lengths)}: ask for one version")
+    return versions
+
+
+def same_length_history(name: str) -> list[Campaign]:
+    """The trend's versions: the newest back to the last change of window length, ascending."""
+    versions = campaign_versions(name)
+    out = [versions[-1]]
+    for v in reversed(versions[:-1]):
+        if v.window_seconds != out[0].window_seconds:
+            break
+        out.insert(0, v)
+    return out
 
 
 def _time_param(params: Params, name: str) -> int | None:
@@ -97,13 +135,28 @@ def _time_param(params: Params, name: str) -> int | None:
     return int((t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp())
 
 
-def version_param(campaign: Campaign, params: Params) -> int:
-    """The campaign version the request names: ``find_campaign`` resolved ``version=`` (default:
-    the latest with counted reports; 404 for an unknown one, 400 for a malformed one)."""
-    return campaign.version
+def version_param(campaign: Campaign, params: Params) -> int | str:
+    """What the header's ``version`` says: ``all``, or the one version read."""
+    return "all" if params.get("version") == "all" else campaign.version
 
 
-def list_windows(campaign: Campaign, params: Params, version: int = 1, newest: int | None = None,
+def list_all(versions: list[Campaign], params: Params, newest: int | None = None,
+             counts: dict[tuple[str, int], dict[int, int]] | None = None) -> list[WindowInfo]:
+    """``list_windows`` of every version, by window then version (``newest``: the windows of
+    the newest that many window starts; ``counts``: reports per window of a version, if read)."""
+    infos = [i for v in versions
+             for i in list_windows(v, params, counts=(counts or {}).get((v.name, v.version)))]
+    infos.sort(key=lambda i: (i.window, i.version))
+    if newest is not None:
+        keep = sorted({i.window for i in infos})[-newest:]
+        infos = [i for i in infos if keep and i.window >= keep[0]]
+    if len(infos) > MAX_WINDOWS:
+        raise BadParameter("from", f"the range holds {len(infos)} windows, at most {MAX_WINDOWS} per "
+                                   "request: narrow from/to")
+    return infos
+
+
+def list_windows(campaign: Campaign, params: Params, newest: int | None = None,
                  counts: dict[int, int] | None = None) -> list[WindowInfo]:
     """The windows with counted reports whose start is in [``from``, ``to``] (``newest``: only
     the newest that many), oldest first, each with its status and (released) publication
@@ -121,29 +174,31 @@ def list_windows(campaign: Campaign, params: Params, version: int = 1, newest: i
                                    "request: narrow from/to")
     released = [w for w, n in chosen if n >= campaign.min_reports]
     pubs = dict(zip(released, read_published_many(campaign, released), strict=True))
-    return [_window_info(w, n, pubs.get(w), campaign.min_reports) for w, n in chosen]
+    return [_window_info(w, n, pubs.get(w), campaign) for w, n in chosen]
 
 
-def _window_info(window: int, n: int, pub: Published | None, min_reports: int) -> WindowInfo:
-    if n < min_reports:
-        return WindowInfo(window, n, "withheld", None)
+def _window_info(window: int, n: int, pub: Published | None, campaign: Campaign) -> WindowInfo:
+    if n < campaign.min_reports:
+        return WindowInfo(window, n, "withheld", None, campaign)
     if pub is None or pub.doc is None:
-        return WindowInfo(window, n, "pending", None)
-    return WindowInfo(window, pub.n, "released", pub)
+        return WindowInfo(window, n, "pending", None, campaign)
+    return WindowInfo(window, pub.n, "released", pub, campaign)
 
 
-def header(campaign: Campaign, version: int) -> dict[str, Any]:
-    """What both documents start with."""
-    return {"campaign": campaign.name, "kind": campaign.kind, "window_length": campaign.window,
-            "window_seconds": campaign.window_seconds, "min_reports": campaign.min_reports,
-            "version": version}
+def header(campaign: Campaign, params: Params, infos: list[WindowInfo]) -> dict[str, Any]:
+    """What both documents start with (``version=all``: the versions listed, too)."""
+    out = {"campaign": campaign.name, "kind": campaign.kind, "window_length": campaign.window,
+           "window_seconds": campaign.window_seconds, "min_reports": campaign.min_reports,
+           "version": version_param(campaign, params)}
+    if out["version"] == "all":
+        out["versions"] = [v.version for v in campaign_versions(campaign.name)]
+    return out
 
 
 def windows_document(campaign: Campaign, params: Params, infos: list[WindowInfo] | None = None) -> dict:
     """The ``/windows`` document (``infos``: the listed windows, if already read)."""
-    version = version_param(campaign, params)
-    infos = list_windows(campaign, params, version) if infos is None else infos
-    return {**header(campaign, version), "windows": [i.row(version) for i in infos]}
+    infos = list_all(members(campaign.name, params), params) if infos is None else infos
+    return {**header(campaign, params, infos), "windows": [i.row() for i in infos]}
 
 
 def _items_param(campaign: Campaign, params: Params) -> list[str] | None:
@@ -181,35 +236,33 @@ def _estimate_rows(campaign: Campaign, pub: Published, items: list[str] | None) 
             yield {"item": row["value"], **row}
 
 
-def series_rows(campaign: Campaign, infos: list[WindowInfo], items: list[str] | None,
-                version: int = 1) -> list[dict[str, Any]]:
-    """Long-form rows (``SERIES_COLUMNS``) of the listed windows."""
+def series_rows(infos: list[WindowInfo], items: list[str] | None) -> list[dict[str, Any]]:
+    """Long-form rows (``SERIES_COLUMNS``) of the listed windows (each of its own version)."""
     rows: list[dict[str, Any]] = []
     for info in infos:
-        base = {"window_start": iso(info.window), "window": info.window, "version": version,
+        base = {"window_start": info.start(), "window": info.window, "version": info.version,
                 "n_reports": info.n, "status": info.status}
         if info.pub is None:
             rows.append({**base, "item": None, **dict.fromkeys(VALUE_COLUMNS)})
             continue
-        for est in _estimate_rows(campaign, info.pub, items):
+        for est in _estimate_rows(info.campaign, info.pub, items):
             rows.append({**base, "item": est["item"], **{k: est.get(k) for k in VALUE_COLUMNS}})
     return rows
 
 
 def series_document(campaign: Campaign, params: Params, infos: list[WindowInfo] | None = None) -> dict:
     """The ``/series`` document (``infos``: the listed windows, if already read)."""
-    version = version_param(campaign, params)
     items = _items_param(campaign, params)
-    infos = list_windows(campaign, params, version) if infos is None else infos
-    return {**header(campaign, version), "rows": series_rows(campaign, infos, items, version)}
+    infos = list_all(members(campaign.name, params), params) if infos is None else infos
+    return {**header(campaign, params, infos), "rows": series_rows(infos, items)}
 
 
-def etag(campaign: Campaign, infos: list[WindowInfo], query: str) -> str:
-    """Changes exactly when an answer can: the campaign's parameters, each window's count, status
+def etag(versions: list[Campaign], infos: list[WindowInfo], query: str) -> str:
+    """Changes exactly when an answer can: the versions' parameters, each window's count, status
     and publication digest, and the ``query`` (endpoint and query string)."""
-    h = hashlib.sha256(f"{published.config_digest(campaign)}:{query}".encode())
+    h = hashlib.sha256(f"{':'.join(published.config_digest(v) for v in versions)}:{query}".encode())
     for i in infos:
-        h.update(f"|{i.window}:{i.n}:{i.status}:{i.pub.digest if i.pub else ''}".encode())
+        h.update(f"|{i.window}:{i.version}:{i.n}:{i.status}:{i.pub.digest if i.pub else ''}".encode())
     return f'"{h.hexdigest()[:32]}"'
 
 
@@ -219,11 +272,12 @@ def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict], key: s
     (304 on a match). ``check`` validates the parameters before anything is read."""
 
     def view(name: str) -> Response:
-        campaign = find_campaign(name)
+        versions = members(name, request.args)
+        campaign = versions[-1]
         fmt = format_param(request.args)
         check(campaign, request.args)
-        infos = list_windows(campaign, request.args, version_param(campaign, request.args))
-        tag = etag(campaign, infos, f"{key}?{request.query_string.decode(errors='replace')}")
+        infos = list_all(versions, request.args)
+        tag = etag(versions, infos, f"{key}?{request.query_string.decode(errors='replace')}")
         headers = {"ETag": tag, "Cache-Control": "private, no-cache", "Vary": "Authorization",
                    "X-Ldptel-Campaign": campaign.name, "X-Ldptel-Windows": str(len(infos))}
         # If-None-Match only: a withheld window's count changes without a new publication

@@ -37,7 +37,14 @@ from ldptel.mechanisms.combine import VersionPart, inverse_variance
 from ldptel.published import finite_row
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
-from ldptel.server.documents import document_csv, format_param, json_text, load_released, not_modified
+from ldptel.server.documents import (
+    document_csv,
+    format_param,
+    json_text,
+    load_released,
+    not_modified,
+    resolve_window,
+)
 from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.validation import mechanism_of
 
@@ -114,7 +121,7 @@ def combined(name: str, window: str | None) -> tuple[dict, str]:
         raise BadParameter("version", f"'all' combines frequency campaigns; {name!r} is {latest.kind}")
     base = resolve_version(name, None)  # the latest version with reports: its domain and window
     try:
-        start = tally.resolve_window(state().redis, base, window)
+        start = resolve_window(base, window)
     except tally.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
     members = [v for v in versions if v.kind == "frequency" and v.labels() == base.labels()]

@@ -119,3 +119,20 @@ def _unit_tier_starts_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(EmbeddedRedis, "start", refuse_redis)
     monkeypatch.setattr(subprocess.Popen, "__init__", checked_popen)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+    """Where this run's screenshots are, and, when browser tests were skipped for want of
+    Chromium, how to install it (on CI they fail instead: ``tests/browser_support.py``)."""
+    import browser_support
+
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if browser_support.SKIP_MARK in str(getattr(r, "longrepr", ""))]
+    if skipped:
+        write = terminalreporter.write_line
+        title = f"{len(skipped)} browser tests SKIPPED: Chromium is missing"
+        terminalreporter.write_sep("!", title, red=True)
+        write(f"to run them: {browser_support.INSTALL_HINT}")
+        write("(on CI, or with LDPTEL_REQUIRE_BROWSER=1, they fail instead of skipping)")
+    for path in browser_support.USED:
+        terminalreporter.write_line(f"screenshots: {path}")

@@ -100,3 +100,21 @@ def test_bad_input_names_the_key_and_changes_nothing(http: HttpStack, redis_clie
     assert registry.revision(redis_client) == rev
     status, err = call(http, "PUT", "/v1/admin/campaigns/alpha", [1, 2])
     assert status == 400 and err["error"] == "bad_request"
+
+
+def test_partial_change_patch_and_kept_pause_reason(http: HttpStack) -> None:
+    """Issue 25: a PUT of some keys only said "give exactly one of domain or domain_size" (the
+    body must be the whole table); it now says so and names PATCH, which changes some keys.
+    Pausing again without a reason kept nothing of the first reason; it is kept now."""
+    status, err = call(http, "PUT", "/v1/admin/campaigns/alpha", {"epsilon": 2.0})
+    assert status == 400 and err["error"] == "bad_config"
+    assert "PUT replaces the whole [[campaigns]] table" in err["detail"] and "PATCH" in err["detail"]
+    status, doc = call(http, "PATCH", "/v1/admin/campaigns/alpha", {"epsilon": 2.0})
+    assert status == 200 and (doc["action"], doc["version"]) == ("new_version", 2)
+    assert doc["changed"] == ["epsilon"]
+    assert doc["campaign"]["versions"][-1]["table"]["domain_size"] == 8
+    assert call(http, "PATCH", "/v1/admin/campaigns/alpha", {"epsilon": -1})[0] == 400
+    assert call(http, "PATCH", "/v1/admin/campaigns/nope", {"epsilon": 1})[0] == 404
+    assert call(http, "POST", "/v1/admin/campaigns/alpha/pause", {"reason": "data review"})[0] == 200
+    status, doc = call(http, "POST", "/v1/admin/campaigns/alpha/pause")
+    assert status == 200 and doc["reason"] == "data review"

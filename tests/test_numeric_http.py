@@ -6,16 +6,13 @@ worker's accumulator and publication, and ``GET /v1/campaigns/<name>/mean`` (JSO
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 import json
 import math
-import os
 import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -254,9 +251,11 @@ def test_campaign_page_panel(stack) -> None:
     assert "Piecewise (Wang et al.)" in page and "Mean per device" in page
     raw = re.search(r'data-statistic="mean">.*?data-raw="([^"]+)"', page, re.S).group(1)
     assert float(raw) == doc["mean"]["estimate"]  # the page shows the API's number
-    # one point per released window, joined by the mean line inside its CI band
+    # the trend draws the mean: one point per released window, joined by a line inside its CI
+    # band (issue 25: the numeric trend was an empty 0–1 axis)
     assert page.count('<circle class="point"') == HOURS
-    assert '<path class="band"' in page and '<path class="mean"' in page
+    assert 'data-lines="1"' in page and '<path class="trend-band"' in page
+    assert '<path class="trend-line" data-item="mean"' in page
     status, headers, body = s.request("GET", "/campaigns/latency_ms/download/mean.csv",
                                       headers={"Cookie": cookie})
     assert status == 200 and body.decode().startswith("statistic,estimate,")
@@ -271,16 +270,17 @@ def test_campaign_page_panel(stack) -> None:
 @pytest.mark.slow
 def test_campaign_page_in_chromium(stack, tmp_path) -> None:
     """The panel in a real browser: the chart's band and points are drawn, and it fits 390 px."""
-    from test_operator_pages import CHROMIUM, CHROMIUM_ARGS, REQUIRE_BROWSER
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, REQUIRE_BROWSER, SKIP_MARK, artifacts, missing
 
-    if not os.path.exists(CHROMIUM) or importlib.util.find_spec("playwright") is None:
+    reason = missing()
+    if reason:
         if REQUIRE_BROWSER:
-            pytest.fail(f"LDPTEL_REQUIRE_BROWSER=1 but {CHROMIUM} or playwright is missing")
-        pytest.skip("no Chromium")
+            pytest.fail(f"the browser tests are required here (CI or LDPTEL_REQUIRE_BROWSER=1) but {reason}")
+        pytest.skip(f"{SKIP_MARK} {reason}")
     from playwright.sync_api import sync_playwright
 
     s = stack[0]
-    shots = Path(os.environ.get("LDPTEL_SHOTS", tmp_path))
+    shots = artifacts("numeric-screenshots")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -291,13 +291,24 @@ def test_campaign_page_in_chromium(stack, tmp_path) -> None:
                 page.fill("#token", EXPORT_TOKEN)
                 page.click("button[type=submit]")
                 page.wait_for_load_state()
-                assert page.locator("svg.chart.mean circle.point").count() == HOURS
-                box = page.locator("svg.chart.mean path.band").bounding_box()
+                assert page.locator("svg.chart.trend circle.point").count() == HOURS
+                box = page.locator("svg.chart.trend path.trend-band").bounding_box()
                 assert box is not None and box["width"] > 50 and box["height"] > 5
                 page.screenshot(path=str(shots / f"numeric-{width}.png"), full_page=True)
                 ctx.close()
         finally:
             browser.close()
+
+
+def test_export_client_mean(stack) -> None:
+    """``ldptel.export.Client.mean`` (issue 25: no such helper) is the endpoint's document."""
+    from ldptel.export import Client
+
+    s = stack[0]
+    doc = Client(s.url, EXPORT_TOKEN).mean("session_seconds")
+    assert doc == json.loads(get(s, "/v1/campaigns/session_seconds/mean")[2])
+    mean = doc["mean"]
+    assert doc["n_reports"] == N + 2 and mean["ci_low"] < mean["estimate"] < mean["ci_high"]
 
 
 def test_memoized_bits_survive_a_restart(stack, tmp_path) -> None:

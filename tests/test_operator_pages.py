@@ -2,10 +2,11 @@
 ``ldptel serve`` (gunicorn, two workers, so sessions must work across processes) on a free
 127.0.0.1 port, the embedded Redis, reports POSTed over HTTP and counted by the real worker.
 
-Screenshots of every page go to ``<pytest tmp>/operator-screenshots*/``. Without
-``/usr/bin/chromium`` the browser tests skip (install: ``apt-get install -y chromium``); with
-``LDPTEL_REQUIRE_BROWSER=1`` (set by ``.ci/run``) they fail instead. The HTTP-level tests (CSRF,
-cookie flags, shared session secret) and the chart unit tests run either way.
+Screenshots of every page go to ``build/test-artifacts/operator-screenshots/`` (printed at the
+end of the run; ``tests/browser_support.py``). Without Chromium the browser tests skip locally
+(the run ends saying how to install it) and fail on CI (``$CI`` or ``LDPTEL_REQUIRE_BROWSER=1``).
+The HTTP-level tests (CSRF, cookie flags, shared session secret) and the chart unit tests run
+either way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import subprocess
 import time
@@ -25,6 +25,14 @@ import numpy as np
 import pytest
 import redis
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, shuffle_once, write_config, xadd_batches
+from browser_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    REQUIRE_BROWSER,
+    SKIP_MARK,
+    artifacts,
+    missing,
+)
 from http_support import http_request, start_collector
 
 from ldptel.aggregator.worker import Worker
@@ -34,13 +42,6 @@ from ldptel.privacy import shuffle_epsilon
 from ldptel.redis_server import free_port
 from ldptel.server import charts
 from ldptel.server.pages.status import RATE_FORGET_S, IngestRates
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-REQUIRE_BROWSER = os.environ.get("LDPTEL_REQUIRE_BROWSER") == "1"
-INSTALL_HINT = ("install Debian's chromium (`sudo apt-get install -y chromium`, or run .ci/run) and the "
-                "test extras (`pip install -e '.[test]'` for Playwright)")
 
 LONG_NAME = "android-settings-theme-choice-by-device-model-and-region-eu-2025"  # 64 characters
 COLORS = ["red", "green", "blue", "yellow", "purple", "orange", "black", "white"]
@@ -156,18 +157,13 @@ def site(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
 
 @pytest.fixture(scope="module")
 def browser():
-    reason = None
-    if not Path(CHROMIUM).exists():
-        reason = f"{CHROMIUM} not found: {INSTALL_HINT}"
-    else:
-        try:
-            from playwright.sync_api import sync_playwright
-        except ImportError:
-            reason = f"Playwright for Python is not installed: {INSTALL_HINT}"
+    reason = missing()
     if reason:
         if REQUIRE_BROWSER:
-            pytest.fail(f"LDPTEL_REQUIRE_BROWSER=1 but {reason}")
-        pytest.skip(reason)
+            pytest.fail(f"the browser tests are required here (CI or LDPTEL_REQUIRE_BROWSER=1) but {reason}")
+        pytest.skip(f"{SKIP_MARK} {reason}")
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -177,8 +173,8 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("operator-screenshots")
+def shots() -> Path:
+    return artifacts("operator-screenshots")
 
 
 def new_page(browser, site: Site, state: dict | None = None):

@@ -168,3 +168,29 @@ def test_csv_on_every_query_endpoint(stack, path: str, columns: tuple[str, ...])
     assert s.get(path + "&format=csv", headers={"If-None-Match": headers["etag"]})[0] == 304
     status, err = get_json(s, path + "&format=xml")
     assert status == 400 and err["detail"].startswith("format:")
+
+
+def test_export_client_helpers(stack) -> None:
+    """``ldptel.export.Client``'s typed helpers against the real server (issue 25: the client
+    had only ``estimates``, ``series`` and ``windows``): each returns the endpoint's document."""
+    import importlib.util
+
+    from ldptel.export import Client
+
+    s, truth = stack
+    api = Client(s.url, "export-token-for-tests")
+    top = api.heavy_hitters("search", k=3)
+    assert top == get_json(s, "/v1/campaigns/search/heavy-hitters?k=3")[1]
+    assert [row["value"] for row in top["items"]] == ["checkout", "search", "home"]
+    span = api.range("latency", 10, 29)
+    assert span == get_json(s, "/v1/campaigns/latency/range?lo=10&hi=29")[1]
+    assert abs(span["estimate"] - (truth["cum"][30] - truth["cum"][10])) <= 4 * span["std_error"]
+    q = api.quantiles("latency", [0.5, 0.9])
+    assert [row["q"] for row in q["items"]] == [0.5, 0.9] and q["window"] == span["window"]
+    versions = api.versions("latency")
+    assert [v["version"] for v in versions["versions"]] == [1] and versions["versions"][0]["n_reports"] == N
+    if importlib.util.find_spec("pandas") is None:
+        with pytest.raises(ImportError, match="pandas"):
+            Client.frame(top["items"])
+    else:
+        assert list(Client.frame(top["items"])["value"]) == ["checkout", "search", "home"]

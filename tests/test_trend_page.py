@@ -2,7 +2,7 @@
 in a real headless Chromium against ``ldptel serve`` (the browser fixtures of
 test_operator_pages.py). Twelve hourly windows of a frequency campaign are stored as the
 collector stores them (one below ``min_reports``) and counted by the real worker. Screenshots go
-to ``<pytest tmp>/trend-screenshots*/``."""
+to ``build/test-artifacts/trend-screenshots/`` (printed at the end of the run)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 from agg_support import random_batches, write_config, xadd_batches
+from browser_support import artifacts
 from http_support import start_collector
 from test_operator_pages import Site, browser, new_page, sign_in  # noqa: F401  (fixture)
 
@@ -54,8 +55,8 @@ def trend_site(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
 
 
 @pytest.fixture(scope="module")
-def trend_shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("trend-screenshots")
+def trend_shots() -> Path:
+    return artifacts("trend-screenshots")
 
 
 def _page(browser, site: Site, width: int):  # noqa: F811

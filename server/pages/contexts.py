@@ -20,7 +20,7 @@ from ldptel import published, tally
 from ldptel.config import Campaign
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
-from ldptel.server.documents import load_released, request_published
+from ldptel.server.documents import latest_released, load_released, request_published, resolve_window
 from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.pages import labels
 from ldptel.server.pages.numeric import numeric_context
@@ -59,7 +59,8 @@ class PageArgs:
 def status(c: Campaign) -> Status:
     """``campaign_status`` with this app's ingest-rate readings."""
     older = [v for v in state().config.versions(c.name) if v.version != c.version]
-    return campaign_status(state().redis, c, current_app.extensions[RATES_EXTENSION], older=older)
+    return campaign_status(state().redis, c, current_app.extensions[RATES_EXTENSION], older=older,
+                           shuffled=state().config.shuffler.enabled)
 
 
 def list_rows() -> list[dict]:
@@ -141,6 +142,24 @@ _contents: dict[tuple[str, int, str, str], Markup] = {}
 CONTENTS_KEPT = 128
 
 
+def _latest(c: Campaign, counts: dict[int, int]) -> int:
+    """What ``window=latest`` shows: the newest released window, else the newest with reports."""
+    found = latest_released(c, counts) if c.window_seconds else 0
+    if found is not None:
+        return found
+    return max((w for w, k in counts.items() if k > 0), default=tally.current_window(c))
+
+
+def _in_progress(c: Campaign, st: Status, shown: int) -> dict[str, Any] | None:
+    """The window in progress, shown apart when it is not the window shown ("800 of 1,000
+    reports"), with the reports accepted and not yet counted (held by the shuffler or queued)."""
+    if not c.window_seconds or st.current_window == shown:
+        return None
+    return {"label": labels.window_label(c, st.current_window), "n": charts.fmt_count(st.current_reports),
+            "min": charts.fmt_count(c.min_reports), "waiting": charts.fmt_count(st.lag_reports or 0),
+            "released": st.current_reports >= c.min_reports}
+
+
 def _version(window: int, n: int, pub: published.Published | None) -> str:
     """Changes when the page's numbers can: the window, its count, the publication's state."""
     return f"{window}:{n}:{pub.digest[:16] if pub is not None else ''}"
@@ -149,14 +168,13 @@ def _version(window: int, n: int, pub: published.Published | None) -> str:
 def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dict:
     """Everything the campaign page renders (``with_content=False``: header numbers only, no
     decoding; ``add_content`` completes it)."""
-    r = state().redis
     window_error = None
     st = status(c)  # one read of the counters: the status, the latest window and its last commit
     try:
-        window = tally.resolve_window(r, c, None if a.window == "latest" else a.window, st.windows)
+        window = resolve_window(c, None if a.window == "latest" else a.window, st.windows)
     except tally.WindowError as exc:
         window_error = str(exc)[:1].upper() + str(exc)[1:]
-        window = tally.resolve_window(r, c, None, st.windows)
+        window = resolve_window(c, None, st.windows)
     n = st.windows.get(window, 0)
     pub = request_published(c, window)
     ctx: dict[str, Any] = {
@@ -166,9 +184,9 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         "n": n, "n_fmt": charts.fmt_count(n),
         "released": n >= c.min_reports, "epsilon_note": labels.epsilon_note(c),
         "windows": [(w, labels.window_label(c, w)) for w in sorted(st.windows, reverse=True)[:MAX_WINDOWS]],
-        # the selector's "Latest" entry names the newest window, whichever window is viewed
-        "latest_label": labels.window_label(c, max((w for w, k in st.windows.items() if k > 0),
-                                                   default=tally.current_window(c))),
+        # the selector's "Latest" entry names the newest released window, whichever is viewed
+        "latest_label": labels.window_label(c, _latest(c, st.windows)),
+        "in_progress": _in_progress(c, st, window),
         "trend_html": trend_html(c, st.windows),
         "version": _version(window, n, pub), "progress": min(1.0, n / max(c.min_reports, 1)),
         "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),

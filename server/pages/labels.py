@@ -176,6 +176,19 @@ def window_length_label(c: Campaign) -> str:
     return duration_label(c.window_seconds)
 
 
+def tick_label(c: Campaign, w: int) -> str:
+    """A window's short name on a time axis: the time of day to the second for windows shorter
+    than a minute, to the minute below a day, else the date (UTC); distinct for distinct windows
+    of one day."""
+    length = c.window_seconds
+    if length == 0:
+        return "all"
+    start = datetime.fromtimestamp(w, UTC)
+    if length % 86400 == 0:
+        return f"{start:%b %d}"
+    return f"{start:%H:%M:%S}" if length % 60 else f"{start:%H:%M}"
+
+
 def decoded_note(decoded_at: float, n: int, now: float | None = None) -> str:
     """"decoded 3 s ago from 12,345 reports" (seconds up to a minute, then ``ago``)."""
     dt = max(0.0, (time.time() if now is None else now) - decoded_at)

@@ -1,10 +1,11 @@
 """The numeric campaign page's numbers: the released window's mean and sum (``means.mean``, the
-API's document) and the chart of the published means of up to ``MEAN_WINDOWS`` windows up to it
-(each window's own publication; windows below ``min_reports`` or not yet published are left out)."""
+API's document) and, for a campaign of one window (``window = "all"``), its mean with the CI (a
+campaign with windows draws the mean of each in the trend, ``server/pages/trend.py``). The chart
+takes the published means of up to ``MEAN_WINDOWS`` windows up to the window shown (windows below
+``min_reports`` or not yet published are left out)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from ldptel import tally
@@ -27,16 +28,17 @@ def mean_points(c: Campaign, window: int) -> list[MeanPoint]:
         if pub is not None and pub.doc is not None and pub.doc.get("mean"):
             m = pub.doc["mean"]
             if None not in (m["estimate"], m["ci_low"], m["ci_high"]):
-                short = datetime.fromtimestamp(w, UTC).strftime("%b %d %H:%M") if w else "all"
-                points.append(MeanPoint(short, labels.window_label(c, w), m["estimate"], m["ci_low"],
-                                        m["ci_high"]))
+                points.append(MeanPoint(labels.tick_label(c, w), labels.window_label(c, w),
+                                        m["estimate"], m["ci_low"], m["ci_high"]))
     return points
 
 
 def numeric_context(c: Campaign, window: int, a: Any) -> dict:
     """Mean, sum, the mechanism's range and the chart of means over windows."""
     doc = means.mean(c, window)
-    points = mean_points(c, window)
+    # a campaign with windows draws its means in the trend (server/pages/trend.py), with its
+    # versions; the panel's own chart is for a campaign of one window ("all")
+    points = [] if c.window_seconds else mean_points(c, window)
     chart = mean_chart(points, y_label="mean value", aria_label=f"Mean of {c.name} per window") \
         if points else None
     return {"mean": doc["mean"], "sum": doc["sum"], "chart": chart, "windows": len(points),

@@ -9,7 +9,10 @@ worker, so the readings of any one process give the collector's rate; a process 
 has two readings ``RATE_GAP_S`` apart (until then the page shows "measuring…").
 
 While batches wait and the campaign's last commit is ``QUIET_AFTER_S`` old (or there has been
-none), the lag says "no aggregator has committed for N s" (or "… yet").
+none), the lag says "no aggregator has committed for N s" (or "… yet"). Batches the shuffler
+holds (in the ingress stream, normally until ``shuffle_min_reports`` or ``shuffle_max_delay``)
+are its normal state, shown apart and in a neutral colour (``lag_class`` "holding"), unless the
+campaign's last commit is older than ``shuffle_max_delay`` plus ``HELD_SLACK_S``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ RATE_SLACK_S = 5.0
 RATE_READINGS = 64  # readings kept per campaign
 RATE_FORGET_S = 3600.0  # readings older than this are dropped
 QUIET_AFTER_S = 10.0  # batches waiting and no commit for this long: say so
+HELD_SLACK_S = 30.0  # held by the shuffler past shuffle_max_delay + this, with no commit: a warning
 
 
 class IngestRates:
@@ -79,6 +83,9 @@ class Status:
     updated: float | None
     quiet: str | None = None  # "no aggregator has committed …" (``aggregator_quiet``)
     window_updated: dict[int, float] = field(default_factory=dict)  # window → epoch s of its last commit
+    held_batches: int = 0  # of ``lag_entries``: batches the shuffler holds (ingress)
+    held_reports: int = 0
+    held_late: bool = False  # held past shuffle_max_delay + HELD_SLACK_S with no commit
 
     @property
     def released(self) -> bool:
@@ -86,18 +93,25 @@ class Status:
 
 
 def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: float | None = None,
-                    older: Sequence[Campaign] = ()) -> Status:
+                    older: Sequence[Campaign] = (), shuffled: bool = False) -> Status:
     """The campaign's ``tally.summary`` at ``now`` (default: the clock), with its ingest rate
-    (``older``: the campaign's earlier versions, whose batches share its streams)."""
+    (``older``: the campaign's earlier versions, whose batches share its streams; ``shuffled``:
+    ``[shuffler] enabled``, so batches not yet taken from ingress are held by the shuffler)."""
     now = time.time() if now is None else now
     summ = tally.summary(r, campaign, older)
     cur = tally.current_window(campaign, now)
+    held = min(summ.held_batches, summ.lag_entries) if shuffled else 0
+    late = campaign.shuffle_max_delay_seconds + HELD_SLACK_S
     return Status(campaign=campaign, windows=summ.windows, counted=sum(summ.windows.values()),
                   current_window=cur, current_reports=summ.windows.get(cur, 0),
                   accepted=summ.accepted_reports, lag_entries=summ.lag_entries, lag_reports=summ.lag_reports,
                   rate=rates.rate(campaign.name, summ.accepted_reports, now), updated=summ.updated,
-                  quiet=aggregator_quiet(summ.lag_entries, summ.updated, now),
-                  window_updated=summ.window_updated)
+                  quiet=aggregator_quiet(summ.lag_entries - held, summ.updated, now),
+                  window_updated=summ.window_updated, held_batches=held,
+                  held_reports=summ.held_reports if held else 0,
+                  # a shuffled campaign's batches wait for batch_min devices: never late
+                  held_late=(bool(held) and summ.updated is not None and now - summ.updated > late
+                             and campaign.privacy_mode == "local"))
 
 
 def aggregator_quiet(lag_entries: int, updated: float | None, now: float) -> str | None:
@@ -114,18 +128,27 @@ def aggregator_quiet(lag_entries: int, updated: float | None, now: float) -> str
 def status_view(st: Status) -> dict[str, Any]:
     """Display strings of a ``Status``."""
     c = st.campaign
-    if st.lag_entries == 0:
-        lag = "up to date"
-    else:
-        lag = f"{st.lag_entries:,} batch{'es' if st.lag_entries != 1 else ''} waiting"
-        if st.lag_reports:
-            lag += f" ({charts.fmt_count(st.lag_reports)} reports)"
-        if st.quiet:
-            lag += f"; {st.quiet}"
+    queued = st.lag_entries - st.held_batches  # bound for (or in) the aggregator
+    parts = []
+    if queued:
+        parts.append(f"{queued:,} batch{'es' if queued != 1 else ''} waiting"
+                     + (f" ({charts.fmt_count(st.lag_reports)} reports)" if st.lag_reports and not
+                        st.held_batches else ""))
+    if st.held_batches:
+        parts.append(f"{charts.fmt_count(st.held_reports)} reports held by the shuffler")
+    if st.quiet:
+        parts.append(st.quiet)
+    lag = "; ".join(parts) or "up to date"
+    lag_note = (f"released at {charts.fmt_count(c.shuffle_min_reports)} reports or after "
+                f"{c.shuffle_max_delay}" if st.held_batches else "accepted batches not yet counted")
+    lag_class = ("ok" if st.lag_entries == 0 else "holding" if not queued and not st.held_late
+                 else "lagging")
     eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "none"
     if c.privacy_mode != "local":  # counts move by whole batches: no per-second rate, no commit time
         st = replace(st, rate=0.0, updated=None, window_updated={})
         eps = f"{eps} · {c.privacy_mode}"
+        if st.held_batches:
+            lag_note = f"released in whole batches of ≥ {charts.fmt_count(int(c.batch_min or 0))} devices"
     return {
         "name": c.name, "kind": KIND_LABELS.get(c.kind, c.kind), "mechanism": mechanism_label(c),
         "domain": domain_label(c), "description": c.description,
@@ -136,7 +159,7 @@ def status_view(st: Status) -> dict[str, Any]:
         "current_reports": charts.fmt_count(st.current_reports), "current_n": st.current_reports,
         "rate": "whole batches" if c.privacy_mode != "local" else "measuring…" if st.rate is None else
         "0 reports/s" if st.rate == 0 else f"{charts.fmt_rate(st.rate)} reports/s",
-        "lag": lag, "lag_ok": st.lag_entries == 0,
+        "lag": lag, "lag_note": lag_note, "lag_ok": lag_class != "lagging", "lag_class": lag_class,
         "updated": ago(st.updated), "updated_utc": utc(st.updated),
         "min_reports": charts.fmt_count(c.min_reports), "released": st.released,
         "progress": min(1.0, st.current_reports / max(c.min_reports, 1)),

@@ -1,0 +1,108 @@
+"""The running stack of ``ldptel demo``: an embedded Redis with the role users of ``ldptel serve``
+(in the demo's data directory), the collector app on a Werkzeug HTTP server thread, a shuffler
+and an aggregator thread (``Stack``), and one keep-alive HTTP connection to it (``Http``)."""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from ldptel.config import Campaign, Config
+
+
+class Stack:
+    """Embedded Redis (role users, as ``ldptel serve`` makes them, in ``data_dir``) + collector
+    (Werkzeug HTTP server thread) + shuffler and aggregator threads; the config's campaigns in
+    the registry."""
+
+    def __init__(self, config: Config, port: int, data_dir: Path) -> None:
+        from werkzeug.serving import make_server
+
+        from ldptel import credentials, registry
+        from ldptel.aggregator.runners import BackgroundAggregator
+        from ldptel.commands.acl_admin import embedded_acl
+        from ldptel.redis_client import connect
+        from ldptel.redis_server import EmbeddedRedis, free_port
+        from ldptel.server.app import create_app
+        from ldptel.shuffler.runners import BackgroundShuffler
+
+        self.config = config
+        redis_port = free_port()
+        acl_args, password, creds = embedded_acl(config, data_dir, redis_port)
+        os.environ[credentials.ENV] = str(creds)  # every client of this process connects as its role
+        shutil.rmtree(data_dir / "redis", ignore_errors=True)  # a demo starts from nothing
+        self.redis_server = EmbeddedRedis(data_dir / "redis", redis_port, acl_args, password=password).start()
+        self.server = self.agg = self.shuffler = None
+        try:
+            self.redis = connect(self.redis_server.url, role="reader")
+            self.admin = connect(self.redis_server.url, role="admin")
+            registry.apply(self.admin, config.tables)
+            self.app = create_app(config, self.redis_server.url)
+            if "export" not in self.app.blueprints:
+                from ldptel.server.export import bp
+
+                self.app.register_blueprint(bp)
+            logging.getLogger("werkzeug").setLevel(logging.WARNING)
+            self.server = make_server("127.0.0.1", port, self.app, threaded=True)
+            self.port = self.server.server_port
+            self.url = f"http://127.0.0.1:{self.port}"
+            self._http = threading.Thread(target=self.server.serve_forever, name="ldptel-http", daemon=True)
+            self._http.start()
+            self.shuffler = BackgroundShuffler(config, self.redis_server.url).start()
+            self.agg = BackgroundAggregator(config, self.redis_server.url, log=lambda _m: None).start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def campaigns(self) -> list[Campaign]:
+        """The campaigns as the collector knows them now (the registry's latest versions)."""
+        return list(self.app.extensions["ldptel"].live.config.campaigns)
+
+    def stop(self) -> None:
+        if self.shuffler is not None:
+            self.shuffler.stop()
+        if self.agg is not None:
+            self.agg.stop()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+        self.redis_server.cleanup()
+
+
+class Http:
+    """One keep-alive connection to the collector; ``window`` (once set) is added to every GET of
+    a campaign's export document that names none: the first table reads the window its devices
+    reported in."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.window: int | None = None
+
+    def request(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
+        if method == "GET" and self.window is not None and path.startswith("/v1/campaigns/") \
+                and "window=" not in path:
+            path += ("&" if "?" in path else "?") + f"window={self.window}"
+        for attempt in range(5):
+            try:
+                self.conn.request(method, path, body=body, headers=headers)
+                resp = self.conn.getresponse()
+                data = resp.read()
+            except (ConnectionError, http.client.HTTPException):
+                self.conn.close()
+                time.sleep(0.1 * (attempt + 1))
+                continue
+            if resp.status in (429, 503):
+                time.sleep(float(resp.getheader("Retry-After") or 1))
+                continue
+            return resp.status, data
+        raise RuntimeError(f"{method} {path}: collector unreachable")
+
+    def close(self) -> None:
+        self.conn.close()
+
+

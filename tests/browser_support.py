@@ -1,0 +1,48 @@
+"""What the browser tests share: where Chromium is, whether it is required, where screenshots go.
+
+- ``CHROMIUM``: ``$LDPTEL_CHROMIUM``, default Debian's ``/usr/bin/chromium``;
+- ``REQUIRE_BROWSER``: a missing Chromium (or Playwright) fails the browser tests instead of
+  skipping them, with ``LDPTEL_REQUIRE_BROWSER=1`` (``.ci/run`` sets it) and on CI (``$CI`` set),
+  unless ``LDPTEL_REQUIRE_BROWSER=0``. Locally they skip, and the end of the run says how to
+  install Chromium (``conftest.pytest_terminal_summary``);
+- ``artifacts(name)``: a fresh directory for screenshots, ``$LDPTEL_ARTIFACTS`` or
+  ``build/test-artifacts`` of the repository, plus ``name``; the end of the run prints every
+  directory used, so a CI log says where its screenshots are.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+CHROMIUM = os.environ.get("LDPTEL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+_REQUIRE = os.environ.get("LDPTEL_REQUIRE_BROWSER", "")
+REQUIRE_BROWSER = _REQUIRE == "1" or (_REQUIRE != "0" and bool(os.environ.get("CI")))
+INSTALL_HINT = ("install Debian's chromium (`sudo apt-get install -y chromium`, or run .ci/run) and the "
+                "test extras (`pip install -e '.[test]'` for Playwright)")
+SKIP_MARK = "browser test skipped:"  # starts every skip reason (conftest counts them)
+ROOT = Path(__file__).resolve().parent.parent
+USED: list[Path] = []
+
+
+def missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} not found: {INSTALL_HINT}"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return f"Playwright for Python is not installed: {INSTALL_HINT}"
+    return None
+
+
+def artifacts(name: str) -> Path:
+    """A fresh directory for this run's screenshots named ``name`` (printed at the end)."""
+    path = Path(os.environ.get("LDPTEL_ARTIFACTS") or ROOT / "build" / "test-artifacts") / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    USED.append(path)
+    return path

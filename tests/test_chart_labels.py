@@ -1,0 +1,42 @@
+"""Time labels of the pages' charts (issue 25): the mean chart repeated its axis labels ("Nov 26
+12:30" under every 10 s window of a minute) and the trend had 2 time labels. A window's short
+label is distinct for distinct windows of a day; the mean chart never prints one twice; the
+trend labels at least 5 windows."""
+
+from __future__ import annotations
+
+import re
+
+from ldptel.config import parse_campaign
+from ldptel.server import mean_chart, trend_chart
+from ldptel.server.pages.labels import tick_label
+
+T0 = 1_795_694_400  # a UTC hour
+
+
+def camp(window: str):
+    return parse_campaign({"name": "c", "oracle": "grr", "epsilon": 1.0, "domain_size": 4, "window": window},
+                          "campaigns[c]")
+
+
+def test_short_labels_are_distinct_within_a_day() -> None:
+    for window, step in (("10s", 10), ("5m", 300), ("1h", 3600)):
+        labels = [tick_label(camp(window), T0 + k * step) for k in range(12)]
+        assert len(set(labels)) == 12, labels
+    assert tick_label(camp("1d"), T0) == "Nov 26"
+
+
+def test_mean_chart_prints_each_label_once() -> None:
+    c = camp("10s")
+    points = [mean_chart.MeanPoint(tick_label(c, T0 + 10 * k), "w", 5.0 + k, 4.0 + k, 6.0 + k)
+              for k in range(30)]
+    svg = str(mean_chart.mean_chart(points))
+    ticks = re.findall(r'<text class="tick"[^>]*text-anchor="middle">([^<]+)</text>', svg)
+    assert len(ticks) >= 5 and len(ticks) == len(set(ticks)), ticks
+
+
+def test_trend_has_at_least_five_time_labels() -> None:
+    counts = [trend_chart.Count(T0 + 10 * k, 100, True) for k in range(30)]
+    svg = str(trend_chart.trend_chart([], counts, 10, str, lambda w: tick_label(camp("10s"), w)))
+    ticks = re.findall(r'class="tick x-tick"[^>]*>([^<]+)<', svg)
+    assert len(ticks) >= 5 and len(set(ticks)) == len(ticks), ticks

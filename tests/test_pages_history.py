@@ -1,0 +1,142 @@
+"""The operator pages' first hour (issue 25), in a real headless Chromium against ``ldptel
+serve``: the trend of a campaign with a version change (a marker and label at the change, each
+version's points on their own, one colour per item, at least 5 time labels, as wide as its card)
+and the campaigns list at 390 px as cards (every column shown, no name broken mid-word, nothing
+wider than the screen). Screenshots at 390 px and desktop width go to
+``build/test-artifacts/history-screenshots/`` (printed at the end of the run)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from agg_support import random_batches, write_config, xadd_batches
+from browser_support import artifacts
+from http_support import start_collector
+from test_operator_pages import Site, browser, new_page, sign_in  # noqa: F401  (fixture)
+
+from ldptel import registry
+from ldptel.aggregator.worker import Worker
+
+PLATFORM = {"name": "platform", "oracle": "grr", "epsilon": 2.0, "domain": ["ios", "android", "web", "tv"],
+            "window": "1h", "min_reports": 300, "description": "Platform of the device"}
+OTHERS = [
+    {"name": "demo-session-seconds", "kind": "numeric", "epsilon": 2.0, "lower": 0, "upper": 3600,
+     "window": "1h", "min_reports": 300, "description": "Session length in seconds"},
+    {"name": "android-theme-by-region", "oracle": "oue", "epsilon": 1.0, "domain_size": 16},
+    {"name": "search-terms", "kind": "heavy_hitters", "epsilon": 4.0, "max_length": 8, "levels": 8,
+     "width": 16},
+]
+HOURS = 6  # windows: 3 of version 1, then 3 of version 2
+
+
+@pytest.fixture(scope="module")
+def history_site(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
+    r = redis.Redis.from_url(redis_url)
+    r.flushdb()
+    tmp = tmp_path_factory.mktemp("history")
+    cfg = write_config(tmp / "pages.toml", [PLATFORM, *OTHERS])
+    collector = start_collector(tmp, (tmp / "pages.toml").read_text(), redis_url, workers=1)
+    try:
+        registry.put(r, {**PLATFORM, "epsilon": 1.0})  # version 2: ε 2 → 1
+        live = registry.Live(cfg, r)
+        live.refresh(force=True)
+        newest = int(time.time()) // 3600 * 3600 - 3600  # every window has ended
+        v1, v2 = live.config.versions("platform")
+        for k in range(HOURS):
+            camp = v1 if k < HOURS // 2 else v2
+            batches = random_batches(camp, 500 + 100 * k, 100, seed=k)
+            for b in batches:
+                b.campaign_version = camp.version
+            xadd_batches(r, camp, batches, window=newest - (HOURS - 1 - k) * 3600)
+        Worker(live.config, r).run(once=True)
+        yield Site(collector.url, collector.port, cfg, r, collector.proc)
+    finally:
+        collector.stop()
+        r.close()
+
+
+@pytest.fixture(scope="module")
+def history_shots() -> Path:
+    return artifacts("history-screenshots")
+
+
+def _page(browser, site: Site, width: int):  # noqa: F811
+    ctx, page = new_page(browser, site)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto("/signin")
+    sign_in(page)
+    return ctx, page
+
+
+def test_trend_colours_labels_and_width(browser, history_site) -> None:  # noqa: F811
+    """A colour per item (a stylesheet rule painted every point in the accent colour), at least
+    5 time labels (there were 2), and the card's whole width (it used half)."""
+    ctx, page = _page(browser, history_site, 1440)
+    try:
+        page.goto("/campaigns/platform")
+        svg = page.locator("svg.chart.trend")
+        fills = page.eval_on_selector_all("svg.chart.trend circle.point",
+                                          "cs => cs.map(c => getComputedStyle(c).fill)")
+        assert len(set(fills)) == 4, set(fills)  # a colour per item
+        ticks = page.eval_on_selector_all("svg.chart.trend text.x-tick", "ts => ts.map(t => t.textContent)")
+        assert len(ticks) >= 5 and len(set(ticks)) == len(ticks), ticks
+        box = svg.bounding_box()
+        panel = page.locator("section.panel.trend .chart-box").bounding_box()
+        assert box is not None and panel is not None
+        assert box["width"] >= panel["width"] - 2, (box, panel)  # the card's whole width
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_trend_across_a_version_change(browser, history_site, history_shots: Path, width: int) -> None:  # noqa: F811
+    ctx, page = _page(browser, history_site, width)
+    try:
+        page.goto("/campaigns/platform")
+        svg = page.locator("svg.chart.trend")
+        assert svg.count() == 1
+        marker = page.locator("svg.chart.trend g.version-marker")
+        assert marker.count() == 1 and marker.get_attribute("data-version") == "2"
+        assert page.text_content("svg.chart.trend g.version-marker text") == "v2: ε 2 → 1"
+        versions = set(page.eval_on_selector_all("svg.chart.trend path.trend-line",
+                                                 "ps => ps.map(p => p.dataset.version)"))
+        assert versions == {"1", "2"}  # each version's points on their own lines
+        points = page.locator("svg.chart.trend circle.point").count()
+        assert points == HOURS * 4  # every window of both versions, each item
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        page.screenshot(path=str(history_shots / f"trend-version-change-{width}.png"), full_page=True)
+    finally:
+        ctx.close()
+
+
+def test_campaign_list_at_390px_is_cards(browser, history_site, history_shots: Path) -> None:  # noqa: F811
+    ctx, page = _page(browser, history_site, 390)
+    try:
+        page.goto("/")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        cards = "table.campaigns tbody tr[data-campaign]"
+        rows = page.eval_on_selector_all(cards, """rows => rows.map(tr => ({
+            name: tr.dataset.campaign,
+            cells: [...tr.querySelectorAll('td')].map(td => {
+                const r = td.getBoundingClientRect();
+                return {label: td.dataset.label, left: r.left, right: r.right, width: r.width};
+            }),
+            nameLines: tr.querySelector('td.name a').getClientRects().length,
+        }))""")
+        assert len(rows) == 1 + len(OTHERS)
+        for row in rows:
+            assert len(row["cells"]) == 8
+            for cell in row["cells"]:  # every column shown, inside the screen
+                assert cell["width"] > 0 and cell["left"] >= 0 and cell["right"] <= 390, (row["name"], cell)
+            assert row["nameLines"] == 1, row["name"]  # never broken mid-word
+        labels = page.eval_on_selector_all(f"{cards}:first-child td:not(.name)",
+                                           "tds => tds.map(td => getComputedStyle(td, '::before').content)")
+        assert '"Aggregator lag"' in labels
+        page.screenshot(path=str(history_shots / "campaigns-390.png"), full_page=True)
+        page.set_viewport_size({"width": 1440, "height": 900})
+        page.screenshot(path=str(history_shots / "campaigns-1440.png"), full_page=True)
+    finally:
+        ctx.close()
