@@ -77,8 +77,8 @@ def test_below_batch_min_is_never_released(sealed_stack, redis_client: redis.Red
     assert status in (404, 409, 503)
 
 
-def test_window_closing_below_batch_min_is_discarded(redis_client: redis.Redis, redis_url: str, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_window_closing_below_batch_min_is_discarded(redis_client: redis.Redis, redis_url: str,
+                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sealed_support import devices as send
 
     from ldptel import tally
