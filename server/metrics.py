@@ -137,11 +137,13 @@ class Metrics:
 
         family("ldptel_batches_rejected_total", "counter",
                "Rejected ingest requests by campaign (empty: none or unknown) and reason.")
+        rejected: dict[tuple[str, str], int] = defaultdict(int)
         for k, v in sorted(glob.items()):
             if k.startswith("rej|"):
                 _, camp, reason = k.split("|", 2)
-                camp = SHUFFLED_LABEL if camp in pooled else camp
-                out.append(f'ldptel_batches_rejected_total{{campaign="{camp}",reason="{reason}"}} {v}')
+                rejected[SHUFFLED_LABEL if camp in pooled else camp, reason] += int(v)
+        out.extend(f'ldptel_batches_rejected_total{{campaign="{c}",reason="{r}"}} {v}'
+                   for (c, r), v in rejected.items())
 
         family("ldptel_redis_up", "gauge", "1 if the last reading of Redis succeeded.")
         out.append(f"ldptel_redis_up {int(snap.redis_ok)}")
