@@ -12,7 +12,9 @@ script or MULTI touching them runs on one Redis Cluster node:
 - ``{…}:shuffled``     shuffler counters (``shuffle_metrics_key``): hash, fields
                        ``INGRESS_BATCHES``, ``INGRESS_REPORTS`` (taken from ingress),
                        ``ANALYSIS_BATCHES``, ``ANALYSIS_REPORTS`` (written to ``{…}:reports``),
-                       ``SHUFFLE_REFUSED`` (releases refused: their entries had been moved).
+                       ``SHUFFLE_REFUSED`` (releases refused: their entries had been moved),
+                       ``SHUFFLE_DISCARDED`` (reports of a shuffled campaign's window that closed
+                       below ``batch_min``: deleted by ``scripts.DISCARD``, never released).
 - ``{…}:reports``      the analysis stream (``stream_key``) the aggregator reads; one entry per
                        accepted batch (shuffler disabled) or per re-packed shuffled batch, fields
                        ``batch`` (serialized ``ReportBatch``: payload, count, campaign, batch_id),
