@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import redis
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, aggregate_cmd, run_shuffle, same_state, write_config
-from http_support import METRICS_AUTH, Poster, request, start_collector
+from http_support import Poster, request, start_collector
 
 from ldptel import keys, tally
 from ldptel.aggregator import store
@@ -222,7 +222,8 @@ def test_cluster_equals_single_node(cluster: EmbeddedRedisCluster, redis_client:
         assert len(nodes) == 3
         assert sum(drained) == analysis_entries
         cluster_docs = published(col.url, cluster_cfg)
-        status, metrics = request(col.url, "GET", "/metrics", headers=METRICS_AUTH)
+        status, metrics = request(col.url, "GET", "/metrics",
+                                  headers={"Authorization": f"Bearer {EXPORT_TOKEN}"})
         assert status == 200
         for name, n in expected.items():
             assert f'ldptel_reports_accepted_total{{campaign="{name}"}} {n}\n' in metrics

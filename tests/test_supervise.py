@@ -213,7 +213,7 @@ def test_frozen_redis_health_and_metrics_answer_within_2s(tmp_path):
             for path in ("/healthz", "/metrics", "/healthz", "/metrics"):
                 t0 = time.monotonic()
                 auth = METRICS_AUTH if path == "/metrics" else None
-                reply = http_request(col.url, "GET", path, auth, timeout=5)
+                reply = http_request(col.url, "GET", path, headers=auth, timeout=5)
                 assert time.monotonic() - t0 < 2.0, path
                 if path == "/healthz":
                     body = reply.parsed()
