@@ -102,3 +102,33 @@ def test_window_closing_below_batch_min_is_discarded(redis_client: redis.Redis, 
     assert redis_client.hget(keys.shuffle_metrics_key("sf-short", 0), keys.SHUFFLE_DISCARDED) == b"80"
     summ = tally.summary(redis_client, cfg.campaign("sf-short"))
     assert summ.lag_reports == 0 and summ.lag_entries == 0
+
+
+def test_pages_show_the_mode_and_the_claim(sealed_stack, redis_client: redis.Redis,
+                                          tmp_path: Path) -> None:
+    import re
+    import urllib.parse
+
+    from agg_support import EXPORT_TOKEN
+
+    cfg, stack = sealed_stack
+    devices(stack, tmp_path, "p", "sf-hist", np.random.default_rng(1).integers(0, 16, 350))
+    shuffle_and_aggregate(cfg, redis_client)
+    status, headers, body = stack.request("GET", "/signin")
+    csrf = re.search(rb'name="csrf_token" value="([^"]+)"', body).group(1).decode()
+    cookie = next(c.split(";", 1)[0] for c in headers["set-cookie"].split(", ")
+                  if c.startswith("ldptel_session="))
+    status, headers, _ = stack.request("POST", "/signin", urllib.parse.urlencode(
+        {"token": EXPORT_TOKEN, "csrf_token": csrf}).encode(),
+        {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
+    assert status == 302
+    session = {"Cookie": next(c.split(";", 1)[0] for c in headers["set-cookie"].split(", ")
+                              if c.startswith("ldptel_session="))}
+    status, _, listing = stack.request("GET", "/", headers=session)
+    assert status == 200 and "none · shuffled-fakes" in listing.decode()
+    assert "whole batches" in listing.decode()
+    status, _, page = stack.request("GET", "/campaigns/sf-hist?window=0", headers=session)
+    text = page.decode()
+    assert status == 200, text[:300]
+    assert "shuffled-fakes: central ε between" in text and "1 shuffled batch of 350 devices" in text
+    assert "must not collude" in text and "fake values" in text
