@@ -18,9 +18,11 @@ to this consumer, never acknowledged) until it holds them all, then:
    sets ``rel:<window>:<release id>`` = its real reports, the batch sizes a window's claim rests
    on). A window's state therefore changes only by whole releases.
 
-A release whose key this worker lacks stays pending (logged once): a worker holding the key (a
-shared keys directory) claims it once idle. Parts held longer than ``claim_idle_ms`` are forgotten
-(another worker may have claimed them; they are read again if they are still pending here).
+Several workers: the parts of one release may be delivered to two of them. The worker holding part
+0 claims the others (``claim_rest``: their entry ids follow part 0's); the other worker's copies are
+then no longer pending to it and are forgotten after ``claim_idle_ms``. A release whose key this
+worker lacks stays pending (logged once): a worker holding the key (a shared keys directory)
+claims it once idle.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 class Partial:
     parts: dict[bytes, SealedBatch] = field(default_factory=dict)  # entry id → part
     seen: float = field(default_factory=time.monotonic)
+    first: bytes | None = None  # the entry id of part 0, if this worker holds it
 
 
 class SealedReleases:
@@ -69,6 +72,11 @@ class SealedReleases:
                 continue
             held = self.partial.setdefault((slot.stream, bytes(part.release)), Partial())
             held.parts[eid] = part
+            if part.release_part == 0:
+                held.first = eid
+        for key, held in self.partial.items():
+            if key[0] == slot.stream and held.first is not None:
+                self.claim_rest(slot, held)
         if bad:  # not a release part: acknowledged as rejected
             done += self.worker.commit_version(slot, version, [], bad)
         for key, held in list(self.partial.items()):
@@ -80,6 +88,29 @@ class SealedReleases:
                 del self.partial[key]
                 done += committed
         return done
+
+    def claim_rest(self, slot: Slot, held: Partial) -> None:
+        """This worker holds part 0 of an incomplete release: take the other parts (consecutive
+        entry ids after part 0's) from whichever consumer they were delivered to (``XCLAIM``). Only
+        the holder of part 0 claims, so two workers never trade parts back and forth; a part not
+        yet delivered comes with a later read."""
+        assert held.first is not None
+        first = next(iter(held.parts.values()))
+        if len(held.parts) >= first.release_parts:
+            return
+        ms, seq = (held.first.decode() if isinstance(held.first, bytes) else held.first).split("-")
+        wanted = [f"{ms}-{int(seq) + j}" for j in range(1, first.release_parts)]
+        have = {(e.decode() if isinstance(e, bytes) else e) for e in held.parts}
+        missing = [w for w in wanted if w not in have]
+        if not missing:
+            return
+        claimed: Any = self.worker.r.xclaim(slot.stream, keys.GROUP, self.worker.consumer, 0, missing)
+        for eid, fields in claimed or []:
+            if not fields:
+                continue
+            part = SealedBatch.FromString(fields[keys.ENTRY_BATCH])
+            if bytes(part.release) == bytes(first.release):
+                held.parts[eid] = part
 
     def commit(self, slot: Slot, version: int, held: Partial) -> int | None:
         """Decode and commit one whole release; None when its key is missing (left pending)."""

@@ -92,7 +92,7 @@ def roles(config: Config) -> list[Role]:
              (INGRESS, STREAM, SHUFFLE_LEASE, SHUFFLED)),
         Role("aggregator", "consume the analysis stream; state, publications, heartbeat",
              (*SCRIPT_COMMANDS, "xreadgroup", "xack", "xgroup|create", "xgroup|delconsumer",
-              "xpending", "xautoclaim", "xinfo|groups", "xinfo|consumers", "xtrim", "xlen",
+              "xpending", "xautoclaim", "xclaim", "xinfo|groups", "xinfo|consumers", "xtrim", "xlen",
               "hkeys", "hscan", "hget", "hmget", "hgetall", "hset", "hdel", "hincrby", "hexists", "hstrlen",
               "get", "set", "del"),
              (STREAM, STATE, PUBLISHED, PUBLISH_CLAIM, keys.HEARTBEAT_KEY, keys.ANALYZER_KEYS_KEY)),

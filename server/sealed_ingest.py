@@ -128,6 +128,7 @@ def validate_sealed(body: bytes, config: Config, mechanisms: dict, published: di
     batch.ClearField("release")
     batch.ClearField("release_parts")
     batch.ClearField("release_reports")
+    batch.ClearField("release_part")
     return SealedValid(campaign=camp, batch_id=bytes(batch.batch_id), count=int(reports),
                        data=batch.SerializeToString(), window=int(batch.window))
 

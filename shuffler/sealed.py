@@ -18,8 +18,9 @@ moves, atomically):
   before, or none). With ``window = "all"`` nothing is discarded: a group waits for ``batch_min``.
 - ``repack``: every message of every envelope, permuted by ONE uniform permutation (OS
   randomness), split into parts of about ``[shuffler] batch_reports`` messages, each a
-  ``SealedBatch`` without batch id carrying the release id (16 random bytes), the number of parts
-  and the release's real reports, so the aggregator can commit the whole release at once.
+  ``SealedBatch`` without batch id carrying the release id (16 random bytes), the number of parts,
+  the part's index and the release's real reports, so the aggregator can commit the whole release
+  at once (``scripts.SHUFFLE`` gives the parts consecutive entry ids).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def repack(envelopes: list[SealedBatch], campaign: str, version: int, window: in
     for i, size in enumerate(sizes):
         part = SealedBatch(campaign=campaign, campaign_version=version, schema_version=SEALED_SCHEMA_VERSION,
                            key_id=key_id, window=window, release=release, release_parts=len(sizes),
-                           release_reports=reports,
+                           release_reports=reports, release_part=i,
                            messages=[messages[j] for j in order[start:start + size]])
         parts.append((part.SerializeToString(), reports if i == 0 else 0))
         start += size

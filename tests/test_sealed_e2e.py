@@ -132,3 +132,39 @@ def test_pages_show_the_mode_and_the_claim(sealed_stack, redis_client: redis.Red
     assert status == 200, text[:300]
     assert "shuffled-fakes: central ε between" in text and "1 shuffled batch of 350 devices" in text
     assert "must not collude" in text and "fake values" in text
+
+
+def test_two_workers_split_a_release(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
+    """With small reads the parts of one release reach two workers: the holder of part 0 claims
+    the rest and commits the release whole, once."""
+    import dataclasses
+
+    from ldptel import tally
+    from ldptel.aggregator import store
+    from ldptel.aggregator.worker import Worker
+    from ldptel.shuffler.worker import Shuffler
+
+    cfg = sealed_config(tmp_path, [FAKES], batch_reports=100)
+    cfg = dataclasses.replace(cfg, aggregator=dataclasses.replace(cfg.aggregator, read_count=3))
+    publish_keys(cfg, redis_client)
+    stack = HttpStack(cfg, redis_url)
+    try:
+        assert devices(stack, tmp_path, "w", "sf-hist", list(range(16)) * 40) == 640
+    finally:
+        stack.close()
+    Shuffler(cfg, redis_client).run(once=True)
+    parts = redis_client.xlen(keys.stream_key("sf-hist", 0))
+    assert parts > 10
+    a, b = (Worker(cfg, redis_client, log=lambda _m: None) for _ in range(2))
+    a.setup()
+    b.setup()
+    for _ in range(4 * parts):
+        a.step()
+        b.step()
+        if not redis_client.xpending(keys.stream_key("sf-hist", 0), keys.GROUP)["pending"] and \
+                sum(tally.window_counts(redis_client, cfg.campaign("sf-hist")).values()) == 640:
+            break
+    camp = cfg.campaign("sf-hist")
+    assert store.release_sizes(redis_client, camp, 0) == [640]
+    assert sum(tally.window_counts(redis_client, camp).values()) == 640
+    assert a.stats.entries + b.stats.entries == parts and min(a.stats.entries, b.stats.entries) == 0
