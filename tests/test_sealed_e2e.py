@@ -125,7 +125,7 @@ def test_pages_show_the_mode_and_the_claim(sealed_stack, redis_client: redis.Red
     session = {"Cookie": next(c.split(";", 1)[0] for c in headers["set-cookie"].split(", ")
                               if c.startswith("ldptel_session="))}
     status, _, listing = stack.request("GET", "/", headers=session)
-    assert status == 200 and "none · shuffled-fakes" in listing.decode()
+    assert status == 200 and "HISTOGRAM · shuffled-fakes" in listing.decode()
     assert "whole batches" in listing.decode()
     status, _, page = stack.request("GET", "/campaigns/sf-hist?window=0", headers=session)
     text = page.decode()

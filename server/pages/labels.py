@@ -189,8 +189,11 @@ def tick_label(c: Campaign, w: int) -> str:
     return f"{start:%H:%M:%S}" if length % 60 else f"{start:%H:%M}"
 
 
-def decoded_note(decoded_at: float, n: int, now: float | None = None) -> str:
-    """"decoded 3 s ago from 12,345 reports" (seconds up to a minute, then ``ago``)."""
+def decoded_note(decoded_at: float, n: int, now: float | None = None, shuffled: bool = False) -> str:
+    """"decoded 3 s ago from 12,345 reports" (seconds up to a minute, then ``ago``); a campaign in
+    a shuffled privacy mode publishes no time finer than the hour (``mode_labels.decoded_note``)."""
+    if shuffled:
+        return mode_labels.decoded_note(decoded_at, n)
     dt = max(0.0, (time.time() if now is None else now) - decoded_at)
     when = f"{int(dt)} s ago" if dt < 60 else ago(decoded_at, now)
     return f"decoded {when} from {n:,} reports"

@@ -6,6 +6,7 @@ L and U", with the batches it rests on and the cumulative ε over the retention 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,6 +66,13 @@ def central_note(privacy: Mapping[str, Any]) -> Markup:
                        "accountant).").format(t=privacy["releases_composed"],
                                               c=_eps(privacy["cumulative_epsilon"]))
     return text
+
+
+def decoded_note(decoded_at: float, n: int) -> str:
+    """"decoded in the hour from 13:00 UTC from 12,345 reports": ``decoded_at`` of a shuffled
+    campaign is the hour plus the number of releases (``aggregator.publish.coarse_time``)."""
+    hour = time.strftime("%Y-%m-%d %H:00 UTC", time.gmtime(decoded_at - decoded_at % 3600))
+    return f"decoded in the hour from {hour}, from {n:,} reports"
 
 
 def central_head(privacy: Mapping[str, Any]) -> str:

@@ -144,13 +144,14 @@ def status_view(st: Status) -> dict[str, Any]:
     lag_class = ("ok" if st.lag_entries == 0 else "holding" if not queued and not st.held_late
                  else "lagging")
     eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "none"
+    mechanism = mechanism_label(c)
     if c.privacy_mode != "local":  # counts move by whole batches: no per-second rate, no commit time
         st = replace(st, rate=0.0, updated=None, window_updated={})
-        eps = f"{eps} · {c.privacy_mode}"
+        mechanism = f"{mechanism} · {c.privacy_mode}"
         if st.held_batches:
             lag_note = f"released in whole batches of ≥ {charts.fmt_count(int(c.batch_min or 0))} devices"
     return {
-        "name": c.name, "kind": KIND_LABELS.get(c.kind, c.kind), "mechanism": mechanism_label(c),
+        "name": c.name, "kind": KIND_LABELS.get(c.kind, c.kind), "mechanism": mechanism,
         "domain": domain_label(c), "description": c.description,
         "epsilon": eps,
         "epsilon_inf": charts.fmt_eps(c.params.get("epsilon_inf")) if c.oracle == "rappor" else None,
