@@ -96,3 +96,27 @@ def test_fakes_decoder_unbiased_with_its_std_error(mech) -> None:
     assert np.all(np.abs(errors_a.mean(axis=0)) < 5 * stated_a.mean(axis=0) / math.sqrt(runs))
     ratio = errors_a.std(axis=0) / stated_a.mean(axis=0)
     assert abs(ratio.mean() - 1) < 0.05
+
+
+def test_keyring_files_and_rotation(tmp_path) -> None:
+    import stat
+    import time as _time
+
+    from ldptel.aggregator.keyring import Keyring
+    from ldptel.config import AnalyzerConfig
+
+    ring = Keyring(AnalyzerConfig(key_rotation="30d", key_overlap="7d", keys_dir=str(tmp_path / "k")))
+    t0 = _time.time()
+    ring.ensure(None, now=t0)
+    (first,) = ring.public
+    key_file = tmp_path / "k" / f"{first:08x}.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600 and len(key_file.read_bytes()) == 32
+    assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o700
+    ring.ensure(None, now=t0 + 29 * 86400)
+    assert set(ring.public) == {first}  # still current
+    ring.ensure(None, now=t0 + 31 * 86400)
+    second = next(k for k in ring.public if k != first)  # rotated; the first still held
+    assert ring.public[first].accepted_until == ring.public[first].current_until + 7 * 86400
+    ring.ensure(None, now=t0 + 45 * 86400)  # past accepted_until + overlap: deleted
+    assert set(ring.public) == {second} and not key_file.exists()
+    assert ring.key(second) is not None and ring.key(first) is None
