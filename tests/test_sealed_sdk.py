@@ -44,6 +44,7 @@ def post(stack: HttpStack, body: bytes) -> tuple[int, dict]:
     return status, json.loads(raw)
 
 
+@pytest.mark.slow
 def test_rotated_key_is_refused_then_sealed_again(sealed, redis_client: redis.Redis, tmp_path: Path) -> None:
     cfg, stack, ring = sealed
     client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite",
@@ -115,6 +116,7 @@ def test_collector_refusals(sealed, tmp_path: Path) -> None:
     assert post(stack, env.SerializeToString())[1]["error"] == "invalid_batch"
 
 
+@pytest.mark.slow
 def test_admin_plans_and_refuses(sealed, redis_client: redis.Redis) -> None:
     _, stack, ring = sealed
     headers = {"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"}
