@@ -22,7 +22,7 @@ TEST_STAMP := $(VENV)/.test-stamp
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet
 EDITABLE := --config-settings editable_mode=strict
 
-.PHONY: install install-test demo test test-fast typecheck lint bench bench-all proto clean FORCE
+.PHONY: install install-test demo test test-fast test-js typecheck lint bench bench-all proto clean FORCE
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ldptel needs Python 3.11+ (set PYTHON=...)")'
@@ -59,7 +59,11 @@ test: $(TEST_STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 	$(BIN)/ldptel audit --config examples/ldptel.toml
+	$(MAKE) test-js
 	$(BIN)/python -m pytest -q
+
+test-js:  ## the JavaScript SDK (client-js/): npm ci, type check, bundles, Vitest in Node and in Chromium
+	cd client-js && npm ci --no-audit --no-fund && npm test
 
 test-fast: $(TEST_STAMP)  ## the unit tier: no Redis, no server, no slow test (under a minute)
 	LDPTEL_UNIT_TIER=1 $(BIN)/python -m pytest -q -m "not slow and not integration"

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom, resolve
 from ldptel.proto import SCHEMA_VERSION, ReportBatch
 
@@ -114,17 +115,22 @@ class Mechanism(ABC):
         arr = self.check_values(values)
         return self.pack(self.randomize(arr, resolve(rng)), arr.size, campaign, batch_id)
 
-    def encode(self, value: Any, campaign: str = "") -> ReportBatch:
-        """Randomize one value with OS randomness into a ``ReportBatch`` holding one report."""
+    def encode(self, value: Any, campaign: str = "", draws: Draws = SYSTEM_DRAWS) -> ReportBatch:
+        """Randomize one value with OS randomness (``draws``: another source of the same draws,
+        for the cross-language test vectors) into a ``ReportBatch`` holding one report."""
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ValueError(f"value must be an integer in [0, {self.domain_size}), got {value!r}")
         v = int(value)
         if not 0 <= v < self.domain_size:
             raise ValueError(f"value must be in [0, {self.domain_size}), got {v}")
-        return self.pack(self.randomize_one(v), 1, campaign)
+        return self.pack(self.randomize_one(v, draws), 1, campaign)
 
-    def randomize_one(self, value: int) -> dict:
-        """One device's report with OS randomness (a scalar fast path where it pays off)."""
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+        """One device's report from ``draws`` (``ldptel.mechanisms.draws``; every device-side
+        mechanism overrides this with its scalar path; the vectorized fallback takes OS
+        randomness only)."""
+        if draws is not SYSTEM_DRAWS:
+            raise NotImplementedError(f"{type(self).__name__} has no scalar encode from draws")
         return self.randomize(np.array([value], dtype=np.int64), OS_RANDOM)
 
     def pack(self, columns: dict, count: int, campaign: str = "",

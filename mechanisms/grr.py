@@ -12,15 +12,16 @@ import numpy as np
 
 from ldptel.mechanisms.base import PureMechanism
 from ldptel.mechanisms.checks import check_lengths, out_of_range, reject_first
-from ldptel.mechanisms.randomness import SYSTEM_RANDOM
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.proto import GrrPayload, ReportBatch
 
 
-def perturb_one(value: int, size: int, p_keep: float) -> int:
-    """Scalar ``perturb_categorical`` with OS randomness."""
-    if SYSTEM_RANDOM.random() < p_keep:
+def perturb_one(value: int, size: int, p_keep: float, draws: Draws = SYSTEM_DRAWS) -> int:
+    """Scalar ``perturb_categorical`` with OS randomness (``draws``): a uniform u, the value kept
+    iff u < ``p_keep``, else ``below(size − 1)`` picks among the others."""
+    if draws.uniform() < p_keep:
         return value
-    other = SYSTEM_RANDOM.randrange(size - 1)
+    other = draws.below(size - 1)
     return other + (other >= value)
 
 
@@ -48,8 +49,8 @@ class GRR(PureMechanism):
     def randomize(self, values: np.ndarray, rng) -> dict:
         return {"values": perturb_categorical(values, self.domain_size, self.p, rng)}
 
-    def randomize_one(self, value: int) -> dict:
-        return {"values": [perturb_one(value, self.domain_size, self.p)]}
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+        return {"values": [perturb_one(value, self.domain_size, self.p, draws)]}
 
     def payload_message(self, columns: dict) -> GrrPayload:
         return GrrPayload(values=np.asarray(columns["values"]).tolist())

@@ -15,7 +15,7 @@ import numpy as np
 
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.checks import check_lengths, out_of_range, packed_bits, reject_first
-from ldptel.mechanisms.randomness import SYSTEM_RANDOM
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.proto import HadamardPayload, ReportBatch
 
 
@@ -75,10 +75,10 @@ class Hadamard(SignResponse, Mechanism):
         keep = rng.random(values.size) < self.p_keep
         return {"indices": j.astype(np.uint32), "signs": positive == keep}
 
-    def randomize_one(self, value: int) -> dict:
-        j = SYSTEM_RANDOM.randrange(self.D)
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+        j = draws.below(self.D)
         positive = (j & value).bit_count() % 2 == 0
-        keep = SYSTEM_RANDOM.random() < self.p_keep
+        keep = draws.uniform() < self.p_keep
         return {"indices": [j], "signs": [positive == keep]}
 
     def payload_message(self, columns: dict) -> HadamardPayload:

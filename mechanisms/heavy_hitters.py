@@ -70,6 +70,7 @@ from ldptel.mechanisms import hashing
 from ldptel.mechanisms.base import check_epsilon, check_int
 from ldptel.mechanisms.checks import check_lengths, out_of_range, reject_first
 from ldptel.mechanisms.device_secret import derive_index, device_secret
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.errors import InvalidReport
 from ldptel.mechanisms.grr import perturb_categorical, perturb_one
 from ldptel.mechanisms.olh import LocalHashing, keep_probability
@@ -245,9 +246,9 @@ class HeavyHitters(LocalHashing):
         return self._slot
 
     # --- encoding -------------------------------------------------------------------------
-    def encode(self, value: Any, campaign: str = "") -> ReportBatch:
+    def encode(self, value: Any, campaign: str = "", draws: Draws = SYSTEM_DRAWS) -> ReportBatch:
         """One report of this device: its own level and pool seed, the scalar xxhash path, OS
-        randomness."""
+        randomness (``draws``)."""
         data = self.check_string(value).ljust(self.max_length, b"\0")
         level, index = self.device_slot()
         b = int(self.bits[level])
@@ -256,7 +257,7 @@ class HeavyHitters(LocalHashing):
             pref[-1] &= (0xFF << (8 - b % 8)) & 0xFF
         seed = hashing.xxh32_int(level * self.pool_size + index, self.pool_seed)  # = pool[level, index]
         y = hashing.olh_hash(seed, hashing.xxh32_bytes(bytes(pref), seed=b), self.g)
-        cols = {"levels": [level], "seed_indices": [index], "values": [perturb_one(y, self.g, self.p)]}
+        cols = {"levels": [level], "seed_indices": [index], "values": [perturb_one(y, self.g, self.p, draws)]}
         return self.pack(cols, 1, campaign)
 
     def encode_batch(self, values: Any, rng: np.random.Generator | None = None,

@@ -21,6 +21,7 @@ import numpy as np
 
 from ldptel.mechanisms import hashing
 from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.grr import GRR
 from ldptel.mechanisms.hadamard import Hadamard, hadamard_entry
 from ldptel.mechanisms.memoize import (
@@ -111,8 +112,8 @@ class LOSUE(MemoizedOracle, OUE):
             np.bitwise_xor(prr[rows], flips, out=out[rows])
         return out
 
-    def instant_one(self, prr: np.ndarray) -> np.ndarray:
-        flips = np.packbits(os_bernoulli_row(1 - self.p2, self.domain_size))
+    def instant_one(self, prr: np.ndarray, draws: Draws = SYSTEM_DRAWS) -> np.ndarray:
+        flips = np.packbits(os_bernoulli_row(1 - self.p2, self.domain_size, draws))
         return np.bitwise_xor(prr, flips)[None, :]
 
     def report_columns(self, values: np.ndarray, parts: dict, irr: np.ndarray) -> dict:

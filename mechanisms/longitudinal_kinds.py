@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ldptel.mechanisms import hashing
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.hadamard import hadamard_entry
 from ldptel.mechanisms.heavy_hitters import HeavyHitters
 from ldptel.mechanisms.memoize import (
@@ -205,9 +206,9 @@ class LRangeHierarchical(Memoized, RangeHierarchical):
                 out[sel] = step(chain, keys[sel] - base, rng) + (base if offset else 0)
         return out
 
-    def instant_one(self, prr: int) -> int:
+    def instant_one(self, prr: int, draws: Draws = SYSTEM_DRAWS) -> int:
         ell, local = self.split(prr)
-        return self.chains[ell].instant_one(local)
+        return self.chains[ell].instant_one(local, draws)
 
     def report_columns(self, values: np.ndarray, parts: dict, irr: np.ndarray) -> dict:
         seeds = parts["seeds"] if self.uses_olh else parts["seeds"][:0]

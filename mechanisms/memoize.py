@@ -40,6 +40,7 @@ import numpy as np
 
 from ldptel.mechanisms.base import Mechanism, check_epsilon
 from ldptel.mechanisms.device_secret import derive, derive_index, device_secret
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.grr import perturb_categorical, perturb_one
 from ldptel.mechanisms.randomness import resolve
 from ldptel.proto import ReportBatch
@@ -116,8 +117,8 @@ class Chain:
     def instant(self, prr: np.ndarray, rng) -> np.ndarray:
         return perturb_categorical(np.asarray(prr, dtype=np.int64), self.k, self.p2, rng)
 
-    def instant_one(self, prr: int) -> int:
-        return perturb_one(prr, self.k, self.p2)
+    def instant_one(self, prr: int, draws: Draws = SYSTEM_DRAWS) -> int:
+        return perturb_one(prr, self.k, self.p2, draws)
 
 
 def secret_list(secrets: bytes | Sequence[bytes], n: int) -> tuple[list[bytes], np.ndarray]:
@@ -220,8 +221,8 @@ class Memoized(Mechanism):
     def instant(self, prr: Any, rng) -> np.ndarray:
         return self.chain.instant(prr, rng)
 
-    def instant_one(self, prr: Any) -> Any:
-        return self.chain.instant_one(prr)
+    def instant_one(self, prr: Any, draws: Draws = SYSTEM_DRAWS) -> Any:
+        return self.chain.instant_one(prr, draws)
 
     def stack_permanent(self, prrs: list) -> np.ndarray:
         return np.asarray(prrs, dtype=np.int64)
@@ -239,11 +240,11 @@ class Memoized(Mechanism):
         return int(value)
 
     # --- encoding -------------------------------------------------------------------------
-    def encode(self, value: Any, campaign: str = "") -> ReportBatch:
+    def encode(self, value: Any, campaign: str = "", draws: Draws = SYSTEM_DRAWS) -> ReportBatch:
         """One report of the device of ``self.secret`` (``device(secret).encode``)."""
         if self._device is None or self._device.secret != self.secret:
             self._device = Device(self, self.secret)
-        return self._device.encode(value, campaign)
+        return self._device.encode(value, campaign, draws)
 
     def encode_batch(self, values: Any, rng: np.random.Generator | None = None,
                      campaign: str = "", batch_id: bytes | None = None,
@@ -313,7 +314,7 @@ class Device:
         self.parts = {k: int(v[0]) for k, v in parts.items()}
         self._memo: dict[int, Any] = {}
 
-    def encode(self, value: Any, campaign: str = "") -> ReportBatch:
+    def encode(self, value: Any, campaign: str = "", draws: Draws = SYSTEM_DRAWS) -> ReportBatch:
         m = self.mech
         key = m.key_one(m.check_value(value), self.parts)
         prr = self._memo.get(key)
@@ -321,4 +322,4 @@ class Device:
             prr = m.permanent(self.secret, key)
             if len(self._memo) < 10_000:
                 self._memo[key] = prr
-        return m.pack(m.columns_one(self.parts, m.instant_one(prr)), 1, campaign)
+        return m.pack(m.columns_one(self.parts, m.instant_one(prr, draws)), 1, campaign)

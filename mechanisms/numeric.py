@@ -33,7 +33,8 @@ import numpy as np
 
 from ldptel.mechanisms.base import Mechanism, check_epsilon
 from ldptel.mechanisms.checks import check_lengths, packed_bits, reject_first
-from ldptel.mechanisms.randomness import OS_RANDOM, SYSTEM_RANDOM
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
+from ldptel.mechanisms.randomness import OS_RANDOM
 from ldptel.proto import NumericPayload, ReportBatch
 
 # Wang et al.'s threshold below which the hybrid mechanism is Duchi's (α = 0)
@@ -146,17 +147,19 @@ class NumericMechanism(Mechanism):
             raise ValueError(f"value must be a finite number, got {arr[~np.isfinite(arr)][0]}")
         return arr
 
-    def encode(self, value: Any, campaign: str = "") -> ReportBatch:
-        """Randomize one value (clipped to [lower, upper]) with OS randomness."""
+    def encode(self, value: Any, campaign: str = "", draws: Draws = SYSTEM_DRAWS) -> ReportBatch:
+        """Randomize one value (clipped to [lower, upper]) with OS randomness (``draws``)."""
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
                 or not math.isfinite(value):
             raise ValueError(f"value must be a finite real number, got {value!r}")
-        return self.pack(self.randomize_one(value), 1, campaign)
+        return self.pack(self.randomize_one(value, draws), 1, campaign)
 
     def randomize(self, values: np.ndarray, rng) -> dict:
         return self.randomize_unit(self.to_unit(values), rng)
 
-    def randomize_one(self, value: Any) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+        if draws is not SYSTEM_DRAWS:
+            raise NotImplementedError(f"{type(self).__name__} has no scalar encode from draws")
         return self.randomize(np.array([float(value)]), OS_RANDOM)
 
     def payload_message(self, columns: dict) -> NumericPayload:
@@ -211,8 +214,8 @@ class Duchi(NumericMechanism):
     def randomize_unit(self, t: np.ndarray, rng) -> dict:
         return {"bits": rng.random(t.size) < self.p_plus(t)}
 
-    def randomize_one(self, value: Any) -> dict:
-        return {"bits": [SYSTEM_RANDOM.random() < self.p_plus(self.unit_one(value))]}
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+        return {"bits": [draws.uniform() < self.p_plus(self.unit_one(value))]}
 
 
 class Piecewise(NumericMechanism):
@@ -247,19 +250,20 @@ class Piecewise(NumericMechanism):
         inside = rng.random(t.size) < self.s / (self.s + 1)
         return {"values": self.piece(t, inside, rng.random(t.size))}
 
-    def piece_one(self, t: float) -> float:
-        """``piece`` of one t with OS randomness, in plain Python."""
-        c, u = self.bound, SYSTEM_RANDOM.random()
+    def piece_one(self, t: float, draws: Draws = SYSTEM_DRAWS) -> float:
+        """``piece`` of one t with OS randomness, in plain Python (draws: u, then the branch's
+        uniform)."""
+        c, u = self.bound, draws.uniform()
         left = (c + 1) / 2 * t - (c - 1) / 2
-        if SYSTEM_RANDOM.random() < self.s / (self.s + 1):
+        if draws.uniform() < self.s / (self.s + 1):
             y = left + u * (c - 1)
         else:
             out = u * (c + 1)
             y = out - c if out < left + c else left + c - 1 + (out - (left + c))
         return min(max(y, -c), c)
 
-    def randomize_one(self, value: Any) -> dict:
-        return {"values": [self.piece_one(self.unit_one(value))]}
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+        return {"values": [self.piece_one(self.unit_one(value), draws)]}
 
 
 class Hybrid(Piecewise):
@@ -290,12 +294,12 @@ class Hybrid(Piecewise):
         d = duchi.unbiased_unit(duchi.randomize_unit(t, rng))
         return {"values": np.where(use_pm, pm, d)}
 
-    def randomize_one(self, value: Any) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
         t = self.unit_one(value)
-        if SYSTEM_RANDOM.random() < self.alpha:
-            return {"values": [self.piece_one(t)]}
+        if draws.uniform() < self.alpha:
+            return {"values": [self.piece_one(t, draws)]}
         duchi = self.duchi
-        return {"values": [duchi.bound if SYSTEM_RANDOM.random() < duchi.p_plus(t) else -duchi.bound]}
+        return {"values": [duchi.bound if draws.uniform() < duchi.p_plus(t) else -duchi.bound]}
 
 
 NUMERIC_CHOICES = (Duchi, Hybrid, Piecewise)  # the order breaks ties (Duchi = hybrid below ε*)

@@ -16,8 +16,8 @@ import numpy as np
 from ldptel.mechanisms import hashing
 from ldptel.mechanisms.base import PureMechanism
 from ldptel.mechanisms.checks import check_lengths, out_of_range, reject_first
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.grr import perturb_categorical, perturb_one
-from ldptel.mechanisms.randomness import SYSTEM_RANDOM
 from ldptel.proto import OlhPayload, ReportBatch
 
 
@@ -77,10 +77,10 @@ class OLH(LocalHashing):
         y = hashing.olh_hash_batch(seeds, keys, self.g).astype(np.int64)
         return {"seeds": seeds, "values": perturb_categorical(y, self.g, self.p, rng)}
 
-    def randomize_one(self, value: int) -> dict:
-        seed = SYSTEM_RANDOM.getrandbits(32)
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+        seed = draws.u32()
         y = hashing.olh_hash(seed, hashing.xxh32_int(value), self.g)
-        return {"seeds": [seed], "values": [perturb_one(y, self.g, self.p)]}
+        return {"seeds": [seed], "values": [perturb_one(y, self.g, self.p, draws)]}
 
     def payload_message(self, columns: dict) -> OlhPayload:
         return OlhPayload(seeds=np.asarray(columns["seeds"]).tolist(),

@@ -27,6 +27,7 @@ import numpy as np
 
 from ldptel.mechanisms.base import check_int
 from ldptel.mechanisms.device_secret import derive, device_secret
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.numeric import Duchi
 
 DEFAULT_BUCKETS = 8
@@ -90,11 +91,11 @@ class OneBitMean(Duchi):
         u = _uniform(self.secret, b"ldptel/1bitmean/bit\0" + str(k).encode())
         return u < float(self.p_plus(self.boundary_t(k)))
 
-    def randomize_one(self, value: Any) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
         """This device's report of ``value``: memoized (its α, its bit per boundary), or a fresh
         Duchi bit without ``memoize``."""
         if not self.memoize:
-            return super().randomize_one(value)
+            return super().randomize_one(value, draws)
         pos = (self.unit_one(value) + 1.0) / 2 * self.buckets
         k = min(math.floor(pos), self.buckets - 1)
         k += pos - k > self.alpha

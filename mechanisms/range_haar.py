@@ -35,8 +35,8 @@ from ldptel.mechanisms.checks import (
     per_level,
     reject_first,
 )
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.hadamard import SignResponse, hadamard_entry
-from ldptel.mechanisms.randomness import SYSTEM_RANDOM
 from ldptel.proto import RangePayload, ReportBatch
 
 
@@ -110,12 +110,12 @@ class RangeHaar(SignResponse, Mechanism):
         return {"levels": (lev - 1).astype(np.uint32), "indices": j.astype(np.uint32),
                 "signs": (b > 0) == keep}
 
-    def randomize_one(self, value: int) -> dict:
-        lev = SYSTEM_RANDOM.randrange(self.h) + 1
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+        lev = draws.below(self.h) + 1
         i, sigma = value >> lev, 1 - 2 * ((value >> (lev - 1)) & 1)
-        j = SYSTEM_RANDOM.randrange(int(self.K[lev - 1]))
+        j = draws.below(int(self.K[lev - 1]))
         positive = (sigma > 0) == ((i & j).bit_count() % 2 == 0)
-        keep = SYSTEM_RANDOM.random() < self.p_keep
+        keep = draws.uniform() < self.p_keep
         return {"levels": [lev - 1], "indices": [j], "signs": [positive == keep]}
 
     def payload_message(self, columns: dict) -> RangePayload:

@@ -41,9 +41,9 @@ import numpy as np
 from ldptel.mechanisms.base import Mechanism, check_int
 from ldptel.mechanisms.checks import check_lengths, out_of_range, per_level, reject_first
 from ldptel.mechanisms.chooser import local_oracle
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.grr import GRR
 from ldptel.mechanisms.olh import OLH
-from ldptel.mechanisms.randomness import SYSTEM_RANDOM
 from ldptel.mechanisms.range_haar import range_columns
 from ldptel.proto import RangePayload, ReportBatch
 
@@ -195,9 +195,9 @@ class RangeHierarchical(Mechanism):
                 seeds[sel] = cols["seeds"]
         return {"levels": lev.astype(np.uint32), "values": out, "seeds": seeds}
 
-    def randomize_one(self, value: int) -> dict:
-        lev = SYSTEM_RANDOM.randrange(self.H)
-        cols = self.oracles[lev].randomize_one(value // self.widths[lev])
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+        lev = draws.below(self.H)
+        cols = self.oracles[lev].randomize_one(value // self.widths[lev], draws)
         return {"levels": [lev], "values": list(cols["values"]),
                 "seeds": list(cols.get("seeds", [0])) if self.uses_olh else []}
 

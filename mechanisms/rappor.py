@@ -30,6 +30,7 @@ from ldptel.mechanisms.checks import (
     reject_first,
 )
 from ldptel.mechanisms.device_secret import derive, derive_index, device_secret
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.poisoning import rappor_weight_bounds
 from ldptel.mechanisms.randomness import bernoulli_packed, resolve
 from ldptel.proto import RapporPayload, ReportBatch
@@ -197,16 +198,19 @@ class RAPPOR(Mechanism):
                 raise ValueError(f"value must be a string, got {type(v).__name__}")
         return out
 
-    def encode(self, value: Any, campaign: str = "") -> ReportBatch:
-        """One report of this device (cohort and permanent bits from its secret)."""
+    def encode(self, value: Any, campaign: str = "", draws: Draws = SYSTEM_DRAWS) -> ReportBatch:
+        """One report of this device (cohort and permanent bits from its secret); the
+        instantaneous response takes k uniforms from ``draws.bytes(8k)`` (each 8 little-endian
+        bytes as a uint64 u, the uniform (u >> 11)·2^-53, as ``OsRandom.random``)."""
         if not isinstance(value, str):
             raise ValueError(f"value must be a string, got {type(value).__name__}")
         if self._cohort is None:
             self._cohort = self.device_cohort()
         cohort = self._cohort
         prr = self.permanent_bits(value, cohort)
-        rng = resolve(None)
-        bits = rng.random(self.bloom_bits) < np.where(prr, self.q, self.p)
+        raw = np.frombuffer(draws.bytes(8 * self.bloom_bits), dtype="<u8")
+        u = (raw >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+        bits = u < np.where(prr, self.q, self.p)
         cols = {"cohorts": np.array([cohort], dtype=np.uint32),
                 "bits": np.packbits(bits[None, :], axis=1)}
         return self.pack(cols, 1, campaign)

@@ -8,28 +8,29 @@ OUE (optimized): 1→1 w.p. p = ½, 0→1 w.p. q = 1/(e^ε+1); Var* = 4e^ε/(e^�
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
 from ldptel.mechanisms.base import PureMechanism
 from ldptel.mechanisms.checks import bit_rows, check_bit_rows, check_lengths, reject_first
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.mechanisms.poisoning import unary_weight_bounds
-from ldptel.mechanisms.randomness import SYSTEM_RANDOM, bernoulli, bernoulli_packed, set_packed_bits
+from ldptel.mechanisms.randomness import bernoulli, bernoulli_packed, set_packed_bits
 from ldptel.proto import ReportBatch, UnaryPayload
 
 CHUNK_BITS = 1 << 24  # random draws per chunk in encode_batch (bounded memory)
 
 
-def os_bernoulli_row(prob: float, size: int) -> np.ndarray:
+def os_bernoulli_row(prob: float, size: int, draws: Draws = SYSTEM_DRAWS) -> np.ndarray:
     """``size`` Bernoulli(``prob``) booleans from OS randomness: ``bernoulli()`` specialised to
-    one row, a byte per bit, ties broken exactly."""
+    one row, a byte per bit (``draws.bytes(size)``), ties broken exactly (one uniform per tie, in
+    bit order)."""
     scaled = prob * 256.0
     threshold = int(scaled)
-    raw = np.frombuffer(os.urandom(size), dtype=np.uint8)
+    raw = np.frombuffer(draws.bytes(size), dtype=np.uint8)
     bits = raw < threshold
     for i in np.flatnonzero(raw == threshold).tolist():  # ~size/256 ties
-        bits[i] = SYSTEM_RANDOM.random() < scaled - threshold
+        bits[i] = draws.uniform() < scaled - threshold
     return bits
 
 
@@ -48,9 +49,9 @@ class UnaryEncoding(PureMechanism):
         packed = np.concatenate(parts) if parts else np.zeros((0, (d + 7) // 8), np.uint8)
         return {"bits": packed}
 
-    def randomize_one(self, value: int) -> dict:
-        bits = os_bernoulli_row(self.q, self.domain_size)
-        bits[value] = SYSTEM_RANDOM.random() < self.p
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+        bits = os_bernoulli_row(self.q, self.domain_size, draws)
+        bits[value] = draws.uniform() < self.p
         return {"bits": np.packbits(bits)[None, :]}
 
     def payload_message(self, columns: dict) -> UnaryPayload:

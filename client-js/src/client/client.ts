@@ -1,0 +1,558 @@
+/**
+ * `TelemetryClient`: the device SDK for browsers and Node, as the Python `TelemetryClient`.
+ *
+ *     const client = await TelemetryClient.open({ url, token });
+ *     await client.report("homepage", "cart");   // randomized now; only the randomized report is queued
+ *     await client.flush();
+ *
+ * - Campaign configs come from `GET /v1/campaigns` and are cached (memory and the store, so
+ *   reporting works offline after a restart); a stale copy is refreshed in the background.
+ *   `report` never waits on the network, except on a device's very first run (at most `timeoutMs`).
+ * - `report(campaign, value)` randomizes at once with the campaign's mechanism and
+ *   `crypto.getRandomValues`; the raw value is never stored or sent. It never throws and never
+ *   rejects: a report that cannot be queued resolves to false and is counted by reason in
+ *   `health().dropped` (no config, unknown campaign, a config this SDK refuses — malformed, or
+ *   its ε over `maxEpsilon` — a bad value, the ledger's `reports_per_window` or
+ *   `lifetimeEpsilon`, a storage failure).
+ * - Reports wait in a durable queue (IndexedDB in browsers, a file in Node); `flush()` (or the
+ *   background sender, `flushIntervalMs`) posts them as `ReportBatch`es, one per chunk of one
+ *   campaign version under a batch_id fixed before its first attempt, so a retry (also after a
+ *   restart) is deduplicated by the collector; retries back off exponentially with full jitter.
+ * - The pipeline per report: config → mechanism (`builder`) → encode → ledger + queue; per chunk:
+ *   envelope (`envelope.ts`: plain for local campaigns; the seam for sealed and fake messages).
+ */
+import { buildMechanism, privacyLoss, reportCost, valueIndex, type CampaignConfig, type Cost } from "../builder.js";
+import { cryptoDraws, type Draws } from "../draws.js";
+import { InvalidConfig, type Cell, type Mechanism, type Report } from "../mechanisms/base.js";
+import { Numeric } from "../mechanisms/numeric.js";
+import { ascii, concat, derive } from "../secret.js";
+import { mergeReports } from "../wire.js";
+import { backoff, classify, errorCode, HttpStatus, request, type Action, type FlushResult } from "./delivery.js";
+import { envelopeFor, type Envelope } from "./envelope.js";
+import { Counter, type Health } from "./health.js";
+import { IndexedDbBackend } from "./idb.js";
+import { Ledger, REFUSALS, type Refusal, type Scope } from "./ledger.js";
+import { bytesJson, jsonBytes, MemoryBackend, Store, type Backend, type Json, type Write } from "./store.js";
+
+export const DEFAULT_MAX_EPSILON = 8.0;
+const CAMPAIGN_ANSWERS = new Set(["campaign_paused", "campaign_retired", "version_retired"]);
+const DEFAULT_LIMITS = { maxBodyBytes: 1 << 20, maxReportsPerBatch: 10_000 };
+
+export interface ClientOptions {
+  url: string;
+  token: string;
+  /** Where the queue, ledger and device secret live (default: IndexedDB in browsers, memory
+   * elsewhere; the Node entry point defaults to a file). */
+  storage?: Backend;
+  batchSize?: number;
+  timeoutMs?: number;
+  configTtlMs?: number;
+  /** Background sender: flush every this many ms (0: only explicit `flush()`). */
+  flushIntervalMs?: number;
+  backoffBaseS?: number;
+  maxBackoffS?: number;
+  /** The largest ε (per report, or lifetime ε∞ for memoized campaigns) this device accepts. */
+  maxEpsilon?: number;
+  lifetimeEpsilon?: number | null;
+  scope?: Scope;
+  fetch?: typeof fetch;
+  /** Randomness for tests only; production draws come from `crypto.getRandomValues`. */
+  draws?: Draws;
+}
+
+interface Campaign {
+  cfg: CampaignConfig;
+  mech: Mechanism;
+  cost: Cost;
+  envelope: Envelope;
+}
+
+interface QueuedRow {
+  id: string;
+  campaign: string;
+  version: number;
+  chunk: string | null;
+  report: Json;
+}
+
+interface ChunkRow {
+  id: string;
+  campaign: string;
+  version: number;
+  batchId: Json;
+}
+
+class Refused extends Error {
+  constructor(readonly reason: string, message: string) {
+    super(message);
+  }
+}
+
+function reportJson(r: Report): Json {
+  const cols: Record<string, Json> = {};
+  for (const [k, cells] of Object.entries(r.columns)) {
+    cols[k] = cells.map((c) => (c instanceof Uint8Array ? bytesJson(c) : c));
+  }
+  return { payload: r.payload, columns: cols };
+}
+
+function jsonReport(j: Json): Report {
+  const o = j as { payload: Report["payload"]; columns: Record<string, Json[]> };
+  const columns: Record<string, Cell[]> = {};
+  for (const [k, cells] of Object.entries(o.columns)) {
+    columns[k] = cells.map((c) => (c !== null && typeof c === "object" ? jsonBytes(c) : (c as number | boolean)));
+  }
+  return { payload: o.payload, columns };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let sequence = 0;
+/** A key that sorts in creation order and never collides with another tab's or process's: the
+ * time, a counter, and 32 random bits. */
+function newId(): string {
+  sequence = (sequence + 1) % 1679616;
+  const rnd = cryptoDraws.u32().toString(36).padStart(7, "0");
+  return `${Date.now().toString(36).padStart(9, "0")}${sequence.toString(36).padStart(4, "0")}${rnd}`;
+}
+
+/** `fn` under the browser's Web Lock `name` (one flush at a time across tabs), else directly. */
+function withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  const locks = (globalThis.navigator as { locks?: { request(n: string, f: () => Promise<T>): Promise<T> } } | undefined)?.locks;
+  return locks ? locks.request(name, fn) : fn();
+}
+
+export class TelemetryClient {
+  readonly url: string;
+  readonly token: string;
+  readonly batchSize: number;
+  readonly timeoutMs: number;
+  readonly configTtlMs: number;
+  readonly maxEpsilon: number;
+  readonly backoffBaseS: number;
+  readonly maxBackoffS: number;
+  private readonly fetchFn: typeof fetch;
+  private readonly draws: Draws;
+  private readonly dropped = new Counter();
+  private readonly clippedCount = new Counter();
+  private configs: Record<string, CampaignConfig> = {};
+  private limits = { ...DEFAULT_LIMITS };
+  private fetchedAt = -Infinity;
+  private configError: string | null = "no configs yet";
+  private refreshing: Promise<void> | null = null;
+  private campaigns = new Map<string, Campaign>();
+  private storageError: string | null = null; // the last write failed
+  private openError: string | null = null; // the durable store could not be opened: memory only
+  private chunkReports: number;
+  private flushing: Promise<FlushResult> | null = null;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private closed = false;
+  private ledger!: Ledger;
+  private deviceSecret!: Uint8Array;
+
+  private constructor(private store: Store, opts: ClientOptions, private lifetime: number | null, private scope: Scope) {
+    this.url = opts.url.replace(/\/+$/, "");
+    this.token = opts.token;
+    this.batchSize = opts.batchSize ?? 1000;
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.configTtlMs = opts.configTtlMs ?? 300_000;
+    this.maxEpsilon = opts.maxEpsilon ?? DEFAULT_MAX_EPSILON;
+    this.backoffBaseS = opts.backoffBaseS ?? 0.2;
+    this.maxBackoffS = opts.maxBackoffS ?? 60;
+    this.fetchFn = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    this.draws = opts.draws ?? cryptoDraws;
+    this.chunkReports = this.batchSize;
+  }
+
+  /** Open the client: its store (created if new) and device secret; options are checked here
+   * (a bad option is the app's mistake and throws). */
+  static async open(opts: ClientOptions): Promise<TelemetryClient> {
+    if (typeof opts.url !== "string" || !/^https?:\/\//.test(opts.url)) throw new TypeError(`url must be an http(s) URL, got ${opts.url}`);
+    if (typeof opts.token !== "string" || !opts.token) throw new TypeError("token must be a non-empty string");
+    if (opts.batchSize !== undefined && !(Number.isInteger(opts.batchSize) && opts.batchSize >= 1)) throw new TypeError("batchSize must be a positive integer");
+    if (opts.maxEpsilon !== undefined && !(opts.maxEpsilon > 0)) throw new TypeError("maxEpsilon must be a positive number");
+    const lifetime = opts.lifetimeEpsilon ?? null;
+    if (lifetime !== null && !(lifetime > 0)) throw new TypeError("lifetimeEpsilon must be a positive number or null");
+    const scope = opts.scope ?? "campaign";
+    if (scope !== "campaign" && scope !== "device") throw new TypeError("scope must be 'campaign' or 'device'");
+    const backend = opts.storage ?? (IndexedDbBackend.available() ? new IndexedDbBackend(`ldptel-${opts.url}`) : new MemoryBackend());
+    let store: Store, storageError: string | null = null;
+    try {
+      store = await Store.open(backend);
+    } catch (err) {
+      storageError = `cannot open the ${backend.kind} store: ${String(err)}`;
+      store = await Store.open(new MemoryBackend());
+    }
+    const client = new TelemetryClient(store, opts, lifetime, scope);
+    client.openError = storageError;
+    await client.init();
+    if (opts.flushIntervalMs) client.start(opts.flushIntervalMs);
+    return client;
+  }
+
+  private async init(): Promise<void> {
+    let secret = this.store.get("m/device_secret");
+    if (secret === undefined) {
+      const fresh = bytesJson(cryptoDraws.bytes(32));
+      try {
+        await this.store.transact((s) => (s.get("m/device_secret") === undefined
+          ? { writes: [["m/device_secret", fresh]] as Write[], result: null } : { writes: [], result: null }));
+      } catch (err) {
+        this.openError = `cannot store the device secret: ${String(err)}`;
+        this.store = await Store.open(new MemoryBackend());
+        await this.store.transact(() => ({ writes: [["m/device_secret", fresh]] as Write[], result: null }));
+      }
+      secret = this.store.get("m/device_secret")!;
+    }
+    this.deviceSecret = jsonBytes(secret);
+    this.ledger = new Ledger(derive(this.deviceSecret, ascii("ldptel/ledger-key")), this.lifetime, this.scope);
+    const stored = this.store.get("m/campaigns");
+    if (stored !== undefined) this.setConfigs(stored as Record<string, unknown>);
+  }
+
+  /** HMAC-SHA256(device secret, "ldptel/campaign-secret\0" + campaign), as the Python SDK. */
+  campaignSecret(campaign: string): Uint8Array {
+    return derive(this.deviceSecret, concat(ascii("ldptel/campaign-secret\0"), new TextEncoder().encode(campaign)));
+  }
+
+  // --- campaign configs ------------------------------------------------------------------
+  private setConfigs(data: Record<string, unknown>): void {
+    const list = data.campaigns;
+    if (!Array.isArray(list)) throw new TypeError("campaigns is not a list");
+    const configs: Record<string, CampaignConfig> = {};
+    for (const c of list) if (c && typeof c === "object" && typeof c.name === "string") configs[c.name] = c;
+    this.configs = configs;
+    const pos = (k: string, d: number) => (Number.isInteger(data[k]) && (data[k] as number) > 0 ? (data[k] as number) : d);
+    this.limits = { maxBodyBytes: pos("max_body_bytes", DEFAULT_LIMITS.maxBodyBytes),
+      maxReportsPerBatch: pos("max_reports_per_batch", DEFAULT_LIMITS.maxReportsPerBatch) };
+    this.configError = null;
+  }
+
+  /** Ask the collector for the campaign configs (blocking); on failure keep what is known. */
+  async fetchConfigs(): Promise<Record<string, CampaignConfig>> {
+    try {
+      const text = await request(this.fetchFn, `${this.url}/v1/campaigns`, this.token, this.timeoutMs, "GET");
+      const data = JSON.parse(text);
+      this.setConfigs(data);
+      this.fetchedAt = Date.now();
+      try {
+        await this.store.transact(() => ({ writes: [["m/campaigns", data as Json]] as Write[], result: null }));
+      } catch {
+        /* only the offline copy is lost */
+      }
+    } catch (err) {
+      const why = err instanceof HttpStatus ? `collector answered ${err.message}` : `collector unreachable: ${String(err)}`;
+      if (!Object.keys(this.configs).length) this.configError = why;
+    }
+    return this.configs;
+  }
+
+  private refreshInBackground(): Promise<void> {
+    this.refreshing ??= this.fetchConfigs().then(() => undefined).finally(() => { this.refreshing = null; });
+    return this.refreshing;
+  }
+
+  private async currentConfigs(): Promise<Record<string, CampaignConfig> | null> {
+    if (Date.now() - this.fetchedAt >= this.configTtlMs) {
+      const refresh = this.refreshInBackground();
+      if (!Object.keys(this.configs).length) {
+        await Promise.race([refresh, sleep(this.timeoutMs)]);
+      }
+    }
+    return Object.keys(this.configs).length ? this.configs : null;
+  }
+
+  /** The campaign's config (of `version`) built into its mechanism, or `Refused`. */
+  private campaign(name: string, version?: number): Campaign {
+    const top = this.configs[name];
+    if (top === undefined) throw new Refused("unknown_campaign", `unknown campaign ${JSON.stringify(name)}`);
+    if (top.status === "retired") throw new Refused("campaign_retired", `campaign ${name} is retired`);
+    let cfg: CampaignConfig | undefined = top;
+    if (version !== undefined && (top.version ?? 1) !== version) {
+      const older = Array.isArray(top.older_versions) ? (top.older_versions as CampaignConfig[]) : [];
+      cfg = older.find((o) => o.version === version);
+      if (cfg === undefined) throw new Refused("version_retired", `campaign ${name} version ${version} is no longer accepted`);
+    }
+    const key = `${name}\u0000${cfg.version ?? 1}`;
+    const known = this.campaigns.get(key);
+    if (known && known.cfg === cfg) return known;
+    const envelope = envelopeFor(cfg);
+    if (envelope === null) throw new Refused("unsupported_privacy_mode", `campaign ${name}: privacy_mode ${String(cfg.privacy_mode)} is not supported by this SDK yet`);
+    let mech: Mechanism;
+    try {
+      mech = buildMechanism(cfg, this.campaignSecret(name));
+    } catch (err) {
+      if (err instanceof InvalidConfig) throw new Refused("bad_config", `campaign ${name}: ${err.message}`);
+      throw err;
+    }
+    const loss = privacyLoss(mech);
+    if (loss.epsilon > this.maxEpsilon) {
+      throw new Refused("campaign_refused", `campaign ${name} refused: its ${loss.what} = ${loss.epsilon.toPrecision(3)} exceeds this client's maxEpsilon = ${this.maxEpsilon}`);
+    }
+    const built = { cfg, mech, cost: reportCost(cfg, mech), envelope };
+    this.campaigns.set(key, built);
+    return built;
+  }
+
+  /** The mechanism a campaign's reports are randomized with (for inspection). */
+  async mechanism(name: string): Promise<Mechanism> {
+    await this.currentConfigs();
+    return this.campaign(name).mech;
+  }
+
+  // --- reporting -------------------------------------------------------------------------
+  private drop(reason: string, n: number, error: string): false {
+    this.dropped.add(reason, n, error);
+    return false;
+  }
+
+  /** Randomize `value` for `campaign` now and queue the randomized report. Resolves to true if it
+   * was queued; never throws or rejects (see `health()` for why a report was dropped). */
+  async report(campaign: string, value: unknown): Promise<boolean> {
+    try {
+      return await this.reportOrThrow(campaign, value);
+    } catch (err) {
+      return this.drop("internal_error", 1, `campaign ${campaign}: ${String(err)}`);
+    }
+  }
+
+  private async reportOrThrow(campaign: string, value: unknown): Promise<boolean> {
+    if (this.closed) return this.drop("closed", 1, "the client is closed");
+    const configs = await this.currentConfigs();
+    if (configs === null) return this.drop("no_config", 1, `campaign ${campaign}: no campaign configs (${this.configError})`);
+    let c: Campaign;
+    try {
+      if (!(campaign in configs)) void this.refreshInBackground();
+      c = this.campaign(campaign);
+    } catch (err) {
+      if (err instanceof Refused) return this.drop(err.reason, 1, err.message);
+      throw err;
+    }
+    let report: Report;
+    let index: unknown;
+    try {
+      index = valueIndex(c.cfg, value);
+      report = c.mech.encode(index, this.draws);
+    } catch (err) {
+      return this.drop("bad_value", 1, `campaign ${campaign}: ${(err as Error).message}`);
+    }
+    if (c.mech instanceof Numeric && c.mech.clipped(value as number)) this.clippedCount.add(campaign, 1);
+    const charge = this.ledger.charge(campaign, c.cfg, c.cost, index, Date.now() / 1000);
+    let refusal: Refusal | null;
+    try {
+      refusal = await withLock(`ldptel-ledger ${this.url}`, async () => {
+        // a store shared by tabs: the ledger as the other tabs left it
+        await this.store.refresh(["l/", `v/${campaign}\u0000`]);
+        return this.store.transact((s) => {
+        const { writes, refusal } = this.ledger.admit(s, charge);
+        if (refusal === null) {
+          const row: QueuedRow = { id: newId(), campaign, version: charge.version, chunk: null, report: reportJson(report) };
+          writes.push([`r/${row.id}`, row as unknown as Json]);
+        }
+        return { writes, result: refusal };
+        });
+      });
+    } catch (err) {
+      this.storageError = `cannot queue: ${String(err)}`;
+      return this.drop("queue_write_failed", 1, `campaign ${campaign}: ${this.storageError}`);
+    }
+    this.storageError = null;
+    if (refusal !== null) return this.drop(refusal, 1, `campaign ${campaign}: report refused (${REFUSALS[refusal]})`);
+    return true;
+  }
+
+  /** Reports queued and not yet delivered. */
+  pending(): number {
+    return this.store.size("r/");
+  }
+
+  health(): Health {
+    const configError = Object.keys(this.configs).length ? null : this.configError;
+    const storageError = this.storageError ?? this.openError;
+    return { ok: storageError === null && configError === null, storageError, configError,
+      dropped: { ...this.dropped.counts }, lastError: this.dropped.last, pending: this.pending(),
+      clipped: { ...this.clippedCount.counts }, storage: this.store.backend.kind };
+  }
+
+  /** What this device has spent, per campaign and version. */
+  privacyLedger(): Record<string, unknown> {
+    return this.ledger.snapshot(this.store);
+  }
+
+  // --- sending ---------------------------------------------------------------------------
+  /** Send everything queued; retry with backoff until done or `timeoutMs` (default 30 s) has
+   * passed. What is not delivered stays queued. Never rejects. */
+  flush(timeoutMs = 30_000): Promise<FlushResult> {
+    this.flushing ??= withLock(`ldptel-flush ${this.url}`, async () => {
+      // another tab may have sent or queued since this one loaded the store
+      if (this.store.backend.kind === "indexeddb") await this.store.reload();
+      return this.flushLoop(timeoutMs);
+    }).finally(() => { this.flushing = null; });
+    return this.flushing;
+  }
+
+  private maxReports(): number {
+    return Math.max(1, Math.min(this.chunkReports, this.batchSize, this.limits.maxReportsPerBatch));
+  }
+
+  /** An assigned chunk not in `skip`, else a new one from the oldest unassigned rows (committed
+   * with its batch_id before any attempt). */
+  private async nextChunk(skip: Set<string>): Promise<{ chunk: ChunkRow; rows: QueuedRow[] } | null> {
+    const max = this.maxReports();
+    return this.store.transact((s) => {
+      const rowsOf = new Map<string, QueuedRow[]>();
+      const free: QueuedRow[] = [];
+      for (const [, v] of s.entries("r/")) {
+        const row = v as unknown as QueuedRow;
+        if (row.chunk === null) free.push(row);
+        else (rowsOf.get(row.chunk) ?? rowsOf.set(row.chunk, []).get(row.chunk)!).push(row);
+      }
+      for (const [, v] of s.entries("c/")) {
+        const chunk = v as unknown as ChunkRow;
+        if (!skip.has(chunk.id)) return { writes: [] as Write[], result: { chunk, rows: rowsOf.get(chunk.id) ?? [] } };
+      }
+      const first = free[0];
+      if (first === undefined) return { writes: [] as Write[], result: null };
+      const rows = free.filter((r) => r.campaign === first.campaign && r.version === first.version).slice(0, max);
+      const id = newId();
+      const chunk: ChunkRow = { id, campaign: first.campaign, version: first.version, batchId: bytesJson(cryptoDraws.bytes(16)) };
+      const writes: Write[] = [[`c/${id}`, chunk as unknown as Json]];
+      for (const r of rows) writes.push([`r/${r.id}`, { ...r, chunk: id } as unknown as Json]);
+      return { writes, result: { chunk, rows: rows.map((r) => ({ ...r, chunk: id })) } };
+    });
+  }
+
+  /** Delivered or dropped: the chunk and its rows leave the queue. */
+  private complete(chunk: ChunkRow, rows: QueuedRow[]): Promise<void> {
+    return this.store.transact(() => ({
+      writes: [[`c/${chunk.id}`, undefined], ...rows.map((r): Write => [`r/${r.id}`, undefined])], result: undefined }));
+  }
+
+  /** Too large: the rows go back to the queue, to be sent in smaller chunks under new batch_ids
+   * (the collector stored nothing of this one). */
+  private release(chunk: ChunkRow, rows: QueuedRow[]): Promise<void> {
+    return this.store.transact(() => ({
+      writes: [[`c/${chunk.id}`, undefined],
+        ...rows.map((r): Write => [`r/${r.id}`, { ...r, chunk: null } as unknown as Json])], result: undefined }));
+  }
+
+  private async attempt(chunk: ChunkRow, rows: QueuedRow[]): Promise<{ action: Action; error?: string; reason?: string; code?: string; retryAfter?: number | null; duplicate?: boolean }> {
+    if (!Object.keys(this.configs).length) await this.fetchConfigs();
+    if (!Object.keys(this.configs).length) return { action: "retry", error: `no campaign configs (${this.configError})` };
+    let c: Campaign;
+    try {
+      c = this.campaign(chunk.campaign, chunk.version);
+    } catch (err) {
+      if (err instanceof Refused) {
+        const counted = ["version_retired", "campaign_retired"].includes(err.reason) ? err.reason : "";
+        return { action: "drop", reason: err.message, code: counted };
+      }
+      throw err;
+    }
+    let messages;
+    try {
+      messages = c.envelope.seal({ campaign: chunk.campaign, version: chunk.version, batchId: jsonBytes(chunk.batchId),
+        count: rows.length, report: mergeReports(rows.map((r) => jsonReport(r.report))), config: c.cfg });
+    } catch (err) {
+      return { action: "drop", reason: `undecodable queued reports: ${String(err)}` };
+    }
+    let duplicate = true;
+    for (const m of messages) {
+      if (m.body.length > this.limits.maxBodyBytes) {
+        const why = `body of ${m.body.length} bytes over max_body_bytes ${this.limits.maxBodyBytes}`;
+        return { action: classify(413, rows.length), error: why, reason: why };
+      }
+      try {
+        const answer = JSON.parse((await request(this.fetchFn, this.url + m.path, this.token, this.timeoutMs, "POST", m.body, m.contentType)) || "{}");
+        duplicate &&= Boolean(answer.duplicate);
+      } catch (err) {
+        if (err instanceof HttpStatus) {
+          const code = [409, 410].includes(err.status) ? errorCode(err.body) : null;
+          if (code !== null && CAMPAIGN_ANSWERS.has(code)) {
+            void this.refreshInBackground();
+            if (code === "campaign_paused") return { action: "retry", error: err.message, retryAfter: err.retryAfter };
+            return { action: "drop", error: err.message, reason: `collector answered ${err.message}`, code };
+          }
+          return { action: classify(err.status, rows.length), error: err.message, reason: `collector answered ${err.message}`, retryAfter: err.retryAfter };
+        }
+        return { action: "retry", error: String(err) };
+      }
+    }
+    return { action: "sent", duplicate };
+  }
+
+  private async flushLoop(timeoutMs: number): Promise<FlushResult> {
+    const result: FlushResult = { accepted: 0, duplicates: 0, dropped: 0, pending: 0, error: null };
+    const deadline = Date.now() + timeoutMs;
+    const deferred = new Set<string>();
+    let attempt = 0, streak = 0;
+    let retryAfter: number | null = null;
+    try {
+      for (;;) {
+        const next = await this.nextChunk(deferred);
+        if (next === null && deferred.size === 0) break;
+        if (next === null || streak >= 2) {
+          const delay = backoff(attempt, this.backoffBaseS, this.maxBackoffS, retryAfter) * 1000;
+          attempt += 1;
+          streak = 0;
+          if (Date.now() + delay > deadline || this.closed) break;
+          await sleep(delay);
+          deferred.clear();
+          continue;
+        }
+        const { chunk, rows } = next;
+        if (rows.length === 0) {
+          await this.complete(chunk, rows);
+          continue;
+        }
+        const out = await this.attempt(chunk, rows);
+        if (out.error) result.error = out.error;
+        if (out.action === "sent") {
+          await this.complete(chunk, rows);
+          if (out.duplicate) result.duplicates += rows.length;
+          else result.accepted += rows.length;
+          attempt = streak = 0;
+        } else if (out.action === "drop") {
+          await this.complete(chunk, rows);
+          result.dropped += rows.length;
+          if (out.code) this.dropped.add(out.code, rows.length, out.reason);
+          else this.dropped.last = out.reason ?? null;
+        } else if (out.action === "regroup") {
+          this.chunkReports = Math.max(1, Math.min(this.chunkReports, Math.floor(rows.length / 2)));
+          await this.release(chunk, rows);
+        } else if (out.action === "stop") {
+          break;
+        } else {
+          deferred.add(chunk.id);
+          streak += 1;
+          retryAfter = out.retryAfter ?? null;
+        }
+      }
+    } catch (err) {
+      result.error = `flush failed: ${String(err)}`;
+      this.storageError = result.error;
+    }
+    result.pending = this.pending();
+    if (result.pending === 0) result.error = null;
+    return result;
+  }
+
+  /** Flush every `intervalMs` in the background (browsers also flush when the page is hidden). */
+  start(intervalMs = 10_000): void {
+    if (this.timer !== null) return;
+    this.timer = setInterval(() => void this.flush(Math.max(1000, intervalMs - 100)), intervalMs);
+    (this.timer as { unref?: () => void }).unref?.();
+  }
+
+  /** Stop the background sender, try a last flush (`flushTimeoutMs`; null: skip), close the store.
+   * Undelivered reports stay queued for the next start. */
+  async close(flushTimeoutMs: number | null = 5000): Promise<FlushResult | null> {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    const result = flushTimeoutMs === null ? null : await this.flush(flushTimeoutMs);
+    this.closed = true;
+    await this.flushing;
+    await this.store.close();
+    return result;
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * Wire format v1 (`proto/ldptel/v1/reports.proto`): reports of one campaign concatenated column by
+ * column into one `ReportBatch`, serialized exactly as the Python client does (fields in number
+ * order, packed repeated fields, empty fields left out), with `@bufbuild/protobuf`'s wire writer.
+ */
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { packBits, type Cell, type PayloadName, type Report } from "./mechanisms/base.js";
+
+export const SCHEMA_VERSION = 1;
+export const CONTENT_TYPE = "application/x-protobuf";
+
+type ColumnType = "u32" | "rows" | "packed" | "double";
+
+/** Per payload: its field in `ReportBatch` and its columns (name, field number, type). */
+export const PAYLOADS: Record<PayloadName, { field: number; columns: [string, number, ColumnType][] }> = {
+  grr: { field: 10, columns: [["values", 1, "u32"]] },
+  unary: { field: 11, columns: [["bits", 1, "rows"]] },
+  olh: { field: 12, columns: [["seeds", 1, "u32"], ["values", 2, "u32"]] },
+  hadamard: { field: 13, columns: [["indices", 1, "u32"], ["signs", 2, "packed"]] },
+  rappor: { field: 14, columns: [["cohorts", 1, "u32"], ["bits", 2, "rows"]] },
+  heavy_hitters: { field: 15, columns: [["levels", 1, "u32"], ["values", 3, "u32"], ["seed_indices", 4, "u32"]] },
+  range: { field: 16, columns: [["levels", 1, "u32"], ["indices", 2, "u32"], ["signs", 3, "packed"],
+    ["seeds", 4, "u32"], ["values", 5, "u32"]] },
+  numeric: { field: 17, columns: [["bits", 1, "packed"], ["values", 2, "double"]] },
+};
+
+/** Reports of one payload as one set of columns (concatenated in order). */
+export function mergeReports(reports: Report[]): Report {
+  const payload = reports[0]!.payload;
+  const columns: Record<string, Cell[]> = {};
+  for (const r of reports) {
+    if (r.payload !== payload) throw new Error("reports of different payloads in one batch");
+    for (const [k, v] of Object.entries(r.columns)) (columns[k] ??= []).push(...v);
+  }
+  return { payload, columns };
+}
+
+function payloadBytes(report: Report): Uint8Array {
+  const w = new BinaryWriter();
+  for (const [name, no, type] of PAYLOADS[report.payload].columns) {
+    const cells = report.columns[name] ?? [];
+    if (cells.length === 0) continue;
+    if (type === "u32") {
+      w.tag(no, WireType.LengthDelimited).fork();
+      for (const c of cells) w.uint32(c as number);
+      w.join();
+    } else if (type === "double") {
+      w.tag(no, WireType.LengthDelimited).fork();
+      for (const c of cells) w.double(c as number);
+      w.join();
+    } else if (type === "packed") {
+      w.tag(no, WireType.LengthDelimited).bytes(packBits(cells as boolean[]));
+    } else {
+      const rows = cells as Uint8Array[];
+      const out = new Uint8Array(rows.reduce((n, r) => n + r.length, 0));
+      let at = 0;
+      for (const r of rows) {
+        out.set(r, at);
+        at += r.length;
+      }
+      w.tag(no, WireType.LengthDelimited).bytes(out);
+    }
+  }
+  return w.finish();
+}
+
+export interface BatchHeader {
+  campaign: string;
+  batchId: Uint8Array;
+  count: number;
+  campaignVersion: number;
+}
+
+/** A serialized `ReportBatch` of `report` (the merged columns of `header.count` reports). */
+export function encodeBatch(header: BatchHeader, report: Report): Uint8Array {
+  const w = new BinaryWriter();
+  if (header.campaign) w.tag(1, WireType.LengthDelimited).string(header.campaign);
+  if (header.batchId.length) w.tag(2, WireType.LengthDelimited).bytes(header.batchId);
+  if (header.count) w.tag(3, WireType.Varint).uint32(header.count);
+  w.tag(4, WireType.Varint).uint32(SCHEMA_VERSION);
+  if (header.campaignVersion) w.tag(5, WireType.Varint).uint32(header.campaignVersion);
+  w.tag(PAYLOADS[report.payload].field, WireType.LengthDelimited).bytes(payloadBytes(report));
+  return w.finish();
+}
+
+export { payloadBytes };

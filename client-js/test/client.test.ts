@@ -1,0 +1,169 @@
+// TelemetryClient against a fake collector: queueing, batching, retries that deduplicate, what is
+// dropped and why, the ledger, refusals, and the file store across restarts.
+import { mkdtempSync, readFileSync, writeFileSync, appendFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { MemoryBackend, TelemetryClient } from "../src/index.js";
+import { FileBackend, openClient } from "../src/node.js";
+import { campaign, FakeCollector } from "./fakeCollector.js";
+
+const CAMPAIGNS = [
+  campaign("grr", { oracle: "grr", epsilon: 2.0, domain: ["a", "b", "c"], domain_size: 3 }),
+  campaign("oue", { oracle: "oue", epsilon: 1.0, domain_size: 64 }),
+  campaign("rappor", { oracle: "rappor", bloom_bits: 32, hashes: 2, cohorts: 4, f: 0.5, p: 0.5, q: 0.75, candidates: ["x"] }),
+  campaign("num", { kind: "numeric", epsilon: 1.0, lower: 0, upper: 10, mechanism: "piecewise" }),
+  campaign("greedy", { oracle: "grr", epsilon: 9.0, domain_size: 4 }),
+  campaign("once", { oracle: "olh", epsilon: 1.0, domain_size: 100, reports_per_window: 2 }),
+  campaign("memo", { oracle: "grr", epsilon: 1.0, domain_size: 8, memoize: true, epsilon_inf: 3.0 }),
+  campaign("broken", { oracle: "grr", epsilon: 1.0, domain_size: 1 }),
+  campaign("sealed", { oracle: "grr", epsilon: 1.0, domain_size: 4, privacy_mode: "shuffled" }),
+];
+
+const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) =>
+  TelemetryClient.open({ url: "http://collector.test", token: "t", storage: new MemoryBackend(), fetch: fake.fetch as typeof fetch,
+    backoffBaseS: 0.001, maxBackoffS: 0.01, ...extra });
+
+describe("TelemetryClient", () => {
+  it("queues randomized reports and delivers them in batches per campaign", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const client = await open(fake, { batchSize: 40 });
+    for (let i = 0; i < 100; i++) {
+      expect(await client.report("grr", ["a", "b", "c"][i % 3])).toBe(true);
+      expect(await client.report("oue", i % 64)).toBe(true);
+      expect(await client.report("rappor", "x")).toBe(true);
+      expect(await client.report("num", i / 10)).toBe(true);
+    }
+    expect(client.pending()).toBe(400);
+    const result = await client.flush();
+    expect(result).toEqual({ accepted: 400, duplicates: 0, dropped: 0, pending: 0, error: null });
+    expect(fake.stored.every((b) => b.count <= 40 && b.version === 1)).toBe(true);
+    expect(new Set(fake.stored.map((b) => b.campaign))).toEqual(new Set(["grr", "oue", "rappor", "num"]));
+  });
+
+  it("never throws from report(): bad values, unknown campaigns, refused configs are counted", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const client = await open(fake, { lifetimeEpsilon: 5 });
+    expect(await client.report("grr", "durian")).toBe(false);
+    expect(await client.report("oue", 64)).toBe(false);
+    expect(await client.report("oue", "7")).toBe(false);
+    expect(await client.report("nope", 1)).toBe(false);
+    expect(await client.report("greedy", 1)).toBe(false);
+    expect(await client.report("broken", 0)).toBe(false);
+    expect(await client.report("sealed", 0)).toBe(false);
+    expect(await client.report("once", 1)).toBe(true);
+    expect(await client.report("once", 1)).toBe(true);
+    expect(await client.report("once", 1)).toBe(false);
+    expect(await client.report("num", Number.NaN)).toBe(false);
+    expect(await client.report("num", 99)).toBe(true);
+    const h = client.health();
+    expect(h.dropped).toEqual({ bad_value: 4, unknown_campaign: 1, campaign_refused: 1, bad_config: 1,
+      unsupported_privacy_mode: 1, reports_per_window: 1 });
+    expect(h.clipped).toEqual({ num: 1 });
+    expect(h.pending).toBe(3);
+    expect(h.lastError).toContain("finite");
+    // lifetime ε: 5 per campaign; olh ε = 1 each: the ledger refuses the 6th report
+    const ledger = client.privacyLedger() as { campaigns: Record<string, { epsilon_spent: number }> };
+    expect(ledger.campaigns.once!.epsilon_spent).toBeCloseTo(2);
+  });
+
+  it("lifetime ε and memoized values: each distinct value costs ε∞ once", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const client = await open(fake, { lifetimeEpsilon: 7 });
+    for (let i = 0; i < 5; i++) expect(await client.report("memo", 3)).toBe(true);
+    expect(await client.report("memo", 4)).toBe(true);
+    expect(await client.report("memo", 5)).toBe(false); // 3 + 3 + 3 > 7
+    expect(client.health().dropped).toEqual({ lifetime_epsilon: 1 });
+    const ledger = client.privacyLedger() as { campaigns: Record<string, { epsilon_spent: number; reports: number }> };
+    expect(ledger.campaigns.memo).toMatchObject({ epsilon_spent: 6, reports: 6 });
+  });
+
+  it("a lost answer is retried under the same batch_id and stored once", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const client = await open(fake);
+    for (let i = 0; i < 10; i++) await client.report("oue", i);
+    fake.script = ["lost", 503, "network", 429];
+    const result = await client.flush();
+    expect(result.pending).toBe(0);
+    expect(result.accepted + result.duplicates).toBe(10);
+    expect(result.duplicates).toBe(10);
+    expect(fake.accepted).toBe(10);
+    expect(fake.posts).toBe(5);
+  });
+
+  it("413 splits a chunk; 401 stops and keeps the queue; a 400 drops the chunk", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const client = await open(fake);
+    for (let i = 0; i < 8; i++) await client.report("oue", i);
+    fake.script = [413, 413];
+    let result = await client.flush();
+    expect(result.accepted).toBe(8);
+    expect(fake.stored.map((b) => b.count)).toEqual([2, 2, 2, 2]);
+    for (let i = 0; i < 4; i++) await client.report("oue", i);
+    fake.script = [401];
+    result = await client.flush();
+    expect(result.pending).toBe(4);
+    fake.script = [400];
+    result = await client.flush(); // chunks of 2 since the 413s: the first is dropped
+    expect(result).toMatchObject({ dropped: 2, accepted: 2, pending: 0 });
+  });
+
+  it("offline: reports queue, the flush gives up within its timeout, and they go once online", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const client = await open(fake);
+    await client.fetchConfigs();
+    fake.offline = true;
+    for (let i = 0; i < 20; i++) expect(await client.report("grr", i % 3)).toBe(true);
+    const r1 = await client.flush(200);
+    expect(r1.pending).toBe(20);
+    expect(r1.error).toContain("offline");
+    fake.offline = false;
+    const r2 = await client.flush();
+    expect(r2.accepted).toBe(20);
+    expect(fake.accepted).toBe(20);
+  });
+
+  it("the file store survives a restart: queue, chunk batch_ids, ledger, device secret", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ldptel-"));
+    const path = join(dir, "q.jsonl");
+    const fake = new FakeCollector(CAMPAIGNS);
+    let client = await openClient({ url: "http://collector.test", token: "t", queuePath: path, fetch: fake.fetch as typeof fetch, backoffBaseS: 0.001 });
+    const secret = client.campaignSecret("rappor");
+    for (let i = 0; i < 30; i++) await client.report("rappor", "x");
+    await client.report("once", 1);
+    await client.report("once", 1);
+    fake.script = ["lost"];
+    await client.flush(1); // the first chunk was stored, its answer lost; then the deadline
+    await client.close(null);
+    appendFileSync(path, '[["r/x", {"torn'); // a crash in the middle of a write
+    client = await openClient({ url: "http://collector.test", token: "t", queuePath: path, fetch: fake.fetch as typeof fetch, backoffBaseS: 0.001 });
+    expect(client.campaignSecret("rappor")).toEqual(secret);
+    expect(await client.report("once", 1)).toBe(false); // the window's cap survived the restart
+    const result = await client.flush();
+    expect(result.pending).toBe(0);
+    expect(fake.accepted).toBe(32);
+    expect(client.health().storage).toBe("file");
+    await client.close();
+    expect(readFileSync(path, "utf8").length).toBeGreaterThan(0);
+  });
+
+  it("an unusable store drops reports and says why", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const dir = mkdtempSync(join(tmpdir(), "ldptel-"));
+    writeFileSync(join(dir, "file"), "");
+    const client = await TelemetryClient.open({ url: "http://c.test", token: "t", fetch: fake.fetch as typeof fetch,
+      storage: new FileBackend(join(dir, "file", "q.jsonl")) });
+    expect(await client.report("oue", 1)).toBe(true); // the memory fallback still queues
+    expect(client.health()).toMatchObject({ ok: false, storage: "memory" });
+    expect(client.health().storageError).toContain("cannot open");
+  });
+
+  it("no configs and no collector: the report is dropped as no_config within timeoutMs", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    fake.offline = true;
+    const client = await open(fake, { timeoutMs: 100 });
+    expect(await client.report("oue", 1)).toBe(false);
+    expect(client.health().dropped).toEqual({ no_config: 1 });
+    expect(client.health().configError).toContain("unreachable");
+  });
+});
