@@ -15,6 +15,7 @@ import numpy as np
 
 from ldptel.mechanisms.base import PureMechanism, check_int
 from ldptel.mechanisms.checks import check_lengths, out_of_range, reject_first
+from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
 from ldptel.proto import GrrPayload, ReportBatch
 
 
@@ -42,8 +43,8 @@ class Histogram(PureMechanism):
     def randomize(self, values: np.ndarray, rng) -> dict:
         return {"values": np.asarray(values, dtype=np.uint32)}
 
-    def randomize_one(self, value: int) -> dict:
-        return {"values": [int(value)]}
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+        return {"values": [int(value)]}  # nothing drawn
 
     def payload_message(self, columns: dict) -> GrrPayload:
         return GrrPayload(values=np.asarray(columns["values"]).tolist())
