@@ -46,6 +46,8 @@ class Partial:
     parts: dict[bytes, SealedBatch] = field(default_factory=dict)  # entry id → part
     seen: float = field(default_factory=time.monotonic)
     first: bytes | None = None  # the entry id of part 0, if this worker holds it
+    slot: Any = None  # the ``Slot`` and campaign version the parts came from
+    version: int = 0
 
 
 class SealedReleases:
@@ -72,18 +74,28 @@ class SealedReleases:
                 continue
             held = self.partial.setdefault((slot.stream, bytes(part.release)), Partial())
             held.parts[eid] = part
+            held.slot, held.version = slot, version
             if part.release_part == 0:
                 held.first = eid
-        for key, held in self.partial.items():
-            if key[0] == slot.stream and held.first is not None:
-                self.claim_rest(slot, held)
         if bad:  # not a release part: acknowledged as rejected
             done += self.worker.commit_version(slot, version, [], bad)
+        return done + self.poll(slot.stream)
+
+    def poll(self, stream: str | None = None) -> int:
+        """Claim the missing parts of every release whose part 0 this worker holds (of
+        ``stream``, or of every stream) and commit every complete release; the worker calls it
+        each round, so a release completes even when no new entry arrives. Returns the entries
+        committed."""
+        done = 0
         for key, held in list(self.partial.items()):
-            first = next(iter(held.parts.values()))
-            if key[0] != slot.stream or len(held.parts) < first.release_parts:
+            if stream is not None and key[0] != stream:
                 continue
-            committed = self.commit(slot, version, held)
+            if held.first is not None:
+                self.claim_rest(held.slot, held)
+            first = next(iter(held.parts.values()))
+            if len(held.parts) < first.release_parts:
+                continue
+            committed = self.commit(held.slot, held.version, held)
             if committed is not None:
                 del self.partial[key]
                 done += committed

@@ -246,7 +246,7 @@ class Worker:
     def step(self, block_ms: int | None = None) -> int:
         """One round: entries pending to this consumer first, else new ones (blocking up to
         ``block_ms``). Returns the number of entries committed."""
-        done = 0
+        done = self.sealed.poll() if self.sealed.partial else 0  # releases split between workers
         for slot in self.slots:
             if slot.history:
                 pending: Any = self.r.xreadgroup(GROUP, self.consumer, {slot.stream: "0"},
