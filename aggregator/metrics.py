@@ -18,6 +18,9 @@ REJECTED = Counter("ldptel_aggregator_rejected_entries",
 DECODE_SECONDS = Histogram("ldptel_aggregator_decode_seconds",
                            "Time to decode one read of a stream into accumulator deltas.",
                            ["campaign"], buckets=LATENCY_BUCKETS)
+PUBLISH_FAILURES = Counter("ldptel_aggregator_publish_failures",
+                           "Publications that failed (the window is tried again later; the worker goes on).",
+                           ["campaign"])
 COMMIT_SECONDS = Histogram("ldptel_aggregator_commit_seconds",
                            "Time of one commit (fold stored state, run the commit script).",
                            ["campaign"], buckets=LATENCY_BUCKETS)

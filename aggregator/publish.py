@@ -34,14 +34,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import time
 from typing import Any
 
 import numpy as np
+import redis as redis_lib
 
 from ldptel import published
-from ldptel.aggregator import retention, store
+from ldptel.aggregator import metrics, retention, store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.central_privacy import release_claim
 from ldptel.config import Campaign
@@ -51,6 +53,8 @@ from ldptel.privacy_modes import is_shuffled
 from ldptel.published import Published, config_digest, finite_row
 from ldptel.redis_client import AnyRedis
 from ldptel.release_claims import window_claim
+
+log = logging.getLogger("ldptel.aggregator")
 
 HEAVY_HITTER_ALPHA = 0.05
 DECODE_SHARE = 0.25  # while reports arrive, decoding takes at most about this share of the time
@@ -149,6 +153,27 @@ class Publisher:
         self.last: dict[tuple[str, int, int], float] = {}  # monotonic time of the last publication
         self.cost: dict[tuple[str, int, int], float] = {}  # seconds the last publication took
         self.published = 0
+        self.failed: dict[tuple[str, int, int], float] = {}  # monotonic time of a failed publication
+
+    def publish_one(self, campaign: Campaign, key: tuple[str, int, int]) -> bool:
+        """``publish`` one window; True if it was published. A failure other than Redis's
+        (a decode that raises: degenerate parameters a registry record of an older ldptel still
+        holds, a bug) fails that window alone: logged, counted
+        (``ldptel_aggregator_publish_failures``), stored for the pages and the API
+        (``published.write_failure``), and tried again after ``published.FAILED_RETRY_S``; the
+        worker goes on with every other window."""
+        try:
+            publish(self.r, campaign, key[2], self.shuffled)
+        except redis_lib.RedisError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — one window's failure must not stop the worker
+            log.exception("campaign %r version %d window %d: publication failed", *key)
+            metrics.PUBLISH_FAILURES.labels(campaign.name).inc()
+            self.failed[key] = time.monotonic()
+            published.write_failure(self.r, campaign, key[2], f"{type(exc).__name__}: {exc}")
+            return False
+        self.failed.pop(key, None)
+        return True
 
     def note(self, campaign: Campaign, *windows: int) -> None:
         for window in windows:
@@ -176,6 +201,8 @@ class Publisher:
             if retention.expired(campaign, key[-1]):  # the window (last in the key): past retention
                 del self.dirty[key]
                 continue
+            if time.monotonic() - self.failed.get(key, -math.inf) < published.FAILED_RETRY_S:
+                continue  # its last publication failed: kept noted, tried again later
             budget = self.cost.get(key, 0.0) / DECODE_SHARE
             gap = budget if drained else max(self.interval, budget)
             recent = time.monotonic() - self.last.get(key, -math.inf) < gap
@@ -183,10 +210,10 @@ class Publisher:
                                                                  max(self.interval, budget))):
                 continue
             started = time.monotonic()
-            publish(self.r, campaign, key[2], self.shuffled)
+            if self.publish_one(campaign, key):
+                done += 1
             self.last[key] = time.monotonic()
             self.cost[key] = self.last[key] - started
             del self.dirty[key]
-            done += 1
         self.published += done
         return done

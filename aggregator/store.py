@@ -8,12 +8,18 @@ that version's state only; field names in ``ldptel.keys``):
                           and never modified; the worker replaces a set of fields by one field
                           holding their sum (atomically, with the XACK of the entries it adds),
                           so a window's state is the sum of all its ``acc:<window>:*`` fields.
+
+Its counters, in the hash ``keys.counts_key`` (the reader role reads them, never the state),
+written by the same ``scripts.COMMIT``:
+
 - ``n:<window>``          reports counted in the window (same total as the accumulators' ``n``;
                           cheap to read for listings).
 - ``entries:<window>``    stream entries counted in the window.
 - ``updated:<window>``    epoch milliseconds of the last commit touching the window.
 - ``rejected``            entries that could not be decoded (acknowledged, not counted; they stay
                           in the stream until retention trims them).
+
+``move_counters`` moves them out of a state hash written before they had their own hash.
 
 Reads: ``load_accumulator`` (sum over shards and fields: what ``ldptel.aggregator.publish``
 decodes), and for the export endpoints and pages ``list_windows``, ``window_counts``,
@@ -47,7 +53,7 @@ from ldptel.keys import (
     UPDATED_PREFIX,
 )
 from ldptel.redis_client import AnyRedis
-from ldptel.tally import state_keys
+from ldptel.tally import counts_keys, state_keys
 
 TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 
@@ -63,10 +69,10 @@ def new_accumulator(campaign: Campaign) -> Accumulator:
 
 def release_sizes(r: AnyRedis, campaign: Campaign, window: int) -> list[int]:
     """The real reports of each shuffled release committed in ``window`` (``rel:<window>:<id>``
-    fields of every shard; campaigns in a shuffled privacy mode), in no particular order."""
+    fields of every shard's counts hash; campaigns in a shuffled privacy mode), sorted."""
     prefix = f"{keys.RELEASE_PREFIX}{window}:".encode()
     sizes: list[int] = []
-    for key in state_keys(campaign):
+    for key in counts_keys(campaign):
         fields = [f for f in cast(list[bytes], r.hkeys(key)) if f.startswith(prefix)]
         if fields:
             sizes += [int(v) for v in cast(list[bytes], r.hmget(key, fields)) if v is not None]
@@ -105,7 +111,9 @@ def delete_windows(r: AnyRedis, campaign: Campaign, windows: list[int]) -> int:
     if not windows:
         return 0
     run = scripts.of(r)
-    return sum(int(run.call("EXPIRE_WINDOWS", keys=[key], args=windows)) for key in state_keys(campaign))
+    return sum(int(run.call("EXPIRE_WINDOWS", keys=[keys.state_key(campaign.name, s, campaign.version),
+                                                    keys.counts_key(campaign.name, s, campaign.version)],
+                            args=windows)) for s in range(campaign.shards))
 
 
 def check_state(r: AnyRedis, campaign: Campaign, shard: int, template: Accumulator) -> None:
@@ -183,16 +191,27 @@ def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list
     ``b"stale"`` (a field was replaced meanwhile); nothing is written unless ``b"ok"``."""
     now_ms = str(int(time.time() * 1000))
     sets: list = []
+    cset: list = []
     for w, total in totals.items():
-        sets += [keys.acc_field(w, secrets.token_hex(8)), total.to_bytes(), f"{UPDATED_PREFIX}{w}", now_ms]
-    sets += list(extra or [])
+        sets += [keys.acc_field(w, secrets.token_hex(8)), total.to_bytes()]
+        cset += [f"{UPDATED_PREFIX}{w}", now_ms]
+    cset += list(extra or [])  # a shuffled release's rel:<window>:<id> (a counter, beside n:)
     incr: list = []
     for w, acc in deltas.items():
         incr += [f"{N_PREFIX}{w}", acc.n, f"{ENTRIES_PREFIX}{w}", entries.get(w, 0)]
     if rejected:
         incr += [REJECTED, rejected]
-    args = [keys.GROUP, consumer, len(ids), len(replaced), len(sets) // 2, len(incr) // 2,
-            *ids, *replaced, *sets, *incr]
+    args = [keys.GROUP, consumer, len(ids), len(replaced), len(sets) // 2, len(incr) // 2, len(cset) // 2,
+            *ids, *replaced, *sets, *incr, *cset]
     stream = keys.stream_key(campaign.name, shard)
     state = keys.state_key(campaign.name, shard, campaign.version)
-    return scripts.of(r).call("COMMIT", keys=[stream, state], args=args)[0]
+    counts = keys.counts_key(campaign.name, shard, campaign.version)
+    return scripts.of(r).call("COMMIT", keys=[stream, state, counts], args=args)[0]
+
+
+def move_counters(r: AnyRedis, campaign: Campaign, shard: int) -> int:
+    """Move the counters a state hash written before ``keys.counts_key`` existed still holds
+    (``scripts.MOVE_COUNTERS``, atomic and idempotent); the number of fields moved."""
+    state = keys.state_key(campaign.name, shard, campaign.version)
+    counts = keys.counts_key(campaign.name, shard, campaign.version)
+    return int(scripts.of(r).call("MOVE_COUNTERS", keys=[state, counts]))

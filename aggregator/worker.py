@@ -110,14 +110,15 @@ class Worker:
 
     # --- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
-        """Load the campaign registry, create the groups, check the stored state, take over dead
-        consumers' entries."""
+        """Load the campaign registry, create the groups, move old counters out of the state
+        (``store.move_counters``), check the stored state, take over dead consumers' entries."""
         self.live.refresh(force=True)
         self.reload()
         self.ensure_keys()
         for slot in self.slots:
             self.create_group(slot)
             for v, camp in slot.versions.items():
+                store.move_counters(self.r, camp, slot.shard)  # state written before counts_key
                 store.check_state(self.r, camp, slot.shard, slot.templates[v])
             slot.history = True
         self.claim_dead()

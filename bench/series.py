@@ -151,14 +151,14 @@ def main() -> None:
 def _in_process(client, path: str, headers: dict, repeat: int, cold: bool) -> float:
     """p50 ms of ``path`` in process; ``cold``: with the process's parsed publications and kept
     answer bodies dropped before each request (every publication read and parsed again)."""
-    from ldptel.server import documents, series
+    from ldptel.server import body_cache, documents
 
     client.get(path, headers=headers)
     times = []
     for _ in range(repeat):
         if cold:
             documents._parsed.clear()
-            series._bodies.clear()
+            body_cache.CACHE.clear()
         t = time.perf_counter()
         assert client.get(path, headers=headers).status_code == 200
         times.append((time.perf_counter() - t) * 1000)

@@ -7,6 +7,7 @@ builds a mechanism for simulations and notebooks. Errors: ``TelemetryError`` and
 
 from ldptel.client.delivery import FlushResult
 from ldptel.client.errors import (
+    BadConfig,
     CampaignRefused,
     QueueUnavailable,
     TelemetryError,
@@ -19,7 +20,7 @@ from ldptel.errors import LdptelError
 from ldptel.mechanisms import MECHANISMS, Mechanism, create_mechanism, recommend_oracle
 
 __all__ = [
-    "MECHANISMS", "CampaignRefused", "FlushResult", "Health", "LdptelError", "Mechanism", "QueueUnavailable",
-    "TelemetryClient", "TelemetryError", "UnknownCampaign", "VersionClosed", "create_mechanism",
-    "recommend_oracle",
+    "MECHANISMS", "BadConfig", "CampaignRefused", "FlushResult", "Health", "LdptelError", "Mechanism",
+    "QueueUnavailable", "TelemetryClient", "TelemetryError", "UnknownCampaign", "VersionClosed",
+    "create_mechanism", "recommend_oracle",
 ]

@@ -1,10 +1,13 @@
 """Campaign configs and the collector's limits as the SDK knows them.
 
-They come from ``GET /v1/campaigns`` and are kept in memory and in the queue file (so reporting
-works offline after a restart). ``fetch`` asks the collector (blocking: for ``flush`` and explicit
-calls); ``current`` never does: it answers from memory or the file and, when they are older than
-the TTL, refreshes them on a background thread. Only when nothing is known at all (the first run
-of a device) does ``current`` wait — at most ``wait`` seconds — for that first answer.
+They come from ``GET /v1/campaigns`` (an answer over ``MAX_ANSWER_BYTES`` is refused while it is
+read: a broken or malicious collector cannot make the device allocate more) and are kept in memory
+and in the queue file (so reporting works offline after a restart). ``fetch`` asks the collector
+(blocking: for ``flush`` and explicit calls); ``current`` never does: it answers from memory or the
+file and, when they are older than the TTL, refreshes them on a background thread. Only when
+nothing is known at all (the first run of a device) does ``current`` wait — at most ``wait``
+seconds — for that first answer. ``check_config`` checks what the SDK computes with in a
+campaign's config (``mechanism_cache`` builds the mechanism, which checks the rest).
 
 Every answer of the collector carries a digest of its campaigns (``delivery.HINT_HEADER``); when
 an answer's digest differs from that of the configs held (``notice``), they are refreshed on a
@@ -21,13 +24,30 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ldptel.campaign_limits import MAX_DEVICE_ANSWER_BYTES
 from ldptel.client.delivery import AUTH_STATUS, HttpStatus
-from ldptel.client.errors import TelemetryError, UnknownCampaign, VersionClosed
+from ldptel.client.errors import BadConfig, TelemetryError, UnknownCampaign, VersionClosed
 from ldptel.client.limits import Limits
 
 log = logging.getLogger("ldptel.client")
 
 META_KEY = "campaigns"
+MAX_ANSWER_BYTES = MAX_DEVICE_ANSWER_BYTES  # a larger GET /v1/campaigns is refused while reading
+# public config keys the SDK computes with, and their smallest value (the mechanism checks the rest)
+INT_KEYS = {"version": 1, "window_seconds": 0, "reports_per_window": 1}
+
+
+def check_config(campaign: str, cfg: Any) -> None:
+    """``BadConfig`` naming the campaign and key unless ``cfg`` is an object whose ``INT_KEYS``
+    (when present) are integers at least their minimum."""
+    if not isinstance(cfg, dict):
+        raise BadConfig(f"campaign {campaign!r}: the collector's config is not an object; its reports "
+                        "are dropped")
+    for key, low in INT_KEYS.items():
+        v = cfg.get(key, low)
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise BadConfig(f"campaign {campaign!r}: the collector's config has {key} = {v!r} (an "
+                            f"integer of at least {low} is needed); its reports are dropped")
 
 
 def version_config(cfg: dict, version: int | None) -> dict | None:

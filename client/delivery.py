@@ -142,12 +142,21 @@ class Attempt:
                    reason=f"collector answered {exc}", retry_after=exc.retry_after)
 
 
+class AnswerTooLarge(OSError):
+    """An answer longer than the caller's ``max_bytes``: refused while reading (not kept)."""
+
+
+ERROR_BODY_BYTES = 64 << 10  # of an error answer, at most this much is read
+
+
 def request(url: str, token: str, timeout: float, method: str, body: bytes | None = None,
-            content_type: str | None = None, headers_seen: dict[str, str] | None = None) -> bytes:
+            content_type: str | None = None, headers_seen: dict[str, str] | None = None,
+            max_bytes: int | None = None) -> bytes:
     """The response body of one bearer-authenticated request; ``HttpStatus`` for a non-2xx answer,
-    ``BodyCutOff`` when the connection broke while the body was being written, ``OSError`` for
-    other network errors and timeouts. ``headers_seen``, if given, receives the answer's headers
-    (of an error answer too), by lower-case name."""
+    ``BodyCutOff`` when the connection broke while the body was being written, ``AnswerTooLarge``
+    for an answer over ``max_bytes`` (read no further), ``OSError`` for other network errors and
+    timeouts. ``headers_seen``, if given, receives the answer's headers (of an error answer too), by
+    lower-case name."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
@@ -156,9 +165,16 @@ def request(url: str, token: str, timeout: float, method: str, body: bytes | Non
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             if headers_seen is not None:
                 headers_seen.update((k.lower(), v) for k, v in resp.headers.items())
-            return resp.read()
+            if max_bytes is None:
+                return resp.read()
+            if resp.length is not None and resp.length > max_bytes:
+                raise AnswerTooLarge(f"the answer is {resp.length} bytes, over {max_bytes}")
+            data = resp.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                raise AnswerTooLarge(f"the answer is over {max_bytes} bytes")
+            return data
     except urllib.error.HTTPError as exc:
-        raw = exc.read() if exc.fp is not None else b""
+        raw = exc.read(ERROR_BODY_BYTES) if exc.fp is not None else b""
         answer = {k.lower(): v for k, v in exc.headers.items()} if exc.headers else {}
         if headers_seen is not None:
             headers_seen.update(answer)

@@ -32,8 +32,15 @@ class VersionClosed(TelemetryError):
         self.reason = reason
 
 
+class BadConfig(TelemetryError):
+    """A campaign config from the collector that fails validation (ε outside [0.01, 10], NaN, a
+    negative domain size, RAPPOR's f = 0, …): that campaign's reports are dropped and counted as
+    ``bad_config`` by ``report()``, never raised into the app (``mechanism()`` raises it)."""
+
+
 class QueueUnavailable(TelemetryError):
     """The SDK's queue file cannot be opened (e.g. a read-only directory)."""
 
 
-__all__ = ["CampaignRefused", "QueueUnavailable", "TelemetryError", "UnknownCampaign", "VersionClosed"]
+__all__ = ["BadConfig", "CampaignRefused", "QueueUnavailable", "TelemetryError", "UnknownCampaign",
+           "VersionClosed"]

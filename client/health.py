@@ -22,7 +22,9 @@ LOG_EVERY_S = 60.0
 
 @dataclass
 class Health:
-    """``ok``: reports are being queued; ``queue_error`` / ``config_error``: why not (None: fine);
+    """``ok``: reports are being queued; ``queue_error`` / ``config_error`` / ``store_error``: why
+    not (None: fine; ``store_error``: the SDK's file was deleted or replaced while open, its device
+    secret and privacy ledger with it, so new reports are dropped until the app restarts);
     ``dropped``: reports dropped on the device since the client started, by reason;
     ``last_error``: the error of the last drop; ``pending``: reports queued; ``clipped``: values
     of numeric campaigns outside [lower, upper], reported clipped to the range, by campaign."""
@@ -34,6 +36,7 @@ class Health:
     last_error: str | None = None
     pending: int = 0
     clipped: dict[str, int] = field(default_factory=dict)
+    store_error: str | None = None
 
 
 class DropCounter:

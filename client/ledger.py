@@ -8,8 +8,14 @@ Tables (in the queue file):
   refused, over_window, window_start, window_reports)`` — reports queued; Σ ε₁ of the fresh
   (not memoized) ones; Σ ε∞ charged for memoized values (each distinct value costs ε∞ once, the
   sum never above the mechanism's ``epsilon_lifetime``) and their number; reports refused by
-  ``lifetime_epsilon``; ``report()`` calls beyond ``reports_per_window``; the current window's start
-  (epoch s, UTC-aligned as ``keys.window_start``; 0 for ``"all"``) and reports queued in it;
+  ``lifetime_epsilon``; ``report()`` calls beyond ``reports_per_window``; the last window's start
+  (epoch s, UTC-aligned as ``keys.window_start``; 0 for ``"all"``) and reports queued in it (shown
+  by ``snapshot``);
+- ``ledger_windows(campaign, window_start, reports)`` — reports queued per campaign and window,
+  for every window of the last ``WINDOWS_KEPT_S`` (at most ``WINDOWS_KEPT`` per campaign, the
+  newest): the cap of ``reports_per_window`` reads it, so a device clock flipping between two
+  days (or any windows) finds each window's own count and admits nothing extra (the ledger once
+  kept the last window only, and a clock alternating today/yesterday admitted 10 of 10 reports);
 - ``ledger_values(campaign, version, value_key)`` — the memoized values, as HMAC-SHA256 under a
   key derived from the device secret: never the raw value.
 
@@ -44,6 +50,12 @@ CREATE TABLE IF NOT EXISTS ledger (
     window_reports INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (campaign, version)
 );
+CREATE TABLE IF NOT EXISTS ledger_windows (
+    campaign TEXT NOT NULL,
+    window_start INTEGER NOT NULL,
+    reports INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (campaign, window_start)
+);
 CREATE TABLE IF NOT EXISTS ledger_values (
     campaign TEXT NOT NULL,
     version INTEGER NOT NULL,
@@ -56,6 +68,12 @@ NO_CAP = 1 << 62  # reports per window of a config without ``reports_per_window`
 REFUSALS = {"reports_per_window": "its reports_per_window were sent in this window",
             "lifetime_epsilon": "it would take the privacy ledger past lifetime_epsilon"}
 SPENT = "COALESCE(SUM(epsilon_reports + epsilon_memoized), 0)"
+WINDOWS_KEPT_S = 400 * 86_400  # per-window counts older than this (before the newest) are dropped
+WINDOWS_KEPT = 10_000  # and at most this many windows per campaign (the newest)
+# ledger files written before ledger_windows: their last window's count carries over
+MIGRATE_WINDOWS = ("INSERT OR IGNORE INTO ledger_windows (campaign, window_start, reports) "
+                   "SELECT campaign, window_start, SUM(window_reports) FROM ledger WHERE window_start >= 0 "
+                   "GROUP BY campaign, window_start")
 TOLERANCE = 1e-9  # float sums of ε: a charge landing exactly on the limit is within it
 
 
@@ -91,7 +109,10 @@ class PrivacyLedger:
                  scope: str = "campaign") -> None:
         self.queue, self.key = queue, key
         self.lifetime_epsilon, self.scope = check_limit(lifetime_epsilon, scope)
+        fresh = not queue.query("SELECT name FROM sqlite_master WHERE name = 'ledger_windows'")
         queue.execute_script(SCHEMA)
+        if fresh:
+            queue.execute_script(MIGRATE_WINDOWS + ";")
 
     def value_key(self, campaign: str, value: Any) -> bytes:
         """HMAC-SHA256 of (campaign, value's type and text) under the device's ledger key."""
@@ -121,7 +142,7 @@ class PrivacyLedger:
         """Inside the queue's transaction: None and the charge recorded, or the reason of a
         refusal (``"reports_per_window"``, ``"lifetime_epsilon"``), counted."""
         db.execute("INSERT OR IGNORE INTO ledger (campaign, version) VALUES (?, ?)", (c.campaign, c.version))
-        in_window = db.execute("SELECT COALESCE(SUM(window_reports), 0) FROM ledger WHERE campaign = ? "
+        in_window = db.execute("SELECT COALESCE(SUM(reports), 0) FROM ledger_windows WHERE campaign = ? "
                                "AND window_start = ?", (c.campaign, c.window_start)).fetchone()[0]
         if in_window >= c.per_window:
             self._count(db, c, "over_window")
@@ -145,7 +166,20 @@ class PrivacyLedger:
         db.execute("UPDATE ledger SET reports = reports + 1, window_reports = CASE WHEN window_start = ? "
                    "THEN window_reports + 1 ELSE 1 END, window_start = ? WHERE campaign = ? AND version = ?",
                    (c.window_start, c.window_start, c.campaign, c.version))
+        db.execute("INSERT INTO ledger_windows (campaign, window_start, reports) VALUES (?, ?, 1) "
+                   "ON CONFLICT (campaign, window_start) DO UPDATE SET reports = reports + 1",
+                   (c.campaign, c.window_start))
+        self._prune(db, c.campaign)
         return None
+
+    def _prune(self, db: sqlite3.Connection, campaign: str) -> None:
+        """Drop the campaign's window counts older than ``WINDOWS_KEPT_S`` before its newest
+        window, and beyond the newest ``WINDOWS_KEPT``."""
+        newest = db.execute("SELECT MAX(window_start) FROM ledger_windows WHERE campaign = ?",
+                            (campaign,)).fetchone()[0]
+        db.execute("DELETE FROM ledger_windows WHERE campaign = ? AND (window_start < ? OR window_start < "
+                   "(SELECT window_start FROM ledger_windows WHERE campaign = ? ORDER BY window_start DESC "
+                   "LIMIT 1 OFFSET ?))", (campaign, newest - WINDOWS_KEPT_S, campaign, WINDOWS_KEPT - 1))
 
     def _epsilon(self, db: sqlite3.Connection, c: Charge) -> tuple[float, bool]:
         """(what admitting ``c`` adds, whether its value is newly memoized): ε₁ for a fresh

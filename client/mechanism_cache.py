@@ -1,13 +1,18 @@
 """The SDK's mechanisms per (campaign, version), built from the public config once, and the
 device's own ε limit: a campaign whose privacy loss (``builder.privacy_loss``: RAPPOR's ε∞ or the
-per-report ε) exceeds ``max_epsilon`` is refused, whatever the server says."""
+per-report ε) exceeds ``max_epsilon`` is refused, whatever the server says. A config that fails
+validation (``configs.check_config``, then the mechanism's own checks: ε in [0.01, 10], finite
+bounds, …) raises ``BadConfig`` naming the campaign, never a bare ``ValueError``: a malicious or
+broken collector cannot make ``report()`` raise into the app."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 
-from ldptel.client.errors import CampaignRefused, TelemetryError
+from ldptel.client.configs import check_config
+from ldptel.client.errors import BadConfig, CampaignRefused, TelemetryError
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.builder import CAMPAIGN_KINDS, build_mechanism, privacy_loss, uses_device_secret
 
@@ -33,9 +38,16 @@ class MechanismCache:
             if cached is None or cached[0] != cfg:
                 if cfg.get("kind", "frequency") not in CAMPAIGN_KINDS:
                     raise TelemetryError(f"campaign {campaign!r}: unknown campaign kind {cfg['kind']!r}")
+                check_config(campaign, cfg)
                 secret = self._secret_of(campaign) if uses_device_secret(cfg) else None
-                built = build_mechanism(cfg, secret)
-                what, eps = privacy_loss(built)
+                try:
+                    built = build_mechanism(cfg, secret)
+                    what, eps = privacy_loss(built)
+                    if not math.isfinite(eps) and built.name != "histogram":
+                        raise ValueError(f"its {what} is {eps}")
+                except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
+                    raise BadConfig(f"campaign {campaign!r}: the collector's config cannot be used "
+                                    f"({type(exc).__name__}: {exc}); its reports are dropped") from None
                 if built.name == "histogram":
                     if not self.accept_unrandomized:
                         raise CampaignRefused(

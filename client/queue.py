@@ -24,7 +24,9 @@ lock, so a ``ReportQueue`` can be shared by threads; several processes may share
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -32,6 +34,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import platformdirs
+
+log = logging.getLogger("ldptel.client")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS reports (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -52,10 +57,47 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 VERSION_COLUMNS = ("reports", "chunks")
 
 
+def _name(url: str) -> str:
+    return f"queue-{hashlib.sha256(url.encode()).hexdigest()[:12]}.sqlite"
+
+
 def default_queue_path(url: str) -> Path:
-    """``~/.cache/ldptel/queue-<hash of url>.sqlite``."""
+    """``<user data dir>/ldptel/queue-<hash of url>.sqlite``: ``$XDG_DATA_HOME`` (default
+    ``~/.local/share``) on Linux, ``~/Library/Application Support`` on macOS, ``%LOCALAPPDATA%``
+    on Windows (``platformdirs.user_data_dir``). Not a cache directory: the file holds the device
+    secret and the privacy ledger, which cleaners must not delete (a wipe once made a new device
+    secret and charged ε again for a memoized value)."""
+    return Path(platformdirs.user_data_dir("ldptel", appauthor=False)) / _name(url)
+
+
+def legacy_queue_path(url: str) -> Path:
+    """Where SDKs before the data directory kept the file: ``$XDG_CACHE_HOME/ldptel/…``."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ldptel"
-    return base / f"queue-{hashlib.sha256(url.encode()).hexdigest()[:12]}.sqlite"
+    return base / _name(url)
+
+
+def store_path(given: str | os.PathLike | None, url: str) -> Path:
+    """The SDK's file: ``given``, else ``default_queue_path(url)``, where an older SDK's file in
+    the cache directory is moved first (``adopt_legacy``)."""
+    if given:
+        return Path(given)
+    path = default_queue_path(url)
+    if adopt_legacy(path, legacy_queue_path(url)):
+        log.info("moved the SDK's file from the cache directory to %s", path)
+    return path
+
+
+def adopt_legacy(path: Path, legacy: Path) -> bool:
+    """Move the file an older SDK kept at ``legacy`` (with its WAL and shared-memory files) to
+    ``path`` if only the legacy one exists; True if moved (the device keeps its secret and ledger)."""
+    if path.exists() or not legacy.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        old = legacy.with_name(legacy.name + suffix)
+        if old.exists():
+            shutil.move(str(old), str(path.with_name(path.name + suffix)))
+    return True
 
 
 @dataclass(frozen=True)
@@ -82,6 +124,9 @@ class ReportQueue:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # durable against process crashes
         self._db.executescript(SCHEMA)
+        st = os.stat(self.path)
+        self.identity = (st.st_dev, st.st_ino)  # the file this connection writes (``lost``)
+        self._lost: str | None = None
         for table in VERSION_COLUMNS:
             columns = [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]
             if "version" not in columns:
@@ -229,6 +274,21 @@ class ReportQueue:
             else:
                 value = bytes(row[0])
             return value
+
+    def lost(self) -> str | None:
+        """Why the open file is no longer the one at ``path`` (deleted, or replaced by another
+        file), else None: what is written now would be lost with the process (its device secret
+        and ledger too). Once lost, always lost (logged once)."""
+        if self._lost is None:
+            try:
+                st = os.stat(self.path)
+                if (st.st_dev, st.st_ino) != self.identity:
+                    self._lost = f"{self.path} was replaced by another file while open"
+            except FileNotFoundError:
+                self._lost = f"{self.path} was deleted while open"
+            if self._lost is not None:
+                log.error("the SDK's store is gone: %s", self._lost)
+        return self._lost
 
     def close(self) -> None:
         with self._lock:

@@ -4,10 +4,9 @@
     client.report("homepage", "b")     # randomized now (ε-LDP); only the randomized report is queued
     client.flush()                     # or client.start() for a background sender
 
-- Campaign configs and the collector's limits come from ``GET /v1/campaigns`` and are cached
-  (memory, and the SQLite file so reporting works offline after a restart); once stale they are
-  refreshed on a background thread (``ldptel.client.configs``): ``report`` never makes a network
-  request (on a device's first run it waits at most ``timeout`` s for the first answer).
+- Campaign configs and the collector's limits come from ``GET /v1/campaigns``, cached in memory
+  and the SQLite file, refreshed in the background (``ldptel.client.configs``): ``report`` never
+  makes a network request (a device's first run waits at most ``timeout`` s for the first answer).
 - ``report(campaign, value)`` randomizes immediately with the campaign's mechanism and OS
   randomness; the raw value is never stored or sent. Reports wait in a SQLite queue
   (``ldptel.client.queue``), which survives restarts. When the queue cannot be opened or written
@@ -18,13 +17,11 @@
   chunk of one campaign within the collector's limits, each chunk under a batch_id fixed before
   its first attempt, so a retry is deduplicated by the collector (``ldptel.client.sending``; what
   each answer means is ``ldptel.client.delivery.classify``).
-- RAPPOR and heavy hitters: the device secret (RAPPOR's cohort and memoized permanent randomized
-  response, the heavy-hitter level and seed-pool index) is created once and kept in the SQLite
-  file; each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.mechanisms.device_secret``).
-  Mechanisms are built from the public config by ``ldptel.mechanisms.builder``.
+- The device secret (RAPPOR's cohort and permanent response, the heavy-hitter level and seed
+  index) is drawn once and kept in the SQLite file (in a data directory, ``queue.store_path``);
+  each campaign uses HMAC-SHA256(secret, campaign name) (``ldptel.mechanisms.device_secret``).
 
-Thread-safe: ``report`` and ``flush`` may be called from any thread.
-Depends only on the standard library, numpy and protobuf (through the mechanisms).
+Thread-safe. Depends only on the standard library, numpy, protobuf and platformdirs.
 """
 
 from __future__ import annotations
@@ -35,12 +32,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldptel.client import delivery
+from ldptel.client.configs import MAX_ANSWER_BYTES as ANSWER_CAP
 from ldptel.client.configs import META_KEY, CampaignConfigs, config_for, version_config
 from ldptel.client.delivery import FlushResult
 from ldptel.client.errors import (
@@ -54,14 +51,11 @@ from ldptel.client.health import DropCounter, Health
 from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits, fit_rows
 from ldptel.client.mechanism_cache import MechanismCache
-from ldptel.client.queue import ReportQueue, default_queue_path
+from ldptel.client.queue import ReportQueue, default_queue_path, store_path
 from ldptel.client.sealed import ClockOffset, is_sealed, unsealed
 from ldptel.client.sending import BackgroundSender, Sender
 from ldptel.mechanisms.base import Mechanism
-from ldptel.mechanisms.builder import (
-    uses_device_secret,
-    value_index,
-)
+from ldptel.mechanisms.builder import uses_device_secret, value_index
 from ldptel.mechanisms.claims import report_cost
 from ldptel.mechanisms.device_secret import derive, device_secret
 from ldptel.mechanisms.numeric import NumericMechanism
@@ -129,7 +123,7 @@ class TelemetryClient:
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
         self.rng = rng
-        self.queue_path = Path(queue_path or default_queue_path(self.url))
+        self.queue_path = store_path(queue_path, self.url)
         self._queue: ReportQueue | None = None
         self._queue_error: str | None = None  # why the queue cannot be opened or written
         self._queue_retry_at = -float("inf")
@@ -174,8 +168,11 @@ class TelemetryClient:
 
     def _store(self, campaign: str, rows: list[tuple[str, int, bytes, int]], n: int,
                guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
-        """Queue ``rows`` (if ``guard``, the ledger, admits them in the same transaction); on a
-        storage error drop them, count them, and say why (``health``)."""
+        """Queue ``rows`` (``guard``, the ledger, admits them in the same transaction); on a storage
+        error or a store lost (deleted or replaced while open) drop, count and say why (``health``)."""
+        if self._queue is not None and (lost := self._queue.lost()) is not None:
+            self._drop_here("store_lost", n, f"campaign {campaign!r}: {lost}; dropped until the app restarts")
+            return False
         try:
             queued = self.queue.append_many(rows, guard)
         except STORAGE_ERRORS as exc:
@@ -186,17 +183,17 @@ class TelemetryClient:
         return queued
 
     def _drop_here(self, reason: str, n: int, error: str) -> None:
-        if reason.startswith("queue"):
-            self._queue_error = error
+        self._queue_error = error if reason.startswith("queue") else self._queue_error
         self._dropped.add(reason, n, error)  # logged, at most once a minute per reason
 
     def health(self) -> Health:
         """Whether reports are being queued, and what was dropped on the device and why."""
         config_error = None if self._configs.configs else (self._configs.last_error or "no configs yet")
-        return Health(ok=self._queue_error is None and config_error is None,
+        store_error = self._queue.lost() if self._queue is not None else None
+        return Health(ok=self._queue_error is None and config_error is None and store_error is None,
                       queue_error=self._queue_error, config_error=config_error,
                       dropped=self._dropped.snapshot(), last_error=self._dropped.last_error,
-                      pending=self.pending(), clipped=self._clipped.snapshot())
+                      pending=self.pending(), clipped=self._clipped.snapshot(), store_error=store_error)
 
     # --- campaign configs ---------------------------------------------------------------------
     def campaigns(self, refresh: bool = False) -> dict[str, dict]:
@@ -315,11 +312,10 @@ class TelemetryClient:
         return True
 
     def report_many(self, campaign: str, values: Sequence[Any]) -> int:
-        """Randomize many values at once (vectorized), each as an independent report — for RAPPOR
-        each value is a separate simulated device (own cohort and permanent response). For
-        simulations and load tests; returns the number queued. Simulated devices are not this
-        device: the ledger and ``reports_per_window`` do not apply. (Heavy hitters: each value a device
-        with its own level and seed index.) Rows are split to fit the collector's ``max_body_bytes``."""
+        """Randomize many values at once (vectorized), each an independent report of a simulated
+        device (RAPPOR: its own cohort and permanent response; heavy hitters: level and seed index),
+        for simulations and load tests: the ledger and ``reports_per_window`` do not apply. Rows
+        fit the collector's ``max_body_bytes``. Returns the number queued."""
         prepared = self._for_report(campaign, len(values))
         if prepared is None:
             return 0
@@ -389,7 +385,7 @@ class TelemetryClient:
         """``GET /v1/campaigns``: the answer and its campaigns digest."""
         seen: dict[str, str] = {}
         body = delivery.request(self.url + "/v1/campaigns", self.token, self.timeout, "GET",
-                                headers_seen=seen)
+                                headers_seen=seen, max_bytes=ANSWER_CAP)  # larger: refused while read
         return body, seen.get(delivery.HINT_HEADER)
 
     # --- background sender ------------------------------------------------------------------

@@ -111,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--campaign", default=None, help="only this campaign (default: all)")
     audit.add_argument("--reports", type=int, default=200_000,
                        help="reports per input of the ratio test")
-    camps = command("campaigns", "the campaign registry in Redis: list, show NAME, set NAME KEY=VALUE…, "
-                                 "apply --config FILE")
+    camps = command("campaigns", "the campaign registry in Redis: list, show NAME, history NAME, "
+                                 "set NAME KEY=VALUE…, apply --config FILE, rollback NAME --to VERSION")
     campaigns_arguments(camps, HelpFormatter)
 
     acl = command("redis-acl", "create or update the least-privilege Redis user of each role and "
@@ -158,7 +158,15 @@ def campaigns_arguments(camps: argparse.ArgumentParser, formatter: type[argparse
     change.add_argument("name")
     change.add_argument("changes", nargs="+", metavar="KEY=VALUE",
                         help="a key of its [[campaigns]] table and a TOML value (a bare word is a string)")
-    action("apply", "create or update the campaigns of a TOML file (--config)")
+    apply = action("apply", "create or update the campaigns of a TOML file (--config); the drift it "
+                            "overrides is printed")
+    apply.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
+    apply.add_argument("--force", action="store_true",
+                       help="apply also over campaigns changed through the admin API since the last apply")
+    action("history", "one campaign's changes: when, who, what").add_argument("name")
+    back = action("rollback", "a new version equal to an old one (campaign-wide keys stay as they are)")
+    back.add_argument("name")
+    back.add_argument("--to", type=int, required=True, metavar="VERSION", help="the version to return to")
 
 
 ACL_OPTIONS: dict[str, dict] = {  # ldptel redis-acl

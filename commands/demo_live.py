@@ -80,7 +80,7 @@ class LiveDevices:
 
     def change(self) -> None:
         name, keys = CHANGE
-        done = registry.patch(self.admin, name, keys)
+        done = registry.patch(self.admin, name, keys, by="ldptel demo (live change)", via="cli")
         if done is not None:
             self.say(f"live change: {done.line()} — devices follow at their next send; its trend "
                      f"marks where version {done.version} starts")

@@ -41,7 +41,7 @@ class Stack:
         try:
             self.redis = connect(self.redis_server.url, role="reader")
             self.admin = connect(self.redis_server.url, role="admin")
-            registry.apply(self.admin, config.tables)
+            registry.apply(self.admin, config.tables, by="ldptel demo", via="apply")
             self.app = create_app(config, self.redis_server.url)
             if "export" not in self.app.blueprints:
                 from ldptel.server.export import bp

@@ -2,8 +2,9 @@
 [--workers N] [--read-port P --read-workers N --read-nice K]``.
 
 Loads and validates the config (a bad one exits 2 with a message naming the key, via the CLI),
-applies its campaigns to the registry in Redis (``ldptel.registry``; a changed randomization
-parameter makes a new campaign version),
+puts its campaigns that the registry in Redis does not hold yet into it (``ldptel.registry``;
+after that the registry is the source of truth: the drift is printed, ``ldptel campaigns apply``
+applies the file),
 picks Redis — ``--redis-url``, else ``$REDIS_URL``, else an embedded ``redis-server`` whose URL is
 printed, with its data (AOF) under ``$LDPTEL_DATA_DIR`` (default ``~/.local/share/ldptel``) in a
 directory per config file, locked (``DataDirLock``: a second ``serve`` of the config exits 2 naming
@@ -19,11 +20,12 @@ default), a shuffler (``ldptel shuffle``) runs beside it too, as a child restart
 The embedded Redis has a user per role (``ldptel.acl``) and a default user only this process
 knows the password of; every child connects as its role.
 
-This process then supervises (``server.supervisor``): a dead embedded Redis or aggregator is
-restarted with backoff; when a gunicorn (collector or reader pool) exits, everything stops. It owns the
+This process then supervises (``server.supervisor``): a dead embedded Redis, shuffler, aggregator
+or reader pool is restarted with backoff (ingest and the reader pool are independent children: a
+dead reader pool never takes ingest down); when the collector's gunicorn exits, everything stops. It owns the
 ``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.prom``): a fresh directory, removed at the
 end, from which a dead worker's live gauges are removed. Ctrl-C / SIGTERM stop everything cleanly:
-the gunicorn pools first (together), then the shuffler (it finishes its step) and the aggregator
+the collector's gunicorn first, then the reader pool, the shuffler (it finishes its step) and the aggregator
 (it finishes its commit), then Redis. If this process is killed outright, its children get
 SIGTERM from the kernel (``ldptel.process.die_with_parent``), so none is left holding the port or
 the data directory.
@@ -168,11 +170,11 @@ def run_serve(args: argparse.Namespace) -> int:
         if args.read_port:
             print(f"ldptel: reader pool on http://{args.host}:{args.read_port} ({args.read_workers} "
                   f"workers at nice {args.read_nice}): export API, queries, series and pages; ingest "
-                  f"only on port {args.port}", flush=True)
+                  f"only on port {args.port}; restarted if it dies", flush=True)
             read_options = gunicorn_options(args.host, args.read_port, args.read_workers, args.access_log,
                                             args.access_log_addresses, proc_name="ldptel-read")
-            pools.append(fork_collector(config, redis_url, read_options, run_aggregator,
-                                        reader=True, nice=args.read_nice))
+            children.append(reader_pool(config, redis_url, read_options, run_aggregator, args.read_nice))
+            children[-1].start()
         return supervise(pools, children)
     finally:
         for child in reversed(children):
@@ -197,19 +199,36 @@ def check_pool_args(args: argparse.Namespace) -> str | None:
 
 
 def apply_campaigns(config: Config, redis_url: str) -> None:
-    """Apply the file's campaigns to the registry (``registry.apply``: new campaigns, new versions,
-    in-place changes) and say what changed; a Redis that cannot be reached only warns (the
-    processes then serve the file's campaigns until the registry holds them)."""
+    """Put the file's campaigns that the registry does not hold into it (``registry.apply`` with
+    ``only_new``): after the first start the registry is the source of truth, so admin changes
+    survive a restart. Say what was created, where the registry differs from the file (the
+    drift: ``ldptel campaigns apply --config FILE`` applies the file), and which campaigns are
+    quarantined (a record that cannot be read: the others serve). A Redis that cannot be reached
+    only warns (the processes then serve the file's campaigns until the registry holds them)."""
     from redis.exceptions import RedisError
 
     from ldptel import registry
+    from ldptel.commands.campaigns import print_drift
+    from ldptel.config import ConfigError
     from ldptel.redis_client import connect
 
     try:
         r = connect(redis_url, role="admin", socket_connect_timeout=5.0, socket_timeout=10.0)
-        for change in registry.apply(r, config.tables):
+        applied = registry.apply(r, config.tables, by=f"serve ({config.path})", via="serve", only_new=True)
+        for change in applied.changes:
             if change.action != "unchanged":
                 print(f"ldptel: campaign {change.line()}", file=sys.stderr, flush=True)
+        if applied.drift:
+            print(f"ldptel: the registry differs from {config.path}; the registry's campaigns are kept "
+                  f"(`ldptel campaigns apply --config {config.path}` applies the file):",
+                  file=sys.stderr, flush=True)
+            print_drift(applied, "ldptel:   ", file=sys.stderr)
+        for name, why in applied.broken.items():
+            print(f"ldptel: warning: campaign {name!r} is quarantined ({why}); the others serve; "
+                  "an admin PUT or `ldptel campaigns apply` repairs it", file=sys.stderr, flush=True)
+    except ConfigError as exc:  # a new campaign of the file that the registry refuses
+        print(f"ldptel: warning: cannot register the file's new campaigns ({exc})", file=sys.stderr,
+              flush=True)
     except RedisError as exc:
         print(f"ldptel: warning: cannot apply the campaigns to the registry ({exc}); "
               "run `ldptel campaigns apply` once Redis is reachable", file=sys.stderr, flush=True)
@@ -308,6 +327,44 @@ def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supe
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+class ForkedPool:
+    """A gunicorn forked by ``fork_collector``, as ``Supervised`` sees a child process: ``pid``,
+    ``poll()`` (reaping it), ``returncode``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid: int = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = wait_pid(self.pid, 0)
+        return self.returncode
+
+    def stop(self) -> None:
+        if self.poll() is None:
+            self.returncode = stop_pids([self.pid])[0]
+
+
+def reader_pool(config: Config, redis_url: str, options: dict[str, Any], supervised: bool,
+                nice: int) -> Supervised:
+    """The reader pool (``--read-port``) as a supervised child: a dead one is forked again with
+    backoff, and ingest (the other gunicorn, a sibling) never notices."""
+    current: list[ForkedPool] = []
+
+    def launch() -> Any:
+        current[:] = [ForkedPool(fork_collector(config, redis_url, options, supervised, reader=True,
+                                                nice=nice))]
+        return current[0]
+
+    def halt() -> None:
+        for pool in current:
+            pool.stop()
+
+    from ldptel import prom
+
+    return Supervised("reader pool", launch, halt, prom.mark_dead)
 
 
 def supervise(pools: list[int], children: list[Supervised]) -> int:

@@ -1,8 +1,8 @@
-"""What keeps ``ldptel serve``'s children running: the embedded Redis, the shuffler and the aggregator are
-restarted when they die, after a backoff (``BACKOFF_MIN_S`` doubling up to ``BACKOFF_MAX_S``; back
-to the minimum once a child has stayed up ``STABLE_S``), and every exit and restart is logged.
-The collector (gunicorn, which restarts its own workers) is watched by ``serve`` itself: when it
-exits, ``serve`` stops the rest and exits.
+"""What keeps ``ldptel serve``'s children running: the embedded Redis, the shuffler, the aggregator
+and the reader pool are restarted when they die, after a backoff (``BACKOFF_MIN_S`` doubling up to
+``BACKOFF_MAX_S``; back to the minimum once a child has stayed up ``STABLE_S``), and every exit and
+restart is logged. The collector (gunicorn, which restarts its own workers) is watched by
+``serve`` itself: when it exits, ``serve`` stops the rest and exits.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,10 @@ class Supervised:
     """One restartable child: ``launch()`` starts it and returns its process, ``halt()`` stops it,
     ``on_exit(pid)`` runs once per death (e.g. to drop the dead process's live metrics)."""
 
-    def __init__(self, name: str, launch: Callable[[], subprocess.Popen], halt: Callable[[], None],
+    def __init__(self, name: str, launch: Callable[[], Any], halt: Callable[[], None],
                  on_exit: Callable[[int], None] | None = None) -> None:
         self.name, self.launch, self.halt, self.on_exit = name, launch, halt, on_exit
-        self.proc: subprocess.Popen | None = None
+        self.proc: Any = None  # a subprocess.Popen, or anything with pid, poll() and returncode
         self.restarts = 0
         self.delay = BACKOFF_MIN_S
         self._started = 0.0

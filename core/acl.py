@@ -17,9 +17,10 @@ so a script grants nothing its caller lacks. Hence the rules below:
 
 A role's write commands apply to all of its keys (e.g. the aggregator may DEL its own state):
 that is what 6.2 can express, and each role's keys are only the ones it already writes. The
-collector's ``XINFO STREAM`` (INGEST's "ids must grow" rule needs the stream's last id, and 6.2's
-XADD has no ``<ms>-*``) shows the first and last entry of the stream it appends to: with the
-shuffler on that is the ingress stream, whose batches the collector receives anyway.
+collector may only append (XADD) and read lengths: ``XINFO STREAM`` (whose ``FULL`` form lists
+every entry) is not granted; INGEST's "ids must grow" rule reads the last id it wrote from its own
+key (``keys.ingress_top_key``). The reader reads published estimates, the counters
+(``keys.counts_key``) and the registry, never the raw state of a window below ``min_reports``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ INGRESS = keys.ingress_key(ANY, ANY)  # the collector's ingress stream (the shuf
 SHUFFLE_LEASE = keys.shuffle_lease_key(ANY, ANY)
 SHUFFLED = keys.shuffle_metrics_key(ANY, ANY)  # the shuffler's counters
 SEEN = _tagged("seen:*")  # keys.seen_key (its batch id is hex of bytes, hence no call)
-STATE = keys.state_key(ANY, ANY) + "*"  # version 1's ``…:state`` and ``…:state:v<n>``
+STATE = keys.state_key(ANY, ANY) + "*"  # version 1's ``…:state`` and ``…:state:v<n>``: the aggregator's
+COUNTS = keys.counts_key(ANY, ANY) + "*"  # the state's counters (``…:counts``, ``…:counts:v<n>``)
+INGRESS_TOP = keys.ingress_top_key(ANY, ANY)
+STREAM_TOP = keys.stream_top_key(ANY, ANY)
 PUBLISHED = keys.published_key(ANY, ANY)  # ``{ldptel:*:0}:published:*`` (every version)
 PUBLISH_CLAIM = keys.publish_claim_key(ANY, ANY)
 COUNTERS = keys.metrics_key(ANY, ANY)
@@ -58,6 +62,7 @@ RATELIMIT = keys.ratelimit_key(ANY, ANY)
 AUTH_FAILURE = keys.auth_failure_key(ANY, ANY)
 SESSION = keys.session_key(ANY)
 REGISTRY = (keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY)
+REGISTRY_HISTORY = keys.registry_history_key(ANY)  # the admin's alone
 
 
 @dataclass(frozen=True)
@@ -83,27 +88,31 @@ def roles(config: Config) -> list[Role]:
     target = INGRESS if config.shuffler.enabled else STREAM
     return [
         Role("collector", "ingest: append accepted batches, dedupe markers, counters, rate limits",
-             (*SCRIPT_COMMANDS, "exists", "xadd", "xinfo|stream", "set", "get", "incr", "incrby", "decrby",
+             (*SCRIPT_COMMANDS, "exists", "xadd", "xlen", "set", "get", "incr", "incrby", "decrby",
               "hincrby", "expire", "expireat", "ttl"),
-             (target, SEEN, COUNTERS, keys.GLOBAL_METRICS_KEY, RATELIMIT, AUTH_FAILURE)),
-        Role("shuffler", "move ingress batches, shuffled, to the analysis stream",
+             (target, INGRESS_TOP, STREAM_TOP, SEEN, COUNTERS, keys.GLOBAL_METRICS_KEY, RATELIMIT,
+              AUTH_FAILURE)),
+        Role("shuffler", "move ingress batches, shuffled, to the analysis stream; its heartbeat",
              (*SCRIPT_COMMANDS, "xrange", "xdel", "xadd", "xinfo|stream", "get", "set", "del",
-              "hincrby"),
-             (INGRESS, STREAM, SHUFFLE_LEASE, SHUFFLED)),
+              "hincrby", "hset", "hdel", "hgetall"),
+             (INGRESS, STREAM, SHUFFLE_LEASE, SHUFFLED, keys.SHUFFLER_HEARTBEAT_KEY)),
         Role("aggregator", "consume the analysis stream; state, publications, heartbeat",
              (*SCRIPT_COMMANDS, "xreadgroup", "xack", "xgroup|create", "xgroup|delconsumer",
               "xpending", "xautoclaim", "xclaim", "xinfo|groups", "xinfo|consumers", "xtrim", "xlen",
-              "hkeys", "hscan", "hget", "hmget", "hgetall", "hset", "hdel", "hincrby", "hexists", "hstrlen",
+              "hkeys", "hscan", "hget", "hmget", "hgetall", "hset", "hsetnx", "hdel", "hincrby", "hexists",
+              "hstrlen",
               "get", "set", "del"),
-             (STREAM, STATE, PUBLISHED, PUBLISH_CLAIM, keys.HEARTBEAT_KEY, keys.ANALYZER_KEYS_KEY)),
-        Role("reader", "export API, pages, /healthz and /metrics, every process's registry reads",
+             (STREAM, STATE, COUNTS, PUBLISHED, PUBLISH_CLAIM, keys.HEARTBEAT_KEY, keys.ANALYZER_KEYS_KEY)),
+        Role("reader", "export API, pages, /healthz and /metrics, every process's registry reads: "
+                       "published estimates and counters, never raw state or entries",
              ("get", "hget", "hmget", "hgetall", "hkeys", "xlen"),
-             (PUBLISHED, STATE, COUNTERS, SHUFFLED, keys.GLOBAL_METRICS_KEY, keys.HEARTBEAT_KEY,
-              *REGISTRY, STREAM, INGRESS, keys.ANALYZER_KEYS_KEY)),
+             (PUBLISHED, COUNTS, COUNTERS, SHUFFLED, keys.GLOBAL_METRICS_KEY, keys.HEARTBEAT_KEY,
+              keys.SHUFFLER_HEARTBEAT_KEY, *REGISTRY, STREAM, INGRESS, keys.ANALYZER_KEYS_KEY)),
         Role("sessions", "operator sign-in: the session secret and the sessions",
              ("get", "set", "getex", "del"), (keys.SESSION_SECRET_KEY, SESSION)),
         Role("admin", "write the campaign registry (admin API, campaigns apply, serve's start)",
-             (*SCRIPT_COMMANDS, "get", "hget", "hgetall", "hset", "incr"), REGISTRY),
+             (*SCRIPT_COMMANDS, "get", "hget", "hgetall", "hset", "incr", "rpush", "lrange", "llen"),
+             (*REGISTRY, REGISTRY_HISTORY)),
     ]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,10 +13,18 @@ from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 from ldptel import privacy_modes
+from ldptel.campaign_limits import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_FREQUENCY_DOMAIN,
+    MAX_RANGE_DOMAIN,
+    check_costs,
+    check_labels,
+    check_version_bytes,
+)
 from ldptel.config_values import fail, read_int
 from ldptel.durations import parse_duration, parse_window
 from ldptel.mechanisms import MECHANISMS, NUMERIC_MECHANISMS, create_mechanism
-from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.base import MAX_EPSILON, MIN_EPSILON, Mechanism
 from ldptel.mechanisms.builder import CAMPAIGN_KINDS as KINDS
 from ldptel.mechanisms.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
 from ldptel.mechanisms.claims import privacy_claim
@@ -27,7 +34,7 @@ from ldptel.mechanisms.heavy_hitters import (
     pool_hash_range,
     walk_candidates,
 )
-from ldptel.mechanisms.numeric import default_numeric_mechanism
+from ldptel.mechanisms.numeric import check_bounds, default_numeric_mechanism
 from ldptel.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
 from ldptel.mechanisms.rappor import MAX_CANDIDATES, MAX_CANDIDATES_DEFAULT, RAPPOR
 
@@ -172,12 +179,19 @@ def _shuffle_max_delay(value: Any, key: str) -> str:
     return str(value)
 
 
+# the bound takes log(4/δ) and binomial quantiles at δ·1e-6: scipy finds them down to ~1e-200 (not
+# at 1e-300, nor does log(4/δ) exist below 4/1.8e308); 1e-100 keeps a wide margin, far below any δ used
+MIN_CENTRAL_DELTA = 1e-100
+
+
 def _central_delta(value: Any, key: str) -> float | None:
-    """δ of the central ε: a number in (0, 1e-3], or absent (the default follows n)."""
+    """δ of the central ε: a number in [``MIN_CENTRAL_DELTA``, 1e-3], or absent (the default
+    follows n)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1e-3:
-        raise fail(key, f"must be a number with 0 < central_delta <= 0.001, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not MIN_CENTRAL_DELTA <= value <= 1e-3:
+        raise fail(key, f"must be a number with 1e-100 <= central_delta <= 0.001, got {value!r}")
     return float(value)
 
 
@@ -212,8 +226,8 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
         raise fail(f"{where}.window", str(exc)) from None
     retention = _retention(raw.get("retention"), f"{where}.retention", window)
     description = raw.get("description", "")
-    if not isinstance(description, str):
-        raise fail(f"{where}.description", "must be a string")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_CHARS:
+        raise fail(f"{where}.description", f"must be a string of at most {MAX_DESCRIPTION_CHARS} characters")
     camp = SimpleNamespace(  # the fields as they are validated; frozen into a Campaign at the end
         oracle=None, domain=None, domain_size=None, params={},
         name=name, kind=kind, epsilon=None, window=window, description=description, retention=retention,
@@ -238,6 +252,7 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
             raise fail(f"{where}.{bad}", "does not apply to rappor (ε, ε∞ follow from f, p, q, "
                         "hashes; its permanent response is always memoized)")
         params = {k: raw[k] for k in RAPPOR_KEYS}
+        check_labels(params["candidates"], f"{where}.candidates")
         cap = read_int(raw, "max_candidates", where, MAX_CANDIDATES_DEFAULT, 1, MAX_CANDIDATES)
         if isinstance(params["candidates"], list) and len(params["candidates"]) > cap:
             raise fail(f"{where}.candidates", f"has {len(params['candidates'])} entries, more than "
@@ -253,13 +268,14 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
         camp.params = params  # max_candidates is checked here only: not published, no new version
         camp.epsilon = mech.epsilon
         camp.params["epsilon_inf"] = mech.epsilon_inf
-        return Campaign(**vars(camp))
+        return _finished(camp, where)
 
     eps = raw.get("epsilon")
     if eps is None:
         raise fail(f"{where}.epsilon", "is required (no default: choose the privacy budget)")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= 10:
-        raise fail(f"{where}.epsilon", f"must be a number with 0 < epsilon <= 10, got {eps!r}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not MIN_EPSILON <= eps <= MAX_EPSILON:
+        raise fail(f"{where}.epsilon", f"must be a number with {MIN_EPSILON:g} <= epsilon <= {MAX_EPSILON:g} "
+                                       f"(mechanisms/base.py says why), got {eps!r}")
     camp.epsilon = float(eps)
     if kind != "numeric":  # numeric campaigns: 1BitMean's own memoization (numeric_params)
         camp.params.update(_memoize(raw, where, camp.epsilon))
@@ -280,10 +296,11 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
                 raise fail(f"{where}.domain", "must be a list of at least 2 non-empty strings")
             if len(set(dom)) != len(dom):
                 raise fail(f"{where}.domain", "values must be distinct")
+            check_labels(dom, f"{where}.domain")
             camp.domain = list(dom)
             camp.domain_size = len(dom)
         else:
-            camp.domain_size = read_int(raw, "domain_size", where, None, 2, 1 << 24)
+            camp.domain_size = read_int(raw, "domain_size", where, None, 2, MAX_FREQUENCY_DOMAIN)
     elif kind == "heavy_hitters":
         camp.oracle = "olh"
         if raw.get("oracle", "olh") != "olh":
@@ -306,7 +323,7 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
     elif kind == "numeric":
         camp.params = numeric_params(raw, where, camp.epsilon)
     else:  # range
-        camp.domain_size = read_int(raw, "domain_size", where, None, 2, 1 << 24)
+        camp.domain_size = read_int(raw, "domain_size", where, None, 2, MAX_RANGE_DOMAIN)
         method = raw.get("method", "haar")
         if method not in RANGE_METHODS:
             raise fail(f"{where}.method", f"must be one of {', '.join(RANGE_METHODS)}, got {method!r}")
@@ -315,7 +332,15 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
             if method != "hierarchical":
                 raise fail(f"{where}.branching", "applies only to method = \"hierarchical\"")
             camp.params["branching"] = read_int(raw, "branching", where, None, 2, 1024)
-    return Campaign(**vars(camp))
+    return _finished(camp, where)
+
+
+def _finished(camp: SimpleNamespace, where: str) -> Campaign:
+    """The validated fields as a ``Campaign``, once its costs are within ``campaign_limits``."""
+    check_costs(camp.kind, camp.oracle, camp.params, where)
+    campaign = Campaign(**vars(camp))
+    check_version_bytes(campaign.public(), where)
+    return campaign
 
 
 def _memoize(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
@@ -332,8 +357,9 @@ def _memoize(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
     if eps_inf is None:
         raise fail(f"{where}.epsilon_inf", "is required with memoize = true (the lifetime ε of "
                     "one value; choose it greater than epsilon)")
-    if isinstance(eps_inf, bool) or not isinstance(eps_inf, (int, float)) or not 0 < eps_inf <= 10:
-        raise fail(f"{where}.epsilon_inf", f"must be a number with 0 < epsilon_inf <= 10, got {eps_inf!r}")
+    if isinstance(eps_inf, bool) or not isinstance(eps_inf, (int, float)) or not 0 < eps_inf <= MAX_EPSILON:
+        raise fail(f"{where}.epsilon_inf", f"must be a number with 0 < epsilon_inf <= {MAX_EPSILON:g}, "
+                                           f"got {eps_inf!r}")
     if not eps_inf > epsilon:
         raise fail(f"{where}.epsilon_inf", f"must be greater than epsilon = {epsilon:g} (the "
                     f"per-report ε), got {eps_inf!r}")
@@ -349,10 +375,12 @@ def numeric_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
                     "memoization costs (buckets + 1)·epsilon over a device's life)")
     for key in ("lower", "upper"):
         v = raw.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise fail(f"{where}.{key}", f"is required: a finite number, got {v!r}")
-    if not raw["lower"] < raw["upper"]:
-        raise fail(f"{where}.upper", f"must be above lower = {raw['lower']!r}, got {raw['upper']!r}")
+    try:  # the limits that keep every formula on the path finite (mechanisms/numeric.py)
+        check_bounds(raw["lower"], raw["upper"])
+    except ValueError as exc:
+        raise fail(f"{where}.{str(exc).split()[0]}", str(exc)) from None
     mechanism = raw.get("mechanism", default_numeric_mechanism(epsilon))
     if mechanism not in NUMERIC_MECHANISMS:
         raise fail(f"{where}.mechanism",

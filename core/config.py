@@ -6,6 +6,7 @@ Every error names the offending key (``campaigns[2].epsilon: …``) and is raise
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ SERVER_KEYS = {
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
     "auth_failure_window_seconds", "max_aggregator_lag_seconds",
 }
-SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds"}
+SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds",
+                 "max_ingress_batches"}
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir"}
 
@@ -49,11 +51,39 @@ def _tokens(d: dict, key: str, env: str) -> list[str]:
     return tokens
 
 
+def _admin_tokens(d: dict) -> tuple[list[str], dict[str, str]]:
+    """``admin_tokens``: strings, or tables ``{name = "…", token = "…"}`` naming the holder (the
+    campaign history records who changed what); (tokens, token digest → name)."""
+    raw = d.get("admin_tokens", [])
+    if os.environ.get("LDPTEL_ADMIN_TOKENS") or not isinstance(raw, list):
+        return _tokens(d, "admin_tokens", "LDPTEL_ADMIN_TOKENS"), {}
+    plain: list[Any] = []
+    names: dict[str, str] = {}
+    for item in raw:
+        if isinstance(item, dict):
+            name, token = item.get("name"), item.get("token")
+            if set(item) != {"name", "token"} or not isinstance(name, str) or not 0 < len(name) <= 64:
+                raise fail("server.admin_tokens", "a named token is a table {name = \"…\" (1 to 64 "
+                                                  "characters), token = \"…\"}")
+            plain.append(token)
+            if isinstance(token, str):
+                names[token_digest(token)] = name
+        else:
+            plain.append(item)
+    return _tokens({"admin_tokens": plain}, "admin_tokens", "LDPTEL_ADMIN_TOKENS"), names
+
+
+def token_digest(token: str) -> str:
+    """A token's identity in logs, rate limits and the history: 24 hex of its SHA-256."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     ingest_tokens: list[str] = field(default_factory=list)
     export_tokens: list[str] = field(default_factory=list)
     admin_tokens: list[str] = field(default_factory=list)  # the admin API (/v1/admin/…); none: off
+    admin_names: dict[str, str] = field(default_factory=dict)  # token_digest → the holder's name
     max_body_bytes: int = 1 << 20
     max_reports_per_batch: int = 10_000
     rate_limit_per_minute: int = 6_000  # requests per ingest token per minute
@@ -85,6 +115,9 @@ class ShufflerConfig:
     # serve rewrites its embedded Redis's AOF this often: until a rewrite, the AOF still holds the
     # ingress batches (as devices sent them) that the shuffler deleted from memory
     aof_rewrite_seconds: int = 600
+    # the collector refuses new batches (503, Retry-After) while a campaign shard's ingress stream
+    # holds this many (a stopped shuffler): bounded, and no accepted report is ever trimmed
+    max_ingress_batches: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -133,6 +166,8 @@ class Config:
     history: dict[str, list[Campaign]] = field(default_factory=dict)  # older versions, ascending
     tables: list[dict] = field(default_factory=list)  # the file's [[campaigns]] tables, as given
     declared: list[Campaign] = field(default_factory=list)  # the file's campaigns, as parsed
+    # campaigns whose registry record cannot be read (``ldptel.registry``): name → why; quarantined
+    broken: dict[str, str] = field(default_factory=dict)
     analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
 
     def campaign(self, name: str) -> Campaign | None:
@@ -166,6 +201,7 @@ def _shuffler(shf: Any) -> ShufflerConfig:
         batch_reports=read_int(shf, "batch_reports", "shuffler", 1000, 1, 100_000),
         max_held_reports=read_int(shf, "max_held_reports", "shuffler", 100_000, 1, 10_000_000),
         aof_rewrite_seconds=read_int(shf, "aof_rewrite_seconds", "shuffler", 600, 1, 86400),
+        max_ingress_batches=read_int(shf, "max_ingress_batches", "shuffler", 100_000, 1, 10**8),
     )
 
 
@@ -184,10 +220,11 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     secret = srv.get("secret_key")
     if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
         raise fail("server.secret_key", "must be a string of at least 16 characters")
+    admin_tokens, admin_names = _admin_tokens(srv)
     server = ServerConfig(
         ingest_tokens=_tokens(srv, "ingest_tokens", "LDPTEL_INGEST_TOKENS"),
         export_tokens=_tokens(srv, "export_tokens", "LDPTEL_EXPORT_TOKENS"),
-        admin_tokens=_tokens(srv, "admin_tokens", "LDPTEL_ADMIN_TOKENS"),
+        admin_tokens=admin_tokens, admin_names=admin_names,
         max_body_bytes=read_int(srv, "max_body_bytes", "server", 1 << 20, 1024, 1 << 30),
         max_reports_per_batch=read_int(srv, "max_reports_per_batch", "server", 10_000, 1, 1_000_000),
         rate_limit_per_minute=read_int(srv, "rate_limit_per_minute", "server", 6_000, 1, 10**9),
@@ -220,6 +257,12 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise fail(f"campaigns[{dup}].name", "is used by more than one campaign")
+    for camp in campaigns:  # a batch must fit in ingress: each device's envelope is one entry
+        if camp.batch_min is not None and camp.batch_min > shuffler.max_ingress_batches // 2:
+            raise fail(f"campaigns[{camp.name}].batch_min",
+                       f"{camp.batch_min:,} devices do not fit in half of the ingress stream "
+                       f"([shuffler] max_ingress_batches = {shuffler.max_ingress_batches:,}, one entry "
+                       "per device at worst): raise max_ingress_batches, or lower batch_min")
     return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path, shuffler=shuffler,
                   tables=[dict(c) for c in raw_campaigns], declared=list(campaigns),
                   analyzer=_analyzer(data.get("analyzer", {})))

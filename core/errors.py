@@ -14,6 +14,7 @@
     │   ├── UnknownCampaign (ValueError)    no campaign of that name
     │   ├── CampaignRefused                 over the device's max_epsilon
     │   ├── VersionClosed                   a campaign version the collector no longer takes
+    │   ├── BadConfig                       a collector's campaign config that fails validation
     │   └── QueueUnavailable                the SDK's queue file cannot be opened
     ├── ApiError                        an HTTP error answer of the server  ldptel.server.errors
     │   └── BadParameter                a bad query parameter (400)

@@ -1,10 +1,12 @@
-"""Aggregator heartbeats, the liveness signal of ``/healthz`` and the operator pages.
+"""Aggregator and shuffler heartbeats, the liveness signal of ``/healthz`` and the operator pages.
 
-Each running worker writes, about every ``INTERVAL_S``, one field of the hash
+Each running aggregator worker writes, about every ``INTERVAL_S``, one field of the hash
 ``keys.HEARTBEAT_KEY``: its consumer name (``host:pid:random``) → ``"<beat> <committed>
 <caught up>"`` in epoch milliseconds (0 = not yet): when it last finished a round, last committed,
-and last found every stream drained (nothing new, nothing pending to it). A worker that stops
-cleanly removes its field; fields not refreshed for ``FORGET_S`` are pruned by the live workers.
+and last found every stream drained (nothing new, nothing pending to it). Each shuffler writes the
+same into ``keys.SHUFFLER_HEARTBEAT_KEY`` (committed 0; caught up: the end of its last round that
+left nothing overdue in what it holds, so a hung or failing shuffler's lag grows). A process that
+stops cleanly removes its field; fields not refreshed for ``FORGET_S`` are pruned by the live ones.
 """
 
 from __future__ import annotations
@@ -50,15 +52,15 @@ def _seconds(ms: bytes) -> float | None:
 
 
 def beat(r: AnyRedis, consumer: str, committed: float | None, caught_up: float | None,
-         now: float | None = None) -> None:
-    """Write this worker's heartbeat."""
+         now: float | None = None, key: str = keys.HEARTBEAT_KEY) -> None:
+    """Write this worker's heartbeat (``key``: the shuffler's hash for a shuffler)."""
     now = time.time() if now is None else now
-    r.hset(keys.HEARTBEAT_KEY, consumer, f"{_ms(now)} {_ms(committed)} {_ms(caught_up)}")
+    r.hset(key, consumer, f"{_ms(now)} {_ms(committed)} {_ms(caught_up)}")
 
 
-def read(r: AnyRedis) -> list[Beat]:
+def read(r: AnyRedis, key: str = keys.HEARTBEAT_KEY) -> list[Beat]:
     """Every worker's last heartbeat."""
-    return parse(cast(dict[bytes, bytes], r.hgetall(keys.HEARTBEAT_KEY)))
+    return parse(cast(dict[bytes, bytes], r.hgetall(key)))
 
 
 def parse(fields: dict[bytes, bytes]) -> list[Beat]:
@@ -72,33 +74,33 @@ def parse(fields: dict[bytes, bytes]) -> list[Beat]:
     return beats
 
 
-def forget(r: AnyRedis, consumer: str) -> None:
-    r.hdel(keys.HEARTBEAT_KEY, consumer)
+def forget(r: AnyRedis, consumer: str, key: str = keys.HEARTBEAT_KEY) -> None:
+    r.hdel(key, consumer)
 
 
-def prune(r: AnyRedis, now: float | None = None) -> int:
+def prune(r: AnyRedis, now: float | None = None, key: str = keys.HEARTBEAT_KEY) -> int:
     """Remove the fields of workers silent for ``FORGET_S``; returns how many."""
     now = time.time() if now is None else now
-    old = [b.consumer for b in read(r) if now - b.at > FORGET_S]
-    return int(r.hdel(keys.HEARTBEAT_KEY, *old)) if old else 0
+    old = [b.consumer for b in read(r, key) if now - b.at > FORGET_S]
+    return int(r.hdel(key, *old)) if old else 0
 
 
 class Pulse:
     """One worker's beats, rate-limited: ``tick`` writes at most every ``INTERVAL_S`` and prunes
     silent workers every ``PRUNE_INTERVAL_S``."""
 
-    def __init__(self, consumer: str) -> None:
-        self.consumer = consumer
+    def __init__(self, consumer: str, key: str = keys.HEARTBEAT_KEY, interval: float = INTERVAL_S) -> None:
+        self.consumer, self.key, self.interval = consumer, key, interval
         self._last_beat = self._last_prune = float("-inf")
 
     def tick(self, r: AnyRedis, committed: float | None, caught_up: float | None) -> bool:
         """Beat if it is time; True if it beat."""
         now = time.monotonic()
-        if now - self._last_beat < INTERVAL_S:
+        if now - self._last_beat < self.interval:
             return False
         self._last_beat = now
-        beat(r, self.consumer, committed, caught_up)
+        beat(r, self.consumer, committed, caught_up, key=self.key)
         if now - self._last_prune > PRUNE_INTERVAL_S:
             self._last_prune = now
-            prune(r)
+            prune(r, key=self.key)
         return True

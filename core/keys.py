@@ -7,6 +7,10 @@ script or MULTI touching them runs on one Redis Cluster node:
                        collector's short-lived stream, one entry per accepted batch (same fields
                        and id rule as ``{…}:reports``); ``ldptel shuffle`` reads it, and moves its
                        reports, permuted and re-packed, to ``{…}:reports`` (``scripts.SHUFFLE``).
+- ``{…}:ingress_top``, ``{…}:reports_top`` string (``ingress_top_key``, ``stream_top_key``): the
+                       last entry id the collector added to that stream (a window start and a
+                       sequence number), kept by ``scripts.INGEST`` so the collector needs no
+                       ``XINFO STREAM`` (whose ``FULL`` form lists every entry).
 - ``{…}:shuffle_lease`` string (``shuffle_lease_key``): the shuffler that works on this stream
                        now (its random owner id), ``SET NX PX``, renewed (``scripts.LEASE``).
 - ``{…}:shuffled``     shuffler counters (``shuffle_metrics_key``): hash, fields
@@ -28,19 +32,26 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``DEDUPE_TTL_SECONDS`` after receipt, rounded UP to a multiple of
                        max(window, 1 day), so its expiry reveals no time finer than that.
 - ``{…}:state``        aggregator state (``state_key``), written atomically with the XACK of the
-                       entries it includes; read and written only by ``ldptel.aggregator.store``.
-                       Fields: ``acc:<window>:<uid>`` accumulator bytes (``acc_field``),
-                       ``n:<window>`` reports counted, ``entries:<window>`` stream entries
-                       counted, ``updated:<window>`` epoch ms of the last commit, ``rejected``
-                       entries that could not be decoded (or whose window had expired),
-                       ``rel:<window>:<release id>`` real reports of one shuffled release
-                       (``privacy_mode`` shuffled*: the batch sizes a window's claim rests on),
-                       ``expired_entries`` / ``expired_reports`` the counts of the windows
-                       deleted past the campaign's ``retention`` (``scripts.EXPIRE_WINDOWS``).
-                       This is campaign version 1's state; version v ≥ 2 has the same fields in
-                       ``{…}:state:v<v>`` (``state_key``): version 1 keeps the name it had before
-                       versions existed, so state written then stays version 1's. A stream holds
-                       the batches of every version (each batch names its ``campaign_version``).
+                       entries it includes; read and written only by ``ldptel.aggregator.store``
+                       (the aggregator role alone: the raw state of a window below
+                       ``min_reports`` is no reader's). Fields: ``acc:<window>:<uid>``
+                       accumulator bytes (``acc_field``).
+- ``{…}:counts``       its counters (``counts_key``), written in the same ``scripts.COMMIT`` and
+                       read by listings, pages and the export API (``ldptel.tally``): ``n:<window>``
+                       reports counted, ``entries:<window>`` stream entries counted,
+                       ``updated:<window>`` epoch ms of the last commit, ``rejected`` entries that
+                       could not be decoded (or whose window had expired), ``expired_entries`` /
+                       ``expired_reports`` the counts of the windows deleted past the campaign's
+                       ``retention`` (``scripts.EXPIRE_WINDOWS``), ``rel:<window>:<release id>`` real
+                       reports of one shuffled release (``privacy_mode`` shuffled*: the batch sizes
+                       a window's claim rests on). State written before the split
+                       held them in ``{…}:state``: ``scripts.MOVE_COUNTERS`` moves them (the
+                       aggregator, at start).
+                       This is campaign version 1's state; version v ≥ 2 has the same keys with
+                       ``:v<v>`` (``{…}:state:v<v>``, ``{…}:counts:v<v>``): version 1 keeps the
+                       names it had before versions existed, so state written then stays version
+                       1's. A stream holds the batches of every version (each batch names its
+                       ``campaign_version``).
 - ``{…}:published:<window>`` (shard 0's tag only, ``published_key``; version v ≥ 2:
                        ``{…}:published:v<v>:<window>``) hash: the window's
                        estimate document as the aggregator last decoded it, written in one step
@@ -49,7 +60,9 @@ script or MULTI touching them runs on one Redis Cluster node:
                        decoded, ``PUB_DIGEST`` digest of the decoded state (and the campaign's
                        parameters), ``PUB_CONFIG`` digest of the campaign's parameters alone,
                        ``PUB_DECODED_AT`` epoch seconds, ``PUB_DOC`` the JSON
-                       document, ``PUB_ARRAYS`` ``np.savez`` arrays (range campaigns).
+                       document, ``PUB_ARRAYS`` ``np.savez`` arrays (range campaigns), and
+                       ``PUB_ERROR``: why the window's last publication failed (one line; set
+                       by ``published.write_failure``, gone with the next ``PUBLISH``).
 - ``{…}:publishing:<window>`` (shard 0's tag only, ``publish_claim_key``) string: epoch ms at
                        which an aggregator worker last started publishing the window, set by
                        ``scripts.PUBLISH_CLAIM`` (TTL: the longest gap a worker waits), so that
@@ -77,6 +90,14 @@ Process-wide keys (no hash tag):
                                            ``scripts.REGISTRY_PUT``.
 - ``{ldptel:registry}:revision``           counter bumped by every registry write
                                            (``REGISTRY_REVISION_KEY``); every process polls it.
+- ``{ldptel:registry}:history:<campaign>`` list of the campaign's changes, oldest first
+                                           (``registry_history_key``): JSON entries (when, who,
+                                           through what, action, version, what changed;
+                                           ``ldptel.registry_records.entry``), appended by
+                                           ``scripts.REGISTRY_PUT`` with the record; read by the
+                                           admin API and ``ldptel campaigns history`` only.
+- ``ldptel:shuffler:heartbeat``            the same for each running shuffler
+                                           (``SHUFFLER_HEARTBEAT_KEY``; ``ldptel.heartbeat``).
 - ``ldptel:analyzer:keys``                 hash, field = analyzer key id (decimal u32), value = JSON
                                            ``{"public": base64 raw X25519 key, "created": epoch s,
                                            "current_until": epoch s, "accepted_until": epoch s}``
@@ -136,6 +157,7 @@ PUB_CONFIG = "config"
 PUB_DECODED_AT = "decoded_at"
 PUB_DOC = "doc"
 PUB_ARRAYS = "arrays"
+PUB_ERROR = "error"
 
 GLOBAL_METRICS_KEY = "ldptel:metrics"
 RATELIMIT_PREFIX = "ldptel:ratelimit"
@@ -144,8 +166,15 @@ SESSION_PREFIX = "ldptel:operator:session"
 AUTH_FAILURE_TAG = "{ldptel:authfail}"
 HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
 ANALYZER_KEYS_KEY = "ldptel:analyzer:keys"
+SHUFFLER_HEARTBEAT_KEY = "ldptel:shuffler:heartbeat"
 REGISTRY_KEY = "{ldptel:registry}:campaigns"
 REGISTRY_REVISION_KEY = "{ldptel:registry}:revision"
+REGISTRY_HISTORY_PREFIX = "{ldptel:registry}:history"
+
+
+def registry_history_key(campaign: str) -> str:
+    """The history list of ``campaign`` (same hash tag as the registry: one script writes both)."""
+    return f"{REGISTRY_HISTORY_PREFIX}:{campaign}"
 
 
 def shard_of(batch_id: bytes, shards: int) -> int:
@@ -183,6 +212,21 @@ def _versioned(version: int) -> str:
 
 def state_key(campaign: str, shard: int = 0, version: int = 1) -> str:
     return f"{tag(campaign, shard)}:state{_versioned(version)}"
+
+
+def counts_key(campaign: str, shard: int = 0, version: int = 1) -> str:
+    return f"{tag(campaign, shard)}:counts{_versioned(version)}"
+
+
+def ingress_top_key(campaign: str, shard: int = 0) -> str:
+    """The last entry id the collector added to the ingress stream (``scripts.INGEST``): its
+    next id follows from it, so the collector needs no XINFO (which lists entries)."""
+    return f"{tag(campaign, shard)}:ingress_top"
+
+
+def stream_top_key(campaign: str, shard: int = 0) -> str:
+    """``ingress_top_key`` of the analysis stream (the collector's target without the shuffler)."""
+    return f"{tag(campaign, shard)}:reports_top"
 
 
 def metrics_key(campaign: str, shard: int = 0) -> str:

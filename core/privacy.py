@@ -41,6 +41,7 @@ _GRID_STEP = math.log1p(1e-4)  # ε is returned on the grid {e^(j·_GRID_STEP)}:
 _EPS_FLOOR = 1e-12  # smallest ε the search considers
 _MAX_POINTS = 2_048  # above this many values of C, C is taken in blocks (bounded by their first c)
 _EPS0_MAX = 700.0  # e^ε₀ overflows above ~709; an ε₀ this large has no amplification for any real n
+_N_MAX = 10**9  # n_bucket: larger n are computed as this (an upper bound: M falls in n)
 _N_EXACT_BELOW = 1_000  # n below this is used as is; above, rounded down to 3 significant digits
 
 
@@ -65,13 +66,16 @@ def closed_form_epsilon(epsilon0: float, n: int, delta: float) -> float | None:
 
 
 def n_bucket(n: int) -> int:
-    """n rounded down to the cache grid: exact below 1,000, else to 3 significant digits.
+    """n rounded down to the cache grid: exact below 1,000, else to 3 significant digits, and at
+    most ``_N_MAX``.
 
     Rounding *down* keeps the cached ε an upper bound for every n in the bucket, because the bound
     is non-increasing in n (more reports, more clones; see the module docstring). The loss is at
-    most 1 % of n, about 0.5 % of ε (ε ∝ 1/√n).
+    most 1 % of n, about 0.5 % of ε (ε ∝ 1/√n). Above ``_N_MAX`` scipy's binomial quantiles of C
+    lose their precision (n = 10¹⁰ certified nothing, 9·10¹⁵ raised): n is taken as ``_N_MAX``,
+    still an upper bound, and a window never holds that many reports of one release anyway.
     """
-    n = _check_n(n)
+    n = min(_check_n(n), _N_MAX)
     if n < _N_EXACT_BELOW:
         return n
     unit = int(10 ** (len(str(n)) - 3))

@@ -29,6 +29,7 @@ from ldptel.config import Campaign
 from ldptel.mechanisms.ranges import RangeEstimate
 from ldptel.redis_client import AnyRedis
 
+FAILED_RETRY_S = 300  # the aggregator tries a window whose publication failed again after this
 HEADER = ("campaign", "version", "kind", "epsilon", "n_reports", "window", "decoded_at", "privacy")
 
 
@@ -56,6 +57,7 @@ class Published:
     doc: dict[str, Any] | None  # None: below min_reports, nothing decoded
     arrays: dict[str, np.ndarray] | None = None  # range campaigns
     doc_json: str | None = None  # ``doc`` as stored: ``json.dumps(doc, allow_nan=False)``
+    error: str | None = None  # why the window's last publication failed (``write_failure``)
 
     @property
     def etag(self) -> str:
@@ -88,6 +90,19 @@ def write(r: AnyRedis, campaign: Campaign, window: int, pub: Published) -> bool:
     return bool(scripts.of(r).call("PUBLISH", keys=[key], args=[pub.n, *fields]))
 
 
+def write_failure(r: AnyRedis, campaign: Campaign, window: int, error: str) -> None:
+    """Mark the window's publication as failed (``PUB_ERROR``, one line of at most 300
+    characters), keeping whatever was published before; a publication without any gets an empty
+    tag (n = 0), so readers see the failure. The next ``PUBLISH`` replaces it all."""
+    key = keys.published_key(campaign.name, window, campaign.version)
+    pipe = r.pipeline(transaction=False)  # each field idempotent: no MULTI needed
+    for field, empty in ((keys.PUB_N, 0), (keys.PUB_DIGEST, ""), (keys.PUB_CONFIG, ""),
+                         (keys.PUB_DECODED_AT, "0")):
+        pipe.hsetnx(key, field, empty)
+    pipe.hset(key, keys.PUB_ERROR, " ".join(error.split())[:300])
+    pipe.execute()
+
+
 def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False,
          version: int | None = None) -> Published | None:
     """The publication of ``campaign``'s ``window`` (one HGETALL: one publication, whole), or None
@@ -102,7 +117,7 @@ def read(r: AnyRedis, campaign: Campaign, window: int, tag_only: bool = False,
     return _parse(raw)
 
 
-TAG_FIELDS = (keys.PUB_N, keys.PUB_DIGEST, keys.PUB_CONFIG, keys.PUB_DECODED_AT)
+TAG_FIELDS = (keys.PUB_N, keys.PUB_DIGEST, keys.PUB_CONFIG, keys.PUB_DECODED_AT, keys.PUB_ERROR)
 
 
 def _tag(values: list[bytes | None]) -> dict[str, bytes]:
@@ -131,7 +146,8 @@ def _parse(raw: dict[str, bytes]) -> Published | None:
             arrays = {k: stored[k] for k in stored.files}
     return Published(n=int(raw[keys.PUB_N]), digest=raw[keys.PUB_DIGEST].decode(),
                      config=raw[keys.PUB_CONFIG].decode(), decoded_at=float(raw[keys.PUB_DECODED_AT]),
-                     doc=None if doc_json is None else json.loads(doc_json), arrays=arrays, doc_json=doc_json)
+                     doc=None if doc_json is None else json.loads(doc_json), arrays=arrays, doc_json=doc_json,
+                     error=raw[keys.PUB_ERROR].decode(errors="replace") if keys.PUB_ERROR in raw else None)
 
 
 def delete(r: AnyRedis, campaign: Campaign, windows: list[int]) -> int:

@@ -1,27 +1,26 @@
-"""The campaign registry in Redis: every campaign's versions and status, changed without a restart.
+"""The campaign registry in Redis: every campaign's versions, status and history, changed
+without a restart. The registry is the source of truth once a campaign is in it.
 
-The TOML file stays the declarative source: ``ldptel campaigns apply --config FILE`` (and
-``ldptel serve`` at start) diffs its ``[[campaigns]]`` tables against the registry and applies
-them (``apply``); the admin API and ``ldptel campaigns set`` change one campaign live (``put``,
-``patch``: some keys of the latest table, ``set_status``). Every
-collector worker and aggregator reads the registry's revision at most every
-``RELOAD_INTERVAL_S`` and reloads the campaigns when it changed (``Live``), so a change is seen
-everywhere within about a second, without a restart.
+- ``ldptel serve`` at start applies the TOML file only to the campaigns the registry does not
+  hold (``apply(…, only_new=True)``) and reports the drift of the others; ``ldptel campaigns
+  apply --config FILE`` applies the file to every campaign it names (``--dry-run`` prints the
+  drift, nothing written; a campaign changed through the admin API since the last apply is
+  refused without ``--force``);
+- the admin API and ``ldptel campaigns set`` change one campaign live (``put``, ``patch``: some
+  keys of the latest table, ``set_status``, ``rollback``).
 
-One record per campaign (JSON in the hash ``keys.REGISTRY_KEY``, field = the name)::
+Every write builds the campaign's complete new record, checks it whole
+(``registry_records.check_record``: every version, every cross-version rule, the device
+answer's size) and writes it with one compare-and-set (``scripts.REGISTRY_PUT``), which also
+appends the change to the campaign's history (``history``) and bumps
+``keys.REGISTRY_REVISION_KEY``; a refused change raises ``ConfigError`` naming the key and writes
+nothing. Nothing is ever deleted (a retired campaign stays, refusing reports, and its estimates
+stay readable). Record layout and the kinds of keys: ``ldptel.registry_records``.
 
-    {"name", "status": "active" | "paused" | "retired", "reason", "updated_at",
-     "versions": [{"version": 1, "table": {...}, "created_at", "superseded_at"}, ...]}
-
-``table`` is the campaign's TOML table as given (validated by ``config.parse_campaign``). A change
-of anything but ``config.IN_PLACE_KEYS`` (the randomization parameters, ``window``) appends version
-n+1 and marks version n superseded; the in-place keys of the latest table apply to every version.
-``shards`` cannot change (the streams are per shard). Every write is a compare-and-set of the
-record (``scripts.REGISTRY_PUT``) that bumps ``keys.REGISTRY_REVISION_KEY``; nothing is ever
-deleted (a retired campaign stays, refusing reports, and its estimates stay readable).
-
-A process started from a TOML file sees that file's campaigns as version 1 until the registry
-holds them; a campaign in the registry replaces the file's.
+Every collector worker and aggregator reads the revision at most every ``RELOAD_INTERVAL_S`` and
+reloads the campaigns when it changed (``Live``). A record that cannot be read (an older ldptel
+wrote it, or a hand edit) quarantines that campaign alone (``Config.broken``: name → reason); the
+others serve, and the next successful write repairs it.
 """
 
 from __future__ import annotations
@@ -34,106 +33,41 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 import redis as redis_lib
 
 from ldptel import keys, scripts
-from ldptel.config import (
-    CAMPAIGN_STATUSES,
-    IN_PLACE_KEYS,
-    Campaign,
-    Config,
-    ConfigError,
-    parse_campaign,
-)
+from ldptel.config import CAMPAIGN_STATUSES, Campaign, Config, ConfigError, parse_campaign
 from ldptel.redis_client import AnyRedis
+from ldptel.registry_records import (
+    DERIVED_KEYS,
+    Applied,
+    Change,
+    check_record,
+    drift,
+    entry,
+    entry_bytes,
+    identity,
+    parse_stored,
+    plan,
+    readable,
+    readable_versions,
+    rollback_table,
+    stamp_unreadable,
+    versions_of,
+    where,
+)
 
 log = logging.getLogger("ldptel.registry")
 
 RELOAD_INTERVAL_S = 0.5  # how often a process reads the registry's revision
 CAS_RETRIES = 20
-DERIVED_KEYS = ("window_seconds",)  # public keys computed from others (not named as changed)
+HISTORY_SHOWN = 1000  # the most recent entries ``history`` returns
 
-
-@dataclass
-class Change:
-    """What ``put`` / ``apply`` did to one campaign: ``action`` is ``created``, ``new_version``,
-    ``updated`` (in-place keys only) or ``unchanged``; ``version`` the latest version after it."""
-
-    name: str
-    action: str
-    version: int
-    changed: list[str] = dataclasses.field(default_factory=list)  # keys that differ
-
-    def line(self) -> str:
-        what = f" ({', '.join(self.changed)})" if self.changed else ""
-        return f"{self.name}: {self.action.replace('_', ' ')}, version {self.version}{what}"
-
-
-def _where(name: str) -> str:
-    return f"campaigns[{name}]"
-
-
-def identity(campaign: Campaign) -> dict[str, Any]:
-    """What makes a version: the public parameters (less the version number and any in-place
-    key), the window and the shards."""
-    out = {k: v for k, v in campaign.public().items() if k != "version" and k not in IN_PLACE_KEYS}
-    return {**out, "window": campaign.window, "shards": campaign.shards}
-
-
-def versions_of(record: Mapping[str, Any]) -> list[Campaign]:
-    """The record's versions as ``Campaign`` objects, ascending (in-place keys and the status
-    from the latest table)."""
-    entries = record["versions"]
-    latest_table = entries[-1]["table"]
-    out = []
-    for entry in entries:
-        table = {**entry["table"], **{k: latest_table[k] for k in IN_PLACE_KEYS if k in latest_table}}
-        for k in IN_PLACE_KEYS:
-            if k not in latest_table:
-                table.pop(k, None)
-        camp = parse_campaign(table, _where(record["name"]))
-        out.append(dataclasses.replace(camp, version=int(entry["version"]),
-                                       superseded_at=entry.get("superseded_at"),
-                                       status=record.get("status", "active"),
-                                       reason=record.get("reason", "")))
-    return out
-
-
-def plan(record: Mapping[str, Any] | None, table: Mapping[str, Any], now: float
-         ) -> tuple[dict[str, Any], Change]:
-    """The record after putting ``table`` (a campaign's TOML table) and what changed;
-    ``ConfigError`` naming the key for a bad table or a change of ``shards``."""
-    name = table.get("name")
-    new = parse_campaign(dict(table), f"campaigns[{name}]")
-    if record is None:
-        rec = {"name": new.name, "status": "active", "reason": "", "updated_at": now,
-               "versions": [{"version": 1, "table": dict(table), "created_at": now, "superseded_at": None}]}
-        return rec, Change(new.name, "created", 1)
-    rec = json.loads(json.dumps(record))
-    latest = versions_of(rec)[-1]
-    before, after = identity(latest), identity(new)
-    if before["shards"] != after["shards"]:
-        raise ConfigError(f"{_where(new.name)}.shards: cannot change ({before['shards']} → "
-                          f"{after['shards']}): the reports streams are per shard; create a new campaign")
-    changed = sorted(k for k in set(before) | set(after)
-                     if before.get(k) != after.get(k) and k not in DERIVED_KEYS)
-    last = rec["versions"][-1]
-    if changed:
-        last["superseded_at"] = now
-        version = latest.version + 1
-        rec["versions"].append({"version": version, "table": dict(table), "created_at": now,
-                                "superseded_at": None})
-        rec["updated_at"] = now
-        return rec, Change(new.name, "new_version", version, changed)
-    in_place = [k for k in IN_PLACE_KEYS if last["table"].get(k) != table.get(k)]
-    if not in_place:
-        return rec, Change(new.name, "unchanged", latest.version)
-    last["table"] = dict(table)
-    rec["updated_at"] = now
-    return rec, Change(new.name, "updated", latest.version, in_place)
+__all__ = ["DERIVED_KEYS", "Applied", "Change", "Live", "apply", "history", "identity", "load", "patch",
+           "put", "readable_versions", "record", "revision", "rollback", "set_status", "stop_pollers",
+           "versions_of"]
 
 
 # --- Redis ---------------------------------------------------------------------------------
@@ -144,7 +78,7 @@ def load(r: AnyRedis) -> tuple[int, dict[str, dict[str, Any]]]:
     pipe.get(keys.REGISTRY_REVISION_KEY)
     pipe.hgetall(keys.REGISTRY_KEY)
     rev, raw = pipe.execute()
-    records = {k.decode(): json.loads(v) for k, v in cast(dict[bytes, bytes], raw).items()}
+    records = {k.decode(): parse_stored(k.decode(), v) for k, v in cast(dict[bytes, bytes], raw).items()}
     return int(rev or 0), records
 
 
@@ -154,81 +88,186 @@ def revision(r: AnyRedis) -> int:
 
 def record(r: AnyRedis, name: str) -> dict[str, Any] | None:
     raw = cast(bytes | None, r.hget(keys.REGISTRY_KEY, name))
-    return None if raw is None else json.loads(raw)
+    return None if raw is None else parse_stored(name, raw)
 
 
-def _swap(r: AnyRedis, name: str, old: bytes | None, new: dict[str, Any]) -> bool:
-    return bool(scripts.of(r).call("REGISTRY_PUT", keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY],
-                       args=[name, b"" if old is None else old, json.dumps(new, sort_keys=True)]))
+def history(r: AnyRedis, name: str) -> list[dict[str, Any]]:
+    """The campaign's changes, oldest first (the last ``HISTORY_SHOWN``)."""
+    raw = cast(list[bytes], r.lrange(keys.registry_history_key(name), -HISTORY_SHOWN, -1))
+    return [json.loads(x) for x in raw]
+
+
+def _others(r: AnyRedis, name: str, now: float) -> dict[str, int]:
+    """Device-answer bytes of every other readable campaign (``registry_records.entry_bytes``)."""
+    out = {}
+    for other, rec in load(r)[1].items():
+        if other != name and rec.get("status") != "retired":
+            try:
+                out[other] = entry_bytes(readable_versions(rec), now)
+            except ConfigError:
+                continue
+    return out
+
+
+Write = tuple[dict[str, Any] | None, dict[str, Any] | None, Any]  # (new record, history entry, result)
 
 
 def _update(r: AnyRedis, name: str, change: Any) -> Any:
-    """Compare-and-set loop: ``change(record or None)`` → (new record or None to skip, result)."""
+    """Compare-and-set loop: ``change(record or None, raw)`` → (new record or None to write
+    nothing, history entry, result). The new record is checked whole (``check_record``) before
+    the one write; ``ConfigError`` (nothing written) when it breaks a rule."""
     for _ in range(CAS_RETRIES):
         raw = cast(bytes | None, r.hget(keys.REGISTRY_KEY, name))
-        new, result = change(None if raw is None else json.loads(raw))
-        if new is None or _swap(r, name, raw, new):
+        new, hist, result = change(None if raw is None else parse_stored(name, raw))
+        if new is None:
+            return result
+        check_record(new, _others(r, name, time.time()), time.time())
+        ok = scripts.of(r).call("REGISTRY_PUT", keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY,
+                                                      keys.registry_history_key(name)],
+                                args=[name, b"" if raw is None else raw, json.dumps(new, sort_keys=True),
+                                      json.dumps(hist, sort_keys=True)])
+        if ok:
             return result
     raise RuntimeError(f"campaign {name!r} changed {CAS_RETRIES} times while being updated")
 
 
-def put(r: AnyRedis, table: Mapping[str, Any], now: float | None = None) -> Change:
-    """Create or update one campaign from its table (``plan``); ``ConfigError`` names a bad key."""
+def _put_change(table: Mapping[str, Any], when: float, by: str, via: str, action: str | None = None,
+                **detail: Any):
+    """The ``_update`` function of putting ``table`` (``action``: the history's name for it)."""
+    def change(rec: dict[str, Any] | None) -> Write:
+        new, ch, what = plan(rec, table, when)
+        if ch.action == "unchanged":
+            return None, None, ch
+        repaired = stamp_unreadable(new, rec)
+        kept = via == "cli" and bool(rec and rec.get("admin_since_apply"))
+        new["admin_since_apply"] = via == "admin" or kept
+        hist = entry(action or ch.action, ch.version, by, via, when, changed=what, repaired=repaired,
+                     **detail)
+        return new, hist, ch
+
+    return change
+
+
+def put(r: AnyRedis, table: Mapping[str, Any], now: float | None = None, by: str = "unknown",
+        via: str = "cli") -> Change:
+    """Create or update one campaign from its table (``registry_records.plan``), checked whole;
+    ``ConfigError`` names a bad key. ``by``/``via``: who, through what (the history)."""
     name = table.get("name")
     if not isinstance(name, str):
         parse_campaign(dict(table), "campaigns[?]")  # raises the ConfigError naming "name"
     when = time.time() if now is None else now
-
-    def change(rec: dict[str, Any] | None) -> tuple[dict[str, Any] | None, Change]:
-        new, ch = plan(rec, table, when)
-        return (None if ch.action == "unchanged" else new), ch
-
-    return cast(Change, _update(r, cast(str, name), change))
+    return cast(Change, _update(r, cast(str, name), _put_change(table, when, by, via)))
 
 
-def patch(r: AnyRedis, name: str, changes: Mapping[str, Any], now: float | None = None) -> Change | None:
-    """Change some keys of a campaign's latest table (the others as they are; ``put`` of the
-    merged table); None if the registry has no such campaign. ``ConfigError`` names a bad key."""
-    if "name" in changes and changes["name"] != name:
-        raise ConfigError(f"{_where(name)}.name: cannot change (create a new campaign instead)")
-    when = time.time() if now is None else now
+def rollback(r: AnyRedis, name: str, to: int, by: str = "unknown", via: str = "cli") -> Change | None:
+    """Make a new version equal to version ``to`` (``registry_records.rollback_table``); None for
+    an unknown campaign, ``ConfigError`` for an unknown or unreadable version."""
+    when = time.time()
 
-    def change(rec: dict[str, Any] | None) -> tuple[dict[str, Any] | None, Change | None]:
+    def change(rec: dict[str, Any] | None) -> Write:
         if rec is None:
-            return None, None
-        table = {**rec["versions"][-1]["table"], **changes, "name": name}
-        new, ch = plan(rec, table, when)
-        return (None if ch.action == "unchanged" else new), ch
+            return None, None, None
+        return _put_change(rollback_table(rec, to), when, by, via, "rollback", to=to)(rec)
 
     return cast(Change | None, _update(r, name, change))
 
 
-def set_status(r: AnyRedis, name: str, status: str, reason: str | None = None) -> dict[str, Any] | None:
+def patch(r: AnyRedis, name: str, changes: Mapping[str, Any], now: float | None = None, by: str = "unknown",
+          via: str = "cli") -> Change | None:
+    """Change some keys of a campaign's latest table (the others as they are; ``put`` of the
+    merged table); None if the registry has no such campaign. ``ConfigError`` names a bad key."""
+    if "name" in changes and changes["name"] != name:
+        raise ConfigError(f"{where(name)}.name: cannot change (create a new campaign instead)")
+    when = time.time() if now is None else now
+
+    def change(rec: dict[str, Any] | None) -> Write:
+        if rec is None or not readable(rec):
+            return None, None, None
+        table = {**readable(rec)[-1]["table"], **changes, "name": name}
+        return _put_change(table, when, by, via)(rec)
+
+    return cast(Change | None, _update(r, name, change))
+
+
+def set_status(r: AnyRedis, name: str, status: str, reason: str | None = None, by: str = "unknown",
+               via: str = "cli") -> dict[str, Any] | None:
     """Pause, resume (``active``) or retire a campaign; the new record (None if unknown).
     ``reason`` None keeps the current reason when the status does not change (pausing a paused
     campaign again without a reason keeps why it was paused), else clears it."""
     if status not in CAMPAIGN_STATUSES:
         raise ValueError(f"status must be one of {', '.join(CAMPAIGN_STATUSES)}, got {status!r}")
+    when = time.time()
 
-    def change(rec: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def change(rec: dict[str, Any] | None) -> Write:
         if rec is None:
-            return None, None
+            return None, None, None
         why = reason if reason is not None else rec.get("reason", "") if rec.get("status") == status else ""
-        rec = {**rec, "status": status, "reason": why, "updated_at": time.time()}
-        return rec, rec
+        rec = {**rec, "status": status, "reason": why, "updated_at": when}
+        last = int(rec["versions"][-1]["version"]) if rec["versions"] else 0
+        return rec, entry(status, last, by, via, when, reason=why or None), rec
 
     return cast(dict[str, Any] | None, _update(r, name, change))
 
 
-def apply(r: AnyRedis, campaigns: Iterable[Mapping[str, Any]]) -> list[Change]:
-    """``put`` every table (the file's ``[[campaigns]]``); all are validated before any is
-    written. Campaigns of the registry that are not in the file are left as they are."""
+def apply(r: AnyRedis, campaigns: Iterable[Mapping[str, Any]], by: str = "unknown", via: str = "apply",
+          only_new: bool = False, dry_run: bool = False, force: bool = False) -> Applied:
+    """Apply the file's ``[[campaigns]]`` tables. Every table is planned and checked whole
+    before any is written (``ConfigError`` naming the key: nothing written). ``only_new``
+    (``serve``'s start): only campaigns the registry does not hold are written, the others'
+    drift is reported. Otherwise a campaign changed through the admin API since the last apply
+    is refused (``Applied.refused``, nothing written at all) unless ``force``; ``dry_run``
+    writes nothing. Campaigns of the registry the file does not name are left alone."""
     tables = list(campaigns)
     now = time.time()
     current = load(r)[1]
+    out = Applied()
+    todo = []
     for table in tables:
-        plan(current.get(str(table.get("name"))), table, now)
-    return [put(r, table, now) for table in tables]
+        name = str(table.get("name"))
+        rec = current.get(name)
+        if rec is not None:
+            diff = drift(rec, table)
+            if diff:
+                out.drift[name] = diff
+            try:
+                readable_versions(rec)
+            except ConfigError as exc:
+                out.broken[name] = str(exc)
+            if only_new:
+                out.kept.append(name)
+                continue
+            if diff and rec.get("admin_since_apply") and not force:
+                out.refused.append(name)
+        new, ch, _ = plan(rec, table, now)  # each table alone, then the record whole
+        if ch.action != "unchanged":
+            stamp_unreadable(new, rec)
+            check_record(new, {}, now)
+        todo.append(table)
+        out.changes.append(ch)
+    if dry_run or out.refused:
+        return out
+    out.changes = [cast(Change, _update(r, str(t["name"]), _put_change(t, now, by, via))) for t in todo]
+    for name in [str(t["name"]) for t in todo]:
+        if name in current and current[name].get("admin_since_apply"):
+            _clear_admin_mark(r, name, by, via)
+    return out
+
+
+def _clear_admin_mark(r: AnyRedis, name: str, by: str, via: str) -> None:
+    """After an apply (forced, or unchanged): the registry agrees with the file again."""
+    for _ in range(CAS_RETRIES):
+        raw = cast(bytes | None, r.hget(keys.REGISTRY_KEY, name))
+        if raw is None:
+            return
+        rec = parse_stored(name, raw)
+        if not rec.get("admin_since_apply"):
+            return
+        rec["admin_since_apply"] = False
+        hist = entry("applied", int(rec["versions"][-1]["version"]), by, via, time.time())
+        if scripts.of(r).call("REGISTRY_PUT", keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY,
+                                                    keys.registry_history_key(name)],
+                              args=[name, raw, json.dumps(rec, sort_keys=True), json.dumps(hist)]):
+            return
 
 
 # --- live configs --------------------------------------------------------------------------
@@ -310,8 +349,12 @@ class Live:
             self._lock.release()
 
     def install(self, records: Mapping[str, Mapping[str, Any]]) -> None:
+        """Swap in the campaigns of ``records``; a record that cannot be read quarantines that
+        campaign alone (``Config.broken``, logged once per reason): not served, not counted,
+        its batches answered 503 until a write repairs it."""
         latest: list[Campaign] = []
         history: dict[str, list[Campaign]] = {}
+        broken: dict[str, str] = {}
         seen = set()
         for camp in self.file_campaigns:
             rec = records.get(camp.name)
@@ -321,14 +364,17 @@ class Live:
         for name in [*[c.name for c in self.file_campaigns if c.name in records],
                      *sorted(n for n in records if n not in seen)]:
             try:
-                versions = versions_of(records[name])
+                versions = readable_versions(records[name])
             except ConfigError as exc:  # a record this version of ldptel cannot read
-                log.error("campaign registry: %s; ignored", exc)
+                broken[name] = str(exc)
+                if self.config.broken.get(name) != str(exc):
+                    log.error("campaign registry: campaign %r quarantined (%s); the other campaigns "
+                              "serve; an admin PUT or `ldptel campaigns apply` repairs it", name, exc)
                 continue
             latest.append(versions[-1])
             history[name] = versions[:-1]
         # one new snapshot, swapped in by one assignment: a reader holds either the old or the new
-        self.config = dataclasses.replace(self.config, campaigns=latest, history=history)
+        self.config = dataclasses.replace(self.config, campaigns=latest, history=history, broken=broken)
 
 
 _POLLING: weakref.WeakSet[Live] = weakref.WeakSet()  # every Live whose poller this process started

@@ -38,25 +38,53 @@ local function next_id(stream, window_s)
 end
 """
 
+# The next id of a stream the collector appends to, from the last id it added (KEYS: its top key,
+# keys.ingress_top_key / stream_top_key), not XINFO: the collector may only append and read lengths.
+# Same rule as next_id. A stream whose top key is missing or behind (entries added before the key
+# existed) refuses the XADD: the script then moves the sequence past any that one window can hold
+# (2^40) and tries once more.
+_TRACKED_ID = """
+local function tracked_id(top_key, window_s)
+  local ms, seq = tonumber(window_s) * 1000, 0
+  local top = redis.call('GET', top_key)
+  if top then
+    local last_ms, last_seq = string.match(top, '^(%d+)-(%d+)$')
+    if last_ms and tonumber(last_ms) >= ms then ms, seq = tonumber(last_ms), tonumber(last_seq) + 1 end
+  end
+  if ms == 0 and seq == 0 then seq = 1 end
+  return ms, seq
+end
+"""
+
 # Store one batch unless its batch_id was seen; count accepted / duplicate batches and reports.
 # KEYS[1] dedupe marker (keys.seen_key), KEYS[2] target stream: the ingress stream
 #      (keys.ingress_key) with the shuffler enabled, else the analysis stream (keys.stream_key),
-#      KEYS[3] collector counters (keys.metrics_key: fields keys.ACCEPTED_* / keys.DUPLICATE_*)
+#      KEYS[3] collector counters (keys.metrics_key: fields keys.ACCEPTED_* / keys.DUPLICATE_*),
+#      KEYS[4] the target's top key (keys.ingress_top_key / stream_top_key)
 # ARGV[1] marker expiry, epoch s (keys.dedupe_expire_at: a multiple of max(window, 1 day)),
-#      ARGV[2] serialized ReportBatch, ARGV[3] window start (epoch s), ARGV[4] reports in the batch
-# Returns the new entry id, or nil for a duplicate.
-# The entry id comes from next_id (_NEXT_ID): the window start, not the receive time. The marker
-# holds "1", not the id, and expires at a time rounded to the day (or window).
+#      ARGV[2] serialized ReportBatch, ARGV[3] window start (epoch s), ARGV[4] reports in the batch,
+#      ARGV[5] the most entries the target may hold (0: no bound; [shuffler] max_ingress_batches)
+# Returns the new entry id, nil for a duplicate, or 'full' (nothing written) when the target holds
+# ARGV[5] entries: the caller answers 503, the device sends it again; no accepted report is trimmed.
+# The entry id comes from tracked_id (_TRACKED_ID): the window start, not the receive time. The
+# marker holds "1", not the id, and expires at a time rounded to the day (or window).
 # EXISTS → XADD → SET: a failing XADD (e.g. OOM) leaves no marker, so the retry is not lost.
-INGEST = _NEXT_ID + """
+INGEST = _TRACKED_ID + """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HINCRBY', KEYS[3], 'duplicate_batches', 1)
   redis.call('HINCRBY', KEYS[3], 'duplicate_reports', ARGV[4])
   return false
 end
-local ms, seq = next_id(KEYS[2], ARGV[3])
-local id = redis.call('XADD', KEYS[2], string.format('%d-%d', ms, seq),
-                      'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4])
+local bound = tonumber(ARGV[5] or '0')
+if bound > 0 and redis.call('XLEN', KEYS[2]) >= bound then return 'full' end
+local ms, seq = tracked_id(KEYS[4], ARGV[3])
+local fields = {'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4]}
+local id = redis.pcall('XADD', KEYS[2], string.format('%d-%d', ms, seq), unpack(fields))
+if type(id) == 'table' and id.err then
+  seq = seq + 1099511627776
+  id = redis.call('XADD', KEYS[2], string.format('%d-%d', ms, seq), unpack(fields))
+end
+redis.call('SET', KEYS[4], id)
 redis.call('SET', KEYS[1], '1')
 redis.call('EXPIREAT', KEYS[1], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'accepted_batches', 1)
@@ -182,17 +210,20 @@ return out
 """
 
 # The aggregator's commit (ldptel.aggregator.worker): check, replace state fields, count, XACK.
-# KEYS[1] stream (keys.stream_key), KEYS[2] state hash (keys.state_key)
-# ARGV[1] group, ARGV[2] consumer, ARGV[3..6] n_ids, n_del, n_set, n_incr, then
+# KEYS[1] stream (keys.stream_key), KEYS[2] state hash (keys.state_key), KEYS[3] its counters
+#      (keys.counts_key)
+# ARGV[1] group, ARGV[2] consumer, ARGV[3..7] n_ids, n_del, n_set, n_incr, n_cset, then
 #      n_ids entry ids        (each must still be pending to ARGV[2], else {'lost', id})
-#      n_del field names      (each must still exist, else {'stale', field}; then deleted)
-#      n_set (field, value)   pairs written with HSET
-#      n_incr (field, amount) pairs added with HINCRBY
+#      n_del field names      (each must still exist in the state, else {'stale', field}; then deleted)
+#      n_set (field, value)   pairs written to the state with HSET
+#      n_incr (field, amount) pairs added to the counters with HINCRBY
+#      n_cset (field, value)  pairs written to the counters with HSET
 # Returns {'ok', acknowledged count}; on 'lost' / 'stale' nothing was written.
 COMMIT = """
 local group, consumer = ARGV[1], ARGV[2]
 local n_ids, n_del, n_set, n_incr = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local i = 7
+local n_cset = tonumber(ARGV[7])
+local i = 8
 local ids = {}
 for _ = 1, n_ids do
   local id = ARGV[i]; i = i + 1
@@ -212,7 +243,10 @@ for _ = 1, n_set do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2
 end
 for _ = 1, n_incr do
-  redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2
+  redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2
+end
+for _ = 1, n_cset do
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]); i = i + 2
 end
 local acked = 0
 for s = 1, #ids, 1000 do
@@ -246,14 +280,18 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 return 1
 """
 
-# Compare-and-set of one campaign's registry record (ldptel.registry), bumping the revision.
-# KEYS[1] registry hash (keys.REGISTRY_KEY), KEYS[2] revision counter (keys.REGISTRY_REVISION_KEY)
-# ARGV[1] campaign name, ARGV[2] the record as read ("" if there was none), ARGV[3] new record
+# Compare-and-set of one campaign's registry record (ldptel.registry), bumping the revision and
+# appending the change to the campaign's history, in one step.
+# KEYS[1] registry hash (keys.REGISTRY_KEY), KEYS[2] revision counter (keys.REGISTRY_REVISION_KEY),
+#      KEYS[3] the campaign's history list (keys.registry_history_key)
+# ARGV[1] campaign name, ARGV[2] the record as read ("" if there was none), ARGV[3] new record,
+#      ARGV[4] the history entry (JSON)
 # Returns the new revision, or 0 (nothing written) if the record changed since it was read.
 REGISTRY_PUT = """
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if (cur or '') ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('RPUSH', KEYS[3], ARGV[4])
 return redis.call('INCR', KEYS[2])
 """
 
@@ -277,28 +315,51 @@ return {r[1], #r[2]}
 # Delete every field of the given windows from a state hash (retention), adding their report and
 # entry counters to the running totals of expired windows, so the collector-vs-aggregator lag
 # stays right after the counters are gone.
-# KEYS[1] state hash (keys.state_key)
+# KEYS[1] state hash (keys.state_key), KEYS[2] its counters (keys.counts_key)
 # ARGV    window starts (epoch s) to delete
-# Fields: ``acc:<w>:<uid>``, ``n:<w>``, ``entries:<w>``, ``updated:<w>``, ``rel:<w>:<id>``; totals
-# ``expired_reports`` (sum of n:<w>) and ``expired_entries`` (sum of entries:<w>).
+# Fields: ``acc:<w>:<uid>`` (state); ``n:<w>``, ``entries:<w>``, ``updated:<w>``, ``rel:<w>:<id>`` (counters);
+# totals ``expired_reports`` (sum of n:<w>) and ``expired_entries`` (sum of entries:<w>).
 # Returns the number of fields deleted.
 EXPIRE_WINDOWS = """
 local gone, kinds = {}, {acc = true, n = true, entries = true, updated = true, rel = true}
 for _, w in ipairs(ARGV) do gone[w] = true end
 local deleted = 0
-for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
-  local prefix, w = string.match(f, '^(%a+):(%d+)')
-  if prefix and kinds[prefix] and gone[w] then
-    if prefix == 'n' then
-      redis.call('HINCRBY', KEYS[1], 'expired_reports', redis.call('HGET', KEYS[1], f))
-    elseif prefix == 'entries' then
-      redis.call('HINCRBY', KEYS[1], 'expired_entries', redis.call('HGET', KEYS[1], f))
+for k = 1, 2 do
+  for _, f in ipairs(redis.call('HKEYS', KEYS[k])) do
+    local prefix, w = string.match(f, '^(%a+):(%d+)')
+    if prefix and kinds[prefix] and gone[w] then
+      if prefix == 'n' then
+        redis.call('HINCRBY', KEYS[2], 'expired_reports', redis.call('HGET', KEYS[k], f))
+      elseif prefix == 'entries' then
+        redis.call('HINCRBY', KEYS[2], 'expired_entries', redis.call('HGET', KEYS[k], f))
+      end
+      redis.call('HDEL', KEYS[k], f)
+      deleted = deleted + 1
     end
-    redis.call('HDEL', KEYS[1], f)
-    deleted = deleted + 1
   end
 end
 return deleted
+"""
+
+# Move the counters a state hash held before they got their own hash (keys.counts_key): sums
+# added, ``updated:<w>`` the later of both. Atomic, and idempotent (a moved field is gone).
+# KEYS[1] state hash, KEYS[2] counters hash. Returns the number of fields moved.
+MOVE_COUNTERS = """
+local moved = 0
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(f, 1, 4) ~= 'acc:' then
+    local v = redis.call('HGET', KEYS[1], f)
+    if string.sub(f, 1, 8) == 'updated:' then
+      local cur = redis.call('HGET', KEYS[2], f)
+      if not cur or tonumber(cur) < tonumber(v) then redis.call('HSET', KEYS[2], f, v) end
+    else
+      redis.call('HINCRBY', KEYS[2], f, v)
+    end
+    redis.call('HDEL', KEYS[1], f)
+    moved = moved + 1
+  end
+end
+return moved
 """
 
 
@@ -308,7 +369,7 @@ SOURCES: dict[str, str] = {
     "INGEST": INGEST, "SHUFFLE": SHUFFLE, "DISCARD": DISCARD, "LEASE": LEASE, "AUTH_FAILURE": AUTH_FAILURE,
     "READ_WINDOW": READ_WINDOW, "COMMIT": COMMIT, "PUBLISH": PUBLISH, "PUBLISH_CLAIM": PUBLISH_CLAIM,
     "REGISTRY_PUT": REGISTRY_PUT, "DELCONSUMER": DELCONSUMER, "AUTOCLAIM": AUTOCLAIM,
-    "EXPIRE_WINDOWS": EXPIRE_WINDOWS,
+    "EXPIRE_WINDOWS": EXPIRE_WINDOWS, "MOVE_COUNTERS": MOVE_COUNTERS,
 }
 
 

@@ -1,7 +1,8 @@
 """Counters of the aggregator state, read for listings, pages and the export API (no decoding).
 
-The state hash ``keys.state_key(campaign, shard, version)`` (layout: ``ldptel.aggregator.store``,
-its only writer) holds, beside the accumulator blobs, per window ``n:<window>`` (reports counted),
+The counts hash ``keys.counts_key(campaign, shard, version)`` (layout: ``ldptel.aggregator.store``,
+its only writer; the accumulator blobs are in the state hash, which only the aggregator reads)
+holds per window ``n:<window>`` (reports counted),
 ``entries:<window>`` (stream entries counted) and ``updated:<window>`` (epoch ms of the last
 commit), and ``rejected``, ``expired_entries``, ``expired_reports``. This module reads those
 counters, never the blobs: ``window_counts``, ``window_count``, ``list_windows``,
@@ -28,16 +29,23 @@ from ldptel.keys import (
     REJECTED,
     UPDATED_PREFIX,
 )
+from ldptel.numbers import ascii_int
 from ldptel.redis_client import AnyRedis
 
 
 def state_keys(campaign: Campaign) -> list[str]:
+    """The version's state hashes, one per shard (the aggregator's alone)."""
     return [keys.state_key(campaign.name, s, campaign.version) for s in range(campaign.shards)]
+
+
+def counts_keys(campaign: Campaign) -> list[str]:
+    """The version's counter hashes, one per shard (what this module reads)."""
+    return [keys.counts_key(campaign.name, s, campaign.version) for s in range(campaign.shards)]
 
 
 def window_counts(r: AnyRedis, campaign: Campaign) -> dict[int, int]:
     """Reports counted per window (summed over shards), ascending by window."""
-    return _window_counts([_counters(r, key) for key in state_keys(campaign)])
+    return _window_counts([_counters(r, key) for key in counts_keys(campaign)])
 
 
 def _window_counts(shards: list[dict[str, int]]) -> dict[int, int]:
@@ -56,7 +64,7 @@ def _per_window(shards: list[dict[str, int]], prefix: str,
 
 def window_count(r: AnyRedis, campaign: Campaign, window: int) -> int:
     """Reports counted in one window (summed over shards)."""
-    return sum(int(r.hget(key, f"{N_PREFIX}{window}") or 0) for key in state_keys(campaign))
+    return sum(int(r.hget(key, f"{N_PREFIX}{window}") or 0) for key in counts_keys(campaign))
 
 
 _COUNTER_PREFIXES = (N_PREFIX.encode(), ENTRIES_PREFIX.encode(), UPDATED_PREFIX.encode(), REJECTED.encode(),
@@ -64,13 +72,11 @@ _COUNTER_PREFIXES = (N_PREFIX.encode(), ENTRIES_PREFIX.encode(), UPDATED_PREFIX.
 
 
 def _counters(r: AnyRedis, key: str) -> dict[str, int]:
-    """Every counter field of a state hash (``n:``, ``entries:``, ``updated:``, ``rejected``; not
-    the accumulator blobs). HKEYS + HMGET, not HSCAN: HSCAN's MATCH filters after the server has
-    copied every visited value, accumulator blobs included, which made every page view and
-    ``window=latest`` cost O(state bytes) in Redis (45 ms per call at 80 MB)."""
-    names = [f for f in cast(list[bytes], r.hkeys(key)) if f.startswith(_COUNTER_PREFIXES)]
-    values = cast(list[bytes | None], r.hmget(key, names)) if names else []
-    return {f.decode(): int(v) for f, v in zip(names, values, strict=True) if v is not None}
+    """Every counter field of a counts hash (``n:``, ``entries:``, ``updated:``, ``rejected``,
+    ``expired_*``): one HGETALL of small numbers (the accumulator blobs are in the state hash,
+    which no reader reads)."""
+    raw = cast(dict[bytes, bytes], r.hgetall(key))
+    return {f.decode(): int(v) for f, v in raw.items() if f.startswith(_COUNTER_PREFIXES)}
 
 
 def _with_prefix(counters: dict[str, int], prefix: str) -> dict[str, int]:
@@ -86,8 +92,8 @@ def list_windows(r: AnyRedis, campaign: Campaign) -> list[int]:
 def last_updated(r: AnyRedis, campaign: Campaign, window: int | None = None) -> float | None:
     """Epoch seconds of the last commit (touching ``window`` if given), or None."""
     if window is None:
-        return _last_updated([_counters(r, key) for key in state_keys(campaign)])
-    stamps = [r.hget(key, f"{UPDATED_PREFIX}{window}") for key in state_keys(campaign)]
+        return _last_updated([_counters(r, key) for key in counts_keys(campaign)])
+    stamps = [r.hget(key, f"{UPDATED_PREFIX}{window}") for key in counts_keys(campaign)]
     best = max((int(v) for v in stamps if v is not None), default=None)
     return None if best is None else best / 1000.0
 
@@ -116,9 +122,10 @@ def resolve_window(r: AnyRedis, campaign: Campaign, spec: str | None,
             counts = window_counts(r, campaign)
         windows = [w for w, n in sorted(counts.items()) if n > 0]
         return windows[-1] if windows else current_window(campaign)
-    if not spec.isdigit() or len(spec) > 12:
+    parsed = ascii_int(spec, 12)
+    if parsed is None:
         raise WindowError(f"window must be 'latest' or an epoch start in seconds, got {spec!r}")
-    w = int(spec)
+    w = parsed
     length = campaign.window_seconds
     if length == 0 and w != 0:
         raise WindowError(f"campaign {campaign.name!r} has window 'all': the only window is 0")
@@ -162,8 +169,8 @@ def summary(r: AnyRedis, campaign: Campaign, older: Sequence[Campaign] = ()) -> 
     ``windows`` and ``updated`` are ``campaign``'s (one version); the collector's counters are the
     campaign's streams', which hold every version's batches, so the lag also subtracts what the
     ``older`` versions counted."""
-    shards = [_counters(r, key) for key in state_keys(campaign)]
-    others = [[_counters(r, key) for key in state_keys(old)] for old in older]
+    shards = [_counters(r, key) for key in counts_keys(campaign)]
+    others = [[_counters(r, key) for key in counts_keys(old)] for old in older]
     pipe = r.pipeline(transaction=False)
     for s in range(campaign.shards):
         pipe.hmget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES, keys.ACCEPTED_REPORTS)

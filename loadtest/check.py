@@ -253,7 +253,7 @@ def main() -> int:
                             f"{accepted_total}")
         if shuffled["ingress_entries"]:
             problems.append(f"{shuffled['ingress_entries']} entries left in the ingress streams")
-    undecodable = sum(int(r.hget(keys.state_key(c.name, s), keys.REJECTED) or 0)
+    undecodable = sum(int(r.hget(keys.counts_key(c.name, s), keys.REJECTED) or 0)
                       for c in config.campaigns for s in range(c.shards))
     if undecodable:
         problems.append(f"the aggregator could not decode {undecodable} stored entries")

@@ -19,16 +19,23 @@ from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom, resolve
 from ldptel.proto import SCHEMA_VERSION, ReportBatch
 
 MAX_EPSILON = 10.0
+# The floor of ε (per report, and every ε a mechanism derives). Numerically: the formulas divide
+# by p − q, e^ε − 1 or tanh(ε/2), computed from exp(ε), whose rounding leaves a relative error of
+# about 2⁻⁵³/ε in e^ε − 1: at ε = 1e-17 exp(ε) is exactly 1 and the central-ε bound divided by
+# zero (issue 24); at 0.01 the error is 1.1e-14. Statistically: the count variance grows as
+# 1/(e^ε − 1)² ≈ 1/ε², 10⁴ times that of ε = 1 at 0.01, so an estimate within 1 % of n already
+# needs ~10⁸·d reports; below that no campaign produces a usable estimate.
+MIN_EPSILON = 0.01
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
 
 def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
-    """ε must be a real number with 0 < ε ≤ 10."""
+    """ε must be a real number with ``MIN_EPSILON`` (0.01) ≤ ε ≤ ``MAX_EPSILON`` (10)."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name} must be a number, got {type(epsilon).__name__}")
     eps = float(epsilon)
-    if not math.isfinite(eps) or eps <= 0 or eps > MAX_EPSILON:
-        raise ValueError(f"{name} must satisfy 0 < {name} <= {MAX_EPSILON:g}, got {epsilon!r}")
+    if not math.isfinite(eps) or not MIN_EPSILON <= eps <= MAX_EPSILON:
+        raise ValueError(f"{name} must satisfy {MIN_EPSILON:g} <= {name} <= {MAX_EPSILON:g}, got {epsilon!r}")
     return eps
 
 

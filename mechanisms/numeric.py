@@ -42,15 +42,45 @@ HYBRID_EPSILON = math.log((-5 + 2 * (6353 - 405 * math.sqrt(241)) ** (1 / 3)
                            + 2 * (6353 + 405 * math.sqrt(241)) ** (1 / 3)) / 27)
 
 
+# Limits of [lower, upper], derived from every formula on the path (float64 overflows above
+# 1.8e308). With M = max(|lower|, |upper|), h = (upper − lower)/2 ≤ M, C ≤ 401 the largest |y| of
+# a report (piecewise at ε = 0.01: (e^0.005 + 1)/(e^0.005 − 1)) and n ≤ 2⁵³ reports:
+# - encode: (v − lower)/h − 1 needs upper − lower finite: 2M < 1.8e308;
+# - the mean: lower + (ȳ + 1)·h with |ȳ| ≤ C: |mean| ≤ (C + 2)·M;
+# - its variance s²/n · h² with s² ≤ C²: C²·h² < 1.8e308, so h < 1.8e308^½ / C = 3.3e151;
+# - the published sum n·mean, its std error n·se and CI: ≤ 2⁵³·(C + 2 + 1.96·C)·M = 1.1e19·M.
+# The square binds: |lower|, |upper| ≤ MAX_BOUND = 1e150 keeps every one finite (C²·h² ≤ 1.6e305).
+# Below, t = (v − lower)/h − 1 carries a rounding error of about 2⁻⁵³·M/h; the span must keep it
+# under 2⁻²¹ (far below one report's noise, whose std error is ≥ 1 in t units) and h² normal:
+# upper − lower ≥ max(2⁻³⁰·M, MIN_SPAN = 1e-150).
+MAX_BOUND = 1e150
+MIN_SPAN = 1e-150
+MIN_RELATIVE_SPAN = 2.0 ** -30
+
+
 def check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
-    """Finite real ``lower`` < ``upper`` (else ``ValueError`` naming the key)."""
+    """Finite real ``lower`` < ``upper`` within the limits above (``MAX_BOUND``, ``MIN_SPAN``,
+    ``MIN_RELATIVE_SPAN``), else ``ValueError`` naming the key."""
     for name, v in (("lower", lower), ("upper", upper)):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise ValueError(f"{name} must be a finite number, got {v!r}")
-    if not float(lower) < float(upper):
-        raise ValueError(f"lower must be below upper, got lower = {lower!r}, upper = {upper!r}")
-    return float(lower), float(upper)
+        try:
+            finite = math.isfinite(v)
+        except OverflowError:  # an int beyond float64
+            finite = True
+        if not finite:
+            raise ValueError(f"{name} must be a finite number, got {v!r}")
+        if abs(v) > MAX_BOUND:  # type: ignore[operator]
+            raise ValueError(f"{name} must be within ±{MAX_BOUND:g} (larger values overflow the "
+                             f"variance of the mean), got {v!r}")
+    lo, hi = float(lower), float(upper)
+    if not lo < hi:
+        raise ValueError(f"upper must be above lower, got lower = {lower!r}, upper = {upper!r}")
+    least = max(MIN_SPAN, MIN_RELATIVE_SPAN * max(abs(lo), abs(hi)))
+    if hi - lo < least:
+        raise ValueError(f"upper must exceed lower by at least {least:.3g} (2^-30 of their magnitude, "
+                         f"at least {MIN_SPAN:g}), got upper − lower = {hi - lo:.3g}")
+    return lo, hi
 
 
 class NumericMechanism(Mechanism):

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ldptel.mechanisms import hashing
-from ldptel.mechanisms.base import MAX_EPSILON, Mechanism, check_int
+from ldptel.mechanisms.base import MAX_EPSILON, MIN_EPSILON, Mechanism, check_int
 from ldptel.mechanisms.checks import (
     bit_rows,
     check_bit_rows,
@@ -40,6 +40,8 @@ RAPPOR_KEYS = ("bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates")  
 # ``max_candidates`` (default below) caps its list, and no mechanism takes more than the bound.
 MAX_CANDIDATES_DEFAULT = 4096
 MAX_CANDIDATES = 16384
+MAX_EPSILON_INF = 100.0  # RAPPOR's lifetime ε: beyond, no privacy is left to speak of (and f ≈ 0 made it inf)
+MIN_BIT_SCALE = 1e-6  # (1 − f)(q − p): below, its square in the bit variances leaves float64's range
 
 
 def _check_prob(value: Any, name: str) -> float:
@@ -78,8 +80,14 @@ class RAPPOR(Mechanism):
             raise ValueError(f"q must be greater than p, got p={p!r}, q={q!r}")
         if self.p_star <= 0.0 or self.q_star >= 1.0:
             raise ValueError("p and q must give 0 < p* and q* < 1 (else ε₁ is infinite)")
-        if self.epsilon_one > MAX_EPSILON:
-            raise ValueError(f"p, q, f, hashes give ε₁ = {self.epsilon_one:.3g} > {MAX_EPSILON:g}")
+        if not MIN_EPSILON <= self.epsilon_one <= MAX_EPSILON:
+            raise ValueError(f"p, q, f, hashes give ε₁ = {self.epsilon_one:.3g}, outside "
+                             f"[{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
+        if not self.epsilon_inf <= MAX_EPSILON_INF:  # f → 0: (1 − f/2)/(f/2) overflows to inf
+            raise ValueError(f"f must give ε∞ = 2h·ln((1 − f/2)/(f/2)) <= {MAX_EPSILON_INF:g}, got f = {f!r}")
+        if self.bit_scale < MIN_BIT_SCALE:  # the bit estimates divide by it, their variance by its square
+            raise ValueError(f"f, p, q give (1 − f)(q − p) = {self.bit_scale:.3g}, below {MIN_BIT_SCALE:g}: "
+                             "the estimates would divide by (almost) zero")
         if isinstance(candidates, (str, bytes)) or not all(isinstance(c, str) for c in candidates):
             raise ValueError("candidates must be a list of strings")
         if len(set(candidates)) != len(candidates):

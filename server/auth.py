@@ -12,7 +12,9 @@ length nor its position in the list shows in the timing.
     def estimates(name): ...
 
 After a successful check ``g.ldptel_token_id`` holds a short digest of the token (for per-token
-rate limits); the token itself is never stored.
+rate limits; ``config.token_digest``) and ``g.ldptel_token_name`` the name an admin token was given
+(``[server] admin_tokens = [{name, token}]``), else ``"<kind> token <8 hex of the digest>"``, for the
+campaign history; the token itself is never stored.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ def authenticate(*kinds: str) -> bool:
         if token is not None and token_ok(token, kind):
             g.ldptel_token_id = _digest(token).hex()[:24]
             g.ldptel_token_kind = kind
+            names = current_app.extensions["ldptel"].config.server.admin_names
+            g.ldptel_token_name = names.get(g.ldptel_token_id, f"{kind} token {g.ldptel_token_id[:8]}")
             return True
     return False
 

@@ -37,7 +37,6 @@ import csv
 import json
 import math
 import re
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -48,7 +47,9 @@ from flask import Response, g, request
 from ldptel import published, tally
 from ldptel.config import Campaign
 from ldptel.published import Published, finite_row
+from ldptel.server import body_cache
 from ldptel.server.app import state
+from ldptel.server.body_cache import cache_key
 from ldptel.server.errors import ApiError, BadParameter
 
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
@@ -183,6 +184,12 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
                         "waiting": waiting,
                         "message": f"estimates are withheld until {campaign.min_reports} "
                                    f"reports are counted ({n} so far{more})"})
+    if pub is not None and pub.error is not None and pub.doc is None:
+        raise ApiError(503, "publication_failed",
+                       {"n_reports": n, "window": start, "error": pub.error,
+                        "message": "the aggregator could not publish this window's estimates; it "
+                                   "retries every few minutes (other campaigns are not affected)"},
+                       headers={"Retry-After": str(published.FAILED_RETRY_S)})
     if pub is None or pub.doc is None:
         retry = max(1, math.ceil(st.config.aggregator.publish_interval))
         raise ApiError(503, "not_yet_published",
@@ -208,12 +215,6 @@ def not_modified(etag: str, last_modified: datetime) -> bool:
     return False
 
 
-BODIES_KEPT_BYTES = 32 * 1024 * 1024  # rendered bodies kept per process (oldest dropped first)
-_bodies: dict[tuple[str, bytes, str, float], bytes] = {}  # (path, query, ETag, modified) → body
-_bodies_lock = threading.Lock()
-_bodies_size = [0]
-
-
 def conditional_response(etag: str, modified: float, headers: dict[str, str], render: Callable[[], str],
                          mimetype: str, attachment: str | None = None) -> Response:
     """The answer for this URL's document identified by ``etag`` (quoted) and ``modified``
@@ -221,21 +222,16 @@ def conditional_response(etag: str, modified: float, headers: dict[str, str], re
     ``If-None-Match`` / ``If-Modified-Since`` match (``not_modified``), else 200 with ``headers``
     (and ``Content-Disposition: attachment`` with the file name ``attachment``, if given) and the
     body ``render()``. A document identified so never changes, so its body is rendered
-    once per (URL, ETag, modified) in this process (at most ``BODIES_KEPT_BYTES`` kept): polling
-    clients cost a tag read, not a rendering. Validate the request's parameters before calling
+    once per (URL, ETag, modified) in this process (``body_cache.CACHE``, bounded in bytes):
+    polling clients cost a tag read, not a rendering. Validate the request's parameters before calling
     this (a 304 says the URL's document is unchanged)."""
     if not_modified(etag, datetime.fromtimestamp(modified, UTC)):
         return Response(status=304, headers=headers)
-    key = (request.path, request.query_string, etag, modified)
-    body = _bodies.get(key)
+    key = cache_key("document", request.path, request.query_string, etag, modified)
+    body = body_cache.CACHE.get(key)
     if body is None:
         body = render().encode()
-        with _bodies_lock:
-            while _bodies and _bodies_size[0] + len(body) > BODIES_KEPT_BYTES:
-                _bodies_size[0] -= len(_bodies.pop(next(iter(_bodies))))
-            if len(body) <= BODIES_KEPT_BYTES and key not in _bodies:
-                _bodies[key] = body
-                _bodies_size[0] += len(body)
+        body_cache.CACHE.put(key, body)
     if attachment is not None:
         headers = {**headers, "Content-Disposition": f'attachment; filename="{attachment}"'}
     return Response(body, mimetype=mimetype, headers=headers)

@@ -1,26 +1,40 @@
-"""``GET /healthz`` (each component's state) and ``GET /metrics`` (Prometheus text format, see
-``server.metrics``). ``/healthz`` needs no token, ``/metrics`` an admin or export token; neither
-exposes a report, and with a campaign in a shuffled privacy mode ``/healthz`` leaves out the age of
-the last commit (the time of a release). Both read Redis through
+"""``GET /healthz`` (each stage's state and lag) and ``GET /metrics`` (Prometheus text format, see
+``server.metrics``). ``/healthz`` needs no token, ``/metrics`` an admin or export token;
+neither exposes a report, and with a campaign in a shuffled privacy mode ``/healthz`` leaves out
+the age of the last commit (the time of a release). Both read Redis through
 ``server.probe`` (fresh, unless another thread of the process is reading: then its last snapshot),
 so they answer within about a second whatever Redis does.
 
 ``/healthz`` answers 200 ``{"status": "ok", "redis": "ok", "version", "components"}`` or 503
-``{"status": "unavailable", …}`` when a component is down: Redis does not answer, or — when this
-``ldptel serve`` runs the aggregator (``supervised``) — no aggregator heartbeat is fresh
-(``ldptel.heartbeat.stale_after``) or the aggregator's lag exceeds
-``[server] max_aggregator_lag_seconds``. Without a supervised aggregator the aggregator entry is
-informational: a collector must not be taken out of a load balancer for a lagging aggregator.
+``{"status": "unavailable", …}`` when a stage is down. ``components`` holds one entry per stage:
+
+- ``collector``: ``full`` when a campaign shard's ingress stream holds ``[shuffler]
+  max_ingress_batches`` (the collector then refuses batches with 503 and ``Retry-After``: a stopped
+  shuffler never makes it trim an accepted report), with ``ingress_batches`` (every ingress stream)
+  and ``ingress_fullest`` (the fullest shard's);
+- ``redis``: ``down`` when it does not answer;
+- ``shuffler`` (with ``[shuffler] enabled``): ``down`` (no heartbeat for the stall threshold) or
+  ``lagging`` when its ``lag_seconds`` — since it last ended a round with nothing overdue — passes
+  ``stall_after_seconds`` = the smallest ``shuffle_max_delay`` of the campaigns (at least 2 s; a
+  hung shuffler shows within that, before any report waited twice it in ingress);
+- ``aggregator``: ``down`` (no fresh heartbeat, ``ldptel.heartbeat.stale_after``) or ``lagging``
+  (lag over ``[server] max_aggregator_lag_seconds``).
+
+The shuffler and aggregator turn the answer 503 only when this ``ldptel serve`` runs them
+(``supervised``); otherwise they are informational (``external`` with a fresh heartbeat, else
+``none``): a collector must not be taken out of a load balancer for a stage it does not run.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
 from ldptel import __version__, heartbeat
+from ldptel.config import Config
 from ldptel.privacy_modes import is_shuffled
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
@@ -44,7 +58,29 @@ def aggregator_gauges(snap: Snapshot, block_ms: int, now: float) -> dict[str, fl
     }
 
 
-def aggregator_status(gauges: dict[str, float | None], max_lag: float, supervised: bool) -> str:
+def stall_after(config: Config) -> float:
+    """Seconds after which the shuffler counts as stalled: the smallest ``shuffle_max_delay`` (at
+    least 2 s). A running shuffler ends a round with nothing overdue every ``poll_ms``; one that
+    stopped at t held reports at most ``shuffle_max_delay`` old, so when it is flagged no report has
+    waited in ingress more than twice that."""
+    delays = [c.shuffle_max_delay_seconds for c in config.campaigns]
+    return max(2.0, float(min(delays, default=60)))
+
+
+def shuffler_gauges(snap: Snapshot, stall: float, now: float) -> dict[str, float | None]:
+    """``workers`` (a heartbeat within ``stall``), ``heartbeat_age_seconds`` and ``lag_seconds``:
+    since the freshest shuffler last ended a round with nothing overdue."""
+    fresh = [b for b in snap.shuffler_beats if now - b.at <= stall]
+    caught_up = [b.caught_up for b in snap.shuffler_beats if b.caught_up is not None]
+    beats = snap.shuffler_beats
+    return {
+        "workers": float(len(fresh)),
+        "heartbeat_age_seconds": max(0.0, now - max(b.at for b in beats)) if beats else None,
+        "lag_seconds": max(0.0, now - max(caught_up)) if caught_up else None,
+    }
+
+
+def stage_status(gauges: dict[str, float | None], max_lag: float, supervised: bool) -> str:
     """``ok``, ``down`` (no fresh heartbeat), ``lagging`` (lag over ``max_lag``) when
     ``supervised``; otherwise ``external`` (a fresh heartbeat) or ``none``."""
     if not gauges["workers"]:
@@ -55,31 +91,53 @@ def aggregator_status(gauges: dict[str, float | None], max_lag: float, supervise
     return "lagging" if lag is not None and lag > max_lag else "ok"
 
 
+aggregator_status = stage_status  # the name callers and tests know
+
+
+def ingress_gauges(snap: Snapshot) -> dict[str, int]:
+    """Entries in every ingress stream and in the fullest shard's."""
+    per = snap.campaign_counters.values()
+    return {"ingress_batches": sum(c.get("ingress_entries", 0) for c in per),
+            "ingress_fullest": max((c.get("ingress_shard_max", 0) for c in per), default=0)}
+
+
 def _rounded(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
 
 
 @bp.get("/healthz")
 def healthz() -> tuple[Response, int]:
-    """200 when every component is up, else 503 (see the module doc)."""
+    """200 when every stage is up, else 503 (see the module doc)."""
     st = state()
+    cfg = st.config
     snap = st.probe.snapshot(max_age=0)
     now = time.time()
-    gauges = aggregator_gauges(snap, st.config.aggregator.block_ms, now)
-    max_lag = st.config.server.max_aggregator_lag_seconds
-    agg = aggregator_status(gauges, max_lag, st.supervised_aggregator)
-    if any(is_shuffled(c) for c in st.config.campaigns):  # a commit's time is a release's time
+    gauges = aggregator_gauges(snap, cfg.aggregator.block_ms, now)
+    max_lag = cfg.server.max_aggregator_lag_seconds
+    agg = stage_status(gauges, max_lag, st.supervised_aggregator)
+    if any(is_shuffled(c) for c in cfg.campaigns):  # a commit's time is a release's time
         gauges.pop("last_commit_age_seconds")
-    ok = snap.redis_ok and agg not in ("down", "lagging")
-    redis_status = "ok" if snap.redis_ok else "down"
-    components = {
-        "collector": {"status": "ok", "pid": os.getpid()},
-        "redis": {"status": redis_status, "error": snap.error,
+    ingress = ingress_gauges(snap)
+    full = cfg.shuffler.enabled and ingress["ingress_fullest"] >= cfg.shuffler.max_ingress_batches
+    components: dict[str, dict[str, Any]] = {
+        "collector": {"status": "full" if full else "ok", "pid": os.getpid(), **ingress,
+                      "max_ingress_batches": cfg.shuffler.max_ingress_batches},
+        "redis": {"status": "ok" if snap.redis_ok else "down", "error": snap.error,
                   "checked_seconds_ago": _rounded(max(0.0, now - snap.taken))},
-        "aggregator": {"status": agg, "supervised": st.supervised_aggregator,
-                       "max_lag_seconds": max_lag, **{k: _rounded(v) for k, v in gauges.items()}},
     }
-    body = {"status": "ok" if ok else "unavailable", "redis": redis_status,
+    bad = [not snap.redis_ok, full, agg in ("down", "lagging")]
+    if cfg.shuffler.enabled:
+        stall = stall_after(cfg)
+        shf_gauges = shuffler_gauges(snap, stall, now)
+        shf = stage_status(shf_gauges, stall, st.supervised_aggregator)
+        components["shuffler"] = {"status": shf, "supervised": st.supervised_aggregator,
+                                  "stall_after_seconds": stall,
+                                  **{k: _rounded(v) for k, v in shf_gauges.items()}}
+        bad.append(shf in ("down", "lagging"))
+    components["aggregator"] = {"status": agg, "supervised": st.supervised_aggregator,
+                                "max_lag_seconds": max_lag, **{k: _rounded(v) for k, v in gauges.items()}}
+    ok = not any(bad)
+    body = {"status": "ok" if ok else "unavailable", "redis": components["redis"]["status"],
             "version": __version__, "components": components}
     return jsonify(body), 200 if ok else 503
 
@@ -91,7 +149,11 @@ def metrics() -> Response:
     counted together under ``campaign="(shuffled)"`` (``metrics.SHUFFLED_LABEL``), so no
     per-campaign count moves with a single device's report."""
     st = state()
+    cfg = st.config
     snap = st.probe.snapshot(max_age=0)
-    gauges = aggregator_gauges(snap, st.config.aggregator.block_ms, time.time())
-    pooled = {c.name for c in st.config.campaigns if is_shuffled(c)}
-    return Response(st.metrics.render(snap, gauges, pooled), mimetype="text/plain; version=0.0.4")
+    now = time.time()
+    gauges = aggregator_gauges(snap, cfg.aggregator.block_ms, now)
+    shuffler = shuffler_gauges(snap, stall_after(cfg), now) if cfg.shuffler.enabled else {}
+    pooled = {c.name for c in cfg.campaigns if is_shuffled(c)}
+    return Response(st.metrics.render(snap, gauges, shuffler, pooled),
+                    mimetype="text/plain; version=0.0.4")

@@ -53,6 +53,8 @@ from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 bp = Blueprint("ingest", __name__)
 
 PROTOBUF_TYPES = ("application/x-protobuf", "application/protobuf")
+UNAVAILABLE_RETRY_S = 60  # Retry-After of a batch of a quarantined campaign
+INGRESS_FULL_RETRY_S = 5  # Retry-After while the ingress stream is full
 HINT_HEADER = "Ldptel-Campaigns"
 _digest_lock = threading.Lock()
 _digest: tuple[Config, str] | None = None  # the last snapshot's digest (snapshots are immutable)
@@ -185,6 +187,8 @@ def post_reports():
     except Rejection as rej:
         st.metrics.reject(rej.campaign, rej.reason)
         headers = {"Retry-After": str(retry_after)} if rej.status == 429 else {}
+        if rej.status == 503:
+            headers["Retry-After"] = str(UNAVAILABLE_RETRY_S)
         if not body_read and not drain_unread_body():  # so that the client reads the answer
             headers["Connection"] = "close"
         raise ApiError(rej.status, rej.error, rej.detail, headers) from None
@@ -193,12 +197,20 @@ def post_reports():
     shard = keys.shard_of(valid.batch_id, camp.shards)
     now = time.time()
     window = valid.window if isinstance(valid, SealedValid) else keys.window_start(now, camp.window_seconds)
-    target = keys.ingress_key if st.config.shuffler.enabled else keys.stream_key
+    shuffled = st.config.shuffler.enabled
+    target = keys.ingress_key if shuffled else keys.stream_key
+    top = keys.ingress_top_key if shuffled else keys.stream_top_key
     entry = scripts.of(st.collector_redis).call(
         "INGEST", keys=[keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
-              keys.metrics_key(camp.name, shard)],
-        args=[keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count],
+              keys.metrics_key(camp.name, shard), top(camp.name, shard)],
+        args=[keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count,
+              st.config.shuffler.max_ingress_batches if shuffled else 0],
     )
+    if entry == b"full":  # a stopped shuffler: refused, never trimmed; the device sends it again
+        st.metrics.reject(camp.name, "ingress_full")
+        raise ApiError(503, "ingress_full", f"campaign {camp.name!r}: the ingress stream holds "
+                       f"{st.config.shuffler.max_ingress_batches} batches not yet shuffled; retry later",
+                       {"Retry-After": str(INGRESS_FULL_RETRY_S)})
     if entry is None:
         return jsonify({"accepted": 0, "duplicate": True}), 202
     return jsonify({"accepted": valid.count, "duplicate": False}), 202

@@ -102,9 +102,10 @@ class Metrics:
 
     # --- exposition ---------------------------------------------------------------------------
     def render(self, snap: Snapshot, aggregator: dict[str, float | None],
+               shuffler: dict[str, float | None] | None = None,
                pooled: set[str] | frozenset[str] = frozenset()) -> str:
-        """Prometheus text: the Redis counters of ``snap`` (last known), the ``aggregator``
-        gauges (``ldptel.server.health.aggregator_gauges``), every process's own metrics. The
+        """Prometheus text: the Redis counters of ``snap`` (last known), the ``aggregator`` and
+        ``shuffler`` gauges (``ldptel.server.health``), every process's own metrics. The
         campaigns of ``pooled`` (a shuffled privacy mode) are summed under ``SHUFFLED_LABEL``."""
         glob, per = snap.global_counters, pool(snap.campaign_counters, pooled)
         out: list[str] = []
@@ -126,7 +127,8 @@ class Metrics:
         for metric, field, help_ in (
             ("ldptel_stream_entries", "stream_entries", "Entries currently in the campaign's streams."),
             ("ldptel_ingress_entries", "ingress_entries",
-             "Of them, entries in the ingress streams: not yet moved by a shuffler."),
+             "Of them, entries in the ingress streams: not yet moved by a shuffler ([shuffler] "
+             "max_ingress_batches per shard)."),
             ("ldptel_campaign_last_window_reports", "last_window_reports",
              "Reports counted in the campaign's newest ended window (its one window for window = all)."),
             ("ldptel_campaign_min_reports", "min_reports",
@@ -155,6 +157,11 @@ class Metrics:
             if aggregator.get(name) is not None:
                 family(f"ldptel_aggregator_{name}", "gauge", help_)
                 out.append(f"ldptel_aggregator_{name} {aggregator[name]:.3f}")
+        for name, help_ in SHUFFLER_GAUGES.items():
+            value = (shuffler or {}).get(name)
+            if value is not None:
+                family(f"ldptel_shuffler_{name}", "gauge", help_)
+                out.append(f"ldptel_shuffler_{name} {value:.3f}")
         return "\n".join(out) + "\n" + prom.render()
 
 
@@ -174,6 +181,12 @@ def pool(per: dict[str, dict[str, int]], pooled: set[str] | frozenset[str]) -> d
     return out
 
 
+SHUFFLER_GAUGES = {
+    "lag_seconds": "Seconds since a shuffler last ended a round with nothing overdue (/healthz: 503 past "
+                   "the smallest shuffle_max_delay).",
+    "heartbeat_age_seconds": "Seconds since the last shuffler heartbeat.",
+    "workers": "Shufflers whose heartbeat is fresh.",
+}
 AGGREGATOR_GAUGES = {
     "lag_seconds": "Seconds since an aggregator last found every stream drained (since it started if "
                    "it has not yet).",

@@ -41,8 +41,10 @@ class Snapshot:
     error: str | None = None
     read_at: float | None = None  # epoch seconds of the last successful read
     beats: list[heartbeat.Beat] = field(default_factory=list)
+    shuffler_beats: list[heartbeat.Beat] = field(default_factory=list)
     global_counters: dict[str, str] = field(default_factory=dict)  # hash keys.GLOBAL_METRICS_KEY
-    campaign_counters: dict[str, dict[str, int]] = field(default_factory=dict)  # + "stream_entries"
+    # + "stream_entries" (ingress and analysis), "ingress_entries", "ingress_shard_max" (the fullest shard)
+    campaign_counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def last_ended_window(campaign: Any, now: float) -> int:
@@ -116,23 +118,27 @@ class Probe:
         pipe = client.pipeline(transaction=False)
         pipe.hgetall(keys.GLOBAL_METRICS_KEY)
         pipe.hgetall(keys.HEARTBEAT_KEY)
+        pipe.hgetall(keys.SHUFFLER_HEARTBEAT_KEY)
         last = {c.name: last_ended_window(c, now) for c in campaigns}
         versions = {c.name: c.version for c in campaigns}
         for name, s in shards:  # stream entries: ingress (not yet shuffled) and analysis
             pipe.hgetall(keys.metrics_key(name, s))
             pipe.xlen(keys.stream_key(name, s))
             pipe.xlen(keys.ingress_key(name, s))
-            pipe.hget(keys.state_key(name, s, versions[name]), f"{keys.N_PREFIX}{last[name]}")
+            pipe.hget(keys.counts_key(name, s, versions[name]), f"{keys.N_PREFIX}{last[name]}")
         res: list[Any] = pipe.execute()
         per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0, "ingress_entries": 0,
-                                                   "last_window_reports": 0, "min_reports": c.min_reports}
-                                          for c in campaigns}
+                                                   "ingress_shard_max": 0, "last_window_reports": 0,
+                                                   "min_reports": c.min_reports} for c in campaigns}
         for i, (name, _) in enumerate(shards):
-            for k, v in res[2 + 4 * i].items():
+            for k, v in res[3 + 4 * i].items():
                 per[name][k.decode()] = per[name].get(k.decode(), 0) + int(v)
-            per[name]["stream_entries"] += int(res[3 + 4 * i]) + int(res[4 + 4 * i])
-            per[name]["ingress_entries"] += int(res[4 + 4 * i])
-            per[name]["last_window_reports"] += int(res[5 + 4 * i] or 0)
+            ingress = int(res[5 + 4 * i])
+            per[name]["stream_entries"] += int(res[4 + 4 * i]) + ingress
+            per[name]["ingress_entries"] += ingress
+            per[name]["ingress_shard_max"] = max(per[name]["ingress_shard_max"], ingress)
+            per[name]["last_window_reports"] += int(res[6 + 4 * i] or 0)
         return Snapshot(taken=now, redis_ok=True, read_at=now, beats=heartbeat.parse(res[1]),
+                        shuffler_beats=heartbeat.parse(res[2]),
                         global_counters={k.decode(): v.decode() for k, v in res[0].items()},
                         campaign_counters=per)

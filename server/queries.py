@@ -45,6 +45,7 @@ from flask import Blueprint, Response, request
 from ldptel import published
 from ldptel.config import Campaign
 from ldptel.mechanisms.base import Z95
+from ldptel.numbers import ascii_int
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
     Params,
@@ -78,10 +79,9 @@ def _int_param(params: Params, name: str, low: int, high: int, default: int | No
         if default is None:
             raise BadParameter(name, "is required")
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadParameter(name, f"must be an integer, got {raw!r}") from None
+    value = ascii_int(raw, 12)
+    if value is None:
+        raise BadParameter(name, f"must be an integer (ASCII digits), got {raw!r}")
     if not low <= value <= high:
         raise BadParameter(name, f"must be in [{low}, {high}], got {value}")
     return value

@@ -23,7 +23,7 @@ window length (400 ``bad_parameter`` naming ``version`` otherwise). A campaign w
 Every number is the aggregator's publication of the window (``documents.read_published``):
 nothing is decoded here. ``ETag`` (304 on a match): a digest of the campaign's parameters, each
 listed window's count and publication digest and the query, so it changes exactly when an answer
-can, and each process keeps the last ``BODIES_KEPT`` answers' bodies by it, so a repeated poll
+can, and each process keeps answers' bodies by it (``body_cache.CACHE``, bounded in bytes), so a repeated poll
 reads only the window counts and tags (``If-Modified-Since`` is not used: a withheld window's
 count changes without a new publication). ``400 bad_parameter`` names the bad parameter (also
 when the range holds more than ``MAX_WINDOWS`` windows), ``401``, ``404`` unknown campaign.
@@ -42,8 +42,11 @@ from flask import Blueprint, Response, request
 from ldptel import published, tally
 from ldptel.config import Campaign
 from ldptel.export import SERIES_COLUMNS
+from ldptel.numbers import ascii_int
+from ldptel.server import body_cache
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
+from ldptel.server.body_cache import cache_key
 from ldptel.server.documents import (
     Params,
     Published,
@@ -62,8 +65,6 @@ bp = Blueprint("series", __name__)
 MAX_WINDOWS = 1000  # windows per answer: narrow from/to beyond
 MAX_RANGE_ITEMS = 256  # values of a range campaign's series
 NEVER = datetime.max.replace(tzinfo=UTC)  # Last-Modified that no If-Modified-Since matches
-_bodies: dict[tuple[str, str], str] = {}  # (campaign, ETag) → the answer's body, per process
-BODIES_KEPT = 32
 WINDOW_COLUMNS = ("window_start", "window", "version", "n_reports", "status", "decoded_at")
 VALUE_COLUMNS = SERIES_COLUMNS[4:9]  # what a released row takes from an estimate row
 
@@ -125,8 +126,9 @@ def _time_param(params: Params, name: str) -> int | None:
     raw = params.get(name)
     if raw is None or raw == "":
         return None
-    if raw.isdigit() and len(raw) <= 12:
-        return int(raw)
+    epoch = ascii_int(raw, 12)
+    if epoch is not None:
+        return epoch
     try:
         t = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -210,7 +212,8 @@ def _items_param(campaign: Campaign, params: Params) -> list[str] | None:
     items = [v.strip() for v in raw.split(",")]
     if campaign.kind == "range":
         d = int(campaign.domain_size or 1)
-        if len(items) > MAX_RANGE_ITEMS or not all(v.isdigit() and int(v) < d for v in items):
+        values = [ascii_int(v, 9) for v in items]
+        if len(items) > MAX_RANGE_ITEMS or not all(v is not None and v < d for v in values):
             raise BadParameter("items", f"must be at most {MAX_RANGE_ITEMS} values in [0, {d - 1}], "
                                         f"got {raw!r}")
     return items
@@ -285,13 +288,14 @@ def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict], key: s
             return Response(status=304, headers=headers)
         if fmt == "csv":
             headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{key}.csv"'
-        if (campaign.name, tag) not in _bodies:  # the ETag covers the query, format included
-            if len(_bodies) >= BODIES_KEPT:
-                _bodies.pop(next(iter(_bodies)), None)
+        cached = cache_key(key, campaign.name, tag)  # the ETag covers the query, format included
+        body = body_cache.CACHE.get(cached)
+        if body is None:
             doc = document(campaign, request.args, infos)
-            _bodies[campaign.name, tag] = csv_text(doc[key], columns) if fmt == "csv" else json_text(doc)
+            body = (csv_text(doc[key], columns) if fmt == "csv" else json_text(doc)).encode()
+            body_cache.CACHE.put(cached, body)
         mimetype = "text/csv" if fmt == "csv" else "application/json"
-        return Response(_bodies[campaign.name, tag], mimetype=mimetype, headers=headers)
+        return Response(body, mimetype=mimetype, headers=headers)
 
     view.__name__ = f"{key}_view"
     return require_token("export")(view)

@@ -5,7 +5,9 @@ Order of checks (the first failure rejects the whole batch, nothing is stored):
 1. the body parses as a ``ReportBatch`` (else 400 ``malformed_batch``);
 2. ``schema_version`` = 1, ``batch_id`` of 16 bytes (400 ``invalid_batch``; schema_version 2, a
    ``SealedBatch``, is ``server.sealed_ingest``'s);
-3. the campaign exists (400 ``unknown_campaign``), takes reports (409 ``campaign_paused``, 410
+3. the campaign exists (400 ``unknown_campaign``; 503 ``campaign_unavailable`` with
+   ``Retry-After`` while its registry record cannot be read: quarantined, ``Config.broken``, so a
+   device keeps the batch and sends it again), takes reports (409 ``campaign_paused``, 410
    ``campaign_retired``) and the version the batch names (``campaign_version``; 0 is version 1)
    is still accepted (400 ``unknown_version``, 409 ``version_retired``: ``accepted_version``);
    every later check uses that version's parameters; a campaign in a shuffled privacy mode takes
@@ -86,6 +88,11 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int]
         raise Rejection(400, "invalid_batch",
                         f"batch_id must be {BATCH_ID_BYTES} bytes, got {len(batch.batch_id)}")
     latest = config.campaign(batch.campaign)
+    if latest is None and batch.campaign in config.broken:  # quarantined: the device keeps them
+        raise Rejection(503, "campaign_unavailable",
+                        {"campaign": batch.campaign, "reason": "the campaign's registry record cannot be "
+                                                               "read; retry later (nothing was stored)"},
+                        campaign=batch.campaign)
     if latest is None:
         shown = batch.campaign if len(batch.campaign) <= 64 else batch.campaign[:64] + "…"
         raise Rejection(400, "unknown_campaign", f"no campaign named {shown!r}")

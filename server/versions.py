@@ -13,7 +13,8 @@ estimates stay those of the version devices are still reporting under until the 
 
 ``GET /v1/campaigns/<name>/estimates?version=all[&window=…&format=json|csv]`` (frequency
 campaigns) combines the released estimates of the window of every version that shares the domain
-(same labels) of the latest version with reports, by inverse-variance weighting
+(same labels) of the latest version with reports (all of them must share its window length, else
+400 ``bad_parameter`` naming the versions whose lengths differ), by inverse-variance weighting
 (``aggregator/combine.py``: the formula, why it is unbiased and why its std error is exact):
 ``{"campaign", "version": "all", "versions": [used], "withheld_versions": [below min_reports
 or not yet published], "other_domain_versions": [not combinable], "kind", "combination": "inverse_variance",
@@ -34,6 +35,7 @@ from flask import Blueprint, Response, has_request_context, jsonify, request
 from ldptel import tally
 from ldptel.config import Campaign
 from ldptel.mechanisms.combine import VersionPart, inverse_variance
+from ldptel.numbers import ascii_int
 from ldptel.published import finite_row
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
@@ -77,9 +79,10 @@ def resolve_version(name: str, spec: str | None) -> Campaign:
             return versions[0]
         r = state().redis
         return next((v for v in reversed(versions) if tally.list_windows(r, v)), versions[-1])
-    if not spec.isdigit() or len(spec) > 9:
+    number = ascii_int(spec, 9)
+    if number is None:
         raise BadParameter("version", f"must be 'latest' or a version number, got {spec!r}")
-    found = next((v for v in versions if v.version == int(spec)), None)
+    found = next((v for v in versions if v.version == number), None)
     if found is None:
         raise ApiError(404, "not_found", f"campaign {name!r} has no version {spec} "
                                          f"(versions: {', '.join(str(v.version) for v in versions)})")
@@ -113,6 +116,20 @@ def _column(items: list[dict], key: str) -> np.ndarray:
     return np.array([np.nan if it[key] is None else it[key] for it in items], dtype=np.float64)
 
 
+def check_same_windows(members: list[Campaign]) -> None:
+    """``BadParameter`` (400) naming the versions whose window length differs: a window start
+    names a different span of time in each (windows are multiples of their length since the
+    epoch, so one length means one alignment), and combining them would mix, e.g., a 20 s
+    window of one version with the first 10 s of another's."""
+    lengths: dict[str, list[int]] = {}
+    for v in members:
+        lengths.setdefault(v.window, []).append(v.version)
+    if len(lengths) > 1:
+        groups = "; ".join(f"version{'s' if len(vs) > 1 else ''} {', '.join(map(str, vs))}: window {w!r}"
+                           for w, vs in lengths.items())
+        raise BadParameter("version", f"'all' combines only versions with the same window length; {groups}")
+
+
 def combined(name: str, window: str | None) -> tuple[dict, str]:
     """(the ``version=all`` document, its ETag) of ``window`` (see the module docstring)."""
     versions = campaign_versions(name)
@@ -125,6 +142,7 @@ def combined(name: str, window: str | None) -> tuple[dict, str]:
     except tally.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
     members = [v for v in versions if v.kind == "frequency" and v.labels() == base.labels()]
+    check_same_windows(members)
     parts, used, withheld, digests, decoded = [], [], [], [], 0.0
     for v in members:
         try:

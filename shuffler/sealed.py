@@ -10,7 +10,9 @@ moves, atomically):
 
 - ``due``: a group is released when it holds ≥ ``batch_min`` reports and its window is closed
   (``privacy_modes.window_close``: the collector takes nothing more for it), or it holds
-  ≥ 2·``batch_min`` (or ``[shuffler] max_held_reports``, if larger), or the campaign has one
+  ≥ 2·``batch_min`` (or ``[shuffler] max_held_reports``, if larger), or the ingress stream holds
+  half its ``[shuffler] max_ingress_batches`` (the collector refuses more: a batch must be released
+  before it fills; the config refuses a ``batch_min`` over that half), or the campaign has one
   window (``"all"``), or on a drain (``--once``); never below ``batch_min``, whatever the delay;
 - a window that closes below ``batch_min`` is **discarded**: its ingress entries are deleted
   (``scripts.DISCARD``) and counted (``keys.SHUFFLE_DISCARDED`` of ``{…}:shuffled``); its
@@ -38,12 +40,12 @@ from ldptel.shuffler.repack import split_sizes
 
 
 def due(campaign: Campaign, window: int, reports: int, max_held: int, once: bool,
-        now: float | None = None) -> str | None:
+        now: float | None = None, filling: bool = False) -> str | None:
     """Why a sealed group is released (``"batch"``) or discarded (``"discard"``) now, or None
-    (module docstring)."""
+    (module docstring); ``filling``: the ingress stream holds half its ``max_ingress_batches``."""
     batch_min = int(campaign.batch_min or 2)
     closed = (time.time() if now is None else now) >= window_close(window, campaign.window_seconds)
-    if reports >= batch_min and (closed or once or campaign.window_seconds == 0
+    if reports >= batch_min and (closed or once or filling or campaign.window_seconds == 0
                                  or reports >= max(2 * batch_min, max_held)):
         return "batch"
     if closed and reports < batch_min:

@@ -20,12 +20,18 @@ Per (campaign, shard) a shuffler (``ldptel shuffle``, or ``ldptel serve``'s chil
 
 Exactly once: a report is in ingress until the one SHUFFLE that moves it, and that script checks
 that every entry it deletes still exists. A shuffler that dies loses only its memory.
+
+Each round ends with a heartbeat (``keys.SHUFFLER_HEARTBEAT_KEY``, at most every
+``BEAT_INTERVAL_S``) whose "caught up" time is the end of the last round that left nothing overdue:
+``/healthz`` turns 503 when it is older than the smallest ``shuffle_max_delay``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +40,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from ldptel import keys, prom, registry, scripts
+from ldptel import heartbeat, keys, prom, registry, scripts
 from ldptel.config import Campaign, Config
 from ldptel.mechanisms.base import Mechanism
 from ldptel.privacy_modes import is_shuffled
@@ -47,6 +53,7 @@ from ldptel.shuffler.repack import repack
 
 READ_COUNT = 1000  # ingress entries per XRANGE
 READ_PAGES = 20  # XRANGEs per stream and round (a round then releases what is due)
+BEAT_INTERVAL_S = 0.25  # the shuffler's heartbeat (``/healthz``: a hung shuffler shows within 2 × delay)
 LOG = logging.getLogger("ldptel.shuffler")
 
 
@@ -88,6 +95,9 @@ class Shuffler:
         self._warned: set[tuple[str, int]] = set()
         self._mechanisms: dict[tuple[str, int], tuple[Campaign, Mechanism]] = {}
         self._scripts = scripts.of(r)
+        self.pulse = heartbeat.Pulse(f"{socket.gethostname()}:{os.getpid()}:{self.owner}",
+                                     keys.SHUFFLER_HEARTBEAT_KEY, BEAT_INTERVAL_S)
+        self.caught_up: float | None = None  # epoch s: the end of the last round that left nothing overdue
 
     @property
     def config(self) -> Config:
@@ -109,6 +119,9 @@ class Shuffler:
                     self.retry_unknown()
                 first = False
                 moved = self.step(once=once)
+                if not self.overdue():
+                    self.caught_up = time.time()
+                self.pulse.tick(self.r, None, self.caught_up)
                 backoff.reset()
             except UNAVAILABLE as exc:
                 wait = retry_wait(exc, backoff, once, self.warn, "shuffle")
@@ -124,12 +137,33 @@ class Shuffler:
             if not once:
                 stop.wait(self.cfg.poll_ms / 1000)
         self.give_up_leases()
+        try:
+            heartbeat.forget(self.r, self.pulse.consumer, keys.SHUFFLER_HEARTBEAT_KEY)
+        except redis_lib.RedisError:
+            pass  # pruned after a day
         return self.stats
 
     def holding(self) -> bool:
         """Whether groups are held that a drain releases (sealed groups below ``batch_min`` wait
         in ingress: ``shuffler.sealed``)."""
         return any(not g.sealed for h in self.held.values() for g in h.groups.values())
+
+    def overdue(self) -> bool:
+        """Whether a held group is past its release time (a release was refused, or failed); a
+        sealed group waiting for ``batch_min`` devices is not (``shuffler.sealed.due``)."""
+        now = time.monotonic()
+        for held in self.held.values():
+            latest = self.config.campaign(held.campaign)
+            if latest is None:
+                continue
+            for g in held.groups.values():
+                if g.sealed:
+                    camp = self.config.campaign_version(held.campaign, g.version) or latest
+                    if sealed.due(camp, g.window, g.reports, self.cfg.max_held_reports, False):
+                        return True
+                elif g.due(latest, self.cfg.max_held_reports, now):
+                    return True
+        return False
 
     def step(self, once: bool = False) -> int:
         """One round: per stream, renew the lease, read new ingress entries, release what is due
@@ -230,10 +264,12 @@ class Shuffler:
         the latest version's shuffle keys (they change in place). Returns the entries moved."""
         now = time.monotonic()
         moved = 0
+        filling = sum(len(g.ids) for g in held.groups.values()) >= self.cfg.max_ingress_batches // 2
         for key, group in list(held.groups.items()):
             if group.sealed:
                 camp = self.config.campaign_version(held.campaign, group.version) or latest
-                why = sealed.due(camp, group.window, group.reports, self.cfg.max_held_reports, once)
+                why = sealed.due(camp, group.window, group.reports, self.cfg.max_held_reports, once,
+                                 filling=filling)
             else:
                 why = "once" if once else group.due(latest, self.cfg.max_held_reports, now)
             if why is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -31,6 +32,8 @@ def _toml_value(v) -> str:
         return json.dumps(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
     return repr(v)
 
 
@@ -164,3 +167,16 @@ class HttpStack:
         if token is not None:
             h["Authorization"] = f"Bearer {token}"
         return self.request("GET", path, headers=h)
+
+
+def signed_in(s: HttpStack) -> str:
+    """The session cookie of a sign-in through the form (CSRF token included)."""
+    _, headers, body = s.request("GET", "/signin")
+    found = re.search(rb'name="csrf_token" value="([^"]+)"', body)
+    assert found is not None, body[:300]
+    cookie = headers["set-cookie"].split(";", 1)[0]
+    form = f"token={EXPORT_TOKEN}&csrf_token={found.group(1).decode()}".encode()
+    status, headers, _ = s.request("POST", "/signin", form, {
+        "Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
+    assert status == 302, status
+    return headers["set-cookie"].split(";", 1)[0]

@@ -44,7 +44,7 @@ BATCH_FIELDS = {"campaign", "count", "schema_version", "campaign_version"}  # + 
 
 # (key pattern, field pattern or "*" for the whole key, why it may hold a fine time)
 ALLOWED: list[tuple[str, str, str]] = [
-    (rf"{TAG}:state{VERSIONED}$", r"updated:\d+",
+    (rf"{TAG}:counts{VERSIONED}$", r"updated:\d+",
      "epoch ms of the aggregator's last commit to the window (tally.summary's lag and the page's "
      "'last commit'): written after the shuffle, it names no report, batch or device"),
     (rf"{TAG}:published{VERSIONED}:\d+$", keys.PUB_DECODED_AT,
@@ -54,6 +54,8 @@ ALLOWED: list[tuple[str, str, str]] = [
     (rf"{TAG}:shuffle_lease$", "*",
      "a shuffler process's random owner id, TTL renewed each round: shuffler liveness"),
     (re.escape(keys.HEARTBEAT_KEY) + "$", "*", "aggregator workers' liveness and last commit"),
+    (re.escape(keys.SHUFFLER_HEARTBEAT_KEY) + "$", "*",
+     "shufflers' liveness: when each last ended a round with nothing overdue (no report, no batch)"),
     (re.escape(keys.RATELIMIT_PREFIX) + r":.+", "*",
      "requests per ingest token (an application, not a device) per minute, TTL; holds no report"),
     (re.escape(keys.SESSION_PREFIX) + r":.+", "*", "an operator's session, TTL = idle timeout"),
@@ -61,6 +63,8 @@ ALLOWED: list[tuple[str, str, str]] = [
     (re.escape(keys.AUTH_FAILURE_TAG) + r":.+", "*", "failed authentications per keyed digest, TTL"),
     (re.escape(keys.REGISTRY_KEY) + "$", r"created_at|superseded_at|updated_at",
      "when an operator applied, changed or superseded a campaign version"),
+    (re.escape(keys.REGISTRY_HISTORY_PREFIX) + r":.+$", "*",
+     "when an operator changed a campaign, and who: the admin history, no report"),
     (re.escape(keys.ANALYZER_KEYS_KEY) + "$", "*",
      "the analyzer's public keys and when each was made and stops being current or accepted"),
 ]
@@ -195,11 +199,15 @@ class Audit:
             self.marker(key, self.window(m["c"]))
             ttl_ok = True
         elif m and re.fullmatch(rf"state{VERSIONED}", rest):
-            self.hash(key, self.window(m["c"]), r"(acc:\d+:.+|n:\d+|entries:\d+|updated:\d+|rejected"
+            self.hash(key, self.window(m["c"]), r"acc:\d+:.+")
+        elif m and re.fullmatch(rf"counts{VERSIONED}", rest):
+            self.hash(key, self.window(m["c"]), r"(n:\d+|entries:\d+|updated:\d+|rejected"
                                                 r"|expired_entries|expired_reports|rel:\d+:[0-9a-f]{32})")
+        elif m and rest in ("ingress_top", "reports_top"):  # the last id the collector wrote
+            self.check_id(key, "last id", self.r.get(key), self.window(m["c"]))
         elif m and re.fullmatch(rf"published{VERSIONED}:\d+", rest):
             self.check_numbers(key, "key", rest.rsplit(":", 1)[1], self.window(m["c"]))
-            self.hash(key, self.window(m["c"]), r"n|digest|config|decoded_at|doc|arrays")
+            self.hash(key, self.window(m["c"]), r"n|digest|config|decoded_at|doc|arrays|error")
         elif m and rest in ("metrics", "shuffled"):
             self.hash(key, self.window(m["c"]), r"[a-z_]+")
         elif key == keys.GLOBAL_METRICS_KEY:

@@ -39,6 +39,7 @@ CAMPAIGN = "grr"
 STREAM = keys.stream_key(CAMPAIGN, 0)
 INGRESS = keys.ingress_key(CAMPAIGN, 0)
 STATE = keys.state_key(CAMPAIGN, 0)
+COUNTS = keys.counts_key(CAMPAIGN, 0)
 TARGET = INGRESS  # where the collector appends ([shuffler] enabled, the default)
 PUBLISHED = keys.published_key(CAMPAIGN, 0)
 
@@ -104,10 +105,15 @@ def test_who_touches_what(config_path: Path) -> None:
         keys.ingress_key("c", 1): {"collector", "shuffler", "reader"},
         keys.seen_key("c", 1, b"\x01"): {"collector"},
         keys.metrics_key("c", 1): {"collector", "reader"},
-        keys.state_key("c", 1, 3): {"aggregator", "reader"},
+        keys.state_key("c", 1, 3): {"aggregator"},
+        keys.counts_key("c", 1, 3): {"aggregator", "reader"},
+        keys.ingress_top_key("c", 1): {"collector"},
+        keys.stream_top_key("c", 1): {"collector"},  # the last ids it wrote: no entry in them
+        keys.registry_history_key("c"): {"admin"},
         keys.published_key("c", 5, 2): {"aggregator", "reader"},
         keys.publish_claim_key("c", 5): {"aggregator"},
         keys.HEARTBEAT_KEY: {"aggregator", "reader"},
+        keys.SHUFFLER_HEARTBEAT_KEY: {"shuffler", "reader"},
         keys.REGISTRY_KEY: {"reader", "admin"},
         keys.REGISTRY_REVISION_KEY: {"reader", "admin"},
         keys.GLOBAL_METRICS_KEY: {"collector", "reader"},
@@ -210,9 +216,10 @@ def test_reader_writes_nothing(acl_redis: tuple[str, Path]) -> None:
     assert rd.xlen(STREAM) >= 0
     assert refused(lambda: rd.xadd(STREAM, {"batch": b"x"}))
     assert refused(lambda: rd.xrange(STREAM))
-    assert refused(lambda: rd.hset(STATE, "n:0", 5))
-    assert refused(lambda: rd.hincrby(STATE, "n:0", 5))
-    assert refused(lambda: rd.delete(STATE))
+    assert refused(lambda: rd.hset(COUNTS, "n:0", 5))
+    assert refused(lambda: rd.hincrby(COUNTS, "n:0", 5))
+    assert refused(lambda: rd.delete(COUNTS))
+    assert refused(lambda: rd.hgetall(STATE))  # raw state: the aggregator's alone
     assert refused(lambda: rd.set(keys.REGISTRY_REVISION_KEY, 9))
     assert refused(lambda: rd.execute_command("EVAL", "return 1", 0))
 
@@ -248,8 +255,8 @@ def test_connect_with_role(acl_redis: tuple[str, Path], monkeypatch: pytest.Monk
     url, path = acl_redis
     monkeypatch.setenv(credentials.ENV, str(path))
     r = connect(url, role="reader")
-    assert refused(lambda: r.hset(STATE, "n:0", 1))
-    assert connect(url).hset(STATE, "n:9", 1) == 1  # no role: as the URL says (the default user)
+    assert refused(lambda: r.hset(COUNTS, "n:0", 1))
+    assert connect(url).hset(COUNTS, "n:9", 1) == 1  # no role: as the URL says (the default user)
     # a URL's own user and password (an administrative REDIS_URL) give way to the role's
     with_userinfo = url.replace("redis://", "redis://someone:wrong@", 1)
     assert connect(with_userinfo, role="reader").ping()
@@ -393,3 +400,80 @@ def test_roles_on_a_redis_cluster(tmp_path: Path, config_path: Path,
         reader = connect(cluster.url, role="reader")
         assert sum(reader.xlen(s) for s in streams) == len(streams)
         assert refused(lambda: connect(cluster.url, role="aggregator").hset(keys.REGISTRY_KEY, "x", "{}"))
+
+
+# --- every role against every key and command ---------------------------------------------------
+
+K = object()  # where the key goes in a command's arguments
+TYPE_COMMANDS: dict[str, list[tuple[str, tuple]]] = {  # (ACL name, the command with K for the key)
+    "stream": [("xrange", ("XRANGE", K, "-", "+")), ("xrevrange", ("XREVRANGE", K, "+", "-")),
+               ("xinfo|stream", ("XINFO", "STREAM", K, "FULL", "COUNT", "0")), ("xlen", ("XLEN", K)),
+               ("xadd", ("XADD", K, "*", "batch", "x")), ("xdel", ("XDEL", K, "1-1")),
+               ("xtrim", ("XTRIM", K, "MAXLEN", "100"))],
+    "hash": [("hgetall", ("HGETALL", K)), ("hget", ("HGET", K, "n:0")), ("hkeys", ("HKEYS", K)),
+             ("hset", ("HSET", K, "probe", "1"))],
+    "string": [("get", ("GET", K)), ("set", ("SET", K, "1"))],
+    "list": [("lrange", ("LRANGE", K, "0", "-1")), ("rpush", ("RPUSH", K, "x"))],
+}
+EVERY_TYPE = [("object|encoding", ("OBJECT", "ENCODING", K)), ("memory|usage", ("MEMORY", "USAGE", K)),
+              ("debug", ("DEBUG", "OBJECT", K)), ("dump", ("DUMP", K)), ("del", ("DEL", K)),
+              ("type", ("TYPE", K))]
+KEYLESS = [("SCAN", "0"), ("KEYS", "*"), ("DEBUG", "SLEEP", "0"), ("MEMORY", "STATS"), ("OBJECT", "HELP"),
+           ("FLUSHALL",), ("CONFIG", "GET", "*"), ("ACL", "LIST"), ("MONITOR",)]
+
+
+def key_type(name: str) -> str:
+    if name.startswith(("stream_key", "ingress_key")):
+        return "stream"
+    if name.startswith("registry_history_key"):
+        return "list"
+    if name.startswith(("seen_key", "shuffle_lease_key", "ratelimit_key", "auth_failure_key", "session_key",
+                        "publish_claim_key", "ingress_top_key", "stream_top_key", "SESSION_SECRET_KEY",
+                        "REGISTRY_REVISION_KEY")):
+        return "string"
+    return "hash"
+
+
+def test_every_role_against_every_key_and_command(acl_redis: tuple[str, Path], config_path: Path) -> None:
+    """Each role runs each key type's commands (and OBJECT, MEMORY, DEBUG, DUMP, SCAN, KEYS …)
+    on one key of every key function: Redis allows exactly what ``ldptel.acl`` grants, and the
+    grants keep the boundaries: no role but the shuffler and aggregator reads a stream entry
+    (``XINFO STREAM FULL`` lists them all: the collector once had it), no role but the aggregator
+    reads the raw state (the reader once could HGETALL a window below ``min_reports``), and no
+    role may inspect or list keys."""
+    url, _ = acl_redis
+    admin = redis.Redis.from_url(url)
+    samples = sample_keys()
+    for name, key in samples.items():
+        kind = key_type(name)
+        admin.delete(key)
+        if kind == "stream":
+            admin.xadd(key, {"batch": b"x", "window": 0, "count": 1}, id="1-1")
+        elif kind == "list":
+            admin.rpush(key, "{}")
+        elif kind == "string":
+            admin.set(key, "1")
+        else:
+            admin.hset(key, "n:0", 1)
+    roles = {r.name: r for r in acl.roles(load_config(config_path))}
+    mismatches = []
+    for role_name, role in roles.items():
+        user = as_role(acl_redis, role_name)
+        for command in KEYLESS:
+            assert refused(lambda u=user, c=command: u.execute_command(*c)), (role_name, command)
+        for name, key in samples.items():
+            held = any(fnmatch.fnmatchcase(key, p) for p in role.keys)
+            for acl_name, args in [*TYPE_COMMANDS[key_type(name)], *EVERY_TYPE]:
+                allowed = held and (acl_name in role.commands or acl_name in acl.BASE_COMMANDS)
+                command = [key if a is K else a for a in args]
+                got = not refused(lambda u=user, c=command: u.execute_command(*c))
+                if got != allowed:
+                    mismatches.append((role_name, name, acl_name, "allowed" if got else "refused"))
+                if got and acl_name in ("xrange", "xrevrange", "xinfo|stream"):
+                    assert role_name in ("shuffler", "aggregator"), (role_name, name, acl_name)
+                    assert role_name == "shuffler" or "ingress" not in name, (role_name, name)
+                if got and acl_name in ("hgetall", "hget", "hkeys", "dump") and name.startswith("state_key"):
+                    assert role_name == "aggregator", (role_name, name, acl_name)
+                assert not (got and acl_name in ("object|encoding", "memory|usage", "debug", "dump")), (
+                    role_name, name, acl_name)
+    assert mismatches == []

@@ -31,12 +31,12 @@ from ldptel.aggregator import store
 from ldptel.aggregator.worker import Worker
 from ldptel.commands import cli
 from ldptel.errors import StateMismatch
-from ldptel.keys import GROUP, field_window, state_key, stream_key
+from ldptel.keys import GROUP, counts_key, field_window, state_key, stream_key
 from ldptel.redis_server import EmbeddedRedis
 
 
 def counted(r: redis.Redis, name: str, shards: int, window: int = 0) -> int:
-    return sum(int(r.hget(state_key(name, s), f"n:{window}") or 0) for s in range(shards))
+    return sum(int(r.hget(counts_key(name, s), f"n:{window}") or 0) for s in range(shards))
 
 
 def pending(r: redis.Redis, name: str, shards: int) -> int:
@@ -229,7 +229,7 @@ def test_fault_sigkill_while_draining(redis_client: redis.Redis, redis_url: str,
     est, ref_est = acc.estimate(), ref_acc.estimate()
     assert np.array_equal(est.counts, ref_est.counts) and np.array_equal(est.normalized, ref_est.normalized)
     assert pending(redis_client, "fault", 2) == 0
-    entries = sum(int(redis_client.hget(state_key("fault", s), "entries:0") or 0) for s in range(2))
+    entries = sum(int(redis_client.hget(counts_key("fault", s), "entries:0") or 0) for s in range(2))
     assert entries == len(batches)
 
 
@@ -364,7 +364,8 @@ def test_retention_counts_from_delivery_not_from_entry_ids(redis_client: redis.R
     key = stream_key("kept", 0)
     run = scripts.of(redis_client)
     for i, b in enumerate(random_batches(camp, 300, 100, seed=12)):
-        run.call("INGEST", keys=[f"seen-{i}", key, "m"], args=[60, b.SerializeToString(), 0, b.count])
+        run.call("INGEST", keys=[f"seen-{i}", key, "m", f"{key}_top"], args=[60, b.SerializeToString(), 0,
+                                                                           b.count])
     w = Worker(cfg, redis_client)
     w.run(once=True)
     assert w.trim() == 0 and redis_client.xlen(key) == 3  # acknowledged, but delivered just now
@@ -394,7 +395,7 @@ def test_undecodable_entry_is_skipped_and_counted(redis_client: redis.Redis, tmp
     for b in good:
         ref.add(b)
     assert n == 600 and same_state(acc, ref)
-    assert int(redis_client.hget(state_key("bad", 0), "rejected")) == 2
+    assert int(redis_client.hget(counts_key("bad", 0), "rejected")) == 2
     assert sum("skipped" in m for m in logs) == 2
 
 

@@ -99,20 +99,29 @@ def test_entry_ids_and_markers_hold_no_receive_time(poster, redis_client):
 def test_entry_id_grows_when_a_clock_is_behind(redis_client):
     """A collector whose clock is an hour behind stores into a stream that already has an entry
     of the later window: the id takes the later window's ms (ids must grow); the entry keeps its
-    own window field."""
+    own window field. The collector reads no XINFO (the ACL grants none): the last id it wrote is
+    in its own key (``keys.stream_top_key``), and a stream holding entries from before that key
+    existed gets a sequence past them (2^40)."""
     run = scripts.of(redis_client)
     stream = keys.stream_key("clock", 0)
     now = keys.window_start(time.time(), 3600)
-    ids = [run.call("INGEST",
-                    keys=[keys.seen_key("clock", 0, bytes([i]) * 16), stream, keys.metrics_key("clock")],
-                    args=[keys.dedupe_expire_at(time.time(), 3600), b"x", window, 1])
-           for i, window in enumerate((now, now, now - 3600, 0))]
+
+    def ingest(shard: int, stream: str, batch_id: bytes, window: int) -> bytes:
+        return run.call("INGEST", keys=[keys.seen_key("clock", shard, batch_id), stream,
+                                        keys.metrics_key("clock", shard),
+                                        keys.stream_top_key("clock", shard)],
+                        args=[keys.dedupe_expire_at(time.time(), 3600), b"x", window, 1])
+
+    ids = [ingest(0, stream, bytes([i]) * 16, window) for i, window in enumerate((now, now, now - 3600, 0))]
     assert ids == [f"{now * 1000}-{n}".encode() for n in range(4)]
     assert [int(f[b"window"]) for _, f in redis_client.xrange(stream)] == [now, now, now - 3600, 0]
+    assert redis_client.get(keys.stream_top_key("clock", 0)) == ids[-1]
     empty = keys.stream_key("clock", 1)  # the "all" window on an empty stream: 0-0 is not an id
-    assert run.call("INGEST",
-                    keys=[keys.seen_key("clock", 1, b"z" * 16), empty, keys.metrics_key("clock", 1)],
-                    args=[keys.dedupe_expire_at(time.time(), 0), b"x", 0, 1]) == b"0-1"
+    assert ingest(1, empty, b"z" * 16, 0) == b"0-1"
+    older = keys.stream_key("clock", 2)  # entries from before the top key: the id moves past them
+    redis_client.xadd(older, {"batch": b"x", "window": now, "count": 1}, id=f"{now * 1000}-7")
+    assert ingest(2, older, b"o" * 16, now) == f"{now * 1000}-{1 << 40}".encode()
+    assert ingest(2, older, b"p" * 16, now) == f"{now * 1000}-{(1 << 40) + 1}".encode()
 
 
 def test_sharded_campaign_spreads_batches(poster, redis_client):

@@ -23,8 +23,8 @@ def raises_naming(name: str):
 # --- ε and d --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("oracle", ORACLES)
-@pytest.mark.parametrize("epsilon", [0, 0.0, -1.0, -1e-300, 10.000001, 11, 1e9, math.inf, -math.inf, math.nan,
-                                     "1.0", None, True, False, [1.0], 1 + 0j])
+@pytest.mark.parametrize("epsilon", [0, 0.0, -1.0, -1e-300, 1e-17, 1e-6, 0.0099, 10.000001, 11, 1e9, math.inf,
+                                     -math.inf, math.nan, "1.0", None, True, False, [1.0], 1 + 0j])
 def test_bad_epsilon(oracle: str, epsilon) -> None:
     with raises_naming("epsilon"):
         create_mechanism(oracle, epsilon=epsilon, domain_size=8)
@@ -33,7 +33,7 @@ def test_bad_epsilon(oracle: str, epsilon) -> None:
 
 
 @pytest.mark.parametrize("oracle", ORACLES)
-@pytest.mark.parametrize("epsilon", [1e-6, 0.5, 1, 10, 10.0, np.float32(2.0), np.int64(3)])
+@pytest.mark.parametrize("epsilon", [0.01, 0.5, 1, 10, 10.0, np.float32(2.0), np.int64(3)])
 def test_good_epsilon_accepted(oracle: str, epsilon) -> None:
     mech = create_mechanism(oracle, epsilon=epsilon, domain_size=8)
     assert mech.epsilon == float(epsilon) and isinstance(mech.epsilon, float)

@@ -17,7 +17,15 @@ import time
 import numpy as np
 import pytest
 import redis
-from agg_support import EXPORT_TOKEN, INGEST_TOKEN, HttpStack, shuffle_once, write_config, xadd_batches
+from agg_support import (
+    EXPORT_TOKEN,
+    INGEST_TOKEN,
+    HttpStack,
+    shuffle_once,
+    signed_in,
+    write_config,
+    xadd_batches,
+)
 
 from ldptel import tally
 from ldptel.aggregator.decoders import accumulator_for
@@ -227,17 +235,6 @@ def test_simulate_cli(stack, tmp_path) -> None:
     values.write_text("3\nnan\n")
     bad = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "line 2: 'nan' is not a finite number" in bad.stderr
-
-
-def signed_in(s: HttpStack) -> str:
-    """The session cookie of a sign-in through the form (CSRF token included)."""
-    _, headers, body = s.request("GET", "/signin")
-    csrf = re.search(rb'name="csrf_token" value="([^"]+)"', body).group(1).decode()
-    cookie = headers["set-cookie"].split(";", 1)[0]
-    status, headers, _ = s.request("POST", "/signin", f"token={EXPORT_TOKEN}&csrf_token={csrf}".encode(),
-                                   {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
-    assert status == 302, status
-    return headers["set-cookie"].split(";", 1)[0]
 
 
 def test_campaign_page_panel(stack) -> None:

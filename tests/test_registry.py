@@ -38,7 +38,7 @@ def test_put_makes_versions_only_for_randomization_parameters(redis_client: redi
     v1, v2, v3 = registry.versions_of(registry.record(redis_client, "alpha") or {})
     assert (v1.epsilon, v1.domain_size, v2.epsilon, v3.domain_size, v3.window) == (1.0, 8, 3.0, 6, "1h")
     assert v1.superseded_at and v2.superseded_at and v3.superseded_at is None
-    assert v1.min_reports == v3.min_reports == 10  # in-place keys of the latest apply to all
+    assert v1.min_reports == v3.min_reports == 10  # campaign-wide keys of the latest apply to all
     rev = registry.revision(redis_client)
     with pytest.raises(ConfigError, match=r"^campaigns\[alpha\]\.epsilon: "):
         registry.put(redis_client, {**A, "epsilon": -1})
@@ -158,7 +158,8 @@ def test_campaigns_cli(tmp_path: Path, redis_url: str, redis_client: redis.Redis
     out = cli("apply", "--config", str(path))
     assert out.returncode == 0 and out.stdout.strip() == "alpha: created, version 1", out.stderr
     write_config(path, [{**A, "epsilon": 2.5}])
-    assert cli("apply", "--config", str(path)).stdout.strip() == "alpha: new version, version 2 (epsilon)"
+    assert cli("apply", "--config", str(path)).stdout.splitlines() == [
+        "drift: alpha.epsilon: registry 1.0 → file 2.5", "alpha: new version, version 2 (epsilon)"]
     listed = cli("list")
     assert listed.returncode == 0 and listed.stdout.split() == ["alpha", "active", "version", "2",
                                                                 "frequency", "epsilon", "2.5"]

@@ -120,3 +120,20 @@ def test_keyring_files_and_rotation(tmp_path) -> None:
     ring.ensure(None, now=t0 + 45 * 86400)  # past accepted_until + overlap: deleted
     assert set(ring.public) == {second} and not key_file.exists()
     assert ring.key(second) is not None and ring.key(first) is None
+
+
+def test_batch_min_fits_in_ingress_and_filling_releases() -> None:
+    from ldptel.config import ConfigError, parse_config
+    from ldptel.shuffler import sealed
+
+    camp = {"name": "f", "privacy_mode": "shuffled-fakes", "domain_size": 16, "central_epsilon": 1.0,
+            "central_delta": 1e-6, "batch_min": 600, "window": "1d"}
+    with pytest.raises(ConfigError, match=r"campaigns\[f\]\.batch_min"):
+        parse_config({"shuffler": {"max_ingress_batches": 1000}, "campaigns": [camp]})
+    cfg = parse_config({"shuffler": {"max_ingress_batches": 1200}, "campaigns": [camp]})
+    c = cfg.campaigns[0]
+    now = 86400 * 100 + 10  # inside the window that starts at 86400·100
+    assert sealed.due(c, 86400 * 100, 700, 10**6, False, now=now) is None  # open: waits
+    assert sealed.due(c, 86400 * 100, 700, 10**6, False, now=now, filling=True) == "batch"
+    assert sealed.due(c, 86400 * 100, 500, 10**6, False, now=now, filling=True) is None  # never below
+    assert sealed.due(c, 86400 * 100, 500, 10**6, False, now=now + 2 * 86400) == "discard"

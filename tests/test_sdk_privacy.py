@@ -207,3 +207,40 @@ def test_ledger_and_window_cap_survive_kill_9(collector, tmp_path, redis_client)
     assert client.flush(timeout=10).accepted == 3
     assert stored_reports(redis_client, "capped") == 2
     client.close(flush_timeout=None)
+
+
+class FlippingClock:
+    """The ``time`` module as ``ldptel.client.transport`` sees it, with ``time()`` alternating
+    between ``times`` (a device clock flipping between days)."""
+
+    def __init__(self, *times: float) -> None:
+        import time as real
+
+        self.real, self.times, self.calls = real, times, 0
+
+    def time(self) -> float:
+        self.calls += 1
+        return self.times[self.calls % len(self.times)]
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+def test_a_flipping_clock_admits_no_extra_report(collector, tmp_path, monkeypatch):
+    """Issue 24, item 7: the ledger kept only the last window per campaign, so a clock alternating
+    today / yesterday reset the count at every report (10 of 10 admitted with reports_per_window
+    = 3, a steady clock 3). Each window keeps its own count: 3 per day, 6 over the two days."""
+    import time
+
+    from ldptel.client import transport
+
+    client = make_client(collector, tmp_path)
+    today = time.time()
+    monkeypatch.setattr(transport, "time", FlippingClock(today, today - 86_400))
+    flipped = [client.report("capped", 1) for _ in range(10)]
+    assert sum(flipped) == 6, flipped
+    monkeypatch.setattr(transport, "time", FlippingClock(today - 2 * 86_400))
+    assert sum(client.report("capped", 1) for _ in range(10)) == 3  # a steady clock, another day
+    windows = client.ledger.queue.query("SELECT COUNT(*) FROM ledger_windows WHERE campaign = 'capped'")
+    assert windows == [(3,)]
+    client.close(flush_timeout=None)

@@ -318,7 +318,7 @@ def test_entries_of_an_unknown_version_stay_in_ingress(stack, redis_client: redi
     [odd] = random_batches(camp, 10, 10, seed=1)
     odd.campaign_version = 9
     redis_client.xadd(keys.ingress_key(camp.name, 0), {"batch": odd.SerializeToString(), "window": 0,
-                                                       "count": 10})
+                                                       "count": 10}, id="0-1")  # a window-start id
     normal = [b for b in random_batches(camp, 200, 20, seed=2) if keys.shard_of(b.batch_id, 2) == 0]
     post_all(s, normal)
     lines: list[str] = []

@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import HttpStack, shuffle_once, write_config
+from agg_support import HttpStack, shuffle_once, write_config, xadd_batches
 
 from ldptel import tally
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config, parse_campaign
-from ldptel.keys import state_key
+from ldptel.keys import counts_key
 from ldptel.proto import ReportBatch
 
 V1 = {"name": "shape", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 100}
@@ -90,8 +90,8 @@ def test_each_version_is_decoded_with_its_own_parameters(stack, redis_client: re
     assert docs[2]["epsilon"] == 3.0 and docs[2]["version"] == 2
     assert json.loads(http.get("/v1/campaigns/shape/estimates")[2])["version"] == 2  # now the latest
     # each version's state in its own hash; version 1 keeps the key it had before versions
-    assert redis_client.hget(state_key("shape", 0), "n:0") == str(TRUTH_V1.sum()).encode()
-    assert redis_client.hget(state_key("shape", 0, 2), "n:0") == str(TRUTH_V2.sum()).encode()
+    assert redis_client.hget(counts_key("shape", 0), "n:0") == str(TRUTH_V1.sum()).encode()
+    assert redis_client.hget(counts_key("shape", 0, 2), "n:0") == str(TRUTH_V2.sum()).encode()
     assert tally.summary(redis_client, v2, [v1]).lag_entries == 0
 
     status, _, body = http.get("/v1/campaigns/shape/versions")
@@ -136,7 +136,6 @@ def test_worker_rejects_entries_of_an_unknown_version_and_counts_the_others(
         tmp_path: Path, redis_client: redis.Redis) -> None:
     cfg = versioned(tmp_path)
     v1, v2 = cfg.versions("shape")
-    from agg_support import xadd_batches
 
     good = batches(v2.mechanism(), TRUTH_V2 // 10, "shape", 2, seed=4)
     bad = batches(v2.mechanism(), TRUTH_V2 // 100, "shape", 9, seed=5)
@@ -181,5 +180,33 @@ def test_version_all_combines_versions_sharing_the_domain(tmp_path: Path, redis_
         assert status == 200 and csv_body.decode().splitlines()[0].startswith("value,estimate,std_error")
         status, _, body = http.get("/v1/campaigns/same/heavy-hitters?version=all")
         assert status == 400
+    finally:
+        http.close()
+
+
+def test_version_all_refuses_versions_with_other_window_lengths(tmp_path: Path, redis_url: str,
+                                                                redis_client: redis.Redis) -> None:
+    """Issue 24, item 4: v1 window "10s", v2 "20s" over one domain. Window W names 10 s of v1 and
+    20 s of v2; combining them answered 200 with v2's 20 s plus v1's first 10 s. Now 400 naming
+    the versions and their windows; each version alone still answers."""
+    base = {"name": "lens", "oracle": "grr", "epsilon": 2.0, "domain_size": 5, "min_reports": 10,
+            "window": "10s"}
+    cfg = write_config(tmp_path / "c.toml", [base])
+    v1 = dataclasses.replace(cfg.campaigns[0], superseded_at=time.time())
+    v2 = dataclasses.replace(parse_campaign({**base, "window": "20s"}, "t"), version=2)
+    cfg = dataclasses.replace(cfg, campaigns=[v2], history={"lens": [v1]})
+    w = 1_700_000_000  # a multiple of 20 s: both versions have a window starting there
+    truth = np.array([30, 10, 5, 3, 2])
+    xadd_batches(redis_client, v1, batches(v1.mechanism(), truth, "lens", 1, seed=1), window=w)
+    xadd_batches(redis_client, v2, batches(v2.mechanism(), truth, "lens", 2, seed=2), window=w)
+    Worker(cfg, redis_client).run(once=True)
+    http = HttpStack(cfg, redis_url)
+    try:
+        for v in (1, 2):
+            assert http.get(f"/v1/campaigns/lens/estimates?version={v}&window={w}")[0] == 200
+        status, _, body = http.get(f"/v1/campaigns/lens/estimates?version=all&window={w}")
+        doc = json.loads(body)
+        assert status == 400 and doc["error"] == "bad_parameter", doc
+        assert "version 1: window '10s'" in doc["detail"] and "version 2: window '20s'" in doc["detail"]
     finally:
         http.close()

@@ -106,6 +106,17 @@ CONFIGS: list[dict[str, Any]] = [case["config"] for case in ENCODE_CASES] + [
     _bad("eps-zero", kind="frequency", oracle="grr", epsilon=0, domain_size=4),
     _bad("eps-neg", kind="frequency", oracle="grr", epsilon=-1.0, domain_size=4),
     _bad("eps-11", kind="frequency", oracle="grr", epsilon=11.0, domain_size=4),
+    # degenerate (issue 24): below the ε floor, numeric bounds that overflow, RAPPOR's f ≈ 0 and
+    # a vanishing (1 − f)(q − p)
+    _bad("eps-tiny", kind="frequency", oracle="grr", epsilon=1e-17, domain_size=4),
+    _bad("eps-floor", kind="frequency", oracle="oue", epsilon=0.0099, domain_size=4),
+    _bad("num-wide", kind="numeric", epsilon=1.0, lower=-1e308, upper=1e308, mechanism="duchi"),
+    _bad("num-huge", kind="numeric", epsilon=1.0, lower=0, upper=1e308, mechanism="piecewise"),
+    _bad("num-narrow", kind="numeric", epsilon=1.0, lower=1e15, upper=1e15 + 0.5, mechanism="duchi"),
+    _bad("rappor-f-tiny", kind="frequency", oracle="rappor", bloom_bits=1, hashes=1, cohorts=1, f=2.2e-311,
+         p=0.25, q=0.5, candidates=[]),
+    _bad("rappor-flat", kind="frequency", oracle="rappor", bloom_bits=16, hashes=2, cohorts=4, f=0.5,
+         p=1e-9, q=1e-7, candidates=[]),
     _bad("eps-str", kind="frequency", oracle="grr", epsilon="1", domain_size=4),
     _bad("eps-bool", kind="frequency", oracle="grr", epsilon=True, domain_size=4),
     _bad("eps-null", kind="frequency", oracle="grr", epsilon=None, domain_size=4),

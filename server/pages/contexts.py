@@ -64,8 +64,11 @@ def status(c: Campaign) -> Status:
 
 
 def list_rows() -> list[dict]:
-    """The campaigns list: display strings of every campaign's status."""
-    return [status_view(status(c)) for c in state().config.campaigns]
+    """The campaigns list: display strings of every campaign's status, then the quarantined
+    campaigns (registry records that cannot be read) with the reason."""
+    config = state().config
+    return [*(status_view(status(c)) for c in config.campaigns),
+            *({"name": name, "broken": why} for name, why in sorted(config.broken.items()))]
 
 
 def _row_view(rank: int, item: dict) -> dict:
@@ -213,7 +216,10 @@ def add_content(ctx: dict) -> dict:
         except ApiError as exc:
             if exc.status not in (409, 503):
                 raise
-            ctx["released" if exc.status == 409 else "pending"] = exc.status != 409
+            if exc.code == "publication_failed":  # shown, with the aggregator's reason
+                ctx["failed"] = exc.detail["error"]
+            else:
+                ctx["released" if exc.status == 409 else "pending"] = exc.status != 409
         else:
             ctx["n"], ctx["n_fmt"] = pub.n, charts.fmt_count(pub.n)
             privacy = pub.doc.get("privacy") if pub.doc is not None else None

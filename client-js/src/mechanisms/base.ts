@@ -3,6 +3,9 @@
 import type { Draws } from "../draws.js";
 
 export const MAX_EPSILON = 10.0;
+/** The floor of every ε (as `ldptel.mechanisms.base.MIN_EPSILON`: below, exp(ε) − 1 loses its
+ * precision and no estimate is usable). */
+export const MIN_EPSILON = 0.01;
 
 /** The payload of a `ReportBatch` a mechanism fills (the `oneof payload` of reports.proto). */
 export type PayloadName =
@@ -44,8 +47,8 @@ export function isNumber(v: unknown): v is number {
 
 export function checkEpsilon(v: unknown, name = "epsilon"): number {
   if (!isNumber(v)) throw new InvalidConfig(`${name} must be a number, got ${typeof v}`);
-  if (!Number.isFinite(v) || v <= 0 || v > MAX_EPSILON) {
-    throw new InvalidConfig(`${name} must satisfy 0 < ${name} <= ${MAX_EPSILON}, got ${v}`);
+  if (!Number.isFinite(v) || v < MIN_EPSILON || v > MAX_EPSILON) {
+    throw new InvalidConfig(`${name} must satisfy ${MIN_EPSILON} <= ${name} <= ${MAX_EPSILON}, got ${v}`);
   }
   return v;
 }

@@ -6,6 +6,10 @@ import { checkEpsilon, checkInt, InvalidConfig, type Mechanism, type Report } fr
 export const HYBRID_EPSILON = Math.log((-5 + 2 * (6353 - 405 * Math.sqrt(241)) ** (1 / 3)
   + 2 * (6353 + 405 * Math.sqrt(241)) ** (1 / 3)) / 27);
 
+export const MAX_BOUND = 1e150;
+export const MIN_SPAN = 1e-150;
+export const MIN_RELATIVE_SPAN = 2 ** -30;
+
 function finite(v: unknown, name: string): number {
   if (typeof v !== "number" || !Number.isFinite(v)) throw new InvalidConfig(`${name} must be a finite number, got ${String(v)}`);
   return v;
@@ -24,7 +28,13 @@ export abstract class Numeric implements Mechanism {
     this.epsilon = checkEpsilon(epsilon);
     this.lower = finite(lower, "lower");
     this.upper = finite(upper, "upper");
-    if (!(this.lower < this.upper)) throw new InvalidConfig("lower must be below upper");
+    // the limits of `ldptel.mechanisms.numeric.check_bounds` (its docstring derives them)
+    for (const [name, v] of [["lower", this.lower], ["upper", this.upper]] as const) {
+      if (Math.abs(v) > MAX_BOUND) throw new InvalidConfig(`${name} must be within ±${MAX_BOUND}, got ${v}`);
+    }
+    if (!(this.lower < this.upper)) throw new InvalidConfig("upper must be above lower");
+    const least = Math.max(MIN_SPAN, MIN_RELATIVE_SPAN * Math.max(Math.abs(this.lower), Math.abs(this.upper)));
+    if (this.upper - this.lower < least) throw new InvalidConfig(`upper must exceed lower by at least ${least}`);
   }
 
   abstract get bound(): number;

@@ -4,7 +4,14 @@ import type { Draws } from "../draws.js";
 import { utf8, xxh32 } from "../hashing.js";
 import { ascii, concat, derive, deriveIndex } from "../secret.js";
 import { shake256 } from "@noble/hashes/sha3.js";
-import { checkInt, InvalidConfig, isNumber, MAX_EPSILON, packBits, type Mechanism, type Report } from "./base.js";
+import {
+  checkInt, InvalidConfig, isNumber, MAX_EPSILON, MIN_EPSILON, packBits, type Mechanism, type Report,
+} from "./base.js";
+
+/** As `ldptel.mechanisms.rappor`: ε∞ beyond this is no privacy (f ≈ 0 made it infinite), and the
+ * bit estimates' variances divide by ((1 − f)(q − p))². */
+export const MAX_EPSILON_INF = 100.0;
+export const MIN_BIT_SCALE = 1e-6;
 
 export const MAX_CANDIDATES = 16384;
 
@@ -40,7 +47,12 @@ export class RAPPOR implements Mechanism {
     if (this.pStar <= 0 || this.qStar >= 1) throw new InvalidConfig("p and q must give 0 < p* and q* < 1");
     const qs = this.qStar, ps = this.pStar;
     this.epsilon = this.hashes * Math.log(qs * (1 - ps) / (ps * (1 - qs)));
-    if (this.epsilon > MAX_EPSILON) throw new InvalidConfig(`p, q, f, hashes give ε₁ = ${this.epsilon} > ${MAX_EPSILON}`);
+    if (!(this.epsilon >= MIN_EPSILON && this.epsilon <= MAX_EPSILON)) {
+      throw new InvalidConfig(`p, q, f, hashes give ε₁ = ${this.epsilon}, outside [${MIN_EPSILON}, ${MAX_EPSILON}]`);
+    }
+    if ((1 - this.f) * (this.q - this.p) < MIN_BIT_SCALE) {
+      throw new InvalidConfig(`f, p, q give (1 − f)(q − p) below ${MIN_BIT_SCALE}`);
+    }
     const c = cfg.candidates;
     if (!Array.isArray(c) || !c.every((x) => typeof x === "string")) {
       throw new InvalidConfig("candidates must be a list of strings");
@@ -48,6 +60,7 @@ export class RAPPOR implements Mechanism {
     if (new Set(c).size !== c.length) throw new InvalidConfig("candidates must be distinct");
     if (c.length > MAX_CANDIDATES) throw new InvalidConfig(`candidates has more than ${MAX_CANDIDATES} entries`);
     this.epsilonInf = 2 * this.hashes * Math.log((1 - this.f / 2) / (this.f / 2));
+    if (!(this.epsilonInf <= MAX_EPSILON_INF)) throw new InvalidConfig(`f must give ε∞ <= ${MAX_EPSILON_INF}`);
   }
 
   get qStar(): number {

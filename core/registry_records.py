@@ -1,0 +1,294 @@
+"""A campaign's registry record, built and checked as a whole (no Redis here: ``ldptel.registry``
+reads and writes it).
+
+One record per campaign::
+
+    {"name", "status": "active" | "paused" | "retired", "reason", "updated_at",
+     "admin_since_apply": bool,
+     "versions": [{"version": 1, "table": {...}, "created_at", "superseded_at"[, "unreadable"]}, ...]}
+
+``table`` is the version's TOML table as given. Keys are of three sorts:
+
+- the randomization parameters, ``window`` and ``shards`` (``identity``): a change makes version
+  n+1 (``shards`` cannot change: the streams are per shard);
+- ``CAMPAIGN_WIDE_KEYS`` (``description``, ``min_reports``, ``accept_old_versions``,
+  ``retention``): the latest table's value applies to every version (``retention`` to every
+  version with windows of a fixed length: an ``"all"`` window never ends);
+- ``VERSION_KEYS`` (``reports_per_window``, ``shuffle_min_reports``, ``shuffle_max_delay``,
+  ``central_delta``): how that version's reports are collected and claimed; changed in place on
+  the latest version only, never applied to older ones.
+
+Every change goes through ``check_record`` before it is written: every version must parse with
+what applies to it (a ``retention`` shorter than an older version's window is refused naming
+``retention`` and the version), the shards must agree, and the campaign's entry in the device
+answer must stay within ``campaign_limits``. A refused change raises ``ConfigError`` naming the
+key and nothing is written. A version whose own table no longer parses (written by an older
+ldptel or by hand: e.g. an ε below today's floor) makes the record unreadable: ``ldptel.registry``
+quarantines that campaign alone, and the next successful write (an admin PUT, ``campaigns apply``)
+repairs it: such versions are kept, stamped ``"unreadable": reason`` and skipped from then on.
+
+Every write also yields one history entry (``entry``), kept apart from the record (the processes
+that follow the registry never load it): when, who (the admin token's name, or the command),
+through what (``admin``, ``apply``, ``serve``, ``cli``), the action, the version, and what changed
+(in-place keys with their values before and after; new versions with the keys that differ).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ldptel.campaign_limits import check_answer_bytes, json_bytes
+from ldptel.config import IN_PLACE_KEYS, Campaign, ConfigError, parse_campaign
+from ldptel.durations import parse_window
+
+CAMPAIGN_WIDE_KEYS = ("description", "min_reports", "accept_old_versions", "retention")
+VERSION_KEYS = tuple(k for k in IN_PLACE_KEYS if k not in CAMPAIGN_WIDE_KEYS)
+DERIVED_KEYS = ("window_seconds",)  # public keys computed from others (not named as changed)
+PRIVACY_ALLOWANCE = 2048  # bytes of a version's ``privacy`` object in the device answer (at most)
+VIAS = ("admin", "apply", "serve", "cli")
+
+
+@dataclass
+class Change:
+    """What a write did to one campaign: ``action`` is ``created``, ``new_version``, ``updated``
+    (in-place keys only), ``unchanged``, or a status (``paused``, ``active``, ``retired``);
+    ``version`` the latest version after it."""
+
+    name: str
+    action: str
+    version: int
+    changed: list[str] = dataclasses.field(default_factory=list)  # keys that differ
+
+    def line(self) -> str:
+        what = f" ({', '.join(self.changed)})" if self.changed else ""
+        return f"{self.name}: {self.action.replace('_', ' ')}, version {self.version}{what}"
+
+
+@dataclass
+class Applied:
+    """What ``apply`` did (or, with ``dry_run``, would do): each campaign's ``Change``, the drift
+    of each campaign whose registry record differs from the file (name → key → [registry, file]),
+    the campaigns refused (changed through the admin API since the last apply, without
+    ``force``), and the campaigns whose records cannot be read."""
+
+    changes: list[Change] = dataclasses.field(default_factory=list)
+    drift: dict[str, dict[str, list[Any]]] = dataclasses.field(default_factory=dict)
+    refused: list[str] = dataclasses.field(default_factory=list)
+    kept: list[str] = dataclasses.field(default_factory=list)  # ``only_new``: held by the registry
+    broken: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def where(name: str) -> str:
+    return f"campaigns[{name}]"
+
+
+def identity(campaign: Campaign) -> dict[str, Any]:
+    """What makes a version: the public parameters (less the version number and any in-place
+    key), the window and the shards."""
+    out = {k: v for k, v in campaign.public().items() if k != "version" and k not in IN_PLACE_KEYS}
+    return {**out, "window": campaign.window, "shards": campaign.shards}
+
+
+def effective_table(table: Mapping[str, Any], latest: Mapping[str, Any]) -> dict[str, Any]:
+    """An older version's table with the latest table's campaign-wide keys (``retention`` only
+    for windows of a fixed length)."""
+    out = {k: v for k, v in table.items() if k not in CAMPAIGN_WIDE_KEYS}
+    out.update({k: latest[k] for k in CAMPAIGN_WIDE_KEYS if k in latest})
+    if "retention" in out:
+        try:
+            if parse_window(out.get("window", "all")) == 0:
+                del out["retention"]
+        except ValueError:
+            pass  # parse_campaign names the bad window
+    return out
+
+
+def readable(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The version entries not stamped ``unreadable``."""
+    return [e for e in record["versions"] if not e.get("unreadable")]
+
+
+def versions_of(record: Mapping[str, Any]) -> list[Campaign]:
+    """The record's readable versions as ``Campaign`` objects, ascending; ``ConfigError`` naming
+    the key (and the version) when one does not parse, or the shards differ."""
+    name = str(record.get("name"))
+    entries = readable(record)
+    if not entries:
+        raise ConfigError(f"{where(name)}: no readable version")
+    latest = entries[-1]["table"]
+    out = []
+    for entry in entries:
+        table = latest if entry is entries[-1] else effective_table(entry["table"], latest)
+        try:
+            camp = parse_campaign(dict(table), where(name))
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (version {entry['version']})") from None
+        if camp.name != name:
+            raise ConfigError(f"{where(name)}.name: version {entry['version']} names {camp.name!r}")
+        out.append(dataclasses.replace(camp, version=int(entry["version"]),
+                                       superseded_at=entry.get("superseded_at"),
+                                       status=record.get("status", "active"),
+                                       reason=record.get("reason", "")))
+    shards = {c.shards for c in out}
+    if len(shards) > 1:
+        raise ConfigError(f"{where(name)}.shards: versions differ ({sorted(shards)}): the streams are "
+                          "per shard")
+    return out
+
+
+def parse_stored(name: str, raw: bytes) -> dict[str, Any]:
+    """A stored record; one that is not a JSON object comes back as ``{"name", "broken"}``
+    (``versions_of`` then names why)."""
+    try:
+        rec = json.loads(raw)
+    except ValueError as exc:
+        return {"name": name, "broken": f"the stored record is not JSON ({exc})", "versions": []}
+    entries = rec.get("versions") if isinstance(rec, dict) else None
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("table"), dict) and "version" in e for e in entries):
+        return {"name": name, "broken": "the stored record has no list of versions", "versions": []}
+    return rec
+
+
+def readable_versions(rec: Mapping[str, Any]) -> list[Campaign]:
+    """``versions_of`` of a stored record; ``ConfigError`` saying why it cannot be read."""
+    if rec.get("broken"):
+        raise ConfigError(f"{where(str(rec.get('name')))}: {rec['broken']}")
+    return versions_of(rec)
+
+
+def entry_bytes(versions: list[Campaign], now: float) -> int:
+    """Bytes of a campaign's entry in ``GET /v1/campaigns``: the latest version and every older
+    one still accepted (each with its privacy claim, ``PRIVACY_ALLOWANCE``)."""
+    sent = [v for v in versions[:-1] if now <= v.accepts_until()] + versions[-1:]
+    return sum(json_bytes(v.public()) + PRIVACY_ALLOWANCE for v in sent)
+
+
+def check_record(record: Mapping[str, Any], others: Mapping[str, int], now: float) -> list[Campaign]:
+    """Every rule of a whole record (module docstring); ``others``: the device-answer bytes of
+    the other campaigns (``entry_bytes``). Returns the versions; ``ConfigError`` naming the key."""
+    versions = versions_of(record)
+    name = str(record["name"])
+    check_answer_bytes({**others, name: entry_bytes(versions, now)}, where(name), name)
+    return versions
+
+
+def own_table_error(table: Mapping[str, Any], name: str) -> str | None:
+    """Why a version's own table does not parse (an older ldptel, or a hand edit), or None."""
+    try:
+        parse_campaign(dict(table), where(name))
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def stamp_unreadable(record: dict[str, Any], before: Mapping[str, Any] | None) -> list[int]:
+    """Repair: the older versions (all but the latest) whose own table does not parse and did
+    not parse in ``before`` either are stamped ``unreadable`` (kept, skipped). Returns their
+    numbers."""
+    if before is None:
+        return []
+    was_bad = {e["version"] for e in before["versions"]
+               if e.get("unreadable") or own_table_error(e["table"], record["name"])}
+    stamped = []
+    for e in record["versions"][:-1]:
+        if e["version"] in was_bad and not e.get("unreadable"):
+            reason = own_table_error(e["table"], record["name"])
+            if reason is not None:
+                e["unreadable"] = reason
+                e["superseded_at"] = e.get("superseded_at") or time.time()
+                stamped.append(e["version"])
+    return stamped
+
+
+def _latest_identity(record: Mapping[str, Any]) -> tuple[Campaign | None, dict[str, Any] | None]:
+    entries = readable(record)
+    if not entries:
+        return None, None
+    try:
+        camp = parse_campaign(dict(entries[-1]["table"]), where(str(record["name"])))
+    except ConfigError:
+        return None, None
+    return camp, identity(camp)
+
+
+def plan(record: Mapping[str, Any] | None, table: Mapping[str, Any], now: float
+         ) -> tuple[dict[str, Any], Change, dict[str, Any]]:
+    """(the record after putting ``table``, what changed, the history entry's ``changed``).
+    Only ``table`` is checked here; ``check_record`` checks the result. A stored record that is
+    not a record at all (``broken``: not JSON, no versions) is replaced by a new one."""
+    name = table.get("name")
+    new = parse_campaign(dict(table), where(str(name)))
+    if record is None or record.get("broken"):  # new, or a stored record that is not one at all
+        rec: dict[str, Any] = {"name": new.name, "status": "active", "reason": "", "updated_at": now,
+               "versions": [{"version": 1, "table": dict(table), "created_at": now, "superseded_at": None}]}
+        return rec, Change(new.name, "created", 1), {}
+    rec = copy.deepcopy(dict(record))
+    latest, before = _latest_identity(rec)
+    after = identity(new)
+    if before is not None and before["shards"] != after["shards"]:
+        raise ConfigError(f"{where(new.name)}.shards: cannot change ({before['shards']} → "
+                          f"{after['shards']}): the reports streams are per shard; create a new campaign")
+    last = rec["versions"][-1]
+    if before is None:  # the latest table cannot be read on its own: the put is a new version
+        changed = ["table"]
+    else:
+        changed = sorted(k for k in set(before) | set(after)
+                         if before.get(k) != after.get(k) and k not in DERIVED_KEYS)
+    if changed or last.get("unreadable"):
+        version = max(int(e["version"]) for e in rec["versions"]) + 1
+        last["superseded_at"] = last.get("superseded_at") or now
+        rec["versions"].append({"version": version, "table": dict(table), "created_at": now,
+                                "superseded_at": None})
+        rec["updated_at"] = now
+        return rec, Change(new.name, "new_version", version, changed), {"keys": changed}
+    assert latest is not None
+    in_place = {k: [last["table"].get(k), table.get(k)] for k in IN_PLACE_KEYS
+                if last["table"].get(k) != table.get(k)}
+    if not in_place:
+        return rec, Change(new.name, "unchanged", latest.version), {}
+    last["table"] = dict(table)
+    rec["updated_at"] = now
+    return rec, Change(new.name, "updated", int(last["version"]), sorted(in_place)), {"values": in_place}
+
+
+def rollback_table(record: Mapping[str, Any], to: int) -> dict[str, Any]:
+    """The table that makes a new version equal to version ``to``: its randomization parameters,
+    window and version keys, with the campaign-wide keys as they are now (``effective_table``: a
+    rollback does not lower a ``min_reports`` raised since). ``ConfigError`` for a version that is unknown or
+    unreadable."""
+    entries = {int(e["version"]): e for e in record["versions"]}
+    target = entries.get(int(to))
+    if target is None or target.get("unreadable"):
+        known = ", ".join(str(v) for v, e in sorted(entries.items()) if not e.get("unreadable"))
+        raise ConfigError(f"{where(str(record['name']))}.version: no readable version {to} "
+                          f"(versions: {known})")
+    return effective_table(target["table"], readable(record)[-1]["table"])
+
+
+def drift(record: Mapping[str, Any], table: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The keys where ``table`` (a file's) differs from the registry's latest version: key →
+    [registry's value, file's value] (absent keys as None)."""
+    entries = readable(record)
+    current = entries[-1]["table"] if entries else {}
+    return {k: [current.get(k), table.get(k)] for k in sorted(set(current) | set(table))
+            if current.get(k) != table.get(k)}
+
+
+def entry(action: str, version: int, by: str, via: str, now: float, **detail: Any) -> dict[str, Any]:
+    """One history entry (module docstring)."""
+    if via not in VIAS:
+        raise ValueError(f"via must be one of {VIAS}, got {via!r}")
+    return {"at": now, "by": by, "via": via, "action": action, "version": version,
+            **{k: v for k, v in detail.items() if v not in (None, {}, [])}}
+
+
+__all__ = ["CAMPAIGN_WIDE_KEYS", "DERIVED_KEYS", "VERSION_KEYS", "Applied", "Change", "check_record", "drift",
+           "effective_table", "entry", "entry_bytes", "identity", "own_table_error", "parse_stored", "plan",
+           "readable", "readable_versions", "rollback_table", "stamp_unreadable", "versions_of", "where"]
