@@ -52,8 +52,10 @@ from ldptel.central_privacy import release_claim
 from ldptel.config import Campaign
 from ldptel.mechanisms.estimates import MeanEstimate
 from ldptel.mechanisms.ranges import RangeEstimate
+from ldptel.privacy_modes import is_shuffled
 from ldptel.published import Published, config_digest, finite_row
 from ldptel.redis_client import AnyRedis
+from ldptel.release_claims import window_claim
 
 log = logging.getLogger("ldptel.aggregator")
 
@@ -73,16 +75,20 @@ def state_digest(campaign: Campaign, window: int, acc: Accumulator) -> str:
 
 
 def document(campaign: Campaign, window: int, acc: Accumulator, decoded_at: float,
-             shuffled: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+             shuffled: bool = False, batches: list[int] | None = None
+             ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
     """Decode ``acc`` (``Accumulator.estimate``): the kind's document and, for range campaigns,
     the estimate's arrays. Its ``privacy`` is ``Campaign.privacy()`` plus the central ε of the
     window's ``acc.n`` reports (``central_privacy.release_claim``; ``shuffled``: the reports came
     through the shuffler). With breakdown dimensions: ``breakdown.document``."""
     if isinstance(acc, CellAccumulator):
         return breakdown.document(campaign, window, acc, decoded_at, shuffled,
-                                  lambda *args: document(*args)[0]), None
+                                  lambda c, w, a, t, s: document(c, w, a, t, s, batches)[0]), None
     est = acc.estimate()
-    privacy = {**campaign.privacy(), **release_claim(campaign, acc.n, shuffled)}
+    if is_shuffled(campaign):  # whole releases: "central ε between L and U" of the worst batch
+        privacy = {**campaign.privacy(), **window_claim(campaign, batches or [])}
+    else:
+        privacy = {**campaign.privacy(), **release_claim(campaign, acc.n, shuffled)}
     doc: dict[str, Any] = {"campaign": campaign.name, "version": campaign.version, "kind": campaign.kind,
                            "epsilon": campaign.epsilon, "n_reports": acc.n, "window": window,
                            "decoded_at": decoded_at, "privacy": privacy}
@@ -102,16 +108,27 @@ def document(campaign: Campaign, window: int, acc: Accumulator, decoded_at: floa
     return {**doc, "items": [finite_row(r) for r in est.items()]}, None
 
 
+def coarse_time(now: float, releases: int) -> float:
+    """``decoded_at`` of a campaign in a shuffled mode: the hour, plus the number of releases in
+    seconds — it changes with every release (``Last-Modified``) but says no more about when a
+    release came than its hour."""
+    return float(int(now // 3600) * 3600 + min(releases, 3599))
+
+
 def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = None,
            shuffled: bool = False) -> Published:
     """Decode what is counted for ``campaign`` in ``window`` (``store.load_accumulator``; the
     document only from ``min_reports`` reports on; ``shuffled``: see ``document``)."""
     acc, n = store.load_accumulator(r, campaign, window)
     decoded_at = round(time.time() if now is None else now, 3)
+    batches = None
+    if is_shuffled(campaign):
+        batches = store.release_sizes(r, campaign, window)
+        decoded_at = coarse_time(decoded_at, len(batches))
     pub = Published(n=n, digest=state_digest(campaign, window, acc), config=config_digest(campaign),
                     decoded_at=decoded_at, doc=None)
     if breakdown.releasable(campaign, acc):
-        pub.doc, pub.arrays = document(campaign, window, acc, decoded_at, shuffled)
+        pub.doc, pub.arrays = document(campaign, window, acc, decoded_at, shuffled, batches)
         pub.doc_json = json.dumps(pub.doc, allow_nan=False)
     return pub
 

@@ -54,17 +54,36 @@ from ldptel.keys import (
     UPDATED_PREFIX,
 )
 from ldptel.redis_client import AnyRedis
-from ldptel.tally import state_keys
+from ldptel.tally import counts_keys, state_keys
 
 TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 
 
 def new_accumulator(campaign: Campaign) -> Accumulator:
-    """An empty accumulator for ``campaign`` (with dimensions: one per cell, ``CellAccumulator``)."""
-    if campaign.dimensions is not None:
-        mech = campaign.mechanism()
-        return CellAccumulator(lambda: accumulator_for(mech), campaign.dimensions)
-    return accumulator_for(campaign.mechanism())
+    """An empty accumulator for ``campaign`` (shuffled-fakes: the fake-message histogram; with
+    dimensions: one per cell, ``CellAccumulator``)."""
+    mech = campaign.mechanism()
+
+    def make() -> Accumulator:
+        if campaign.privacy_mode == "shuffled-fakes":
+            from ldptel.aggregator.decoders.fakes import FakesAccumulator
+
+            return FakesAccumulator(mech)
+        return accumulator_for(mech)
+
+    return make() if campaign.dimensions is None else CellAccumulator(make, campaign.dimensions)
+
+
+def release_sizes(r: AnyRedis, campaign: Campaign, window: int) -> list[int]:
+    """The real reports of each shuffled release committed in ``window`` (``rel:<window>:<id>``
+    fields of every shard's counts hash; campaigns in a shuffled privacy mode), sorted."""
+    prefix = f"{keys.RELEASE_PREFIX}{window}:".encode()
+    sizes: list[int] = []
+    for key in counts_keys(campaign):
+        fields = [f for f in cast(list[bytes], r.hkeys(key)) if f.startswith(prefix)]
+        if fields:
+            sizes += [int(v) for v in cast(list[bytes], r.hmget(key, fields)) if v is not None]
+    return sorted(sizes)
 
 
 def decode_accumulator(campaign: Campaign, data: bytes, template: Accumulator | None = None) -> Accumulator:
@@ -169,12 +188,13 @@ def _pick_fields(r: AnyRedis, key: str, fields: list[bytes], delta: Accumulator)
 
 def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list,
            replaced: list[bytes], totals: dict[int, Accumulator], deltas: dict[int, Accumulator],
-           entries: dict[int, int], rejected: int) -> bytes:
+           entries: dict[int, int], rejected: int, extra: list | None = None) -> bytes:
     """Run ``scripts.COMMIT`` on one shard: if every entry of ``ids`` is still pending to
     ``consumer`` (in group ``keys.GROUP``) and every ``replaced`` field still exists,
     delete those fields, write each window's ``totals`` as one new field, add the ``deltas``'
     reports and ``entries`` to the window counters and ``rejected`` to the rejected count, and
-    XACK ``ids``. Returns ``b"ok"``, ``b"lost"`` (an entry was claimed by another consumer) or
+    XACK ``ids``; ``extra``: more (field, value) pairs to set (a shuffled release's
+    ``rel:<window>:<id>``). Returns ``b"ok"``, ``b"lost"`` (an entry was claimed by another consumer) or
     ``b"stale"`` (a field was replaced meanwhile); nothing is written unless ``b"ok"``."""
     now_ms = str(int(time.time() * 1000))
     sets: list = []
@@ -182,6 +202,7 @@ def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list
     for w, total in totals.items():
         sets += [keys.acc_field(w, secrets.token_hex(8)), total.to_bytes()]
         cset += [f"{UPDATED_PREFIX}{w}", now_ms]
+    cset += list(extra or [])  # a shuffled release's rel:<window>:<id> (a counter, beside n:)
     incr: list = []
     for w, acc in deltas.items():
         incr += [f"{N_PREFIX}{w}", acc.n, f"{ENTRIES_PREFIX}{w}", entries.get(w, 0)]

@@ -51,9 +51,12 @@ from ldptel import heartbeat, prom, registry
 from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator import publish, retention, store, upkeep
 from ldptel.aggregator.decoders import Accumulator
+from ldptel.aggregator.keyring import Keyring
+from ldptel.aggregator.sealed import SealedReleases
 from ldptel.aggregator.slots import Parsed, Slot, build_slots, every_version, split_by_version
 from ldptel.config import Campaign, Config
 from ldptel.keys import GROUP
+from ldptel.privacy_modes import is_shuffled
 from ldptel.redis_client import AnyRedis, is_cluster
 from ldptel.runner import UNAVAILABLE, Backoff, DrainStats, retry_wait
 
@@ -97,6 +100,8 @@ class Worker:
         self.committed_at: float | None = None  # epoch seconds of the last commit
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
         self._pulse = heartbeat.Pulse(self.consumer)
+        self.keyring = Keyring(config.analyzer)  # campaigns in a shuffled mode: ``aggregator.sealed``
+        self.sealed = SealedReleases(self)
 
     @property
     def config(self) -> Config:
@@ -109,6 +114,7 @@ class Worker:
         (``store.move_counters``), check the stored state, take over dead consumers' entries."""
         self.live.refresh(force=True)
         self.reload()
+        self.ensure_keys()
         for slot in self.slots:
             self.create_group(slot)
             for v, camp in slot.versions.items():
@@ -230,12 +236,18 @@ class Worker:
             self.trim()
             self.remove_idle_consumers()
             retention.expire_all(self.r, every_version(self.config))
+            self.ensure_keys()
             self._last_trim = now
+
+    def ensure_keys(self) -> None:
+        """Rotate and publish the analyzer keys when any campaign is in a shuffled mode."""
+        if any(is_shuffled(c) for c in every_version(self.config)):
+            self.keyring.ensure(self.r)
 
     def step(self, block_ms: int | None = None) -> int:
         """One round: entries pending to this consumer first, else new ones (blocking up to
         ``block_ms``). Returns the number of entries committed."""
-        done = 0
+        done = self.sealed.poll() if self.sealed.partial else 0  # releases split between workers
         for slot in self.slots:
             if slot.history:
                 pending: Any = self.r.xreadgroup(GROUP, self.consumer, {slot.stream: "0"},
@@ -244,7 +256,10 @@ class Worker:
                 if not entries:
                     slot.history = False
                 else:
-                    done += self.process(slot, entries)
+                    got = self.process(slot, entries)
+                    done += got
+                    if got == 0 and len(entries) < self.cfg.read_count:
+                        slot.history = False  # only parts of sealed releases, held until complete
         if done:
             return done
         by_stream = {slot.stream: slot for slot in self.slots}
@@ -331,7 +346,11 @@ class Worker:
         done = 0
         for v, items in sorted(by_version.items()):
             extra = bad if v == latest else []
-            done += self.commit_version(slot, v, items, extra)
+            if is_shuffled(slot.versions[v]):  # whole sealed releases (``aggregator.sealed``)
+                done += self.commit_version(slot, v, [], extra) if extra else 0
+                done += self.sealed.take(slot, v, items)
+            else:
+                done += self.commit_version(slot, v, items, extra)
         return done
 
     def knows(self, slot: Slot, version: int) -> bool:
@@ -357,17 +376,22 @@ class Worker:
             self.stats.lost += 1
             slot.history = True
             return 0
-        self.publisher.note(camp, *deltas)
+        self.after_commit(camp, list(deltas), len(ids), reports, rejected, t1 - t0, time.perf_counter() - t1)
+        return len(ids)
+
+    def after_commit(self, camp: Campaign, windows: list[int], entries: int, reports: int, rejected: int,
+                     decode_s: float, commit_s: float) -> None:
+        """Note the committed windows for publication and count what was committed."""
+        self.publisher.note(camp, *windows)
         self.committed_at = time.time()
-        agg_metrics.observe(camp.name, len(ids), reports, rejected, t1 - t0, time.perf_counter() - t1)
-        self.stats.entries += len(ids)
+        agg_metrics.observe(camp.name, entries, reports, rejected, decode_s, commit_s)
+        self.stats.entries += entries
         self.stats.reports += reports
         self.stats.rejected += rejected
         self.stats.commits += 1
-        return len(ids)
 
     def commit(self, slot: Slot, camp: Campaign, ids: list, deltas: dict[int, Accumulator],
-               n_entries: dict[int, int], rejected: int) -> bool:
+               n_entries: dict[int, int], rejected: int, extra: list | None = None) -> bool:
         """Merge ``deltas`` into version ``camp``'s stored state and acknowledge ``ids``,
         atomically (``store.commit``), folding in the stored fields ``store.fold_stored`` picks.
 
@@ -379,7 +403,7 @@ class Worker:
             if attempt < COMPACT_RETRIES and deltas:
                 totals, replaced = store.fold_stored(self.r, camp, slot.shard, deltas, template)
             status = store.commit(self.r, camp, slot.shard, self.consumer, ids, replaced, totals,
-                                  deltas, n_entries, rejected)
+                                  deltas, n_entries, rejected, extra)
             if status == b"ok":
                 return True
             if status == b"lost":

@@ -93,6 +93,7 @@ class CampaignConfigs:
         self._thread: threading.Thread | None = None
         self._first = threading.Event()  # set after the first fetch attempt
         self._closed = False
+        self.on_answer: Callable[[dict[str, Any]], None] | None = None  # each answer (its server_time)
 
     def close(self) -> None:
         """The client is closing: a refresh still under way stores and logs nothing."""
@@ -109,6 +110,8 @@ class CampaignConfigs:
             data = json.loads(raw)
             self._set(data)
             self.hint = hint
+            if self.on_answer is not None:
+                self.on_answer(data)
             self.fetched_at, self.last_error = time.monotonic(), None
             if self._closed:
                 return self.configs

@@ -134,6 +134,7 @@ class Attempt:
     retry_after: float | None = None
     duplicate: bool = False
     code: str = ""  # a dropped chunk's reason counted in ``health().dropped`` (none: not counted)
+    accepted: int | None = None  # reports delivered when not the whole chunk (sealed: some stale)
 
     @classmethod
     def from_status(cls, exc: HttpStatus, reports: int) -> Attempt:

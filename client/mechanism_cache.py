@@ -21,8 +21,10 @@ class MechanismCache:
     """``get(campaign, cfg)`` → (cfg, mechanism), rebuilt only when the config changed;
     ``secret_of(campaign)`` gives the campaign's device secret for mechanisms that use one."""
 
-    def __init__(self, max_epsilon: float, secret_of: Callable[[str], bytes]) -> None:
+    def __init__(self, max_epsilon: float, secret_of: Callable[[str], bytes],
+                 accept_unrandomized: bool = False) -> None:
         self.max_epsilon = max_epsilon
+        self.accept_unrandomized = accept_unrandomized
         self._secret_of = secret_of
         self._lock = threading.Lock()
         self._mechs: dict[tuple[str, int], tuple[dict, Mechanism]] = {}  # by (campaign, version)
@@ -41,12 +43,19 @@ class MechanismCache:
                 try:
                     built = build_mechanism(cfg, secret)
                     what, eps = privacy_loss(built)
-                    if not math.isfinite(eps):
+                    if not math.isfinite(eps) and built.name != "histogram":
                         raise ValueError(f"its {what} is {eps}")
                 except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
                     raise BadConfig(f"campaign {campaign!r}: the collector's config cannot be used "
                                     f"({type(exc).__name__}: {exc}); its reports are dropped") from None
-                if eps > self.max_epsilon:
+                if built.name == "histogram":
+                    if not self.accept_unrandomized:
+                        raise CampaignRefused(
+                            f"campaign {campaign!r} refused: it sends the true value, not randomized on "
+                            "the device (privacy_mode shuffled-fakes without local_epsilon: its "
+                            "guarantee is central only); TelemetryClient(accept_unrandomized=True) "
+                            "allows it")
+                elif eps > self.max_epsilon:
                     raise CampaignRefused(
                         f"campaign {campaign!r} refused: its {what} = {eps:.3g} exceeds this client's "
                         f"max_epsilon = {self.max_epsilon:g}; nothing is reported or sent for it")

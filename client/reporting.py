@@ -24,11 +24,13 @@ from ldptel.client.envelope import group_of, set_envelope
 from ldptel.client.errors import TelemetryError, VersionClosed
 from ldptel.client.health import DropCounter
 from ldptel.client.limits import fit_rows
+from ldptel.client.sealed import is_sealed, unsealed
 from ldptel.dimensions import Dimensions
 from ldptel.keys import window_start
 from ldptel.mechanisms.base import Mechanism
-from ldptel.mechanisms.builder import value_index
+from ldptel.mechanisms.builder import uses_device_secret, value_index
 from ldptel.mechanisms.numeric import NumericMechanism
+from ldptel.proto import ReportBatch
 
 TelemetryClient = Any  # ``ldptel.client.transport.TelemetryClient`` (which imports this module)
 _parsed: dict[int, tuple[Any, Dimensions | None]] = {}  # id(dimensions list) → parsed (per config)
@@ -60,11 +62,36 @@ def dimension_pairs(campaign: str, cfg: Mapping[str, Any], given: Mapping[str, A
     return dims.pairs(dims.canonical({**defaults, **(given or {})}))
 
 
+def encoded(client: TelemetryClient, campaign: str, cfg: Mapping[str, Any], mech: Mechanism, value: Any,
+            dims: list[tuple[str, str]]) -> ReportBatch:
+    """One report of ``value`` (an index, ``value_index``) randomized now (the client's ``rng``
+    when it has one and the campaign uses no device secret), with its dimension values."""
+    try:
+        if client.rng is not None and not uses_device_secret(cfg):
+            batch = mech.encode_batch([value], rng=client.rng, campaign=campaign, batch_id=b"")
+        else:
+            batch = mech.encode(value, campaign=campaign)
+            batch.batch_id = b""
+    except ValueError as exc:
+        raise ValueError(f"campaign {campaign!r}: {exc}") from None
+    count_clipped(client._clipped, campaign, mech, [value])
+    return set_envelope(batch, 0, dims)
+
+
+def queue_row(client: TelemetryClient, campaign: str, cfg: Mapping[str, Any], mech: Mechanism,
+              batch: ReportBatch) -> tuple[str, int, bytes, int, str]:
+    """The queue row of ``batch``: the batch, or for a shuffled privacy mode its unsealed envelope
+    (``client.sealed.unsealed``, bound to the collector's window now), grouped by its envelope."""
+    data = (unsealed(dict(cfg), mech, batch, client.clock.now()) if is_sealed(dict(cfg))
+            else batch.SerializeToString())
+    return campaign, int(batch.count), data, int(cfg.get("version", 1)), group_of(batch)
+
+
 def record_event(client: TelemetryClient, campaign: str, cfg: dict, value: Any,
                  dims: list[tuple[str, str]]) -> bool:
     """A device-level campaign's ``report``: the event is added to the window's aggregate (ended
     windows of the campaign are reported first); nothing is randomized or queued now."""
-    now = client.clock()
+    now = client.clock.now()
     try:
         client.device_windows.finalize(now, campaign)
         client.device_windows.record(campaign, cfg, value, dims, now)
@@ -91,7 +118,7 @@ def report_many(client: TelemetryClient, campaign: str, values: Sequence[Any],
     if is_device_level(cfg):
         length = int(cfg["window_seconds"])
         vals = [simulated(cfg, v) for v in values]
-        window = window_start(client.clock(), length) - length if window is None else int(window)
+        window = window_start(client.clock.now(), length) - length if window is None else int(window)
     else:
         vals = [value_index(cfg, v) for v in values]
         window = 0
@@ -105,8 +132,10 @@ def report_many(client: TelemetryClient, campaign: str, values: Sequence[Any],
         except ValueError as exc:
             raise ValueError(f"campaign {campaign!r}: {exc}") from None
         set_envelope(batch, window, dims)
-        rows += [(campaign, n, data, cfg.get("version", 1), group_of(batch))
-                 for n, data in fit_rows(mech, batch, budget)]
+        for n, data in fit_rows(mech, batch, budget):
+            if is_sealed(cfg):  # simulated devices: one envelope of n reports (``client.sealed``)
+                data = unsealed(cfg, mech, ReportBatch.FromString(data), client.clock.now())
+            rows.append((campaign, n, data, cfg.get("version", 1), group_of(batch)))
     count_clipped(client._clipped, campaign, mech, vals)
     if not client._store(campaign, rows, len(vals)):
         return 0
@@ -145,7 +174,7 @@ def device_round(client: TelemetryClient) -> None:
                 return
         except client.storage_errors:
             return
-    now = client.clock()
+    now = client.clock.now()
     try:
         client.device_windows.touch(configs, now, lambda cfg: dimension_pairs(
             str(cfg.get("name")), cfg, None, client.dimensions))
@@ -154,5 +183,5 @@ def device_round(client: TelemetryClient) -> None:
         client._drop_here("queue_unavailable", 0, f"device-level windows: {type(exc).__name__}: {exc}")
 
 
-__all__ = ["count_clipped", "device_mechanism", "device_round", "dimension_pairs", "dimensions_of",
-           "record_event", "report_many"]
+__all__ = ["count_clipped", "device_mechanism", "device_round", "dimension_pairs", "dimensions_of", "encoded",
+           "queue_row", "record_event", "report_many"]

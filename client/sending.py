@@ -40,6 +40,7 @@ from ldptel.client.errors import (
 from ldptel.client.health import DropCounter
 from ldptel.client.limits import LARGE_BODY, Limits, split_batch
 from ldptel.client.queue import Chunk, ReportQueue
+from ldptel.client.sealed import ClockOffset, seal_rows
 from ldptel.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch
 
@@ -54,6 +55,8 @@ class FlushingClient(Protocol):
     """What the flush loop uses of its ``TelemetryClient`` (``ldptel.client.transport``)."""
 
     batch_size: int
+    clock: ClockOffset
+    rng: np.random.Generator | None
     backoff_base: float
     max_backoff: float
     _configs: CampaignConfigs
@@ -66,6 +69,8 @@ class FlushingClient(Protocol):
     def limits(self) -> Limits: ...
 
     def mechanism(self, campaign: str, version: int | None = None) -> Mechanism: ...
+
+    def sealed_config(self, campaign: str, version: int | None = None) -> dict | None: ...
 
     def pending(self) -> int: ...
 
@@ -121,10 +126,11 @@ class Sender:
                 result.error = outcome.error
             if outcome.action is Action.SENT:
                 queue.complete(chunk)
+                sent = chunk.count if outcome.accepted is None else outcome.accepted
                 if outcome.duplicate:
-                    result.duplicates += chunk.count
+                    result.duplicates += sent
                 else:
-                    result.accepted += chunk.count
+                    result.accepted += sent
                 attempt = streak = 0
             elif outcome.action is Action.HOLD:
                 held[chunk.campaign] = outcome.error or "paused"
@@ -153,7 +159,10 @@ class Sender:
         """Build the chunk's body and post it once (no side effects on the queue)."""
         c = self.client
         try:
-            c.mechanism(chunk.campaign, chunk.version)  # refuses a campaign over max_epsilon
+            mech = c.mechanism(chunk.campaign, chunk.version)  # refuses a campaign over max_epsilon
+            cfg = c.sealed_config(chunk.campaign, chunk.version)
+            if cfg is not None:  # a shuffled privacy mode: sealed envelopes (``client.sealed``)
+                return self.attempt_sealed(chunk, cfg, mech)
             body = self.batch_body(chunk)
         except VersionClosed as exc:  # the collector no longer takes this version: counted
             return Attempt(Action.DROP, reason=str(exc), code=exc.reason)
@@ -177,6 +186,41 @@ class Sender:
         except (OSError, ValueError) as exc:  # network errors, timeouts, garbled answers
             return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
         return Attempt(Action.SENT, duplicate=bool(answer.get("duplicate")))
+
+    def attempt_sealed(self, chunk: Chunk, cfg: dict, mech: Mechanism) -> Attempt:
+        """Seal the chunk's envelopes (``client.sealed.seal_rows``) and post each; an answer that
+        the key or the window is not the collector's (``unknown_key``, ``wrong_window``) fetches
+        the configs again and retries (sealed anew, same batch ids: nothing is lost or doubled)."""
+        c = self.client
+        envelopes, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, chunk.batch_id,
+                                     chunk.batches, c.clock.now(), c.rng)
+        if stale:
+            why = f"campaign {chunk.campaign!r}: {stale} reports of a window the collector no longer takes"
+            log.warning("dropping %s", why)
+            c._dropped.add("stale_window", stale, why)
+        accepted = duplicate = 0
+        for env in envelopes:
+            if len(env.body) > c.limits.max_body_bytes:
+                why = f"sealed body of {len(env.body)} bytes over max_body_bytes {c.limits.max_body_bytes}"
+                return Attempt(delivery.classify(delivery.TOO_LARGE, chunk.count), error=why, reason=why)
+            try:
+                answer = json.loads(c._request("POST", "/v1/reports", env.body, CONTENT_TYPE) or b"{}")
+            except HttpStatus as exc:
+                code = delivery.error_code(exc.body)
+                if code in ("unknown_key", "wrong_window"):
+                    try:
+                        c._configs.fetch()
+                    except TelemetryError:
+                        pass
+                    return Attempt(Action.RETRY, error=str(exc))
+                return self.refused(exc, chunk)
+            except (OSError, ValueError) as exc:
+                return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
+            if answer.get("duplicate"):
+                duplicate += env.reports
+            else:
+                accepted += env.reports
+        return Attempt(Action.SENT, duplicate=duplicate > 0 and accepted == 0, accepted=accepted or duplicate)
 
     def refused(self, exc: HttpStatus, chunk: Chunk) -> Attempt:
         """What to do after a non-2xx answer (``delivery.classify``), except for a campaign's

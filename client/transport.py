@@ -43,7 +43,6 @@ from ldptel.client.configs import MAX_ANSWER_BYTES as ANSWER_CAP
 from ldptel.client.configs import META_KEY, CampaignConfigs, config_for, version_config
 from ldptel.client.delivery import FlushResult
 from ldptel.client.device_level import DeviceWindows, is_device_level
-from ldptel.client.envelope import group_of, set_envelope
 from ldptel.client.errors import (
     CampaignRefused,
     QueueUnavailable,
@@ -56,9 +55,10 @@ from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
 from ldptel.client.limits import Limits
 from ldptel.client.mechanism_cache import MechanismCache
 from ldptel.client.queue import ReportQueue, default_queue_path, store_path
+from ldptel.client.sealed import ClockOffset, is_sealed
 from ldptel.client.sending import BackgroundSender, Sender
 from ldptel.mechanisms.base import Mechanism
-from ldptel.mechanisms.builder import uses_device_secret, value_index
+from ldptel.mechanisms.builder import value_index
 from ldptel.mechanisms.claims import report_cost
 from ldptel.mechanisms.device_secret import derive, device_secret
 
@@ -80,7 +80,10 @@ class TelemetryClient:
     all randomness comes from the OS. ``max_epsilon``: a device never trusts the server's ε
     blindly; a campaign whose per-report ε or lifetime ε∞ (``builder.privacy_loss``, computed
     from the config's parameters) exceeds it is refused: ``report`` raises ``CampaignRefused``
-    naming it and nothing of it is sent.
+    naming it and nothing of it is sent. ``accept_unrandomized``: also report to
+    ``shuffled-fakes`` campaigns without local randomization, whose report is the true index
+    (sealed to the analyzer; its privacy is central only: the shuffler, the fakes and the
+    encryption, docs/privacy.md); refused by default.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class TelemetryClient:
         max_epsilon: float = DEFAULT_MAX_EPSILON,
         lifetime_epsilon: float | None = None,
         scope: str = "campaign",
+        accept_unrandomized: bool = False,
         dimensions: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -122,7 +126,6 @@ class TelemetryClient:
         self.max_backoff = max_backoff
         self.rng = rng
         self.dimensions = dict(dimensions or {})  # default dimension values (``client.reporting``)
-        self.clock: Callable[[], float] = time.time  # windows and the ledger (tests set it)
         self.device_windows = DeviceWindows(self)
         self.queue_path = store_path(queue_path, self.url)
         self._queue: ReportQueue | None = None
@@ -135,7 +138,9 @@ class TelemetryClient:
         self._configs = CampaignConfigs(self._get_campaigns,
                                         lambda: self.queue.get_meta(META_KEY),
                                         lambda data: self.queue.set_meta(META_KEY, data), config_ttl)
-        self._mechs = MechanismCache(self.max_epsilon, self._device_secret)
+        self._mechs = MechanismCache(self.max_epsilon, self._device_secret, accept_unrandomized)
+        self.clock = ClockOffset()  # the collector's clock (sealed campaigns bind a window)
+        self._configs.on_answer = lambda data: self.clock.heard(data.get("server_time"))
         self._sender = Sender(self)
         self._stop = threading.Event()
         self._background = BackgroundSender(lambda: self.flush(timeout=None), self._stop,
@@ -215,6 +220,12 @@ class TelemetryClient:
             configs = self.campaigns(refresh=True)
         return self._mechanism(campaign, configs, version)[1]
 
+    def sealed_config(self, campaign: str, version: int | None = None) -> dict | None:
+        """The config of ``campaign`` (``version``) if it is in a shuffled privacy mode (its
+        reports are sealed at flush time, ``ldptel.client.sealed``), else None."""
+        cfg = config_for(campaign, self.campaigns(), version)
+        return cfg if is_sealed(cfg) else None
+
     def _mechanism(self, campaign: str, configs: dict[str, dict],
                    version: int | None = None) -> tuple[dict, Mechanism]:
         return self._mechs.get(campaign, config_for(campaign, configs, version))
@@ -292,26 +303,16 @@ class TelemetryClient:
         if is_device_level(cfg):
             return reporting.record_event(self, campaign, cfg, value, dims)
         value = value_index(cfg, value)
+        batch = reporting.encoded(self, campaign, cfg, mech, value, dims)
         try:
-            if self.rng is not None and not uses_device_secret(cfg):
-                batch = mech.encode_batch([value], rng=self.rng, campaign=campaign, batch_id=b"")
-            else:
-                batch = mech.encode(value, campaign=campaign)
-                batch.batch_id = b""
-        except ValueError as exc:
-            raise ValueError(f"campaign {campaign!r}: {exc}") from None
-        reporting.count_clipped(self._clipped, campaign, mech, [value])
-        set_envelope(batch, 0, dims)
-        try:
-            charge = self.ledger.charge(campaign, cfg, report_cost(cfg, mech), value, self.clock())
+            charge = self.ledger.charge(campaign, cfg, report_cost(cfg, mech), value, self.clock.now())
         except STORAGE_ERRORS as exc:
             self._drop_here("queue_unavailable", 1, f"campaign {campaign!r}: no ledger: "
                                                     f"{type(exc).__name__}: {exc}")
             return False
         guard = self.ledger.guard(charge, lambda why: self._dropped.add(why, 1, f"campaign {campaign!r}: "
                                                                         f"report refused ({REFUSALS[why]})"))
-        row = (campaign, 1, batch.SerializeToString(), cfg.get("version", 1), group_of(batch))
-        if not self._store(campaign, [row], 1, guard):
+        if not self._store(campaign, [reporting.queue_row(self, campaign, cfg, mech, batch)], 1, guard):
             return False
         self._background.queued(1)
         return True

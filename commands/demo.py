@@ -104,7 +104,7 @@ def frequency_simulate(stack: Stack, client: Any, truth: dict, rng: np.random.Ge
     truth["counts"] = np.bincount(values, minlength=DOMAIN)
     queued: dict[str, int] = {}
     for camp in stack.config.campaigns:
-        if camp.kind != "frequency":
+        if camp.kind != "frequency" or camp.privacy_mode != "local":
             continue
         labels = camp.labels()
         queued[camp.name] = client.report_many(
@@ -117,7 +117,7 @@ def frequency_report(stack: Stack, http: Http, truth: dict) -> None:
     token = stack.config.server.export_tokens[0]
     docs = {}
     for camp in stack.config.campaigns:
-        if camp.kind != "frequency":
+        if camp.kind != "frequency" or camp.privacy_mode != "local":
             continue
         status, body = http.request("GET", f"/v1/campaigns/{camp.name}/estimates?format=json", None,
                                     {"Authorization": f"Bearer {token}"})
@@ -169,7 +169,15 @@ def sections() -> list[DemoSection]:
     out = [DemoSection(f"frequency oracles: raw unbiased count estimates vs truth (Zipf(1.1) over {DOMAIN} "
                        "items, every value randomized on its device)",
                        frequency_campaigns, frequency_simulate, frequency_report)]
-    return out + [s for s in (heavy_hitter_section(), range_section(), numeric_section()) if s is not None]
+    return out + [s for s in (heavy_hitter_section(), range_section(), numeric_section(), sealed_section())
+                  if s is not None]
+
+
+def sealed_section() -> DemoSection:
+    """shuffled-fakes: one campaign in a shuffled privacy mode (``ldptel.commands.demo_sealed``)."""
+    from ldptel.commands import demo_sealed as s
+
+    return DemoSection(s.SEALED_TITLE, s.sealed_campaigns, s.sealed_simulate, s.sealed_report)
 
 
 # --- main ----------------------------------------------------------------------------------
@@ -177,7 +185,8 @@ def sections() -> list[DemoSection]:
 def demo_tables(secs: list[DemoSection]) -> list[dict]:
     """The demo's ``[[campaigns]]`` tables (``examples/demo.toml`` holds the same)."""
     # 10 s windows; a short shuffle delay: each window's reports are shuffled within 1 s
-    return [{**c, "window": WINDOW, "min_reports": MIN_REPORTS, "shuffle_max_delay": "1s"}
+    # (a campaign may keep its own window: the shuffled-fakes one is "all", released at batch_min)
+    return [{**c, "window": c.get("window", WINDOW), "min_reports": MIN_REPORTS, "shuffle_max_delay": "1s"}
             for s in secs for c in s.campaigns()]
 
 
@@ -186,6 +195,8 @@ def demo_config(secs: list[DemoSection], ingest: str, export: str, admin: str) -
         "server": {"ingest_tokens": [ingest], "export_tokens": [export], "admin_tokens": [admin],
                    "rate_limit_per_minute": 10**9, "secret_key": secrets.token_hex(16)},
         "aggregator": {"block_ms": 100, "read_count": 200, "publish_interval": 1},
+        # the analyzer's keys of shuffled campaigns: this run's own (``aggregator.keyring``)
+        "analyzer": {"keys_dir": tempfile.mkdtemp(prefix="ldptel-demo-keys-")},
         "campaigns": demo_tables(secs),
     })
 
@@ -256,7 +267,7 @@ def run_demo(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     ingest = config.server.ingest_tokens[0]
     client = TelemetryClient(stack.url, ingest, queue_path=workdir / "device-queue.sqlite",
-                             batch_size=BATCH, rng=rng)
+                             batch_size=BATCH, rng=rng, accept_unrandomized=True)
     try:
         print(f"ldptel demo: embedded Redis {stack.redis_server.url}, collector {stack.url}, "
               f"shuffler and aggregator running; campaigns of {WINDOW} windows")

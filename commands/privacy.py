@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_privacy(args: argparse.Namespace) -> int:
-    from ldptel.privacy_plan import plan
+    from ldptel.plan_cache import cached_plan as plan  # on disk: a plan is computed once per machine
 
     try:
         result = plan(args.mode, args.oracle, args.domain_size, args.central_epsilon, args.central_delta,

@@ -75,7 +75,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed) if args.seed is not None else None
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ldptel-simulate-") as tmp:
-        client = TelemetryClient(args.url, args.token, queue_path=Path(tmp) / "queue.sqlite", rng=rng)
+        # simulated values: the unrandomized index of a shuffled-fakes campaign reveals no real device
+        client = TelemetryClient(args.url, args.token, queue_path=Path(tmp) / "queue.sqlite", rng=rng,
+                                 accept_unrandomized=True)
         try:
             client.report_many(campaign.name, values)
             result = client.flush(timeout=120.0)

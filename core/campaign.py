@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
+from ldptel import privacy_modes
 from ldptel.campaign_kinds import device_level_params, memoize_params, numeric_params
 from ldptel.campaign_limits import (
     MAX_DESCRIPTION_CHARS,
@@ -49,7 +50,8 @@ ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
                         "memoize", "epsilon_inf", "reports_per_window", "retention", "accept_old_versions",
                         "shuffle_min_reports", "shuffle_max_delay", "central_delta",
-                        "dimensions", "experiment"}  # breakdowns: ldptel.dimensions
+                        "dimensions", "experiment",  # breakdowns: ldptel.dimensions
+                        *privacy_modes.MODE_KEYS}
 MAX_REPORTS_PER_WINDOW = 1_000_000
 # keys that may change without a new campaign version (ldptel.registry); every other key is a
 # randomization parameter (or the window / shards), immutable per version
@@ -98,6 +100,11 @@ class Campaign:
     shuffle_min_reports: int = 1000
     shuffle_max_delay: str = "60s"
     central_delta: float | None = None  # δ of the central (shuffled) ε; None: min(1/(10n), 1e-6)
+    # ``ldptel.privacy_modes``: local, shuffled or shuffled-fakes, and what a shuffled mode plans
+    privacy_mode: str = "local"
+    central_epsilon: float | None = None  # the operator's central target (shuffled modes)
+    batch_min: int | None = None  # devices per shuffled batch, at least (shuffled modes)
+    fake_rate: float | None = None  # λ, fake messages per device (shuffled-fakes)
     dimensions: Dimensions | None = None  # public breakdown dimensions (``ldptel.dimensions``)
 
     def accepts_until(self) -> float:
@@ -150,6 +157,7 @@ class Campaign:
         out.update(self.params)
         out.update(window=self.window, window_seconds=self.window_seconds,
                    reports_per_window=self.reports_per_window)
+        out.update(privacy_modes.public_fields(self))
         if self.dimensions is not None:
             out["dimensions"] = self.dimensions.public()
         return out
@@ -210,7 +218,14 @@ def _central_delta(value: Any, key: str) -> float | None:
 
 def parse_campaign(raw: Any, where: str) -> Campaign:
     """One ``[[campaigns]]`` table (or an admin API body) → a validated ``Campaign`` (version 1);
-    ``ConfigError`` naming the key otherwise."""
+    ``ConfigError`` naming the key otherwise. ``privacy_mode`` and its keys:
+    ``ldptel.privacy_modes``."""
+    if not isinstance(raw, dict):
+        raise fail(where, "must be a table")
+    return privacy_modes.parse(raw, where, lambda table: _parse_campaign(table, where))
+
+
+def _parse_campaign(raw: Any, where: str) -> Campaign:
     if not isinstance(raw, dict):
         raise fail(where, "must be a table")
     name = raw.get("name")

@@ -22,8 +22,10 @@ from ldptel.campaign import (
     parse_campaign,
 )
 from ldptel.config_values import ConfigError, fail, read_int, read_seconds
+from ldptel.durations import parse_duration
 
-__all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "Campaign", "Config",
+__all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "AnalyzerConfig",
+           "Campaign", "Config",
            "ConfigError", "ServerConfig", "ShufflerConfig", "load_config", "numeric_params", "parse_campaign",
            "parse_config"]
 
@@ -35,6 +37,7 @@ SERVER_KEYS = {
 SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds",
                  "max_ingress_batches"}
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
+ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir"}
 
 
 def _tokens(d: dict, key: str, env: str) -> list[str]:
@@ -118,6 +121,39 @@ class ShufflerConfig:
 
 
 @dataclass(frozen=True)
+class AnalyzerConfig:
+    """``[analyzer]``: the aggregator's HPKE key pairs for campaigns in a shuffled privacy mode
+    (``ldptel.aggregator.keyring``): a new key every ``key_rotation``, the previous one still
+    accepted for ``key_overlap``; private keys in ``keys_dir`` (default
+    ``<LDPTEL_DATA_DIR>/analyzer-keys``), never in Redis."""
+    key_rotation: str = "30d"
+    key_overlap: str = "7d"
+    keys_dir: str | None = None
+
+
+def _analyzer(raw: Any) -> AnalyzerConfig:
+    if not isinstance(raw, dict):
+        raise fail("analyzer", "must be a table")
+    for key in raw:
+        if key not in ANALYZER_KEYS:
+            raise fail(f"analyzer.{key}", f"unknown key (allowed: {', '.join(sorted(ANALYZER_KEYS))})")
+    out = {}
+    for key, low in (("key_rotation", 60), ("key_overlap", 1)):
+        value = raw.get(key, getattr(AnalyzerConfig, key))
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise fail(f"analyzer.{key}", str(exc)) from None
+        if seconds < low:
+            raise fail(f"analyzer.{key}", f"must be at least {low} s, got {value!r}")
+        out[key] = str(value)
+    keys_dir = raw.get("keys_dir")
+    if keys_dir is not None and (not isinstance(keys_dir, str) or not keys_dir):
+        raise fail("analyzer.keys_dir", "must be a non-empty path")
+    return AnalyzerConfig(keys_dir=keys_dir, **out)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration, immutable: ``registry.Live`` swaps in a new snapshot when the
     campaign registry changes, so whoever holds one sees one consistent set of campaigns."""
@@ -132,6 +168,7 @@ class Config:
     declared: list[Campaign] = field(default_factory=list)  # the file's campaigns, as parsed
     # campaigns whose registry record cannot be read (``ldptel.registry``): name → why; quarantined
     broken: dict[str, str] = field(default_factory=dict)
+    analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
 
     def campaign(self, name: str) -> Campaign | None:
         """The latest version of campaign ``name``."""
@@ -171,8 +208,9 @@ def _shuffler(shf: Any) -> ShufflerConfig:
 def parse_config(data: dict, path: Path | None = None) -> Config:
     """Validate a parsed TOML document."""
     for key in data:
-        if key not in ("server", "aggregator", "shuffler", "campaigns"):
-            raise fail(key, "unknown top-level key (allowed: server, aggregator, shuffler, campaigns)")
+        if key not in ("server", "aggregator", "shuffler", "campaigns", "analyzer"):
+            raise fail(key, "unknown top-level key (allowed: server, aggregator, shuffler, analyzer, "
+                       "campaigns)")
     srv = data.get("server", {})
     if not isinstance(srv, dict):
         raise fail("server", "must be a table")
@@ -219,8 +257,15 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise fail(f"campaigns[{dup}].name", "is used by more than one campaign")
+    for camp in campaigns:  # a batch must fit in ingress: each device's envelope is one entry
+        if camp.batch_min is not None and camp.batch_min > shuffler.max_ingress_batches // 2:
+            raise fail(f"campaigns[{camp.name}].batch_min",
+                       f"{camp.batch_min:,} devices do not fit in half of the ingress stream "
+                       f"([shuffler] max_ingress_batches = {shuffler.max_ingress_batches:,}, one entry "
+                       "per device at worst): raise max_ingress_batches, or lower batch_min")
     return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path, shuffler=shuffler,
-                  tables=[dict(c) for c in raw_campaigns], declared=list(campaigns))
+                  tables=[dict(c) for c in raw_campaigns], declared=list(campaigns),
+                  analyzer=_analyzer(data.get("analyzer", {})))
 
 
 def load_config(path: str | os.PathLike) -> Config:

@@ -16,7 +16,9 @@ script or MULTI touching them runs on one Redis Cluster node:
 - ``{…}:shuffled``     shuffler counters (``shuffle_metrics_key``): hash, fields
                        ``INGRESS_BATCHES``, ``INGRESS_REPORTS`` (taken from ingress),
                        ``ANALYSIS_BATCHES``, ``ANALYSIS_REPORTS`` (written to ``{…}:reports``),
-                       ``SHUFFLE_REFUSED`` (releases refused: their entries had been moved).
+                       ``SHUFFLE_REFUSED`` (releases refused: their entries had been moved),
+                       ``SHUFFLE_DISCARDED`` (reports of a shuffled campaign's window that closed
+                       below ``batch_min``: deleted by ``scripts.DISCARD``, never released).
 - ``{…}:reports``      the analysis stream (``stream_key``) the aggregator reads; one entry per
                        accepted batch (shuffler disabled) or per re-packed shuffled batch, fields
                        ``batch`` (serialized ``ReportBatch``: payload, count, campaign, batch_id),
@@ -40,7 +42,9 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``updated:<window>`` epoch ms of the last commit, ``rejected`` entries that
                        could not be decoded (or whose window had expired), ``expired_entries`` /
                        ``expired_reports`` the counts of the windows deleted past the campaign's
-                       ``retention`` (``scripts.EXPIRE_WINDOWS``). State written before the split
+                       ``retention`` (``scripts.EXPIRE_WINDOWS``), ``rel:<window>:<release id>`` real
+                       reports of one shuffled release (``privacy_mode`` shuffled*: the batch sizes
+                       a window's claim rests on). State written before the split
                        held them in ``{…}:state``: ``scripts.MOVE_COUNTERS`` moves them (the
                        aggregator, at start).
                        This is campaign version 1's state; version v ≥ 2 has the same keys with
@@ -94,6 +98,12 @@ Process-wide keys (no hash tag):
                                            admin API and ``ldptel campaigns history`` only.
 - ``ldptel:shuffler:heartbeat``            the same for each running shuffler
                                            (``SHUFFLER_HEARTBEAT_KEY``; ``ldptel.heartbeat``).
+- ``ldptel:analyzer:keys``                 hash, field = analyzer key id (decimal u32), value = JSON
+                                           ``{"public": base64 raw X25519 key, "created": epoch s,
+                                           "current_until": epoch s, "accepted_until": epoch s}``
+                                           (``ANALYZER_KEYS_KEY``; written by the aggregator,
+                                           ``ldptel.analyzer_keys``; the private keys never leave
+                                           its data directory).
 - ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
                                            consumer name): ``"<beat ms> <last commit ms>
                                            <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
@@ -134,6 +144,8 @@ ACC_PREFIX = "acc:"
 N_PREFIX = "n:"
 ENTRIES_PREFIX = "entries:"
 UPDATED_PREFIX = "updated:"
+RELEASE_PREFIX = "rel:"  # rel:<window>:<release id> = real reports of one shuffled release
+SHUFFLE_DISCARDED = "discarded_reports"  # {…}:shuffled: shuffled* reports of windows below batch_min
 REJECTED = "rejected"
 EXPIRED_ENTRIES = "expired_entries"
 EXPIRED_REPORTS = "expired_reports"
@@ -153,6 +165,7 @@ SESSION_SECRET_KEY = "ldptel:operator:session_secret"
 SESSION_PREFIX = "ldptel:operator:session"
 AUTH_FAILURE_TAG = "{ldptel:authfail}"
 HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
+ANALYZER_KEYS_KEY = "ldptel:analyzer:keys"
 SHUFFLER_HEARTBEAT_KEY = "ldptel:shuffler:heartbeat"
 REGISTRY_KEY = "{ldptel:registry}:campaigns"
 REGISTRY_REVISION_KEY = "{ldptel:registry}:revision"

@@ -137,6 +137,29 @@ redis.call('HINCRBY', KEYS[3], 'analysis_reports', reports)
 return {'ok', tostring(n_batches)}
 """
 
+# The shuffler discards the ingress entries of a sealed group (privacy_mode shuffled*) whose
+# window closed below batch_min (ldptel.shuffler.sealed): they are deleted, never released.
+# KEYS[1] ingress stream (keys.ingress_key), KEYS[2] shuffler counters (keys.shuffle_metrics_key)
+# ARGV[1] real reports of the entries, then the entry ids
+# Returns {'ok', n} or {'refused', id} (an entry already gone: nothing written but 'refused').
+DISCARD = """
+local ids = {}
+for i = 2, #ARGV do
+  if #redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) == 0 then
+    redis.call('HINCRBY', KEYS[2], 'refused', 1)
+    return {'refused', ARGV[i]}
+  end
+  ids[#ids + 1] = ARGV[i]
+end
+for s = 1, #ids, 1000 do
+  redis.call('XDEL', KEYS[1], unpack(ids, s, math.min(s + 999, #ids)))
+end
+redis.call('HINCRBY', KEYS[2], 'ingress_batches', #ids)
+redis.call('HINCRBY', KEYS[2], 'ingress_reports', ARGV[1])
+redis.call('HINCRBY', KEYS[2], 'discarded_reports', ARGV[1])
+return {'ok', tostring(#ids)}
+"""
+
 # Take, keep or give up a lease (the shuffler's per-stream lease, keys.shuffle_lease_key).
 # KEYS[1] lease key; ARGV[1] owner id, ARGV[2] lease length (ms; 0: give it up)
 # Returns 1 if the caller holds the lease now (taken, or renewed) or gave it up, 0 if another
@@ -294,11 +317,11 @@ return {r[1], #r[2]}
 # stays right after the counters are gone.
 # KEYS[1] state hash (keys.state_key), KEYS[2] its counters (keys.counts_key)
 # ARGV    window starts (epoch s) to delete
-# Fields: ``acc:<w>:<uid>`` (state); ``n:<w>``, ``entries:<w>``, ``updated:<w>`` (counters);
+# Fields: ``acc:<w>:<uid>`` (state); ``n:<w>``, ``entries:<w>``, ``updated:<w>``, ``rel:<w>:<id>`` (counters);
 # totals ``expired_reports`` (sum of n:<w>) and ``expired_entries`` (sum of entries:<w>).
 # Returns the number of fields deleted.
 EXPIRE_WINDOWS = """
-local gone, kinds = {}, {acc = true, n = true, entries = true, updated = true}
+local gone, kinds = {}, {acc = true, n = true, entries = true, updated = true, rel = true}
 for _, w in ipairs(ARGV) do gone[w] = true end
 local deleted = 0
 for k = 1, 2 do
@@ -343,7 +366,7 @@ return moved
 # --- the registry: every script registered once per Redis client, called by name ------------
 
 SOURCES: dict[str, str] = {
-    "INGEST": INGEST, "SHUFFLE": SHUFFLE, "LEASE": LEASE, "AUTH_FAILURE": AUTH_FAILURE,
+    "INGEST": INGEST, "SHUFFLE": SHUFFLE, "DISCARD": DISCARD, "LEASE": LEASE, "AUTH_FAILURE": AUTH_FAILURE,
     "READ_WINDOW": READ_WINDOW, "COMMIT": COMMIT, "PUBLISH": PUBLISH, "PUBLISH_CLAIM": PUBLISH_CLAIM,
     "REGISTRY_PUT": REGISTRY_PUT, "DELCONSUMER": DELCONSUMER, "AUTOCLAIM": AUTOCLAIM,
     "EXPIRE_WINDOWS": EXPIRE_WINDOWS, "MOVE_COUNTERS": MOVE_COUNTERS,

@@ -175,14 +175,15 @@ def summary(r: AnyRedis, campaign: Campaign, older: Sequence[Campaign] = ()) -> 
     for s in range(campaign.shards):
         pipe.hmget(keys.metrics_key(campaign.name, s), keys.ACCEPTED_BATCHES, keys.ACCEPTED_REPORTS)
         pipe.hmget(keys.shuffle_metrics_key(campaign.name, s), keys.INGRESS_BATCHES, keys.ANALYSIS_BATCHES,
-                   keys.INGRESS_REPORTS)
+                   keys.INGRESS_REPORTS, keys.SHUFFLE_DISCARDED)
     res = pipe.execute()
     held = [(max(0, int(b or 0) - int(took or 0)), max(0, int(n or 0) - int(took_n or 0)))
-            for (b, n), (took, _, took_n) in zip(res[::2], res[1::2], strict=True)]
+            for (b, n), (took, _, took_n, _) in zip(res[::2], res[1::2], strict=True)]
     # batches bound for the analysis stream: the shuffler replaced the ingress batches it took by
-    # the batches it wrote (the ones still in ingress count as one entry each)
-    accepted = [(int(b or 0) - int(took or 0) + int(wrote or 0), int(n or 0))
-                for (b, n), (took, wrote, _) in zip(res[::2], res[1::2], strict=True)]
+    # the batches it wrote (the ones still in ingress count as one entry each); the reports it
+    # discarded (a shuffled campaign's window closed below batch_min) will never be counted
+    accepted = [(int(b or 0) - int(took or 0) + int(wrote or 0), int(n or 0) - int(gone or 0))
+                for (b, n), (took, wrote, _, gone) in zip(res[::2], res[1::2], strict=True)]
     # entries and reports of windows deleted past retention (``delete_windows``) stay counted
     every = [shards, *others]
     done = [sum(sum(_with_prefix(v[s], ENTRIES_PREFIX).values()) + v[s].get(EXPIRED_ENTRIES, 0)

@@ -229,7 +229,7 @@ def main() -> int:
 
     cpu = cpu_used(out)
     memory = redis_memory(r)
-    status, text = http_get(args.collector, "/metrics")
+    status, text = http_get(args.collector, "/metrics", token)  # /metrics needs a token
     metrics = parse_metrics(text) if status == 200 else {}
     if status != 200:
         problems.append(f"GET /metrics answered {status}")

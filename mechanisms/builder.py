@@ -4,7 +4,8 @@
 The config is the dict ``GET /v1/campaigns`` returns (``Campaign.public()``):
 
 - ``kind = "frequency"``: ``oracle`` and ``epsilon, domain_size``, or for ``oracle = "rappor"``
-  the ``RAPPOR_KEYS``;
+  the ``RAPPOR_KEYS``; ``oracle = "histogram"`` (``privacy_mode = "shuffled-fakes"`` without
+  local randomization) takes ``domain_size`` only;
 - ``kind = "heavy_hitters"``: ``epsilon, max_length[, levels, width, pool_size, pool_seed]``;
 - ``kind = "range"``: ``epsilon, domain_size[, method ("haar" | "hierarchical"), branching]``;
 - any kind but RAPPOR and numeric: ``memoize = true`` with ``epsilon_inf`` builds the memoized
@@ -31,6 +32,7 @@ from typing import Any
 from ldptel.mechanisms import NUMERIC_MECHANISMS, create_mechanism
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.mechanisms.histogram import Histogram
 from ldptel.mechanisms.longitudinal_kinds import LHeavyHitters, LRangeHaar, LRangeHierarchical
 from ldptel.mechanisms.numeric import NumericMechanism, default_numeric_mechanism
 from ldptel.mechanisms.onebitmean import DEFAULT_BUCKETS, OneBitMean
@@ -91,6 +93,8 @@ def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mech
     if kind != "frequency":
         raise ValueError(f"kind must be one of {', '.join(CAMPAIGN_KINDS)}, got {kind!r}")
     oracle: Any = cfg.get("oracle")  # create_mechanism names a bad one
+    if oracle == "histogram":  # shuffled-fakes without local randomization: the index as it is
+        return Histogram(cfg["domain_size"])
     if oracle == "rappor":
         return create_mechanism("rappor", **{k: cfg[k] for k in RAPPOR_KEYS}, secret=secret)
     if memo:

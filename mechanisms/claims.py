@@ -5,7 +5,9 @@ export document (``privacy_claim``), the campaign page's words, and the device's
 (``ldptel.client.ledger``, which charges ``report_cost`` per report). They are computed from the
 campaign's public config and the mechanism built from it, never taken from the server's say-so.
 
-- ``epsilon_report``: ε₁ of one report (``mech.epsilon``).
+- ``epsilon_report``: ε₁ of one report (``mech.epsilon``); None when the report is not
+  randomized on the device (``privacy_mode = "shuffled-fakes"`` without ``local_epsilon``: its
+  guarantee is central only).
 - ``epsilon_inf``: for a memoized campaign (RAPPOR's permanent randomized response, or
   ``memoize = true``), the most all reports of one value reveal together, however many there
   are; ``None`` when every report is fresh randomness.
@@ -47,7 +49,8 @@ def report_cost(cfg: Mapping[str, Any], mech: Mechanism) -> Cost:
     claim = privacy_claim(cfg, mech)
     if claim["memoize"] and claim["epsilon_inf"] is not None:
         return Cost(claim["epsilon_inf"], True, claim["epsilon_lifetime"])
-    return Cost(claim["epsilon_report"], False)
+    # an unrandomized index (shuffled-fakes) has no local ε to charge: the ledger counts the report
+    return Cost(claim["epsilon_report"] or 0.0, False)
 
 
 def privacy_claim(cfg: Mapping[str, Any], mech: Mechanism) -> dict[str, Any]:
@@ -56,8 +59,9 @@ def privacy_claim(cfg: Mapping[str, Any], mech: Mechanism) -> dict[str, Any]:
     memo = memoized(cfg)
     eps_inf = getattr(mech, "epsilon_inf", None) if memo else None
     lifetime = getattr(mech, "epsilon_lifetime", None) if memo else None
+    eps = float(mech.epsilon)
     return {
-        "epsilon_report": float(mech.epsilon),
+        "epsilon_report": eps if eps != float("inf") else None,
         "epsilon_inf": None if eps_inf is None else float(eps_inf),
         "epsilon_lifetime": None if lifetime is None else float(lifetime),
         "memoize": memo,

@@ -14,13 +14,15 @@ from ldptel.proto.ldptel.v1.reports_pb2 import (
     RangePayload,
     RapporPayload,
     ReportBatch,
+    SealedBatch,
     UnaryPayload,
 )
 
 SCHEMA_VERSION = 1
+SEALED_SCHEMA_VERSION = 2  # SealedBatch: campaigns in a shuffled privacy mode
 
 
-def batch_version(batch: ReportBatch) -> int:
+def batch_version(batch: ReportBatch | SealedBatch) -> int:
     """The campaign version a batch names (0, i.e. absent, is version 1)."""
     return batch.campaign_version or 1
 
@@ -36,6 +38,8 @@ __all__ = [
     "RangePayload",
     "RapporPayload",
     "ReportBatch",
+    "SEALED_SCHEMA_VERSION",
+    "SealedBatch",
     "UnaryPayload",
     "batch_version",
 ]

@@ -1,5 +1,7 @@
 """``GET /healthz`` (each stage's state and lag) and ``GET /metrics`` (Prometheus text format, see
-``server.metrics``). Neither needs a token; neither exposes a report. Both read Redis through
+``server.metrics``). ``/healthz`` needs no token, ``/metrics`` an admin or export token;
+neither exposes a report, and with a campaign in a shuffled privacy mode ``/healthz`` leaves out
+the age of the last commit (the time of a release). Both read Redis through
 ``server.probe`` (fresh, unless another thread of the process is reading: then its last snapshot),
 so they answer within about a second whatever Redis does.
 
@@ -33,7 +35,9 @@ from flask import Blueprint, Response, jsonify
 
 from ldptel import __version__, heartbeat
 from ldptel.config import Config
+from ldptel.privacy_modes import is_shuffled
 from ldptel.server.app import state
+from ldptel.server.auth import require_token
 from ldptel.server.probe import Snapshot
 
 bp = Blueprint("health", __name__)
@@ -111,6 +115,8 @@ def healthz() -> tuple[Response, int]:
     gauges = aggregator_gauges(snap, cfg.aggregator.block_ms, now)
     max_lag = cfg.server.max_aggregator_lag_seconds
     agg = stage_status(gauges, max_lag, st.supervised_aggregator)
+    if any(is_shuffled(c) for c in cfg.campaigns):  # a commit's time is a release's time
+        gauges.pop("last_commit_age_seconds")
     ingress = ingress_gauges(snap)
     full = cfg.shuffler.enabled and ingress["ingress_fullest"] >= cfg.shuffler.max_ingress_batches
     components: dict[str, dict[str, Any]] = {
@@ -137,11 +143,17 @@ def healthz() -> tuple[Response, int]:
 
 
 @bp.get("/metrics")
+@require_token("admin", "export")
 def metrics() -> Response:
+    """Prometheus text, for an admin or export token: campaigns in a shuffled privacy mode are
+    counted together under ``campaign="(shuffled)"`` (``metrics.SHUFFLED_LABEL``), so no
+    per-campaign count moves with a single device's report."""
     st = state()
     cfg = st.config
     snap = st.probe.snapshot(max_age=0)
     now = time.time()
     gauges = aggregator_gauges(snap, cfg.aggregator.block_ms, now)
     shuffler = shuffler_gauges(snap, stall_after(cfg), now) if cfg.shuffler.enabled else {}
-    return Response(st.metrics.render(snap, gauges, shuffler), mimetype="text/plain; version=0.0.4")
+    pooled = {c.name for c in cfg.campaigns if is_shuffled(c)}
+    return Response(st.metrics.render(snap, gauges, shuffler, pooled),
+                    mimetype="text/plain; version=0.0.4")

@@ -12,6 +12,9 @@
   ``[shuffler] enabled = false``, straight to the analysis stream (``keys.stream_key``), with
   shard ``keys.shard_of(batch_id, shards)``, and marks the id seen until
   ``keys.dedupe_expire_at``; it also counts accepted / duplicate batches and reports;
+- a ``SealedBatch`` (schema_version 2, campaigns in a shuffled privacy mode) is checked by
+  ``server.sealed_ingest`` (envelope only: it holds ciphertext) and stored the same way, its
+  entry's ``window`` the one its messages are bound to;
 - answers ``202 {"accepted": n, "duplicate": false}``, or ``202 {"accepted": 0, "duplicate": true}``
   for a batch already stored (a retry: the client must not send it again).
 
@@ -33,15 +36,18 @@ import threading
 import time
 from typing import Any
 
-from flask import Blueprint, g, jsonify, request
+from flask import Blueprint, g, has_app_context, jsonify, request
 
 from ldptel import keys, scripts
 from ldptel.central_privacy import stored_claim
 from ldptel.config import Campaign, Config
+from ldptel.privacy_modes import is_shuffled
+from ldptel.release_claims import planned_claim
 from ldptel.server.app import ServerState, state
 from ldptel.server.auth import require_token
 from ldptel.server.bodies import drain_unread_body, read_body
 from ldptel.server.errors import ApiError
+from ldptel.server.sealed_ingest import sealed_keys, shuffled_config, validate_sealed
 from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 
 bp = Blueprint("ingest", __name__)
@@ -83,15 +89,27 @@ def client_config(config: Config, campaign: Campaign, now: float | None = None) 
     ``Campaign.privacy()`` plus the central ε of one shuffler release
     (``central_privacy.stored_claim``)."""
     shuffled = config.shuffler.enabled
-    out = {**campaign.public(), "privacy": {**campaign.privacy(), **stored_claim(campaign, shuffled)}}
+    out = {**campaign.public(), "privacy": device_privacy(campaign, shuffled)}
+    if is_shuffled(campaign) and has_app_context():
+        out.update(shuffled_config(state(), campaign, time.time() if now is None else now))
     if campaign.status != "active":
         out.update(status=campaign.status, reason=campaign.reason)
     at = time.time() if now is None else now
-    older = [{**v.public(), "privacy": {**v.privacy(), **stored_claim(v, shuffled)}}
+    older = [{**v.public(), "privacy": device_privacy(v, shuffled),
+              **(shuffled_config(state(), v, at) if is_shuffled(v) and has_app_context() else {})}
              for v in config.versions(campaign.name)[:-1] if at <= v.accepts_until()]
     if older:
         out["older_versions"] = older
     return out
+
+
+def device_privacy(campaign: Campaign, shuffled: bool) -> dict[str, Any]:
+    """A device config's ``privacy``: the local claim plus the central ε of one shuffler release
+    (``central_privacy.stored_claim``), or, in a shuffled privacy mode, the planned claim of one
+    batch of ``batch_min`` devices (``release_claims.planned_claim``)."""
+    if is_shuffled(campaign):
+        return {**campaign.privacy(), **planned_claim(campaign)}
+    return {**campaign.privacy(), **stored_claim(campaign, shuffled)}
 
 
 @bp.get("/v1/campaigns")
@@ -108,13 +126,29 @@ def list_campaigns():
     campaigns = [client_config(st.config, c) for c in st.config.campaigns]
     srv = st.config.server
     resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
-                    "max_reports_per_batch": srv.max_reports_per_batch})
+                    "max_reports_per_batch": srv.max_reports_per_batch,
+                    "server_time": round(time.time(), 3)})  # sealed batches bind a window
     resp.headers["Cache-Control"] = "private, max-age=60"
     resp.headers["ETag"] = f'"{campaigns_digest(st.config)}"'
     return resp
 
 
 def _validate(st: ServerState, body: bytes) -> ValidBatch:
+    try:
+        return _validate_plain(st, body)
+    except Rejection as rej:
+        if rej.reason != "sealed_batch":
+            raise
+    try:  # schema_version 2: a SealedBatch (``sealed_ingest``); a new key may have just appeared
+        return validate_sealed(body, st.config, st.mechanisms, sealed_keys(st))
+    except Rejection as rej:
+        if rej.error not in ("unknown_key", "unknown_campaign", "unknown_version"):
+            raise
+        st.refresh()
+        return validate_sealed(body, st.config, st.mechanisms, sealed_keys(st, force=True))
+
+
+def _validate_plain(st: ServerState, body: bytes) -> ValidBatch:
     """``validate_batch`` against this process's campaigns; a batch naming a campaign or version
     this process does not know yet (another worker just took an admin change, and a device
     already fetched it) is checked again after a forced registry refresh, so a device that is

@@ -102,10 +102,12 @@ class Metrics:
 
     # --- exposition ---------------------------------------------------------------------------
     def render(self, snap: Snapshot, aggregator: dict[str, float | None],
-               shuffler: dict[str, float | None] | None = None) -> str:
+               shuffler: dict[str, float | None] | None = None,
+               pooled: set[str] | frozenset[str] = frozenset()) -> str:
         """Prometheus text: the Redis counters of ``snap`` (last known), the ``aggregator`` and
-        ``shuffler`` gauges (``ldptel.server.health``), every process's own metrics."""
-        glob, per = snap.global_counters, snap.campaign_counters
+        ``shuffler`` gauges (``ldptel.server.health``), every process's own metrics. The
+        campaigns of ``pooled`` (a shuffled privacy mode) are summed under ``SHUFFLED_LABEL``."""
+        glob, per = snap.global_counters, pool(snap.campaign_counters, pooled)
         out: list[str] = []
 
         def family(metric: str, kind: str, help_: str) -> None:
@@ -137,10 +139,13 @@ class Metrics:
 
         family("ldptel_batches_rejected_total", "counter",
                "Rejected ingest requests by campaign (empty: none or unknown) and reason.")
+        rejected: dict[tuple[str, str], int] = defaultdict(int)
         for k, v in sorted(glob.items()):
             if k.startswith("rej|"):
                 _, camp, reason = k.split("|", 2)
-                out.append(f'ldptel_batches_rejected_total{{campaign="{camp}",reason="{reason}"}} {v}')
+                rejected[SHUFFLED_LABEL if camp in pooled else camp, reason] += int(v)
+        out.extend(f'ldptel_batches_rejected_total{{campaign="{c}",reason="{r}"}} {v}'
+                   for (c, r), v in rejected.items())
 
         family("ldptel_redis_up", "gauge", "1 if the last reading of Redis succeeded.")
         out.append(f"ldptel_redis_up {int(snap.redis_ok)}")
@@ -158,6 +163,22 @@ class Metrics:
                 family(f"ldptel_shuffler_{name}", "gauge", help_)
                 out.append(f"ldptel_shuffler_{name} {value:.3f}")
         return "\n".join(out) + "\n" + prom.render()
+
+
+SHUFFLED_LABEL = "(shuffled)"
+
+
+def pool(per: dict[str, dict[str, int]], pooled: set[str] | frozenset[str]) -> dict[str, dict[str, int]]:
+    """``per`` with the campaigns of ``pooled`` summed into one ``SHUFFLED_LABEL`` entry."""
+    if not pooled or not pooled & set(per):
+        return per
+    out = {n: c for n, c in per.items() if n not in pooled}
+    total: dict[str, int] = defaultdict(int)
+    for n in pooled & set(per):
+        for k, v in per[n].items():
+            total[k] += v
+    out[SHUFFLED_LABEL] = dict(total)
+    return out
 
 
 SHUFFLER_GAUGES = {

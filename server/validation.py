@@ -3,13 +3,15 @@
 Order of checks (the first failure rejects the whole batch, nothing is stored):
 
 1. the body parses as a ``ReportBatch`` (else 400 ``malformed_batch``);
-2. ``schema_version`` = 1, ``batch_id`` of 16 bytes (400 ``invalid_batch``);
+2. ``schema_version`` = 1, ``batch_id`` of 16 bytes (400 ``invalid_batch``; schema_version 2, a
+   ``SealedBatch``, is ``server.sealed_ingest``'s);
 3. the campaign exists (400 ``unknown_campaign``; 503 ``campaign_unavailable`` with
    ``Retry-After`` while its registry record cannot be read: quarantined, ``Config.broken``, so a
    device keeps the batch and sends it again), takes reports (409 ``campaign_paused``, 410
    ``campaign_retired``) and the version the batch names (``campaign_version``; 0 is version 1)
    is still accepted (400 ``unknown_version``, 409 ``version_retired``: ``accepted_version``);
-   every later check uses that version's parameters;
+   every later check uses that version's parameters; a campaign in a shuffled privacy mode takes
+   sealed batches only (400 ``sealed_required``);
 4. 1 ≤ ``count`` ≤ ``server.max_reports_per_batch`` (400 ``invalid_batch`` / 413 ``too_many_reports``);
 5. the payload kind is the campaign's (400 ``wrong_payload``);
 6. the campaign's mechanism checks its payload (``Mechanism.checked_columns``: wire shape, column
@@ -43,7 +45,7 @@ from ldptel.config import Campaign, Config
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
 from ldptel.mechanisms.errors import ImplausibleReport, InvalidReport
-from ldptel.proto import SCHEMA_VERSION, ReportBatch
+from ldptel.proto import SCHEMA_VERSION, SEALED_SCHEMA_VERSION, ReportBatch
 
 BATCH_ID_BYTES = 16
 CLOCK_SKEW_S = 300  # a device-level window may end this far in the collector's future (device clocks)
@@ -92,6 +94,8 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int]
     """Validate ``body`` as one batch of a configured campaign; raise ``Rejection`` otherwise.
     ``mechanisms``: this process's cache of each campaign version's mechanism."""
     batch = parse_batch(body)
+    if batch.schema_version == SEALED_SCHEMA_VERSION:  # ``server.sealed_ingest`` takes it
+        raise Rejection(400, "invalid_batch", "a SealedBatch", reason="sealed_batch")
     if batch.schema_version != SCHEMA_VERSION:
         raise Rejection(400, "invalid_batch",
                         f"schema_version must be {SCHEMA_VERSION}, got {batch.schema_version}")
@@ -109,6 +113,10 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int]
         raise Rejection(400, "unknown_campaign", f"no campaign named {shown!r}")
     campaign = accepted_version(config, latest, batch.campaign_version or 1, now)
     name = campaign.name
+    if campaign.privacy_mode != "local":
+        raise Rejection(400, "sealed_required", f"campaign {name!r} is in privacy_mode "
+                        f"{campaign.privacy_mode}: its reports are sealed to the analyzer "
+                        "(SealedBatch, schema_version 2; an SDK that supports it)", campaign=name)
     mech = mechanism_of(campaign, mechanisms)
     count = batch.count
     if count < 1:
@@ -133,9 +141,17 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int]
 
 
 def checked_envelope(batch: Any, campaign: Campaign, now: float) -> int | None:
-    """Check 7 of the module docstring on ``batch`` (a ``ReportBatch``, or a ``SealedBatch``'s
-    envelope: both have ``window`` and ``dimensions``), in place: the canonical dimension values,
-    and the device-level window (returned; None for other kinds, whose ``window`` is cleared)."""
+    """Check 7 of the module docstring on ``batch`` in place: the canonical dimension values
+    (``canonical_dimensions``), and the device-level window (returned; None for other kinds,
+    whose ``window`` is cleared)."""
+    canonical_dimensions(batch, campaign)
+    return device_window(batch, campaign, now)
+
+
+def canonical_dimensions(batch: Any, campaign: Campaign) -> None:
+    """``batch.dimensions`` (a ``ReportBatch``'s, or a ``SealedBatch``'s envelope) replaced by
+    the campaign's canonical values, every dimension in name order (none without dimensions);
+    a value mapped to ``other`` that was not ``other`` is counted (``OTHER_BATCHES``)."""
     name, dims = campaign.name, campaign.dimensions
     given = {d.name: d.value for d in batch.dimensions}
     del batch.dimensions[:]
@@ -145,6 +161,12 @@ def checked_envelope(batch: Any, campaign: Campaign, now: float) -> int | None:
             if value == "other" and given.get(dim.name) != "other":
                 OTHER_BATCHES.labels(name, dim.name).inc()
             batch.dimensions.add(name=dim.name, value=value)
+
+
+def device_window(batch: Any, campaign: Campaign, now: float) -> int | None:
+    """The device-level window a batch names, checked (check 7); None for other kinds, whose
+    ``window`` is cleared."""
+    name = campaign.name
     if campaign.kind not in DEVICE_LEVEL_KINDS:
         batch.window = 0
         return None
@@ -192,5 +214,6 @@ def mechanism_of(campaign: Campaign, mechanisms: dict[tuple[str, int], Any]) -> 
     return cached[1]
 
 
-__all__ = ["Rejection", "ValidBatch", "accepted_version", "checked_envelope", "mechanism_of", "parse_batch",
+__all__ = ["Rejection", "ValidBatch", "accepted_version", "canonical_dimensions", "checked_envelope",
+           "device_window", "mechanism_of", "parse_batch",
            "validate_batch"]

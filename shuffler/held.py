@@ -28,8 +28,13 @@ class Group:
     cell: tuple[tuple[str, str], ...] = ()  # the dimension values (name, value) of its batches
     first_seen: float = field(default_factory=time.monotonic)
     ids: list[bytes] = field(default_factory=list)
-    batches: list[ReportBatch] = field(default_factory=list)
+    batches: list = field(default_factory=list)  # ReportBatch, or SealedBatch when ``key_id`` is set
     reports: int = 0
+    key_id: int | None = None  # sealed envelopes (privacy_mode shuffled*) of this analyzer key
+
+    @property
+    def sealed(self) -> bool:
+        return self.key_id is not None
 
     def add(self, eid: bytes, batch: ReportBatch, count: int) -> None:
         self.ids.append(eid)
@@ -65,11 +70,15 @@ class Held:
         self.groups.clear()
         self.unknown.clear()
 
-    def add(self, eid: bytes, window: int, version: int, batch: ReportBatch, count: int) -> None:
+    def add(self, eid: bytes, window: int, version: int, batch, count: int,
+            key_id: int | None = None) -> None:
+        """Hold one entry in its (version, window, cell) group; sealed envelopes by (version,
+        window, cell, analyzer key): messages of different keys never share a release."""
         cell = cell_of(batch)
-        group = self.groups.get((version, window, cell))
+        key = (version, window, cell) if key_id is None else (version, window, cell, key_id)
+        group = self.groups.get(key)
         if group is None:
-            group = self.groups[version, window, cell] = Group(version, window, cell)
+            group = self.groups[key] = Group(version, window, cell, key_id=key_id)
         group.add(eid, batch, count)
 
     @property

@@ -43,10 +43,11 @@ import redis as redis_lib
 from ldptel import heartbeat, keys, prom, registry, scripts
 from ldptel.config import Campaign, Config
 from ldptel.mechanisms.base import Mechanism
-from ldptel.proto import ReportBatch, batch_version
+from ldptel.privacy_modes import is_shuffled
+from ldptel.proto import ReportBatch, SealedBatch, batch_version
 from ldptel.redis_client import AnyRedis
 from ldptel.runner import UNAVAILABLE, Backoff, retry_wait
-from ldptel.shuffler import metrics
+from ldptel.shuffler import metrics, sealed
 from ldptel.shuffler.held import Group, Held
 from ldptel.shuffler.repack import repack
 
@@ -143,16 +144,25 @@ class Shuffler:
         return self.stats
 
     def holding(self) -> bool:
-        return any(h.groups for h in self.held.values())
+        """Whether groups are held that a drain releases (sealed groups below ``batch_min`` wait
+        in ingress: ``shuffler.sealed``)."""
+        return any(not g.sealed for h in self.held.values() for g in h.groups.values())
 
     def overdue(self) -> bool:
-        """Whether a held group is past its release time (a release was refused, or failed)."""
+        """Whether a held group is past its release time (a release was refused, or failed); a
+        sealed group waiting for ``batch_min`` devices is not (``shuffler.sealed.due``)."""
         now = time.monotonic()
         for held in self.held.values():
             latest = self.config.campaign(held.campaign)
-            if latest is not None and any(g.due(latest, self.cfg.max_held_reports, now)
-                                          for g in held.groups.values()):
-                return True
+            if latest is None:
+                continue
+            for g in held.groups.values():
+                if g.sealed:
+                    camp = self.config.campaign_version(held.campaign, g.version) or latest
+                    if sealed.due(camp, g.window, g.reports, self.cfg.max_held_reports, False):
+                        return True
+                elif g.due(latest, self.cfg.max_held_reports, now):
+                    return True
         return False
 
     def step(self, once: bool = False) -> int:
@@ -226,6 +236,16 @@ class Shuffler:
                           f"{held.campaign!r}; left in ingress until the registry knows it")
             held.unknown[eid] = (window, batch, count)
             return
+        self.hold(held, eid, window, version, batch, count)
+
+    def hold(self, held: Held, eid: bytes, window: int, version: int, batch: ReportBatch, count: int) -> None:
+        """``held.add``; a sealed envelope (a campaign version in a shuffled mode) is read as a
+        ``SealedBatch`` and grouped by its analyzer key too."""
+        camp = self.config.campaign_version(held.campaign, version)
+        if camp is not None and is_shuffled(camp):
+            env = SealedBatch.FromString(batch.SerializeToString())
+            held.add(eid, window, version, env, env.reports, key_id=env.key_id)
+            return
         held.add(eid, window, version, batch, count)
 
     def retry_unknown(self) -> None:
@@ -236,7 +256,7 @@ class Shuffler:
                 if self.config.campaign_version(held.campaign, batch_version(batch)) is None:
                     held.unknown[eid] = (window, batch, count)
                 else:
-                    held.add(eid, window, batch_version(batch), batch, count)
+                    self.hold(held, eid, window, batch_version(batch), batch, count)
 
     # --- release ----------------------------------------------------------------------------
     def release_due(self, latest: Campaign, held: Held, once: bool) -> int:
@@ -244,11 +264,19 @@ class Shuffler:
         the latest version's shuffle keys (they change in place). Returns the entries moved."""
         now = time.monotonic()
         moved = 0
+        filling = sum(len(g.ids) for g in held.groups.values()) >= self.cfg.max_ingress_batches // 2
         for key, group in list(held.groups.items()):
-            why = "once" if once else group.due(latest, self.cfg.max_held_reports, now)
+            if group.sealed:
+                camp = self.config.campaign_version(held.campaign, group.version) or latest
+                why = sealed.due(camp, group.window, group.reports, self.cfg.max_held_reports, once,
+                                 filling=filling)
+            else:
+                why = "once" if once else group.due(latest, self.cfg.max_held_reports, now)
             if why is None:
                 continue
-            if not self.release(held, group, why):
+            done = (self.discard(held, group) if why == "discard" else
+                    self.release_sealed(held, group) if group.sealed else self.release(held, group, why))
+            if not done:
                 held.reset()  # another shuffler moved some of it: read again from the start
                 return moved
             del held.groups[key]
@@ -263,6 +291,29 @@ class Shuffler:
             cached = self._mechanisms[camp.name, camp.version] = (camp, camp.mechanism())
         return cached[1]
 
+    def release_sealed(self, held: Held, group: Group) -> bool:
+        """Release one sealed group as one whole batch (``shuffler.sealed.repack``)."""
+        camp = self.config.campaign_version(held.campaign, group.version)
+        assert camp is not None and group.key_id is not None
+        t0 = time.perf_counter()
+        parts, reports = sealed.repack(group.batches, camp.name, group.version, group.window,
+                                       group.key_id, self.cfg.batch_reports, cell=group.cell)
+        return self._move(held, group, camp, parts, t0, "batch")
+
+    def discard(self, held: Held, group: Group) -> bool:
+        """Delete a sealed group whose window closed below ``batch_min`` (``scripts.DISCARD``)."""
+        res: Any = self._scripts.call(
+            "DISCARD", keys=[keys.ingress_key(held.campaign, held.shard),
+                             keys.shuffle_metrics_key(held.campaign, held.shard)],
+            args=[group.reports, *group.ids])
+        status = res[0].decode() if isinstance(res[0], bytes) else res[0]
+        if status != "ok":
+            self.stats.refused += 1
+            return False
+        self.warn(f"shuffle: {group.reports} reports of {held.campaign!r} v{group.version} discarded: "
+                  f"their window closed below batch_min")
+        return True
+
     def release(self, held: Held, group: Group, why: str) -> bool:
         """Permute, re-pack and move one group (``scripts.SHUFFLE``); False if refused."""
         camp = self.config.campaign_version(held.campaign, group.version)
@@ -273,7 +324,11 @@ class Shuffler:
         if out.forwarded:
             self.warn(f"shuffle: {len(out.forwarded)} ingress batches of {camp.name!r} do not parse; "
                       "forwarded alone without their batch id (the aggregator rejects them)")
-        batches = out.batches
+        return self._move(held, group, camp, out.batches, t0, why)
+
+    def _move(self, held: Held, group: Group, camp: Campaign, batches: list[tuple[bytes, int]],
+              t0: float, why: str) -> bool:
+        """``scripts.SHUFFLE``: the new batches to the analysis stream, the ingress entries gone."""
         args: list[Any] = [len(group.ids), group.reports, group.window, len(batches), *group.ids]
         for data, count in batches:
             args += [data, count]

@@ -18,10 +18,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import redis
-from ingest_support import INGEST_TOKEN, PROTOBUF
+from ingest_support import EXPORT_TOKEN, INGEST_TOKEN, PROTOBUF
 
 from ldptel import credentials
 from ldptel.redis_server import free_port
+
+METRICS_AUTH = {"Authorization": f"Bearer {EXPORT_TOKEN}"}  # /metrics needs an export or admin token
 
 
 @dataclass(frozen=True)

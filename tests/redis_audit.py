@@ -37,7 +37,7 @@ import redis
 
 from ldptel import keys
 from ldptel.config import Config
-from ldptel.proto import ReportBatch
+from ldptel.proto import ReportBatch, SealedBatch
 
 TAG = r"\{ldptel:(?P<c>[^:}]+):(?P<s>\d+)\}"
 VERSIONED = r"(?::v\d+)?"
@@ -68,7 +68,11 @@ ALLOWED: list[tuple[str, str, str]] = [
      "when an operator applied, changed or superseded a campaign version"),
     (re.escape(keys.REGISTRY_HISTORY_PREFIX) + r":.+$", "*",
      "when an operator changed a campaign, and who: the admin history, no report"),
+    (re.escape(keys.ANALYZER_KEYS_KEY) + "$", "*",
+     "the analyzer's public keys and when each was made and stops being current or accepted"),
 ]
+SEALED_FIELDS = {"campaign", "schema_version", "campaign_version", "key_id", "window", "messages", "release",
+                 "release_parts", "release_reports", "release_part"}
 # consumer idle times (XINFO CONSUMERS) are the aggregator's last read: allowed for the same
 # reason as its heartbeat
 
@@ -145,11 +149,19 @@ class Audit:
                 self.flag(key, f"{group['pending']} pending entries (each holds its delivery time)")
         if ingress:
             return
+        camp = self.config.campaign(re.fullmatch(rf"{TAG}:reports", key)["c"])  # type: ignore[index]
         for eid, fields in self.r.xrange(key):
             self.check_id(key, "entry id", eid, window_s)
             if set(fields) != {keys.ENTRY_BATCH, keys.ENTRY_WINDOW, b"count"}:
                 self.flag(key, f"entry {eid!r} has fields {sorted(fields)}")
             self.check_numbers(key, "window", fields.get(keys.ENTRY_WINDOW, b""), window_s)
+            if camp is not None and camp.privacy_mode != "local":  # a release part: ciphertext only
+                part = SealedBatch.FromString(fields[keys.ENTRY_BATCH])
+                extra = {f.name for f, _ in part.ListFields()} - SEALED_FIELDS - {"dimensions"}
+                if extra:
+                    self.flag(key, f"entry {eid!r} has sealed fields {sorted(extra)}")
+                self.envelope(key, eid, part, int(fields.get(keys.ENTRY_WINDOW, b"0")))
+                continue
             batch = ReportBatch.FromString(fields[keys.ENTRY_BATCH])
             if batch.batch_id:
                 self.flag(key, f"entry {eid!r} carries a batch id")
@@ -158,7 +170,7 @@ class Audit:
                 self.flag(key, f"entry {eid!r} has batch fields {sorted(extra)}")
             self.envelope(key, eid, batch, int(fields.get(keys.ENTRY_WINDOW, b"0")))
 
-    def envelope(self, key: str, eid: bytes, batch: ReportBatch, window: int) -> None:
+    def envelope(self, key: str, eid: bytes, batch: ReportBatch | SealedBatch, window: int) -> None:
         """A batch's dimension values are the campaign's canonical ones (declared values or
         ``other``, every dimension, in name order); its window, if any, is the entry's."""
         camp = self.config.campaign(batch.campaign)
@@ -206,7 +218,7 @@ class Audit:
             self.hash(key, self.window(m["c"]), r"acc:\d+:.+")
         elif m and re.fullmatch(rf"counts{VERSIONED}", rest):
             self.hash(key, self.window(m["c"]), r"(n:\d+|entries:\d+|updated:\d+|rejected"
-                                                r"|expired_entries|expired_reports)")
+                                                r"|expired_entries|expired_reports|rel:\d+:[0-9a-f]{32})")
         elif m and rest in ("ingress_top", "reports_top"):  # the last id the collector wrote
             self.check_id(key, "last id", self.r.get(key), self.window(m["c"]))
         elif m and re.fullmatch(rf"published{VERSIONED}:\d+", rest):

@@ -222,7 +222,8 @@ def test_cluster_equals_single_node(cluster: EmbeddedRedisCluster, redis_client:
         assert len(nodes) == 3
         assert sum(drained) == analysis_entries
         cluster_docs = published(col.url, cluster_cfg)
-        status, metrics = request(col.url, "GET", "/metrics")
+        status, metrics = request(col.url, "GET", "/metrics",
+                                  headers={"Authorization": f"Bearer {EXPORT_TOKEN}"})
         assert status == 200
         for name, n in expected.items():
             assert f'ldptel_reports_accepted_total{{campaign="{name}"}} {n}\n' in metrics

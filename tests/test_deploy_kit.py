@@ -100,7 +100,8 @@ def test_every_metric_named_is_exported(tmp_path: Path) -> None:
                      headers={"Authorization": f"Bearer {EXPORT_TOKEN}"})  # a request latency
         deadline, text = time.monotonic() + 30, ""
         while time.monotonic() < deadline:
-            text = http_request(col.url, "GET", "/metrics").body.decode()
+            text = http_request(col.url, "GET", "/metrics",
+                                headers={"Authorization": f"Bearer {EXPORT_TOKEN}"}).body.decode()
             if all(f"{m}{{" in text for m in ("ldptel_shuffler_ingress_batches_total",
                                               "ldptel_aggregator_reports_total")):
                 break

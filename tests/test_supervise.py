@@ -18,7 +18,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from http_support import Collector, Poster, embedded_redis_client, http_request, request, start_collector
+from http_support import (
+    METRICS_AUTH,
+    Collector,
+    Poster,
+    embedded_redis_client,
+    http_request,
+    request,
+    start_collector,
+)
 from ingest_support import INGEST_TOKEN, config_text
 from proc_support import alive, children
 
@@ -140,7 +148,7 @@ def test_serve_restarts_a_killed_aggregator_and_redis(tmp_path):
         assert f"embedded Redis (pid {redis_pid}) died (killed by SIGKILL)" in col.log()
 
         # the aggregator's metrics reach the collector's /metrics (each report counted once)
-        text = request(col.url, "GET", "/metrics")[1]
+        text = request(col.url, "GET", "/metrics", headers=METRICS_AUTH)[1]
         assert isinstance(text, str)
         assert metric(text, 'ldptel_aggregator_reports_total{campaign="olh"}') == 30
         assert metric(text, "ldptel_aggregator_workers") == 1
@@ -204,7 +212,8 @@ def test_frozen_redis_health_and_metrics_answer_within_2s(tmp_path):
             time.sleep(2.0)  # every worker's probe has tried Redis since it froze
             for path in ("/healthz", "/metrics", "/healthz", "/metrics"):
                 t0 = time.monotonic()
-                reply = http_request(col.url, "GET", path, timeout=5)
+                auth = METRICS_AUTH if path == "/metrics" else None
+                reply = http_request(col.url, "GET", path, headers=auth, timeout=5)
                 assert time.monotonic() - t0 < 2.0, path
                 if path == "/healthz":
                     body = reply.parsed()
@@ -225,7 +234,7 @@ def test_frozen_redis_health_and_metrics_answer_within_2s(tmp_path):
         assert len(list(tmpdir.glob("ldptel-metrics-*"))) == 1  # serve's PROMETHEUS_MULTIPROC_DIR
 
         # a gunicorn worker killed: its live gauges go, the request counts stay
-        text = request(col.url, "GET", "/metrics")[1]
+        text = request(col.url, "GET", "/metrics", headers=METRICS_AUTH)[1]
         assert isinstance(text, str)
         workers = sorted(set(re.findall(r'ldptel_process_open_fds\{pid="(\d+)",role="collector"\}', text)))
         assert len(workers) == 2, text
@@ -233,7 +242,7 @@ def test_frozen_redis_health_and_metrics_answer_within_2s(tmp_path):
         os.kill(int(workers[0]), signal.SIGKILL)
 
         def replaced() -> str | None:
-            status, now = request(col.url, "GET", "/metrics")
+            status, now = request(col.url, "GET", "/metrics", headers=METRICS_AUTH)
             assert status == 200 and isinstance(now, str), (status, now, col.log()[-3000:])
             live = set(re.findall(r'ldptel_process_open_fds\{pid="(\d+)",role="collector"\}', now))
             return now if workers[0] not in live and len(live) == 2 else None
@@ -299,7 +308,8 @@ def test_serve_says_whether_an_aggregator_runs(tmp_path):
         assert health(col.url)[1]["components"]["aggregator"]["supervised"] is True
         counted_metric = 'ldptel_aggregator_reports_total{campaign="olh"}'
         wait_for("the aggregator's metrics",
-                 lambda: metric(str(request(col.url, "GET", "/metrics")[1]), counted_metric) == 5)
+                 lambda: metric(str(request(col.url, "GET", "/metrics", headers=METRICS_AUTH)[1]),
+                                counted_metric) == 5)
         r.close()
 
         # the aggregator without the shuffler: it runs, and serve does not say it does not

@@ -43,7 +43,7 @@ class CellAccumulator(Accumulator):
     def empty(self) -> dict[str, np.ndarray]:
         return {}
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         """``state``: the total ``n`` and the cells' arrays (views, not copies)."""
         self.state = {"n": np.array([sum(a.n for a in self.inner.values())], dtype=np.int64),
                       **{f"c{i}:{k}": v for i in sorted(self.inner) for k, v in self.inner[i].state.items()}}
@@ -61,7 +61,7 @@ class CellAccumulator(Accumulator):
     def add(self, batch: ReportBatch) -> None:
         index = self.cells.cell_of({d.name: d.value for d in batch.dimensions})
         self.cell(index).add(batch)
-        self._sync()
+        self.sync()
 
     def estimate(self) -> FrequencyEstimate | MeanEstimate:  # pragma: no cover - per cell
         raise TypeError("a CellAccumulator is decoded per cell (cell_estimates)")
@@ -82,7 +82,7 @@ class CellAccumulator(Accumulator):
         self.check_compatible(other.fingerprint())
         for i, acc in other.inner.items():
             self.cell(i).merge(acc)
-        self._sync()
+        self.sync()
         return self
 
     def stored_nbytes(self) -> int:
@@ -112,7 +112,7 @@ class CellAccumulator(Accumulator):
                     if not 0 <= index < self.cells.n_cells:
                         raise ValueError(f"stored cell {index} is not a cell of the campaign")
                     out.inner[index] = template.load(stored[key].tobytes())
-        out._sync()
+        out.sync()
         return out
 
     @classmethod

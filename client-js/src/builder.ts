@@ -24,6 +24,10 @@ export function usesDeviceSecret(cfg: CampaignConfig): boolean {
 }
 
 export function buildMechanism(cfg: CampaignConfig, secret: Uint8Array): Mechanism {
+  // a campaign in a shuffled privacy mode takes sealed (HPKE) reports, which this SDK does not make:
+  // refused here, so no report of it leaves the device unsealed (docs/privacy.md)
+  const mode = get(cfg, "privacy_mode", "local");
+  if (mode !== "local") throw new InvalidConfig(`privacy_mode ${String(mode)} needs sealed reports (the Python SDK)`);
   const kind = get(cfg, "kind", "frequency");
   const memo = kind !== "numeric" && truthy(cfg.memoize);
   const epsInf = memo ? need(cfg, "epsilon_inf") : undefined;

@@ -194,8 +194,9 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         "version": _version(window, n, pub), "progress": min(1.0, n / max(c.min_reports, 1)),
         "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),
         "domain": labels.domain_label(c),
-        "window_updated": labels.ago(st.window_updated.get(window)),
-        "decoded": labels.decoded_note(pub.decoded_at, pub.n)
+        "window_updated": labels.ago(st.window_updated.get(window)) if c.privacy_mode == "local"
+        else "with each whole batch",  # a shuffled campaign's commit times are its releases'
+        "decoded": labels.decoded_note(pub.decoded_at, pub.n, shuffled=c.privacy_mode != "local")
         if pub is not None and pub.n >= c.min_reports else None,
         "central_note": None, "central_head": "",  # the released window's central ε (add_content)
     }

@@ -13,6 +13,7 @@ from markupsafe import Markup
 from ldptel.config import Campaign
 from ldptel.durations import duration_label
 from ldptel.server import charts
+from ldptel.server.pages import mode_labels
 
 KIND_LABELS = {"frequency": "Frequency", "heavy_hitters": "Heavy hitters", "range": "Range",
                "numeric": "Numeric (mean)"}
@@ -60,6 +61,8 @@ def domain_label(c: Campaign) -> str:
 
 def epsilon_note(c: Campaign) -> Markup:
     """What ε means for this campaign, in plain words."""
+    if c.privacy_mode != "local":
+        return mode_labels.epsilon_note(c)
     eps = float(c.epsilon or 0)
     e = charts.fmt_eps(eps)
     ratio = math.exp(eps)
@@ -104,6 +107,8 @@ def over_time_note(c: Campaign) -> Markup:
 def central_note(privacy: Mapping[str, Any] | None) -> Markup | None:
     """The central ε of a published window in words, from its document's ``privacy`` object
     (``ldptel.central_privacy.release_claim``); None for a publication made before it had one."""
+    if privacy and "privacy_mode" in privacy:
+        return mode_labels.central_note(privacy)
     if not privacy or "shuffled" not in privacy:
         return None
     eps = charts.fmt_eps(privacy["epsilon_report"])
@@ -125,6 +130,8 @@ def central_note(privacy: Mapping[str, Any] | None) -> Markup | None:
 
 def central_head(privacy: Mapping[str, Any] | None) -> str:
     """The central ε for the page head, beside ε and ε∞ ("" without one)."""
+    if privacy and "privacy_mode" in privacy:
+        return mode_labels.central_head(privacy)
     if not privacy or not privacy.get("shuffled"):
         return ""
     if privacy["central_epsilon"] is None:
@@ -182,8 +189,11 @@ def tick_label(c: Campaign, w: int) -> str:
     return f"{start:%H:%M:%S}" if length % 60 else f"{start:%H:%M}"
 
 
-def decoded_note(decoded_at: float, n: int, now: float | None = None) -> str:
-    """"decoded 3 s ago from 12,345 reports" (seconds up to a minute, then ``ago``)."""
+def decoded_note(decoded_at: float, n: int, now: float | None = None, shuffled: bool = False) -> str:
+    """"decoded 3 s ago from 12,345 reports" (seconds up to a minute, then ``ago``); a campaign in
+    a shuffled privacy mode publishes no time finer than the hour (``mode_labels.decoded_note``)."""
+    if shuffled:
+        return mode_labels.decoded_note(decoded_at, n)
     dt = max(0.0, (time.time() if now is None else now) - decoded_at)
     when = f"{int(dt)} s ago" if dt < 60 else ago(decoded_at, now)
     return f"decoded {when} from {n:,} reports"

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ldptel import tally
@@ -109,7 +109,9 @@ def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: fl
                   quiet=aggregator_quiet(summ.lag_entries - held, summ.updated, now),
                   window_updated=summ.window_updated, held_batches=held,
                   held_reports=summ.held_reports if held else 0,
-                  held_late=bool(held) and summ.updated is not None and now - summ.updated > late)
+                  # a shuffled campaign's batches wait for batch_min devices: never late
+                  held_late=(bool(held) and summ.updated is not None and now - summ.updated > late
+                             and campaign.privacy_mode == "local"))
 
 
 def aggregator_quiet(lag_entries: int, updated: float | None, now: float) -> str | None:
@@ -141,16 +143,22 @@ def status_view(st: Status) -> dict[str, Any]:
                 f"{c.shuffle_max_delay}" if st.held_batches else "accepted batches not yet counted")
     lag_class = ("ok" if st.lag_entries == 0 else "holding" if not queued and not st.held_late
                  else "lagging")
-    eps = charts.fmt_eps(c.epsilon)
+    eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "none"
+    mechanism = mechanism_label(c)
+    if c.privacy_mode != "local":  # counts move by whole batches: no per-second rate, no commit time
+        st = replace(st, rate=0.0, updated=None, window_updated={})
+        mechanism = f"{mechanism} · {c.privacy_mode}"
+        if st.held_batches:
+            lag_note = f"released in whole batches of ≥ {charts.fmt_count(int(c.batch_min or 0))} devices"
     return {
-        "name": c.name, "kind": KIND_LABELS.get(c.kind, c.kind), "mechanism": mechanism_label(c),
+        "name": c.name, "kind": KIND_LABELS.get(c.kind, c.kind), "mechanism": mechanism,
         "domain": domain_label(c), "description": c.description,
         "epsilon": eps,
         "epsilon_inf": charts.fmt_eps(c.params.get("epsilon_inf")) if c.oracle == "rappor" else None,
         "counted": charts.fmt_count(st.counted), "accepted": charts.fmt_count(st.accepted),
         "current_window": window_label(c, st.current_window),
         "current_reports": charts.fmt_count(st.current_reports), "current_n": st.current_reports,
-        "rate": "measuring…" if st.rate is None else
+        "rate": "whole batches" if c.privacy_mode != "local" else "measuring…" if st.rate is None else
         "0 reports/s" if st.rate == 0 else f"{charts.fmt_rate(st.rate)} reports/s",
         "lag": lag, "lag_note": lag_note, "lag_ok": lag_class != "lagging", "lag_class": lag_class,
         "updated": ago(st.updated), "updated_utc": utc(st.updated),

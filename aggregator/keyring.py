@@ -1,0 +1,117 @@
+"""The analyzer's HPKE key pairs (``ldptel.sealing``): private keys in files of the aggregator's
+data directory, public halves published in Redis (``ldptel.analyzer_keys``).
+
+Files in ``[analyzer] keys_dir`` (default ``<LDPTEL_DATA_DIR>/analyzer-keys``, mode 0700): per key
+``<key id hex>.key`` (the raw 32-byte X25519 private key, mode 0600) and ``<key id hex>.json``
+(``created``, ``current_until``, ``accepted_until``). Several workers of one host share the
+directory (key creation takes an ``flock``); workers on several hosts must share it too (a worker
+that lacks the key of a release leaves it pending for one that has it, and logs so).
+
+Rotation (``Keyring.ensure``, at the worker's start and every upkeep): when no key is current a
+new one is made, current for ``key_rotation`` and accepted ``key_overlap`` longer; a private key
+is deleted ``key_overlap`` after it stopped being accepted (what was sealed to it and is still on
+its way through the shuffler has that long to be released and decoded) and its public half is
+withdrawn from Redis once it is no longer accepted.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from ldptel import analyzer_keys, sealing
+from ldptel.analyzer_keys import PublicKey
+from ldptel.config import AnalyzerConfig
+from ldptel.credentials import data_dir
+from ldptel.durations import parse_duration
+from ldptel.redis_client import AnyRedis
+
+LOG = logging.getLogger("ldptel.aggregator")
+
+
+def keys_dir(cfg: AnalyzerConfig) -> Path:
+    return Path(cfg.keys_dir) if cfg.keys_dir else data_dir() / "analyzer-keys"
+
+
+class Keyring:
+    """The key pairs of one keys directory (module docstring)."""
+
+    def __init__(self, cfg: AnalyzerConfig) -> None:
+        self.dir = keys_dir(cfg)
+        self.rotation = parse_duration(cfg.key_rotation)
+        self.overlap = parse_duration(cfg.key_overlap)
+        self.private: dict[int, X25519PrivateKey] = {}
+        self.public: dict[int, PublicKey] = {}
+
+    def load(self) -> None:
+        """Read every key file of the directory."""
+        private, public = {}, {}
+        if self.dir.is_dir():
+            for meta in self.dir.glob("*.json"):
+                try:
+                    doc = json.loads(meta.read_text())
+                    key = sealing.load_private(meta.with_suffix(".key").read_bytes())
+                except (OSError, ValueError):
+                    continue
+                raw = sealing.public_bytes(key.public_key())
+                kid = sealing.key_id(raw)
+                private[kid] = key
+                public[kid] = PublicKey(kid, raw, float(doc["created"]), float(doc["current_until"]),
+                                        float(doc["accepted_until"]))
+        self.private, self.public = private, public
+
+    def ensure(self, r: AnyRedis | None = None, now: float | None = None) -> None:
+        """Rotate if no key is current, delete keys past their grace, publish (``r``)."""
+        at = time.time() if now is None else now
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with (self.dir / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.load()
+            if not any(at < k.current_until for k in self.public.values()):
+                self._create(at)
+            for kid, key in list(self.public.items()):
+                if at >= key.accepted_until + self.overlap:
+                    for suffix in (".key", ".json"):
+                        (self.dir / f"{kid:08x}{suffix}").unlink(missing_ok=True)
+                    del self.public[kid], self.private[kid]
+        if r is not None:
+            self.publish(r, at)
+
+    def _create(self, at: float) -> None:
+        key = sealing.new_private()
+        raw = sealing.public_bytes(key.public_key())
+        kid = sealing.key_id(raw)
+        path = self.dir / f"{kid:08x}.key"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(sealing.private_bytes(key))
+        created = float(int(at))
+        pub = PublicKey(kid, raw, created, created + self.rotation, created + self.rotation + self.overlap)
+        meta = {"created": pub.created, "current_until": pub.current_until,
+                "accepted_until": pub.accepted_until}
+        (self.dir / f"{kid:08x}.json").write_text(json.dumps(meta))
+        self.private[kid], self.public[kid] = key, pub
+        LOG.info("analyzer: new key %08x, current until %s", kid, time.strftime(
+            "%Y-%m-%d %H:%M UTC", time.gmtime(pub.current_until)))
+
+    def publish(self, r: AnyRedis, now: float | None = None) -> None:
+        """Publish the accepted keys' public halves; withdraw the others."""
+        at = time.time() if now is None else now
+        live = [k for k in self.public.values() if at < k.accepted_until]
+        stale = [kid for kid in analyzer_keys.read(r) if kid not in {k.key_id for k in live}]
+        analyzer_keys.publish(r, live, stale)
+
+    def key(self, key_id: int) -> X25519PrivateKey | None:
+        """The private key of ``key_id`` (the directory read again once if it is not known)."""
+        if key_id not in self.private:
+            self.load()
+        return self.private.get(key_id)
+
+
+__all__ = ["Keyring", "keys_dir"]

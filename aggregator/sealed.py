@@ -1,0 +1,184 @@
+"""The aggregator's side of campaigns in a shuffled privacy mode: whole releases of sealed
+messages, decrypted here — the only process that holds the analyzer's private keys
+(``aggregator.keyring``) — after the shuffler permuted them.
+
+A release reaches the analysis stream as ``release_parts`` entries (``shuffler.sealed``), each a
+``SealedBatch`` part naming the release. ``SealedReleases.take`` keeps a release's parts (pending
+to this consumer, never acknowledged) until it holds them all, then:
+
+1. opens every message with the key of ``key_id`` and the ``info`` of (campaign, version, window,
+   key id) (``sealing.open_all``; a message that does not open — tampered, or sealed under another
+   binding — is counted as rejected and left out);
+2. turns all plaintexts into the mechanism's columns with one ``np.frombuffer``
+   (``mechanisms.rows.from_rows``) and drops rows the mechanism refuses (``valid_rows``: a device
+   can put anything inside its ciphertext; the collector could not check it);
+3. decodes them into a fresh accumulator (shuffled: the oracle's; shuffled-fakes: the fake-message
+   histogram, ``decoders.fakes``; with dimensions: the inner accumulator of the release's cell,
+   whose values every part carries in the clear) counting the release's real reports as its devices,
+   and commits the whole release at once (``store.commit``: one ``COMMIT`` that acknowledges every
+   part and sets ``rel:<window>:<release id>`` = its real reports, the batch sizes a window's claim
+   rests on). A window's state therefore changes only by whole releases.
+
+Several workers: the parts of one release may be delivered to two of them. The worker holding part
+0 claims the others (``claim_rest``: their entry ids follow part 0's); the other worker's copies are
+then no longer pending to it and are forgotten after ``claim_idle_ms``. A release whose key this
+worker lacks stays pending (logged once): a worker holding the key (a shared keys directory)
+claims it once idle.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ldptel import keys, sealing
+from ldptel.aggregator import retention
+from ldptel.aggregator.decoders.cells import CellAccumulator
+from ldptel.aggregator.decoders.fakes import FakesAccumulator
+from ldptel.mechanisms.rows import from_rows, row_dtype, select, valid_rows
+from ldptel.proto import ReportBatch, SealedBatch
+
+if TYPE_CHECKING:
+    from ldptel.aggregator.slots import Parsed, Slot
+
+
+@dataclass
+class Partial:
+    parts: dict[bytes, SealedBatch] = field(default_factory=dict)  # entry id → part
+    seen: float = field(default_factory=time.monotonic)
+    first: bytes | None = None  # the entry id of part 0, if this worker holds it
+    slot: Any = None  # the ``Slot`` and campaign version the parts came from
+    version: int = 0
+
+
+class SealedReleases:
+    """Releases being assembled by one worker (module docstring)."""
+
+    def __init__(self, worker: Any) -> None:  # the ``aggregator.worker.Worker`` (not imported: a cycle)
+        self.worker = worker
+        self.partial: dict[tuple[str, bytes], Partial] = {}
+        self._warned: set[int] = set()
+
+    def take(self, slot: Slot, version: int, items: list[Parsed]) -> int:
+        """Hold ``items`` (parts of releases); decode and commit every complete release. Returns
+        the entries committed."""
+        idle = self.worker.cfg.claim_idle_ms / 1000
+        now = time.monotonic()
+        for key in [k for k, p in self.partial.items() if now - p.seen > idle]:
+            del self.partial[key]
+        done = 0
+        bad: list[bytes] = []
+        for eid, _window, batch in items:
+            part = _part(batch)
+            if part is None or not part.release or part.release_parts < 1:
+                bad.append(eid)
+                continue
+            held = self.partial.setdefault((slot.stream, bytes(part.release)), Partial())
+            held.parts[eid] = part
+            held.slot, held.version = slot, version
+            if part.release_part == 0:
+                held.first = eid
+        if bad:  # not a release part: acknowledged as rejected
+            done += self.worker.commit_version(slot, version, [], bad)
+        return done + self.poll(slot.stream)
+
+    def poll(self, stream: str | None = None) -> int:
+        """Claim the missing parts of every release whose part 0 this worker holds (of
+        ``stream``, or of every stream) and commit every complete release; the worker calls it
+        each round, so a release completes even when no new entry arrives. Returns the entries
+        committed."""
+        done = 0
+        for key, held in list(self.partial.items()):
+            if stream is not None and key[0] != stream:
+                continue
+            if held.first is not None:
+                self.claim_rest(held.slot, held)
+            first = next(iter(held.parts.values()))
+            if len(held.parts) < first.release_parts:
+                continue
+            committed = self.commit(held.slot, held.version, held)
+            if committed is not None:
+                del self.partial[key]
+                done += committed
+        return done
+
+    def claim_rest(self, slot: Slot, held: Partial) -> None:
+        """This worker holds part 0 of an incomplete release: take the other parts (consecutive
+        entry ids after part 0's) from whichever consumer they were delivered to (``XCLAIM``). Only
+        the holder of part 0 claims, so two workers never trade parts back and forth; a part not
+        yet delivered comes with a later read."""
+        assert held.first is not None
+        first = next(iter(held.parts.values()))
+        if len(held.parts) >= first.release_parts:
+            return
+        ms, seq = (held.first.decode() if isinstance(held.first, bytes) else held.first).split("-")
+        wanted = [f"{ms}-{int(seq) + j}" for j in range(1, first.release_parts)]
+        have = {(e.decode() if isinstance(e, bytes) else e) for e in held.parts}
+        missing = [w for w in wanted if w not in have]
+        if not missing:
+            return
+        claimed: Any = self.worker.r.xclaim(slot.stream, keys.GROUP, self.worker.consumer, 0, missing)
+        for eid, fields in claimed or []:
+            if not fields:
+                continue
+            part = SealedBatch.FromString(fields[keys.ENTRY_BATCH])
+            if bytes(part.release) == bytes(first.release):
+                held.parts[eid] = part
+
+    def commit(self, slot: Slot, version: int, held: Partial) -> int | None:
+        """Decode and commit one whole release; None when its key is missing (left pending)."""
+        w = self.worker
+        camp = slot.versions[version]
+        parts = list(held.parts.values())
+        first = parts[0]
+        private = w.keyring.key(first.key_id)
+        if private is None:
+            if first.key_id not in self._warned:
+                self._warned.add(first.key_id)
+                w.warn(f"aggregate: a release of {camp.name!r} is sealed to analyzer key {first.key_id:08x}, "
+                       "which this worker does not hold; left pending for a worker that does")
+            return None
+        window = int(first.window)
+        ids = list(held.parts)
+        if retention.expired(camp, window):  # never counted (nor brought back)
+            return w.commit_version(slot, version, [], ids)
+        t0 = time.perf_counter()
+        acc = whole = slot.fresh(version)
+        if isinstance(whole, CellAccumulator):  # a release is one cell's (issue 28)
+            acc = whole.cell(whole.cells.cell_of({d.name: d.value for d in first.dimensions}))
+        width = row_dtype(acc.mech).itemsize
+        info = sealing.info(camp.name, version, int(first.window), int(first.key_id))
+        plain, failed = sealing.open_all([m for p in parts for m in p.messages], private, info, width)
+        cols, m = from_rows(acc.mech, plain)
+        ok = valid_rows(acc.mech, cols, m)
+        good = int(ok.sum())
+        cols = select(cols, ok) if good < m else cols
+        reports = int(first.release_reports)
+        if isinstance(acc, FakesAccumulator):
+            acc.add_release(cols, good, reports)
+        else:
+            acc.add_columns(cols, good)
+            acc.state["n"][0] += good  # every message is one device's report
+        if isinstance(whole, CellAccumulator):
+            whole.sync()
+        acc = whole
+        rejected = failed + (m - good)
+        extra = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports]
+        t1 = time.perf_counter()
+        if not w.commit(slot, camp, ids, {window: acc}, {window: len(ids)}, rejected, extra):
+            w.stats.lost += 1
+            slot.history = True
+            return 0
+        w.after_commit(camp, [window], len(ids), acc.n, rejected, t1 - t0, time.perf_counter() - t1)
+        return len(ids)
+
+
+def _part(batch: ReportBatch) -> SealedBatch | None:
+    try:
+        return SealedBatch.FromString(batch.SerializeToString())
+    except Exception:  # noqa: BLE001 - DecodeError
+        return None
+
+
+__all__ = ["SealedReleases"]

@@ -1,0 +1,133 @@
+"""Campaigns in a shuffled privacy mode on the device (``privacy_mode`` ``shuffled`` or
+``shuffled-fakes``; docs/sdk.md):
+
+- ``report`` queues an *unsealed* envelope: a ``SealedBatch`` whose ``messages`` hold the report
+  rows in the clear (``mechanisms.rows``: the ε₀-LDP report for ``shuffled``; for
+  ``shuffled-fakes`` the index — the true one unless ``local_epsilon`` passes it through GRR) and
+  whose ``window`` is the window of the report time on the collector's clock
+  (``ClockOffset``: ``/v1/campaigns``' ``server_time``). The queue file therefore holds what the
+  device would send, before encryption.
+- ``seal_rows`` (at flush time) turns a chunk's envelopes into what is posted: per window one
+  ``SealedBatch`` (batch id derived from the chunk's, so a retry is deduplicated), fakes drawn with
+  OS randomness for ``shuffled-fakes`` (Poisson(λ) per report, uniform over the domain), the
+  envelope's messages shuffled, each row sealed on its own to the campaign's ``analyzer_key``
+  (``ldptel.sealing``) with the campaign, version, window and key id bound. Envelopes whose window
+  the collector no longer takes (neither the current nor the previous one) are dropped, counted.
+
+A device reports at most once per campaign window (``reports_per_window = 1``, the ledger), so a
+release of n envelopes' reports holds n devices.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldptel import keys, sealing
+from ldptel.client.errors import TelemetryError
+from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.fakes import fake_indices, poisson_counts
+from ldptel.mechanisms.randomness import OsRandom, permutation, resolve
+from ldptel.mechanisms.rows import from_rows, row_bytes, to_rows
+from ldptel.proto import SEALED_SCHEMA_VERSION, ReportBatch, SealedBatch
+
+SHUFFLED_MODES = ("shuffled", "shuffled-fakes")
+
+
+def is_sealed(cfg: dict) -> bool:
+    """True for a campaign config in a shuffled privacy mode."""
+    return cfg.get("privacy_mode", "local") in SHUFFLED_MODES
+
+
+class ClockOffset:
+    """The collector's clock as the device knows it: ``server_time`` − local time at the answer."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def heard(self, server_time: float | None) -> None:
+        if isinstance(server_time, (int, float)):
+            self.offset = float(server_time) - time.time()
+
+    def now(self) -> float:
+        return time.time() + self.offset
+
+
+def unsealed(cfg: dict, mech: Mechanism, batch: ReportBatch, now: float) -> bytes:
+    """The queue row of ``batch``'s reports (module docstring), bound to the window of ``now``."""
+    cols = mech.columns(batch)
+    rows = to_rows(mech, cols, batch.count)
+    env = SealedBatch(campaign=batch.campaign, schema_version=SEALED_SCHEMA_VERSION, reports=batch.count,
+                      campaign_version=int(cfg.get("version", 1)),
+                      window=keys.window_start(now, int(cfg.get("window_seconds", 0))),
+                      messages=row_bytes(rows), dimensions=batch.dimensions)
+    return env.SerializeToString()
+
+
+@dataclass
+class Sealed:
+    """One envelope to post: its batch id, body and real reports."""
+
+    batch_id: bytes
+    body: bytes
+    reports: int
+
+
+def accepted_windows(cfg: dict, now: float) -> tuple[int, ...]:
+    length = int(cfg.get("window_seconds", 0))
+    current = keys.window_start(now, length)
+    return (current,) if length == 0 else (current, current - length)
+
+
+def seal_rows(cfg: dict, mech: Mechanism, campaign: str, version: int, batch_id: bytes,
+              rows: list[bytes], now: float, rng: np.random.Generator | None = None
+              ) -> tuple[list[Sealed], int]:
+    """A chunk's unsealed envelopes → (the envelopes to post, reports dropped as stale)."""
+    key = cfg.get("analyzer_key")
+    if not key:
+        raise TelemetryError(f"campaign {campaign!r}: the collector has no analyzer key yet")
+    public = sealing.load_public(base64.b64decode(key["public"]))
+    key_id = int(key["id"])
+    windows = accepted_windows(cfg, now)
+    by_window: dict[int, list[SealedBatch]] = {}  # a chunk's rows share their dimension values
+    stale = 0
+    for raw in rows:
+        env = SealedBatch.FromString(raw)
+        if env.window in windows:
+            by_window.setdefault(env.window, []).append(env)
+        else:
+            stale += env.reports
+    source: np.random.Generator | OsRandom = resolve(rng)
+    out = []
+    for window, envs in sorted(by_window.items()):
+        reports = sum(e.reports for e in envs)
+        plain = b"".join(m for e in envs for m in e.messages)
+        messages = _with_fakes(cfg, mech, plain, reports, source)
+        info = sealing.info(campaign, version, window, key_id)
+        body = SealedBatch(campaign=campaign, campaign_version=version, schema_version=SEALED_SCHEMA_VERSION,
+                           batch_id=hashlib.sha256(batch_id + window.to_bytes(8, "big")).digest()[:16],
+                           reports=reports, key_id=key_id, window=window,
+                           messages=sealing.seal(messages, public, info), dimensions=envs[0].dimensions)
+        out.append(Sealed(bytes(body.batch_id), body.SerializeToString(), reports))
+    return out, stale
+
+
+def _with_fakes(cfg: dict, mech: Mechanism, plain: bytes, reports: int,
+                rng: np.random.Generator | OsRandom) -> list[bytes]:
+    """The envelope's real rows plus its fakes (shuffled-fakes), in a uniformly random order."""
+    cols, n = from_rows(mech, plain)
+    if n != reports:
+        raise ValueError(f"{n} rows for {reports} reports")
+    rate = float(cfg.get("fake_rate") or 0.0) if cfg.get("privacy_mode") == "shuffled-fakes" else 0.0
+    fakes = int(poisson_counts(rng, rate, reports).sum()) if rate > 0 else 0
+    if fakes:
+        cols = {"values": np.concatenate([cols["values"], fake_indices(rng, fakes, mech.domain_size)])}
+    rows = to_rows(mech, cols, reports + fakes)
+    return row_bytes(rows[permutation(rng, reports + fakes)])
+
+
+__all__ = ["ClockOffset", "Sealed", "accepted_windows", "is_sealed", "seal_rows", "unsealed"]

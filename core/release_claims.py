@@ -1,0 +1,112 @@
+"""The central claim of campaigns in a shuffled privacy mode (``ldptel.privacy_modes``): what a
+published window says about one device, from the real reports of each shuffled batch (release)
+the window holds.
+
+- each batch of n devices is (U, δ)-DP with U from ``privacy_plan.shuffled_bound`` (ε₀-LDP reports
+  of the oracle) or ``privacy_plan.fakes_bound`` (μ = λ·n/d fakes per bucket; with the GRR of
+  ``local_epsilon`` on top), and its true central ε is at least L (an explicit attack);
+- a device reports once per window (``reports_per_window = 1``), so it is in exactly one batch of
+  the window: the window's claim is the worst over its batches, "central ε between max L and
+  max U" (the smallest batch is the worst: every bound falls in n);
+- composition (``ldptel.privacy_accounting``, PLD accountant): the cumulative central ε at the same
+  δ of a device that reports in every window over the campaign's retention (T = retention /
+  window releases, each at the worst batch size seen), cached per (campaign, n-bucket, T).
+
+``window_claim`` is the ``privacy`` object's central part in every published document of such a
+campaign; ``planned_claim`` the same at n = ``batch_min`` (``/v1/campaigns`` and the pages before
+any release).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from ldptel.campaign import Campaign
+
+
+def _bound(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
+           fake_rate: float | None) -> Any:
+    from ldptel.privacy_plan import fakes_bound, shuffled_bound  # scipy: server side only
+
+    if mode == "shuffled":
+        assert eps is not None
+        return shuffled_bound(oracle, eps, d, n, delta)
+    return fakes_bound(float(fake_rate or 0.0) * n / d, d, n, delta, eps)
+
+
+def batch_bound(campaign: Campaign, n: int) -> Any:
+    """The ``CentralBound`` of one shuffled batch of ``n`` devices of ``campaign``."""
+    from ldptel.privacy import n_bucket
+
+    d = int(campaign.domain_size or 0)
+    return _bound(campaign.privacy_mode, str(campaign.oracle), campaign.epsilon, d, n_bucket(max(n, 1)),
+                  float(campaign.central_delta or 1e-6), campaign.fake_rate)
+
+
+def releases_composed(campaign: Campaign) -> int | None:
+    """T: the windows a device can report in over the retention period (1 for "all"; None when
+    windows are kept forever: no finite count to compose)."""
+    if campaign.window_seconds == 0:
+        return 1
+    kept = campaign.retention_seconds
+    return None if kept is None else max(1, kept // campaign.window_seconds)
+
+
+@lru_cache(maxsize=512)
+def _cumulative(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
+                fake_rate: float | None, releases: int) -> float | None:
+    from ldptel.privacy_accounting import cumulative_epsilon
+    from ldptel.privacy_plan import fakes_curve, shuffled_curve
+
+    curve = (shuffled_curve(oracle, float(eps or 0), d, n) if mode == "shuffled"
+             else fakes_curve(float(fake_rate or 0.0) * n / d, eps, d))
+    value = cumulative_epsilon([(curve, releases)], delta)
+    return value if math.isfinite(value) else None
+
+
+def cumulative(campaign: Campaign, n: int) -> tuple[int | None, float | None]:
+    """(T, the cumulative central ε at δ over T releases of ``n`` devices), None when T is."""
+    from ldptel.privacy import n_bucket
+
+    releases = releases_composed(campaign)
+    if releases is None:
+        return None, None
+    return releases, _cumulative(campaign.privacy_mode, str(campaign.oracle), campaign.epsilon,
+                                 int(campaign.domain_size or 0), n_bucket(max(n, 2)),
+                                 float(campaign.central_delta or 1e-6), campaign.fake_rate, releases)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def window_claim(campaign: Campaign, batches: list[int], compose: bool = True) -> dict[str, Any]:
+    """The central fields of the ``privacy`` object of a window made of ``batches`` (their real
+    report counts; module docstring)."""
+    worst = min(batches) if batches else int(campaign.batch_min or 2)
+    bounds = [batch_bound(campaign, n) for n in (batches or [worst])]
+    upper = max(b.epsilon for b in bounds)
+    lower = max(b.epsilon_lower for b in bounds)
+    name = next(b.bound for b in bounds if b.epsilon == upper)
+    releases, total = cumulative(campaign, worst) if compose else (releases_composed(campaign), None)
+    return {"privacy_mode": campaign.privacy_mode, "local_epsilon": campaign.epsilon,
+            "fake_rate": campaign.fake_rate, "batch_min": campaign.batch_min,
+            "central_epsilon": _finite(upper), "central_epsilon_lower": _finite(lower),
+            "central_delta": campaign.central_delta, "central_bound": name,
+            "central_target": campaign.central_epsilon, "batches": list(batches),
+            "central_n": worst, "releases_composed": releases, "cumulative_epsilon": _finite(total),
+            "central_scope": ("one device in one shuffled batch (it reports once per window, so in one "
+                              "batch per window); the window's claim is its worst batch; "
+                              + (f"cumulative over {releases} windows (the retention period) by a PLD "
+                                 "accountant" if releases else "windows are kept forever: no cumulative "
+                                 "figure (set retention)"))}
+
+
+def planned_claim(campaign: Campaign) -> dict[str, Any]:
+    """``window_claim`` of one batch of ``batch_min`` devices (what the plan certifies)."""
+    return window_claim(campaign, [int(campaign.batch_min or 2)])
+
+
+__all__ = ["batch_bound", "cumulative", "planned_claim", "releases_composed", "window_claim"]

@@ -1,0 +1,84 @@
+"""Words for campaigns in a shuffled privacy mode (``ldptel.privacy_modes``) on the operator pages:
+the mode and its trust model (``epsilon_note``), and a published window's claim, "central ε between
+L and U", with the batches it rests on and the cumulative ε over the retention period
+(``central_note``, ``central_head``; from the document's ``privacy``,
+``ldptel.release_claims.window_claim``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from markupsafe import Markup
+
+from ldptel.config import Campaign
+from ldptel.server import charts
+
+
+def _eps(x: float | None) -> str:
+    return charts.DASH if x is None else f"{x:.3g}"
+
+
+def _delta(x: float) -> str:
+    return f"{x:.0e}".replace("e-0", "e-")
+
+
+def epsilon_note(c: Campaign) -> Markup:
+    """What the campaign's privacy rests on, in plain words (docs/privacy.md, "Trust model")."""
+    n = charts.fmt_count(int(c.batch_min or 0))
+    target = Markup("The aggregator's estimates are planned for a central ε of at most {t} (δ = {d}) per "
+                    "window, for batches of at least {n} devices.").format(
+                        t=_eps(c.central_epsilon), d=_delta(float(c.central_delta or 0)), n=n)
+    sealed = Markup("Every message is encrypted on the device to the aggregator (which alone can read it, "
+                    "after the shuffler mixed it with at least {n} devices' messages); the collector, Redis "
+                    "and the shuffler hold ciphertext only. The shuffler must not collude with the "
+                    "aggregator.").format(n=n)
+    if c.privacy_mode == "shuffled":
+        local = Markup("Each device sends one report, randomized on the device with ε₀ = {e}: against the "
+                       "shuffler, or anyone who could read one message, that is its guarantee.").format(
+                           e=charts.fmt_eps(c.epsilon))
+    elif c.epsilon is None:
+        local = Markup("Each device sends its true value plus on average {r} fake values (uniform over the "
+                       "domain); they are not randomized on the device, so its guarantee is central only: "
+                       "the shuffler must also keep every fake.").format(r=f"{float(c.fake_rate or 0):.3g}")
+    else:
+        local = Markup("Each device sends its value through GRR at ε = {e} (its local guarantee) plus on "
+                       "average {r} fake values.").format(e=charts.fmt_eps(c.epsilon),
+                                                          r=f"{float(c.fake_rate or 0):.3g}")
+    return local + " " + sealed + " " + target
+
+
+def central_note(privacy: Mapping[str, Any]) -> Markup:
+    """A published window's claim in words."""
+    batches = privacy.get("batches") or []
+    sizes = ", ".join(charts.fmt_count(int(b)) for b in batches) or charts.DASH
+    text = Markup("This window's estimates come from {k} shuffled batch{es} of {sizes} devices: for any "
+                  "one device they are (ε, δ = {d})-DP with the true ε between {lo} (an explicit attack "
+                  "reaches it) and {hi} (certified: {bound}).").format(
+                      k=len(batches), es="" if len(batches) == 1 else "es", sizes=sizes,
+                      d=_delta(float(privacy["central_delta"])),
+                      lo=_eps(privacy.get("central_epsilon_lower")), hi=_eps(privacy.get("central_epsilon")),
+                      bound=privacy.get("central_bound", ""))
+    if privacy.get("cumulative_epsilon") is not None:
+        text += Markup(" A device that reports in every window over the retention period ({t} windows) "
+                       "reveals at most ε = {c} at the same δ (composed by a privacy-loss-distribution "
+                       "accountant).").format(t=privacy["releases_composed"],
+                                              c=_eps(privacy["cumulative_epsilon"]))
+    return text
+
+
+def decoded_note(decoded_at: float, n: int) -> str:
+    """"decoded in the hour from 13:00 UTC from 12,345 reports": ``decoded_at`` of a shuffled
+    campaign is the hour plus the number of releases (``aggregator.publish.coarse_time``)."""
+    hour = time.strftime("%Y-%m-%d %H:00 UTC", time.gmtime(decoded_at - decoded_at % 3600))
+    return f"decoded in the hour from {hour}, from {n:,} reports"
+
+
+def central_head(privacy: Mapping[str, Any]) -> str:
+    """The claim for the page head."""
+    return (f"· {privacy['privacy_mode']}: central ε between {_eps(privacy.get('central_epsilon_lower'))} "
+            f"and {_eps(privacy.get('central_epsilon'))} (δ = {_delta(float(privacy['central_delta']))})")
+
+
+__all__ = ["central_head", "central_note", "epsilon_note"]

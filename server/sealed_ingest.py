@@ -1,0 +1,162 @@
+"""Sealed batches (``SealedBatch``, schema_version 2): campaigns in a shuffled privacy mode.
+
+The collector checks the envelope only — it cannot read a message — and in this order (the first
+failure rejects the whole batch, nothing is stored):
+
+1. the body parses as a ``SealedBatch`` (400 ``malformed_batch``), ``batch_id`` of 16 bytes;
+2. the campaign and version take reports (``validation.accepted_version``), and the campaign is in
+   a shuffled mode (400 ``invalid_batch``: a local campaign takes schema_version 1); the shuffler is
+   enabled (503 ``shuffler_disabled``: nothing would shuffle the messages);
+3. ``key_id`` names an analyzer key the collector accepts now (400 ``unknown_key``, detail naming
+   the current key: the SDK refreshes its config and seals again);
+4. ``window`` is the current or the previous window of the campaign (400 ``wrong_window``, with the
+   server time: a device whose clock is off resyncs from ``/v1/campaigns``);
+5. 1 ≤ ``reports`` ≤ ``max_reports_per_batch`` (400 / 413); ``shuffled``: one message per report;
+   ``shuffled-fakes``: at least one per report, at most ``max_messages`` (λ·r + 8√(λ·r) + 16 fakes:
+   an honest device exceeds it with probability below 10⁻¹²);
+6. every message is exactly ``sealing.ciphertext_length(row width)`` bytes (400 ``invalid_report``
+   naming the first bad index): real and fake messages are indistinguishable by size;
+7. the envelope's dimension values (issue 28: in the clear, public by declaration) are mapped to
+   the campaign's closed lists (``validation.canonical_dimensions``: an unknown or missing value is
+   ``other``, never a rejection).
+
+What is stored (``scripts.INGEST`` into the ingress stream, as for schema 1) is the parsed message
+re-serialized without unknown fields, with ``window`` = the envelope's window and ``count`` = its
+real reports. No message can be opened by anyone but the aggregator.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from ldptel import analyzer_keys, keys, sealing
+from ldptel.analyzer_keys import PublicKey
+from ldptel.config import Campaign, Config
+from ldptel.mechanisms.rows import row_dtype
+from ldptel.privacy_modes import is_shuffled
+from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
+from ldptel.redis_client import AnyRedis
+from ldptel.server.validation import (
+    BATCH_ID_BYTES,
+    Rejection,
+    ValidBatch,
+    accepted_version,
+    canonical_dimensions,
+    mechanism_of,
+)
+
+KEY_CACHE_SECONDS = 2.0
+
+
+class KeyCache:
+    """The published analyzer keys, read at most every ``KEY_CACHE_SECONDS`` (one HGETALL)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at = -math.inf
+        self._keys: dict[int, PublicKey] = {}
+
+    def get(self, r: AnyRedis, force: bool = False) -> dict[int, PublicKey]:
+        with self._lock:
+            if force or time.monotonic() - self._at > KEY_CACHE_SECONDS:
+                self._keys, self._at = analyzer_keys.read(r), time.monotonic()
+            return self._keys
+
+
+@dataclass
+class SealedValid(ValidBatch):
+    """A valid sealed batch (``window``: the one its messages are bound to)."""
+
+
+def max_messages(campaign: Campaign, reports: int) -> int:
+    """The most messages an honest envelope of ``reports`` devices holds (module docstring)."""
+    if campaign.privacy_mode != "shuffled-fakes":
+        return reports
+    lam = float(campaign.fake_rate or 0.0) * reports
+    return reports + int(math.ceil(lam + 8 * math.sqrt(lam) + 16))
+
+
+def validate_sealed(body: bytes, config: Config, mechanisms: dict, published: dict[int, PublicKey],
+                    now: float | None = None) -> SealedValid:
+    """Validate ``body`` (module docstring); ``Rejection`` otherwise."""
+    try:
+        batch = SealedBatch.FromString(body)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise Rejection(400, "malformed_batch", f"not a valid SealedBatch protobuf: {exc}") from None
+    if batch.schema_version != SEALED_SCHEMA_VERSION or len(batch.batch_id) != BATCH_ID_BYTES:
+        raise Rejection(400, "invalid_batch", f"a SealedBatch has schema_version {SEALED_SCHEMA_VERSION} "
+                        f"and a batch_id of {BATCH_ID_BYTES} bytes")
+    latest = config.campaign(batch.campaign)
+    if latest is None:
+        raise Rejection(400, "unknown_campaign", f"no campaign named {batch.campaign[:64]!r}")
+    at = time.time() if now is None else now
+    camp = accepted_version(config, latest, batch.campaign_version or 1, at)
+    name = camp.name
+    if not is_shuffled(camp):
+        raise Rejection(400, "invalid_batch", f"schema_version 2 (a SealedBatch) is for campaigns in a "
+                        f"shuffled privacy mode; campaign {name!r} is local: send schema_version 1",
+                        campaign=name)
+    if not config.shuffler.enabled:
+        raise Rejection(503, "shuffler_disabled", f"campaign {name!r} needs the shuffler ([shuffler] "
+                        "enabled = true); nothing is stored", campaign=name)
+    if not analyzer_keys.accepted(published, batch.key_id, at):
+        cur = analyzer_keys.current(published, at)
+        raise Rejection(400, "unknown_key", {"key_id": batch.key_id,
+                                             "current_key_id": None if cur is None else cur.key_id,
+                                             "reason": "unknown or expired analyzer key: fetch "
+                                                       "/v1/campaigns again and seal to its analyzer_key"},
+                        campaign=name)
+    length = camp.window_seconds
+    current = keys.window_start(at, length)
+    allowed = (current,) if length == 0 else (current, current - length)
+    if batch.window not in allowed:
+        raise Rejection(400, "wrong_window", {"window": batch.window, "current_window": current,
+                                              "server_time": round(at, 3)}, campaign=name)
+    reports, messages = batch.reports, len(batch.messages)
+    if reports < 1:
+        raise Rejection(400, "invalid_batch", "reports must be at least 1", campaign=name)
+    limit = config.server.max_reports_per_batch
+    if reports > limit:
+        raise Rejection(413, "too_many_reports", f"reports {reports} exceeds {limit} per batch",
+                        campaign=name)
+    most = max_messages(camp, reports)
+    if not reports <= messages <= most:
+        raise Rejection(400, "invalid_batch", f"{messages} messages for {reports} reports (allowed: "
+                        f"{reports}..{most})", campaign=name)
+    size = sealing.ciphertext_length(row_dtype(mechanism_of(camp, mechanisms)).itemsize)
+    bad = next((i for i, m in enumerate(batch.messages) if len(m) != size), None)
+    if bad is not None:
+        raise Rejection(400, "invalid_report", {"index": bad, "reason": f"a message of this campaign "
+                                                f"is {size} bytes, got {len(batch.messages[bad])}"},
+                        "invalid_report", name)
+    canonical_dimensions(batch, camp)  # in the clear: the closed lists, "other" (``validation``)
+    batch.DiscardUnknownFields()
+    batch.ClearField("release")
+    batch.ClearField("release_parts")
+    batch.ClearField("release_reports")
+    batch.ClearField("release_part")
+    return SealedValid(campaign=camp, batch_id=bytes(batch.batch_id), count=int(reports),
+                       data=batch.SerializeToString(), window=int(batch.window))
+
+
+def sealed_keys(st, force: bool = False) -> dict[int, PublicKey]:
+    """This process's ``KeyCache`` of ``st`` (a ``ServerState``)."""
+    cache = getattr(st, "_analyzer_keys", None)
+    if cache is None:
+        cache = st._analyzer_keys = KeyCache()
+    return cache.get(st.redis, force)
+
+
+def shuffled_config(st, campaign: Campaign, now: float) -> dict:
+    """What a shuffled campaign's device config adds: the current ``analyzer_key`` (None while
+    the aggregator has published none: the SDK then keeps its reports queued)."""
+    cur = analyzer_keys.current(sealed_keys(st), now)
+    return {"analyzer_key": None if cur is None else cur.config()}
+
+
+__all__ = ["KeyCache", "SealedValid", "max_messages", "sealed_keys", "shuffled_config", "validate_sealed"]
