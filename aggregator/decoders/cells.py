@@ -74,7 +74,7 @@ class CellAccumulator(Accumulator):
         return CellAccumulator(self.make, self.cells)
 
     def fingerprint(self) -> str:
-        return json.dumps([json.loads(self.make().fingerprint()), self.cells.public()], sort_keys=True)
+        return json.dumps([self.make().fingerprint(), self.cells.public()], sort_keys=True)
 
     def merge(self, other: Accumulator) -> Accumulator:
         if not isinstance(other, CellAccumulator):
