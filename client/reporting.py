@@ -167,7 +167,7 @@ def device_round(client: TelemetryClient) -> None:
     """Before a flush: open the current window of the device-level campaigns the device knows,
     and queue the reports of the windows that ended (``device_level.DeviceWindows``). Storage
     trouble is logged by the flush that follows; nothing is raised."""
-    configs = client._configs.configs
+    configs = client._configs.current(wait=client.timeout) or {}  # a flush may ask the collector
     if not any(is_device_level(c) for c in configs.values()):
         try:
             if not client.device_windows.pending_windows():
