@@ -225,7 +225,8 @@ def add_content(ctx: dict) -> dict:
             else:
                 ctx["released" if exc.status == 409 else "pending"] = exc.status != 409
         else:
-            ctx["n"], ctx["n_fmt"] = pub.n, charts.fmt_count(pub.n)
+            n = pub.doc.get("n_reports", pub.n) if pub.doc is not None else pub.n  # cells: the released
+            ctx["n"], ctx["n_fmt"] = n, charts.fmt_count(n)
             privacy = pub.doc.get("privacy") if pub.doc is not None else None
             ctx["central_note"] = labels.central_note(privacy)
             ctx["central_head"] = labels.central_head(privacy)

@@ -106,7 +106,8 @@ def _render(versions: list[Campaign], infos: list[series.WindowInfo]) -> Markup:
     counts = [trend_chart.Count(i.window, i.n, i.status == "released", i.version) for i in infos]
     current = tally.current_window(campaign)
     drawn = [ln for ln in lines.values() if ln.points]
-    y_label = "mean value per window" if campaign.estimate_kind == "numeric" else "estimated devices per window"
+    numeric = campaign.estimate_kind == "numeric"
+    y_label = "mean value per window" if numeric else "estimated devices per window"
     chart = trend_chart.trend_chart(
         drawn, counts, campaign.window_seconds, lambda w: labels.window_label(campaign, w),
         lambda w: labels.tick_label(campaign, w), markers=markers(versions, infos, current),
