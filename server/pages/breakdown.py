@@ -71,9 +71,10 @@ def experiment_context(c: Campaign, doc: dict[str, Any], compare: str | None) ->
     numeric = c.estimate_kind == "numeric"
     scale = 1.0 if numeric else 100.0
     fmt = charts.fmt_value if numeric else fmt_points
-    diffs = [{"label": charts.display_label(d["value"]),
-              **{k: None if d[k] is None else d[k] * scale for k in ("estimate", "ci_low", "ci_high")}}
-             for d in shaped["differences"]]
+    diffs: list[dict[str, Any]] = [
+        {"label": charts.display_label(d["value"]),
+         **{k: None if d[k] is None else d[k] * scale for k in ("estimate", "ci_low", "ci_high")}}
+        for d in shaped["differences"]]
     chart = None
     if diffs:
         what = "difference of the means" if numeric else "difference in percentage points"
