@@ -305,7 +305,7 @@ class TelemetryClient:
         value = value_index(cfg, value)
         batch = reporting.encoded(self, campaign, cfg, mech, value, dims)
         try:
-            charge = self.ledger.charge(campaign, cfg, report_cost(cfg, mech), value, self.clock.now())
+            charge = self.ledger.charge(campaign, cfg, report_cost(cfg, mech), value, time.time())
         except STORAGE_ERRORS as exc:
             self._drop_here("queue_unavailable", 1, f"campaign {campaign!r}: no ledger: "
                                                     f"{type(exc).__name__}: {exc}")
