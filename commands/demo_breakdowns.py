@@ -28,11 +28,13 @@ def breakdown_campaigns() -> list[dict]:
 
 
 def cells(n: int, rng: np.random.Generator) -> list[tuple[dict[str, str], list[str]]]:
-    """``n`` devices per arm, split over the platforms: (dimension values, their values)."""
+    """``n`` devices per arm, split over the platforms by their shares (web takes the rest):
+    (dimension values, their values)."""
     out = []
+    sizes = {p: round(n * share) for p, share in PLATFORMS.items() if p != "web"}
+    sizes["web"] = n - sum(sizes.values())
     for arm, freqs in (("control", CONTROL), ("treatment", TREATMENT)):
-        for platform, share in PLATFORMS.items():
-            k = int(rng.binomial(n, share))
+        for platform, k in sizes.items():
             values = [VALUES[v] for v in rng.choice(4, size=k, p=freqs)]
             out.append(({"platform": platform, "arm": arm}, values))
     return out
