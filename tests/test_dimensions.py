@@ -75,6 +75,8 @@ def test_dimensions_only_where_cells_add_up_and_within_the_state_bound() -> None
     big = {"a": [f"v{i}" for i in range(64)]}  # 65 cells × 65,536 values: over 2^22 counts
     with pytest.raises(ConfigError, match="campaigns\\[c\\].dimensions: 65 cells"):
         parse_campaign({"name": "c", "epsilon": 1.0, "domain_size": 65536, "dimensions": big}, "w")
+    with pytest.raises(ConfigError, match="campaigns\\[c\\].dimensions: 65 cells × 2048 items"):
+        parse_campaign({"name": "c", "epsilon": 1.0, "domain_size": 2048, "dimensions": big}, "w")
     assert MAX_CELLS == 256
 
 
