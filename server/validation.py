@@ -159,7 +159,9 @@ def canonical_dimensions(batch: Any, campaign: Campaign) -> None:
         values = dims.canonical(given)
         for dim, value in zip(dims.dims, values, strict=True):
             if value == "other" and given.get(dim.name) != "other":
-                OTHER_BATCHES.labels(name, dim.name).inc()
+                # a shuffled campaign's counts are pooled, as in /metrics: none moves with one device
+                label = name if campaign.privacy_mode == "local" else "(shuffled)"
+                OTHER_BATCHES.labels(label, dim.name).inc()
             batch.dimensions.add(name=dim.name, value=value)
 
 
