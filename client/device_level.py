@@ -80,6 +80,18 @@ def increment(cfg: Mapping[str, Any], value: Any) -> float:
     return float(value)
 
 
+def event_key(cfg: Mapping[str, Any], value: Any) -> str | None:
+    """The key under which a ``per_device_histogram`` event of ``value`` is counted in the
+    window's ``counts``: its label (a campaign with ``domain``) or its index as a string; None for
+    the other kinds. ``ValueError`` naming the campaign for a value outside the domain."""
+    if cfg.get("kind") != "per_device_histogram":
+        return None
+    index = value_index(cfg, value)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < int(cfg["domain_size"]):
+        raise ValueError(f"campaign {cfg['name']!r}: value {value!r} is not in its domain")
+    return str(cfg["domain"][index]) if cfg.get("domain") else str(index)
+
+
 def aggregate(kind: str, events: float, counts: Mapping[str, int], labels: Sequence[Any] | None) -> Any:
     """The value a window's report randomizes: ``unique_devices`` 1 if any event else 0;
     ``per_device_histogram`` the most common value (ties: the first seen; its index in
@@ -141,13 +153,7 @@ class DeviceWindows:
                now: float) -> None:
         """Add one event of ``value`` to the current window's aggregate (storage errors raise)."""
         add = increment(cfg, value)
-        key = None
-        if cfg["kind"] == "per_device_histogram":
-            index = value_index(cfg, value)
-            if isinstance(index, bool) or not isinstance(index, int) \
-                    or not 0 <= index < int(cfg["domain_size"]):
-                raise ValueError(f"campaign {campaign!r}: value {value!r} is not in its domain")
-            key = str(cfg["domain"][index]) if cfg.get("domain") else str(index)
+        key = event_key(cfg, value)
         window = window_start(now, int(cfg["window_seconds"]))
         with self._db().transaction() as db:
             row = db.execute("SELECT counts FROM device_windows WHERE campaign = ? AND window_start = ?",
@@ -242,4 +248,4 @@ class DeviceWindows:
         return 1 if queue.append_many([row], admit) else 0
 
 
-__all__ = ["DeviceWindows", "aggregate", "increment", "is_device_level", "simulated"]
+__all__ = ["DeviceWindows", "aggregate", "event_key", "increment", "is_device_level", "simulated"]

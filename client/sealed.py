@@ -21,11 +21,13 @@ release of n envelopes' reports holds n devices.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import time
 from dataclasses import dataclass
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from ldptel import keys, sealing
 from ldptel.client.errors import TelemetryError
@@ -83,15 +85,33 @@ def accepted_windows(cfg: dict, now: float) -> tuple[int, ...]:
     return (current,) if length == 0 else (current, current - length)
 
 
+def analyzer_key(cfg: dict, campaign: str) -> tuple[X25519PublicKey, int]:
+    """The config's ``analyzer_key`` as (public key, key id), checked: the suite of
+    ``sealing.SUITE_ID``, 32 raw bytes in base64, and an ``id`` that is ``sealing.key_id`` of them
+    (a key the config misnames would only be refused by the collector). ``TelemetryError`` (the
+    chunk waits: the configs are fetched again) when it is missing or fails a check."""
+    key = cfg.get("analyzer_key")
+    if not key:
+        raise TelemetryError(f"campaign {campaign!r}: the collector has no analyzer key yet")
+    try:
+        if key.get("suite", sealing.SUITE_ID) != sealing.SUITE_ID:
+            raise ValueError(f"suite {key.get('suite')!r}, not {sealing.SUITE_ID!r}")
+        raw = base64.b64decode(key["public"], validate=True)
+        public = sealing.load_public(raw)
+        key_id = key["id"]
+        if isinstance(key_id, bool) or not isinstance(key_id, int) or key_id != sealing.key_id(raw):
+            raise ValueError(f"id {key_id!r} is not the key id of its public key ({sealing.key_id(raw)})")
+    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
+        raise TelemetryError(f"campaign {campaign!r}: unusable analyzer_key in the collector's config: "
+                             f"{exc}") from None
+    return public, key_id
+
+
 def seal_rows(cfg: dict, mech: Mechanism, campaign: str, version: int, batch_id: bytes,
               rows: list[bytes], now: float, rng: np.random.Generator | None = None
               ) -> tuple[list[Sealed], int]:
     """A chunk's unsealed envelopes → (the envelopes to post, reports dropped as stale)."""
-    key = cfg.get("analyzer_key")
-    if not key:
-        raise TelemetryError(f"campaign {campaign!r}: the collector has no analyzer key yet")
-    public = sealing.load_public(base64.b64decode(key["public"]))
-    key_id = int(key["id"])
+    public, key_id = analyzer_key(cfg, campaign)
     windows = accepted_windows(cfg, now)
     by_window: dict[int, list[SealedBatch]] = {}  # a chunk's rows share their dimension values
     stale = 0
@@ -130,4 +150,4 @@ def _with_fakes(cfg: dict, mech: Mechanism, plain: bytes, reports: int,
     return row_bytes(rows[permutation(rng, reports + fakes)])
 
 
-__all__ = ["ClockOffset", "Sealed", "accepted_windows", "is_sealed", "seal_rows", "unsealed"]
+__all__ = ["ClockOffset", "Sealed", "accepted_windows", "analyzer_key", "is_sealed", "seal_rows", "unsealed"]

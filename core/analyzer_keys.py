@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ldptel import keys
+from ldptel import keys, sealing
 from ldptel.redis_client import AnyRedis
 
 
@@ -36,7 +36,7 @@ class PublicKey:
     def config(self) -> dict[str, Any]:
         """What a device gets in a campaign's config (``analyzer_key``)."""
         return {"id": self.key_id, "public": base64.b64encode(self.public).decode(),
-                "suite": "x25519-hkdf-sha256-aes128gcm", "accepted_until": int(self.accepted_until)}
+                "suite": sealing.SUITE_ID, "accepted_until": int(self.accepted_until)}
 
     def record(self) -> str:
         return json.dumps({"public": base64.b64encode(self.public).decode(), "created": int(self.created),

@@ -43,7 +43,9 @@ MAX_VALUE_CHARS = 64
 BUCKETS = ("major", "major.minor")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
-_VERSION_RE = re.compile(r"^[vV]?(\d{1,9})(?:\.(\d{1,9}))?")
+# ASCII digits only ([0-9], not \d: Python's \d and int() also read other scripts' digits, which
+# another SDK would not); the JS SDK maps alike, on the shared vectors (testvectors/dimensions.json)
+_VERSION_RE = re.compile(r"^[vV]?([0-9]{1,9})(?:\.([0-9]{1,9}))?")
 
 
 def bucketed(value: str, bucket: str | None) -> str:

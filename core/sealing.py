@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 
 INFO_LABEL = b"ldptel/v2 sealed report\x00"
 SUITE_NAME = "HPKE base: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM"
+SUITE_ID = "x25519-hkdf-sha256-aes128gcm"  # the ``suite`` of an analyzer key in a device config
 ENC_BYTES, TAG_BYTES = 32, 16
 _SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.AES_128_GCM)
 _RAW = (serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -90,6 +91,6 @@ def open_all(messages: Sequence[bytes], private: X25519PrivateKey, info_bytes: b
     return b"".join(good), bad
 
 
-__all__ = ["ENC_BYTES", "INFO_LABEL", "SUITE_NAME", "TAG_BYTES", "ciphertext_length", "info", "key_id",
-           "load_private", "load_public", "new_private", "open_all", "private_bytes", "public_bytes",
-           "seal"]
+__all__ = ["ENC_BYTES", "INFO_LABEL", "SUITE_ID", "SUITE_NAME", "TAG_BYTES", "ciphertext_length", "info",
+           "key_id", "load_private", "load_public", "new_private", "open_all", "private_bytes",
+           "public_bytes", "seal"]

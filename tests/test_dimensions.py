@@ -183,3 +183,14 @@ def test_numeric_cells_and_differences_by_hand() -> None:
     assert f["estimate"] == pytest.approx(0.3) and f["std_error"] == pytest.approx(var ** 0.5)
     assert f["ci_low"] == pytest.approx(0.3 - 1.959963984540054 * var ** 0.5)
     assert fragment_of({"mean": 1, "sum": 2, "n_reports": 3}) == {"mean": 1, "sum": 2}
+
+
+def test_versions_read_ascii_digits_only() -> None:
+    """Another script's digits are not a version (Python's ``\\d`` and ``int`` would read them; the
+    JS SDK's mapping does not): such a value falls into ``other`` on every side."""
+    from ldptel.dimensions import Dimension, bucketed
+
+    assert bucketed("\u0664.\u0662", "major.minor") == "\u0664.\u0662"
+    assert bucketed("\uff14.\uff12", "major") == "\uff14.\uff12"
+    assert bucketed("v4.2.17", "major.minor") == "4.2"
+    assert Dimension("v", ("4.2",), "major.minor").value_of("\u0664.\u0662") == "other"

@@ -96,3 +96,107 @@ def test_the_sdk_default_is_the_os() -> None:
     assert draws_module.KINDS == ("uniform", "below", "u32", "bytes")
     mech = build_mechanism({"oracle": "oue", "epsilon": 1.0, "domain_size": 64})
     assert mech.encode(3).count == 1
+
+
+# --- issues 26 and 28 on the device: sealed messages, dimensions, device-level windows ---------
+
+def test_hpke_fixed_reproduces_rfc9180_and_opens_with_the_production_code() -> None:
+    """The deterministic HPKE of the vectors (``testvectors/hpke_fixed.py``) gives RFC 9180's own
+    vector for the suite (A.1.1), and what it seals the production ``sealing.open_all`` opens."""
+    import device_vectors
+    import hpke_fixed
+
+    from ldptel import sealing
+
+    v = device_vectors.RFC9180_A11
+    sk_r, pk_r = hpke_fixed.derive_key_pair(bytes.fromhex(v["ikmR"]))
+    assert (sk_r.hex(), pk_r.hex()) == (v["skRm"], v["pkRm"])
+    out = hpke_fixed.seal(pk_r, bytes.fromhex(v["ikmE"]), bytes.fromhex(v["info"]), bytes.fromhex(v["pt"]),
+                          bytes.fromhex(v["aad"]))
+    assert out["enc"].hex() == v["pkEm"] and out["shared_secret"].hex() == v["shared_secret"]
+    assert out["key"].hex() == v["key"] and out["base_nonce"].hex() == v["base_nonce"]
+    assert out["ciphertext"].hex() == v["ct"]
+    message = hpke_fixed.seal(pk_r, b"\x01" * 32, b"info", b"row!")["message"]
+    assert sealing.open_all([message], sealing.load_private(sk_r), b"info", 4) == (b"row!", 0)
+    assert sealing.open_all([message], sealing.load_private(sk_r), b"other", 4) == (b"", 1)
+
+
+def test_sealed_vectors_open_with_the_analyzer_key() -> None:
+    """Every envelope of ``sealed.json`` is a valid ``SealedBatch`` whose messages the analyzer's
+    private key opens (production ``open_all``) to the recorded plaintexts, under the ``info`` of
+    its campaign, version, window and key, with the batch id derived from the chunk's."""
+    import hashlib
+
+    from ldptel import sealing
+    from ldptel.client.sealed import analyzer_key
+    from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
+
+    doc = load("sealed.json")
+    private = sealing.load_private(bytes.fromhex(doc["analyzer"]["private"]))
+    assert doc["suite"] == sealing.SUITE_ID
+    n = 0
+    for case in doc["cases"]:
+        _, key_id = analyzer_key(case["config"], case["name"])
+        assert key_id == doc["analyzer"]["key_id"]
+        for env in case["envelopes"]:
+            body = SealedBatch.FromString(bytes.fromhex(env["body"]))
+            assert body.schema_version == SEALED_SCHEMA_VERSION and body.key_id == key_id
+            assert body.window == env["window"] and body.reports == env["reports"]
+            info = sealing.info(case["name"], case["config"]["version"], env["window"], key_id)
+            assert info.hex() == env["info"]
+            assert body.batch_id.hex() == env["batch_id"] == hashlib.sha256(
+                bytes.fromhex(case["batch_id"]) + env["window"].to_bytes(8, "big")).digest()[:16].hex()
+            plain, bad = sealing.open_all(list(body.messages), private, info, case["row_bytes"])
+            assert bad == 0
+            assert plain.hex() == "".join(m["plaintext"] for m in env["messages"])
+            n += len(body.messages)
+    assert n >= 70
+
+
+def test_the_deterministic_path_stays_out_of_the_package() -> None:
+    """The fixed ephemeral keys live in ``testvectors/`` only: no module of the installed package
+    (SDK, collector, aggregator) names ``hpke_fixed`` or ``testvectors``, and the production
+    ``sealing.seal`` takes no ephemeral key."""
+    import re
+
+    root = VECTORS.parent
+    imports = re.compile(r"^\s*(from|import)\s+(hpke_fixed|testvectors|device_vectors|generate)\b", re.M)
+    for folder in ("core", "mechanisms", "client", "server", "aggregator", "shuffler", "commands", "proto"):
+        for path in (root / folder).rglob("*.py"):
+            text = path.read_text()
+            assert "hpke_fixed" not in text and not imports.search(text) and "sys.path" not in text, path
+    from ldptel import sealing
+
+    assert list(inspect.signature(sealing.seal).parameters) == ["rows", "public", "info_bytes"]
+
+
+def test_analyzer_key_checks() -> None:
+    """A device seals only to a key whose suite, length and id check out; otherwise the chunk
+    waits (``TelemetryError``: retried after the configs are fetched again), nothing dropped."""
+    from ldptel.client.errors import TelemetryError
+    from ldptel.client.sealed import analyzer_key
+
+    good = load("sealed.json")["analyzer"]["config"]
+    assert analyzer_key({"analyzer_key": good}, "c")[1] == good["id"]
+    for bad in ({**good, "id": good["id"] + 1}, {**good, "id": str(good["id"])}, {**good, "suite": "p256"},
+                {**good, "public": "AAAA"}, {**good, "public": "not base64!"}, None, "x"):
+        with pytest.raises(TelemetryError):
+            analyzer_key({"analyzer_key": bad}, "c")
+
+
+def test_device_level_reports_replay_from_their_draws() -> None:
+    from ldptel.proto import ReportBatch
+
+    for case in load("device_level.json")["cases"]:
+        rep = case["report"]
+        if rep is None:
+            continue
+        mech = build_mechanism(case["config"])
+        replay = Replay(rep["draws"])
+        batch = mech.encode(rep["value"], campaign=case["name"], draws=replay)
+        assert replay.done
+        batch.batch_id, batch.window = b"", case["window"]
+        for name, value in case["dimensions"]:
+            batch.dimensions.add(name=name, value=value)
+        assert batch.SerializeToString().hex() == rep["row"]
+        assert ReportBatch.FromString(bytes.fromhex(rep["batch"])).window == case["window"]

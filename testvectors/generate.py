@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ldptel.dimensions import Dimensions
 from ldptel.mechanisms import hashing
 from ldptel.mechanisms.builder import build_mechanism, privacy_loss, uses_device_secret, value_index
 from ldptel.mechanisms.claims import report_cost
@@ -41,6 +42,7 @@ from ldptel.mechanisms.draws import Recorder
 from ldptel.mechanisms.heavy_hitters import HeavyHitters
 from ldptel.mechanisms.memoize import shake_uniforms
 from ldptel.mechanisms.onebitmean import _uniform
+from ldptel.mechanisms.rows import row_dtype
 from ldptel.proto import ReportBatch
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +52,8 @@ ENVELOPE = {"window": 1_700_006_400, "dimensions": [["app_version", "4.2"], ["pl
 DEFAULT_MAX_EPSILON = 8.0  # TelemetryClient's default
 sys.path.insert(0, str(HERE))
 from cases import CONFIGS, ENCODE_CASES  # noqa: E402
+from device_cases import NEW_CONFIGS  # noqa: E402
+from device_vectors import device_level_vectors, dimension_vectors, sealed_vectors  # noqa: E402
 
 
 def hashing_vectors() -> dict[str, Any]:
@@ -145,7 +149,7 @@ def derived(mech: Any) -> dict[str, Any]:
 
 def config_vectors() -> dict[str, Any]:
     cases = []
-    for cfg in CONFIGS:
+    for cfg in CONFIGS + NEW_CONFIGS:
         entry: dict[str, Any] = {"config": cfg, "max_epsilon": cfg.get("_max_epsilon", DEFAULT_MAX_EPSILON)}
         public = {k: v for k, v in cfg.items() if not k.startswith("_")}
         entry["config"] = public
@@ -158,10 +162,18 @@ def config_vectors() -> dict[str, Any]:
             continue
         what, eps = privacy_loss(mech)
         cost = report_cost(public, mech)
-        entry["privacy_loss"] = {"what": what, "epsilon": eps}
+        # the histogram of shuffled-fakes: no local ε (JSON has no infinity)
+        entry["privacy_loss"] = {"what": what, "epsilon": eps if math.isfinite(eps) else None}
         entry["cost"] = {"epsilon": cost.epsilon, "memoized": cost.memoized, "lifetime": cost.lifetime}
         entry["uses_device_secret"] = uses_device_secret(public)
-        entry["result"] = "refused" if eps > entry["max_epsilon"] else "ok"
+        entry["result"] = ("unrandomized" if not math.isfinite(eps)  # refused unless the app accepts it
+                           else "refused" if eps > entry["max_epsilon"] else "ok")
+        try:
+            entry["row_bytes"] = row_dtype(mech).itemsize  # a sealed message's plaintext
+        except ValueError:
+            entry["row_bytes"] = None
+        if "dimensions" in public:
+            entry["dimensions"] = [d.name for d in Dimensions.from_public(public["dimensions"]).dims]
         entry["mechanism"] = derived(mech)
         cases.append(entry)
     return {"format": FORMAT, "cases": cases}
@@ -235,7 +247,8 @@ def encode_vectors() -> dict[str, Any]:
 
 
 FILES = {"hashing.json": hashing_vectors, "secrets.json": secret_vectors,
-         "configs.json": config_vectors, "encode.json": encode_vectors}
+         "configs.json": config_vectors, "encode.json": encode_vectors, "sealed.json": sealed_vectors,
+         "dimensions.json": dimension_vectors, "device_level.json": device_level_vectors}
 
 
 def render(make: Any) -> str:
