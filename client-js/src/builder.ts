@@ -7,12 +7,16 @@ import { get, InvalidConfig, need, truthy, type Mechanism } from "./mechanisms/b
 import { HeavyHitters } from "./mechanisms/heavyHitters.js";
 import { LGRR, LHadamard, LHeavyHitters, LOLOHA, LOSUE, LRangeHaar, LRangeHierarchical } from "./mechanisms/memo.js";
 import { DEFAULT_BUCKETS, defaultNumericMechanism, Duchi, Hybrid, OneBitMean, Piecewise } from "./mechanisms/numeric.js";
-import { GRR, Hadamard, OLH, Unary } from "./mechanisms/oracles.js";
+import { GRR, Hadamard, Histogram, OLH, Unary } from "./mechanisms/oracles.js";
 import { RangeHaar, RangeHierarchical } from "./mechanisms/ranges.js";
 import { RAPPOR } from "./mechanisms/rappor.js";
 
 export type CampaignConfig = Record<string, unknown>;
-export const CAMPAIGN_KINDS = ["frequency", "heavy_hitters", "range", "numeric"];
+/** One report per device and window, aggregated on the device (issue 28; `deviceLevel.ts`). */
+export const DEVICE_LEVEL_KINDS = ["unique_devices", "per_device_histogram", "per_device_count"];
+export const CAMPAIGN_KINDS = ["frequency", "heavy_hitters", "range", "numeric", ...DEVICE_LEVEL_KINDS];
+/** The kind whose estimates a device-level kind publishes (and whose mechanism it uses). */
+const ESTIMATE_KINDS: Record<string, string> = { unique_devices: "frequency", per_device_histogram: "frequency", per_device_count: "numeric" };
 const ORACLES = ["grr", "sue", "oue", "olh", "hadamard", "rappor"];
 const NUMERIC = ["piecewise", "duchi", "hybrid", "1bitmean"];
 
@@ -23,12 +27,18 @@ export function usesDeviceSecret(cfg: CampaignConfig): boolean {
   return kind === "heavy_hitters" || truthy(cfg.memoize) || (kind === "frequency" && cfg.oracle === "rappor");
 }
 
+/** The mechanism of a public config (`builder.build_mechanism`). The privacy mode does not change
+ * it (a shuffled campaign's oracle at its ε₀; shuffled-fakes: the histogram, or GRR at
+ * local_epsilon): how reports travel is the envelope's business (`client/envelope.ts`). */
 export function buildMechanism(cfg: CampaignConfig, secret: Uint8Array): Mechanism {
-  // a campaign in a shuffled privacy mode takes sealed (HPKE) reports, which this SDK does not make:
-  // refused here, so no report of it leaves the device unsealed (docs/privacy.md)
-  const mode = get(cfg, "privacy_mode", "local");
-  if (mode !== "local") throw new InvalidConfig(`privacy_mode ${String(mode)} needs sealed reports (the Python SDK)`);
-  const kind = get(cfg, "kind", "frequency");
+  let kind = get(cfg, "kind", "frequency");
+  if (kind === "unique_devices") return new GRR(need(cfg, "epsilon"), 2); // one randomized bit, whatever the config says
+  if (typeof kind === "string" && DEVICE_LEVEL_KINDS.includes(kind)) {
+    if (truthy(cfg.memoize) || cfg.mechanism === "1bitmean") {
+      throw new InvalidConfig(`${kind} campaigns send one fresh report per window (no memoize, no 1bitmean)`);
+    }
+    kind = ESTIMATE_KINDS[kind]!;
+  }
   const memo = kind !== "numeric" && truthy(cfg.memoize);
   const epsInf = memo ? need(cfg, "epsilon_inf") : undefined;
   if (kind === "heavy_hitters") {
@@ -63,6 +73,7 @@ export function buildMechanism(cfg: CampaignConfig, secret: Uint8Array): Mechani
   }
   if (kind !== "frequency") throw new InvalidConfig(`kind must be one of ${CAMPAIGN_KINDS}, got ${String(kind)}`);
   const oracle = get(cfg, "oracle");
+  if (oracle === "histogram") return new Histogram(need(cfg, "domain_size")); // shuffled-fakes, no local ε
   if (oracle === "rappor") {
     for (const k of ["bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates"]) need(cfg, k);
     return new RAPPOR(cfg, secret);
@@ -107,7 +118,8 @@ export function reportCost(cfg: CampaignConfig, mech: Mechanism): Cost {
   if (memo && epsInf !== undefined) {
     return { epsilon: epsInf, memoized: true, lifetime: mech.epsilonLifetime ?? null };
   }
-  return { epsilon: mech.epsilon, memoized: false, lifetime: null };
+  // an unrandomized index (shuffled-fakes) has no local ε to charge: the ledger counts the report
+  return { epsilon: Number.isFinite(mech.epsilon) ? mech.epsilon : 0, memoized: false, lifetime: null };
 }
 
 /** A categorical label → its index in the campaign's `domain`; anything else passes through. */

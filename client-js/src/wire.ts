@@ -95,3 +95,40 @@ export function encodeBatch(header: BatchHeader, report: Report): Uint8Array {
 }
 
 export { payloadBytes };
+
+export const SEALED_SCHEMA_VERSION = 2;
+
+export interface SealedHeader {
+  campaign: string;
+  batchId: Uint8Array;
+  /** Real reports (devices) whose messages the envelope holds. */
+  reports: number;
+  campaignVersion: number;
+  keyId: number;
+  /** The window start (epoch s) the messages are bound to (0: the "all" window). */
+  window: number;
+  /** One ciphertext per message, in their shuffled order. */
+  messages: Uint8Array[];
+  dimensions?: [string, string][];
+}
+
+/** A serialized `SealedBatch` (schema_version 2, campaigns in a shuffled privacy mode), fields in
+ * number order as the Python SDK writes it. */
+export function encodeSealedBatch(h: SealedHeader): Uint8Array {
+  const w = new BinaryWriter();
+  if (h.campaign) w.tag(1, WireType.LengthDelimited).string(h.campaign);
+  if (h.batchId.length) w.tag(2, WireType.LengthDelimited).bytes(h.batchId);
+  if (h.reports) w.tag(3, WireType.Varint).uint32(h.reports);
+  w.tag(4, WireType.Varint).uint32(SEALED_SCHEMA_VERSION);
+  if (h.campaignVersion) w.tag(5, WireType.Varint).uint32(h.campaignVersion);
+  if (h.keyId) w.tag(6, WireType.Varint).uint32(h.keyId);
+  if (h.window) w.tag(7, WireType.Varint).uint64(h.window);
+  for (const m of h.messages) w.tag(8, WireType.LengthDelimited).bytes(m);
+  for (const [name, value] of h.dimensions ?? []) {
+    w.tag(20, WireType.LengthDelimited).fork();
+    if (name) w.tag(1, WireType.LengthDelimited).string(name);
+    if (value) w.tag(2, WireType.LengthDelimited).string(value);
+    w.join();
+  }
+  return w.finish();
+}

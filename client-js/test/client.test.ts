@@ -17,7 +17,9 @@ const CAMPAIGNS = [
   campaign("once", { oracle: "olh", epsilon: 1.0, domain_size: 100, reports_per_window: 2 }),
   campaign("memo", { oracle: "grr", epsilon: 1.0, domain_size: 8, memoize: true, epsilon_inf: 3.0 }),
   campaign("broken", { oracle: "grr", epsilon: 1.0, domain_size: 1 }),
-  campaign("sealed", { oracle: "grr", epsilon: 1.0, domain_size: 4, privacy_mode: "shuffled" }),
+  campaign("sealed", { oracle: "grr", epsilon: 1.0, domain_size: 4, privacy_mode: "central" }),
+  campaign("shuffled-range", { kind: "range", epsilon: 1.0, domain_size: 16, method: "histogram", privacy_mode: "shuffled-fakes" }),
+  campaign("truth", { oracle: "histogram", epsilon: null, domain_size: 4, privacy_mode: "shuffled-fakes", fake_rate: 1.0 }),
   campaign("cells", { oracle: "grr", epsilon: 1.0, domain_size: 4,
     dimensions: [{ name: "platform", values: ["android", "ios"] }] }),
   campaign("devices", { kind: "unique_devices", oracle: "grr", epsilon: 1.0, domain: ["none", "at_least_once"],
@@ -54,19 +56,23 @@ describe("TelemetryClient", () => {
     expect(await client.report("nope", 1)).toBe(false);
     expect(await client.report("greedy", 1)).toBe(false);
     expect(await client.report("broken", 0)).toBe(false);
-    expect(await client.report("sealed", 0)).toBe(false);
-    expect(await client.report("cells", 0)).toBe(false); // issue 28: never sent without its dimensions
-    expect(await client.report("devices", 1)).toBe(false); // nor a device-level kind per event
+    expect(await client.report("sealed", 0)).toBe(false); // a privacy mode this SDK does not know
+    expect(await client.report("shuffled-range", 3)).toBe(false); // issue 26's range/numeric in a shuffled mode
+    expect(await client.report("truth", 0)).toBe(false); // the true value: only with acceptUnrandomized
+    expect(await client.report("cells", 0, { dimensions: { platfrom: "ios" } })).toBe(false); // a typo
+    expect(await client.report("cells", 0, { dimensions: { platform: "ios" } })).toBe(true);
+    expect(await client.report("devices", "x")).toBe(true); // an event of the window, not a queued report
     expect(await client.report("once", 1)).toBe(true);
     expect(await client.report("once", 1)).toBe(true);
     expect(await client.report("once", 1)).toBe(false);
     expect(await client.report("num", Number.NaN)).toBe(false);
     expect(await client.report("num", 99)).toBe(true);
     const h = client.health();
-    expect(h.dropped).toEqual({ bad_value: 4, unknown_campaign: 1, campaign_refused: 1, bad_config: 1,
-      unsupported_privacy_mode: 1, unsupported_dimensions: 1, unsupported_kind: 1, reports_per_window: 1 });
+    expect(h.dropped).toEqual({ bad_value: 4, unknown_campaign: 1, campaign_refused: 2, bad_config: 1,
+      unsupported_privacy_mode: 1, unsupported_kind: 1, bad_dimension: 1, reports_per_window: 1 });
     expect(h.clipped).toEqual({ num: 1 });
-    expect(h.pending).toBe(3);
+    expect(h.pending).toBe(4);
+    expect(client.pendingWindows()).toBe(1);
     expect(h.lastError).toContain("finite");
     // lifetime ε: 5 per campaign; olh ε = 1 each: the ledger refuses the 6th report
     const ledger = client.privacyLedger() as { campaigns: Record<string, { epsilon_spent: number }> };

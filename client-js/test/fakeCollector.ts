@@ -1,5 +1,7 @@
-// A fake collector for the client's unit tests: a `fetch` that answers GET /v1/campaigns and
-// POST /v1/reports (deduplicating batch ids), with scripted failures.
+// A fake collector for the client's unit tests: a `fetch` that answers GET /v1/campaigns (with a
+// settable server_time) and POST /v1/reports (ReportBatch and SealedBatch, deduplicating batch
+// ids; sealed batches checked as the collector does: the analyzer key, the window), with scripted
+// failures.
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import { toHex } from "../src/draws.js";
 
@@ -8,18 +10,47 @@ export interface Batch {
   batchId: string;
   count: number;
   version: number;
+  schema: number;
+  keyId: number;
+  window: number;
+  messages: Uint8Array[];
+  dimensions: [string, string][];
+  /** A GRR payload's values (field 10). */
+  grr: number[];
 }
 
 export function readBatch(body: Uint8Array): Batch {
   const r = new BinaryReader(body);
-  const out: Batch = { campaign: "", batchId: "", count: 0, version: 0 };
+  const out: Batch = { campaign: "", batchId: "", count: 0, version: 0, schema: 0, keyId: 0, window: 0, messages: [], dimensions: [], grr: [] };
   while (r.pos < r.len) {
     const [no, wt] = r.tag();
     if (no === 1) out.campaign = r.string();
     else if (no === 2) out.batchId = toHex(r.bytes());
     else if (no === 3) out.count = r.uint32();
+    else if (no === 4) out.schema = r.uint32();
     else if (no === 5) out.version = r.uint32();
-    else r.skip(wt);
+    else if (no === 6 && wt === 0) out.keyId = r.uint32();
+    else if (no === 7) out.window = Number(r.uint64());
+    else if (no === 8 && wt === 2) out.messages.push(r.bytes());
+    else if (no === 20) {
+      const d = new BinaryReader(r.bytes());
+      let name = "", value = "";
+      while (d.pos < d.len) {
+        const [n] = d.tag();
+        if (n === 1) name = d.string();
+        else value = d.string();
+      }
+      out.dimensions.push([name, value]);
+    } else if (no === 10) {
+      const g = new BinaryReader(r.bytes());
+      while (g.pos < g.len) {
+        const [n, t] = g.tag();
+        if (n === 1 && t === 2) {
+          const end = g.uint32() + g.pos;
+          while (g.pos < end) out.grr.push(g.uint32());
+        } else g.skip(t);
+      }
+    } else r.skip(wt);
   }
   return out;
 }
@@ -29,8 +60,12 @@ export class FakeCollector {
   seen = new Set<string>();
   posts = 0;
   /** Answers to give before the normal one: a status, "network" (throw), or "lost" (store, then throw). */
-  script: (number | "network" | "lost")[] = [];
+  script: (number | "network" | "lost" | { status: number; error: string })[] = [];
   offline = false;
+  /** The collector's clock (epoch s; null: this machine's). */
+  serverTime: number | null = null;
+  /** Key ids a SealedBatch may be sealed to (null: any). */
+  acceptedKeys: number[] | null = null;
 
   constructor(public campaigns: Record<string, unknown>[], public limits = { max_body_bytes: 1 << 20, max_reports_per_batch: 10000 }) {}
 
@@ -38,19 +73,35 @@ export class FakeCollector {
     return this.stored.reduce((n, b) => n + b.count, 0);
   }
 
+  now(): number {
+    return this.serverTime ?? Date.now() / 1000;
+  }
+
   fetch = async (url: string | URL | Request, init?: RequestInit): Promise<Response> => {
     if (this.offline) throw new TypeError("fetch failed (offline)");
     const path = new URL(String(url)).pathname;
-    if (path === "/v1/campaigns") return Response.json({ campaigns: this.campaigns, ...this.limits });
+    if (path === "/v1/campaigns") return Response.json({ campaigns: this.campaigns, ...this.limits, server_time: this.now() });
     this.posts += 1;
     const next = this.script.shift();
     if (next === "network") throw new TypeError("fetch failed");
     if (typeof next === "number") {
       return new Response(JSON.stringify({ error: next === 409 ? "campaign_paused" : "x" }), { status: next, headers: next === 429 ? { "Retry-After": "0" } : {} });
     }
+    if (typeof next === "object") return new Response(JSON.stringify({ error: next.error }), { status: next.status });
     const body = new Uint8Array(init!.body as ArrayBuffer);
     if (body.length > this.limits.max_body_bytes) return new Response("{}", { status: 413 });
     const batch = readBatch(body);
+    if (batch.schema === 2) {
+      if (this.acceptedKeys !== null && !this.acceptedKeys.includes(batch.keyId)) {
+        return new Response(JSON.stringify({ error: "unknown_key" }), { status: 400 });
+      }
+      const cfg = this.campaigns.find((c) => c.name === batch.campaign)!;
+      const length = (cfg.window_seconds as number) ?? 0;
+      const current = length ? Math.floor(this.now() / length) * length : 0;
+      if (![current, current - length].includes(batch.window) && !(length === 0 && batch.window === 0)) {
+        return new Response(JSON.stringify({ error: "wrong_window" }), { status: 400 });
+      }
+    }
     const duplicate = this.seen.has(batch.batchId);
     if (!duplicate) {
       this.seen.add(batch.batchId);

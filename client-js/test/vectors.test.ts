@@ -9,6 +9,8 @@ import type { Report } from "../src/mechanisms/base.js";
 import { HeavyHitters } from "../src/mechanisms/heavyHitters.js";
 import { RAPPOR } from "../src/mechanisms/rappor.js";
 import { derive, deriveIndex, hmacUniform, shakeUniforms } from "../src/secret.js";
+import { parseDimensions } from "../src/dimensions.js";
+import { rowLayout } from "../src/sealed/rows.js";
 import { encodeBatch, mergeReports, payloadBytes } from "../src/wire.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -95,8 +97,11 @@ describe("config vectors", () => {
       expect(e.result, "JS accepted a config Python refuses").not.toBe("invalid");
       const loss = privacyLoss(mech);
       expect(loss.what).toBe(e.privacy_loss.what);
-      expect(close(loss.epsilon, e.privacy_loss.epsilon)).toBe(true);
-      expect(loss.epsilon > e.max_epsilon ? "refused" : "ok").toBe(e.result);
+      if (e.privacy_loss.epsilon === null) expect(loss.epsilon).toBe(Infinity); // the histogram: no local ε
+      else expect(close(loss.epsilon, e.privacy_loss.epsilon)).toBe(true);
+      expect(!Number.isFinite(loss.epsilon) ? "unrandomized" : loss.epsilon > e.max_epsilon ? "refused" : "ok").toBe(e.result);
+      expect(rowLayout(mech)?.width ?? null, "the sealed row's width").toBe(e.row_bytes);
+      if (e.dimensions) expect(parseDimensions(e.config.dimensions)!.map((d) => d.name)).toEqual(e.dimensions);
       const cost = reportCost(e.config, mech);
       expect(cost.memoized).toBe(e.cost.memoized);
       expect(close(cost.epsilon, e.cost.epsilon)).toBe(true);

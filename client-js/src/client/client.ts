@@ -18,17 +18,23 @@
  *   background sender, `flushIntervalMs`) posts them as `ReportBatch`es, one per chunk of one
  *   campaign version under a batch_id fixed before its first attempt, so a retry (also after a
  *   restart) is deduplicated by the collector; retries back off exponentially with full jitter.
- * - The pipeline per report: config → mechanism (`builder`) → encode → ledger + queue; per chunk:
- *   envelope (`envelope.ts`: plain for local campaigns; the seam for sealed and fake messages).
+ * - The pipeline per report: config → mechanism (`builder`) → dimension values (`dimensions.ts`)
+ *   → encode → ledger + queue; a device-level campaign's event goes to its window's aggregate
+ *   instead (`deviceLevel.ts`: one report per window, at its end). Per chunk (rows of one campaign
+ *   version and one envelope: window, dimension values): the envelope of its privacy mode
+ *   (`envelope.ts`: a plain `ReportBatch`, or for the shuffled modes `SealedBatch`es of HPKE-sealed
+ *   messages with their fakes, made anew at each attempt).
  */
-import { buildMechanism, privacyLoss, reportCost, valueIndex, type CampaignConfig, type Cost } from "../builder.js";
+import { buildMechanism, DEVICE_LEVEL_KINDS, privacyLoss, reportCost, valueIndex, type CampaignConfig, type Cost } from "../builder.js";
+import { dimensionPairs, parseDimensions, UndeclaredDimension, type Dimension, type Pairs } from "../dimensions.js";
 import { cryptoDraws, type Draws } from "../draws.js";
 import { InvalidConfig, type Cell, type Mechanism, type Report } from "../mechanisms/base.js";
 import { Numeric } from "../mechanisms/numeric.js";
+import { rowLayout } from "../sealed/rows.js";
 import { ascii, concat, derive } from "../secret.js";
-import { mergeReports } from "../wire.js";
 import { backoff, classify, errorCode, HttpStatus, request, type Action, type FlushResult } from "./delivery.js";
-import { envelopeFor, type Envelope } from "./envelope.js";
+import { DeviceWindows, eventKey, increment, type Built } from "./deviceLevel.js";
+import { envelopeFor, fakeRate, NoAnalyzerKey, plainEnvelope, windowStart, type Envelope, type Sealed } from "./envelope.js";
 import { Counter, type Health } from "./health.js";
 import { IndexedDbBackend } from "./idb.js";
 import { Ledger, REFUSALS, type Refusal, type Scope } from "./ledger.js";
@@ -37,7 +43,8 @@ import { bytesJson, jsonBytes, MemoryBackend, Store, type Backend, type Json, ty
 export const DEFAULT_MAX_EPSILON = 8.0;
 const CAMPAIGN_ANSWERS = new Set(["campaign_paused", "campaign_retired", "version_retired"]);
 const DEFAULT_LIMITS = { maxBodyBytes: 1 << 20, maxReportsPerBatch: 10_000 };
-const DEVICE_LEVEL_KINDS = ["unique_devices", "per_device_histogram", "per_device_count"];
+// the collector's answers to a sealed batch that mean "fetch the configs again and seal anew"
+const RESEAL_ANSWERS = new Set(["unknown_key", "wrong_window"]);
 
 export interface ClientOptions {
   url: string;
@@ -59,6 +66,20 @@ export interface ClientOptions {
   fetch?: typeof fetch;
   /** Randomness for tests only; production draws come from `crypto.getRandomValues`. */
   draws?: Draws;
+  /** Default dimension values of this device (the platform, the app version, an experiment arm):
+   * each report of a campaign with dimensions carries those it declares, mapped to its closed
+   * lists; `report(…, { dimensions })` overrides them per call. */
+  dimensions?: Record<string, unknown>;
+  /** Also report to `shuffled-fakes` campaigns without local randomization, whose report is the
+   * true value (sealed to the analyzer; its privacy is central only). Refused by default
+   * (`campaign_refused`), as the Python SDK's `accept_unrandomized`. */
+  acceptUnrandomized?: boolean;
+}
+
+export interface ReportOptions {
+  /** The campaign's dimension values for this report (names it does not declare: the report is
+   * dropped as `bad_dimension`). */
+  dimensions?: Record<string, unknown>;
 }
 
 interface Campaign {
@@ -66,6 +87,8 @@ interface Campaign {
   mech: Mechanism;
   cost: Cost;
   envelope: Envelope;
+  dims: Dimension[] | null;
+  deviceLevel: boolean;
 }
 
 interface QueuedRow {
@@ -74,6 +97,10 @@ interface QueuedRow {
   version: number;
   chunk: string | null;
   report: Json;
+  /** The envelope the rows of a chunk share (`groupOf`): "" for none. */
+  group?: string;
+  /** Shuffled modes: the window of the collector's clock the report is bound to. */
+  window?: number;
 }
 
 interface ChunkRow {
@@ -81,6 +108,30 @@ interface ChunkRow {
   campaign: string;
   version: number;
   batchId: Json;
+  group?: string;
+}
+
+/** A chunk's envelope: a device-level window (0: none) and dimension values, as a string key
+ * ("" for neither, as `ldptel.client.envelope.group_of`). */
+function groupOf(window: number, dims: Pairs): string {
+  return !window && !dims.length ? "" : JSON.stringify([window, dims]);
+}
+
+function ungroup(group: string | undefined): { window: number; dims: Pairs } {
+  if (!group) return { window: 0, dims: [] };
+  const [window, dims] = JSON.parse(group) as [number, Pairs];
+  return { window, dims };
+}
+
+interface Attempt {
+  action: Action;
+  error?: string;
+  reason?: string;
+  code?: string;
+  retryAfter?: number | null;
+  accepted?: number;
+  duplicates?: number;
+  stale?: number;
 }
 
 class Refused extends Error {
@@ -150,6 +201,11 @@ export class TelemetryClient {
   private closed = false;
   private ledger!: Ledger;
   private deviceSecret!: Uint8Array;
+  private readonly defaults: Record<string, unknown>;
+  private readonly acceptUnrandomized: boolean;
+  /** The collector's clock − this device's, in seconds (`server_time` of `/v1/campaigns`). */
+  private clockOffset = 0;
+  private windows!: DeviceWindows;
 
   private constructor(private store: Store, opts: ClientOptions, private lifetime: number | null, private scope: Scope) {
     this.url = opts.url.replace(/\/+$/, "");
@@ -163,6 +219,8 @@ export class TelemetryClient {
     this.fetchFn = opts.fetch ?? globalThis.fetch.bind(globalThis);
     this.draws = opts.draws ?? cryptoDraws;
     this.chunkReports = this.batchSize;
+    this.defaults = { ...(opts.dimensions ?? {}) };
+    this.acceptUnrandomized = opts.acceptUnrandomized ?? false;
   }
 
   /** Open the client: its store (created if new) and device secret; options are checked here
@@ -176,6 +234,9 @@ export class TelemetryClient {
     if (lifetime !== null && !(lifetime > 0)) throw new TypeError("lifetimeEpsilon must be a positive number or null");
     const scope = opts.scope ?? "campaign";
     if (scope !== "campaign" && scope !== "device") throw new TypeError("scope must be 'campaign' or 'device'");
+    if (opts.dimensions !== undefined && (opts.dimensions === null || typeof opts.dimensions !== "object" || Array.isArray(opts.dimensions))) {
+      throw new TypeError("dimensions must be an object of name: value");
+    }
     const backend = opts.storage ?? (IndexedDbBackend.available() ? new IndexedDbBackend(`ldptel-${opts.url}`) : new MemoryBackend());
     let store: Store, storageError: string | null = null;
     try {
@@ -207,6 +268,7 @@ export class TelemetryClient {
     }
     this.deviceSecret = jsonBytes(secret);
     this.ledger = new Ledger(derive(this.deviceSecret, ascii("ldptel/ledger-key")), this.lifetime, this.scope);
+    this.windows = this.deviceWindows();
     const stored = this.store.get("m/campaigns");
     if (stored !== undefined) this.setConfigs(stored as Record<string, unknown>);
   }
@@ -236,6 +298,7 @@ export class TelemetryClient {
       const data = JSON.parse(text);
       this.setConfigs(data);
       this.fetchedAt = Date.now();
+      if (typeof data.server_time === "number" && Number.isFinite(data.server_time)) this.clockOffset = data.server_time - Date.now() / 1000;
       try {
         await this.store.transact(() => ({ writes: [["m/campaigns", data as Json]] as Write[], result: null }));
       } catch {
@@ -278,25 +341,43 @@ export class TelemetryClient {
     const known = this.campaigns.get(key);
     if (known && known.cfg === cfg) return known;
     const envelope = envelopeFor(cfg);
-    if (envelope === null) throw new Refused("unsupported_privacy_mode", `campaign ${name}: privacy_mode ${String(cfg.privacy_mode)} is not supported by this SDK yet`);
-    // issue 28, not yet here (docs/sdk-js.md): a campaign's reports are never sent without its
-    // dimension values, nor a device-level kind's per event instead of once per window
-    if (cfg.dimensions !== undefined) throw new Refused("unsupported_dimensions", `campaign ${name}: dimensions are not supported by this SDK yet`);
-    if (typeof cfg.kind === "string" && DEVICE_LEVEL_KINDS.includes(cfg.kind)) {
-      throw new Refused("unsupported_kind", `campaign ${name}: kind ${cfg.kind} (one report per device and window) is not supported by this SDK yet`);
+    if (envelope === null) throw new Refused("unsupported_privacy_mode", `campaign ${name}: privacy_mode ${String(cfg.privacy_mode)} is not supported by this SDK`);
+    const kind = cfg.kind ?? "frequency";
+    if (envelope !== plainEnvelope && kind !== "frequency") {
+      // range and numeric campaigns in a shuffled mode send an index histogram (issue 26's
+      // completion): not made by this SDK yet, and never sent as local reports instead
+      throw new Refused("unsupported_kind", `campaign ${name}: a ${String(kind)} campaign in privacy_mode ${String(cfg.privacy_mode)} is not supported by this SDK yet`);
     }
-    let mech: Mechanism;
+    const deviceLevel = typeof kind === "string" && DEVICE_LEVEL_KINDS.includes(kind);
+    if (deviceLevel && !(typeof cfg.window_seconds === "number" && cfg.window_seconds > 0)) {
+      throw new Refused("bad_config", `campaign ${name}: a ${String(kind)} campaign needs windows of a fixed length`);
+    }
+    let mech: Mechanism, dims: Dimension[] | null;
     try {
+      dims = parseDimensions(cfg.dimensions);
       mech = buildMechanism(cfg, this.campaignSecret(name));
     } catch (err) {
-      if (err instanceof InvalidConfig) throw new Refused("bad_config", `campaign ${name}: ${err.message}`);
+      if (err instanceof InvalidConfig || err instanceof TypeError) throw new Refused("bad_config", `campaign ${name}: ${err.message}`);
       throw err;
     }
     const loss = privacyLoss(mech);
-    if (loss.epsilon > this.maxEpsilon) {
+    if (!Number.isFinite(loss.epsilon)) {
+      if (!this.acceptUnrandomized) {
+        throw new Refused("campaign_refused", `campaign ${name} refused: it sends the true value, not randomized on the device `
+          + "(privacy_mode shuffled-fakes without local_epsilon: its guarantee is central only); acceptUnrandomized: true allows it");
+      }
+    } else if (loss.epsilon > this.maxEpsilon) {
       throw new Refused("campaign_refused", `campaign ${name} refused: its ${loss.what} = ${loss.epsilon.toPrecision(3)} exceeds this client's maxEpsilon = ${this.maxEpsilon}`);
     }
-    const built = { cfg, mech, cost: reportCost(cfg, mech), envelope };
+    if (envelope !== plainEnvelope) {
+      if (rowLayout(mech) === null) throw new Refused("bad_config", `campaign ${name}: oracle ${mech.name} cannot be sealed (no row layout)`);
+      const rate = cfg.fake_rate ?? 0;
+      if (typeof rate !== "number" || !Number.isFinite(rate) || rate < 0) throw new Refused("bad_config", `campaign ${name}: fake_rate ${String(rate)}`);
+      if (fakeRate(cfg) > 0 && !["grr", "histogram"].includes(mech.name)) {
+        throw new Refused("bad_config", `campaign ${name}: fake messages are indices (oracle histogram or grr), not ${mech.name}`);
+      }
+    }
+    const built = { cfg, mech, cost: reportCost(cfg, mech), envelope, dims, deviceLevel };
     this.campaigns.set(key, built);
     return built;
   }
@@ -313,17 +394,25 @@ export class TelemetryClient {
     return false;
   }
 
-  /** Randomize `value` for `campaign` now and queue the randomized report. Resolves to true if it
-   * was queued; never throws or rejects (see `health()` for why a report was dropped). */
-  async report(campaign: string, value: unknown): Promise<boolean> {
+  /** Randomize `value` for `campaign` now and queue the randomized report (for a device-level
+   * campaign: add the event to its window's aggregate, reported once when the window has ended).
+   * `options.dimensions`: the campaign's dimension values for this report (over the client's
+   * defaults). Resolves to true if it was queued (recorded); never throws or rejects (see
+   * `health()` for why a report was dropped). */
+  async report(campaign: string, value: unknown, options?: ReportOptions): Promise<boolean> {
     try {
-      return await this.reportOrThrow(campaign, value);
+      return await this.reportOrThrow(campaign, value, options?.dimensions);
     } catch (err) {
       return this.drop("internal_error", 1, `campaign ${campaign}: ${String(err)}`);
     }
   }
 
-  private async reportOrThrow(campaign: string, value: unknown): Promise<boolean> {
+  /** The collector's clock as this device knows it (epoch seconds). */
+  now(): number {
+    return Date.now() / 1000 + this.clockOffset;
+  }
+
+  private async reportOrThrow(campaign: string, value: unknown, given?: Record<string, unknown>): Promise<boolean> {
     if (this.closed) return this.drop("closed", 1, "the client is closed");
     const configs = await this.currentConfigs();
     if (configs === null) return this.drop("no_config", 1, `campaign ${campaign}: no campaign configs (${this.configError})`);
@@ -335,6 +424,17 @@ export class TelemetryClient {
       if (err instanceof Refused) return this.drop(err.reason, 1, err.message);
       throw err;
     }
+    let dims: Pairs;
+    try {
+      if (given !== undefined && (given === null || typeof given !== "object" || Array.isArray(given))) {
+        throw new UndeclaredDimension("dimensions must be an object of name: value");
+      }
+      dims = dimensionPairs(campaign, c.dims, given, this.defaults);
+    } catch (err) {
+      if (err instanceof UndeclaredDimension) return this.drop("bad_dimension", 1, err.message);
+      throw err;
+    }
+    if (c.deviceLevel) return this.recordEvent(campaign, c, value, dims);
     let report: Report;
     let index: unknown;
     try {
@@ -343,6 +443,8 @@ export class TelemetryClient {
     } catch (err) {
       return this.drop("bad_value", 1, `campaign ${campaign}: ${(err as Error).message}`);
     }
+    const sealed = c.envelope !== plainEnvelope;
+    const sealWindow = sealed ? windowStart(this.now(), typeof c.cfg.window_seconds === "number" ? c.cfg.window_seconds : 0) : undefined;
     if (c.mech instanceof Numeric && c.mech.clipped(value as number)) this.clippedCount.add(campaign, 1);
     const charge = this.ledger.charge(campaign, c.cfg, c.cost, index, Date.now() / 1000);
     let refusal: Refusal | null;
@@ -353,7 +455,8 @@ export class TelemetryClient {
         return this.store.transact((s) => {
         const { writes, refusal } = this.ledger.admit(s, charge);
         if (refusal === null) {
-          const row: QueuedRow = { id: newId(), campaign, version: charge.version, chunk: null, report: reportJson(report) };
+          const row: QueuedRow = { id: newId(), campaign, version: charge.version, chunk: null, report: reportJson(report),
+            group: groupOf(0, dims), ...(sealWindow === undefined ? {} : { window: sealWindow }) };
           writes.push([`r/${row.id}`, row as unknown as Json]);
         }
         return { writes, result: refusal };
@@ -366,6 +469,79 @@ export class TelemetryClient {
     this.storageError = null;
     if (refusal !== null) return this.drop(refusal, 1, `campaign ${campaign}: report refused (${REFUSALS[refusal]})`);
     return true;
+  }
+
+  // --- device-level campaigns (deviceLevel.ts) ---------------------------------------------
+  private deviceWindows(): DeviceWindows {
+    return new DeviceWindows({
+      store: this.store,
+      ledger: this.ledger,
+      draws: this.draws,
+      built: (campaign, version): Built | { reason: string; message: string } | null => {
+        if (!Object.keys(this.configs).length) return null;
+        try {
+          const c = this.campaign(campaign, version);
+          return { cfg: c.cfg, mech: c.mech, cost: c.cost };
+        } catch (err) {
+          if (!(err instanceof Refused)) throw err;
+          const reason = ["version_retired", "campaign_retired"].includes(err.reason) ? err.reason : "bad_config";
+          return { reason, message: err.message };
+        }
+      },
+      drop: (reason, n, message) => void this.drop(reason, n, message),
+      queueRow: (campaign, version, report, window, dims) => {
+        const row: QueuedRow = { id: newId(), campaign, version, chunk: null, report: reportJson(report), group: groupOf(window, dims) };
+        return [`r/${row.id}`, row as unknown as Json];
+      },
+      locked: (fn) => withLock(`ldptel-ledger ${this.url}`, fn),
+    });
+  }
+
+  /** A device-level campaign's `report`: the windows of the campaign that ended are reported
+   * first, then the event is added to the current window's aggregate. */
+  private async recordEvent(campaign: string, c: Campaign, value: unknown, dims: Pairs): Promise<boolean> {
+    const now = this.now();
+    try {
+      await this.windows.finalize(now, campaign);
+    } catch (err) {
+      this.storageError = `cannot report a window: ${String(err)}`;
+    }
+    try {
+      increment(c.cfg, value);
+      eventKey(c.cfg, value);
+    } catch (err) {
+      return this.drop("bad_value", 1, `campaign ${campaign}: ${(err as Error).message}`);
+    }
+    try {
+      await this.windows.record(campaign, c.cfg, value, dims, now);
+    } catch (err) {
+      this.storageError = `cannot record the event: ${String(err)}`;
+      return this.drop("queue_write_failed", 1, `campaign ${campaign}: ${this.storageError}`);
+    }
+    this.storageError = null;
+    return true;
+  }
+
+  /** Before a flush: open the current window of the device-level campaigns the device knows, and
+   * queue the reports of the windows that ended. */
+  private async deviceRound(): Promise<void> {
+    const configs = (await this.currentConfigs()) ?? {};
+    const any = Object.values(configs).some((c) => DEVICE_LEVEL_KINDS.includes(c.kind as string));
+    if (!any && this.windows.pending() === 0) return;
+    const now = this.now();
+    await this.windows.touch(configs, now, (cfg) => {
+      try {
+        return dimensionPairs(String(cfg.name), parseDimensions(cfg.dimensions), undefined, this.defaults);
+      } catch {
+        return null;
+      }
+    });
+    await this.windows.finalize(now);
+  }
+
+  /** Device-level windows still open or not yet reported. */
+  pendingWindows(): number {
+    return this.windows.pending();
   }
 
   /** Reports queued and not yet delivered. */
@@ -393,6 +569,11 @@ export class TelemetryClient {
     this.flushing ??= withLock(`ldptel-flush ${this.url}`, async () => {
       // another tab may have sent or queued since this one loaded the store
       if (this.store.backend.kind === "indexeddb") await this.store.reload();
+      try {
+        await this.deviceRound(); // device-level windows that ended: their reports queued
+      } catch (err) {
+        this.storageError = `device-level windows: ${String(err)}`;
+      }
       return this.flushLoop(timeoutMs);
     }).finally(() => { this.flushing = null; });
     return this.flushing;
@@ -420,9 +601,10 @@ export class TelemetryClient {
       }
       const first = free[0];
       if (first === undefined) return { writes: [] as Write[], result: null };
-      const rows = free.filter((r) => r.campaign === first.campaign && r.version === first.version).slice(0, max);
+      const group = first.group ?? "";
+      const rows = free.filter((r) => r.campaign === first.campaign && r.version === first.version && (r.group ?? "") === group).slice(0, max);
       const id = newId();
-      const chunk: ChunkRow = { id, campaign: first.campaign, version: first.version, batchId: bytesJson(cryptoDraws.bytes(16)) };
+      const chunk: ChunkRow = { id, campaign: first.campaign, version: first.version, batchId: bytesJson(cryptoDraws.bytes(16)), group };
       const writes: Write[] = [[`c/${id}`, chunk as unknown as Json]];
       for (const r of rows) writes.push([`r/${r.id}`, { ...r, chunk: id } as unknown as Json]);
       return { writes, result: { chunk, rows: rows.map((r) => ({ ...r, chunk: id })) } };
@@ -443,7 +625,7 @@ export class TelemetryClient {
         ...rows.map((r): Write => [`r/${r.id}`, { ...r, chunk: null } as unknown as Json])], result: undefined }));
   }
 
-  private async attempt(chunk: ChunkRow, rows: QueuedRow[]): Promise<{ action: Action; error?: string; reason?: string; code?: string; retryAfter?: number | null; duplicate?: boolean }> {
+  private async attempt(chunk: ChunkRow, rows: QueuedRow[]): Promise<Attempt> {
     if (!Object.keys(this.configs).length) await this.fetchConfigs();
     if (!Object.keys(this.configs).length) return { action: "retry", error: `no campaign configs (${this.configError})` };
     let c: Campaign;
@@ -456,25 +638,38 @@ export class TelemetryClient {
       }
       throw err;
     }
-    let messages;
+    let sealed: Sealed;
     try {
-      messages = c.envelope.seal({ campaign: chunk.campaign, version: chunk.version, batchId: jsonBytes(chunk.batchId),
-        count: rows.length, report: mergeReports(rows.map((r) => jsonReport(r.report))), config: c.cfg });
+      const { window, dims } = ungroup(chunk.group);
+      sealed = await c.envelope.seal({ campaign: chunk.campaign, version: chunk.version, batchId: jsonBytes(chunk.batchId),
+        config: c.cfg, mech: c.mech, rows: rows.map((r) => ({ report: jsonReport(r.report), window: r.window })),
+        window, dimensions: dims, now: this.now(), draws: this.draws });
     } catch (err) {
+      if (err instanceof NoAnalyzerKey) {
+        void this.refreshInBackground();
+        return { action: "retry", error: err.message };
+      }
       return { action: "drop", reason: `undecodable queued reports: ${String(err)}` };
     }
-    let duplicate = true;
-    for (const m of messages) {
+    let accepted = 0, duplicates = 0;
+    for (const m of sealed.messages) {
       if (m.body.length > this.limits.maxBodyBytes) {
         const why = `body of ${m.body.length} bytes over max_body_bytes ${this.limits.maxBodyBytes}`;
         return { action: classify(413, rows.length), error: why, reason: why };
       }
       try {
         const answer = JSON.parse((await request(this.fetchFn, this.url + m.path, this.token, this.timeoutMs, "POST", m.body, m.contentType)) || "{}");
-        duplicate &&= Boolean(answer.duplicate);
+        if (answer.duplicate) duplicates += m.reports;
+        else accepted += m.reports;
       } catch (err) {
         if (err instanceof HttpStatus) {
-          const code = [409, 410].includes(err.status) ? errorCode(err.body) : null;
+          const code = [400, 409, 410].includes(err.status) ? errorCode(err.body) : null;
+          if (code !== null && RESEAL_ANSWERS.has(code)) {
+            // a rotated key, or a window the collector's clock does not take: fetch the configs
+            // (the key, the clock) and seal anew at the next attempt, under the same batch ids
+            await this.fetchConfigs();
+            return { action: "retry", error: err.message };
+          }
           if (code !== null && CAMPAIGN_ANSWERS.has(code)) {
             void this.refreshInBackground();
             if (code === "campaign_paused") return { action: "retry", error: err.message, retryAfter: err.retryAfter };
@@ -485,7 +680,10 @@ export class TelemetryClient {
         return { action: "retry", error: String(err) };
       }
     }
-    return { action: "sent", duplicate };
+    if (sealed.stale) {
+      this.dropped.add("stale_window", sealed.stale, `campaign ${chunk.campaign}: ${sealed.stale} reports of a window the collector no longer takes`);
+    }
+    return { action: "sent", accepted, duplicates, stale: sealed.stale };
   }
 
   private async flushLoop(timeoutMs: number): Promise<FlushResult> {
@@ -516,8 +714,9 @@ export class TelemetryClient {
         if (out.error) result.error = out.error;
         if (out.action === "sent") {
           await this.complete(chunk, rows);
-          if (out.duplicate) result.duplicates += rows.length;
-          else result.accepted += rows.length;
+          result.accepted += out.accepted ?? 0;
+          result.duplicates += out.duplicates ?? 0;
+          result.dropped += out.stale ?? 0;
           attempt = streak = 0;
         } else if (out.action === "drop") {
           await this.complete(chunk, rows);

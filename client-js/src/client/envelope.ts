@@ -1,47 +1,159 @@
 /**
- * The stage after encoding: a chunk of randomized reports of one campaign version → the messages
- * that carry it to the collector. Local campaigns (`privacy_mode` absent or "local") send one
- * plain `ReportBatch` (wire format v1). This is the seam for the shuffled modes of issue 26: a
- * sealed envelope (HPKE-encrypted messages to the shuffler's key, with their `info` strings) and
- * fake messages plug in here as other `Envelope`s chosen by `envelopeFor`, without touching the
- * mechanisms, the queue or the ledger.
+ * The stage after encoding: a chunk of randomized reports of one campaign version (rows that share
+ * their envelope: the window of a device-level report, the dimension values) → the messages that
+ * carry it to the collector, by the campaign's `privacy_mode`:
+ *
+ * - `local` (or absent): one plain `ReportBatch` (wire format v1) with the chunk's window and
+ *   dimension values;
+ * - `shuffled` / `shuffled-fakes` (`ldptel.client.sealed`): per window of the collector's clock
+ *   the chunk's reports were bound to, one `SealedBatch` whose batch_id is derived from the
+ *   chunk's (SHA-256(batch_id ‖ window as u64)[:16], so a retry is deduplicated), holding each
+ *   report as one message — for `shuffled-fakes` with Poisson(λ) fake messages per report, uniform
+ *   over the domain — in a uniformly random order, each message sealed on its own to the
+ *   campaign's analyzer key with the campaign, version, window and key id bound (`info`). Reports
+ *   of a window the collector no longer takes (neither the current nor the previous one) are left
+ *   out and counted (`stale`). Everything random is drawn from the client's `Draws`
+ *   (`crypto.getRandomValues`) and Web Crypto's key generation; the ciphertexts are made anew at
+ *   each attempt, under the same batch ids.
  */
-import type { Report } from "../mechanisms/base.js";
-import { CONTENT_TYPE, encodeBatch } from "../wire.js";
+import { sha256 } from "@noble/hashes/sha2.js";
+import type { Draws } from "../draws.js";
+import type { Mechanism, Report } from "../mechanisms/base.js";
+import { fakeIndices, permutation } from "../sealed/fakes.js";
+import { indexRow, rowOf } from "../sealed/rows.js";
+import { analyzerKey, info, recipientKey, seal } from "../sealed/sealing.js";
+import { concat } from "../secret.js";
+import { CONTENT_TYPE, encodeBatch, encodeSealedBatch, mergeReports } from "../wire.js";
+
+export const SHUFFLED_MODES = ["shuffled", "shuffled-fakes"];
+
+export interface ChunkRow {
+  report: Report;
+  /** Shuffled modes: the window (collector's clock) the report was bound to when it was made. */
+  window?: number;
+}
 
 export interface Sealable {
   campaign: string;
   version: number;
   batchId: Uint8Array;
-  count: number;
-  /** The chunk's reports, merged column by column. */
-  report: Report;
   config: Record<string, unknown>;
+  mech: Mechanism;
+  rows: ChunkRow[];
+  /** The chunk's envelope: a device-level report's window (0: none) and dimension values. */
+  window: number;
+  dimensions: [string, string][];
+  /** The collector's clock, epoch seconds. */
+  now: number;
+  draws: Draws;
 }
 
 export interface Message {
   path: string;
   body: Uint8Array;
   contentType: string;
+  /** The real reports it carries. */
+  reports: number;
+}
+
+export interface Sealed {
+  messages: Message[];
+  /** Reports left out: their window is no longer taken by the collector. */
+  stale: number;
 }
 
 export interface Envelope {
   readonly mode: string;
-  /** The messages of one chunk, all delivered under the chunk's batch_id (retries resend them). */
-  seal(chunk: Sealable): Message[];
+  /** The messages of one chunk, all delivered under ids derived from the chunk's batch_id. */
+  seal(chunk: Sealable): Promise<Sealed>;
 }
+
+/** The analyzer key of a sealed campaign's config is missing or fails its checks: the chunk
+ * waits (the configs are fetched again), nothing is dropped. */
+export class NoAnalyzerKey extends Error {}
 
 export const plainEnvelope: Envelope = {
   mode: "local",
-  seal(c: Sealable): Message[] {
-    const body = encodeBatch({ campaign: c.campaign, batchId: c.batchId, count: c.count, campaignVersion: c.version }, c.report);
-    return [{ path: "/v1/reports", body, contentType: CONTENT_TYPE }];
+  async seal(c: Sealable): Promise<Sealed> {
+    const body = encodeBatch({ campaign: c.campaign, batchId: c.batchId, count: c.rows.length, campaignVersion: c.version,
+      window: c.window, dimensions: c.dimensions }, mergeReports(c.rows.map((r) => r.report)));
+    return { messages: [{ path: "/v1/reports", body, contentType: CONTENT_TYPE, reports: c.rows.length }], stale: 0 };
   },
 };
 
-/** The envelope of a campaign's `privacy_mode`; null for a mode this SDK cannot send yet (its
+/** floor(t / length)·length, exactly (`keys.window_start`); 0 for the "all" window. */
+export function windowStart(t: number, length: number): number {
+  if (length <= 0) return 0;
+  let q = Math.floor(t / length);
+  if (q * length > t) q -= 1;
+  return q * length;
+}
+
+function u64be(v: number): Uint8Array {
+  const out = new Uint8Array(8);
+  new DataView(out.buffer).setBigUint64(0, BigInt(v));
+  return out;
+}
+
+/** The batch_id of a chunk's envelope of `window` (`seal_rows`). */
+export function envelopeBatchId(chunkId: Uint8Array, window: number): Uint8Array {
+  return sha256(concat(chunkId, u64be(window))).slice(0, 16);
+}
+
+/** The fake rate λ of a config (0 unless shuffled-fakes). */
+export function fakeRate(cfg: Record<string, unknown>): number {
+  return cfg.privacy_mode === "shuffled-fakes" ? Number(cfg.fake_rate ?? 0) || 0 : 0;
+}
+
+/** An envelope's plaintext messages: the real rows and the fakes, in a uniformly random order. */
+export function withFakes(cfg: Record<string, unknown>, mech: Mechanism, rows: Uint8Array[], draws: Draws): Uint8Array[] {
+  const rate = fakeRate(cfg);
+  const all = rows.slice();
+  if (rate > 0) {
+    const d = (mech as unknown as { domainSize: number }).domainSize;
+    for (const index of fakeIndices(draws, rate, rows.length, d)) all.push(indexRow(index));
+  }
+  return permutation(draws, all.length).map((i) => all[i]!);
+}
+
+export const sealedEnvelope: Envelope = {
+  mode: "shuffled",
+  async seal(c: Sealable): Promise<Sealed> {
+    let key;
+    try {
+      key = analyzerKey(c.config);
+    } catch (err) {
+      throw new NoAnalyzerKey(`campaign ${c.campaign}: unusable analyzer_key in the collector's config: ${(err as Error).message}`);
+    }
+    if (key === null) throw new NoAnalyzerKey(`campaign ${c.campaign}: the collector has no analyzer key yet`);
+    const length = typeof c.config.window_seconds === "number" ? c.config.window_seconds : 0;
+    const current = windowStart(c.now, length);
+    const accepted = length === 0 ? [current] : [current, current - length];
+    const byWindow = new Map<number, Uint8Array[]>();
+    let stale = 0;
+    for (const r of c.rows) {
+      const w = r.window ?? 0;
+      if (!accepted.includes(w)) stale += 1;
+      else (byWindow.get(w) ?? byWindow.set(w, []).get(w)!).push(rowOf(c.mech, r.report));
+    }
+    const recipient = await recipientKey(key.raw);
+    const messages: Message[] = [];
+    for (const window of [...byWindow.keys()].sort((a, b) => a - b)) {
+      const rows = byWindow.get(window)!;
+      const plain = withFakes(c.config, c.mech, rows, c.draws);
+      const sealed = await seal(plain, recipient, info(c.campaign, c.version, window, key.id));
+      const body = encodeSealedBatch({ campaign: c.campaign, batchId: envelopeBatchId(c.batchId, window), reports: rows.length,
+        campaignVersion: c.version, keyId: key.id, window, messages: sealed, dimensions: c.dimensions });
+      messages.push({ path: "/v1/reports", body, contentType: CONTENT_TYPE, reports: rows.length });
+    }
+    return { messages, stale };
+  },
+};
+
+/** The envelope of a campaign's `privacy_mode`; null for a mode this SDK does not know (its
  * reports are dropped and counted as `unsupported_privacy_mode`, never sent in the clear). */
 export function envelopeFor(cfg: Record<string, unknown>): Envelope | null {
   const mode = cfg.privacy_mode ?? "local";
-  return mode === "local" ? plainEnvelope : null;
+  if (mode === "local") return plainEnvelope;
+  return typeof mode === "string" && SHUFFLED_MODES.includes(mode) ? sealedEnvelope : null;
 }

@@ -149,3 +149,25 @@ export class Hadamard implements Mechanism {
 export function localOracle(epsilon: number, d: number): GRR | OLH {
   return d < 3 * Math.exp(epsilon) + 2 ? new GRR(epsilon, d) : new OLH(epsilon, d);
 }
+
+/** The `shuffled-fakes` mode's index without local randomization (`ldptel.mechanisms.histogram`):
+ * the true index, no ε (its privacy is central only: the sealing, the shuffler and the fakes);
+ * the client sends it only when the app passes `acceptUnrandomized`. GRR's wire shape. */
+export class Histogram implements Mechanism {
+  readonly name = "histogram";
+  readonly payload = "grr" as const;
+  readonly epsilon = Infinity;
+  readonly domainSize: number;
+
+  constructor(domainSize: unknown) {
+    this.domainSize = checkInt(domainSize, "domain_size", 2, 2 ** 31);
+  }
+
+  get params(): Record<string, unknown> {
+    return { p: 1, q: 0 };
+  }
+
+  encode(value: unknown): Report {
+    return { payload: this.payload, columns: { values: [checkValue(value, this.domainSize)] } };
+  }
+}
