@@ -342,7 +342,7 @@ class TelemetryClient:
 
     def _count_clipped(self, campaign: str, mech: Mechanism, values: Sequence[Any]) -> None:
         """Count the values of a numeric campaign that were clipped to its [lower, upper]."""
-        if isinstance(mech, NumericMechanism):
+        if isinstance(mech, NumericMechanism) or hasattr(mech, "clipped"):  # also a shuffled one's grid
             clipped = mech.clipped(np.asarray(values, dtype=np.float64))
             if clipped:
                 self._clipped.add(campaign, clipped)

@@ -12,6 +12,8 @@ The config is the dict ``GET /v1/campaigns`` returns (``Campaign.public()``):
   variant (``mechanisms.longitudinal``, ``mechanisms.longitudinal_kinds``; ``epsilon`` is then ε₁).
 - ``kind = "numeric"``: ``epsilon, lower, upper, mechanism`` (``NUMERIC_MECHANISMS``) and, for
   ``1bitmean``, ``memoize, buckets`` (1BitMean's own memoization, without ``epsilon_inf``).
+- range and numeric campaigns in a shuffled privacy mode: an index mechanism over the domain or a
+  grid (``mechanisms.shuffled_kinds``).
 
 ``secret`` is the device's secret for the campaign; RAPPOR (cohort, memoized permanent
 response), heavy hitters (the device's level and seed-pool index), memoized 1BitMean (its α and
@@ -33,6 +35,7 @@ from ldptel.mechanisms.onebitmean import DEFAULT_BUCKETS, OneBitMean
 from ldptel.mechanisms.range_haar import RangeHaar
 from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 from ldptel.mechanisms.rappor import RAPPOR_KEYS
+from ldptel.mechanisms.shuffled_kinds import index_mechanism, is_index_campaign
 
 CAMPAIGN_KINDS = ("frequency", "heavy_hitters", "range", "numeric")
 RANGE_METHODS = ("haar", "hierarchical")
@@ -60,6 +63,8 @@ def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mech
     """The mechanism of a public campaign config (see the module docstring); a bad kind, oracle
     or parameter raises ``ValueError`` naming it, a missing key ``KeyError``."""
     kind = cfg.get("kind", "frequency")
+    if is_index_campaign(cfg):  # range / numeric in a shuffled privacy mode: an index histogram
+        return index_mechanism(cfg)
     memo = memo_args(cfg)
     if kind == "heavy_hitters":
         return (LHeavyHitters if memo else HeavyHitters)(

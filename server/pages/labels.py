@@ -25,6 +25,8 @@ ORACLE_LABELS = {"grr": "GRR (direct encoding)", "sue": "SUE (basic RAPPOR)", "o
 
 def mechanism_label(c: Campaign) -> str:
     """The randomizer and its main parameters."""
+    if c.privacy_mode != "local" and c.kind in ("range", "numeric"):
+        return mode_labels.index_label(c)
     if c.kind == "numeric":
         name = NUMERIC_LABELS.get(c.params["mechanism"], c.params["mechanism"])
         if c.params.get("memoize"):

@@ -39,14 +39,29 @@ def epsilon_note(c: Campaign) -> Markup:
                        "shuffler, or anyone who could read one message, that is its guarantee.").format(
                            e=charts.fmt_eps(c.epsilon))
     elif c.epsilon is None:
-        local = Markup("Each device sends its true value plus on average {r} fake values (uniform over the "
+        value = ("its value rounded at random to one of the grid points" if c.kind == "numeric"
+                 else "its true value")
+        local = Markup("Each device sends {v} plus on average {r} fake values (uniform over the "
                        "domain); they are not randomized on the device, so its guarantee is central only: "
-                       "the shuffler must also keep every fake.").format(r=f"{float(c.fake_rate or 0):.3g}")
+                       "the shuffler must also keep every fake.").format(v=value,
+                                                                         r=f"{float(c.fake_rate or 0):.3g}")
     else:
         local = Markup("Each device sends its value through GRR at ε = {e} (its local guarantee) plus on "
                        "average {r} fake values.").format(e=charts.fmt_eps(c.epsilon),
                                                           r=f"{float(c.fake_rate or 0):.3g}")
     return local + " " + sealed + " " + target
+
+
+def index_label(c: Campaign) -> str:
+    """A range or numeric campaign's mechanism in a shuffled mode: a histogram over its values or
+    over grid points (``ldptel.mechanisms.shuffled_kinds``), and how each index is sent."""
+    how = {"histogram": "true index + fakes", "grr": "GRR", "oue": "OUE", "sue": "SUE"}.get(str(c.oracle),
+                                                                                          str(c.oracle))
+    if c.privacy_mode == "shuffled-fakes" and c.oracle == "grr":
+        how = "GRR + fakes"
+    if c.kind == "range":
+        return f"Histogram over the values ({how})"
+    return f"{c.domain_size} grid points, randomized rounding ({how})"
 
 
 def central_note(privacy: Mapping[str, Any]) -> Markup:
@@ -81,4 +96,4 @@ def central_head(privacy: Mapping[str, Any]) -> str:
             f"and {_eps(privacy.get('central_epsilon'))} (δ = {_delta(float(privacy['central_delta']))})")
 
 
-__all__ = ["central_head", "central_note", "epsilon_note"]
+__all__ = ["central_head", "central_note", "epsilon_note", "index_label"]

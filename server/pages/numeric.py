@@ -42,4 +42,5 @@ def numeric_context(c: Campaign, window: int, a: Any) -> dict:
     chart = mean_chart(points, y_label="mean value", aria_label=f"Mean of {c.name} per window") \
         if points else None
     return {"mean": doc["mean"], "sum": doc["sum"], "chart": chart, "windows": len(points),
-            "lower": doc["lower"], "upper": doc["upper"], "mechanism": doc["mechanism"]}
+            "lower": doc["lower"], "upper": doc["upper"], "mechanism": doc["mechanism"],
+            "grid_points": doc.get("grid_points")}  # a shuffled campaign's values rounded to a grid
