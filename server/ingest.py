@@ -41,6 +41,7 @@ from flask import Blueprint, g, has_app_context, jsonify, request
 from ldptel import keys, scripts
 from ldptel.central_privacy import stored_claim
 from ldptel.config import Campaign, Config
+from ldptel.device_composition import device_composition
 from ldptel.privacy_modes import is_shuffled
 from ldptel.release_claims import planned_claim
 from ldptel.server.app import ServerState, state
@@ -127,7 +128,8 @@ def list_campaigns():
     srv = st.config.server
     resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
                     "max_reports_per_batch": srv.max_reports_per_batch,
-                    "server_time": round(time.time(), 3)})  # sealed batches bind a window
+                    "server_time": round(time.time(), 3),  # sealed batches bind a window
+                    "device_composition": device_composition(st.config.campaigns)})  # across campaigns
     resp.headers["Cache-Control"] = "private, max-age=60"
     resp.headers["ETag"] = f'"{campaigns_digest(st.config)}"'
     return resp

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.parse
 from pathlib import Path
 
 import numpy as np
 import pytest
 import redis
-from agg_support import EXPORT_TOKEN, HttpStack
+from agg_support import EXPORT_TOKEN, HttpStack, signed_in
 from sealed_support import devices, publish_keys, sealed_config, shuffle_and_aggregate
 
 pytestmark = pytest.mark.slow
@@ -89,7 +88,7 @@ def test_ranges_quantiles_means_and_pages(stack, redis_client: redis.Redis, tmp_
     grid_var = np.var(np.linspace(0, 100, 16))
     assert fakes_doc["mean"]["std_error"] == pytest.approx(np.sqrt(800 * h * h / 4 + f * grid_var) / 800)
 
-    session = sign_in(http)
+    session = {"Cookie": signed_in(http)}
     for name, words in (("r-fakes", "Histogram over the values (true index + fakes)"),
                         ("m-fakes", "16 grid points, randomized rounding (true index + fakes)"),
                         ("m-oue", "32 grid points, randomized rounding (OUE)")):
@@ -102,16 +101,3 @@ def test_ranges_quantiles_means_and_pages(stack, redis_client: redis.Redis, tmp_
     status, _, csv = http.request("GET", "/campaigns/r-fakes/download/cdf.csv?window=0", headers=session)
     rows = csv.decode().splitlines()
     assert status == 200 and rows[0].startswith("value,cdf") and rows[-1].split(",")[1] == "1.0", rows[:3]
-
-
-def sign_in(http: HttpStack) -> dict:
-    status, headers, body = http.request("GET", "/signin")
-    csrf = re.search(rb'name="csrf_token" value="([^"]+)"', body).group(1).decode()  # type: ignore[union-attr]
-    cookie = next(c.split(";", 1)[0] for c in headers["set-cookie"].split(", ")
-                  if c.startswith("ldptel_session="))
-    status, headers, _ = http.request("POST", "/signin", urllib.parse.urlencode(
-        {"token": EXPORT_TOKEN, "csrf_token": csrf}).encode(),
-        {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
-    assert status == 302
-    return {"Cookie": next(c.split(";", 1)[0] for c in headers["set-cookie"].split(", ")
-                           if c.startswith("ldptel_session="))}

@@ -83,6 +83,32 @@ def central_note(privacy: Mapping[str, Any]) -> Markup:
     return text
 
 
+def composition_note(composition: Mapping[str, Any]) -> Markup | None:
+    """A device's cumulative central ε across the shuffled campaigns (``ldptel.device_composition``)
+    in words; None without a shuffled campaign to compose."""
+    if composition["status"] == "none" and not composition["unbounded"]:
+        return None
+    parts, total = composition["campaigns"], composition["releases"]
+    if composition["status"] == "none":
+        text = Markup("No campaign in a shuffled privacy mode has a retention period, so no device's "
+                      "cumulative central ε across them is bounded.")
+    elif composition["status"] == "computing":
+        text = Markup("A device's cumulative central ε across the {k} shuffled campaign{s} is being computed "
+                      "(a privacy-loss-distribution accountant over their {t} releases); reload in a few "
+                      "seconds.").format(k=len(parts), s="" if len(parts) == 1 else "s", t=total)
+    else:
+        text = Markup("A device that reports to every shuffled campaign ({names}) in every window over their "
+                      "retention periods — {t} releases in all — reveals at most central ε = {e} (δ = {d}) "
+                      "through their published estimates, composed by a privacy-loss-distribution "
+                      "accountant.").format(names=", ".join(p["name"] for p in parts), t=total,
+                                            e=_eps(composition["epsilon"]),
+                                            d=_delta(float(composition["delta"])))
+    if composition["unbounded"]:
+        text += Markup(" Not counted: {names} (windows kept forever; set a retention).").format(
+            names=", ".join(composition["unbounded"]))
+    return text
+
+
 def decoded_note(decoded_at: float, n: int) -> str:
     """"decoded in the hour from 13:00 UTC from 12,345 reports": ``decoded_at`` of a shuffled
     campaign is the hour plus the number of releases (``aggregator.publish.coarse_time``)."""
@@ -96,4 +122,4 @@ def central_head(privacy: Mapping[str, Any]) -> str:
             f"and {_eps(privacy.get('central_epsilon'))} (δ = {_delta(float(privacy['central_delta']))})")
 
 
-__all__ = ["central_head", "central_note", "epsilon_note", "index_label"]
+__all__ = ["central_head", "central_note", "composition_note", "epsilon_note", "index_label"]
