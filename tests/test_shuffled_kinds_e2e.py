@@ -71,9 +71,11 @@ def test_ranges_quantiles_means_and_pages(stack, redis_client: redis.Redis, tmp_
             assert abs(doc["estimate"] - truth) <= Z * doc["std_error"] + 1e-6, (name, lo, hi, doc)
         quant = get(http, f"/v1/campaigns/{name}/quantiles?q=0.25,0.5,0.9&window=latest")
         claim_ok(quant, mode)
-        for row in quant["items"]:
-            true_q = int(np.quantile(values, row["q"], method="inverted_cdf"))
-            assert row["value_ci_low"] - 2 <= true_q <= row["value_ci_high"] + 2, (name, row, true_q)
+        for row in quant["items"]:  # the rank of the value found is within 4.5 rank std errors of q
+            x = row["value"]
+            below, upto = float(np.mean(values < x)), float(np.mean(values <= x))
+            slack = Z * row["rank_std_error"]
+            assert below - slack <= row["q"] <= upto + slack, (name, row, below, upto)
 
     clipped = np.clip(reals, 0, 100)
     for name, mode in (("m-fakes", "shuffled-fakes"), ("m-oue", "shuffled")):
