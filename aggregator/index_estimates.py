@@ -10,9 +10,9 @@ The accumulator is the frequency one of the index mechanism (``decoders.fakes`` 
 - numeric: a ``MeanEstimate`` (the mean of the values from the grid points' counts, its std error
   with the rounding's h²/4 per report).
 
-Either document also carries ``fake_messages`` (F, the fakes of the window's releases: the export
+A range document also carries ``fake_messages`` (F, the fakes of the window's releases: the export
 API's range and quantile queries need it for the variances, ``ldptel.published.range_estimate``; the
-std errors published with every count already reveal it) and, for numeric, ``grid_points``.
+std errors published with every count already reveal it), a numeric one ``grid_points``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def index_estimate(campaign: Campaign, acc: Accumulator, est: FrequencyEstimate
     mech: Any = acc.mech  # a grid mechanism (``ldptel.mechanisms.grid``)
     mean, var = stats.mean(mech.grid(), est.counts, est.n, mech.step)
     return MeanEstimate(n=est.n, mean=mean, std_error=math.sqrt(var) if var == var else var), \
-        {"fake_messages": fakes, "grid_points": int(mech.domain_size)}
+        {"grid_points": int(mech.domain_size)}
 
 
 __all__ = ["fake_messages", "index_estimate"]

@@ -48,7 +48,7 @@ from ldptel.server.app import ServerState, state
 from ldptel.server.auth import require_token
 from ldptel.server.bodies import drain_unread_body, read_body
 from ldptel.server.errors import ApiError
-from ldptel.server.sealed_ingest import SealedValid, sealed_keys, shuffled_config, validate_sealed
+from ldptel.server.sealed_ingest import sealed_keys, shuffled_config, validate_sealed
 from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 
 bp = Blueprint("ingest", __name__)
@@ -198,7 +198,7 @@ def post_reports():
     camp = valid.campaign
     shard = keys.shard_of(valid.batch_id, camp.shards)
     now = time.time()
-    window = valid.window if isinstance(valid, SealedValid) else keys.window_start(now, camp.window_seconds)
+    window = keys.window_start(now, camp.window_seconds) if valid.window is None else valid.window
     shuffled = st.config.shuffler.enabled
     target = keys.ingress_key if shuffled else keys.stream_key
     top = keys.ingress_top_key if shuffled else keys.stream_top_key
