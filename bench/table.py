@@ -21,6 +21,7 @@ and numpy are imported, as the floors are single-threaded): the table is one cor
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import statistics
@@ -37,7 +38,7 @@ for _blas in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # 
     os.environ.setdefault(_blas, "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROW_MODULES = ["rows_decoders"]
+ROW_MODULES = ["rows_decoders", "rows_ingest"]
 PENDING = [  # the ingest/shuffler rows of the issue, measured after the wire-format change
     ("collector CPU per request, batch 1–1,000", "minimal Flask app, same parse + XADD",
      "≤ 1.2× at batch 100"),
@@ -68,6 +69,7 @@ class Row:
     before: str = ""  # the issue's figure before this work, for the table
     rounds: int | None = None  # fewer rounds for a row whose one call is long
     repeats: int = 3  # calls per side and round, the fastest kept (a shared machine's stalls)
+    self_timed: bool = False  # the callables return their own cost in seconds (e.g. CPU time)
     results: dict = field(default_factory=dict)
 
 
@@ -75,14 +77,16 @@ def scale(unit: str) -> float:
     return {"ns/pair": 1e9, "ns/bit": 1e9, "ns/report": 1e9, "s": 1.0, "ms": 1e3}[unit]
 
 
-def clock(fn: Callable[[], object]) -> float:
+def _clock(fn: Callable[[], object], self_timed: bool = False) -> float:
+    """Seconds one call of ``fn`` takes (wall), or what it returns (``Row.self_timed``)."""
     t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    out = fn()
+    return float(out) if self_timed else time.perf_counter() - t0  # type: ignore[arg-type]
 
 
 def measure(row: Row, rounds: int, quick: bool) -> dict:
     timed = row.setup(quick)
+    clock = functools.partial(_clock, self_timed=row.self_timed)
     timed.ldptel()  # warm-up: compile, caches, page faults
     if timed.floor is not None:
         timed.floor()
