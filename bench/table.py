@@ -38,7 +38,7 @@ for _blas in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # 
     os.environ.setdefault(_blas, "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROW_MODULES = ["rows_decoders", "rows_ingest"]
+ROW_MODULES = ["rows_decoders", "rows_ingest", "rows_shuffle"]
 PENDING = [  # the ingest/shuffler rows of the issue, measured after the wire-format change
     ("collector CPU per request, batch 1–1,000", "minimal Flask app, same parse + XADD",
      "≤ 1.2× at batch 100"),

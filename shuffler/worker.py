@@ -94,6 +94,8 @@ class Shuffler:
         self.lease_ms = max(5000, 10 * self.cfg.poll_ms)
         self._warned: set[tuple[str, int]] = set()
         self._mechanisms: dict[tuple[str, int], tuple[Campaign, Mechanism]] = {}
+        self._versions: dict[tuple[str, int], Campaign | None] = {}
+        self._versions_of: Config | None = None
         self._scripts = scripts.of(r)
         self.pulse = heartbeat.Pulse(f"{socket.gethostname()}:{os.getpid()}:{self.owner}",
                                      keys.SHUFFLER_HEARTBEAT_KEY, BEAT_INTERVAL_S)
@@ -226,10 +228,10 @@ class Shuffler:
             window, batch, count = int(fields.get(keys.ENTRY_WINDOW, 0) or 0), ReportBatch(), 0
         version = batch_version(batch)
         unknown = (held.campaign, version)
-        if self.config.campaign_version(*unknown) is None and unknown not in self._warned:
+        if self.version(*unknown) is None and unknown not in self._warned:
             if self.live.refresh(force=True):  # once per unknown version; then each round
                 self.retry_unknown()
-        if self.config.campaign_version(*unknown) is None:
+        if self.version(*unknown) is None:
             if unknown not in self._warned:
                 self._warned.add(unknown)
                 self.warn(f"shuffle: ingress entries of unknown version {version} of "
@@ -241,12 +243,24 @@ class Shuffler:
     def hold(self, held: Held, eid: bytes, window: int, version: int, batch: ReportBatch, count: int) -> None:
         """``held.add``; a sealed envelope (a campaign version in a shuffled mode) is read as a
         ``SealedBatch`` and grouped by its analyzer key too."""
-        camp = self.config.campaign_version(held.campaign, version)
+        camp = self.version(held.campaign, version)
         if camp is not None and is_shuffled(camp):
             env = SealedBatch.FromString(batch.SerializeToString())
             held.add(eid, window, version, env, env.reports, key_id=env.key_id)
             return
         held.add(eid, window, version, batch, count)
+
+    def version(self, name: str, version: int) -> Campaign | None:
+        """``config.campaign_version``, looked up once per registry snapshot (per entry it was
+        most of the cost of holding a one-report batch)."""
+        cfg = self.config
+        if self._versions_of is not cfg:
+            self._versions, self._versions_of = {}, cfg
+        try:
+            return self._versions[name, version]
+        except KeyError:
+            found = self._versions[name, version] = cfg.campaign_version(name, version)
+            return found
 
     def retry_unknown(self) -> None:
         """The registry changed: hold the entries of versions it now knows."""
