@@ -49,8 +49,8 @@ class Store:
 def config(min_reports: int):
     return parse_config({"shuffler": {"batch_reports": 1000, "max_held_reports": 10_000_000,
                                       "max_ingress_batches": 10_000_000},
-                         "campaigns": [{"name": CAMPAIGN, "oracle": "olh", "epsilon": 1.0, "domain_size": 1024,
-                                        "shuffle_min_reports": min_reports}]})
+                         "campaigns": [{"name": CAMPAIGN, "oracle": "olh", "epsilon": 1.0,
+                                        "domain_size": 1024, "shuffle_min_reports": min_reports}]})
 
 
 def one_report_entries(n: int) -> list[bytes]:
@@ -143,7 +143,8 @@ def longest_call(n: int):
 
         def release() -> float:
             fill(store.r, entries)
-            shuffler = Shuffler(config(10_000_000), redis.Redis.from_url(store.server.url), log=lambda _: None)
+            client = redis.Redis.from_url(store.server.url)
+            shuffler = Shuffler(config(10_000_000), client, log=lambda _: None)
             camp = shuffler.config.campaigns[0]
             held = Held(camp.name, 0)
             while shuffler.read(held):
