@@ -43,6 +43,7 @@ epsilon = 1.0
 domain_size = 1024
 """
 HERE = Path(__file__).resolve().parent
+SERVER = os.environ.get("BENCH_SERVER", "gunicorn")  # both apps' server (bench/ingest_apps.py)
 
 
 class Stack:
@@ -61,7 +62,7 @@ class Stack:
             port = free_port()
             proc = subprocess.Popen(
                 [sys.executable, str(HERE / "ingest_apps.py"), app, "--config", str(self.tmp / "bench.toml"),
-                 "--redis-url", self.redis.url, "--port", str(port)],
+                 "--redis-url", self.redis.url, "--port", str(port), "--server", SERVER],
                 stdout=subprocess.DEVNULL, stderr=open(self.tmp / f"{app}.log", "wb"))
             self.procs[app] = (proc, port)
         for app, (_, port) in self.procs.items():

@@ -162,11 +162,12 @@ def run_serve(args: argparse.Namespace) -> int:
             print("ldptel: no aggregator runs here (--no-aggregator): nothing is counted unless "
                   f"`ldptel aggregate --config {args.config}`{shuffle} run against this Redis",
                   flush=True)
+        server = collector_server(args)
         print(f"ldptel: collector on http://{args.host}:{args.port} "
-              f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
+              f"({args.workers} {server} workers, {len(config.campaigns)} campaigns)", flush=True)
         options = gunicorn_options(args.host, args.port, args.workers,
                                    args.access_log, args.access_log_addresses)
-        pools = [fork_collector(config, redis_url, options, run_aggregator)]
+        pools = [fork_collector(config, redis_url, options, run_aggregator, server=server)]
         if args.read_port:
             print(f"ldptel: reader pool on http://{args.host}:{args.read_port} ({args.read_workers} "
                   f"workers at nice {args.read_nice}): export API, queries, series and pages; ingest "
@@ -182,6 +183,23 @@ def run_serve(args: argparse.Namespace) -> int:
         shutil.rmtree(metrics_dir, ignore_errors=True)
         if lock is not None:
             lock.release()
+
+
+def collector_server(args: argparse.Namespace) -> str:
+    """The collector pool's server: ``--server`` (default granian when installed, the server
+    extra's), gunicorn with ``--access-log`` (its access-log format is the documented one)."""
+    from ldptel.commands import granian_pool
+
+    server = getattr(args, "server", None) or ("granian" if granian_pool.available() else "gunicorn")
+    if server == "granian" and args.access_log:
+        print("ldptel: --access-log: the collector runs under gunicorn (whose access log carries the "
+              "response size)", file=sys.stderr, flush=True)
+        server = "gunicorn"
+    if server == "granian" and not granian_pool.available():
+        print("ldptel: granian is not installed; the collector runs under gunicorn", file=sys.stderr,
+              flush=True)
+        server = "gunicorn"
+    return server
 
 
 def check_pool_args(args: argparse.Namespace) -> str | None:
@@ -303,9 +321,10 @@ def shuffler_child(config_path: str, redis_url: str) -> Supervised:
 
 
 def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supervised: bool,
-                   reader: bool = False, nice: int = 0) -> int:
-    """gunicorn in a forked child (it takes over signals and reaps its own children), at ``nice``
-    (its workers inherit it), serving everything or (``reader``) the reader pool's part; its pid."""
+                   reader: bool = False, nice: int = 0, server: str = "gunicorn") -> int:
+    """gunicorn (or granian: ``server``, the collector's pool only) in a forked child (it takes
+    over signals and reaps its own children), at ``nice`` (its workers inherit it), serving
+    everything or (``reader``) the reader pool's part; its pid."""
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
@@ -319,7 +338,14 @@ def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supe
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         if nice:
             os.nice(nice)
-        CollectorApplication(config, redis_url, options, supervised, reader).run()
+        if server == "granian" and not reader:
+            from ldptel.commands import granian_pool
+
+            host, _, port = str(options["bind"]).rpartition(":")
+            granian_pool.run(str(config.path), redis_url, host.strip("[]"), int(port),
+                             int(options["workers"]), supervised)
+        else:
+            CollectorApplication(config, redis_url, options, supervised, reader).run()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -371,7 +397,10 @@ def supervise(pools: list[int], children: list[Supervised]) -> int:
     """Restart dead ``children`` until a gunicorn of ``pools`` exits (the others are stopped; its
     exit status is returned) or a SIGTERM/SIGINT arrives (every pool is stopped; 0 if the first
     stopped cleanly)."""
+    from ldptel import prom
+
     stop = threading.Event()
+    reaped_at = 0.0
     previous: dict[int, Callable[..., Any] | int | None] = {}
     for sig in (signal.SIGTERM.value, signal.SIGINT.value):
         previous[sig] = signal.signal(sig, lambda *_: stop.set())
@@ -384,6 +413,9 @@ def supervise(pools: list[int], children: list[Supervised]) -> int:
                     return code if code >= 0 else 1
             for child in children:
                 child.check()
+            if time.monotonic() - reaped_at >= 1.0:  # a granian worker that died: its live gauges
+                prom.mark_dead_gone()
+                reaped_at = time.monotonic()
             stop.wait(POLL_S)
         return stop_pids(pools)[0]
     finally:

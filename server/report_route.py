@@ -34,6 +34,7 @@ from werkzeug.wsgi import get_content_length
 
 from ldptel import keys, scripts
 from ldptel.config import Config
+from ldptel.proto import SEALED_SCHEMA_VERSION, schema_version_of
 from ldptel.server.bodies import drain_environ, read_environ
 from ldptel.server.errors import API_CSP
 from ldptel.server.sealed_ingest import SealedValid, sealed_keys, validate_sealed
@@ -82,13 +83,15 @@ def campaigns_digest(config: Config) -> str:
 
 
 def validate(st: Any, body: bytes) -> ValidBatch:
-    """The batch of ``body``: a ``ReportBatch`` (``_validate_plain``) or, schema_version 2, a
+    """The batch of ``body``, parsed once as what its ``schema_version`` says it is
+    (``proto.schema_version_of``): a ``ReportBatch`` (``_validate_plain``) or, schema_version 2, a
     ``SealedBatch`` (``sealed_ingest``); ``Rejection`` otherwise."""
-    try:
-        return _validate_plain(st, body)
-    except Rejection as rej:
-        if rej.reason != "sealed_batch":
-            raise
+    if schema_version_of(body) != SEALED_SCHEMA_VERSION:
+        try:
+            return _validate_plain(st, body)
+        except Rejection as rej:
+            if rej.reason != "sealed_batch":
+                raise
     try:  # schema_version 2: a SealedBatch (``sealed_ingest``); a new key may have just appeared
         return validate_sealed(body, st.config, st.mechanisms, sealed_keys(st))
     except Rejection as rej:
