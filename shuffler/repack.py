@@ -66,6 +66,10 @@ def parse_all(mech: Mechanism, batches: list[ReportBatch]
     return parsed, bad
 
 
+# a batch's fields besides its payload that a merge may drop (the re-packed batches set their own)
+BATCH_FIELDS = ("campaign", "batch_id", "count", "schema_version", "campaign_version")
+
+
 def merged_columns(mech: Mechanism, batches: list[ReportBatch]) -> tuple[dict, int] | None:
     """Every batch's columns at once (columnar: no per-batch numpy): the payloads merged into one
     (``MergeFrom`` concatenates a repeated field's values in batch order), each bytes field of
@@ -92,10 +96,13 @@ def merged_columns(mech: Mechanism, batches: list[ReportBatch]) -> tuple[dict, i
                 return None
             rows[f.name] = int(col.shape[1])
     repeated = [f.name for f in fields if f.name not in rows]
+    known = {*BATCH_FIELDS, kind}
     merged = ReportBatch()
     out = getattr(merged, kind)
     total = 0
     for batch in batches:
+        if any(f.name not in known for f, _ in batch.ListFields()):
+            return None  # a field beyond the payload (a newer wire format): batch by batch
         payload, count = getattr(batch, kind), batch.count
         for name in repeated:
             if len(getattr(payload, name)) not in (0, count):
