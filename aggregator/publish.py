@@ -17,7 +17,9 @@ Per kind the document is what the export API answers (``document``), plus ``deco
   mean, sum`` (``MeanEstimate.document``: each ``estimate, std_error, ci_low, ci_high``).
 
 Below the campaign's ``min_reports`` nothing is decoded: the publication holds the tag without a
-document (``Published.doc`` is None).
+document (``Published.doc`` is None). A campaign with breakdown dimensions is decoded per cell and
+released per cell (``aggregator.breakdown``): it has a document once one cell holds
+``min_reports``.
 
 ``Publisher`` is the aggregator worker's schedule (``Worker.run`` calls ``due`` every round): a
 (campaign, window) noted after a commit, or found missing or behind (``stale_windows``, at the
@@ -43,8 +45,9 @@ import numpy as np
 import redis as redis_lib
 
 from ldptel import published
-from ldptel.aggregator import metrics, retention, store
+from ldptel.aggregator import breakdown, metrics, retention, store
 from ldptel.aggregator.decoders import Accumulator
+from ldptel.aggregator.decoders.cells import CellAccumulator
 from ldptel.central_privacy import release_claim
 from ldptel.config import Campaign
 from ldptel.mechanisms.estimates import MeanEstimate
@@ -77,7 +80,10 @@ def document(campaign: Campaign, window: int, acc: Accumulator, decoded_at: floa
     """Decode ``acc`` (``Accumulator.estimate``): the kind's document and, for range campaigns,
     the estimate's arrays. Its ``privacy`` is ``Campaign.privacy()`` plus the central ε of the
     window's ``acc.n`` reports (``central_privacy.release_claim``; ``shuffled``: the reports came
-    through the shuffler)."""
+    through the shuffler). With breakdown dimensions: ``breakdown.document``."""
+    if isinstance(acc, CellAccumulator):
+        return breakdown.document(campaign, window, acc, decoded_at, shuffled,
+                                  lambda c, w, a, t, s: document(c, w, a, t, s, batches)[0]), None
     est = acc.estimate()
     if is_shuffled(campaign):  # whole releases: "central ε between L and U" of the worst batch
         privacy = {**campaign.privacy(), **window_claim(campaign, batches or [])}
@@ -121,7 +127,7 @@ def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = Non
         decoded_at = coarse_time(decoded_at, len(batches))
     pub = Published(n=n, digest=state_digest(campaign, window, acc), config=config_digest(campaign),
                     decoded_at=decoded_at, doc=None)
-    if n >= campaign.min_reports:
+    if breakdown.releasable(campaign, acc):
         pub.doc, pub.arrays = document(campaign, window, acc, decoded_at, shuffled, batches)
         pub.doc_json = json.dumps(pub.doc, allow_nan=False)
     return pub

@@ -13,10 +13,11 @@ to this consumer, never acknowledged) until it holds them all, then:
    (``mechanisms.rows.from_rows``) and drops rows the mechanism refuses (``valid_rows``: a device
    can put anything inside its ciphertext; the collector could not check it);
 3. decodes them into a fresh accumulator (shuffled: the oracle's; shuffled-fakes: the fake-message
-   histogram, ``decoders.fakes``) counting the release's real reports as its devices, and commits
-   the whole release at once (``store.commit``: one ``COMMIT`` that acknowledges every part and
-   sets ``rel:<window>:<release id>`` = its real reports, the batch sizes a window's claim rests
-   on). A window's state therefore changes only by whole releases.
+   histogram, ``decoders.fakes``; with dimensions: the inner accumulator of the release's cell,
+   whose values every part carries in the clear) counting the release's real reports as its devices,
+   and commits the whole release at once (``store.commit``: one ``COMMIT`` that acknowledges every
+   part and sets ``rel:<window>:<release id>`` = its real reports, the batch sizes a window's claim
+   rests on). A window's state therefore changes only by whole releases.
 
 Several workers: the parts of one release may be delivered to two of them. The worker holding part
 0 claims the others (``claim_rest``: their entry ids follow part 0's); the other worker's copies are
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ldptel import keys, sealing
 from ldptel.aggregator import retention
+from ldptel.aggregator.decoders.cells import CellAccumulator
 from ldptel.aggregator.decoders.fakes import FakesAccumulator
 from ldptel.mechanisms.rows import from_rows, row_dtype, select, valid_rows
 from ldptel.proto import ReportBatch, SealedBatch
@@ -142,7 +144,9 @@ class SealedReleases:
         if retention.expired(camp, window):  # never counted (nor brought back)
             return w.commit_version(slot, version, [], ids)
         t0 = time.perf_counter()
-        acc = slot.fresh(version)
+        acc = whole = slot.fresh(version)
+        if isinstance(whole, CellAccumulator):  # a release is one cell's (issue 28)
+            acc = whole.cell(whole.cells.cell_of({d.name: d.value for d in first.dimensions}))
         width = row_dtype(acc.mech).itemsize
         info = sealing.info(camp.name, version, int(first.window), int(first.key_id))
         plain, failed = sealing.open_all([m for p in parts for m in p.messages], private, info, width)
@@ -156,6 +160,9 @@ class SealedReleases:
         else:
             acc.add_columns(cols, good)
             acc.state["n"][0] += good  # every message is one device's report
+        if isinstance(whole, CellAccumulator):
+            whole.sync()
+        acc = whole
         rejected = failed + (m - good)
         extra = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports]
         t1 = time.perf_counter()

@@ -47,7 +47,7 @@ class Slot:
         """An empty accumulator of ``version`` (default: the latest), sharing its template's
         mechanism object."""
         template = self.templates[max(self.versions) if version is None else version]
-        return type(template)(template.mech)
+        return template.blank()
 
     @property
     def stream(self) -> str:

@@ -43,6 +43,7 @@ from typing import cast
 
 from ldptel import keys, scripts
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
+from ldptel.aggregator.decoders.cells import CellAccumulator
 from ldptel.config import Campaign
 from ldptel.errors import StateMismatch
 from ldptel.keys import (
@@ -59,12 +60,18 @@ TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 
 
 def new_accumulator(campaign: Campaign) -> Accumulator:
-    """An empty accumulator for ``campaign`` (shuffled-fakes: the fake-message histogram)."""
-    if campaign.privacy_mode == "shuffled-fakes":
-        from ldptel.aggregator.decoders.fakes import FakesAccumulator
+    """An empty accumulator for ``campaign`` (shuffled-fakes: the fake-message histogram; with
+    dimensions: one per cell, ``CellAccumulator``)."""
+    mech = campaign.mechanism()
 
-        return FakesAccumulator(campaign.mechanism())
-    return accumulator_for(campaign.mechanism())
+    def make() -> Accumulator:
+        if campaign.privacy_mode == "shuffled-fakes":
+            from ldptel.aggregator.decoders.fakes import FakesAccumulator
+
+            return FakesAccumulator(mech)
+        return accumulator_for(mech)
+
+    return make() if campaign.dimensions is None else CellAccumulator(make, campaign.dimensions)
 
 
 def release_sizes(r: AnyRedis, campaign: Campaign, window: int) -> list[int]:
@@ -83,7 +90,7 @@ def decode_accumulator(campaign: Campaign, data: bytes, template: Accumulator | 
     """Accumulator bytes of ``campaign`` back into an object (``ValueError`` if they do not fit
     the campaign's current parameters, e.g. a changed domain size)."""
     template = template if template is not None else new_accumulator(campaign)
-    return type(template).from_bytes(template.mech, data)
+    return template.load(data)
 
 
 # --- reads ---------------------------------------------------------------------------------
@@ -146,7 +153,7 @@ def fold_stored(r: AnyRedis, campaign: Campaign, shard: int, deltas: dict[int, A
         totals[w] = acc
         old = _pick_fields(r, key, stored.get(w, []), acc)
         if old:
-            totals[w] = type(template)(template.mech).merge(acc)
+            totals[w] = template.blank().merge(acc)
             for f, data in zip(old, cast(list[bytes | None], r.hmget(key, old)), strict=True):
                 if data is None:
                     continue  # replaced meanwhile by another worker's field: left alone

@@ -1,5 +1,5 @@
 """The two collectors of the ingest rows of ``bench/table.py`` (``bench/rows_ingest.py``), each
-served the way ``ldptel serve`` serves the collector (``commands.serve.gunicorn_options``, one
+served the way ``ldptel serve`` serves the collector (``commands.gunicorn_pool.gunicorn_options``, one
 worker process) so that the server's own cost is the same on both sides:
 
 - ``ldptel``: ``server.app.create_app`` on ``--config`` (the real collector, every blueprint);
@@ -20,7 +20,7 @@ import redis
 from flask import Flask, jsonify, request
 from gunicorn.app.base import BaseApplication
 
-from ldptel.commands.serve import gunicorn_options
+from ldptel.commands.gunicorn_pool import gunicorn_options
 from ldptel.config import load_config
 from ldptel.proto import ReportBatch
 

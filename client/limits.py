@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ldptel.client.envelope import copy_envelope
 from ldptel.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch
 
@@ -43,10 +44,12 @@ class Limits:
 
 
 def split_batch(mech: Mechanism, batch: ReportBatch, parts: int = 2) -> list[ReportBatch]:
-    """``batch`` as up to ``parts`` batches of consecutive reports (same campaign, no batch_id)."""
+    """``batch`` as up to ``parts`` batches of consecutive reports (same campaign and envelope, no
+    batch_id)."""
     columns = mech.columns(batch)
     bounds = np.linspace(0, batch.count, min(parts, batch.count) + 1).astype(int)
-    return [mech.pack({k: v[a:b] for k, v in columns.items()}, int(b - a), batch.campaign, b"")
+    return [copy_envelope(batch, mech.pack({k: v[a:b] for k, v in columns.items()}, int(b - a),
+                                           batch.campaign, b""))
             for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 

@@ -2,12 +2,13 @@
 
 Tables:
 
-- ``reports(id, campaign, count, batch, chunk, version)`` — ``batch`` is a serialized
+- ``reports(id, campaign, count, batch, chunk, version, grp)`` — ``batch`` is a serialized
   ``ReportBatch`` holding ``count`` already-randomized reports (one for ``report()``; raw values
   are never stored) under campaign version ``version``; ``chunk`` is NULL until the row is
-  assigned to a chunk;
-- ``chunks(id, campaign, batch_id, version)`` — a group of rows of one campaign version that is
-  sent as one
+  assigned to a chunk; ``grp`` is the row's envelope, its window and dimension values
+  (``device_level.group_of``; empty for neither): a chunk holds rows of one ``grp`` only;
+- ``chunks(id, campaign, batch_id, version, grp)`` — a group of rows of one campaign version (and
+  one ``grp``) that is sent as one
   ``ReportBatch`` under a fixed random ``batch_id``. The assignment is committed *before* the
   first attempt, so every retry (also after a crash or restart) re-sends the same reports under
   the same id and the collector stores them once;
@@ -53,8 +54,11 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
-# queue files written before campaign versions get the column (their rows are version 1)
+# queue files written before campaign versions (and dimensions) get the columns: their rows are
+# version 1, of no window or dimension
 VERSION_COLUMNS = ("reports", "chunks")
+INSERT_ROW = "INSERT INTO reports (campaign, count, batch, version, grp) VALUES (?, ?, ?, ?, ?)"
+ADDED_COLUMNS = (("version", "INTEGER NOT NULL DEFAULT 1"), ("grp", "TEXT NOT NULL DEFAULT ''"))
 
 
 def _name(url: str) -> str:
@@ -110,6 +114,7 @@ class Chunk:
     batches: list[bytes]  # serialized ReportBatch rows, in queue order
     count: int  # reports in all rows
     version: int = 1  # the campaign version the rows were randomized under
+    group: str = ""  # the rows' window and dimension values (``device_level.group_of``)
 
 
 class ReportQueue:
@@ -129,8 +134,9 @@ class ReportQueue:
         self._lost: str | None = None
         for table in VERSION_COLUMNS:
             columns = [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]
-            if "version" not in columns:
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
+            for name, spec in ADDED_COLUMNS:
+                if name not in columns:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {spec}")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -150,16 +156,16 @@ class ReportQueue:
         """Queue one row of ``count`` randomized reports (committed on return)."""
         self.append_many([(campaign, count, batch)])
 
-    def append_many(self, rows: Iterable[tuple[str, int, bytes] | tuple[str, int, bytes, int]],
-                    guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
-        """Queue rows ``(campaign, count, batch[, version])`` (version 1 when left out) in one
-        transaction. ``guard`` (the privacy ledger) runs first in the same transaction: when it
-        returns False nothing is queued (what it wrote is committed)."""
+    def append_many(self, rows: Iterable[tuple], guard: Callable[[sqlite3.Connection], bool] | None = None
+                    ) -> bool:
+        """Queue rows ``(campaign, count, batch[, version[, grp]])`` (version 1 and no group when
+        left out) in one transaction. ``guard`` (the privacy ledger) runs first in the same
+        transaction: when it returns False nothing is queued (what it wrote is committed)."""
         with self.transaction() as db:
             if guard is not None and not guard(db):
                 return False
-            db.executemany("INSERT INTO reports (campaign, count, batch, version) VALUES (?, ?, ?, ?)",
-                           ((r[0], int(r[1]), r[2], int(r[3]) if len(r) > 3 else 1) for r in rows))
+            db.executemany(INSERT_ROW, ((r[0], int(r[1]), r[2], int(r[3]) if len(r) > 3 else 1,
+                                         r[4] if len(r) > 4 else "") for r in rows))
             return True
 
     def execute_script(self, script: str) -> None:
@@ -183,8 +189,8 @@ class ReportQueue:
                     or self._new_chunk(max_reports, max_bytes, set(skip_campaigns)))
 
     def _open_chunk(self, skip: set[int], skip_campaigns: set[str]) -> Chunk | None:
-        for cid, campaign, batch_id, version in self._db.execute(
-                "SELECT id, campaign, batch_id, version FROM chunks ORDER BY id").fetchall():
+        for cid, campaign, batch_id, version, grp in self._db.execute(
+                "SELECT id, campaign, batch_id, version, grp FROM chunks ORDER BY id").fetchall():
             if cid in skip or campaign in skip_campaigns:
                 continue
             rows = self._db.execute("SELECT count, batch FROM reports WHERE chunk = ? ORDER BY id",
@@ -193,34 +199,34 @@ class ReportQueue:
                 self._db.execute("DELETE FROM chunks WHERE id = ?", (cid,))
                 continue
             return Chunk(cid, campaign, bytes(batch_id), [bytes(b) for _, b in rows],
-                         sum(n for n, _ in rows), int(version))
+                         sum(n for n, _ in rows), int(version), grp)
         return None
 
     def _new_chunk(self, max_reports: int, max_bytes: int | None, skip_campaigns: set[str]) -> Chunk | None:
         names = sorted(skip_campaigns)
         first = self._db.execute(
-            "SELECT campaign, version FROM reports WHERE chunk IS NULL AND campaign NOT IN "
+            "SELECT campaign, version, grp FROM reports WHERE chunk IS NULL AND campaign NOT IN "
             f"({', '.join('?' * len(names))}) ORDER BY id LIMIT 1", names).fetchone()
         if first is None:
             return None
-        campaign, version = first
+        campaign, version, grp = first
         picked: list[tuple[int, int, bytes]] = []
         total = size = 0
         for rid, n, b in self._db.execute(
                 "SELECT id, count, batch FROM reports WHERE chunk IS NULL AND campaign = ? AND version = ? "
-                "ORDER BY id LIMIT ?", (campaign, version, max(1, max_reports))):
+                "AND grp = ? ORDER BY id LIMIT ?", (campaign, version, grp, max(1, max_reports))):
             if picked and (total + n > max_reports or
                            (max_bytes is not None and size + len(b) > max_bytes)):
                 break
             picked.append((rid, n, bytes(b)))
             total, size = total + n, size + len(b)
         batch_id = os.urandom(16)
-        cur = self._db.execute("INSERT INTO chunks (campaign, batch_id, version) VALUES (?, ?, ?)",
-                               (campaign, batch_id, version))
+        cur = self._db.execute("INSERT INTO chunks (campaign, batch_id, version, grp) VALUES (?, ?, ?, ?)",
+                               (campaign, batch_id, version, grp))
         chunk_id = cur.lastrowid
         assert chunk_id is not None  # sqlite sets it on every successful INSERT
         self._db.executemany("UPDATE reports SET chunk = ? WHERE id = ?", ((chunk_id, r[0]) for r in picked))
-        return Chunk(chunk_id, campaign, batch_id, [r[2] for r in picked], total, int(version))
+        return Chunk(chunk_id, campaign, batch_id, [r[2] for r in picked], total, int(version), grp)
 
     def complete(self, chunk: Chunk) -> None:
         """Remove a delivered (or deliberately dropped) chunk and its reports."""
@@ -241,8 +247,8 @@ class ReportQueue:
         with self.transaction():
             self._db.execute("DELETE FROM reports WHERE chunk = ?", (chunk.id,))
             self._db.execute("DELETE FROM chunks WHERE id = ?", (chunk.id,))
-            self._db.executemany("INSERT INTO reports (campaign, count, batch, version) VALUES (?, ?, ?, ?)",
-                                 ((chunk.campaign, int(n), b, chunk.version) for n, b in rows))
+            self._db.executemany(INSERT_ROW, ((chunk.campaign, int(n), b, chunk.version, chunk.group)
+                                              for n, b in rows))
 
     # --- inspection and metadata ---------------------------------------------------------------
     def pending(self, campaign: str | None = None) -> int:

@@ -64,7 +64,7 @@ def unsealed(cfg: dict, mech: Mechanism, batch: ReportBatch, now: float) -> byte
     env = SealedBatch(campaign=batch.campaign, schema_version=SEALED_SCHEMA_VERSION, reports=batch.count,
                       campaign_version=int(cfg.get("version", 1)),
                       window=keys.window_start(now, int(cfg.get("window_seconds", 0))),
-                      messages=row_bytes(rows))
+                      messages=row_bytes(rows), dimensions=batch.dimensions)
     return env.SerializeToString()
 
 
@@ -93,7 +93,7 @@ def seal_rows(cfg: dict, mech: Mechanism, campaign: str, version: int, batch_id:
     public = sealing.load_public(base64.b64decode(key["public"]))
     key_id = int(key["id"])
     windows = accepted_windows(cfg, now)
-    by_window: dict[int, list[SealedBatch]] = {}
+    by_window: dict[int, list[SealedBatch]] = {}  # a chunk's rows share their dimension values
     stale = 0
     for raw in rows:
         env = SealedBatch.FromString(raw)
@@ -111,7 +111,7 @@ def seal_rows(cfg: dict, mech: Mechanism, campaign: str, version: int, batch_id:
         body = SealedBatch(campaign=campaign, campaign_version=version, schema_version=SEALED_SCHEMA_VERSION,
                            batch_id=hashlib.sha256(batch_id + window.to_bytes(8, "big")).digest()[:16],
                            reports=reports, key_id=key_id, window=window,
-                           messages=sealing.seal(messages, public, info))
+                           messages=sealing.seal(messages, public, info), dimensions=envs[0].dimensions)
         out.append(Sealed(bytes(body.batch_id), body.SerializeToString(), reports))
     return out, stale
 

@@ -29,6 +29,7 @@ import numpy as np
 from ldptel.client import delivery
 from ldptel.client.configs import CampaignConfigs
 from ldptel.client.delivery import CONTENT_TYPE, Action, Attempt, BodyCutOff, FlushResult, HttpStatus
+from ldptel.client.envelope import copy_envelope
 from ldptel.client.errors import (
     CampaignRefused,
     QueueUnavailable,
@@ -236,14 +237,16 @@ class Sender:
 
     def batch_body(self, chunk: Chunk) -> bytes:
         """The chunk's rows as one columnar ``ReportBatch`` of the chunk's campaign version under
-        its batch_id (rows of several reports are packed with that version's mechanism)."""
+        its batch_id (rows of several reports are packed with that version's mechanism; the rows
+        of a chunk share their window and dimension values, ``ldptel.client.envelope``)."""
         if len(chunk.batches) == 1:
             batch = ReportBatch.FromString(chunk.batches[0])
         else:
             mech = self.client.mechanism(chunk.campaign, chunk.version)
             parts = [mech.columns(ReportBatch.FromString(b)) for b in chunk.batches]
             columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-            batch = mech.pack(columns, chunk.count, chunk.campaign)
+            batch = copy_envelope(ReportBatch.FromString(chunk.batches[0]),
+                                  mech.pack(columns, chunk.count, chunk.campaign))
         batch.campaign = chunk.campaign
         batch.batch_id = chunk.batch_id
         batch.campaign_version = chunk.version

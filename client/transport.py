@@ -2,17 +2,19 @@
 
     client = TelemetryClient("https://collector.example", token, queue_path="ldptel-queue.sqlite")
     client.report("homepage", "b")     # randomized now (ε-LDP); only the randomized report is queued
+    client.report("homepage", "b", dimensions={"arm": "treatment"})  # a campaign's public dimensions
     client.flush()                     # or client.start() for a background sender
 
 - Campaign configs and the collector's limits come from ``GET /v1/campaigns``, cached in memory
   and the SQLite file, refreshed in the background (``ldptel.client.configs``): ``report`` never
   makes a network request (a device's first run waits at most ``timeout`` s for the first answer).
 - ``report(campaign, value)`` randomizes immediately with the campaign's mechanism and OS
-  randomness; the raw value is never stored or sent. Reports wait in a SQLite queue
-  (``ldptel.client.queue``), which survives restarts. When the queue cannot be opened or written
-  (disk full, read-only directory) the report is dropped and counted, never raised into the app:
-  ``health()`` says why. ``UnknownCampaign`` and ``ValueError`` (naming the campaign) are the
-  app's mistakes and are raised.
+  randomness; the raw value is never stored or sent (dimension values and the device-level kinds:
+  ``ldptel.client.reporting``). Reports wait in a SQLite queue (``ldptel.client.queue``), which
+  survives restarts. When the queue cannot be opened or written (disk full, read-only directory)
+  the report is dropped and counted, never raised into the app: ``health()`` says why.
+  ``UnknownCampaign`` and ``ValueError`` (naming the campaign) are the app's mistakes and are
+  raised.
 - ``flush()`` (and the background sender) posts the queue as columnar ``ReportBatch`` es, one per
   chunk of one campaign within the collector's limits, each chunk under a batch_id fixed before
   its first attempt, so a retry is deduplicated by the collector (``ldptel.client.sending``; what
@@ -31,15 +33,16 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ldptel.client import delivery
+from ldptel.client import delivery, reporting
 from ldptel.client.configs import MAX_ANSWER_BYTES as ANSWER_CAP
 from ldptel.client.configs import META_KEY, CampaignConfigs, config_for, version_config
 from ldptel.client.delivery import FlushResult
+from ldptel.client.device_level import DeviceWindows, is_device_level
 from ldptel.client.errors import (
     CampaignRefused,
     QueueUnavailable,
@@ -49,17 +52,15 @@ from ldptel.client.errors import (
 )
 from ldptel.client.health import DropCounter, Health
 from ldptel.client.ledger import REFUSALS, PrivacyLedger, check_limit
-from ldptel.client.limits import Limits, fit_rows
+from ldptel.client.limits import Limits
 from ldptel.client.mechanism_cache import MechanismCache
 from ldptel.client.queue import ReportQueue, default_queue_path, store_path
-from ldptel.client.sealed import ClockOffset, is_sealed, unsealed
+from ldptel.client.sealed import ClockOffset, is_sealed
 from ldptel.client.sending import BackgroundSender, Sender
 from ldptel.mechanisms.base import Mechanism
-from ldptel.mechanisms.builder import uses_device_secret, value_index
+from ldptel.mechanisms.builder import value_index
 from ldptel.mechanisms.claims import report_cost
 from ldptel.mechanisms.device_secret import derive, device_secret
-from ldptel.mechanisms.numeric import NumericMechanism
-from ldptel.proto import ReportBatch
 
 log = logging.getLogger("ldptel.client")
 
@@ -103,6 +104,7 @@ class TelemetryClient:
         lifetime_epsilon: float | None = None,
         scope: str = "campaign",
         accept_unrandomized: bool = False,
+        dimensions: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
@@ -123,6 +125,8 @@ class TelemetryClient:
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
         self.rng = rng
+        self.dimensions = dict(dimensions or {})  # default dimension values (``client.reporting``)
+        self.device_windows = DeviceWindows(self)
         self.queue_path = store_path(queue_path, self.url)
         self._queue: ReportQueue | None = None
         self._queue_error: str | None = None  # why the queue cannot be opened or written
@@ -166,7 +170,7 @@ class TelemetryClient:
             raise QueueUnavailable(self._queue_error or "queue unavailable")
         return queue
 
-    def _store(self, campaign: str, rows: list[tuple[str, int, bytes, int]], n: int,
+    def _store(self, campaign: str, rows: list[tuple], n: int,
                guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
         """Queue ``rows`` (``guard``, the ledger, admits them in the same transaction); on a storage
         error or a store lost (deleted or replaced while open) drop, count and say why (``health``)."""
@@ -274,28 +278,32 @@ class TelemetryClient:
             return derive(device, b"ldptel/ledger-key")
         return derive(device, b"ldptel/campaign-secret\0" + campaign.encode())
 
+    def device_mechanism(self, campaign: str, version: int) -> tuple[dict, Mechanism] | None:
+        """A device-level window's config and mechanism (``client.reporting.device_mechanism``)."""
+        return reporting.device_mechanism(self, campaign, version)
+
     # --- reporting ----------------------------------------------------------------------------
-    def report(self, campaign: str, value: Any) -> bool:
+    storage_errors = STORAGE_ERRORS
+
+    def report(self, campaign: str, value: Any, dimensions: Mapping[str, Any] | None = None) -> bool:
         """Randomize ``value`` for ``campaign`` now and queue the randomized report; True if it was
         queued. Never makes a network request and never raises for storage or network trouble
         (the report is dropped and counted: ``health``); ``UnknownCampaign`` / ``ValueError``
         name the campaign. False, counted in the ledger and ``health().dropped``, and nothing
         queued, for a report beyond the campaign's ``reports_per_window`` in the current window,
-        or one whose ε would take the ledger past ``lifetime_epsilon`` (``privacy_ledger``)."""
+        or one whose ε would take the ledger past ``lifetime_epsilon`` (``privacy_ledger``).
+        ``dimensions``: the campaign's public dimension values (``client.reporting``). A
+        device-level campaign records the event in its window's aggregate instead (one report
+        per window, at its end: ``client.device_level``)."""
         prepared = self._for_report(campaign, 1)
         if prepared is None:
             return False
         cfg, mech = prepared
+        dims = reporting.dimension_pairs(campaign, cfg, dimensions, self.dimensions)
+        if is_device_level(cfg):
+            return reporting.record_event(self, campaign, cfg, value, dims)
         value = value_index(cfg, value)
-        try:
-            if self.rng is not None and not uses_device_secret(cfg):
-                batch = mech.encode_batch([value], rng=self.rng, campaign=campaign, batch_id=b"")
-            else:
-                batch = mech.encode(value, campaign=campaign)
-                batch.batch_id = b""
-        except ValueError as exc:
-            raise ValueError(f"campaign {campaign!r}: {exc}") from None
-        self._count_clipped(campaign, mech, [value])
+        batch = reporting.encoded(self, campaign, cfg, mech, value, dims)
         try:
             charge = self.ledger.charge(campaign, cfg, report_cost(cfg, mech), value, time.time())
         except STORAGE_ERRORS as exc:
@@ -304,48 +312,21 @@ class TelemetryClient:
             return False
         guard = self.ledger.guard(charge, lambda why: self._dropped.add(why, 1, f"campaign {campaign!r}: "
                                                                         f"report refused ({REFUSALS[why]})"))
-        data = unsealed(cfg, mech, batch, self.clock.now()) if is_sealed(cfg) else batch.SerializeToString()
-        row = (campaign, 1, data, cfg.get("version", 1))
-        if not self._store(campaign, [row], 1, guard):
+        if not self._store(campaign, [reporting.queue_row(self, campaign, cfg, mech, batch)], 1, guard):
             return False
         self._background.queued(1)
         return True
 
-    def report_many(self, campaign: str, values: Sequence[Any]) -> int:
+    def report_many(self, campaign: str, values: Sequence[Any], dimensions: Mapping[str, Any] | None = None,
+                    window: int | None = None) -> int:
         """Randomize many values at once (vectorized), each an independent report of a simulated
-        device (RAPPOR: its own cohort and permanent response; heavy hitters: level and seed index),
-        for simulations and load tests: the ledger and ``reports_per_window`` do not apply. Rows
-        fit the collector's ``max_body_bytes``. Returns the number queued."""
-        prepared = self._for_report(campaign, len(values))
-        if prepared is None:
-            return 0
-        cfg, mech = prepared
-        vals = [value_index(cfg, v) for v in values]
-        budget = self.limits.row_budget(campaign)
-        rows = []
-        step = self._sender.max_reports()
-        for start in range(0, len(vals), step):
-            part = vals[start:start + step]
-            try:
-                batch = mech.encode_batch(part, rng=self.rng, campaign=campaign, batch_id=b"")
-            except ValueError as exc:
-                raise ValueError(f"campaign {campaign!r}: {exc}") from None
-            for n, data in fit_rows(mech, batch, budget):
-                if is_sealed(cfg):  # simulated devices: one envelope of n reports (``client.sealed``)
-                    data = unsealed(cfg, mech, ReportBatch.FromString(data), self.clock.now())
-                rows.append((campaign, n, data, cfg.get("version", 1)))
-        self._count_clipped(campaign, mech, vals)
-        if not self._store(campaign, rows, len(vals)):
-            return 0
-        self._background.queued(len(vals))
-        return len(vals)
-
-    def _count_clipped(self, campaign: str, mech: Mechanism, values: Sequence[Any]) -> None:
-        """Count the values of a numeric campaign that were clipped to its [lower, upper]."""
-        if isinstance(mech, NumericMechanism):
-            clipped = mech.clipped(np.asarray(values, dtype=np.float64))
-            if clipped:
-                self._clipped.add(campaign, clipped)
+        device (RAPPOR: its own cohort and permanent response; heavy hitters: level and seed index)
+        sharing ``dimensions``, for simulations and load tests: the ledger and
+        ``reports_per_window`` do not apply. Rows fit the collector's ``max_body_bytes``. A
+        device-level campaign takes one simulated device's window per value (its number of
+        events, or its events' values) for ``window`` (default: the last one that ended). Returns
+        the number queued (``client.reporting.report_many``)."""
+        return reporting.report_many(self, campaign, values, dimensions, window)
 
     def pending(self) -> int:
         """Reports queued and not yet delivered (0 when the queue file cannot be read)."""
@@ -360,6 +341,7 @@ class TelemetryClient:
         (None: no limit). What is not delivered stays queued; one chunk that must wait does not
         hold up the others (``ldptel.client.sending``)."""
         with self._flush_lock:
+            reporting.device_round(self)  # device-level windows that ended: their reports queued
             return self._sender.flush(timeout)
 
     def stopping(self) -> bool:

@@ -104,7 +104,7 @@ def frequency_simulate(stack: Stack, client: Any, truth: dict, rng: np.random.Ge
     truth["counts"] = np.bincount(values, minlength=DOMAIN)
     queued: dict[str, int] = {}
     for camp in stack.config.campaigns:
-        if camp.kind != "frequency" or camp.privacy_mode != "local":
+        if camp.kind != "frequency" or camp.privacy_mode != "local" or camp.dimensions is not None:
             continue
         labels = camp.labels()
         queued[camp.name] = client.report_many(
@@ -117,7 +117,7 @@ def frequency_report(stack: Stack, http: Http, truth: dict) -> None:
     token = stack.config.server.export_tokens[0]
     docs = {}
     for camp in stack.config.campaigns:
-        if camp.kind != "frequency" or camp.privacy_mode != "local":
+        if camp.kind != "frequency" or camp.privacy_mode != "local" or camp.dimensions is not None:
             continue
         status, body = http.request("GET", f"/v1/campaigns/{camp.name}/estimates?format=json", None,
                                     {"Authorization": f"Bearer {token}"})
@@ -169,8 +169,15 @@ def sections() -> list[DemoSection]:
     out = [DemoSection(f"frequency oracles: raw unbiased count estimates vs truth (Zipf(1.1) over {DOMAIN} "
                        "items, every value randomized on its device)",
                        frequency_campaigns, frequency_simulate, frequency_report)]
-    return out + [s for s in (heavy_hitter_section(), range_section(), numeric_section(), sealed_section())
-                  if s is not None]
+    return out + [s for s in (heavy_hitter_section(), range_section(), numeric_section(), sealed_section(),
+                              breakdown_section()) if s is not None]
+
+
+def breakdown_section() -> DemoSection:
+    """Breakdowns and an experiment (``ldptel.commands.demo_breakdowns``)."""
+    from ldptel.commands import demo_breakdowns as b
+
+    return DemoSection(b.BREAKDOWN_TITLE, b.breakdown_campaigns, b.breakdown_simulate, b.breakdown_report)
 
 
 def sealed_section() -> DemoSection:

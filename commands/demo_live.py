@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ldptel import registry
-from ldptel.commands import demo_numeric, demo_queries
+from ldptel.commands import demo_breakdowns, demo_numeric, demo_queries
 from ldptel.config import Campaign
 
 TICK_S = 1.0
@@ -70,6 +70,9 @@ class LiveDevices:
                     continue
                 n = max(1, round(self.per_window * TICK_S / max(camp.window_seconds, 1)))
                 try:
+                    if camp.name == demo_breakdowns.NAME:  # every cell, with its dimension values
+                        demo_breakdowns.live_report(self.client, n, self.rng)
+                        continue
                     self.client.report_many(camp.name, drifting_values(camp, n, t, self.rng))
                 except Exception as exc:  # noqa: BLE001 — a campaign changed under us: say it, go on
                     self.say(f"demo: {camp.name}: {exc}")

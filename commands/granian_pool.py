@@ -17,6 +17,7 @@ started again when it dies (``serve``'s supervisor removes a dead worker's live 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from ldptel import logs
@@ -33,6 +34,22 @@ def available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def choose(server: str | None, access_log: bool) -> str:
+    """The collector pool's server: ``server`` (``--server``; default granian when installed, the
+    server extra's), gunicorn with the access log (its format, which carries the response size,
+    is the documented one)."""
+    chosen = server or ("granian" if available() else "gunicorn")
+    if chosen == "granian" and access_log:
+        print("ldptel: --access-log: the collector runs under gunicorn (whose access log carries the "
+              "response size)", file=sys.stderr, flush=True)
+        chosen = "gunicorn"
+    if chosen == "granian" and not available():
+        print("ldptel: granian is not installed; the collector runs under gunicorn", file=sys.stderr,
+              flush=True)
+        chosen = "gunicorn"
+    return chosen
 
 
 def collector() -> Any:
@@ -71,4 +88,4 @@ def run(config_path: str, redis_url: str, host: str, port: int, workers: int, su
             respawn_failed_workers=True, respawn_interval=0.5, workers_kill_timeout=10).serve()
 
 
-__all__ = ["THREADS", "available", "collector", "run"]
+__all__ = ["THREADS", "available", "choose", "collector", "run"]

@@ -47,10 +47,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gunicorn.app.base import BaseApplication
-
+from ldptel.commands import granian_pool
 from ldptel.commands.children import ChildCommand
-from ldptel.commands.gunicorn_logging import gunicorn_log_options
+from ldptel.commands.gunicorn_pool import CollectorApplication, gunicorn_options
 from ldptel.commands.supervisor import Supervised, stop_pids, wait_pid
 from ldptel.config import Config, load_config
 from ldptel.process import die_with_parent
@@ -60,57 +59,6 @@ from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis, free_po
 # is chosen at import, after ``run_serve`` has set PROMETHEUS_MULTIPROC_DIR.
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 POLL_S = 0.2
-
-WORKER_CLASS = "gthread"  # keep-alive connections; threads per worker below
-THREADS = 4
-
-
-class CollectorApplication(BaseApplication):
-    """gunicorn application serving ``create_app(config, redis_url)`` (``reader``: only the
-    reader pool's blueprints, ``app.READ_BLUEPRINT_MODULES``); the app is built in each worker
-    after the fork (no shared Redis connections)."""
-
-    def __init__(self, config: Config, redis_url: str, options: dict[str, Any],
-                 supervised_aggregator: bool = False, reader: bool = False) -> None:
-        self.config, self.redis_url, self.options = config, redis_url, options
-        self.supervised_aggregator, self.reader = supervised_aggregator, reader
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self.options.items():
-            self.cfg.set(key, value)
-
-    def load(self):
-        from ldptel.server.app import READ_BLUEPRINT_MODULES, create_app
-
-        # logging: set up by the CLI (ldptel.logs)
-        return create_app(self.config, self.redis_url, supervised_aggregator=self.supervised_aggregator,
-                          modules=READ_BLUEPRINT_MODULES if self.reader else None)
-
-
-def gunicorn_options(host: str, port: int, workers: int, access_log: bool = False,
-                     access_log_addresses: bool = False, proc_name: str = "ldptel-serve") -> dict[str, Any]:
-    return {
-        "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-        "workers": workers,
-        "worker_class": WORKER_CLASS,
-        "threads": THREADS,
-        "keepalive": 30,
-        "timeout": 60,
-        "graceful_timeout": 10,
-        **gunicorn_log_options(access_log, access_log_addresses),
-        "proc_name": proc_name,
-        "control_socket_disable": True,  # one fixed path per user would clash between instances
-        "child_exit": worker_exited,
-    }
-
-
-def worker_exited(server: Any, worker: Any) -> None:
-    """gunicorn's ``child_exit`` hook: drop the dead worker's live gauges."""
-    from ldptel import prom
-
-    prom.mark_dead(worker.pid)
-
 
 def default_data_dir(config_path: str | os.PathLike | None) -> Path:
     """``$LDPTEL_DATA_DIR`` or ``~/.local/share/ldptel``, plus ``redis-<config stem>-<hash>``, so a
@@ -162,7 +110,7 @@ def run_serve(args: argparse.Namespace) -> int:
             print("ldptel: no aggregator runs here (--no-aggregator): nothing is counted unless "
                   f"`ldptel aggregate --config {args.config}`{shuffle} run against this Redis",
                   flush=True)
-        server = collector_server(args)
+        server = granian_pool.choose(getattr(args, "server", None), args.access_log)
         print(f"ldptel: collector on http://{args.host}:{args.port} "
               f"({args.workers} {server} workers, {len(config.campaigns)} campaigns)", flush=True)
         options = gunicorn_options(args.host, args.port, args.workers,
@@ -183,23 +131,6 @@ def run_serve(args: argparse.Namespace) -> int:
         shutil.rmtree(metrics_dir, ignore_errors=True)
         if lock is not None:
             lock.release()
-
-
-def collector_server(args: argparse.Namespace) -> str:
-    """The collector pool's server: ``--server`` (default granian when installed, the server
-    extra's), gunicorn with ``--access-log`` (its access-log format is the documented one)."""
-    from ldptel.commands import granian_pool
-
-    server = getattr(args, "server", None) or ("granian" if granian_pool.available() else "gunicorn")
-    if server == "granian" and args.access_log:
-        print("ldptel: --access-log: the collector runs under gunicorn (whose access log carries the "
-              "response size)", file=sys.stderr, flush=True)
-        server = "gunicorn"
-    if server == "granian" and not granian_pool.available():
-        print("ldptel: granian is not installed; the collector runs under gunicorn", file=sys.stderr,
-              flush=True)
-        server = "gunicorn"
-    return server
 
 
 def check_pool_args(args: argparse.Namespace) -> str | None:
@@ -339,8 +270,6 @@ def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supe
         if nice:
             os.nice(nice)
         if server == "granian" and not reader:
-            from ldptel.commands import granian_pool
-
             host, _, port = str(options["bind"]).rpartition(":")
             granian_pool.run(str(config.path), redis_url, host.strip("[]"), int(port),
                              int(options["workers"]), supervised)

@@ -2,7 +2,9 @@
 
 One simulated device per line of F (the line is that device's true value: a label of a
 categorical domain, an integer in [0, d) (also for range campaigns), a real number for numeric
-campaigns (clipped to [lower, upper] by the SDK), or any string for RAPPOR and heavy hitters).
+campaigns (clipped to [lower, upper] by the SDK), or any string for RAPPOR and heavy hitters; a
+device-level campaign's line is that device's window: ``at_least_once`` or ``none``, its most
+common value, or its number of events — sent for the last window that ended).
 Every device's value is
 randomized by the SDK (``TelemetryClient.report_many``: vectorized, each value an independent
 device with its own randomness — for RAPPOR its own cohort and permanent response), queued in a
@@ -29,7 +31,7 @@ def read_values(path: str | Path, campaign) -> list:
     values: list = [ln for ln in lines if ln]
     if campaign.oracle == "rappor" or campaign.kind == "heavy_hitters":
         return values
-    if campaign.kind == "numeric":
+    if campaign.estimate_kind == "numeric":  # per_device_count: each line one device's events
         return [real_value(path, i, v) for i, v in enumerate(values, 1)]
     labels = campaign.domain
     out = []

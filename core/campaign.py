@@ -13,20 +13,29 @@ from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 from ldptel import privacy_modes
+from ldptel.campaign_kinds import device_level_params, memoize_params, numeric_params
 from ldptel.campaign_limits import (
     MAX_DESCRIPTION_CHARS,
     MAX_FREQUENCY_DOMAIN,
     MAX_RANGE_DOMAIN,
+    check_cell_costs,
     check_costs,
     check_labels,
     check_version_bytes,
 )
 from ldptel.config_values import fail, read_int
+from ldptel.dimensions import Dimensions, parse_dimensions
 from ldptel.durations import parse_duration, parse_window
-from ldptel.mechanisms import MECHANISMS, NUMERIC_MECHANISMS, create_mechanism
+from ldptel.mechanisms import MECHANISMS, create_mechanism
 from ldptel.mechanisms.base import MAX_EPSILON, MIN_EPSILON, Mechanism
 from ldptel.mechanisms.builder import CAMPAIGN_KINDS as KINDS
-from ldptel.mechanisms.builder import RANGE_METHODS, RAPPOR_KEYS, build_mechanism
+from ldptel.mechanisms.builder import (
+    DEVICE_LEVEL_KINDS,
+    RANGE_METHODS,
+    RAPPOR_KEYS,
+    build_mechanism,
+    estimate_kind,
+)
 from ldptel.mechanisms.claims import privacy_claim
 from ldptel.mechanisms.heavy_hitters import (
     check_pool_size,
@@ -34,8 +43,6 @@ from ldptel.mechanisms.heavy_hitters import (
     pool_hash_range,
     walk_candidates,
 )
-from ldptel.mechanisms.numeric import check_bounds, default_numeric_mechanism
-from ldptel.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
 from ldptel.mechanisms.rappor import MAX_CANDIDATES, MAX_CANDIDATES_DEFAULT, RAPPOR
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -43,18 +50,23 @@ ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
                         "memoize", "epsilon_inf", "reports_per_window", "retention", "accept_old_versions",
                         "shuffle_min_reports", "shuffle_max_delay", "central_delta",
+                        "dimensions", "experiment",  # breakdowns: ldptel.dimensions
                         *privacy_modes.MODE_KEYS}
 MAX_REPORTS_PER_WINDOW = 1_000_000
 # keys that may change without a new campaign version (ldptel.registry); every other key is a
 # randomization parameter (or the window / shards), immutable per version
 IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions", "retention", "reports_per_window",
-                 "shuffle_min_reports", "shuffle_max_delay", "central_delta")
+                 "shuffle_min_reports", "shuffle_max_delay", "central_delta", "experiment")
 CAMPAIGN_STATUSES = ("active", "paused", "retired")
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", "max_candidates", *RAPPOR_KEYS},
     "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
     "range": {"domain_size", "method", "branching"},
     "numeric": {"lower", "upper", "mechanism", "memoize", "buckets"},
+    # device-level kinds (ldptel.campaign_kinds): one report per device and window
+    "unique_devices": set(),
+    "per_device_histogram": {"oracle", "domain", "domain_size"},
+    "per_device_count": {"lower", "upper", "mechanism"},
 }
 
 
@@ -93,12 +105,19 @@ class Campaign:
     central_epsilon: float | None = None  # the operator's central target (shuffled modes)
     batch_min: int | None = None  # devices per shuffled batch, at least (shuffled modes)
     fake_rate: float | None = None  # λ, fake messages per device (shuffled-fakes)
+    dimensions: Dimensions | None = None  # public breakdown dimensions (``ldptel.dimensions``)
 
     def accepts_until(self) -> float:
         """Epoch seconds until which reports of this version are accepted (inf: the latest)."""
         if self.superseded_at is None:
             return float("inf")
         return self.superseded_at + self.accept_old_versions
+
+    @property
+    def estimate_kind(self) -> str:
+        """The kind of the estimates it publishes: ``frequency`` for unique_devices and
+        per_device_histogram, ``numeric`` for per_device_count, else its ``kind``."""
+        return estimate_kind(self.kind)
 
     @property
     def window_seconds(self) -> int:
@@ -139,6 +158,8 @@ class Campaign:
         out.update(window=self.window, window_seconds=self.window_seconds,
                    reports_per_window=self.reports_per_window)
         out.update(privacy_modes.public_fields(self))
+        if self.dimensions is not None:
+            out["dimensions"] = self.dimensions.public()
         return out
 
     def privacy(self) -> dict[str, Any]:
@@ -239,6 +260,7 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
         shuffle_max_delay=_shuffle_max_delay(raw.get("shuffle_max_delay", "60s"),
                                              f"{where}.shuffle_max_delay"),
         central_delta=_central_delta(raw.get("central_delta"), f"{where}.central_delta"),
+        dimensions=parse_dimensions(raw.get("dimensions"), raw.get("experiment"), where),
     )
     oracle = raw.get("oracle", "olh")
     if kind == "frequency" and oracle == "rappor":
@@ -277,8 +299,13 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
         raise fail(f"{where}.epsilon", f"must be a number with {MIN_EPSILON:g} <= epsilon <= {MAX_EPSILON:g} "
                                        f"(mechanisms/base.py says why), got {eps!r}")
     camp.epsilon = float(eps)
+    if kind in DEVICE_LEVEL_KINDS:
+        device_level_params(raw, where, camp)
+        if kind == "unique_devices":
+            return _finished(camp, where)
+        kind = estimate_kind(kind)  # then parsed as the frequency or numeric campaign it publishes
     if kind != "numeric":  # numeric campaigns: 1BitMean's own memoization (numeric_params)
-        camp.params.update(_memoize(raw, where, camp.epsilon))
+        camp.params.update(memoize_params(raw, where, camp.epsilon))
 
     if kind == "frequency":
         if oracle not in ORACLES:
@@ -321,7 +348,7 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
         except ValueError as exc:
             raise fail(f"{where}.pool_size", str(exc)) from None
     elif kind == "numeric":
-        camp.params = numeric_params(raw, where, camp.epsilon)
+        camp.params = numeric_params({"lower": 0, **raw} if camp.kind != kind else raw, where, camp.epsilon)
     else:  # range
         camp.domain_size = read_int(raw, "domain_size", where, None, 2, MAX_RANGE_DOMAIN)
         method = raw.get("method", "haar")
@@ -338,63 +365,7 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
 def _finished(camp: SimpleNamespace, where: str) -> Campaign:
     """The validated fields as a ``Campaign``, once its costs are within ``campaign_limits``."""
     check_costs(camp.kind, camp.oracle, camp.params, where)
+    check_cell_costs(camp.dimensions, camp.kind, camp.domain_size, camp.params, where)
     campaign = Campaign(**vars(camp))
     check_version_bytes(campaign.public(), where)
     return campaign
-
-
-def _memoize(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
-    """``{"memoize": True, "epsilon_inf": ε∞}`` for ``memoize = true`` (ε∞ required, ε < ε∞ ≤ 10),
-    ``{}`` for ``memoize = false`` or absent (then ``epsilon_inf`` must be absent too)."""
-    memoize = raw.get("memoize", False)
-    if not isinstance(memoize, bool):
-        raise fail(f"{where}.memoize", f"must be true or false, got {memoize!r}")
-    eps_inf = raw.get("epsilon_inf")
-    if not memoize:
-        if eps_inf is not None:
-            raise fail(f"{where}.epsilon_inf", "applies only with memoize = true")
-        return {}
-    if eps_inf is None:
-        raise fail(f"{where}.epsilon_inf", "is required with memoize = true (the lifetime ε of "
-                    "one value; choose it greater than epsilon)")
-    if isinstance(eps_inf, bool) or not isinstance(eps_inf, (int, float)) or not 0 < eps_inf <= MAX_EPSILON:
-        raise fail(f"{where}.epsilon_inf", f"must be a number with 0 < epsilon_inf <= {MAX_EPSILON:g}, "
-                                           f"got {eps_inf!r}")
-    if not eps_inf > epsilon:
-        raise fail(f"{where}.epsilon_inf", f"must be greater than epsilon = {epsilon:g} (the "
-                    f"per-report ε), got {eps_inf!r}")
-    return {"memoize": True, "epsilon_inf": float(eps_inf)}
-
-
-def numeric_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
-    """A numeric campaign's ``lower``, ``upper``, ``mechanism`` (default: the lowest worst-case
-    variance for ε) and, for 1bitmean, ``memoize`` (default true) and ``buckets`` (default 8):
-    all published, so an SDK never has to agree with the server on a default."""
-    if "epsilon_inf" in raw:
-        raise fail(f"{where}.epsilon_inf", "does not apply to numeric campaigns (1BitMean's "
-                    "memoization costs (buckets + 1)·epsilon over a device's life)")
-    for key in ("lower", "upper"):
-        v = raw.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise fail(f"{where}.{key}", f"is required: a finite number, got {v!r}")
-    try:  # the limits that keep every formula on the path finite (mechanisms/numeric.py)
-        check_bounds(raw["lower"], raw["upper"])
-    except ValueError as exc:
-        raise fail(f"{where}.{str(exc).split()[0]}", str(exc)) from None
-    mechanism = raw.get("mechanism", default_numeric_mechanism(epsilon))
-    if mechanism not in NUMERIC_MECHANISMS:
-        raise fail(f"{where}.mechanism",
-                    f"must be one of {', '.join(NUMERIC_MECHANISMS)}, got {mechanism!r}")
-    params: dict[str, Any] = {"lower": float(raw["lower"]), "upper": float(raw["upper"]),
-                              "mechanism": mechanism}
-    if mechanism != "1bitmean":
-        bad = next((k for k in ("memoize", "buckets") if k in raw), None)
-        if bad:
-            raise fail(f"{where}.{bad}", "applies only to mechanism = \"1bitmean\"")
-        return params
-    memoize = raw.get("memoize", True)
-    if not isinstance(memoize, bool):
-        raise fail(f"{where}.memoize", f"must be true or false, got {memoize!r}")
-    params["memoize"] = memoize
-    params["buckets"] = read_int(raw, "buckets", where, DEFAULT_BUCKETS, 1, MAX_BUCKETS)
-    return params

@@ -15,7 +15,13 @@ Per version (``check_costs``, at parse):
   the candidates alone);
 - labels (a domain's, RAPPOR's candidates) of at most ``MAX_LABEL_CHARS`` characters; a
   ``description`` of at most ``MAX_DESCRIPTION_CHARS``;
-- the version's public config (what a device downloads for it) at most ``MAX_VERSION_BYTES``.
+- the version's public config (what a device downloads for it) at most ``MAX_VERSION_BYTES``;
+- breakdown dimensions (``ldptel.dimensions``: at most ``dimensions.MAX_CELLS`` cells) only for
+  the kinds whose estimates add up over cells (frequency, numeric and the device-level kinds);
+  cells × one cell's state at most ``MAX_CELL_STATE`` = 2²² counts (32 MiB of int64 per window
+  and shard: each cell holds the state of a whole campaign), and cells × items at most
+  ``MAX_CELL_ITEMS`` = 2¹⁶ (the published document holds every cell's items, ~120 B each: the
+  bound of one frequency document, 7.5 MiB).
 
 Per campaign and per answer (``ldptel.registry`` checks them on every write; ``answer_bytes``):
 a campaign's entry in ``GET /v1/campaigns`` — its latest version and every older version whose
@@ -43,6 +49,9 @@ MAX_DESCRIPTION_CHARS = 2000
 MAX_VERSION_BYTES = 256 * 1024
 MAX_CAMPAIGN_ANSWER_BYTES = 512 * 1024
 MAX_DEVICE_ANSWER_BYTES = 1024 * 1024
+MAX_CELL_STATE = 1 << 22
+MAX_CELL_ITEMS = 1 << 16
+CELL_KINDS = ("frequency", "numeric", "unique_devices", "per_device_histogram", "per_device_count")
 
 
 def check_labels(labels: Any, key: str) -> None:
@@ -67,6 +76,29 @@ def check_costs(kind: str, oracle: str | None, params: Mapping[str, Any], where:
         if design > MAX_RAPPOR_DESIGN:
             raise fail(f"{where}.candidates", f"cohorts·hashes·candidates = {design}, over "
                                               f"{MAX_RAPPOR_DESIGN} (the decode's design entries)")
+
+
+def check_cell_costs(dims: Any, kind: str, domain_size: int | None, params: Mapping[str, Any],
+                     where: str) -> None:
+    """A campaign with ``dims`` (``dimensions.Dimensions``, or None) is of a ``CELL_KINDS`` kind
+    and its cells' state is at most ``MAX_CELL_STATE`` counts; ``ConfigError`` naming
+    ``dimensions`` otherwise."""
+    if dims is None:
+        return
+    if kind not in CELL_KINDS:
+        raise fail(f"{where}.dimensions", f"apply to {', '.join(CELL_KINDS)} campaigns, not {kind} (its "
+                                          "estimates do not add up over cells)")
+    per_cell = (int(params["cohorts"]) * int(params["bloom_bits"]) if "cohorts" in params
+                else int(domain_size or 2))
+    if dims.n_cells * per_cell > MAX_CELL_STATE:
+        raise fail(f"{where}.dimensions", f"{dims.n_cells} cells × {per_cell} counts per cell = "
+                                          f"{dims.n_cells * per_cell} counts of state per window, over "
+                                          f"{MAX_CELL_STATE}: fewer cells or a smaller domain")
+    items = len(params["candidates"]) if "candidates" in params else int(domain_size or 2)
+    if dims.n_cells * items > MAX_CELL_ITEMS:
+        raise fail(f"{where}.dimensions", f"{dims.n_cells} cells × {items} items = {dims.n_cells * items} "
+                                          f"published estimates per window, over {MAX_CELL_ITEMS}: fewer "
+                                          "cells or a smaller domain")
 
 
 def json_bytes(doc: Any) -> int:
@@ -97,7 +129,8 @@ def check_answer_bytes(campaign_entries: Mapping[str, int], where: str, name: st
                           f"{MAX_DEVICE_ANSWER_BYTES} (the most a device reads)")
 
 
-__all__ = ["MAX_CAMPAIGN_ANSWER_BYTES", "MAX_DESCRIPTION_CHARS", "MAX_DEVICE_ANSWER_BYTES",
-           "MAX_FREQUENCY_DOMAIN", "MAX_LABEL_CHARS", "MAX_LABELS", "MAX_RANGE_DOMAIN", "MAX_RAPPOR_CELLS",
-           "MAX_RAPPOR_DESIGN", "MAX_VERSION_BYTES", "check_answer_bytes", "check_costs", "check_labels",
-           "check_version_bytes", "json_bytes"]
+__all__ = ["CELL_KINDS", "MAX_CAMPAIGN_ANSWER_BYTES", "MAX_CELL_ITEMS", "MAX_CELL_STATE",
+           "MAX_DESCRIPTION_CHARS", "MAX_DEVICE_ANSWER_BYTES", "MAX_FREQUENCY_DOMAIN", "MAX_LABEL_CHARS",
+           "MAX_LABELS", "MAX_RANGE_DOMAIN", "MAX_RAPPOR_CELLS", "MAX_RAPPOR_DESIGN", "MAX_VERSION_BYTES",
+           "check_answer_bytes", "check_cell_costs", "check_costs", "check_labels", "check_version_bytes",
+           "json_bytes"]

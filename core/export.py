@@ -9,6 +9,8 @@
     api.mean("session-seconds")["mean"]["estimate"]
     api.range("latency-ms", 0, 99)["estimate"]; api.quantiles("latency-ms", [0.5, 0.9])["items"]
     api.versions("font-size")["versions"]; Client.frame(top)  # any rows as a DataFrame
+    api.estimates("checkout", by="platform,arm", compare="treatment")["differences"]
+    api.table("checkout", by="platform")    # format=parquet as a pandas DataFrame (or as_="arrow")
 
 Every document method takes ``window`` (``"latest"``, the default: the newest released window,
 or a window start) and ``version`` (``"latest"``, a number, or ``"all"`` where the endpoint
@@ -22,12 +24,16 @@ one row with ``item`` None). ``series_frame`` returns them as a ``pandas.DataFra
 ``window_start`` parsed as UTC timestamps; pandas is imported only there and is not a dependency
 of ldptel (``ImportError`` naming it when absent). ``windows`` and ``estimates`` return the other
 documents. Answers are revalidated with ``If-None-Match``: an unchanged document costs a 304.
-An error answer raises ``ExportError`` (``status``, ``code``, ``detail``).
+An error answer raises ``ExportError`` (``status``, ``code``, ``detail``). ``table`` reads the
+Parquet file of ``/estimates``, ``/mean`` or ``/series`` (``format=parquet``; its Arrow schema is
+in docs/http-api.md) into a ``pyarrow.Table`` or a ``pandas.DataFrame`` (pyarrow, and pandas for
+a DataFrame, imported only there).
 """
 
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import urllib.error
 import urllib.request
@@ -67,6 +73,13 @@ class Client:
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """The parsed JSON document at ``path`` (``params``: query parameters, None left out)."""
+        return self._get(path, params, json.loads)
+
+    def get_bytes(self, path: str, params: dict[str, Any] | None = None) -> bytes:
+        """The raw body at ``path`` (a CSV or Parquet file: ``format=`` in ``params``)."""
+        return bytes(self._get(path, params, bytes))
+
+    def _get(self, path: str, params: dict[str, Any] | None, parse: Any) -> Any:
         query = urlencode({k: v for k, v in (params or {}).items() if v is not None})
         path = f"{path}?{query}" if query else path
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
@@ -75,7 +88,7 @@ class Client:
         req = urllib.request.Request(self.url + path, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                doc = json.loads(resp.read())
+                doc = parse(resp.read())
                 etag = resp.headers.get("ETag")
         except urllib.error.HTTPError as exc:
             if exc.code == 304 and path in self._cache:
@@ -112,17 +125,38 @@ class Client:
                        {"from": _when(start), "to": _when(end), "version": version})
         return list(doc["windows"])
 
-    def estimates(self, name: str, window: int | str = "latest",
-                  version: Version = None) -> Document:
+    def estimates(self, name: str, window: int | str = "latest", version: Version = None,
+                  by: str | Iterable[str] | None = None, compare: str | None = None) -> Document:
         """The estimate document of one window (frequency campaigns): ``items`` with
         ``value``, ``estimate``, ``std_error``, ``ci_low``, ``ci_high``, ``estimate_normalized``;
-        ``version="all"`` combines the versions that share the domain."""
-        return self._doc(name, "estimates", window, version)
+        ``version="all"`` combines the versions that share the domain. ``by`` (dimension names):
+        ``cells``, the estimates of each combination of their values; ``compare`` (an arm of the
+        experiment, with ``by`` holding it): ``differences`` against the control."""
+        return self._doc(name, "estimates", window, version, by=_names(by), compare=compare)
 
-    def mean(self, name: str, window: int | str = "latest", version: Version = None) -> Document:
+    def mean(self, name: str, window: int | str = "latest", version: Version = None,
+             by: str | Iterable[str] | None = None, compare: str | None = None) -> Document:
         """The mean document of a numeric campaign: ``mean`` and ``sum``, each with
-        ``estimate``, ``std_error``, ``ci_low``, ``ci_high``."""
-        return self._doc(name, "mean", window, version)
+        ``estimate``, ``std_error``, ``ci_low``, ``ci_high`` (``by``, ``compare``: as
+        ``estimates``)."""
+        return self._doc(name, "mean", window, version, by=_names(by), compare=compare)
+
+    def table(self, name: str, what: str = "estimates", as_: str = "pandas", window: int | str | None = None,
+              version: Version = None, by: str | Iterable[str] | None = None, start: When = None,
+              end: When = None) -> Any:
+        """The Parquet file of ``what`` (``estimates``, ``mean`` or ``series``; ``format=parquet``)
+        as a ``pandas.DataFrame`` (``as_="pandas"``) or a ``pyarrow.Table`` (``as_="arrow"``):
+        one row per value (and cell of ``by``, and window for ``series``)."""
+        if what not in ("estimates", "mean", "series") or as_ not in ("pandas", "arrow"):
+            raise ValueError("what is estimates, mean or series; as_ is pandas or arrow")
+        params = {"format": "parquet", "version": version, "by": _names(by)}
+        if what == "series":
+            params.update({"from": _when(start), "to": _when(end)})
+        else:
+            params["window"] = "latest" if window is None else window
+        data = self.get_bytes(self._campaign(name, what), params)
+        table = _module("pyarrow.parquet", "table").read_table(io.BytesIO(data))
+        return table if as_ == "arrow" else table.to_pandas()
 
     def heavy_hitters(self, name: str, k: int | None = None, window: int | str = "latest",
                       version: Version = None) -> Document:
@@ -162,11 +196,20 @@ class Client:
 
 
 def _pandas(what: str) -> Any:
+    return _module("pandas", what)
+
+
+def _module(name: str, what: str) -> Any:
     try:
-        return importlib.import_module("pandas")
+        return importlib.import_module(name)
     except ImportError:
-        raise ImportError(f"{what} needs pandas (pip install pandas); the other methods return the "
-                          "same rows as dicts") from None
+        package = name.split(".")[0]
+        raise ImportError(f"{what} needs {package} (pip install {package}); the other methods return "
+                          "the same rows as dicts") from None
+
+
+def _names(by: str | Iterable[str] | None) -> str | None:
+    return by if by is None or isinstance(by, str) else ",".join(by)
 
 
 def _error(exc: urllib.error.HTTPError) -> ExportError:

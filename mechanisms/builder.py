@@ -12,6 +12,12 @@ The config is the dict ``GET /v1/campaigns`` returns (``Campaign.public()``):
   variant (``mechanisms.longitudinal``, ``mechanisms.longitudinal_kinds``; ``epsilon`` is then ε₁).
 - ``kind = "numeric"``: ``epsilon, lower, upper, mechanism`` (``NUMERIC_MECHANISMS``) and, for
   ``1bitmean``, ``memoize, buckets`` (1BitMean's own memoization, without ``epsilon_inf``).
+- the device-level kinds (issue 28; ``DEVICE_LEVEL_KINDS``: one report per device and window,
+  aggregated on the device) build the mechanism of the kind whose estimates they publish
+  (``ESTIMATE_KINDS``): ``unique_devices`` is GRR over two values (``UNIQUE_LABELS``: did the
+  event happen at least once in the window), ``per_device_histogram`` a frequency oracle over the
+  device's most common value, ``per_device_count`` a numeric mechanism over the device's count of
+  events clipped to [0, ``upper``].
 
 ``secret`` is the device's secret for the campaign; RAPPOR (cohort, memoized permanent
 response), heavy hitters (the device's level and seed-pool index), memoized 1BitMean (its α and
@@ -34,7 +40,17 @@ from ldptel.mechanisms.range_haar import RangeHaar
 from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 from ldptel.mechanisms.rappor import RAPPOR_KEYS
 
-CAMPAIGN_KINDS = ("frequency", "heavy_hitters", "range", "numeric")
+DEVICE_LEVEL_KINDS = ("unique_devices", "per_device_histogram", "per_device_count")
+CAMPAIGN_KINDS = ("frequency", "heavy_hitters", "range", "numeric", *DEVICE_LEVEL_KINDS)
+# the kind of a campaign's published estimates (its documents, export endpoints and pages)
+ESTIMATE_KINDS = {"unique_devices": "frequency", "per_device_histogram": "frequency",
+                  "per_device_count": "numeric"}
+UNIQUE_LABELS = ["none", "at_least_once"]  # a unique_devices report: 1 = the event happened
+
+
+def estimate_kind(kind: str) -> str:
+    """The kind whose estimates a campaign of ``kind`` publishes (``ESTIMATE_KINDS``)."""
+    return ESTIMATE_KINDS.get(kind, kind)
 RANGE_METHODS = ("haar", "hierarchical")
 
 
@@ -60,6 +76,11 @@ def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mech
     """The mechanism of a public campaign config (see the module docstring); a bad kind, oracle
     or parameter raises ``ValueError`` naming it, a missing key ``KeyError``."""
     kind = cfg.get("kind", "frequency")
+    if kind == "unique_devices":  # randomized response on one bit, whatever the config says
+        return create_mechanism("grr", epsilon=cfg["epsilon"], domain_size=2)
+    if kind in DEVICE_LEVEL_KINDS and (cfg.get("memoize") or cfg.get("mechanism") == "1bitmean"):
+        raise ValueError(f"{kind} campaigns send one fresh report per window (no memoize, no 1bitmean)")
+    kind = estimate_kind(kind)
     memo = memo_args(cfg)
     if kind == "heavy_hitters":
         return (LHeavyHitters if memo else HeavyHitters)(
@@ -127,8 +148,9 @@ def numeric_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Nu
     return NUMERIC_MECHANISMS[name](cfg["epsilon"], cfg["lower"], cfg["upper"])
 
 
-__all__ = ["CAMPAIGN_KINDS", "RANGE_METHODS", "RAPPOR_KEYS", "build_mechanism", "memo_args",
-           "numeric_mechanism", "range_mechanism", "uses_device_secret", "value_index"]
+__all__ = ["CAMPAIGN_KINDS", "DEVICE_LEVEL_KINDS", "ESTIMATE_KINDS", "RANGE_METHODS", "RAPPOR_KEYS",
+           "UNIQUE_LABELS", "build_mechanism", "estimate_kind", "memo_args", "numeric_mechanism",
+           "range_mechanism", "uses_device_secret", "value_index"]
 
 
 def privacy_loss(mech: Mechanism) -> tuple[str, float]:

@@ -5,6 +5,7 @@ committed file is what protoc produces.
 """
 
 from ldptel.proto.ldptel.v1.reports_pb2 import (
+    Dimension,
     GrrPayload,
     HadamardPayload,
     HeavyHitterPayload,
@@ -67,6 +68,7 @@ def batch_version(batch: ReportBatch | SealedBatch) -> int:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Dimension",
     "GrrPayload",
     "HadamardPayload",
     "HeavyHitterPayload",

@@ -130,12 +130,13 @@ def _num(x: float) -> str:
 
 def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "", whiskers: bool = True,
               width: int = 600, row_height: int = 32, header_px: int = 30, max_label_px: int = 220,
-              sticky_axis: bool = False, aria_label: str = "") -> Markup:
+              sticky_axis: bool = False, aria_label: str = "",
+              fmt: Callable[[float | None], str] = fmt_count) -> Markup:
     """Horizontal bars with a zero line and (``whiskers``) 95% CI whiskers, one row per ``Bar``
     in the given order. Tick labels on top; ``sticky_axis`` puts them (and ``axis_label``) in a
     separate header SVG (``div.axis-sticky``) that stays visible while a long chart scrolls.
     ``header_px`` and ``row_height`` match the estimates table's header and rows, so that the
-    chart's rows line up with the table's beside it."""
+    chart's rows line up with the table's beside it. ``fmt`` prints the values (default: counts)."""
     n = len(bars)
     labels = [display_label(b.label) for b in bars]
     label_px = int(min(max_label_px, max(80 if sticky_axis else 48,
@@ -189,9 +190,9 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
         y = top + i * row_height
         cy = y + row_height / 2
         bar_h = max(4, min(row_height - 10, 16))
-        tip = f"{label}: {fmt_count(b.value)} {unit}"
+        tip = f"{label}: {fmt(b.value)} {unit}"
         if whiskers and _finite(b.ci_low) and _finite(b.ci_high):
-            tip += f" (95% CI {fmt_count(b.ci_low)} to {fmt_count(b.ci_high)})"
+            tip += f" (95% CI {fmt(b.ci_low)} to {fmt(b.ci_high)})"
         out.append(f'<g class="row" data-label="{escape(str(b.label))}"><title>{escape(tip)}</title>')
         if i % 2:
             out.append(f'<rect class="stripe" x="0" y="{y}" width="{width}" height="{row_height}"/>')
@@ -210,7 +211,7 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
                        f'<line x1="{wl}" y1="{c1}" x2="{wl}" y2="{c2}"/>'
                        f'<line x1="{wh}" y1="{c1}" x2="{wh}" y2="{c2}"/></g>')
         out.append(f'<text class="value" x="{width - 4}" y="{_num(cy + 4)}" '
-                   f'text-anchor="end">{fmt_count(b.value)}</text></g>')
+                   f'text-anchor="end">{fmt(b.value)}</text></g>')
     out.append(f'<line class="zero" x1="{_num(zero)}" y1="{max(top - 4, 0)}" x2="{_num(zero)}" '
                f'y2="{plot_bottom}"/>')
     if axis_label and not sticky_axis:

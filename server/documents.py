@@ -54,8 +54,9 @@ from ldptel.server.errors import ApiError, BadParameter
 
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
-__all__ = ["FORMATS", "WINDOW_COLUMNS", "Params", "Published", "Window", "conditional_response", "csv_cell",
-           "csv_text", "document_csv", "finite_row", "format_param", "json_text", "latest_released",
+__all__ = ["FORMATS", "WINDOW_COLUMNS", "WITH_PARQUET", "Params", "Published", "Window",
+           "conditional_response", "csv_cell", "csv_text", "document_csv", "finite_row", "format_param",
+           "json_text", "latest_released",
            "load_released", "not_modified", "read_published", "read_published_many", "request_published",
            "require_kind", "resolve_window"]
 
@@ -174,6 +175,11 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
         raise ApiError(400, "bad_window", str(exc)) from None
     pub = request_published(campaign, start)
     n = pub.n if pub is not None and pub.doc is not None else tally.window_count(st.redis, campaign, start)
+    if cells_withheld(campaign, pub, n):
+        raise ApiError(409, "below_threshold",
+                       {"n_reports": n, "min_reports": campaign.min_reports, "window": start, "waiting": 0,
+                        "message": f"estimates are withheld until one cell holds {campaign.min_reports} "
+                                   f"reports ({n} are counted, spread over the campaign's cells)"})
     if n < campaign.min_reports:
         current = start == tally.current_window(campaign)
         waiting = waiting_reports(campaign) if current else 0
@@ -199,6 +205,13 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
     return start, pub
 
 
+def cells_withheld(campaign: Campaign, pub: Published | None, n: int) -> bool:
+    """Whether a campaign with dimensions published the window's ``n`` reports without a document:
+    none of its cells holds ``min_reports`` (``aggregator.breakdown``)."""
+    return (campaign.dimensions is not None and pub is not None and pub.doc is None and pub.error is None
+            and pub.n >= n > 0)
+
+
 def not_modified(etag: str, last_modified: datetime) -> bool:
     """Whether the request's ``If-None-Match`` matches ``etag`` or, without it, its
     ``If-Modified-Since`` is not older than ``last_modified`` (answer 304)."""
@@ -215,8 +228,9 @@ def not_modified(etag: str, last_modified: datetime) -> bool:
     return False
 
 
-def conditional_response(etag: str, modified: float, headers: dict[str, str], render: Callable[[], str],
-                         mimetype: str, attachment: str | None = None) -> Response:
+def conditional_response(etag: str, modified: float, headers: dict[str, str],
+                         render: Callable[[], str | bytes], mimetype: str,
+                         attachment: str | None = None) -> Response:
     """The answer for this URL's document identified by ``etag`` (quoted) and ``modified``
     (epoch seconds; the publication's ``decoded_at``): 304 with ``headers`` when the request's
     ``If-None-Match`` / ``If-Modified-Since`` match (``not_modified``), else 200 with ``headers``
@@ -230,7 +244,8 @@ def conditional_response(etag: str, modified: float, headers: dict[str, str], re
     key = cache_key("document", request.path, request.query_string, etag, modified)
     body = body_cache.CACHE.get(key)
     if body is None:
-        body = render().encode()
+        rendered = render()
+        body = rendered.encode() if isinstance(rendered, str) else rendered
         body_cache.CACHE.put(key, body)
     if attachment is not None:
         headers = {**headers, "Content-Disposition": f'attachment; filename="{attachment}"'}
@@ -240,20 +255,22 @@ def conditional_response(etag: str, modified: float, headers: dict[str, str], re
 def require_kind(campaign: Campaign, kind: str, what: str) -> None:
     """``ApiError`` 400 ``bad_request`` unless ``campaign`` is of ``kind`` (``what`` completes
     "campaign 'x' is a range campaign: no …")."""
-    if campaign.kind != kind:
+    if campaign.estimate_kind != kind:  # unique_devices publishes frequency estimates, …
         raise ApiError(400, "bad_request",
                        f"campaign {campaign.name!r} is a {campaign.kind} campaign: {what}")
 
 
 FORMATS = ("json", "csv")
+WITH_PARQUET = ("json", "csv", "parquet")  # the estimate documents and series (``server.parquet``)
 WINDOW_COLUMNS = ("window", "n_reports")
 
 
-def format_param(params: Params) -> str:
-    """``format=json|csv`` (default json); ``BadParameter`` otherwise."""
+def format_param(params: Params, allowed: Sequence[str] = FORMATS) -> str:
+    """``format=json|csv`` (default json; ``allowed``: the endpoint's formats); ``BadParameter``
+    otherwise."""
     fmt = params.get("format") or "json"
-    if fmt not in FORMATS:
-        raise BadParameter("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt not in allowed:
+        raise BadParameter("format", f"must be one of {', '.join(allowed)}, got {fmt!r}")
     return fmt
 
 

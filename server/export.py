@@ -13,6 +13,12 @@ with counted reports) or a window's epoch start (``0`` for "all" campaigns). Ans
   printed as shortest round-trip floats in both formats, so JSON and CSV agree exactly.
   The document is the aggregator's publication (``ldptel.aggregator.publish``): ``n_reports``
   reports decoded at ``decoded_at`` (epoch seconds); nothing is decoded here.
+- ``format=parquet``: the same rows as one Parquet file (``server.parquet``: the Arrow schema,
+  window start/end, version, value, estimate, std error, CI, n_reports, local and central ε).
+- breakdowns (a campaign with ``dimensions``, issue 28): ``by=platform,arm`` adds ``cells`` (the
+  estimate of each combination, from the cells holding ``min_reports``) and ``compare=<arm>``
+  ``differences`` against the experiment's control (``server.breakdowns``); CSV and Parquet rows
+  then have one column per dimension of ``by``.
 - ``304`` when ``If-None-Match`` matches the ``ETag`` (the publication's state digest: the
   campaign's parameters, the window and the accumulated state, so it changes exactly when the
   numbers can change) or, without ``If-None-Match``, when ``If-Modified-Since`` is not older than
@@ -37,14 +43,18 @@ from email.utils import format_datetime
 from flask import Blueprint, Response, request
 
 from ldptel.config import Campaign
+from ldptel.server import breakdowns, parquet
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
+    WITH_PARQUET,
     Params,
     Published,
     Window,
     conditional_response,
+    csv_text,
     document_csv,
     format_param,
+    json_text,
     load_released,
     require_kind,
 )
@@ -55,18 +65,14 @@ bp = Blueprint("export", __name__)
 ITEM_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized")
 
 
-def _require_frequency(campaign: Campaign) -> None:
-    require_kind(campaign, "frequency", "no frequency estimates")
-
-
 def estimates(campaign: Campaign, window: Window, params: Params | None = None) -> dict:
-    """The published estimate document of a frequency campaign's released ``window`` (no
-    parameters: ``params`` is accepted for the common signature). ``ApiError`` 400 for another
-    kind or a bad window, 409 below ``min_reports``, 503 before the first publication."""
-    _require_frequency(campaign)
-    _, pub = load_released(campaign, window)
+    """The published estimate document of a frequency campaign's released ``window`` (``params``:
+    ``by`` and ``compare``, ``server.breakdowns``). ``ApiError`` 400 for another kind or a bad
+    window or parameter, 409 below ``min_reports``, 503 before the first publication."""
+    by, compare = breakdowns.check(campaign, params or {})
+    _, pub, _ = validators(campaign, window)
     assert pub.doc is not None
-    return pub.doc
+    return pub.doc if campaign.dimensions is None else breakdowns.shaped(campaign, pub.doc, by, compare)
 
 
 def validators(campaign: Campaign, window: Window, kind: str = "frequency",
@@ -92,18 +98,41 @@ def published_response(name: str, validate: Validators, rows: Callable[[dict], l
                        columns: Sequence[str], suffix: str = "") -> Response:
     """The API answer for campaign ``name``'s released window (``validate``: the kind's
     ``validators``): the publication's document as stored (JSON) or its ``rows`` as CSV of
-    ``columns``, through ``documents.conditional_response`` (304 when the request's validators
-    match; a body rendered once per URL and publication)."""
-    campaign, fmt = find_campaign(name), format_param(request.args)
+    ``columns``, or Parquet (``server.parquet``), through ``documents.conditional_response`` (304
+    when the request's validators match; a body rendered once per URL and publication). A
+    campaign with dimensions: the document of ``by``/``compare`` (``server.breakdowns``), whose
+    CSV and Parquet rows have a column per dimension of ``by``."""
+    campaign, fmt = find_campaign(name), format_param(request.args, WITH_PARQUET)
+    by, compare = breakdowns.check(campaign, request.args)
     window, pub, headers = validate(campaign, request.args.get("window"))
     doc, doc_json = pub.doc, pub.doc_json
     assert doc is not None
+    file = f"{campaign.name}-{window}{suffix}"
+    if campaign.dimensions is not None:
+        doc = breakdowns.shaped(campaign, doc, by, compare)
+        doc_json = json_text(doc).rstrip("\n")
+    if fmt == "parquet":
+        return conditional_response(pub.etag, pub.decoded_at, headers,
+                                    lambda: parquet_file(campaign, window, doc, by), parquet.MIMETYPE,
+                                    attachment=f"{file}.parquet")
+    if fmt == "csv" and campaign.dimensions is not None:
+        cols = (*breakdowns.columns(campaign, by), "window")
+        return conditional_response(pub.etag, pub.decoded_at, headers, lambda: csv_text(
+            ({**r, "window": window} for r in breakdowns.rows(campaign, doc, by)), cols), "text/csv",
+            attachment=f"{file}.csv")
     if fmt == "csv":
         return conditional_response(pub.etag, pub.decoded_at, headers,
                                     lambda: document_csv(doc, rows(doc), columns), "text/csv",
-                                    attachment=f"{campaign.name}-{window}{suffix}.csv")
+                                    attachment=f"{file}.csv")
     return conditional_response(pub.etag, pub.decoded_at, headers, lambda: f"{doc_json}\n",
                                 "application/json")
+
+
+def parquet_file(campaign: Campaign, window: int, doc: dict, by: tuple[str, ...] | None) -> bytes:
+    """One window's document (``breakdowns.rows``) as a Parquet file (``server.parquet``)."""
+    return parquet.parquet_bytes((parquet.row(window, campaign.window_seconds, campaign.version,
+                                              doc.get("privacy"), r.pop("status"), r)
+                                  for r in breakdowns.rows(campaign, doc, by)), by or ())
 
 
 @bp.get("/v1/campaigns/<name>/estimates", endpoint="estimates")

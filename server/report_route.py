@@ -37,7 +37,7 @@ from ldptel.config import Config
 from ldptel.proto import SEALED_SCHEMA_VERSION, schema_version_of
 from ldptel.server.bodies import drain_environ, read_environ
 from ldptel.server.errors import API_CSP
-from ldptel.server.sealed_ingest import SealedValid, sealed_keys, validate_sealed
+from ldptel.server.sealed_ingest import sealed_keys, validate_sealed
 from ldptel.server.throttle import AuthThrottle
 from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 
@@ -195,8 +195,7 @@ class ReportRoute:
         camp, cfg = valid.campaign, st.config
         shard = keys.shard_of(valid.batch_id, camp.shards)
         now = time.time()
-        window = (valid.window if isinstance(valid, SealedValid)
-                  else keys.window_start(now, camp.window_seconds))
+        window = keys.window_start(now, camp.window_seconds) if valid.window is None else valid.window
         shuffled = cfg.shuffler.enabled
         target = keys.ingress_key if shuffled else keys.stream_key
         top = keys.ingress_top_key if shuffled else keys.stream_top_key

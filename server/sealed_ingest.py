@@ -15,7 +15,10 @@ failure rejects the whole batch, nothing is stored):
    ``shuffled-fakes``: at least one per report, at most ``max_messages`` (λ·r + 8√(λ·r) + 16 fakes:
    an honest device exceeds it with probability below 10⁻¹²);
 6. every message is exactly ``sealing.ciphertext_length(row width)`` bytes (400 ``invalid_report``
-   naming the first bad index): real and fake messages are indistinguishable by size.
+   naming the first bad index): real and fake messages are indistinguishable by size;
+7. the envelope's dimension values (issue 28: in the clear, public by declaration) are mapped to
+   the campaign's closed lists (``validation.canonical_dimensions``: an unknown or missing value is
+   ``other``, never a rejection).
 
 What is stored (``scripts.INGEST`` into the ingress stream, as for schema 1) is the parsed message
 re-serialized without unknown fields, with ``window`` = the envelope's window and ``count`` = its
@@ -38,7 +41,14 @@ from ldptel.mechanisms.rows import row_dtype
 from ldptel.privacy_modes import is_shuffled
 from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
 from ldptel.redis_client import AnyRedis
-from ldptel.server.validation import BATCH_ID_BYTES, Rejection, ValidBatch, accepted_version, mechanism_of
+from ldptel.server.validation import (
+    BATCH_ID_BYTES,
+    Rejection,
+    ValidBatch,
+    accepted_version,
+    canonical_dimensions,
+    mechanism_of,
+)
 
 KEY_CACHE_SECONDS = 2.0
 
@@ -60,7 +70,7 @@ class KeyCache:
 
 @dataclass
 class SealedValid(ValidBatch):
-    window: int = 0  # the window the messages are bound to
+    """A valid sealed batch (``window``: the one its messages are bound to)."""
 
 
 def max_messages(campaign: Campaign, reports: int) -> int:
@@ -124,6 +134,7 @@ def validate_sealed(body: bytes, config: Config, mechanisms: dict, published: di
         raise Rejection(400, "invalid_report", {"index": bad, "reason": f"a message of this campaign "
                                                 f"is {size} bytes, got {len(batch.messages[bad])}"},
                         "invalid_report", name)
+    canonical_dimensions(batch, camp)  # in the clear: the closed lists, "other" (``validation``)
     batch.DiscardUnknownFields()
     batch.ClearField("release")
     batch.ClearField("release_parts")

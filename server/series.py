@@ -12,6 +12,12 @@
   which is required there), and one row with no item for a withheld or pending window, so a gap
   in the series is marked, never silently skipped.
 
+``format=parquet`` (``/series``): the rows as one Parquet file (``server.parquet``: window start
+and end, version, value, estimate, std error, CI, n_reports, status, local and central ε). ``by``
+(``/series`` of a campaign with dimensions, issue 28): the rows of each combination of those
+dimensions' values in each window (``server.breakdowns``), with one column per dimension (a
+withheld cell is a row without an item).
+
 ``from``/``to``: window starts, inclusive, as epoch seconds or ISO 8601 (``2026-11-23``,
 ``2026-11-23T10:00:00Z``; a time without offset is UTC); ``items``: comma-separated values;
 ``version``: the campaign version (default: the latest with counted reports; ``versions.find_campaign``),
@@ -43,13 +49,16 @@ from ldptel import published, tally
 from ldptel.config import Campaign
 from ldptel.export import SERIES_COLUMNS
 from ldptel.numbers import ascii_int
-from ldptel.server import body_cache
+from ldptel.server import body_cache, breakdowns, parquet
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.body_cache import cache_key
 from ldptel.server.documents import (
+    FORMATS,
+    WITH_PARQUET,
     Params,
     Published,
+    cells_withheld,
     csv_text,
     finite_row,
     format_param,
@@ -180,7 +189,7 @@ def list_windows(campaign: Campaign, params: Params, newest: int | None = None,
 
 
 def _window_info(window: int, n: int, pub: Published | None, campaign: Campaign) -> WindowInfo:
-    if n < campaign.min_reports:
+    if n < campaign.min_reports or cells_withheld(campaign, pub, n):
         return WindowInfo(window, n, "withheld", None, campaign)
     if pub is None or pub.doc is None:
         return WindowInfo(window, n, "pending", None, campaign)
@@ -239,25 +248,64 @@ def _estimate_rows(campaign: Campaign, pub: Published, items: list[str] | None) 
             yield {"item": row["value"], **row}
 
 
-def series_rows(infos: list[WindowInfo], items: list[str] | None) -> list[dict[str, Any]]:
-    """Long-form rows (``SERIES_COLUMNS``) of the listed windows (each of its own version)."""
+def series_rows(infos: list[WindowInfo], items: list[str] | None,
+                by: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """Long-form rows (``SERIES_COLUMNS``) of the listed windows (each of its own version); with
+    ``by``, of each cell of those dimensions (``_cell_rows``)."""
     rows: list[dict[str, Any]] = []
     for info in infos:
         base = {"window_start": info.start(), "window": info.window, "version": info.version,
                 "n_reports": info.n, "status": info.status}
         if info.pub is None:
             rows.append({**base, "item": None, **dict.fromkeys(VALUE_COLUMNS)})
-            continue
-        for est in _estimate_rows(info.campaign, info.pub, items):
-            rows.append({**base, "item": est["item"], **{k: est.get(k) for k in VALUE_COLUMNS}})
+        elif by is not None:
+            rows += _cell_rows(info, base, items, by)
+        else:
+            for est in _estimate_rows(info.campaign, info.pub, items):
+                rows.append({**base, "item": est["item"], **{k: est.get(k) for k in VALUE_COLUMNS}})
     return rows
+
+
+def _cell_rows(info: WindowInfo, base: dict[str, Any], items: list[str] | None,
+               by: tuple[str, ...]) -> list[dict[str, Any]]:
+    """A released window's rows per cell of ``by`` (``breakdowns.rows``; ``items``: only these)."""
+    assert info.pub is not None and info.pub.doc is not None
+    doc = breakdowns.shaped(info.campaign, info.pub.doc, by, None)
+    wanted = None if items is None else set(items)
+    out = []
+    for r in breakdowns.rows(info.campaign, doc, by):
+        item = r.get("value", r.get("statistic"))
+        if wanted is not None and item is not None and str(item) not in wanted:
+            continue
+        out.append({**base, **{d: r[d] for d in by}, "item": item, "n_reports": r["n_reports"],
+                    "status": r["status"], **{k: r.get(k) for k in VALUE_COLUMNS}})
+    return out
+
+
+def series_parquet(campaign: Campaign, doc: dict[str, Any], infos: list[WindowInfo],
+                   by: tuple[str, ...] | None) -> bytes:
+    """The ``/series`` rows as a Parquet file (``server.parquet``)."""
+    privacy = {(i.window, i.version): i.pub.doc.get("privacy") for i in infos if i.pub and i.pub.doc}
+    lengths = {i.version: i.campaign.window_seconds for i in infos}
+    return parquet.parquet_bytes(
+        (parquet.row(r["window"], lengths.get(r["version"], campaign.window_seconds), r["version"],
+                     privacy.get((r["window"], r["version"])), r["status"],
+                     {**{k: r.get(k) for k in (*(by or ()), *VALUE_COLUMNS, "n_reports")},
+                      "value": r["item"]})
+         for r in doc["rows"]), by or ())
 
 
 def series_document(campaign: Campaign, params: Params, infos: list[WindowInfo] | None = None) -> dict:
     """The ``/series`` document (``infos``: the listed windows, if already read)."""
     items = _items_param(campaign, params)
+    by = breakdowns.by_param(campaign, params)
     infos = list_all(members(campaign.name, params), params) if infos is None else infos
-    return {**header(campaign, params, infos), "rows": series_rows(infos, items)}
+    return {**header(campaign, params, infos), "rows": series_rows(infos, items, by)}
+
+
+def _series_check(campaign: Campaign, params: Params) -> None:
+    _items_param(campaign, params)
+    breakdowns.by_param(campaign, params)
 
 
 def etag(versions: list[Campaign], infos: list[WindowInfo], query: str) -> str:
@@ -277,7 +325,7 @@ def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict], key: s
     def view(name: str) -> Response:
         versions = members(name, request.args)
         campaign = versions[-1]
-        fmt = format_param(request.args)
+        fmt = format_param(request.args, WITH_PARQUET if key == "rows" else FORMATS)
         check(campaign, request.args)
         infos = list_all(versions, request.args)
         tag = etag(versions, infos, f"{key}?{request.query_string.decode(errors='replace')}")
@@ -286,15 +334,20 @@ def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict], key: s
         # If-None-Match only: a withheld window's count changes without a new publication
         if not_modified(tag, NEVER):
             return Response(status=304, headers=headers)
-        if fmt == "csv":
-            headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{key}.csv"'
+        if fmt != "json":
+            headers["Content-Disposition"] = f'attachment; filename="{campaign.name}-{key}.{fmt}"'
         cached = cache_key(key, campaign.name, tag)  # the ETag covers the query, format included
         body = body_cache.CACHE.get(cached)
+        by = breakdowns.by_param(campaign, request.args) if key == "rows" else None
         if body is None:
             doc = document(campaign, request.args, infos)
-            body = (csv_text(doc[key], columns) if fmt == "csv" else json_text(doc)).encode()
+            if fmt == "parquet":
+                body = series_parquet(campaign, doc, infos, by)
+            else:
+                cols = (*columns[:3], *(by or ()), *columns[3:])
+                body = (csv_text(doc[key], cols) if fmt == "csv" else json_text(doc)).encode()
             body_cache.CACHE.put(cached, body)
-        mimetype = "text/csv" if fmt == "csv" else "application/json"
+        mimetype = {"csv": "text/csv", "parquet": parquet.MIMETYPE}.get(fmt, "application/json")
         return Response(body, mimetype=mimetype, headers=headers)
 
     view.__name__ = f"{key}_view"
@@ -304,4 +357,4 @@ def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict], key: s
 bp.add_url_rule("/v1/campaigns/<name>/windows", "windows",
                 _view(windows_document, "windows", WINDOW_COLUMNS, version_param))
 bp.add_url_rule("/v1/campaigns/<name>/series", "series",
-                _view(series_document, "rows", SERIES_COLUMNS, _items_param))
+                _view(series_document, "rows", SERIES_COLUMNS, _series_check))

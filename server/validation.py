@@ -17,7 +17,15 @@ Order of checks (the first failure rejects the whole batch, nothing is stored):
 6. the campaign's mechanism checks its payload (``Mechanism.checked_columns``: wire shape, column
    lengths, ranges, the poisoning defence); its ``InvalidReport`` becomes 400 ``invalid_report``
    naming the lowest bad index and the reason (metric ``implausible_bits`` for an
-   ``ImplausibleReport``, else ``invalid_report``).
+   ``ImplausibleReport``, else ``invalid_report``);
+7. the envelope (``checked_envelope``, issue 28): the dimension values are mapped to the
+   campaign's closed lists (an unknown value, or a missing dimension, becomes ``"other"``, counted
+   in ``ldptel_dimension_other_batches``; never a rejection) and stored for every dimension of the
+   campaign in name order (none for a campaign without dimensions); a device-level
+   campaign's batch names the window it aggregates (``ReportBatch.window``: a window start that
+   has ended, else 400 ``invalid_batch``; 409 ``window_closed`` when it ended more than
+   ``campaign_kinds.late_seconds`` ago), which the batch is filed under; any other batch's
+   ``window`` is cleared (it is filed under its receive time's window).
 
 The batch that is stored is the parsed message re-serialized without unknown fields, so nothing a
 client adds beyond the schema reaches the stream.
@@ -30,13 +38,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError
+from prometheus_client import Counter
 
+from ldptel.campaign_kinds import late_seconds
 from ldptel.config import Campaign, Config
 from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
 from ldptel.mechanisms.errors import ImplausibleReport, InvalidReport
 from ldptel.proto import SCHEMA_VERSION, SEALED_SCHEMA_VERSION, ReportBatch
 
 BATCH_ID_BYTES = 16
+CLOCK_SKEW_S = 300  # a device-level window may end this far in the collector's future (device clocks)
+OTHER_BATCHES = Counter("ldptel_dimension_other_batches", "Batches with a dimension value mapped to "
+                        "'other' (unknown or missing), by campaign and dimension.", ["campaign", "dimension"])
 
 
 class Rejection(Exception):
@@ -57,6 +71,7 @@ class ValidBatch:
     batch_id: bytes
     count: int
     data: bytes  # the batch to store (re-serialized, unknown fields dropped)
+    window: int | None = None  # the window it aggregates (device-level kinds), else None
 
 
 def invalid_report(campaign: str, index: int | None, reason: str,
@@ -119,9 +134,53 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int]
     except InvalidReport as exc:
         metric = "implausible_bits" if isinstance(exc, ImplausibleReport) else "invalid_report"
         raise invalid_report(name, exc.index, exc.reason, metric) from None
+    window = checked_envelope(batch, campaign, time.time() if now is None else now)
     batch.DiscardUnknownFields()
     return ValidBatch(campaign=campaign, batch_id=bytes(batch.batch_id), count=int(count),
-                      data=batch.SerializeToString())
+                      data=batch.SerializeToString(), window=window)
+
+
+def checked_envelope(batch: Any, campaign: Campaign, now: float) -> int | None:
+    """Check 7 of the module docstring on ``batch`` in place: the canonical dimension values
+    (``canonical_dimensions``), and the device-level window (returned; None for other kinds,
+    whose ``window`` is cleared)."""
+    canonical_dimensions(batch, campaign)
+    return device_window(batch, campaign, now)
+
+
+def canonical_dimensions(batch: Any, campaign: Campaign) -> None:
+    """``batch.dimensions`` (a ``ReportBatch``'s, or a ``SealedBatch``'s envelope) replaced by
+    the campaign's canonical values, every dimension in name order (none without dimensions);
+    a value mapped to ``other`` that was not ``other`` is counted (``OTHER_BATCHES``)."""
+    name, dims = campaign.name, campaign.dimensions
+    given = {d.name: d.value for d in batch.dimensions}
+    del batch.dimensions[:]
+    if dims is not None:
+        values = dims.canonical(given)
+        for dim, value in zip(dims.dims, values, strict=True):
+            if value == "other" and given.get(dim.name) != "other":
+                # a shuffled campaign's counts are pooled, as in /metrics: none moves with one device
+                label = name if campaign.privacy_mode == "local" else "(shuffled)"
+                OTHER_BATCHES.labels(label, dim.name).inc()
+            batch.dimensions.add(name=dim.name, value=value)
+
+
+def device_window(batch: Any, campaign: Campaign, now: float) -> int | None:
+    """The device-level window a batch names, checked (check 7); None for other kinds, whose
+    ``window`` is cleared."""
+    name = campaign.name
+    if campaign.kind not in DEVICE_LEVEL_KINDS:
+        batch.window = 0
+        return None
+    length, window = campaign.window_seconds, int(batch.window)
+    if window <= 0 or window % length or window + length > now + CLOCK_SKEW_S:
+        raise Rejection(400, "invalid_batch", f"a {campaign.kind} batch names the window it aggregates "
+                        f"(a multiple of {length} s that has ended), got window = {window}", campaign=name)
+    if now - (window + length) > late_seconds(length):
+        raise Rejection(409, "window_closed", {"campaign": name, "window": window, "reason": "the window "
+                        f"ended more than {late_seconds(length)} s ago: its reports are no longer taken"},
+                        campaign=name)
+    return window
 
 
 def accepted_version(config: Config, latest: Campaign, version: int, now: float | None = None) -> Campaign:
@@ -157,4 +216,6 @@ def mechanism_of(campaign: Campaign, mechanisms: dict[tuple[str, int], Any]) -> 
     return cached[1]
 
 
-__all__ = ["Rejection", "ValidBatch", "accepted_version", "mechanism_of", "parse_batch", "validate_batch"]
+__all__ = ["Rejection", "ValidBatch", "accepted_version", "canonical_dimensions", "checked_envelope",
+           "device_window", "mechanism_of", "parse_batch",
+           "validate_batch"]

@@ -1,6 +1,9 @@
 """What a shuffler holds in memory for one (campaign, shard) ingress stream: the entries it has read
-and not yet released, grouped by (campaign version, window), each group with the time it was first
-seen (this process's monotonic clock: nothing about it is stored), and when a group is due.
+and not yet released, grouped by (campaign version, window, cell), each group with the time it was
+first seen (this process's monotonic clock: nothing about it is stored), and when a group is due.
+A cell is the batches' dimension values (issue 28, ``ldptel.dimensions``; none for a campaign
+without dimensions, the collector having stored them canonical): reports are shuffled and released
+within a cell only, so each cell's release threshold holds for that cell.
 
 The entries themselves stay in the ingress stream until their release (``scripts.SHUFFLE``), so
 dropping this state (a refused release, a lost lease, a restart) loses nothing: the stream is read
@@ -18,10 +21,11 @@ from ldptel.proto import ReportBatch
 
 @dataclass
 class Group:
-    """The held entries of one (version, window)."""
+    """The held entries of one (version, window, cell)."""
 
     version: int
     window: int
+    cell: tuple[tuple[str, str], ...] = ()  # the dimension values (name, value) of its batches
     first_seen: float = field(default_factory=time.monotonic)
     ids: list[bytes] = field(default_factory=list)
     batches: list = field(default_factory=list)  # ReportBatch, or SealedBatch when ``key_id`` is set
@@ -57,7 +61,7 @@ class Held:
     campaign: str
     shard: int
     cursor: str = "-"  # the last entry id read ("-": read from the start)
-    groups: dict[tuple[int, ...], Group] = field(default_factory=dict)
+    groups: dict[tuple, Group] = field(default_factory=dict)
     unknown: dict[bytes, tuple[int, ReportBatch, int]] = field(default_factory=dict)  # version unknown
     settled: bool = False  # no journaled release of another shuffler holds the stream (``release``)
 
@@ -71,14 +75,20 @@ class Held:
 
     def add(self, eid: bytes, window: int, version: int, batch, count: int,
             key_id: int | None = None) -> None:
-        """Hold one entry in its (version, window) group; sealed envelopes by (version, window,
-        analyzer key): messages of different keys never share a release."""
-        key = (version, window) if key_id is None else (version, window, key_id)
+        """Hold one entry in its (version, window, cell) group; sealed envelopes by (version,
+        window, cell, analyzer key): messages of different keys never share a release."""
+        cell = cell_of(batch)
+        key = (version, window, cell) if key_id is None else (version, window, cell, key_id)
         group = self.groups.get(key)
         if group is None:
-            group = self.groups[key] = Group(version, window, key_id=key_id)
+            group = self.groups[key] = Group(version, window, cell, key_id=key_id)
         group.add(eid, batch, count)
 
     @property
     def reports(self) -> int:
         return sum(g.reports for g in self.groups.values())
+
+
+def cell_of(batch: ReportBatch) -> tuple[tuple[str, str], ...]:
+    """A batch's cell: its dimension values as (name, value) pairs (empty without)."""
+    return tuple((d.name, d.value) for d in batch.dimensions)

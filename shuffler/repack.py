@@ -9,6 +9,7 @@ accepted) is forwarded alone with its batch id cleared, so the aggregator reject
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,8 +67,9 @@ def parse_all(mech: Mechanism, batches: list[ReportBatch]
     return parsed, bad
 
 
-# a batch's fields besides its payload that a merge may drop (the re-packed batches set their own)
-BATCH_FIELDS = ("campaign", "batch_id", "count", "schema_version", "campaign_version")
+# a batch's fields besides its payload that a merge may drop: the re-packed batches set their own,
+# and a group's batches share their window and cell (``held.Group``: the dimension values)
+BATCH_FIELDS = ("campaign", "batch_id", "count", "schema_version", "campaign_version", "window", "dimensions")
 
 
 def merged_columns(mech: Mechanism, batches: list[ReportBatch]) -> tuple[dict, int] | None:
@@ -152,10 +154,11 @@ def forwarded(batch: ReportBatch) -> tuple[bytes, int]:
 
 
 def repack(mech: Mechanism, batches: list[ReportBatch], campaign: str, version: int,
-           batch_reports: int, rng: np.random.Generator | OsRandom = OS_RANDOM) -> Release:
-    """The release of ``batches`` (one version and window of ``campaign``): their reports
+           batch_reports: int, rng: np.random.Generator | OsRandom = OS_RANDOM,
+           cell: Sequence[tuple[str, str]] = ()) -> Release:
+    """The release of ``batches`` (one version, window and cell of ``campaign``): their reports
     permuted and re-packed (``mech.pack`` with an empty batch id, ``campaign_version`` =
-    ``version``) in batches of about ``batch_reports``."""
+    ``version`` and the ``cell``'s dimension values) in batches of about ``batch_reports``."""
     whole = merged_columns(mech, batches)
     parsed, bad = ([whole], []) if whole is not None else parse_all(mech, batches)
     shuffled: list[tuple[bytes, int]] = []
@@ -166,6 +169,8 @@ def repack(mech: Mechanism, batches: list[ReportBatch], campaign: str, version: 
             part = {k: (v[start:start + size] if len(v) == n else v) for k, v in cols.items()}
             batch = mech.pack(part, size, campaign, batch_id=b"")
             batch.campaign_version = version
+            for name, value in cell:
+                batch.dimensions.add(name=name, value=value)
             shuffled.append((batch.SerializeToString(), size))
             start += size
     return Release(shuffled, [forwarded(b) for b in bad])

@@ -2,11 +2,12 @@
 sealed messages.
 
 The shuffler cannot read a message (each is sealed to the analyzer, ``ldptel.sealing``); it holds
-the envelopes of one (campaign version, window, analyzer key) — a key's messages only ever mix with
-messages sealed to the same key, so that the key id partitions nothing inside a release — and
-releases them only as a **whole batch of at least ``batch_min`` real reports** (devices: the sum of
-the envelopes' ``reports``), each batch once (``scripts.SHUFFLE`` deletes the ingress entries it
-moves, atomically):
+the envelopes of one (campaign version, window, cell, analyzer key) — a cell is the envelopes'
+dimension values (issue 28), so each cell is released on its own and ``batch_min`` holds per cell; a
+key's messages only ever mix with messages sealed to the same key, so that the key id partitions
+nothing inside a release — and releases them only as a **whole batch of at least ``batch_min`` real
+reports** (devices: the sum of the envelopes' ``reports``), each batch once (``scripts.SHUFFLE``
+deletes the ingress entries it moves, atomically):
 
 - ``due``: a group is released when it holds ≥ ``batch_min`` reports and its window is closed
   (``privacy_modes.window_close``: the collector takes nothing more for it), or it holds
@@ -29,13 +30,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
 from ldptel.config import Campaign
 from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom, permutation
 from ldptel.privacy_modes import window_close
-from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
+from ldptel.proto import SEALED_SCHEMA_VERSION, Dimension, SealedBatch
 from ldptel.shuffler.repack import split_sizes
 
 
@@ -54,11 +56,11 @@ def due(campaign: Campaign, window: int, reports: int, max_held: int, once: bool
 
 
 def repack(envelopes: list[SealedBatch], campaign: str, version: int, window: int, key_id: int,
-           batch_reports: int, rng: np.random.Generator | OsRandom = OS_RANDOM
-           ) -> tuple[list[tuple[bytes, int]], int]:
+           batch_reports: int, rng: np.random.Generator | OsRandom = OS_RANDOM,
+           cell: Sequence[tuple[str, str]] = ()) -> tuple[list[tuple[bytes, int]], int]:
     """The release's parts as (serialized ``SealedBatch``, count) — count = the release's real
     reports on the first part, 0 on the others, so the analysis counters add up to it — and the
-    number of real reports."""
+    number of real reports. ``cell``: the envelopes' dimension values (issue 28), on every part."""
     messages = [m for env in envelopes for m in env.messages]
     reports = sum(env.reports for env in envelopes)
     order = permutation(rng, len(messages))
@@ -70,7 +72,8 @@ def repack(envelopes: list[SealedBatch], campaign: str, version: int, window: in
         part = SealedBatch(campaign=campaign, campaign_version=version, schema_version=SEALED_SCHEMA_VERSION,
                            key_id=key_id, window=window, release=release, release_parts=len(sizes),
                            release_reports=reports, release_part=i,
-                           messages=[messages[j] for j in order[start:start + size]])
+                           messages=[messages[j] for j in order[start:start + size]],
+                           dimensions=[Dimension(name=k, value=v) for k, v in cell])
         parts.append((part.SerializeToString(), reports if i == 0 else 0))
         start += size
     return parts, reports

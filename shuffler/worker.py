@@ -314,7 +314,7 @@ class Shuffler:
         assert camp is not None and group.key_id is not None
         t0 = time.perf_counter()
         parts, reports = sealed.repack(group.batches, camp.name, group.version, group.window,
-                                       group.key_id, self.cfg.batch_reports)
+                                       group.key_id, self.cfg.batch_reports, cell=group.cell)
         return self._move(held, group, camp, parts, t0, "batch")
 
     def discard(self, held: Held, group: Group) -> bool:
@@ -345,7 +345,7 @@ class Shuffler:
         assert camp is not None  # only known versions are grouped
         t0 = time.perf_counter()
         out = repack(self.mechanism(camp), group.batches, camp.name, group.version,
-                     self.cfg.batch_reports)
+                     self.cfg.batch_reports, cell=group.cell)
         if out.forwarded:
             self.warn(f"shuffle: {len(out.forwarded)} ingress batches of {camp.name!r} do not parse; "
                       "forwarded alone without their batch id (the aggregator rejects them)")

@@ -11,8 +11,10 @@ finer than the campaign's window, a batch id, or the grouping of reports as a de
 - analysis streams (``keys.stream_key``): every entry id's ms part, the stream's last generated id
   and its consumer groups' last delivered id are window starts; an entry holds exactly ``batch``,
   ``window``, ``count``; its batch parses, holds no batch id and no field beyond campaign, count,
-  schema and campaign version and the payload; no entry is pending (a pending entry carries its
-  delivery time);
+  schema and campaign version, the payload, its dimension values (issue 28: public by
+  declaration; each the campaign's declared value or ``other``, every dimension in its declared
+  order) and a device-level window (a window start, the entry's own); no entry is pending (a
+  pending entry carries its delivery time);
 - dedupe markers (``keys.seen_key``) hold ``"1"`` and expire at a multiple of max(window, 1 day),
   at least 7 days ahead; their name is the batch id by design: nothing else holds one, so it links
   to no report;
@@ -41,7 +43,8 @@ from ldptel.proto import ReportBatch, SealedBatch
 TAG = r"\{ldptel:(?P<c>[^:}]+):(?P<s>\d+)\}"
 VERSIONED = r"(?::v\d+)?"
 YEARS_20 = 20 * 365 * 86400
-BATCH_FIELDS = {"campaign", "count", "schema_version", "campaign_version"}  # + the payload oneof
+# + the payload oneof; dimensions and window: checked by ``Audit.envelope``
+BATCH_FIELDS = {"campaign", "count", "schema_version", "campaign_version", "dimensions", "window"}
 
 # (key pattern, field pattern or "*" for the whole key, why it may hold a fine time)
 ALLOWED: list[tuple[str, str, str]] = [
@@ -155,9 +158,10 @@ class Audit:
             self.check_numbers(key, "window", fields.get(keys.ENTRY_WINDOW, b""), window_s)
             if camp is not None and camp.privacy_mode != "local":  # a release part: ciphertext only
                 part = SealedBatch.FromString(fields[keys.ENTRY_BATCH])
-                extra = {f.name for f, _ in part.ListFields()} - SEALED_FIELDS
+                extra = {f.name for f, _ in part.ListFields()} - SEALED_FIELDS - {"dimensions"}
                 if extra:
                     self.flag(key, f"entry {eid!r} has sealed fields {sorted(extra)}")
+                self.envelope(key, eid, part, int(fields.get(keys.ENTRY_WINDOW, b"0")))
                 continue
             batch = ReportBatch.FromString(fields[keys.ENTRY_BATCH])
             if batch.batch_id:
@@ -165,6 +169,18 @@ class Audit:
             extra = {f.name for f, _ in batch.ListFields()} - BATCH_FIELDS - {batch.WhichOneof("payload")}
             if extra:
                 self.flag(key, f"entry {eid!r} has batch fields {sorted(extra)}")
+            self.envelope(key, eid, batch, int(fields.get(keys.ENTRY_WINDOW, b"0")))
+
+    def envelope(self, key: str, eid: bytes, batch: ReportBatch | SealedBatch, window: int) -> None:
+        """A batch's dimension values are the campaign's canonical ones (declared values or
+        ``other``, every dimension, in name order); its window, if any, is the entry's."""
+        camp = self.config.campaign(batch.campaign)
+        dims = camp.dimensions if camp is not None else None
+        given = [(d.name, d.value) for d in batch.dimensions]
+        if dims is None and given or dims is not None and given != dims.pairs(dims.canonical(dict(given))):
+            self.flag(key, f"entry {eid!r} has dimension values {given} (not the campaign's canonical ones)")
+        if batch.window and batch.window != window:
+            self.flag(key, f"entry {eid!r} names window {batch.window}, its entry {window}")
 
     def marker(self, key: str, window_s: int) -> None:
         if self.r.get(key) != b"1":

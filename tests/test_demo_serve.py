@@ -44,8 +44,9 @@ def test_demo_exit_prints_table() -> None:
     assert "items in 95% CI" in out.stdout and "export token: demo-export-" in out.stdout
     assert "heavy hitters" in out.stdout and "quantile" in out.stdout
     sent = re.search(r"sent ([\d,]+) randomized reports", out.stdout).group(1)
-    # 6 oracles, heavy hitters, range, 2 numeric, shuffled-fakes
-    assert int(sent.replace(",", "")) == 11 * 5000
+    # 6 oracles, heavy hitters, range, 2 numeric, shuffled-fakes, and the experiment's two arms
+    assert int(sent.replace(",", "")) == 13 * 5000
+    assert re.search(r"card  treatment − control +[+−-]\d", out.stdout)
     assert "demo-session-seconds" in out.stdout and "1bitmean" in out.stdout
     assert re.search(r"shuffled-fakes.*\n(.*\n)*.*central ε between", out.stdout)
 

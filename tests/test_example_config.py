@@ -14,7 +14,9 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ldptel.toml"
 
 def test_example_config_builds_every_campaign() -> None:
     config = load_config(EXAMPLE)
-    assert {c.kind for c in config.campaigns} == {"frequency", "heavy_hitters", "range", "numeric"}
+    assert {c.kind for c in config.campaigns} == {"frequency", "heavy_hitters", "range", "numeric",
+                                                  "unique_devices"}
+    assert any(c.dimensions is not None and c.dimensions.experiment for c in config.campaigns)
     for campaign in config.campaigns:
         mech = campaign.mechanism()
         # shuffled-fakes without local randomization: the histogram has no local ε

@@ -15,7 +15,8 @@ Every SDK's tests read the same files and must reproduce them byte for byte
 - ``encode.json``: per oracle and parameter set, one device's reports: the campaign secret, each
   value, the random draws its encode consumed (``ldptel.mechanisms.draws``), the payload columns,
   and the wire bytes of the whole chunk as the SDK's flush sends it (``ReportBatch``, batch_id and
-  campaign version fixed).
+  campaign version fixed); every seventh case also the same chunk with an envelope (``envelope``:
+  a device-level ``window`` and dimension values, issue 28; fields 7 and 20 of ``ReportBatch``).
 
 Seeded (numpy) throughout, and written with sorted keys, so a run is reproducible: ``--check``
 (run by the Python test) fails when the Python code no longer produces the committed vectors.
@@ -45,6 +46,7 @@ from ldptel.proto import ReportBatch
 HERE = Path(__file__).resolve().parent
 FORMAT = 1  # bumped when the layout of the files changes
 BATCH_ID = bytes(range(16))
+ENVELOPE = {"window": 1_700_006_400, "dimensions": [["app_version", "4.2"], ["platform", "ios"]]}
 DEFAULT_MAX_EPSILON = 8.0  # TelemetryClient's default
 sys.path.insert(0, str(HERE))
 from cases import CONFIGS, ENCODE_CASES  # noqa: E402
@@ -195,6 +197,15 @@ def chunk_body(mech: Any, rows: list[bytes], campaign: str, version: int) -> byt
     return batch.SerializeToString()
 
 
+def with_envelope(body: bytes) -> bytes:
+    """``body`` (a chunk) with ``ENVELOPE``'s window and dimension values."""
+    batch = ReportBatch.FromString(body)
+    batch.window = ENVELOPE["window"]
+    for name, value in ENVELOPE["dimensions"]:
+        batch.dimensions.add(name=name, value=value)
+    return batch.SerializeToString()
+
+
 def encode_vectors() -> dict[str, Any]:
     cases = []
     for i, case in enumerate(ENCODE_CASES):
@@ -213,11 +224,13 @@ def encode_vectors() -> dict[str, Any]:
             reports.append({"value": value, "draws": rec.tape,
                             "columns": jsonable_columns(mech.columns(batch)),
                             "row": row.hex(), "payload": payload.SerializeToString().hex()})
-        cases.append({"name": case.get("label", cfg["name"]), "config": cfg,
-                      "secret": secret.hex() if uses_device_secret(cfg) else None,
-                      "reports": reports,
-                      "batch": chunk_body(mech, rows, cfg["name"], int(cfg.get("version", 1))).hex(),
-                      "batch_id": BATCH_ID.hex()})
+        body = chunk_body(mech, rows, cfg["name"], int(cfg.get("version", 1)))
+        entry = {"name": case.get("label", cfg["name"]), "config": cfg,
+                 "secret": secret.hex() if uses_device_secret(cfg) else None,
+                 "reports": reports, "batch": body.hex(), "batch_id": BATCH_ID.hex()}
+        if i % 7 == 0:
+            entry["envelope"] = {**ENVELOPE, "batch": with_envelope(body).hex()}
+        cases.append(entry)
     return {"format": FORMAT, "cases": cases}
 
 

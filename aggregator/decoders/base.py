@@ -68,6 +68,14 @@ class Accumulator(ABC):
             self.state[key] = self.state[key] + value
         return self
 
+    def blank(self) -> Accumulator:
+        """An empty accumulator of the same mechanism (and, for cells, the same cells)."""
+        return type(self)(self.mech)
+
+    def load(self, data: bytes) -> Accumulator:
+        """``to_bytes`` of an accumulator like this one back into an object (``from_bytes``)."""
+        return type(self).from_bytes(self.mech, data)
+
     def stored_nbytes(self) -> int:
         """About the size of ``to_bytes`` (what the store's size-tiered folding compares)."""
         return sum(a.nbytes for a in self.state.values())

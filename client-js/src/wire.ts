@@ -69,6 +69,10 @@ export interface BatchHeader {
   batchId: Uint8Array;
   count: number;
   campaignVersion: number;
+  /** Device-level kinds (issue 28): the start of the window the reports aggregate (field 7). */
+  window?: number;
+  /** The campaign's dimension values, (name, value) in name order (field 20, issue 28). */
+  dimensions?: [string, string][];
 }
 
 /** A serialized `ReportBatch` of `report` (the merged columns of `header.count` reports). */
@@ -79,7 +83,14 @@ export function encodeBatch(header: BatchHeader, report: Report): Uint8Array {
   if (header.count) w.tag(3, WireType.Varint).uint32(header.count);
   w.tag(4, WireType.Varint).uint32(SCHEMA_VERSION);
   if (header.campaignVersion) w.tag(5, WireType.Varint).uint32(header.campaignVersion);
+  if (header.window) w.tag(7, WireType.Varint).uint64(header.window);
   w.tag(PAYLOADS[report.payload].field, WireType.LengthDelimited).bytes(payloadBytes(report));
+  for (const [name, value] of header.dimensions ?? []) {
+    w.tag(20, WireType.LengthDelimited).fork();
+    if (name) w.tag(1, WireType.LengthDelimited).string(name);
+    if (value) w.tag(2, WireType.LengthDelimited).string(value);
+    w.join();
+  }
   return w.finish();
 }
 

@@ -18,6 +18,10 @@ const CAMPAIGNS = [
   campaign("memo", { oracle: "grr", epsilon: 1.0, domain_size: 8, memoize: true, epsilon_inf: 3.0 }),
   campaign("broken", { oracle: "grr", epsilon: 1.0, domain_size: 1 }),
   campaign("sealed", { oracle: "grr", epsilon: 1.0, domain_size: 4, privacy_mode: "shuffled" }),
+  campaign("cells", { oracle: "grr", epsilon: 1.0, domain_size: 4,
+    dimensions: [{ name: "platform", values: ["android", "ios"] }] }),
+  campaign("devices", { kind: "unique_devices", oracle: "grr", epsilon: 1.0, domain: ["none", "at_least_once"],
+    domain_size: 2, window: "1d", window_seconds: 86400 }),
 ];
 
 const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) =>
@@ -51,6 +55,8 @@ describe("TelemetryClient", () => {
     expect(await client.report("greedy", 1)).toBe(false);
     expect(await client.report("broken", 0)).toBe(false);
     expect(await client.report("sealed", 0)).toBe(false);
+    expect(await client.report("cells", 0)).toBe(false); // issue 28: never sent without its dimensions
+    expect(await client.report("devices", 1)).toBe(false); // nor a device-level kind per event
     expect(await client.report("once", 1)).toBe(true);
     expect(await client.report("once", 1)).toBe(true);
     expect(await client.report("once", 1)).toBe(false);
@@ -58,7 +64,7 @@ describe("TelemetryClient", () => {
     expect(await client.report("num", 99)).toBe(true);
     const h = client.health();
     expect(h.dropped).toEqual({ bad_value: 4, unknown_campaign: 1, campaign_refused: 1, bad_config: 1,
-      unsupported_privacy_mode: 1, reports_per_window: 1 });
+      unsupported_privacy_mode: 1, unsupported_dimensions: 1, unsupported_kind: 1, reports_per_window: 1 });
     expect(h.clipped).toEqual({ num: 1 });
     expect(h.pending).toBe(3);
     expect(h.lastError).toContain("finite");

@@ -137,6 +137,13 @@ describe("encode vectors", () => {
         campaignVersion: c.config.version ?? 1 }, mergeReports(reports));
       expect(toHex(batch)).toBe(c.batch);
       checked += 1;
+      if (c.envelope) {  // the same chunk with a window and dimension values (issue 28)
+        const env = encodeBatch({ campaign: c.config.name, batchId: fromHex(c.batch_id), count: reports.length,
+          campaignVersion: c.config.version ?? 1, window: c.envelope.window, dimensions: c.envelope.dimensions },
+        mergeReports(reports));
+        expect(toHex(env)).toBe(c.envelope.batch);
+        checked += 1;
+      }
     });
   }
 });

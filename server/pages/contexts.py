@@ -23,6 +23,7 @@ from ldptel.server.app import state
 from ldptel.server.documents import latest_released, load_released, request_published, resolve_window
 from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.pages import labels
+from ldptel.server.pages.breakdown import breakdown_context
 from ldptel.server.pages.numeric import numeric_context
 from ldptel.server.pages.status import Status, campaign_status, status_view
 from ldptel.server.pages.trend import trend_html
@@ -43,9 +44,10 @@ class PageArgs:
         self.sort = "item" if args.get("sort") == "item" else "estimate"
         self.show_all = args.get("show") == "all"
         self.lo, self.hi = args.get("lo", ""), args.get("hi", "")
+        self.compare = args.get("compare") or None  # the experiment arm compared (``pages.breakdown``)
 
     def query(self, **changes: Any) -> dict:
-        cur = {"window": None if self.window == "latest" else self.window,
+        cur = {"window": None if self.window == "latest" else self.window, "compare": self.compare,
                "view": None if self.view == "raw" else self.view,
                "sort": None if self.sort == "estimate" else self.sort,
                "show": "all" if self.show_all else None, "lo": self.lo or None, "hi": self.hi or None}
@@ -80,8 +82,9 @@ def _row_view(rank: int, item: dict) -> dict:
 
 def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict:
     """Rows (raw or normalized, by count or by item, top ``TOP_N`` or all) and the bar chart of
-    ``export.estimates``."""
-    doc = export.estimates(c, window)
+    ``export.estimates``, and the breakdown of a campaign with dimensions (``pages.breakdown``)."""
+    by = {"by": ",".join(c.dimensions.names)} if c.dimensions is not None else {}
+    doc = export.estimates(c, window, by)
     items = doc["items"]
     key = "estimate_normalized" if a.view == "normalized" else "estimate"
     order = list(range(len(items)))
@@ -97,7 +100,8 @@ def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict:
         sticky_axis=a.show_all, aria_label=f"Estimated devices per item for {c.name}")
     return {"rows": shown, "total_items": len(items), "chart": chart, "view": a.view,
             "negatives": sum(1 for it in items if (it["estimate"] or 0) < 0),
-            "normalized_sum": sum(it["estimate_normalized"] or 0 for it in items)}
+            "normalized_sum": sum(it["estimate_normalized"] or 0 for it in items),
+            "breakdown": breakdown_context(c, doc, a.compare)}
 
 
 def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict:
@@ -221,7 +225,8 @@ def add_content(ctx: dict) -> dict:
             else:
                 ctx["released" if exc.status == 409 else "pending"] = exc.status != 409
         else:
-            ctx["n"], ctx["n_fmt"] = pub.n, charts.fmt_count(pub.n)
+            n = pub.doc.get("n_reports", pub.n) if pub.doc is not None else pub.n  # cells: the released
+            ctx["n"], ctx["n_fmt"] = n, charts.fmt_count(n)
             privacy = pub.doc.get("privacy") if pub.doc is not None else None
             ctx["central_note"] = labels.central_note(privacy)
             ctx["central_head"] = labels.central_head(privacy)
@@ -229,7 +234,7 @@ def add_content(ctx: dict) -> dict:
             if key not in _contents:
                 if len(_contents) >= CONTENTS_KEPT:
                     _contents.pop(next(iter(_contents)), None)
-                ctx["content"] = CONTENT[c.kind](c, ctx["window"], ctx["a"])
+                ctx["content"] = CONTENT[c.estimate_kind](c, ctx["window"], ctx["a"])
                 _contents[key] = Markup(render_template("operator_content.html", **ctx))
             ctx["content_html"] = _contents[key]
             return ctx

@@ -50,7 +50,7 @@ def download(c: Campaign, what: str, args: Params) -> Response:
     """The file ``what`` (``<name>.<format>``) of campaign ``c``; ``PageError`` 404 if it has none."""
     name, _, fmt = what.rpartition(".")
     d = DOWNLOADS.get(name)
-    if d is None or d.kind != c.kind or fmt not in d.formats:
+    if d is None or d.kind != c.estimate_kind or fmt not in d.formats:
         raise PageError(404, "No such download", f"Campaign “{c.name}” has no download “{what}”.", back=True)
     window: Window = args.get("window")
     filename = f"{c.name}{d.suffix}-{args.get('window', 'latest')}.{fmt}"

@@ -16,7 +16,10 @@ from ldptel.server import charts
 from ldptel.server.pages import mode_labels
 
 KIND_LABELS = {"frequency": "Frequency", "heavy_hitters": "Heavy hitters", "range": "Range",
-               "numeric": "Numeric (mean)"}
+               "numeric": "Numeric (mean)",
+               "unique_devices": "Unique devices (one report per device and window)",
+               "per_device_histogram": "Per-device histogram (each device's most common value per window)",
+               "per_device_count": "Per-device count (events per device and window, clipped)"}
 NUMERIC_LABELS = {"duchi": "Duchi et al. (one bit)", "piecewise": "Piecewise (Wang et al.)",
                   "hybrid": "Hybrid (Wang et al.)", "1bitmean": "1BitMean"}
 ORACLE_LABELS = {"grr": "GRR (direct encoding)", "sue": "SUE (basic RAPPOR)", "oue": "OUE (optimized unary)",
@@ -25,7 +28,9 @@ ORACLE_LABELS = {"grr": "GRR (direct encoding)", "sue": "SUE (basic RAPPOR)", "o
 
 def mechanism_label(c: Campaign) -> str:
     """The randomizer and its main parameters."""
-    if c.kind == "numeric":
+    if c.kind == "unique_devices":
+        return "Randomized response on one bit (did the event happen in the window)"
+    if c.estimate_kind == "numeric":
         name = NUMERIC_LABELS.get(c.params["mechanism"], c.params["mechanism"])
         if c.params.get("memoize"):
             name += f" (memoized, {c.params['buckets']} buckets)"
@@ -45,6 +50,10 @@ def mechanism_label(c: Campaign) -> str:
 
 def domain_label(c: Campaign) -> str:
     """What devices report: labels, items, strings or values."""
+    if c.kind == "unique_devices":
+        return "whether the event happened at least once in the window"
+    if c.kind == "per_device_count":
+        return f"events per window, clipped to {charts.fmt_count(c.params['upper'])}"
     if c.kind == "numeric":
         return (f"real values from {charts.fmt_count(c.params['lower'])} to "
                 f"{charts.fmt_count(c.params['upper'])} (clipped on the device)")

@@ -15,6 +15,7 @@ from ldptel.server.app import state
 from ldptel.server.documents import read_published
 from ldptel.server.mean_chart import MeanPoint, mean_chart
 from ldptel.server.pages import labels
+from ldptel.server.pages.breakdown import breakdown_context
 
 MEAN_WINDOWS = 48
 
@@ -42,4 +43,5 @@ def numeric_context(c: Campaign, window: int, a: Any) -> dict:
     chart = mean_chart(points, y_label="mean value", aria_label=f"Mean of {c.name} per window") \
         if points else None
     return {"mean": doc["mean"], "sum": doc["sum"], "chart": chart, "windows": len(points),
-            "lower": doc["lower"], "upper": doc["upper"], "mechanism": doc["mechanism"]}
+            "lower": doc["lower"], "upper": doc["upper"], "mechanism": doc["mechanism"],
+            "breakdown": breakdown_context(c, doc, getattr(a, "compare", None))}

@@ -28,7 +28,7 @@ def top_items(campaign: Campaign, infos: list[series.WindowInfo]) -> list[str]:
     """The ``TREND_ITEMS`` items with the largest estimates in the newest released window of the
     newest version that has one; a numeric campaign's line is its mean; none for range campaigns
     (their trend is the reports per window)."""
-    if campaign.kind == "numeric":
+    if campaign.estimate_kind == "numeric":
         return ["mean"]
     newest = next((i for i in reversed(infos) if i.pub is not None and i.pub.doc is not None), None)
     if newest is None or campaign.kind == "range":
@@ -106,15 +106,16 @@ def _render(versions: list[Campaign], infos: list[series.WindowInfo]) -> Markup:
     counts = [trend_chart.Count(i.window, i.n, i.status == "released", i.version) for i in infos]
     current = tally.current_window(campaign)
     drawn = [ln for ln in lines.values() if ln.points]
-    y_label = "mean value per window" if campaign.kind == "numeric" else "estimated devices per window"
+    numeric = campaign.estimate_kind == "numeric"
+    y_label = "mean value per window" if numeric else "estimated devices per window"
     chart = trend_chart.trend_chart(
         drawn, counts, campaign.window_seconds, lambda w: labels.window_label(campaign, w),
         lambda w: labels.tick_label(campaign, w), markers=markers(versions, infos, current),
         y_label=y_label, aria_label=f"Estimates over windows for {campaign.name}",
-        value_text=charts.fmt_compact if campaign.kind == "numeric" else None)
+        value_text=charts.fmt_compact if campaign.estimate_kind == "numeric" else None)
     windows = len({i.window for i in infos})
     return Markup(render_template("operator_trend.html", c=campaign, chart=chart,
                                   legend=list(colors.items()), windows=windows,
                                   released=len({i.window for i in infos if i.status == "released"}),
                                   newest=TREND_WINDOWS, versions=len({i.version for i in infos}),
-                                  numeric=campaign.kind == "numeric"))
+                                  numeric=campaign.estimate_kind == "numeric"))

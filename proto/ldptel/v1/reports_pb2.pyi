@@ -74,13 +74,23 @@ class NumericPayload(_message.Message):
     values: _containers.RepeatedScalarFieldContainer[float]
     def __init__(self, bits: _Optional[bytes] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
+class Dimension(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
 class ReportBatch(_message.Message):
-    __slots__ = ("campaign", "batch_id", "count", "schema_version", "campaign_version", "grr", "unary", "olh", "hadamard", "rappor", "heavy_hitters", "range", "numeric")
+    __slots__ = ("campaign", "batch_id", "count", "schema_version", "campaign_version", "window", "dimensions", "grr", "unary", "olh", "hadamard", "rappor", "heavy_hitters", "range", "numeric")
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     CAMPAIGN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
     GRR_FIELD_NUMBER: _ClassVar[int]
     UNARY_FIELD_NUMBER: _ClassVar[int]
     OLH_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +104,8 @@ class ReportBatch(_message.Message):
     count: int
     schema_version: int
     campaign_version: int
+    window: int
+    dimensions: _containers.RepeatedCompositeFieldContainer[Dimension]
     grr: GrrPayload
     unary: UnaryPayload
     olh: OlhPayload
@@ -102,10 +114,10 @@ class ReportBatch(_message.Message):
     heavy_hitters: HeavyHitterPayload
     range: RangePayload
     numeric: NumericPayload
-    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., count: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., grr: _Optional[_Union[GrrPayload, _Mapping]] = ..., unary: _Optional[_Union[UnaryPayload, _Mapping]] = ..., olh: _Optional[_Union[OlhPayload, _Mapping]] = ..., hadamard: _Optional[_Union[HadamardPayload, _Mapping]] = ..., rappor: _Optional[_Union[RapporPayload, _Mapping]] = ..., heavy_hitters: _Optional[_Union[HeavyHitterPayload, _Mapping]] = ..., range: _Optional[_Union[RangePayload, _Mapping]] = ..., numeric: _Optional[_Union[NumericPayload, _Mapping]] = ...) -> None: ...
+    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., count: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., window: _Optional[int] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ..., grr: _Optional[_Union[GrrPayload, _Mapping]] = ..., unary: _Optional[_Union[UnaryPayload, _Mapping]] = ..., olh: _Optional[_Union[OlhPayload, _Mapping]] = ..., hadamard: _Optional[_Union[HadamardPayload, _Mapping]] = ..., rappor: _Optional[_Union[RapporPayload, _Mapping]] = ..., heavy_hitters: _Optional[_Union[HeavyHitterPayload, _Mapping]] = ..., range: _Optional[_Union[RangePayload, _Mapping]] = ..., numeric: _Optional[_Union[NumericPayload, _Mapping]] = ...) -> None: ...
 
 class SealedBatch(_message.Message):
-    __slots__ = ("campaign", "batch_id", "reports", "schema_version", "campaign_version", "key_id", "window", "messages", "release", "release_parts", "release_reports", "release_part")
+    __slots__ = ("campaign", "batch_id", "reports", "schema_version", "campaign_version", "key_id", "window", "messages", "release", "release_parts", "release_reports", "release_part", "dimensions")
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     REPORTS_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +130,7 @@ class SealedBatch(_message.Message):
     RELEASE_PARTS_FIELD_NUMBER: _ClassVar[int]
     RELEASE_REPORTS_FIELD_NUMBER: _ClassVar[int]
     RELEASE_PART_FIELD_NUMBER: _ClassVar[int]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
     campaign: str
     batch_id: bytes
     reports: int
@@ -130,4 +143,5 @@ class SealedBatch(_message.Message):
     release_parts: int
     release_reports: int
     release_part: int
-    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., reports: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., key_id: _Optional[int] = ..., window: _Optional[int] = ..., messages: _Optional[_Iterable[bytes]] = ..., release: _Optional[bytes] = ..., release_parts: _Optional[int] = ..., release_reports: _Optional[int] = ..., release_part: _Optional[int] = ...) -> None: ...
+    dimensions: _containers.RepeatedCompositeFieldContainer[Dimension]
+    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., reports: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., key_id: _Optional[int] = ..., window: _Optional[int] = ..., messages: _Optional[_Iterable[bytes]] = ..., release: _Optional[bytes] = ..., release_parts: _Optional[int] = ..., release_reports: _Optional[int] = ..., release_part: _Optional[int] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ...) -> None: ...
