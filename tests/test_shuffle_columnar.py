@@ -92,3 +92,19 @@ def test_a_release_holds_exactly_the_reports_it_took(table: dict) -> None:
                        for c, b in zip(cols, bs, strict=True) for i in range(b.count))
 
     assert rows([ReportBatch.FromString(d) for d, _ in out.shuffled]) == rows(group)
+
+
+def test_a_cells_batches_merge_and_the_release_names_the_cell() -> None:
+    """Batches of one cell (their dimension values, issue 28) and a window field merge like any;
+    the re-packed batches carry the cell's values (``repack(cell=)``)."""
+    camp = parse_config({"campaigns": [CAMPAIGNS[1]]}).campaigns[0]
+    mech = camp.mechanism()
+    group = batches(camp, [2, 5, 1])
+    for b in group:
+        b.dimensions.add(name="platform", value="ios")
+        b.window = 1_700_000_000
+    assert merged_columns(mech, group) is not None
+    out = repack(mech, group, camp.name, 1, batch_reports=100, cell=(("platform", "ios"),))
+    [(data, count)] = out.shuffled
+    batch = ReportBatch.FromString(data)
+    assert count == 8 and [(d.name, d.value) for d in batch.dimensions] == [("platform", "ios")]
