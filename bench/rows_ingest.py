@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import http.client
+import importlib.util
 import os
 import subprocess
 import sys
@@ -25,7 +26,6 @@ from table import Row, Timed
 
 from ldptel import keys
 from ldptel.client import create_mechanism
-from ldptel.commands import granian_pool
 from ldptel.proto import ReportBatch
 from ldptel.redis_server import EmbeddedRedis, free_port
 
@@ -46,7 +46,7 @@ domain_size = 1024
 """
 HERE = Path(__file__).resolve().parent
 # both apps' server (bench/ingest_apps.py): the one ``ldptel serve`` runs the collector with
-SERVER = os.environ.get("BENCH_SERVER") or ("granian" if granian_pool.available() else "gunicorn")
+SERVER = os.environ.get("BENCH_SERVER") or ("granian" if importlib.util.find_spec("granian") else "gunicorn")
 
 
 class Stack:
