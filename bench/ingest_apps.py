@@ -20,7 +20,10 @@ import redis
 from flask import Flask, jsonify, request
 from gunicorn.app.base import BaseApplication
 
-from ldptel.commands.gunicorn_pool import gunicorn_options
+try:
+    from ldptel.commands.gunicorn_pool import gunicorn_options
+except ImportError:  # a checkout before the pool modules (bench of an older version)
+    from ldptel.commands.serve import gunicorn_options  # type: ignore[attr-defined,no-redef]
 from ldptel.config import load_config
 from ldptel.proto import ReportBatch
 
