@@ -20,7 +20,7 @@ from typing import Any
 from ldptel import keys, scripts
 from ldptel.redis_client import AnyRedis
 
-CALL_IDS = 2000  # ingress ids checked or deleted per call (~15 ms of Redis time on this machine)
+CALL_IDS = 1000  # ingress ids checked or deleted per call (5-10 ms of Redis time on this machine)
 CALL_BATCHES = 64  # analysis batches written per call
 CALL_BYTES = 4 << 20  # bytes of batches written per call
 STAGING_TTL_MS = 60_000  # a release still staging expires unless a call renews it
