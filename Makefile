@@ -22,7 +22,7 @@ TEST_STAMP := $(VENV)/.test-stamp
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet
 EDITABLE := --config-settings editable_mode=strict
 
-.PHONY: install install-test demo test test-fast test-js typecheck lint bench bench-all proto clean FORCE
+.PHONY: install install-test demo test test-fast test-js typecheck lint bench bench-loadtest bench-all proto clean FORCE
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ldptel needs Python 3.11+ (set PYTHON=...)")'
@@ -78,6 +78,10 @@ lint: $(TEST_STAMP)  ## merge-conflict markers, ruff, the import contract (pypro
 
 bench: $(RUNTIME_STAMP)  ## the hot-path table: every row as ldptel ÷ a floor measured beside it (< 5 min)
 	$(BIN)/python bench/table.py
+
+BEFORE ?=
+bench-loadtest: $(TEST_STAMP)  ## loadtest/run.sh --run-time 60s here and, interleaved, in BEFORE=<checkout> (~10 min)
+	$(BIN)/python bench/loadtest_pair.py $(if $(BEFORE),--before $(BEFORE))
 
 bench-all: $(RUNTIME_STAMP)  ## the older per-topic benchmarks (several minutes; run on a quiet machine)
 	$(BIN)/python bench/oracles.py

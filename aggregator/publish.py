@@ -48,10 +48,12 @@ from ldptel import published
 from ldptel.aggregator import breakdown, metrics, retention, store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.decoders.cells import CellAccumulator
+from ldptel.aggregator.index_estimates import index_estimate
 from ldptel.central_privacy import release_claim
 from ldptel.config import Campaign
-from ldptel.mechanisms.estimates import MeanEstimate
+from ldptel.mechanisms.estimates import FrequencyEstimate, MeanEstimate
 from ldptel.mechanisms.ranges import RangeEstimate
+from ldptel.mechanisms.shuffled_kinds import INDEX_KINDS
 from ldptel.privacy_modes import is_shuffled
 from ldptel.published import Published, config_digest, finite_row
 from ldptel.redis_client import AnyRedis
@@ -85,13 +87,17 @@ def document(campaign: Campaign, window: int, acc: Accumulator, decoded_at: floa
         return breakdown.document(campaign, window, acc, decoded_at, shuffled,
                                   lambda c, w, a, t, s: document(c, w, a, t, s, batches)[0]), None
     est = acc.estimate()
+    extra: dict[str, Any] = {}
+    if is_shuffled(campaign) and campaign.kind in INDEX_KINDS:  # range / numeric: an index histogram
+        assert isinstance(est, FrequencyEstimate)
+        est, extra = index_estimate(campaign, acc, est)
     if is_shuffled(campaign):  # whole releases: "central ε between L and U" of the worst batch
         privacy = {**campaign.privacy(), **window_claim(campaign, batches or [])}
     else:
         privacy = {**campaign.privacy(), **release_claim(campaign, acc.n, shuffled)}
     doc: dict[str, Any] = {"campaign": campaign.name, "version": campaign.version, "kind": campaign.kind,
                            "epsilon": campaign.epsilon, "n_reports": acc.n, "window": window,
-                           "decoded_at": decoded_at, "privacy": privacy}
+                           "decoded_at": decoded_at, "privacy": privacy, **extra}
     if campaign.kind == "range":
         assert isinstance(est, RangeEstimate)
         return {**doc, "method": est.method}, est.arrays()

@@ -8,8 +8,10 @@ input once and returns the two timed callables and the work units one call does 
 reports...). Each round times ldptel and the floor once each; the table prints the per-unit
 medians with their [min, max] over the rounds, and the ratio's median and range (the ratio of
 each round's pair, so a load change between rounds moves both). A row with no floor prints its
-time against its target. Rows of the ingest and shuffler part (after the wire-format change)
-are listed as pending; add them as ``Row``s in a module of their own and to ``ROW_MODULES``.
+time against its target. Rows live in modules of their own, listed in ``ROW_MODULES``
+(``rows_decoders``, ``rows_ingest``: the collector's CPU per request, ``rows_shuffle``: the
+shuffler's CPU and its longest Redis call); the load test is ``bench/loadtest_pair.py``
+(``make bench-loadtest``), too long for this table.
 
 Each round keeps the fastest of ``Row.repeats`` calls per side (a machine shared with other jobs
 stalls some calls; the minimum is the code's own cost). The kernels and BLAS run on one thread
@@ -21,6 +23,7 @@ and numpy are imported, as the floors are single-threaded): the table is one cor
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import statistics
@@ -37,13 +40,11 @@ for _blas in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # 
     os.environ.setdefault(_blas, "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROW_MODULES = ["rows_decoders"]
-PENDING = [  # the ingest/shuffler rows of the issue, measured after the wire-format change
-    ("collector CPU per request, batch 1–1,000", "minimal Flask app, same parse + XADD",
-     "≤ 1.2× at batch 100"),
-    ("shuffler per million one-report batches", "hiredis alone", "≥ 2× fewer CPU-s than before"),
-    ("loadtest/run.sh --run-time 60s accepted reports/s", "before this issue, same conditions", "≥ 1.5×"),
-]
+ROW_MODULES = ["rows_decoders", "rows_ingest", "rows_shuffle"]
+# the load test's row: ~100 s per run and a second checkout to compare with, so a target of its
+# own (bench/loadtest_pair.py); the table names it
+SEPARATE = [("loadtest/run.sh --run-time 60s accepted reports/s", "before this issue, same conditions",
+             "≥ 1.5×", "make bench-loadtest BEFORE=<checkout> (bench/loadtest_pair.py, ~10 min)")]
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Row:
     before: str = ""  # the issue's figure before this work, for the table
     rounds: int | None = None  # fewer rounds for a row whose one call is long
     repeats: int = 3  # calls per side and round, the fastest kept (a shared machine's stalls)
+    self_timed: bool = False  # the callables return their own cost in seconds (e.g. CPU time)
     results: dict = field(default_factory=dict)
 
 
@@ -75,14 +77,16 @@ def scale(unit: str) -> float:
     return {"ns/pair": 1e9, "ns/bit": 1e9, "ns/report": 1e9, "s": 1.0, "ms": 1e3}[unit]
 
 
-def clock(fn: Callable[[], object]) -> float:
+def _clock(fn: Callable[[], object], self_timed: bool = False) -> float:
+    """Seconds one call of ``fn`` takes (wall), or what it returns (``Row.self_timed``)."""
     t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    out = fn()
+    return float(out) if self_timed else time.perf_counter() - t0  # type: ignore[arg-type]
 
 
 def measure(row: Row, rounds: int, quick: bool) -> dict:
     timed = row.setup(quick)
+    clock = functools.partial(_clock, self_timed=row.self_timed)
     timed.ldptel()  # warm-up: compile, caches, page faults
     if timed.floor is not None:
         timed.floor()
@@ -151,8 +155,8 @@ def print_table(rows: list[Row], rounds: int) -> None:
         else:
             ours += note
         print(f"| {row.name} | {ours} | {floor} | {ratio} | {row.target} | {row.before} |")
-    for name, floor, target in PENDING:
-        print(f"| {name} | pending (ingest/shuffler part) | {floor} | — | {target} | |")
+    for name, floor, target, how in SEPARATE:
+        print(f"| {name} | {how} | {floor} | — | {target} | 193–209 k reports/s |")
 
 
 def main() -> None:

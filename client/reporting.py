@@ -145,7 +145,7 @@ def report_many(client: TelemetryClient, campaign: str, values: Sequence[Any],
 
 def count_clipped(counter: DropCounter, campaign: str, mech: Mechanism, values: Sequence[Any]) -> None:
     """Count the values of a numeric campaign that were clipped to its [lower, upper]."""
-    if isinstance(mech, NumericMechanism):
+    if isinstance(mech, NumericMechanism) or hasattr(mech, "clipped"):  # also a shuffled one's grid
         clipped = mech.clipped(np.asarray(values, dtype=np.float64))
         if clipped:
             counter.add(campaign, clipped)

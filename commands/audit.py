@@ -35,7 +35,7 @@ import numpy as np
 from ldptel.aggregator.attack import AttackResult, averaging_attack, vocabulary
 from ldptel.config import Campaign, ConfigError, load_config
 from ldptel.ldp_check import LdpCheck, check_ldp
-from ldptel.mechanisms import hashing
+from ldptel.mechanisms import create_mechanism, hashing
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.grr import GRR
 from ldptel.mechanisms.hadamard import Hadamard, hadamard_entry
@@ -210,6 +210,8 @@ def audit_shuffled(camp: Campaign, n: int = N_REPORTS) -> ShuffledAudit:
     from ldptel.commands.audit_central import central_audit
 
     mech = camp.mechanism()
+    if camp.kind == "numeric" and camp.epsilon is not None:  # the ratio test on the grid's indices
+        mech = create_mechanism(str(camp.oracle), epsilon=camp.epsilon, domain_size=camp.domain_size)
     ratio = ratio_test(mech, n) if camp.epsilon is not None else None
     central = (central_audit(camp) if camp.privacy_mode == "shuffled-fakes" or camp.oracle == "grr"
                else None)

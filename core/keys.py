@@ -19,6 +19,10 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``SHUFFLE_REFUSED`` (releases refused: their entries had been moved),
                        ``SHUFFLE_DISCARDED`` (reports of a shuffled campaign's window that closed
                        below ``batch_min``: deleted by ``scripts.DISCARD``, never released).
+- ``{…}:release``, ``{…}:release_batches``, ``{…}:release_ids`` (``release_key`` …): a release
+                       too large for one bounded script call, in progress (``shuffler.release``):
+                       a hash (its id, ``staging`` or ``committed``, sizes, progress), the staged
+                       re-packed batches (stream, ids ``0-n``) and the ingress ids it moves (list).
 - ``{…}:reports``      the analysis stream (``stream_key``) the aggregator reads; one entry per
                        accepted batch (shuffler disabled) or per re-packed shuffled batch, fields
                        ``batch`` (serialized ``ReportBatch``: payload, count, campaign, batch_id),
@@ -199,6 +203,19 @@ def shuffle_lease_key(campaign: str, shard: int = 0) -> str:
 
 def shuffle_metrics_key(campaign: str, shard: int = 0) -> str:
     return f"{tag(campaign, shard)}:shuffled"
+
+
+def release_key(campaign: str, shard: int = 0) -> str:
+    """The stream's release in progress (``shuffler.release``; ``scripts.RELEASE_*``)."""
+    return f"{tag(campaign, shard)}:release"
+
+
+def release_batches_key(campaign: str, shard: int = 0) -> str:
+    return f"{tag(campaign, shard)}:release_batches"
+
+
+def release_ids_key(campaign: str, shard: int = 0) -> str:
+    return f"{tag(campaign, shard)}:release_ids"
 
 
 def seen_key(campaign: str, shard: int, batch_id: bytes) -> str:

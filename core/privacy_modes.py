@@ -10,9 +10,11 @@
   ``local_epsilon``) plus Poisson(λ) fake indices uniform over the domain, each message sealed;
   λ = ``fake_rate`` is planned (the smallest that certifies the target at ``batch_min``).
 
-Both shuffled modes: frequency campaigns only (oracles grr, oue, sue, olh, hadamard for
-``shuffled``; the histogram for ``shuffled-fakes``), ``reports_per_window = 1`` (a window's reports
-are its devices), no ``memoize``. ``central_delta`` defaults to min(1/(10·batch_min), 10⁻⁶). A
+Both shuffled modes: frequency campaigns (oracles grr, oue, sue, olh, hadamard for ``shuffled``;
+the histogram for ``shuffled-fakes``), and range and numeric campaigns as a histogram over their
+index domain (``ldptel.shuffled_kinds``: the range's values, the numeric campaign's grid points);
+``reports_per_window = 1`` (a window's reports are its devices), no ``memoize`` (nor RAPPOR or
+heavy hitters: docs/privacy.md says why). ``central_delta`` defaults to min(1/(10·batch_min), 10⁻⁶). A
 target that cannot be certified raises ``UncertifiableTarget`` naming ``central_epsilon`` with the
 planner's suggestion; every other error is a ``ConfigError`` naming its key.
 """
@@ -24,12 +26,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ldptel import shuffled_kinds
 from ldptel.config_values import fail, read_int
 from ldptel.errors import UncertifiableTarget
+from ldptel.mechanisms.shuffled_kinds import INDEX_KINDS
 
 MODES = ("local", "shuffled", "shuffled-fakes")
 SHUFFLED_MODES = ("shuffled", "shuffled-fakes")
-MODE_KEYS = ("privacy_mode", "central_epsilon", "batch_min", "local_epsilon")
+MODE_KEYS = ("privacy_mode", "central_epsilon", "batch_min", "local_epsilon", "grid_points")
 SHUFFLED_ORACLES = ("grr", "oue", "sue", "olh", "hadamard")
 MAX_BATCH_MIN = 10**7
 
@@ -48,9 +52,9 @@ def parse(raw: dict, where: str, base: Callable[[dict], Any]) -> Any:
             raise fail(f"{at}.{bad}", 'applies only with privacy_mode = "shuffled" or "shuffled-fakes"')
         return base({k: v for k, v in raw.items() if k != "privacy_mode"})
     kind = raw.get("kind", "frequency")
-    if kind != "frequency":
-        raise fail(f"{at}.privacy_mode", f"{mode} is for frequency campaigns in this version "
-                   f"(got kind = {kind!r}); use privacy_mode = \"local\"")
+    if kind not in ("frequency", *INDEX_KINDS):
+        raise fail(f"{at}.privacy_mode", f"{mode} is for frequency, range and numeric campaigns "
+                   f"(got kind = {kind!r}; docs/privacy.md says why); use privacy_mode = \"local\"")
     for key in ("memoize", "epsilon_inf"):
         if key in raw:
             raise fail(f"{at}.{key}", f"does not apply with privacy_mode = {mode!r}")
@@ -67,10 +71,20 @@ def parse(raw: dict, where: str, base: Callable[[dict], Any]) -> Any:
         delta = min(1.0 / (10 * batch_min), 1e-6)
     domain = raw.get("domain")
     d = len(domain) if isinstance(domain, list) else raw.get("domain_size")
+    if kind in INDEX_KINDS:
+        d = shuffled_kinds.index_domain(raw, at, kind)
+    elif "grid_points" in raw:
+        raise fail(f"{at}.grid_points", "applies to numeric campaigns only")
     table = {k: v for k, v in raw.items() if k not in MODE_KEYS}
+
+    def build(oracle: str, epsilon: float | None) -> Any:  # the campaign of the kind, mechanism chosen
+        if kind in INDEX_KINDS:
+            return shuffled_kinds.build(kind, raw, table, oracle, epsilon, at, base)
+        return base({**table, "oracle": oracle, "epsilon": epsilon})
+
     if mode == "shuffled":
-        return _shuffled(raw, at, table, float(target), float(delta), batch_min, d, base)
-    return _fakes(raw, at, table, float(target), float(delta), batch_min, d, base)
+        return _shuffled(raw, at, kind, float(target), float(delta), batch_min, d, build)
+    return _fakes(raw, at, kind, float(target), float(delta), batch_min, d, build)
 
 
 def _plan(mode: str, oracle: str, d: Any, target: float, delta: float, batch_min: int, at: str,
@@ -89,10 +103,12 @@ def _plan(mode: str, oracle: str, d: Any, target: float, delta: float, batch_min
         raise fail(f"{at}.{key}", str(exc)) from None
 
 
-def _shuffled(raw: dict, at: str, table: dict, target: float, delta: float, batch_min: int, d: Any,
-              base: Callable[[dict], Any]) -> Any:
-    oracle = raw.get("oracle", "olh")
-    if oracle not in SHUFFLED_ORACLES:
+def _shuffled(raw: dict, at: str, kind: str, target: float, delta: float, batch_min: int, d: Any,
+              build: Callable[[str, float | None], Any]) -> Any:
+    oracle = raw.get("oracle", "olh" if kind == "frequency" else "grr")
+    if kind != "frequency":
+        shuffled_kinds.check_oracle(oracle, at)
+    elif oracle not in SHUFFLED_ORACLES:
         raise fail(f"{at}.oracle", f"must be one of {', '.join(SHUFFLED_ORACLES)} with privacy_mode = "
                    f"\"shuffled\", got {oracle!r}")
     if "local_epsilon" in raw:
@@ -105,13 +121,13 @@ def _shuffled(raw: dict, at: str, table: dict, target: float, delta: float, batc
                        f"(the largest ε₀ certifying central ε {target:g} at δ = {delta:g} for batches "
                        f"of {batch_min:,}), got {eps!r}")
     eps0 = float(eps if eps is not None else planned.local_epsilon)
-    camp = base({**table, "oracle": oracle, "epsilon": eps0})
+    camp = build(oracle, eps0)
     return dataclasses.replace(camp, privacy_mode="shuffled", central_epsilon=target, central_delta=delta,
                                batch_min=batch_min)
 
 
-def _fakes(raw: dict, at: str, table: dict, target: float, delta: float, batch_min: int, d: Any,
-           base: Callable[[dict], Any]) -> Any:
+def _fakes(raw: dict, at: str, kind: str, target: float, delta: float, batch_min: int, d: Any,
+           build: Callable[[str, float | None], Any]) -> Any:
     if "epsilon" in raw:
         raise fail(f"{at}.epsilon", "does not apply to shuffled-fakes: the index is sent as it is, or "
                    "through GRR at local_epsilon")
@@ -125,8 +141,11 @@ def _fakes(raw: dict, at: str, table: dict, target: float, delta: float, batch_m
         raise fail(f"{at}.local_epsilon", f"must be a number with 0 < local_epsilon <= 10, got {local!r}")
     planned = _plan("shuffled-fakes", oracle, d, target, delta, batch_min, at,
                     None if local is None else float(local))
-    # the base parser validates the frequency keys with GRR's; the histogram has no ε
-    camp = base({**table, "oracle": "grr", "epsilon": float(local) if local is not None else 1.0})
+    # the base parser validates a frequency campaign's keys with GRR's; the histogram has no ε
+    if kind == "frequency":
+        camp = build("grr", float(local) if local is not None else 1.0)
+    else:
+        camp = build(oracle, None if local is None else float(local))
     return dataclasses.replace(camp, privacy_mode="shuffled-fakes", central_epsilon=target,
                                central_delta=delta, batch_min=batch_min, fake_rate=float(planned.fake_rate),
                                oracle=oracle, epsilon=None if local is None else float(local))

@@ -84,3 +84,28 @@ def mark_dead(pid: int) -> None:
     """Remove the live gauges of a dead process (its counters stay in the sums)."""
     if multiproc_dir() is not None:
         multiprocess.mark_process_dead(pid)
+
+
+_LIVE_FILE = re.compile(r"^gauge_live\w*_(\d+)\.db$")
+
+
+def mark_dead_gone() -> list[int]:
+    """``mark_dead`` every process whose live gauges are in the directory but which is gone (a
+    server whose worker exits without telling anyone: granian has no hook for it); the pids."""
+    path = multiproc_dir()
+    if path is None:
+        return []
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return []
+    gone = []
+    for pid in {int(m.group(1)) for m in map(_LIVE_FILE.match, names) if m}:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            gone.append(pid)
+            multiprocess.mark_process_dead(pid, path)
+        except OSError:
+            continue  # alive, another user's
+    return gone

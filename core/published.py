@@ -18,7 +18,6 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -26,7 +25,9 @@ import numpy as np
 
 from ldptel import keys, scripts, tally
 from ldptel.config import Campaign
+from ldptel.mechanisms.index_stats import index_statistics
 from ldptel.mechanisms.ranges import RangeEstimate
+from ldptel.privacy_modes import is_shuffled
 from ldptel.redis_client import AnyRedis
 
 FAILED_RETRY_S = 300  # the aggregator tries a window whose publication failed again after this
@@ -157,17 +158,23 @@ def delete(r: AnyRedis, campaign: Campaign, windows: list[int]) -> int:
     return int(r.delete(*[keys.published_key(campaign.name, w, campaign.version) for w in windows]))
 
 
-_range_variances: dict[str, Callable] = {}
+_range_variances: dict[str, Any] = {}  # a range variance, or the index mechanism
 
 
 def range_estimate(campaign: Campaign, pub: Published) -> RangeEstimate:
     """A range campaign's published estimate as a ``RangeEstimate`` (no decoding: the arrays,
-    and the variance formula of the campaign's mechanism, built once per parameter set)."""
+    and the variance formula of the campaign's mechanism, built once per parameter set; in a
+    shuffled privacy mode the index histogram's, with the document's ``fake_messages``)."""
     assert pub.arrays is not None and pub.doc is not None
     params = json.dumps(campaign.public(), sort_keys=True, default=str)
     if params not in _range_variances:
-        _range_variances[params] = campaign.mechanism().range_variance  # type: ignore[attr-defined]
-    return RangeEstimate.from_arrays(pub.n, pub.arrays, _range_variances[params], pub.doc["method"])
+        mech = campaign.mechanism()
+        _range_variances[params] = (mech if is_shuffled(campaign)
+                                    else mech.range_variance)  # type: ignore[attr-defined]
+    found = _range_variances[params]
+    if is_shuffled(campaign):  # ``ldptel.aggregator.index_estimates``
+        found = index_statistics(found, int(pub.doc.get("fake_messages", 0))).range_variance
+    return RangeEstimate.from_arrays(pub.n, pub.arrays, found, pub.doc["method"])
 
 
 def stale_windows(r: AnyRedis, campaign: Campaign) -> list[int]:

@@ -17,6 +17,11 @@ One record per campaign::
 - ``VERSION_KEYS`` (``reports_per_window``, ``shuffle_min_reports``, ``shuffle_max_delay``,
   ``central_delta``): how that version's reports are collected and claimed; changed in place on
   the latest version only, never applied to older ones.
+- ``PLAN_KEYS`` (``central_delta``): in place for a ``local`` campaign (δ of the claim stated for
+  its releases), but for a campaign in a shuffled privacy mode they are planning keys — its ε₀ or
+  fake rate follows from them (``ldptel.privacy_modes``), so a change in place would re-randomize
+  devices under the same version: there they are part of the identity, and a change of the
+  effective value makes a new version naming the key (``identity``, ``in_place_keys``).
 
 Every change goes through ``check_record`` before it is written: every version must parse with
 what applies to it (a ``retention`` shorter than an older version's window is refused naming
@@ -46,9 +51,11 @@ from typing import Any
 from ldptel.campaign_limits import check_answer_bytes, json_bytes
 from ldptel.config import IN_PLACE_KEYS, Campaign, ConfigError, parse_campaign
 from ldptel.durations import parse_window
+from ldptel.privacy_modes import is_shuffled
 
 CAMPAIGN_WIDE_KEYS = ("description", "min_reports", "accept_old_versions", "retention")
 VERSION_KEYS = tuple(k for k in IN_PLACE_KEYS if k not in CAMPAIGN_WIDE_KEYS)
+PLAN_KEYS = ("central_delta",)  # in-place keys a shuffled campaign's plan depends on
 DERIVED_KEYS = ("window_seconds",)  # public keys computed from others (not named as changed)
 PRIVACY_ALLOWANCE = 2048  # bytes of a version's ``privacy`` object in the device answer (at most)
 VIAS = ("admin", "apply", "serve", "cli")
@@ -88,10 +95,21 @@ def where(name: str) -> str:
     return f"campaigns[{name}]"
 
 
+def in_place_keys(campaign: Campaign) -> tuple[str, ...]:
+    """The keys that change ``campaign`` in place: ``IN_PLACE_KEYS``, less ``PLAN_KEYS`` in a
+    shuffled privacy mode (module docstring)."""
+    if is_shuffled(campaign):
+        return tuple(k for k in IN_PLACE_KEYS if k not in PLAN_KEYS)
+    return IN_PLACE_KEYS
+
+
 def identity(campaign: Campaign) -> dict[str, Any]:
     """What makes a version: the public parameters (less the version number and any in-place
-    key), the window and the shards."""
+    key), the window and the shards; in a shuffled privacy mode also the planning keys
+    (``PLAN_KEYS``, their effective values: ``central_delta`` with its default applied)."""
     out = {k: v for k, v in campaign.public().items() if k != "version" and k not in IN_PLACE_KEYS}
+    if is_shuffled(campaign):
+        out.update({k: getattr(campaign, k) for k in PLAN_KEYS})
     return {**out, "window": campaign.window, "shards": campaign.shards}
 
 
@@ -249,6 +267,8 @@ def plan(record: Mapping[str, Any] | None, table: Mapping[str, Any], now: float
         rec["updated_at"] = now
         return rec, Change(new.name, "new_version", version, changed), {"keys": changed}
     assert latest is not None
+    # (a shuffled campaign's PLAN_KEYS reach here only with their effective value unchanged,
+    # e.g. central_delta written out at its default: the identity holds them)
     in_place = {k: [last["table"].get(k), table.get(k)] for k in IN_PLACE_KEYS
                 if last["table"].get(k) != table.get(k)}
     if not in_place:
@@ -289,6 +309,7 @@ def entry(action: str, version: int, by: str, via: str, now: float, **detail: An
             **{k: v for k, v in detail.items() if v not in (None, {}, [])}}
 
 
-__all__ = ["CAMPAIGN_WIDE_KEYS", "DERIVED_KEYS", "VERSION_KEYS", "Applied", "Change", "check_record", "drift",
-           "effective_table", "entry", "entry_bytes", "identity", "own_table_error", "parse_stored", "plan",
-           "readable", "readable_versions", "rollback_table", "stamp_unreadable", "versions_of", "where"]
+__all__ = ["CAMPAIGN_WIDE_KEYS", "DERIVED_KEYS", "PLAN_KEYS", "VERSION_KEYS", "Applied", "Change",
+           "check_record", "drift", "effective_table", "entry", "entry_bytes", "identity", "in_place_keys",
+           "own_table_error", "parse_stored", "plan", "readable", "readable_versions", "rollback_table",
+           "stamp_unreadable", "versions_of", "where"]

@@ -19,6 +19,7 @@ any release).
 
 from __future__ import annotations
 
+import json
 import math
 from functools import lru_cache
 from typing import Any
@@ -57,12 +58,20 @@ def releases_composed(campaign: Campaign) -> int | None:
 @lru_cache(maxsize=512)
 def _cumulative(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
                 fake_rate: float | None, releases: int) -> float | None:
+    """(kept in the plan cache file too: a GRR curve takes seconds to evaluate, once per machine)"""
+    from ldptel import plan_cache
+
+    key = json.dumps(["cumulative", 1, mode, oracle, eps, d, n, delta, fake_rate, releases])
+    stored = plan_cache.lookup(key)
+    if stored is not None:
+        return stored.get("epsilon")
     from ldptel.privacy_accounting import cumulative_epsilon
     from ldptel.privacy_plan import fakes_curve, shuffled_curve
 
     curve = (shuffled_curve(oracle, float(eps or 0), d, n) if mode == "shuffled"
              else fakes_curve(float(fake_rate or 0.0) * n / d, eps, d))
     value = cumulative_epsilon([(curve, releases)], delta)
+    plan_cache.store(key, {"epsilon": value if math.isfinite(value) else None})
     return value if math.isfinite(value) else None
 
 

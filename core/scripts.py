@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from ldptel import release_scripts
+
 # The next entry id of a stream for entries of window ``window_s`` (epoch s), shared by INGEST and
 # SHUFFLE: ``<window start ms>-<n>``, never a receive time, so an id holds no time finer than
 # the window. Ids must grow, so after an entry of a later window (a collector whose clock is behind
@@ -96,11 +98,12 @@ return id
 # permuted and re-packed into new batches, to the analysis stream — all or nothing.
 # KEYS[1] ingress stream (keys.ingress_key), KEYS[2] analysis stream (keys.stream_key),
 #      KEYS[3] shuffler counters (keys.shuffle_metrics_key: keys.INGRESS_*, keys.ANALYSIS_*,
-#      keys.SHUFFLE_REFUSED)
+#      keys.SHUFFLE_REFUSED), KEYS[4] (optional) the stream's release journal (keys.release_key)
 # ARGV[1] n_ids, ARGV[2] reports in those ingress entries, ARGV[3] window start (epoch s),
 #      ARGV[4] n_batches, then n_ids ingress entry ids, then n_batches (batch, count) pairs
-# Returns {'ok', n_batches} or, if an ingress entry is gone, {'refused', id} with nothing written
-# but the 'refused' counter.
+# Returns {'ok', n_batches}; if an ingress entry is gone, {'refused', id} with nothing written
+# but the 'refused' counter; {'busy'} (nothing written) while a journaled release holds the stream
+# (ldptel.release_scripts: releases too large for one bounded call).
 # Exactly once: (1) every given ingress id must still exist (XRANGE id id); if one is gone,
 # another shuffler (or this one, before its lease lapsed) already moved it, and nothing is written.
 # (2) the new batches are XADDed (ids from next_id: the window start, so they hold no receive time,
@@ -109,6 +112,7 @@ return id
 # report in the analysis stream; no state in between exists. So a report is moved exactly once,
 # whatever dies when, and however many shufflers race.
 SHUFFLE = _NEXT_ID + """
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then return {'busy'} end
 local n_ids, n_batches = tonumber(ARGV[1]), tonumber(ARGV[4])
 local ids = {}
 for i = 1, n_ids do
@@ -135,29 +139,6 @@ redis.call('HINCRBY', KEYS[3], 'ingress_reports', ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'analysis_batches', n_batches)
 redis.call('HINCRBY', KEYS[3], 'analysis_reports', reports)
 return {'ok', tostring(n_batches)}
-"""
-
-# The shuffler discards the ingress entries of a sealed group (privacy_mode shuffled*) whose
-# window closed below batch_min (ldptel.shuffler.sealed): they are deleted, never released.
-# KEYS[1] ingress stream (keys.ingress_key), KEYS[2] shuffler counters (keys.shuffle_metrics_key)
-# ARGV[1] real reports of the entries, then the entry ids
-# Returns {'ok', n} or {'refused', id} (an entry already gone: nothing written but 'refused').
-DISCARD = """
-local ids = {}
-for i = 2, #ARGV do
-  if #redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) == 0 then
-    redis.call('HINCRBY', KEYS[2], 'refused', 1)
-    return {'refused', ARGV[i]}
-  end
-  ids[#ids + 1] = ARGV[i]
-end
-for s = 1, #ids, 1000 do
-  redis.call('XDEL', KEYS[1], unpack(ids, s, math.min(s + 999, #ids)))
-end
-redis.call('HINCRBY', KEYS[2], 'ingress_batches', #ids)
-redis.call('HINCRBY', KEYS[2], 'ingress_reports', ARGV[1])
-redis.call('HINCRBY', KEYS[2], 'discarded_reports', ARGV[1])
-return {'ok', tostring(#ids)}
 """
 
 # Take, keep or give up a lease (the shuffler's per-stream lease, keys.shuffle_lease_key).
@@ -366,10 +347,14 @@ return moved
 # --- the registry: every script registered once per Redis client, called by name ------------
 
 SOURCES: dict[str, str] = {
-    "INGEST": INGEST, "SHUFFLE": SHUFFLE, "DISCARD": DISCARD, "LEASE": LEASE, "AUTH_FAILURE": AUTH_FAILURE,
+    "INGEST": INGEST, "SHUFFLE": SHUFFLE, "DISCARD": release_scripts.DISCARD, "LEASE": LEASE,
+    "AUTH_FAILURE": AUTH_FAILURE,
     "READ_WINDOW": READ_WINDOW, "COMMIT": COMMIT, "PUBLISH": PUBLISH, "PUBLISH_CLAIM": PUBLISH_CLAIM,
     "REGISTRY_PUT": REGISTRY_PUT, "DELCONSUMER": DELCONSUMER, "AUTOCLAIM": AUTOCLAIM,
     "EXPIRE_WINDOWS": EXPIRE_WINDOWS, "MOVE_COUNTERS": MOVE_COUNTERS,
+    "RELEASE_BEGIN": release_scripts.RELEASE_BEGIN, "RELEASE_STAGE": release_scripts.RELEASE_STAGE,
+    "RELEASE_COMMIT": release_scripts.RELEASE_COMMIT, "RELEASE_ABORT": release_scripts.RELEASE_ABORT,
+    "RELEASE_STEP": release_scripts.release_step(_NEXT_ID),
 }
 
 

@@ -2,7 +2,7 @@
 
 ``run.sh`` lists the components in ``pids`` (``role pid`` per line: ``redis``, ``collector``,
 ``aggregator``); a role's CPU time is user + system time of that process and all its descendants
-(gunicorn's workers, the Redis servers started by ``redis_up.py``), including children they have
+(the collector's workers, the Redis servers started by ``redis_up.py``), including children they have
 reaped. Two snapshots around the run give each component's CPU seconds, so the capacity per core
 follows from the reports handled per CPU-second — a measure that does not depend on how busy the
 shared machine was.

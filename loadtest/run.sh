@@ -7,7 +7,7 @@
 #                   [--out loadtest/out]
 #
 # Starts an embedded Redis (--cluster M: a Redis Cluster of M masters) from loadtest/redis_up.py,
-# `ldptel serve` (gunicorn, --workers) against it, --shufflers `ldptel shuffle` processes (each
+# `ldptel serve` (its default server, granian; --workers) against it, --shufflers `ldptel shuffle` processes (each
 # under loadtest/shuffler_up.py, which restarts it if it dies; 0 with `[shuffler] enabled = false`)
 # and --aggregators `ldptel aggregate` workers,
 # runs locust headless (loadtest/locustfile.py: --users devices in a closed loop, or at
@@ -148,7 +148,7 @@ for (( i=0; i<AGGREGATORS; i++ )); do
 done
 
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
-LABEL="(users $USERS, $RUN_TIME, gunicorn workers $WORKERS, aggregators $AGGREGATORS, shufflers $SHUFFLERS$( (( KILL_SHUFFLER > 0 )) && echo " killed $KILL_SHUFFLER times"), sizes $SIZES, redis $([[ $CLUSTER -gt 0 ]] && echo "cluster of $CLUSTER" || echo "single node"), load average before $LOAD_BEFORE)"
+LABEL="(users $USERS, $RUN_TIME, collector workers $WORKERS, aggregators $AGGREGATORS, shufflers $SHUFFLERS$( (( KILL_SHUFFLER > 0 )) && echo " killed $KILL_SHUFFLER times"), sizes $SIZES, redis $([[ $CLUSTER -gt 0 ]] && echo "cluster of $CLUSTER" || echo "single node"), load average before $LOAD_BEFORE)"
 echo "run.sh: Redis $REDIS_URL, collector $URL; locust: $USERS users for $RUN_TIME"
 
 LOCUST_ARGS=(-f "$ROOT/loadtest/locustfile.py" --headless --users "$USERS" --spawn-rate "$USERS"

@@ -15,7 +15,8 @@ and they are the ``CountPair`` with device 1 at (p, q) and m others each at a or
 
 D_m does not increase with m (one more uniform draw is independent noise: post-processing), so a
 block of m is bounded by its first m; the tails of Bin(n − 1, γ) outside the bulk add their mass
-(the lower tail with D ≤ 1). The attack with every other device on a third value (``attack_pairs``)
+(the lower tail with D ≤ 1); the blocks' D_m are evaluated together (``count_pair.pair_deltas``: one
+vectorized sum over all their bulks). The attack with every other device on a third value (``attack_pairs``)
 is the same pair with the others at (q, q) and m left unrevealed; the two agree to within 0.3 % on
 the grid of tests/test_amplification.py (U/L ≤ 1.003 for d ≥ 16).
 """
@@ -28,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-from ldptel.mechanisms.count_pair import TAIL, CountPair, binomial_bulk
+from ldptel.mechanisms.count_pair import TAIL, binomial_bulk, pair_deltas
 
 BLOCKS = 64  # blocks of m over the bulk of Bin(n − 1, γ) (each bounded by its first m)
 
@@ -49,12 +50,8 @@ def blanket_delta(epsilon: float, epsilon0: float, domain_size: int, n: int) -> 
     p, q = e0 / (e0 + d - 1), 1.0 / (e0 + d - 1)
     gamma = blanket_gamma(epsilon0, d)
     trials = n - 1
-
-    def d_m(m: int) -> float:
-        return CountPair(p, q, 1.0 / d, 1.0 / d, m + 1).delta(epsilon)
-
     if trials == 0:
-        return d_m(0)
+        return float(pair_deltas(p, q, 1.0 / d, 1.0 / d, [1], epsilon)[0])
     lo, hi = binomial_bulk(trials, gamma, TAIL)
     below = float(special.bdtr(lo - 1, trials, gamma)) if lo > 0 else 0.0
     above = float(special.bdtrc(hi, trials, gamma)) if hi < trials else 0.0
@@ -63,7 +60,9 @@ def blanket_delta(epsilon: float, epsilon0: float, domain_size: int, n: int) -> 
     ends = np.append(starts[1:], hi + 1)  # block k is [starts[k], ends[k])
     before = np.where(starts > 0, special.bdtr(starts - 1, trials, gamma), 0.0)
     mass = special.bdtr(ends - 1, trials, gamma) - before
-    total = below + above * d_m(int(hi))
-    for start, weight in zip(starts.tolist(), mass.tolist(), strict=True):
-        total += weight * d_m(start)
+    # D_m for every block's first m and for hi, in one vectorized evaluation (n = m + 1 users)
+    d_m = pair_deltas(p, q, 1.0 / d, 1.0 / d, np.append(starts, hi) + 1, epsilon)
+    total = below + above * float(d_m[-1])
+    for weight, value in zip(mass.tolist(), d_m[:-1].tolist(), strict=True):
+        total += weight * value
     return min(total, 1.0)

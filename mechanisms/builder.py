@@ -12,6 +12,8 @@ The config is the dict ``GET /v1/campaigns`` returns (``Campaign.public()``):
   variant (``mechanisms.longitudinal``, ``mechanisms.longitudinal_kinds``; ``epsilon`` is then ε₁).
 - ``kind = "numeric"``: ``epsilon, lower, upper, mechanism`` (``NUMERIC_MECHANISMS``) and, for
   ``1bitmean``, ``memoize, buckets`` (1BitMean's own memoization, without ``epsilon_inf``).
+- range and numeric campaigns in a shuffled privacy mode: an index mechanism over the domain or a
+  grid (``mechanisms.shuffled_kinds``).
 - the device-level kinds (issue 28; ``DEVICE_LEVEL_KINDS``: one report per device and window,
   aggregated on the device) build the mechanism of the kind whose estimates they publish
   (``ESTIMATE_KINDS``): ``unique_devices`` is GRR over two values (``UNIQUE_LABELS``: did the
@@ -39,6 +41,7 @@ from ldptel.mechanisms.onebitmean import DEFAULT_BUCKETS, OneBitMean
 from ldptel.mechanisms.range_haar import RangeHaar
 from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 from ldptel.mechanisms.rappor import RAPPOR_KEYS
+from ldptel.mechanisms.shuffled_kinds import index_mechanism, is_index_campaign
 
 DEVICE_LEVEL_KINDS = ("unique_devices", "per_device_histogram", "per_device_count")
 CAMPAIGN_KINDS = ("frequency", "heavy_hitters", "range", "numeric", *DEVICE_LEVEL_KINDS)
@@ -76,6 +79,8 @@ def build_mechanism(cfg: Mapping[str, Any], secret: bytes | None = None) -> Mech
     """The mechanism of a public campaign config (see the module docstring); a bad kind, oracle
     or parameter raises ``ValueError`` naming it, a missing key ``KeyError``."""
     kind = cfg.get("kind", "frequency")
+    if is_index_campaign(cfg):  # range / numeric in a shuffled privacy mode: an index histogram
+        return index_mechanism(cfg)
     if kind == "unique_devices":  # randomized response on one bit, whatever the config says
         return create_mechanism("grr", epsilon=cfg["epsilon"], domain_size=2)
     if kind in DEVICE_LEVEL_KINDS and (cfg.get("memoize") or cfg.get("mechanism") == "1bitmean"):

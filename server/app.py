@@ -28,7 +28,7 @@ from ldptel import registry
 from ldptel.config import Campaign, Config
 from ldptel.redis_client import AnyRedis, connect_roles
 from ldptel.server.bodies import drain_unread_body
-from ldptel.server.errors import ApiError, render
+from ldptel.server.errors import API_CSP, ApiError, render
 from ldptel.server.metrics import Metrics
 from ldptel.server.probe import Probe
 from ldptel.server.ratelimit import RateLimiter
@@ -125,9 +125,6 @@ def build_mechanisms(config: Config) -> dict[tuple[str, int], Any]:
             for c in config.versions(latest.name)}
 
 
-API_CSP = "default-src 'none'; frame-ancestors 'none'"
-
-
 def baseline_headers(response: Response) -> Response:
     """Headers on every response (API JSON, errors, 404s): ``X-Content-Type-Options: nosniff``
     and, unless the response set its own (the operator pages' nonce-based policy), the CSP
@@ -169,6 +166,10 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
     for bp in blueprints:
         app.register_blueprint(bp)
     _install_hooks(app)
+    if "ingest" in app.blueprints:  # POST /v1/reports in front of Flask (``report_route``)
+        from ldptel.server.report_route import ReportRoute
+
+        app.wsgi_app = ReportRoute(app.extensions["ldptel"], app.wsgi_app)  # type: ignore[method-assign]
     return app
 
 

@@ -11,6 +11,7 @@ drained and the answer carries ``Connection: close`` (the client may see a conne
 from __future__ import annotations
 
 from flask import request
+from werkzeug.wsgi import get_content_length
 
 from ldptel.server.validation import Rejection
 
@@ -19,12 +20,32 @@ _BLOCK = 64 << 10
 
 
 def read_body(limit: int) -> bytes:
-    """The request body, at most ``limit`` bytes, else 413. With a Content-Length Werkzeug
-    enforces the limit; a chunked body (no length) is read from the server-terminated input up to
-    ``limit`` + 1 bytes, so one byte too many is detected exactly."""
-    if request.content_length is not None or "wsgi.input_terminated" not in request.environ:
-        return request.get_data(cache=False)
-    stream = request.environ["wsgi.input"]
+    """The request body, at most ``limit`` bytes, else 413 (``read_environ``)."""
+    return read_environ(request.environ, limit)
+
+
+def read_environ(environ: dict, limit: int) -> bytes:
+    """The body of the WSGI request ``environ``, at most ``limit`` bytes, else 413. With a
+    Content-Length (checked against ``limit`` by the caller) exactly that many bytes are read; a
+    chunked body (no length) is read from the server-terminated input up to ``limit`` + 1 bytes,
+    so one byte too many is detected exactly; neither: no body."""
+    length = get_content_length(environ)
+    stream = environ.get("wsgi.input")
+    if stream is None:
+        return b""
+    if length is not None:
+        if length > limit:
+            raise Rejection(413, "too_large", f"request body exceeds {limit} bytes", "body_too_large")
+        parts, left = [], length
+        while left > 0:
+            part = stream.read(left)
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    if "wsgi.input_terminated" not in environ:
+        return b""
     parts, size = [], 0
     while size <= limit:
         part = stream.read(limit + 1 - size)
@@ -38,16 +59,21 @@ def read_body(limit: int) -> bytes:
 
 
 def drain_unread_body(limit: int = DRAIN_LIMIT) -> bool:
+    """``drain_environ`` of the current Flask request."""
+    return drain_environ(request.environ, limit)
+
+
+def drain_environ(environ: dict, limit: int = DRAIN_LIMIT) -> bool:
     """Read and discard the body of a request whose body was not read (at most ``limit`` bytes).
     True when the body was read to its end, so the answer can be sent on a reusable connection;
     False when it is longer than ``limit`` (answer with ``Connection: close``)."""
-    env = request.environ
+    env = environ
     stream = env.get("wsgi.input")
-    length = request.content_length
+    length = get_content_length(env)
     if stream is None:
         return True
     if length is None and not env.get("wsgi.input_terminated"):
-        return "Transfer-Encoding" not in request.headers  # no body, or one we cannot delimit
+        return "HTTP_TRANSFER_ENCODING" not in env  # no body, or one we cannot delimit
     if length is not None and length > limit:
         return False
     left = limit if length is None else length
@@ -59,4 +85,4 @@ def drain_unread_body(limit: int = DRAIN_LIMIT) -> bool:
     return length is not None or not stream.read(1)
 
 
-__all__ = ["DRAIN_LIMIT", "drain_unread_body", "read_body"]
+__all__ = ["DRAIN_LIMIT", "drain_environ", "drain_unread_body", "read_body", "read_environ"]

@@ -16,6 +16,8 @@ from flask import Response, jsonify
 
 from ldptel.errors import LdptelError
 
+API_CSP = "default-src 'none'; frame-ancestors 'none'"  # every API answer's Content-Security-Policy
+
 
 class ApiError(LdptelError):
     """An HTTP error answered as JSON ``{"error": code, "detail": detail}``."""

@@ -30,49 +30,23 @@ to the campaign's window (``keys.window_start``), and the entry id is that windo
 
 from __future__ import annotations
 
-import hashlib
-import json
-import threading
 import time
 from typing import Any
 
-from flask import Blueprint, g, has_app_context, jsonify, request
+from flask import Blueprint, Response, has_app_context, jsonify, request
 
-from ldptel import keys, scripts
 from ldptel.central_privacy import stored_claim
 from ldptel.config import Campaign, Config
+from ldptel.device_composition import device_composition
 from ldptel.privacy_modes import is_shuffled
 from ldptel.release_claims import planned_claim
-from ldptel.server.app import ServerState, state
+from ldptel.server.app import state
 from ldptel.server.auth import require_token
-from ldptel.server.bodies import drain_unread_body, read_body
 from ldptel.server.errors import ApiError
-from ldptel.server.sealed_ingest import sealed_keys, shuffled_config, validate_sealed
-from ldptel.server.validation import Rejection, ValidBatch, validate_batch
+from ldptel.server.report_route import HINT_HEADER, ReportRoute, campaigns_digest
+from ldptel.server.sealed_ingest import shuffled_config
 
 bp = Blueprint("ingest", __name__)
-
-PROTOBUF_TYPES = ("application/x-protobuf", "application/protobuf")
-UNAVAILABLE_RETRY_S = 60  # Retry-After of a batch of a quarantined campaign
-INGRESS_FULL_RETRY_S = 5  # Retry-After while the ingress stream is full
-HINT_HEADER = "Ldptel-Campaigns"
-_digest_lock = threading.Lock()
-_digest: tuple[Config, str] | None = None  # the last snapshot's digest (snapshots are immutable)
-
-
-def campaigns_digest(config: Config) -> str:
-    """A short digest of what devices are told about the campaigns: every campaign's latest
-    public config, version, status and reason (computed once per registry snapshot)."""
-    global _digest
-    cached = _digest
-    if cached is not None and cached[0] is config:
-        return cached[1]
-    doc = [[c.public(), c.status, c.reason] for c in config.campaigns]
-    value = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    with _digest_lock:
-        _digest = (config, value)
-    return value
-
 
 @bp.after_request
 def _hint(response):
@@ -127,90 +101,16 @@ def list_campaigns():
     srv = st.config.server
     resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
                     "max_reports_per_batch": srv.max_reports_per_batch,
-                    "server_time": round(time.time(), 3)})  # sealed batches bind a window
+                    "server_time": round(time.time(), 3),  # sealed batches bind a window
+                    "device_composition": device_composition(st.config.campaigns)})  # across campaigns
     resp.headers["Cache-Control"] = "private, max-age=60"
     resp.headers["ETag"] = f'"{campaigns_digest(st.config)}"'
     return resp
 
 
-def _validate(st: ServerState, body: bytes) -> ValidBatch:
-    try:
-        return _validate_plain(st, body)
-    except Rejection as rej:
-        if rej.reason != "sealed_batch":
-            raise
-    try:  # schema_version 2: a SealedBatch (``sealed_ingest``); a new key may have just appeared
-        return validate_sealed(body, st.config, st.mechanisms, sealed_keys(st))
-    except Rejection as rej:
-        if rej.error not in ("unknown_key", "unknown_campaign", "unknown_version"):
-            raise
-        st.refresh()
-        return validate_sealed(body, st.config, st.mechanisms, sealed_keys(st, force=True))
-
-
-def _validate_plain(st: ServerState, body: bytes) -> ValidBatch:
-    """``validate_batch`` against this process's campaigns; a batch naming a campaign or version
-    this process does not know yet (another worker just took an admin change, and a device
-    already fetched it) is checked again after a forced registry refresh, so a device that is
-    ahead of this worker by a few hundred milliseconds never gets a 400 that drops its reports."""
-    try:
-        return validate_batch(body, st.config, st.mechanisms)
-    except Rejection as rej:
-        if rej.error not in ("unknown_campaign", "unknown_version") or not st.refresh():
-            raise
-    return validate_batch(body, st.config, st.mechanisms)
-
-
 @bp.post("/v1/reports")
-@require_token("ingest")
 def post_reports():
-    st = state()
-    cfg = st.config.server
-    retry_after = 0
-    body_read = False
-    try:
-        if request.mimetype not in PROTOBUF_TYPES:
-            raise Rejection(415, "unsupported_media_type",
-                            f"Content-Type must be application/x-protobuf, got {request.mimetype or 'none'}",
-                            "content_type")
-        if request.content_length is not None and request.content_length > cfg.max_body_bytes:
-            raise Rejection(413, "too_large", f"request body exceeds {cfg.max_body_bytes} bytes",
-                            "body_too_large")
-        allowed, retry_after = st.rate_limiter.check(g.ldptel_token_id)
-        if not allowed:
-            raise Rejection(429, "rate_limited",
-                            f"over {cfg.rate_limit_per_minute} requests per minute for this token",
-                            "rate_limited")
-        body = read_body(cfg.max_body_bytes)
-        body_read = True
-        valid = _validate(st, body)
-    except Rejection as rej:
-        st.metrics.reject(rej.campaign, rej.reason)
-        headers = {"Retry-After": str(retry_after)} if rej.status == 429 else {}
-        if rej.status == 503:
-            headers["Retry-After"] = str(UNAVAILABLE_RETRY_S)
-        if not body_read and not drain_unread_body():  # so that the client reads the answer
-            headers["Connection"] = "close"
-        raise ApiError(rej.status, rej.error, rej.detail, headers) from None
-
-    camp = valid.campaign
-    shard = keys.shard_of(valid.batch_id, camp.shards)
-    now = time.time()
-    window = keys.window_start(now, camp.window_seconds) if valid.window is None else valid.window
-    shuffled = st.config.shuffler.enabled
-    target = keys.ingress_key if shuffled else keys.stream_key
-    top = keys.ingress_top_key if shuffled else keys.stream_top_key
-    entry = scripts.of(st.collector_redis).call(
-        "INGEST", keys=[keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
-              keys.metrics_key(camp.name, shard), top(camp.name, shard)],
-        args=[keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count,
-              st.config.shuffler.max_ingress_batches if shuffled else 0],
-    )
-    if entry == b"full":  # a stopped shuffler: refused, never trimmed; the device sends it again
-        st.metrics.reject(camp.name, "ingress_full")
-        raise ApiError(503, "ingress_full", f"campaign {camp.name!r}: the ingress stream holds "
-                       f"{st.config.shuffler.max_ingress_batches} batches not yet shuffled; retry later",
-                       {"Retry-After": str(INGRESS_FULL_RETRY_S)})
-    if entry is None:
-        return jsonify({"accepted": 0, "duplicate": True}), 202
-    return jsonify({"accepted": valid.count, "duplicate": False}), 202
+    """``report_route.ReportRoute`` answers this path in front of Flask (``create_app`` installs
+    it); this view answers through it when it is not installed."""
+    status, headers, body = ReportRoute(state()).answer(request.environ)
+    return Response(body, status, headers, mimetype="application/json")

@@ -63,9 +63,12 @@ class Held:
     cursor: str = "-"  # the last entry id read ("-": read from the start)
     groups: dict[tuple, Group] = field(default_factory=dict)
     unknown: dict[bytes, tuple[int, ReportBatch, int]] = field(default_factory=dict)  # version unknown
+    settled: bool = False  # no journaled release of another shuffler holds the stream (``release``)
 
     def reset(self) -> None:
-        """Forget everything (it is all still in ingress): read again from the start."""
+        """Forget everything (it is all still in ingress): read again from the start, after
+        settling any release that holds the stream."""
+        self.settled = False
         self.cursor = "-"
         self.groups.clear()
         self.unknown.clear()

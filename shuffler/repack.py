@@ -43,20 +43,87 @@ def split_sizes(n: int, batch_reports: int) -> list[int]:
 
 def parse_all(mech: Mechanism, batches: list[ReportBatch]
               ) -> tuple[list[tuple[dict, int]], list[ReportBatch]]:
-    """(columns, count) of every batch the mechanism reads (``checked_columns``: each column has
-    ``count`` rows or none), and the batches it cannot read."""
+    """(columns, count) of every batch the mechanism reads, and the batches it cannot read.
+
+    The collector validated every report of these batches (``Mechanism.checked_columns``), so
+    they are not validated again: only their wire shape is read (``Mechanism.columns``, which
+    refuses a bytes field of the wrong size) and every column's length checked against the
+    batch's count (``count`` rows, or none); a batch failing either is forwarded alone."""
     parsed, bad = [], []
     for batch in batches:
-        if batch.count < 1:  # an entry the shuffler could not read at all
+        count = batch.count
+        if count < 1:  # an entry the shuffler could not read at all
             bad.append(batch)
             continue
         try:
-            cols = mech.checked_columns(batch)
+            cols = mech.columns(batch)
         except Exception:  # noqa: BLE001 - InvalidReport, ValueError, protobuf errors: forwarded
             bad.append(batch)
             continue
-        parsed.append((cols, int(batch.count)))
+        if any(len(col) not in (0, count) for col in cols.values()):
+            bad.append(batch)
+            continue
+        parsed.append((cols, int(count)))
     return parsed, bad
+
+
+# a batch's fields besides its payload that a merge may drop: the re-packed batches set their own,
+# and a group's batches share their window and cell (``held.Group``: the dimension values)
+BATCH_FIELDS = ("campaign", "batch_id", "count", "schema_version", "campaign_version", "window", "dimensions")
+
+
+def merged_columns(mech: Mechanism, batches: list[ReportBatch]) -> tuple[dict, int] | None:
+    """Every batch's columns at once (columnar: no per-batch numpy): the payloads merged into one
+    (``MergeFrom`` concatenates a repeated field's values in batch order), each bytes field of
+    fixed-width rows joined, then one ``Mechanism.columns``. Sizes are checked per batch (each
+    repeated field holds ``count`` values or none, each row field ``count`` rows) and over the
+    whole. None when that is not possible (a payload with a bit vector packed over the batch, a
+    column some batches fill and others not, a batch of the wrong size): ``parse_all`` then
+    reads batch by batch."""
+    if not batches or any(b.count < 1 for b in batches):
+        return None
+    kind = batches[0].WhichOneof("payload")
+    if kind is None or any(b.WhichOneof("payload") != kind for b in batches):
+        return None
+    try:
+        probe = mech.columns(batches[0])
+    except Exception:  # noqa: BLE001 - the batch-by-batch path forwards it
+        return None
+    fields = getattr(batches[0], kind).DESCRIPTOR.fields
+    rows: dict[str, int] = {}
+    for f in fields:
+        if f.type == f.TYPE_BYTES:
+            col = probe.get(f.name)
+            if col is None or np.ndim(col) != 2:
+                return None
+            rows[f.name] = int(col.shape[1])
+    repeated = [f.name for f in fields if f.name not in rows]
+    known = {*BATCH_FIELDS, kind}
+    merged = ReportBatch()
+    out = getattr(merged, kind)
+    total = 0
+    for batch in batches:
+        if any(f.name not in known for f, _ in batch.ListFields()):
+            return None  # a field beyond the payload (a newer wire format): batch by batch
+        payload, count = getattr(batch, kind), batch.count
+        for name in repeated:
+            if len(getattr(payload, name)) not in (0, count):
+                return None
+        for name, width in rows.items():
+            if len(getattr(payload, name)) != count * width:
+                return None
+        out.MergeFrom(payload)
+        total += count
+    for name in rows:
+        setattr(out, name, b"".join(getattr(getattr(b, kind), name) for b in batches))
+    merged.count = total
+    try:
+        cols = mech.columns(merged)
+    except Exception:  # noqa: BLE001
+        return None
+    if any(len(col) != total for col in cols.values()):
+        return None
+    return cols, total
 
 
 def permuted_columns(parsed: list[tuple[dict, int]], rng: np.random.Generator | OsRandom
@@ -92,7 +159,8 @@ def repack(mech: Mechanism, batches: list[ReportBatch], campaign: str, version: 
     """The release of ``batches`` (one version, window and cell of ``campaign``): their reports
     permuted and re-packed (``mech.pack`` with an empty batch id, ``campaign_version`` =
     ``version`` and the ``cell``'s dimension values) in batches of about ``batch_reports``."""
-    parsed, bad = parse_all(mech, batches)
+    whole = merged_columns(mech, batches)
+    parsed, bad = ([whole], []) if whole is not None else parse_all(mech, batches)
     shuffled: list[tuple[bytes, int]] = []
     if parsed:
         cols, n = permuted_columns(parsed, rng)

@@ -47,8 +47,9 @@ from ldptel.privacy_modes import is_shuffled
 from ldptel.proto import ReportBatch, SealedBatch, batch_version
 from ldptel.redis_client import AnyRedis
 from ldptel.runner import UNAVAILABLE, Backoff, retry_wait
-from ldptel.shuffler import metrics, sealed
+from ldptel.shuffler import metrics, release, sealed
 from ldptel.shuffler.held import Group, Held
+from ldptel.shuffler.release import Mover
 from ldptel.shuffler.repack import repack
 
 READ_COUNT = 1000  # ingress entries per XRANGE
@@ -94,6 +95,8 @@ class Shuffler:
         self.lease_ms = max(5000, 10 * self.cfg.poll_ms)
         self._warned: set[tuple[str, int]] = set()
         self._mechanisms: dict[tuple[str, int], tuple[Campaign, Mechanism]] = {}
+        self._versions: dict[tuple[str, int], Campaign | None] = {}
+        self._versions_of: Config | None = None
         self._scripts = scripts.of(r)
         self.pulse = heartbeat.Pulse(f"{socket.gethostname()}:{os.getpid()}:{self.owner}",
                                      keys.SHUFFLER_HEARTBEAT_KEY, BEAT_INTERVAL_S)
@@ -177,6 +180,8 @@ class Shuffler:
                 if not self.take_lease(held) and not once:
                     held.reset()  # another shuffler works on it; read again if we get it back
                     continue
+                if not held.settled:  # a release left by a shuffler that died (or was refused)
+                    held.settled = Mover(self.r, camp.name, shard).settle() == "none"
                 done += self.read(held) + self.release_due(camp, held, once)
         return done
 
@@ -226,10 +231,10 @@ class Shuffler:
             window, batch, count = int(fields.get(keys.ENTRY_WINDOW, 0) or 0), ReportBatch(), 0
         version = batch_version(batch)
         unknown = (held.campaign, version)
-        if self.config.campaign_version(*unknown) is None and unknown not in self._warned:
+        if self.version(*unknown) is None and unknown not in self._warned:
             if self.live.refresh(force=True):  # once per unknown version; then each round
                 self.retry_unknown()
-        if self.config.campaign_version(*unknown) is None:
+        if self.version(*unknown) is None:
             if unknown not in self._warned:
                 self._warned.add(unknown)
                 self.warn(f"shuffle: ingress entries of unknown version {version} of "
@@ -241,12 +246,24 @@ class Shuffler:
     def hold(self, held: Held, eid: bytes, window: int, version: int, batch: ReportBatch, count: int) -> None:
         """``held.add``; a sealed envelope (a campaign version in a shuffled mode) is read as a
         ``SealedBatch`` and grouped by its analyzer key too."""
-        camp = self.config.campaign_version(held.campaign, version)
+        camp = self.version(held.campaign, version)
         if camp is not None and is_shuffled(camp):
             env = SealedBatch.FromString(batch.SerializeToString())
             held.add(eid, window, version, env, env.reports, key_id=env.key_id)
             return
         held.add(eid, window, version, batch, count)
+
+    def version(self, name: str, version: int) -> Campaign | None:
+        """``config.campaign_version``, looked up once per registry snapshot (per entry it was
+        most of the cost of holding a one-report batch)."""
+        cfg = self.config
+        if self._versions_of is not cfg:
+            self._versions, self._versions_of = {}, cfg
+        try:
+            return self._versions[name, version]
+        except KeyError:
+            found = self._versions[name, version] = cfg.campaign_version(name, version)
+            return found
 
     def retry_unknown(self) -> None:
         """The registry changed: hold the entries of versions it now knows."""
@@ -301,15 +318,23 @@ class Shuffler:
         return self._move(held, group, camp, parts, t0, "batch")
 
     def discard(self, held: Held, group: Group) -> bool:
-        """Delete a sealed group whose window closed below ``batch_min`` (``scripts.DISCARD``)."""
-        res: Any = self._scripts.call(
-            "DISCARD", keys=[keys.ingress_key(held.campaign, held.shard),
-                             keys.shuffle_metrics_key(held.campaign, held.shard)],
-            args=[group.reports, *group.ids])
-        status = res[0].decode() if isinstance(res[0], bytes) else res[0]
-        if status != "ok":
-            self.stats.refused += 1
-            return False
+        """Delete a sealed group whose window closed below ``batch_min`` (``scripts.DISCARD``,
+        ``release.CALL_IDS`` entries per call: deleting part of it loses nothing that the rest's
+        own discard would not)."""
+        step = release.CALL_IDS
+        for s in range(0, len(group.ids), step):
+            ids = group.ids[s:s + step]
+            reports = sum(int(env.reports) for env in group.batches[s:s + step])
+            res: Any = self._scripts.call(
+                "DISCARD", keys=[keys.ingress_key(held.campaign, held.shard),
+                                 keys.shuffle_metrics_key(held.campaign, held.shard),
+                                 keys.release_key(held.campaign, held.shard)],
+                args=[reports, *ids])
+            status = res[0].decode() if isinstance(res[0], bytes) else res[0]
+            if status != "ok":
+                self.stats.refused += 1
+                held.settled = held.settled and status != "busy"
+                return False
         self.warn(f"shuffle: {group.reports} reports of {held.campaign!r} v{group.version} discarded: "
                   f"their window closed below batch_min")
         return True
@@ -328,20 +353,18 @@ class Shuffler:
 
     def _move(self, held: Held, group: Group, camp: Campaign, batches: list[tuple[bytes, int]],
               t0: float, why: str) -> bool:
-        """``scripts.SHUFFLE``: the new batches to the analysis stream, the ingress entries gone."""
-        args: list[Any] = [len(group.ids), group.reports, group.window, len(batches), *group.ids]
-        for data, count in batches:
-            args += [data, count]
-        res: Any = self._scripts.call(
-            "SHUFFLE",
-            keys=[keys.ingress_key(held.campaign, held.shard), keys.stream_key(held.campaign, held.shard),
-                  keys.shuffle_metrics_key(held.campaign, held.shard)], args=args)
-        status = res[0].decode() if isinstance(res[0], bytes) else res[0]
+        """The new batches to the analysis stream, the ingress entries gone (``release.Mover``:
+        one ``scripts.SHUFFLE``, or bounded journaled steps for a large release)."""
+        mover = Mover(self.r, held.campaign, held.shard)
+        status = mover.move(group.ids, group.reports, group.window, batches)
         if status != "ok":
             self.stats.refused += 1
             metrics.REFUSED.labels(camp.name).inc()
+            if status == "busy":
+                held.settled = False  # another release holds the stream: complete it next round
             self.warn(f"shuffle: release of {camp.name!r} shard {held.shard} refused (an ingress "
-                      "entry was moved by another shuffler); reading the stream again")
+                      "entry was moved by another shuffler, or a release of another one holds the "
+                      "stream); reading the stream again")
             return False
         self.stats.releases += 1
         self.stats.ingress_batches += len(group.ids)

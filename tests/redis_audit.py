@@ -7,6 +7,7 @@ finer than the campaign's window, a batch id, or the grouping of reports as a de
 - every key must match a known layout (``core/keys.py``); an unknown key is a problem until someone
   decides what it holds;
 - ingress streams (``keys.ingress_key``) are empty, and their last generated id is a window start;
+  no journaled release is in progress (``keys.release_key`` and its staged keys);
 - analysis streams (``keys.stream_key``): every entry id's ms part, the stream's last generated id
   and its consumer groups' last delivered id are window starts; an entry holds exactly ``batch``,
   ``window``, ``count``; its batch parses, holds no batch id and no field beyond campaign, count,
@@ -224,6 +225,8 @@ class Audit:
         elif m and re.fullmatch(rf"published{VERSIONED}:\d+", rest):
             self.check_numbers(key, "key", rest.rsplit(":", 1)[1], self.window(m["c"]))
             self.hash(key, self.window(m["c"]), r"n|digest|config|decoded_at|doc|arrays|error")
+        elif m and rest in ("release", "release_batches", "release_ids"):  # keys.release_key …
+            self.flag(key, "a release in progress (shuffler.release): the shuffler has not finished it")
         elif m and rest in ("metrics", "shuffled"):
             self.hash(key, self.window(m["c"]), r"[a-z_]+")
         elif key == keys.GLOBAL_METRICS_KEY:

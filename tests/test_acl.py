@@ -123,6 +123,9 @@ def test_who_touches_what(config_path: Path) -> None:
         keys.session_key("d"): {"sessions"},
         keys.shuffle_lease_key("c", 1): {"shuffler"},
         keys.shuffle_metrics_key("c", 1): {"shuffler", "reader"},
+        keys.release_key("c", 1): {"shuffler"},  # a journaled release (shuffler.release)
+        keys.release_batches_key("c", 1): {"shuffler"},
+        keys.release_ids_key("c", 1): {"shuffler"},
     }
     for key, roles in expect.items():
         assert granted(config_path, key) == roles, key
@@ -423,9 +426,9 @@ KEYLESS = [("SCAN", "0"), ("KEYS", "*"), ("DEBUG", "SLEEP", "0"), ("MEMORY", "ST
 
 
 def key_type(name: str) -> str:
-    if name.startswith(("stream_key", "ingress_key")):
+    if name.startswith(("stream_key", "ingress_key", "release_batches_key")):
         return "stream"
-    if name.startswith("registry_history_key"):
+    if name.startswith(("registry_history_key", "release_ids_key")):
         return "list"
     if name.startswith(("seen_key", "shuffle_lease_key", "ratelimit_key", "auth_failure_key", "session_key",
                         "publish_claim_key", "ingress_top_key", "stream_top_key", "SESSION_SECRET_KEY",

@@ -94,6 +94,20 @@ def test_set_changes_a_campaign_live(served) -> None:
     assert ldptel("campaigns", "set", "nope", "epsilon=1", "--config", str(cfg)).returncode == 1
 
 
+def test_set_central_delta_of_a_shuffled_campaign_makes_a_new_version(served) -> None:
+    """The example's search-category is shuffled-fakes: its fake rate is planned from central_delta,
+    so ``set central_delta=…`` makes version 2 (never an in-place change of its plan)."""
+    cfg, url = served
+    done = ldptel("campaigns", "set", "search-category", "central_delta=1e-9", "--config", str(cfg))
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert line.startswith("search-category: new version, version 2 (") and "central_delta" in line, line
+    shown = json.loads(ldptel("campaigns", "show", "search-category", "--config", str(cfg)).stdout)
+    assert [v["table"]["central_delta"] for v in shown["versions"]] == [1e-8, 1e-9]
+    same = ldptel("campaigns", "set", "search-category", "description=per batch", "--config", str(cfg))
+    assert same.stdout.strip() == "search-category: updated, version 2 (description)", same.stderr
+
+
 def test_no_serve_says_how_to_find_one(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("LDPTEL_DATA_DIR", str(tmp_path))
     out = ldptel("campaigns", "list", "--config", str(EXAMPLE))

@@ -1,5 +1,5 @@
 """Runs of the load test (``loadtest/run.sh``): the real stack on loopback — embedded Redis,
-``ldptel serve`` under gunicorn, a shuffler, an aggregator — under a few locust devices, then its
+``ldptel serve`` (granian), a shuffler, an aggregator — under a few locust devices, then its
 exactly-once check (clients vs collector metrics vs shuffler counters vs store vs export API).
 The smoke run has a one-second Redis outage in the middle (intended 503s, retried by the
 devices); the fault run kills the shuffler with SIGKILL 10 times while it moves reports."""

