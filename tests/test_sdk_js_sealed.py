@@ -1,0 +1,229 @@
+"""The JavaScript SDK in the shuffled privacy modes end to end (issue 29 on top of 26 and 28): pages
+in headless Chromium (Debian's, driven by Playwright) using the browser bundle, each JS device a
+client of its own (its own store, device secret and ledger: a shuffled campaign takes one report
+per device and window), report to a real ``ldptel serve`` (embedded Redis, collector, shuffler,
+aggregator with its analyzer keys). Every message is HPKE-sealed in the page to the analyzer key
+the collector publishes, with Poisson fakes (``shuffled-fakes``) or as a GRR report at the planned
+ε₀ (``shuffled``), dimension values in the clear on the envelope; the shuffler releases each
+(campaign, cell) as one whole batch (``batch_min`` is the number of devices sent, so nothing is
+left waiting), the aggregator opens and decodes it.
+
+The Python SDK sends the same population to a twin campaign (same config, so the same planned
+fake rate or ε₀). The JS estimates agree with the truth and with Python's within 4.5 of their
+stated standard errors, per item, per cell with dimensions and for the whole fleet; a value the
+dimension's closed list does not hold travels as ``other`` (its own cell, released on its own).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from agg_support import EXPORT_TOKEN, INGEST_TOKEN, write_config
+from http_support import Collector, http_request, start_collector
+from test_sdk_js import PAGE, bundle, open_page, serve_pages  # noqa: F401 (bundle: a fixture)
+
+from ldptel.client import TelemetryClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+LABELS = ["home", "search", "cart", "checkout", "account"]
+Z = 4.5
+N_FLEET = 500  # devices of the campaign without dimensions
+N_CELL = 300  # devices per cell of the campaign with dimensions
+N_GRR = 300
+SEALED = {"window": "all", "central_epsilon": 1.0, "central_delta": 1e-6, "min_reports": 1,
+          "domain": LABELS}
+FAKES = {"privacy_mode": "shuffled-fakes", "batch_min": N_FLEET, **SEALED}
+DIMS = {"privacy_mode": "shuffled-fakes", "batch_min": N_CELL,
+        "dimensions": {"platform": ["android", "ios"]}, **SEALED}
+GRR = {"privacy_mode": "shuffled", "oracle": "grr", "batch_min": N_GRR, **SEALED}
+CAMPAIGNS = [{"name": "js-sf", **FAKES}, {"name": "py-sf", **FAKES},
+             {"name": "js-sf-dims", **DIMS}, {"name": "py-sf-dims", **DIMS},
+             {"name": "js-sh", **GRR}, {"name": "py-sh", **GRR}]
+
+# devices: [[value, platform or null], …]; `batch` devices at a time, each its own client
+DEVICES_JS = """async ([url, token, campaign, devices, batch]) => {
+  const out = { queued: 0, accepted: 0, duplicates: 0, pending: 0, dropped: {}, errors: [] };
+  for (let i = 0; i < devices.length; i += batch) {
+    await Promise.all(devices.slice(i, i + batch).map(async ([value, platform]) => {
+      const c = await ldptel.TelemetryClient.open({ url, token, storage: new ldptel.MemoryBackend(),
+        acceptUnrandomized: true, backoffBaseS: 0.05, maxBackoffS: 1,
+        ...(platform === null ? {} : { dimensions: { platform } }) });
+      if (await c.report(campaign, value)) out.queued += 1;
+      const r = await c.flush(60000);
+      out.accepted += r.accepted; out.duplicates += r.duplicates; out.pending += r.pending;
+      if (r.error) out.errors.push(r.error);
+      for (const [k, n] of Object.entries(c.health().dropped)) out.dropped[k] = (out.dropped[k] ?? 0) + n;
+      await c.close(null);
+    }));
+  }
+  return out;
+}"""
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, bundle: Path) -> Iterator[Collector]:  # noqa: F811
+    tmp = tmp_path_factory.mktemp("sdk-js-sealed")
+    write_config(tmp / "serve.toml", CAMPAIGNS, aggregator={"block_ms": 100}, shuffler={"batch_reports": 400})
+    col = start_collector(tmp / "serve", (tmp / "serve.toml").read_text(), None, workers=2,
+                          env={"LDPTEL_DATA_DIR": str(tmp / "data")}, timeout=60)
+    yield col
+    col.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(stack: Collector):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not found")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def get_json(url: str, path: str, token: str = EXPORT_TOKEN) -> tuple[int, dict]:
+    reply = http_request(url, "GET", path, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    return reply.status, json.loads(reply.body)
+
+
+def wait_for_keys(url: str) -> dict:
+    """The devices' configs once the aggregator has published its analyzer key."""
+    deadline = time.monotonic() + 60
+    while True:
+        status, doc = get_json(url, "/v1/campaigns", INGEST_TOKEN)
+        configs = {c["name"]: c for c in doc.get("campaigns", [])} if status == 200 else {}
+        if all(configs.get(c["name"], {}).get("analyzer_key") for c in CAMPAIGNS):
+            return configs
+        assert time.monotonic() < deadline, (status, doc)
+        time.sleep(0.2)
+
+
+def released(url: str, name: str, n: int, query: str = "") -> dict:
+    """The campaign's document once its ``n`` devices are decoded."""
+    deadline = time.monotonic() + 90
+    while True:
+        status, doc = get_json(url, f"/v1/campaigns/{name}/estimates?{query}")
+        if status == 200 and doc.get("n_reports") == n:
+            return doc
+        assert time.monotonic() < deadline, (status, doc)
+        time.sleep(0.25)
+
+
+def population(n: int, seed: int) -> list[str]:
+    p = np.array([0.4, 0.25, 0.2, 0.1, 0.05])
+    return [LABELS[i] for i in np.random.default_rng(seed).choice(len(LABELS), size=n, p=p)]
+
+
+def send_js(browser, url: str, campaign: str, devices: list[list]) -> dict:
+    ctx = browser.new_context()
+    try:
+        serve_pages(ctx, url, {"page.html": PAGE})
+        page = open_page(ctx, url)
+        started = time.monotonic()
+        out = page.evaluate(DEVICES_JS, [url, INGEST_TOKEN, campaign, devices, 25])
+        print(f"{campaign}: {len(devices)} JS devices in {time.monotonic() - started:.1f} s")
+    finally:
+        ctx.close()
+    assert out["queued"] == len(devices) and out["pending"] == 0, out
+    assert out["accepted"] + out["duplicates"] == len(devices) and out["dropped"] == {}, out
+    return out
+
+
+def send_py(url: str, tmp: Path, campaign: str, values: list[str], dims: dict | None = None,
+            seed: int = 1) -> None:
+    with TelemetryClient(url, INGEST_TOKEN, queue_path=tmp / f"{campaign}-{seed}.sqlite",
+                         accept_unrandomized=True, rng=np.random.default_rng(seed)) as client:
+        assert client.report_many(campaign, values, dimensions=dims) == len(values)
+        assert client.flush(timeout=60).pending == 0
+
+
+def agree(js: dict, py: dict, truth: np.ndarray, what: str) -> list[str]:
+    """Each item's JS estimate within Z std errors of the truth and of Python's; returns lines
+    for the test's output."""
+    lines = []
+    for k, (j, p) in enumerate(zip(js["items"], py["items"], strict=True)):
+        assert abs(j["estimate"] - truth[k]) <= Z * j["std_error"], (what, k, j, truth[k])
+        both = math.hypot(j["std_error"], p["std_error"])
+        assert abs(j["estimate"] - p["estimate"]) <= Z * both, (what, k, j, p)
+        lines.append(f"{what} {LABELS[k]:>8}: truth {truth[k]:4d}  JS {j['estimate']:7.1f} ± "
+                     f"{j['std_error']:5.1f}  Python {p['estimate']:7.1f} ± {p['std_error']:5.1f}")
+    return lines
+
+
+def counts(values: list[str]) -> np.ndarray:
+    return np.array([values.count(label) for label in LABELS])
+
+
+def test_shuffled_fakes_page_agrees_with_python_and_truth(stack: Collector, browser, tmp_path: Path) -> None:
+    url = stack.url
+    configs = wait_for_keys(url)
+    assert configs["js-sf"]["fake_rate"] == configs["py-sf"]["fake_rate"] > 0
+    values = population(N_FLEET, 29)
+    send_js(browser, url, "js-sf", [[v, None] for v in values])
+    send_py(url, tmp_path, "py-sf", values)
+    js, py = released(url, "js-sf", N_FLEET), released(url, "py-sf", N_FLEET)
+    for doc in (js, py):
+        assert doc["privacy"]["privacy_mode"] == "shuffled-fakes" and doc["privacy"]["batches"] == [N_FLEET]
+        assert 0 < doc["privacy"]["central_epsilon"] <= 1.0
+    # the fakes are the std error (λ·n/d fakes per item, uniform): JS sent as many as Python
+    ratio = js["items"][0]["std_error"] / py["items"][0]["std_error"]
+    assert 0.7 < ratio < 1.4, (js["items"][0], py["items"][0])
+    print(f"shuffled-fakes, λ = {configs['js-sf']['fake_rate']:.3f}, {N_FLEET} devices")
+    print("\n".join(agree(js, py, counts(values), "fleet")))
+
+
+def test_shuffled_fakes_with_dimensions(stack: Collector, browser, tmp_path: Path) -> None:
+    url = stack.url
+    wait_for_keys(url)
+    android, ios, other = population(N_CELL, 1), population(N_CELL, 2), population(N_CELL, 3)
+    # the page's devices give their platform; "Android" and "linux" are not in the closed list:
+    # the device sends "other", a cell of its own
+    devices = ([[v, "android"] for v in android] + [[v, "ios"] for v in ios]
+               + [[v, "linux" if i % 2 else "Android"] for i, v in enumerate(other)])
+    order = np.random.default_rng(4).permutation(len(devices))
+    send_js(browser, url, "js-sf-dims", [devices[i] for i in order])
+    for seed, (vals, platform) in enumerate(((android, "android"), (ios, "ios"), (other, "linux")), 10):
+        send_py(url, tmp_path, "py-sf-dims", vals, {"platform": platform}, seed=seed)
+    n = 3 * N_CELL
+    js, py = released(url, "js-sf-dims", n, "by=platform"), released(url, "py-sf-dims", n, "by=platform")
+    truth = {"android": counts(android), "ios": counts(ios), "other": counts(other)}
+    lines = []
+    for doc in (js, py):
+        assert sorted(doc["privacy"]["batches"]) == [N_CELL] * 3, doc["privacy"]
+        assert sorted(c["dimensions"]["platform"] for c in doc["cells"]) == ["android", "ios", "other"]
+    py_cells = {c["dimensions"]["platform"]: c for c in py["cells"]}
+    for cell in js["cells"]:
+        name = cell["dimensions"]["platform"]
+        assert cell["n_reports"] == N_CELL
+        lines += agree(cell, py_cells[name], truth[name], f"{name:>7}")
+    fleet_js, fleet_py = released(url, "js-sf-dims", n), released(url, "py-sf-dims", n)
+    lines += agree(fleet_js, fleet_py, truth["android"] + truth["ios"] + truth["other"], "  fleet")
+    print("\n".join(lines))
+
+
+def test_shuffled_grr_page(stack: Collector, browser, tmp_path: Path) -> None:
+    url = stack.url
+    configs = wait_for_keys(url)
+    eps0 = configs["js-sh"]["epsilon"]
+    assert eps0 == configs["py-sh"]["epsilon"] and eps0 > 1.0  # amplified: ε₀ above the central target
+    values = population(N_GRR, 5)
+    send_js(browser, url, "js-sh", [[v, None] for v in values])
+    send_py(url, tmp_path, "py-sh", values, seed=6)
+    js, py = released(url, "js-sh", N_GRR), released(url, "py-sh", N_GRR)
+    assert js["privacy"]["privacy_mode"] == "shuffled" and js["privacy"]["batches"] == [N_GRR]
+    assert 0.8 < js["items"][0]["std_error"] / py["items"][0]["std_error"] < 1.25
+    print(f"shuffled GRR at ε₀ = {eps0:.3f}, {N_GRR} devices")
+    print("\n".join(agree(js, py, counts(values), "fleet")))
