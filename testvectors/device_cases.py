@@ -54,6 +54,27 @@ SEALED_CASES: list[dict[str, Any]] = [
     {"config": shuffled("sf-many", "shuffled-fakes", oracle="histogram", epsilon=None, domain_size=3,
                         fake_rate=3.5),
      "values": [2, 1]},
+    # range and numeric campaigns in the shuffled modes (mechanisms.shuffled_kinds): the range's
+    # value is the index; the numeric value is rounded at random to a grid point (mechanisms.grid:
+    # one uniform, then the index mechanism's draws); values outside [lower, upper] are clipped
+    {"config": shuffled("sf-range", "shuffled-fakes", kind="range", method="histogram", oracle="histogram",
+                        epsilon=None, domain_size=64, fake_rate=0.9),
+     "values": [0, 63, 17, 17, 40]},
+    {"config": shuffled("sf-range-grr", "shuffled-fakes", kind="range", method="histogram", oracle="grr",
+                        epsilon=3.0, domain_size=64, fake_rate=0.0),
+     "values": [5, 60, 33]},
+    {"config": shuffled("sh-range-oue", "shuffled", kind="range", method="histogram", oracle="oue",
+                        epsilon=2.272, domain_size=16),
+     "values": [0, 15, 9]},
+    {"config": shuffled("sf-grid", "shuffled-fakes", kind="numeric", mechanism="grid", oracle="histogram",
+                        epsilon=None, domain_size=16, lower=0.0, upper=100.0, fake_rate=2.2750876749365494),
+     "values": [0.0, 100.0, 50.0, 33.3, -5.0, 150.0, 6.666666666666667, 99.99999, 1e-300]},
+    {"config": shuffled("sh-grid-grr", "shuffled", kind="numeric", mechanism="grid", oracle="grr",
+                        epsilon=3.169, domain_size=32, lower=-1.0, upper=1.0),
+     "values": [-1.0, 1.0, 0.0, 0.123456789, -0.999, 2]},
+    {"config": shuffled("sh-grid-sue", "shuffled", kind="numeric", mechanism="grid", oracle="sue",
+                        epsilon=2.272, domain_size=8, lower=0.0, upper=10.0),
+     "values": [3.3, 10, 0.5, 7.142857142857143]},
 ]
 
 # the Poisson(λ) inversion of mechanisms.fakes: rates, including one over MAX_TABLE_RATE
@@ -131,4 +152,24 @@ NEW_CONFIGS: list[dict[str, Any]] = [case["config"] for case in SEALED_CASES] + 
      "privacy_mode": "shuffled"},
     {"name": "hist-d1", "version": 1, "kind": "frequency", "oracle": "histogram", "domain_size": 1,
      "privacy_mode": "shuffled-fakes"},
+    # index campaigns the SDKs refuse: a local mechanism in a shuffled mode, an oracle the grid
+    # does not take, a grid of one point or over 4,096, bounds out of order, no ε for GRR
+    {**shuffled("sh-num-pw", "shuffled", kind="numeric", mechanism="piecewise", oracle="grr", epsilon=2.0,
+                domain_size=32, lower=0.0, upper=1.0)},
+    {**shuffled("sh-range-haar", "shuffled", kind="range", method="haar", oracle="grr", epsilon=2.0,
+                domain_size=16)},
+    {**shuffled("sh-grid-olh", "shuffled", kind="numeric", mechanism="grid", oracle="olh", epsilon=2.0,
+                domain_size=32, lower=0.0, upper=1.0)},
+    {**shuffled("sh-range-had", "shuffled", kind="range", method="histogram", oracle="hadamard",
+                epsilon=2.0, domain_size=16)},
+    {**shuffled("sf-grid-1", "shuffled-fakes", kind="numeric", mechanism="grid", oracle="histogram",
+                epsilon=None, domain_size=1, lower=0.0, upper=1.0)},
+    {**shuffled("sf-grid-big", "shuffled-fakes", kind="numeric", mechanism="grid", oracle="histogram",
+                epsilon=None, domain_size=4097, lower=0.0, upper=1.0)},
+    {**shuffled("sh-grid-bounds", "shuffled", kind="numeric", mechanism="grid", oracle="grr", epsilon=2.0,
+                domain_size=8, lower=1.0, upper=1.0)},
+    {**shuffled("sh-grid-noeps", "shuffled", kind="numeric", mechanism="grid", oracle="grr", epsilon=None,
+                domain_size=8, lower=0.0, upper=1.0)},
+    {**shuffled("sh-grid-max", "shuffled", kind="numeric", mechanism="grid", oracle="oue", epsilon=1.0,
+                domain_size=4096, lower=-1e6, upper=1e6)},
 ]

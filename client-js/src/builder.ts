@@ -7,6 +7,7 @@ import { get, InvalidConfig, need, truthy, type Mechanism } from "./mechanisms/b
 import { HeavyHitters } from "./mechanisms/heavyHitters.js";
 import { LGRR, LHadamard, LHeavyHitters, LOLOHA, LOSUE, LRangeHaar, LRangeHierarchical } from "./mechanisms/memo.js";
 import { DEFAULT_BUCKETS, defaultNumericMechanism, Duchi, Hybrid, OneBitMean, Piecewise } from "./mechanisms/numeric.js";
+import { indexMechanism } from "./mechanisms/grid.js";
 import { GRR, Hadamard, Histogram, OLH, Unary } from "./mechanisms/oracles.js";
 import { RangeHaar, RangeHierarchical } from "./mechanisms/ranges.js";
 import { RAPPOR } from "./mechanisms/rappor.js";
@@ -32,6 +33,8 @@ export function usesDeviceSecret(cfg: CampaignConfig): boolean {
  * local_epsilon): how reports travel is the envelope's business (`client/envelope.ts`). */
 export function buildMechanism(cfg: CampaignConfig, secret: Uint8Array): Mechanism {
   let kind = get(cfg, "kind", "frequency");
+  // range / numeric in a shuffled privacy mode: an index histogram (`mechanisms/grid.ts`)
+  if (get(cfg, "privacy_mode", "local") !== "local" && (kind === "range" || kind === "numeric")) return indexMechanism(cfg);
   if (kind === "unique_devices") return new GRR(need(cfg, "epsilon"), 2); // one randomized bit, whatever the config says
   if (typeof kind === "string" && DEVICE_LEVEL_KINDS.includes(kind)) {
     if (truthy(cfg.memoize) || cfg.mechanism === "1bitmean") {

@@ -134,6 +134,50 @@ describe("shuffled (windowed)", () => {
   });
 });
 
+describe("range and numeric campaigns in the shuffled modes (an index histogram)", () => {
+  const grid = (extra: Record<string, unknown> = {}) => campaign("sg-mean", { kind: "numeric", mechanism: "grid", oracle: "histogram",
+    epsilon: null, domain_size: 11, lower: 0, upper: 10, privacy_mode: "shuffled-fakes", fake_rate: 0, window: "all", window_seconds: 0,
+    reports_per_window: 1_000_000, analyzer_key: analyzer.config, ...extra });
+
+  it("numeric: each value rounded at random to a grid point, unbiased; clipped values counted; sealed as indices", async () => {
+    const fake = new FakeCollector([grid()]);
+    const client = await open(fake, { acceptUnrandomized: true, batchSize: 500 });
+    // 3.3 is 30 % of the way from point 3 to point 4: about 30 % of 2,000 reports say 4
+    const values = [...new Array<number>(2000).fill(3.3), 7, 10, -4, 12.5];
+    for (const v of values) expect(await client.report("sg-mean", v)).toBe(true);
+    expect(await client.report("sg-mean", Number.NaN)).toBe(false);
+    expect(await client.flush()).toMatchObject({ accepted: values.length, pending: 0 });
+    expect(client.health()).toMatchObject({ clipped: { "sg-mean": 2 }, dropped: { bad_value: 1 } });
+    const { pair } = await keyPair(fromHex(analyzer.ikm));
+    const counts = new Array<number>(11).fill(0);
+    for (const b of fake.stored) for (const row of await openAll(b, pair)) counts[u32(row)]! += 1;
+    expect(counts[7]).toBe(1);
+    expect(counts[10]).toBe(2); // 10 and 12.5 (clipped to the upper bound)
+    expect(counts[0]).toBe(1); // -4, clipped to the lower bound
+    expect(counts[3]! + counts[4]!).toBe(2000);
+    // Binomial(2000, 0.3): std dev 20.5; 5 of them either side
+    expect(Math.abs(counts[4]! - 600)).toBeLessThan(103);
+  });
+
+  it("range: the value is the index; OUE rows at the planned ε₀ (shuffled)", async () => {
+    const fake = new FakeCollector([campaign("sg-range", { kind: "range", method: "histogram", oracle: "oue", epsilon: 2.0, domain_size: 16,
+      privacy_mode: "shuffled", window: "all", window_seconds: 0, reports_per_window: 1_000_000, analyzer_key: analyzer.config })]);
+    const client = await open(fake);
+    for (let i = 0; i < 40; i++) expect(await client.report("sg-range", i % 16)).toBe(true);
+    expect(await client.report("sg-range", 16)).toBe(false);
+    expect(await client.flush()).toMatchObject({ accepted: 40, pending: 0 });
+    expect(fake.stored.flatMap((b) => b.messages).every((m) => m.length === 32 + 2 + 16)).toBe(true);
+  });
+
+  it("a local range or numeric mechanism in a shuffled mode is refused, never sent", async () => {
+    const fake = new FakeCollector([grid({ mechanism: "piecewise", oracle: "grr", epsilon: 1.0 })]);
+    const client = await open(fake, { acceptUnrandomized: true });
+    expect(await client.report("sg-mean", 3)).toBe(false);
+    expect(client.health().dropped).toEqual({ bad_config: 1 });
+    expect(fake.posts).toBe(0);
+  });
+});
+
 describe("dimension values (local campaigns)", () => {
   it("each report carries the campaign's canonical values; chunks group them", async () => {
     const fake = new FakeCollector([campaign("cells", { oracle: "grr", epsilon: 1.0, domain_size: 4,

@@ -29,6 +29,7 @@ import { buildMechanism, DEVICE_LEVEL_KINDS, privacyLoss, reportCost, valueIndex
 import { dimensionPairs, parseDimensions, UndeclaredDimension, type Dimension, type Pairs } from "../dimensions.js";
 import { cryptoDraws, type Draws } from "../draws.js";
 import { InvalidConfig, type Cell, type Mechanism, type Report } from "../mechanisms/base.js";
+import { Grid } from "../mechanisms/grid.js";
 import { Numeric } from "../mechanisms/numeric.js";
 import { rowLayout } from "../sealed/rows.js";
 import { ascii, concat, derive } from "../secret.js";
@@ -343,10 +344,9 @@ export class TelemetryClient {
     const envelope = envelopeFor(cfg);
     if (envelope === null) throw new Refused("unsupported_privacy_mode", `campaign ${name}: privacy_mode ${String(cfg.privacy_mode)} is not supported by this SDK`);
     const kind = cfg.kind ?? "frequency";
-    if (envelope !== plainEnvelope && kind !== "frequency") {
-      // range and numeric campaigns in a shuffled mode send an index histogram (issue 26's
-      // completion): not made by this SDK yet, and never sent as local reports instead
-      throw new Refused("unsupported_kind", `campaign ${name}: a ${String(kind)} campaign in privacy_mode ${String(cfg.privacy_mode)} is not supported by this SDK yet`);
+    if (envelope !== plainEnvelope && !["frequency", "range", "numeric"].includes(kind as string)) {
+      // the config refuses the other kinds in a shuffled mode; never sent as local reports instead
+      throw new Refused("bad_config", `campaign ${name}: a ${String(kind)} campaign in privacy_mode ${String(cfg.privacy_mode)}`);
     }
     const deviceLevel = typeof kind === "string" && DEVICE_LEVEL_KINDS.includes(kind);
     if (deviceLevel && !(typeof cfg.window_seconds === "number" && cfg.window_seconds > 0)) {
@@ -445,7 +445,7 @@ export class TelemetryClient {
     }
     const sealed = c.envelope !== plainEnvelope;
     const sealWindow = sealed ? windowStart(this.now(), typeof c.cfg.window_seconds === "number" ? c.cfg.window_seconds : 0) : undefined;
-    if (c.mech instanceof Numeric && c.mech.clipped(value as number)) this.clippedCount.add(campaign, 1);
+    if ((c.mech instanceof Numeric || c.mech instanceof Grid) && c.mech.clipped(value as number)) this.clippedCount.add(campaign, 1);
     const charge = this.ledger.charge(campaign, c.cfg, c.cost, index, Date.now() / 1000);
     let refusal: Refusal | null;
     try {

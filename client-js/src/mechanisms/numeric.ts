@@ -15,6 +15,19 @@ function finite(v: unknown, name: string): number {
   return v;
 }
 
+/** Finite `lower` < `upper` within the limits of `ldptel.mechanisms.numeric.check_bounds` (its
+ * docstring derives them); `InvalidConfig` naming the key otherwise. */
+export function checkBounds(lower: unknown, upper: unknown): [number, number] {
+  const lo = finite(lower, "lower"), hi = finite(upper, "upper");
+  for (const [name, v] of [["lower", lo], ["upper", hi]] as const) {
+    if (Math.abs(v) > MAX_BOUND) throw new InvalidConfig(`${name} must be within ±${MAX_BOUND}, got ${v}`);
+  }
+  if (!(lo < hi)) throw new InvalidConfig("upper must be above lower");
+  const least = Math.max(MIN_SPAN, MIN_RELATIVE_SPAN * Math.max(Math.abs(lo), Math.abs(hi)));
+  if (hi - lo < least) throw new InvalidConfig(`upper must exceed lower by at least ${least}`);
+  return [lo, hi];
+}
+
 export abstract class Numeric implements Mechanism {
   abstract readonly name: string;
   readonly payload = "numeric" as const;
@@ -26,15 +39,7 @@ export abstract class Numeric implements Mechanism {
 
   constructor(epsilon: unknown, lower: unknown, upper: unknown) {
     this.epsilon = checkEpsilon(epsilon);
-    this.lower = finite(lower, "lower");
-    this.upper = finite(upper, "upper");
-    // the limits of `ldptel.mechanisms.numeric.check_bounds` (its docstring derives them)
-    for (const [name, v] of [["lower", this.lower], ["upper", this.upper]] as const) {
-      if (Math.abs(v) > MAX_BOUND) throw new InvalidConfig(`${name} must be within ±${MAX_BOUND}, got ${v}`);
-    }
-    if (!(this.lower < this.upper)) throw new InvalidConfig("upper must be above lower");
-    const least = Math.max(MIN_SPAN, MIN_RELATIVE_SPAN * Math.max(Math.abs(this.lower), Math.abs(this.upper)));
-    if (this.upper - this.lower < least) throw new InvalidConfig(`upper must exceed lower by at least ${least}`);
+    [this.lower, this.upper] = checkBounds(lower, upper);
   }
 
   abstract get bound(): number;
