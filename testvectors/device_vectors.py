@@ -3,7 +3,9 @@
 - ``sealed.json``: HPKE sealing of shuffled campaigns (``ldptel.sealing``, ``ldptel.client.sealed``):
   RFC 9180's own vector for the suite (Appendix A.1.1), reproduced; analyzer key ids; ``info``
   strings; the Poisson(λ) inversion of the fake counts (``mechanisms.fakes.poisson_counts`` on
-  given uniforms); every encode case's reports as sealed-message rows (``mechanisms.rows``); and
+  given uniforms); the randomized rounding of numeric values to grid indices of shuffled numeric
+  campaigns (``mechanisms.grid``, on given uniforms, edges included); every encode case's reports
+  as sealed-message rows (``mechanisms.rows``); and
   per shuffled campaign one device's chunk through the production ``seal_rows``: each report
   from its draws, its row, and each posted envelope (window, derived batch id, ``info``, the
   messages in their shuffled order — real rows and fakes — with each one's ephemeral key, and
@@ -52,6 +54,7 @@ from ldptel.mechanisms.builder import build_mechanism, uses_device_secret, value
 from ldptel.mechanisms.claims import report_cost
 from ldptel.mechanisms.draws import Recorder
 from ldptel.mechanisms.fakes import poisson_cdf, poisson_counts
+from ldptel.mechanisms.grid import grid_mechanism
 from ldptel.mechanisms.rows import row_bytes, row_dtype, to_rows
 from ldptel.proto import ReportBatch, SealedBatch
 
@@ -128,6 +131,38 @@ def poisson_vectors() -> list[dict[str, Any]]:
         out.append({"rate": lam, "parts": k, "cdf_length": len(table),
                     "cdf_head": [float(x) for x in table[:64]], "cdf_last": float(table[-1]),
                     "uniforms": uniforms, "counts": [int(c) for c in counts]})
+    return out
+
+
+# (lower, upper, grid points) of the grid rounding vectors (mechanisms.grid)
+GRIDS = [(0.0, 100.0, 16), (-1.0, 1.0, 32), (0.0, 10.0, 8), (-1e6, 1e6, 4096), (0.1, 0.7, 2),
+         (1e-9, 3e-9, 5)]
+
+
+def grid_vectors() -> list[dict[str, Any]]:
+    """The randomized rounding of numeric values to grid indices (``GridRounding.round_indices``)
+    on given uniforms: grid points themselves, values just off them, the bounds, values outside
+    (clipped), and the edge uniforms 0, t itself and its neighbours (index i + 1 iff u < t)."""
+    rng = np.random.default_rng(2628)
+    out = []
+    for lower, upper, k in GRIDS:
+        mech = grid_mechanism("histogram", None, k, lower, upper)
+        h = (upper - lower) / (k - 1)
+        values = [lower, upper, lower - 1.0, upper + 1.0, lower + h, lower + 3.5 * h,
+                  float(np.nextafter(upper, lower)), float(np.nextafter(lower + h, upper)),
+                  float(np.nextafter(lower + h, lower))]
+        values += [float(v) for v in rng.uniform(lower, upper, 12)]
+        uniforms = [float(u) for u in rng.random(len(values))]
+        x = np.clip(np.array(values), lower, upper)
+        pos = (x - lower) / h
+        t = pos - np.minimum(np.floor(pos), k - 1)
+        for j in range(len(values)):  # edges: u = 0, u = t, just below and above t
+            edge = [0.0, float(t[j]), float(np.nextafter(t[j], 0)), float(np.nextafter(t[j], 1))]
+            values += [values[j]] * len(edge)
+            uniforms += edge
+        indices = mech.round_indices(np.array(values), np.array(uniforms))  # type: ignore[attr-defined]
+        out.append({"lower": lower, "upper": upper, "points": k, "values": values, "uniforms": uniforms,
+                    "indices": [int(i) for i in indices]})
     return out
 
 
@@ -209,7 +244,8 @@ def sealed_vectors() -> dict[str, Any]:
     info = [{"campaign": c, "version": v, "window": w, "key_id": k, "info": sealing.info(c, v, w, k).hex()}
             for c, v, w, k in INFO_CASES]
     return {"format": FORMAT, "suite": sealing.SUITE_ID, "rfc9180_a11": rfc9180(), "analyzer": key,
-            "key_ids": key_ids, "info": info, "poisson": poisson_vectors(), "rows": rows_vectors(),
+            "key_ids": key_ids, "info": info, "poisson": poisson_vectors(), "grid": grid_vectors(),
+            "rows": rows_vectors(),
             "cases": [sealed_case(i, c, key, private, public) for i, c in enumerate(SEALED_CASES)]}
 
 
