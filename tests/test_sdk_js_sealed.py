@@ -11,7 +11,9 @@ left waiting), the aggregator opens and decodes it.
 The Python SDK sends the same population to a twin campaign (same config, so the same planned
 fake rate or ε₀). The JS estimates agree with the truth and with Python's within 4.5 of their
 stated standard errors, per item, per cell with dimensions and for the whole fleet; a value the
-dimension's closed list does not hold travels as ``other`` (its own cell, released on its own).
+dimension's closed list does not hold travels as ``other`` (its own cell, released on its own). A
+numeric campaign in ``shuffled-fakes`` rounds each value at random to its grid in the page; the
+mean agrees with the truth (of the clipped values) and with Python's.
 """
 
 from __future__ import annotations
@@ -46,9 +48,13 @@ FAKES = {"privacy_mode": "shuffled-fakes", "batch_min": N_FLEET, **SEALED}
 DIMS = {"privacy_mode": "shuffled-fakes", "batch_min": N_CELL,
         "dimensions": {"platform": ["android", "ios"]}, **SEALED}
 GRR = {"privacy_mode": "shuffled", "oracle": "grr", "batch_min": N_GRR, **SEALED}
+N_MEAN = 300
+MEAN = {"kind": "numeric", "privacy_mode": "shuffled-fakes", "lower": 0.0, "upper": 100.0, "grid_points": 16,
+        "batch_min": N_MEAN, **{k: v for k, v in SEALED.items() if k != "domain"}}
 CAMPAIGNS = [{"name": "js-sf", **FAKES}, {"name": "py-sf", **FAKES},
              {"name": "js-sf-dims", **DIMS}, {"name": "py-sf-dims", **DIMS},
-             {"name": "js-sh", **GRR}, {"name": "py-sh", **GRR}]
+             {"name": "js-sh", **GRR}, {"name": "py-sh", **GRR},
+             {"name": "js-mean", **MEAN}, {"name": "py-mean", **MEAN}]
 
 # devices: [[value, platform or null], …]; `batch` devices at a time, each its own client
 DEVICES_JS = """async ([url, token, campaign, devices, batch]) => {
@@ -227,3 +233,33 @@ def test_shuffled_grr_page(stack: Collector, browser, tmp_path: Path) -> None:
     assert 0.8 < js["items"][0]["std_error"] / py["items"][0]["std_error"] < 1.25
     print(f"shuffled GRR at ε₀ = {eps0:.3f}, {N_GRR} devices")
     print("\n".join(agree(js, py, counts(values), "fleet")))
+
+
+def mean_doc(url: str, name: str, n: int) -> dict:
+    deadline = time.monotonic() + 90
+    while True:
+        status, doc = get_json(url, f"/v1/campaigns/{name}/mean?window=latest")
+        if status == 200 and doc.get("n_reports") == n:
+            return doc
+        assert time.monotonic() < deadline, (status, doc)
+        time.sleep(0.25)
+
+
+def test_shuffled_numeric_page_rounds_to_the_grid(stack: Collector, browser, tmp_path: Path) -> None:
+    """A numeric campaign in shuffled-fakes: each page device rounds its value at random to one of
+    16 grid points (values above 100 clipped on the device), seals the index with its fakes."""
+    url = stack.url
+    wait_for_keys(url)
+    reals = [float(x) for x in np.random.default_rng(11).gamma(4.0, 8.0, N_MEAN)]
+    out = send_js(browser, url, "js-mean", [[x, None] for x in reals])
+    assert out["accepted"] == N_MEAN
+    with TelemetryClient(url, INGEST_TOKEN, queue_path=tmp_path / "py-mean.sqlite",
+                         accept_unrandomized=True, rng=np.random.default_rng(12)) as client:
+        assert client.report_many("py-mean", reals) == N_MEAN
+        assert client.flush(timeout=60).pending == 0
+    js, py = mean_doc(url, "js-mean", N_MEAN)["mean"], mean_doc(url, "py-mean", N_MEAN)["mean"]
+    truth = float(np.mean(np.clip(reals, 0, 100)))
+    assert abs(js["estimate"] - truth) <= Z * js["std_error"], (js, truth)
+    assert abs(js["estimate"] - py["estimate"]) <= Z * math.hypot(js["std_error"], py["std_error"]), (js, py)
+    print(f"mean over a 16-point grid, {N_MEAN} devices: truth {truth:.2f}  JS {js['estimate']:.2f} ± "
+          f"{js['std_error']:.2f}  Python {py['estimate']:.2f} ± {py['std_error']:.2f}")
