@@ -15,7 +15,8 @@ dimension's closed list does not hold travels as ``other`` (its own cell, releas
 numeric campaign in ``shuffled-fakes`` rounds each value at random to its grid in the page; the
 mean agrees with the truth (of the clipped values) and with Python's. Device-level windows
 (``unique_devices``) from Node: one report per device naming its ended window, counted by the
-collector, the estimate within 4.5 std errors of the truth per platform.
+collector, the estimate within 4.5 std errors of the truth per platform (and of 0 for a campaign
+none of the devices saw an event of: they report its window too).
 
 The JS devices draw from ``crypto.getRandomValues`` (the SDK takes no seed in production paths);
 the Python twins and the populations are seeded. At 4.5 std errors a comparison fails about once
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -35,7 +37,7 @@ import numpy as np
 import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, write_config
 from http_support import Collector, http_request, start_collector
-from test_sdk_js import JS, PAGE, bundle, open_page, serve_pages  # noqa: F401 (bundle: a fixture)
+from test_sdk_js import JS, PAGE, bundle, doc_example, open_page, serve_pages  # noqa: F401 (bundle: a fixture)
 
 from ldptel.client import TelemetryClient
 
@@ -65,6 +67,13 @@ CAMPAIGNS = [{"name": "js-sf", **FAKES}, {"name": "py-sf", **FAKES},
              {"name": "js-daily", "kind": "unique_devices", "epsilon": 2.0, "window": "1d", "min_reports": 1,
               "shuffle_max_delay": "1s",
               "dimensions": {"platform": ["android", "ios"]}}]
+# the campaigns of docs/sdk-js.md's sealed example (its devices wait for batch_min: nothing released)
+CAMPAIGNS += [
+    {"name": "checkout-step", **FAKES, "batch_min": 1000, "dimensions": {"platform": ["android", "ios"]}},
+    {"name": "load-time", **MEAN, "privacy_mode": "shuffled", "batch_min": 1000},
+    {"name": "crash-seen", "kind": "unique_devices", "epsilon": 1.0, "window": "1d", "min_reports": 1,
+     "shuffle_max_delay": "1s"},
+]
 SEALED_NAMES = [c["name"] for c in CAMPAIGNS if "privacy_mode" in c]
 
 # devices: [[value, platform or null], …]; `batch` devices at a time, each its own client
@@ -292,16 +301,24 @@ def test_node_device_level_windows(stack: Collector) -> None:
                          capture_output=True, text=True, timeout=300, check=True)
     out = json.loads(run.stdout.strip().splitlines()[-1])
     print(f"js-daily: 400 Node devices in {time.monotonic() - started:.1f} s: {out}")
-    assert out["queued"] == int(events.sum()) and out["accepted"] == 400 and out["pending"] == 0, out
-    assert out["dropped"] == {} and out["windows"] == 400, out  # today's window opened, not sent
+    # every unique_devices campaign the device knows reports its window: js-daily and the docs'
+    # crash-seen (no event there: "none"); today's windows are opened, not sent
+    assert out["queued"] == int(events.sum()) and out["accepted"] == 800 and out["pending"] == 0, out
+    assert out["dropped"] == {} and out["windows"] == 800, out
     window = out["window"]
-    deadline = time.monotonic() + 60
-    while True:
-        status, doc = get_json(stack.url, f"/v1/campaigns/js-daily/estimates?window={window}&by=platform")
-        if status == 200 and doc.get("n_reports") == 400:
-            break
-        assert time.monotonic() < deadline, (status, doc)
-        time.sleep(0.25)
+
+    def window_doc(name: str, query: str = "") -> dict:
+        deadline = time.monotonic() + 60
+        while True:
+            status, doc = get_json(stack.url, f"/v1/campaigns/{name}/estimates?window={window}{query}")
+            if status == 200 and doc.get("n_reports") == 400:
+                return doc
+            assert time.monotonic() < deadline, (status, doc)
+            time.sleep(0.25)
+
+    doc = window_doc("js-daily", "&by=platform")
+    quiet = {row["value"]: row for row in window_doc("crash-seen")["items"]}["at_least_once"]
+    assert abs(quiet["estimate"]) <= Z * quiet["std_error"], quiet
     truth = {p: int(sum(1 for e, q in zip(events, platforms, strict=True) if e > 0 and q == p))
              for p in ("android", "ios")}
     lines = []
@@ -312,7 +329,25 @@ def test_node_device_level_windows(stack: Collector) -> None:
         assert abs(item["estimate"] - truth[p]) <= Z * item["std_error"], (p, item)
         lines.append(f"{p}: devices with an event: truth {truth[p]}, estimate {item['estimate']:.1f} ± "
                      f"{item['std_error']:.1f}")
-    status, fleet = get_json(stack.url, f"/v1/campaigns/js-daily/estimates?window={window}")
-    item = {row["value"]: row for row in fleet["items"]}["at_least_once"]
+    item = {row["value"]: row for row in window_doc("js-daily")["items"]}["at_least_once"]
     assert abs(item["estimate"] - int((events > 0).sum())) <= Z * item["std_error"], item
+    lines.append(f"crash-seen (no device had the event): {quiet['estimate']:.1f} ± {quiet['std_error']:.1f}")
     print("\n".join(lines))
+
+
+def test_docs_sealed_example_runs(stack: Collector, tmp_path: Path) -> None:
+    """docs/sdk-js.md's Node example of the shuffled modes, as written (URL, token, queue filled
+    in): two sealed reports accepted (the third, device-level, waits for its window's end)."""
+    wait_for_keys(stack.url)
+    modules = tmp_path / "node_modules" / "@ldptel"
+    modules.mkdir(parents=True)
+    (modules / "client").symlink_to(JS)
+    (tmp_path / "example.mjs").write_text(doc_example("sealed-example"))
+    out = subprocess.run(["node", "example.mjs"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "LDPTEL_URL": stack.url, "LDPTEL_TOKEN": INGEST_TOKEN,
+                              "LDPTEL_QUEUE": str(tmp_path / "q.jsonl")})
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["result"]["accepted"] == 2 and doc["result"]["pending"] == 0, doc
+    # the day of crash-seen (its event) and of js-daily (opened by the flush: a device-level campaign)
+    assert doc["windows"] == 2 and doc["health"]["dropped"] == {}, doc

@@ -4,7 +4,7 @@
 // lost), a missing key (the chunk waits), a lost answer (the same batch ids: stored once), stale
 // windows (dropped, counted), and plain chunks grouped by their dimension values.
 import { readFileSync } from "node:fs";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { MemoryBackend, TelemetryClient } from "../src/index.js";
 import { fromHex, type Draws } from "../src/draws.js";
 import { info, keyId, suite } from "../src/sealed/sealing.js";
@@ -78,6 +78,21 @@ describe("shuffled-fakes", () => {
     expect(fake.stored.map((b) => b.keyId)).toEqual([rotated.config.id]);
     expect((await openAll(fake.stored[0]!, rotated.pair)).length).toBe(fake.stored[0]!.messages.length);
     expect(fake.posts).toBe(2);
+  });
+
+  it("a runtime without Web Crypto X25519: the chunk is dropped and counted, nothing sent in the clear", async () => {
+    const other = await keyPair(new Uint8Array(32).fill(9)); // a key not imported yet in this process
+    const fake = new FakeCollector([fakes({ analyzer_key: other.config })]);
+    const client = await open(fake, { acceptUnrandomized: true });
+    for (let i = 0; i < 5; i++) expect(await client.report("sf", i)).toBe(true);
+    const spy = vi.spyOn(globalThis.crypto.subtle, "importKey").mockRejectedValue(new DOMException("X25519", "NotSupportedError"));
+    try {
+      expect(await client.flush()).toMatchObject({ accepted: 0, dropped: 5, pending: 0 });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(client.health().dropped).toEqual({ sealing_unavailable: 5 });
+    expect(fake.posts).toBe(0);
   });
 
   it("no analyzer key yet: the reports wait in the queue; delivered once the key is published", async () => {

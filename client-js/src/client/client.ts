@@ -35,7 +35,7 @@ import { rowLayout } from "../sealed/rows.js";
 import { ascii, concat, derive } from "../secret.js";
 import { backoff, classify, errorCode, HttpStatus, request, type Action, type FlushResult } from "./delivery.js";
 import { DeviceWindows, eventKey, increment, type Built } from "./deviceLevel.js";
-import { envelopeFor, fakeRate, NoAnalyzerKey, plainEnvelope, windowStart, type Envelope, type Sealed } from "./envelope.js";
+import { envelopeFor, fakeRate, NoAnalyzerKey, plainEnvelope, SealingUnavailable, windowStart, type Envelope, type Sealed } from "./envelope.js";
 import { Counter, type Health } from "./health.js";
 import { IndexedDbBackend } from "./idb.js";
 import { Ledger, REFUSALS, type Refusal, type Scope } from "./ledger.js";
@@ -649,6 +649,7 @@ export class TelemetryClient {
         void this.refreshInBackground();
         return { action: "retry", error: err.message };
       }
+      if (err instanceof SealingUnavailable) return { action: "drop", error: err.message, reason: err.message, code: "sealing_unavailable" };
       return { action: "drop", reason: `undecodable queued reports: ${String(err)}` };
     }
     let accepted = 0, duplicates = 0;

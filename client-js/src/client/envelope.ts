@@ -72,6 +72,10 @@ export interface Envelope {
  * waits (the configs are fetched again), nothing is dropped. */
 export class NoAnalyzerKey extends Error {}
 
+/** The runtime cannot seal (no Web Crypto X25519): the chunk is dropped and counted
+ * (`sealing_unavailable`), never sent in the clear. */
+export class SealingUnavailable extends Error {}
+
 export const plainEnvelope: Envelope = {
   mode: "local",
   async seal(c: Sealable): Promise<Sealed> {
@@ -136,12 +140,22 @@ export const sealedEnvelope: Envelope = {
       if (!accepted.includes(w)) stale += 1;
       else (byWindow.get(w) ?? byWindow.set(w, []).get(w)!).push(rowOf(c.mech, r.report));
     }
-    const recipient = await recipientKey(key.raw);
+    let recipient: CryptoKey;
+    try {
+      recipient = await recipientKey(key.raw);
+    } catch (err) {
+      throw new SealingUnavailable(`campaign ${c.campaign}: this runtime cannot seal (Web Crypto X25519): ${String(err)}`);
+    }
     const messages: Message[] = [];
     for (const window of [...byWindow.keys()].sort((a, b) => a - b)) {
       const rows = byWindow.get(window)!;
       const plain = withFakes(c.config, c.mech, rows, c.draws);
-      const sealed = await seal(plain, recipient, info(c.campaign, c.version, window, key.id));
+      let sealed: Uint8Array[];
+      try {
+        sealed = await seal(plain, recipient, info(c.campaign, c.version, window, key.id));
+      } catch (err) {
+        throw new SealingUnavailable(`campaign ${c.campaign}: sealing failed (Web Crypto X25519, AES-GCM): ${String(err)}`);
+      }
       const body = encodeSealedBatch({ campaign: c.campaign, batchId: envelopeBatchId(c.batchId, window), reports: rows.length,
         campaignVersion: c.version, keyId: key.id, window, messages: sealed, dimensions: c.dimensions });
       messages.push({ path: "/v1/reports", body, contentType: CONTENT_TYPE, reports: rows.length });
