@@ -63,6 +63,13 @@ const cases: [string, () => Mechanism, unknown[], Code, number, boolean?][] = [
       for (let v = 0; v < 3; v++) if (olhHash(seed, xxh32Int(v), 4) === y) code |= 1 << v;
       return code;
     }, 8],
+  ["grid grr K=3 ε=1 (a shuffled numeric campaign: rounded, then GRR)", () => buildMechanism({ kind: "numeric", privacy_mode: "shuffled",
+    mechanism: "grid", oracle: "grr", epsilon: 1.0, domain_size: 3, lower: 0, upper: 2 }, random32()), [0, 2, 1.5],
+    (r) => first(r, "values") as number, 3],
+  ["grid oue K=3 ε=1 (a shuffled numeric campaign: rounded, then OUE)", () => buildMechanism({ kind: "numeric", privacy_mode: "shuffled",
+    mechanism: "grid", oracle: "oue", epsilon: 1.0, domain_size: 3, lower: -1, upper: 1 }, random32()), [-1, 1, 0.3], bitsCode(3), 8],
+  ["unique_devices ε=1 (one bit per window)", () => buildMechanism({ kind: "unique_devices", oracle: "grr", epsilon: 1.0, domain_size: 2 }, random32()),
+    [0, 1], (r) => first(r, "values") as number, 2],
   ["duchi ε=1", () => buildMechanism({ kind: "numeric", mechanism: "duchi", epsilon: 1.0, lower: 0, upper: 1 }, random32()), [0, 1, 0.5],
     (r) => (first(r, "bits") ? 1 : 0), 2],
   ["l-grr d=3 ε₁=1 (fresh device per report)", () => buildMechanism({ oracle: "grr", epsilon: 1.0, domain_size: 3, memoize: true, epsilon_inf: 2.0 }, random32()),
