@@ -90,11 +90,13 @@ describe("device-level windows", () => {
     client = await openClient({ url: "http://collector.test", token: "t", queuePath: path, fetch: fake.fetch as typeof fetch,
       backoffBaseS: 0.001, draws: keep });
     expect(client.pendingWindows()).toBe(2);
-    await at(fake, client, D0 + 8 * DAY);
+    // a day of the window's 7 d of lateness left (exactly 7 d after its end is the boundary: the
+    // milliseconds between the configs' answer and the flush would push it past)
+    await at(fake, client, D0 + 7 * DAY);
     expect(await client.flush()).toMatchObject({ accepted: 2, pending: 0 });
     await client.close(null);
     client = await openClient({ url: "http://collector.test", token: "t", queuePath: path, fetch: fake.fetch as typeof fetch, draws: keep });
-    await at(fake, client, D0 + 8 * DAY + 60);
+    await at(fake, client, D0 + 7 * DAY + 60);
     expect(await client.flush()).toMatchObject({ accepted: 0, pending: 0 }); // nothing twice
     expect(fake.stored.map((b) => [b.campaign, b.window]).sort()).toEqual([["count", D0 - (D0 % (7 * DAY))], ["ud", D0]]);
     expect(fake.stored.find((b) => b.campaign === "ud")!.dimensions).toEqual([["platform", "android"]]);
