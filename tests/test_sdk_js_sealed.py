@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, write_config
+from browser_support import CHROMIUM, CHROMIUM_ARGS, REQUIRE_BROWSER, SKIP_MARK, missing
 from http_support import Collector, http_request, start_collector
 from test_sdk_js import JS, PAGE, bundle, doc_example, open_page, serve_pages  # noqa: F401 (bundle: a fixture)
 
@@ -43,9 +44,6 @@ from ldptel.client import TelemetryClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 LABELS = ["home", "search", "cart", "checkout", "account"]
 Z = 4.5
 N_FLEET = 500  # devices of the campaign without dimensions
@@ -108,8 +106,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory, bundle: Path) -> Iterator[Co
 
 @pytest.fixture(scope="module")
 def browser(stack: Collector):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not found")
+    why = missing()
+    if why is not None:
+        if REQUIRE_BROWSER:
+            pytest.fail(why)
+        pytest.skip(f"{SKIP_MARK} {why}")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
