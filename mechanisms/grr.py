@@ -33,7 +33,25 @@ def perturb_categorical(values: np.ndarray, size: int, p_keep: float, rng) -> np
     return np.where(keep, values, other).astype(np.uint32)
 
 
-class GRR(PureMechanism):
+class IndexColumns:
+    """The wire columns of a report that is one index in [0, d) (``GrrPayload.values``): GRR's and
+    the plain histogram's (``histogram.Histogram``)."""
+
+    domain_size: int
+
+    def payload_message(self, columns: dict) -> GrrPayload:
+        return GrrPayload(values=np.asarray(columns["values"]).tolist())
+
+    def columns(self, batch: ReportBatch) -> dict:
+        return {"values": np.asarray(batch.grr.values, dtype=np.int64)}
+
+    def validate_columns(self, columns: dict, count: int) -> None:
+        """``count`` values, each in [0, d)."""
+        check_lengths(columns, count, ["values"])
+        reject_first([out_of_range(columns["values"], self.domain_size, "value")])
+
+
+class GRR(IndexColumns, PureMechanism):
     name = "grr"
     payload = "grr"
 
@@ -52,13 +70,3 @@ class GRR(PureMechanism):
     def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
         return {"values": [perturb_one(value, self.domain_size, self.p, draws)]}
 
-    def payload_message(self, columns: dict) -> GrrPayload:
-        return GrrPayload(values=np.asarray(columns["values"]).tolist())
-
-    def columns(self, batch: ReportBatch) -> dict:
-        return {"values": np.asarray(batch.grr.values, dtype=np.int64)}
-
-    def validate_columns(self, columns: dict, count: int) -> None:
-        """``count`` values, each in [0, d)."""
-        check_lengths(columns, count, ["values"])
-        reject_first([out_of_range(columns["values"], self.domain_size, "value")])

@@ -14,12 +14,11 @@ import math
 import numpy as np
 
 from ldptel.mechanisms.base import PureMechanism, check_int
-from ldptel.mechanisms.checks import check_lengths, out_of_range, reject_first
 from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
-from ldptel.proto import GrrPayload, ReportBatch
+from ldptel.mechanisms.grr import IndexColumns
 
 
-class Histogram(PureMechanism):
+class Histogram(IndexColumns, PureMechanism):
     """The identity over [0, d): one index per report (see the module docstring)."""
 
     name = "histogram"
@@ -46,16 +45,6 @@ class Histogram(PureMechanism):
     def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
         return {"values": [int(value)]}  # nothing drawn
 
-    def payload_message(self, columns: dict) -> GrrPayload:
-        return GrrPayload(values=np.asarray(columns["values"]).tolist())
-
-    def columns(self, batch: ReportBatch) -> dict:
-        return {"values": np.asarray(batch.grr.values, dtype=np.int64)}
-
-    def validate_columns(self, columns: dict, count: int) -> None:
-        """``count`` indices, each in [0, d)."""
-        check_lengths(columns, count, ["values"])
-        reject_first([out_of_range(columns["values"], self.domain_size, "value")])
 
     def public_params(self) -> dict:
         return {"oracle": self.name, "domain_size": self.domain_size}
