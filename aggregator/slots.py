@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.config import Campaign, Config
-from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, stream_key
+from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, GROUP, stream_key
 from ldptel.proto import ReportBatch, batch_version
 
 Parsed = tuple[bytes, int, ReportBatch]  # (entry id, window, batch)
@@ -101,3 +102,28 @@ def split_by_version(entries: list, warn: Callable[[str], None], stream: str
 def every_version(config: Config) -> list[Campaign]:
     """Every version of every campaign of ``config``."""
     return [v for c in config.campaigns for v in config.versions(c.name)]
+
+
+CLUSTER_BLOCK_MS = 100  # Redis Cluster: longest block on one stream while all are empty
+
+
+class ClusterReads:
+    """New entries of every stream on a Redis Cluster: one ``XREADGROUP`` per stream, pipelined;
+    if all are empty and ``block_ms`` is set, block on one stream (each in turn) for at most
+    ``CLUSTER_BLOCK_MS``."""
+
+    def __init__(self) -> None:
+        self.turn = 0  # which stream the next idle blocking read waits on
+
+    def read(self, r: Any, consumer: str, slots: list[Slot], count: int, block_ms: int | None) -> list:
+        pipe = r.pipeline(transaction=False)
+        for slot in slots:
+            pipe.xreadgroup(GROUP, consumer, {slot.stream: ">"}, count=count)
+        new = [item for res in pipe.execute() for item in (res or [])]
+        if new or not block_ms:
+            return new
+        slot = slots[self.turn % len(slots)]
+        self.turn += 1
+        resp: Any = r.xreadgroup(GROUP, consumer, {slot.stream: ">"}, count=count,
+                                 block=min(block_ms, CLUSTER_BLOCK_MS))
+        return resp or []

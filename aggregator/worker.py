@@ -31,7 +31,7 @@ entries of dead consumers, and first drains what is pending to itself; ``upkeep`
 entries past retention and removes idle consumers that own nothing. Committed windows are published
 by ``publish.Publisher``. Redis Cluster: new entries are read with one ``XREADGROUP`` per stream
 (pipelined); when all are empty the worker blocks on one stream at a time, in turn, for at most
-``CLUSTER_BLOCK_MS``. The estimate is the sum over shards of the committed states.
+``slots.CLUSTER_BLOCK_MS``. The estimate is the sum over shards of the committed states.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from ldptel.aggregator import publish, retention, store, upkeep
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.keyring import Keyring
 from ldptel.aggregator.sealed import SealedReleases
-from ldptel.aggregator.slots import Parsed, Slot, build_slots, every_version, split_by_version
+from ldptel.aggregator.slots import ClusterReads, Parsed, Slot, build_slots, every_version, split_by_version
 from ldptel.config import Campaign, Config
 from ldptel.keys import GROUP
 from ldptel.privacy_modes import is_shuffled
@@ -63,7 +63,6 @@ from ldptel.runner import UNAVAILABLE, Backoff, DrainStats, retry_wait
 TRIM_INTERVAL_S = 10.0
 PROGRESS_INTERVAL_S = 2.0
 COMPACT_RETRIES = 3
-CLUSTER_BLOCK_MS = 100  # Redis Cluster: longest block on one stream while all are empty
 LOG = logging.getLogger("ldptel.aggregator")
 
 
@@ -96,7 +95,7 @@ class Worker:
         self._cluster = is_cluster(r)
         self.publisher = publish.Publisher(r, self.cfg.publish_interval, every_version(config),
                                            shuffled=config.shuffler.enabled)
-        self._turn = 0  # Redis Cluster: which stream the next idle blocking read waits on
+        self._cluster_reads = ClusterReads()
         self.committed_at: float | None = None  # epoch seconds of the last commit
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
         self._pulse = heartbeat.Pulse(self.consumer)
@@ -265,7 +264,7 @@ class Worker:
         by_stream = {slot.stream: slot for slot in self.slots}
         resp: Any
         if self._cluster:
-            resp = self.read_new_cluster(block_ms)
+            resp = self._cluster_reads.read(self.r, self.consumer, self.slots, self.cfg.read_count, block_ms)
         else:
             resp = self.r.xreadgroup(GROUP, self.consumer, {k: ">" for k in by_stream},
                                      count=self.cfg.read_count, block=block_ms)
@@ -274,21 +273,6 @@ class Worker:
             if entries:
                 done += self.process(by_stream[key], entries)
         return done
-
-    def read_new_cluster(self, block_ms: int | None) -> list:
-        """New entries of every stream on a Redis Cluster: one XREADGROUP per stream, pipelined;
-        if all are empty and ``block_ms`` is set, block on one stream (in turn) for a short time."""
-        pipe = self.r.pipeline(transaction=False)
-        for slot in self.slots:
-            pipe.xreadgroup(GROUP, self.consumer, {slot.stream: ">"}, count=self.cfg.read_count)
-        new = [item for res in pipe.execute() for item in (res or [])]
-        if new or not block_ms:
-            return new
-        slot = self.slots[self._turn % len(self.slots)]
-        self._turn += 1
-        resp: Any = self.r.xreadgroup(GROUP, self.consumer, {slot.stream: ">"}, count=self.cfg.read_count,
-                                      block=min(block_ms, CLUSTER_BLOCK_MS))
-        return resp or []
 
     # --- decode and commit ------------------------------------------------------------------
     def decode(self, slot: Slot, version: int, items: list[Parsed]
