@@ -64,6 +64,9 @@ class Stack:
         return list(self.app.extensions["ldptel"].live.config.campaigns)
 
     def stop(self) -> None:
+        for runner in (self.shuffler, self.agg):
+            if runner is not None:
+                runner.request_stop()  # both finish their current step at once
         if self.shuffler is not None:
             self.shuffler.stop()
         if self.agg is not None:

@@ -108,6 +108,11 @@ class BackgroundRunner:
         self._thread.start()
         return self
 
+    def request_stop(self) -> None:
+        """Ask the worker to stop after its current step, without waiting (stop several at once,
+        then ``stop()`` each: their steps end in parallel)."""
+        self._stop.set()
+
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
         self._thread.join(timeout)

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -67,8 +68,11 @@ def test_demo_keeps_running_and_serves_the_export_api() -> None:
         status, doc = get_json(url, path, token)
         assert status == 200 and doc["n_reports"] == 2000 and len(doc["items"]) == 64
         assert get_json(url, path, "nope-nope")[0] == 401
+        drain = threading.Thread(target=proc.communicate, daemon=True)  # no pipe may fill up
+        drain.start()
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
+        # the shuffler and aggregator finish their current step first (a cold numba cache: seconds)
+        assert proc.wait(timeout=90) == 0
     finally:
         stop(proc)
 
