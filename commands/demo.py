@@ -286,7 +286,8 @@ def run_demo(args: argparse.Namespace) -> int:
                            None if args.change_after < 0 else args.change_after,
                            lambda line: print(line, flush=True), rng)
         stopped = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+        for sig in (signal.SIGTERM, signal.SIGINT):  # as `ldptel shuffle` and `serve`: even where the
+            signal.signal(sig, lambda *_: stopped.set())  # SIGINT came ignored (a background job)
         print("\ndevices keep reporting every second (a new window every 10 s); Ctrl-C to stop",
               flush=True)
         try:
