@@ -235,27 +235,36 @@ def test_fault_sigkill_while_draining(redis_client: redis.Redis, redis_url: str,
 
 @pytest.mark.slow
 def test_two_workers_at_once_equal_one(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
+    """Two ``ldptel aggregate --once`` processes on the same streams leave the state one worker
+    leaves. A worker that starts late (a loaded machine: seconds of imports) may find the streams
+    drained by the other; such a round proves nothing about two workers at once, so it is run
+    again on a fresh campaign (at most 4 rounds; each round's state is checked either way)."""
     agg = {"read_count": 4, "claim_idle_ms": 40}  # short idle: they also steal from each other
     params = {"oracle": "sue", "epsilon": 2.0, "domain_size": 50, "shards": 2}
-    write_config(tmp_path / "two.toml", [{"name": "two", **params}], aggregator=agg)
     cfg = write_config(tmp_path / "one.toml", [{"name": "one", **params}], aggregator=agg)
     batches = random_batches(cfg.campaigns[0], 30_000, 25, seed=6)
-    two = write_config(tmp_path / "two.toml", [{"name": "two", **params}], aggregator=agg).campaigns[0]
-    total = xadd_batches(redis_client, two, batches)
     xadd_batches(redis_client, cfg.campaigns[0], batches)
-    procs = [subprocess.Popen(aggregate_cmd(tmp_path / "two.toml", redis_url), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=90)[1] for p in procs]  # the log lines are on stderr
-    assert all(p.returncode == 0 for p in procs), outs
-    drained = [int(out.split("drained ")[1].split()[0]) for out in outs]
-    assert all(d > 0 for d in drained), f"both workers must have drained something: {drained}"
-    time.sleep(0.05)
-    run_aggregate(tmp_path / "two.toml", redis_url)  # picks up anything a worker left pending
     Worker(cfg, redis_client).run(once=True)
-    acc, n = store.load_accumulator(redis_client, two, 0)
     one_acc, one_n = store.load_accumulator(redis_client, cfg.campaigns[0], 0)
-    assert n == one_n == total and same_state(acc, one_acc)
-    assert pending(redis_client, "two", 2) == 0
+    rounds: list[list[int]] = []
+    for attempt in range(4):
+        name = f"two-{attempt}"
+        two = write_config(tmp_path / f"{name}.toml", [{"name": name, **params}], aggregator=agg).campaigns[0]
+        total = xadd_batches(redis_client, two, batches)
+        cmd = aggregate_cmd(tmp_path / f"{name}.toml", redis_url)
+        procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        outs = [p.communicate(timeout=90)[1] for p in procs]  # the log lines are on stderr
+        assert all(p.returncode == 0 for p in procs), outs
+        rounds.append([int(out.split("drained ")[1].split()[0]) for out in outs])
+        time.sleep(0.05)
+        run_aggregate(tmp_path / f"{name}.toml", redis_url)  # picks up anything a worker left pending
+        acc, n = store.load_accumulator(redis_client, two, 0)
+        assert n == one_n == total and same_state(acc, one_acc)
+        assert pending(redis_client, name, 2) == 0
+        if all(d > 0 for d in rounds[-1]):
+            break
+    assert all(d > 0 for d in rounds[-1]), f"both workers must have drained something: {rounds}"
 
 
 @pytest.mark.integration  # its own Redis, restarted
