@@ -189,6 +189,12 @@ def _search_up(delta_of: Callable[[float], float], delta: float, j_start: int, j
         if j == j_top:
             return None
         bad, step = j, step * 2
+    return _bisect(delta_of, delta, good, bad)
+
+
+def _bisect(delta_of: Callable[[float], float], delta: float, good: int, bad: int) -> float:
+    """grid(the smallest index in (bad, good] with δ ≤ ``delta``), for a non-increasing δ: grid(good)
+    is certified, grid(bad) is not."""
     while good - bad > 1:
         mid = (good + bad) // 2
         if delta_of(grid(mid)) <= delta:
@@ -266,14 +272,7 @@ def search_epsilon(delta_of: Callable[[float], float], delta: float, max_loss: f
             return None
         if delta_of(grid(j_floor)) <= delta:
             return grid(j_floor)
-        good, bad = j_top, j_floor  # good: certified; bad: not
-        while good - bad > 1:
-            mid = (good + bad) // 2
-            if delta_of(grid(mid)) <= delta:
-                good = mid
-            else:
-                bad = mid
-        return grid(good)
+        return _bisect(delta_of, delta, j_top, j_floor)  # grid(j_top) certified, grid(j_floor) not
     if delta_of(grid(j_floor)) <= delta:
         return 0.0
     above, below = j_top + 1, j_floor  # δ_lower(grid(below)) > δ
