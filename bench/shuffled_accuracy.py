@@ -44,6 +44,7 @@ INGEST, EXPORT = "bench-ingest-token", "bench-export-token"
 def config_text(runs: int, devices: int, keys_dir: Path) -> str:
     lines = ["[server]", f'ingest_tokens = ["{INGEST}"]', f'export_tokens = ["{EXPORT}"]',
              "[shuffler]", "batch_reports = 2000", f"max_held_reports = {10 * devices}",
+             f"max_ingress_batches = {max(10_000, 4 * devices)}",
              "[analyzer]", f'keys_dir = "{keys_dir}"']
     for i in range(runs):
         lines += ["[[campaigns]]", f'name = "fakes-{i}"', 'privacy_mode = "shuffled-fakes"',
