@@ -20,25 +20,17 @@ shuffle`` and ``ldptel aggregate`` on an embedded Redis, at central ε = 1, δ =
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
+from served import EXPORT, INGEST, get, send, served
 
 from ldptel.aggregator.decoders import accumulator_for
-from ldptel.client import TelemetryClient, create_mechanism
+from ldptel.client import create_mechanism
 from ldptel.privacy_plan import plan
-from ldptel.redis_server import EmbeddedRedis, free_port
 
 D, EPS, DELTA = 1024, 1.0, 1e-8
-INGEST, EXPORT = "bench-ingest-token", "bench-export-token"
 
 
 def config_text(runs: int, devices: int, keys_dir: Path) -> str:
@@ -53,20 +45,6 @@ def config_text(runs: int, devices: int, keys_dir: Path) -> str:
     lines += ["[[campaigns]]", 'name = "local-oue"', 'oracle = "oue"', f"epsilon = {EPS}",
               f"domain_size = {D}", "min_reports = 1"]
     return "\n".join(lines) + "\n"
-
-
-def cli(*args: str, timeout: float = 900) -> float:
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ldptel.commands.cli", *args], check=True, timeout=timeout,
-                   stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
-
-
-def estimates(url: str, name: str) -> dict:
-    req = urllib.request.Request(f"{url}/v1/campaigns/{name}/estimates?window=latest",
-                                 headers={"Authorization": f"Bearer {EXPORT}"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.loads(resp.read())
 
 
 def population(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -90,16 +68,6 @@ def simulated_error(mech, values: np.ndarray, rng: np.random.Generator,
     return (float(np.sqrt(np.mean((est.counts - truth)[sel] ** 2))), float(np.mean(est.std_error[sel])))
 
 
-def send(url: str, tmp: Path, name: str, values: np.ndarray) -> float:
-    t0 = time.perf_counter()
-    with TelemetryClient(url, INGEST, queue_path=tmp / f"{name}.sqlite", accept_unrandomized=True,
-                         batch_size=1000, timeout=60) as client:
-        client.report_many(name, values.tolist())
-        result = client.flush(timeout=600)
-        assert result.pending == 0 and result.accepted == values.size, result
-    return time.perf_counter() - t0
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -108,51 +76,31 @@ def main() -> None:
     rng = np.random.default_rng(2026)
     values = population(rng, args.devices)
     truth = np.bincount(values, minlength=D)
-    with tempfile.TemporaryDirectory() as tmpdir, EmbeddedRedis(data_dir=Path(tmpdir) / "redis") as redis:
-        tmp = Path(tmpdir)
-        cfg = tmp / "bench.toml"
-        cfg.write_text(config_text(args.runs, args.devices, tmp / "keys"))
-        env = {**os.environ, "LDPTEL_DATA_DIR": str(tmp / "data")}
-        os.environ.update(env)
-        cli("aggregate", "--config", str(cfg), "--redis-url", redis.url, "--once")  # publishes the key
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        serve = subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "serve", "--config", str(cfg),
-                                  "--redis-url", redis.url, "--port", str(port), "--workers", "2"],
-                                 stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "w"))
-        try:
-            for _ in range(100):
-                try:
-                    urllib.request.urlopen(f"{url}/healthz", timeout=1)
-                    break
-                except OSError:
-                    time.sleep(0.2)
-            errors, stated, timing = [], [], []
-            for i in range(args.runs):
-                name = f"fakes-{i}"
-                t_send = send(url, tmp, name, values)
-                t_shuffle = cli("shuffle", "--config", str(cfg), "--redis-url", redis.url, "--once")
-                t_agg = cli("aggregate", "--config", str(cfg), "--redis-url", redis.url, "--once")
-                doc = estimates(url, name)
-                est = np.array([row["estimate"] for row in doc["items"]])
-                errors.append(est - truth)
-                stated.append(np.mean([row["std_error"] for row in doc["items"]]))
-                timing.append((t_send, t_shuffle, t_agg))
-                p = doc["privacy"]
-                run_se = np.sqrt(np.mean(errors[-1] ** 2))
-                print(f"run {i + 1}: batches {p['batches']}, central ε between "
-                      f"{p['central_epsilon_lower']:.4f} and {p['central_epsilon']:.4f} "
-                      f"(δ = {p['central_delta']:g}), λ = {p['fake_rate']:.4f}, empirical std error "
-                      f"{run_se:.3f}, stated {stated[-1]:.3f}; send {t_send:.1f} s, shuffle "
-                      f"{t_shuffle:.1f} s, aggregate {t_agg:.1f} s", flush=True)
-            lam = doc["privacy"]["fake_rate"]
-            messages = args.devices * (1 + lam)
-            t_local_send = send(url, tmp, "local-oue", values)
-            t_local_shuffle = cli("shuffle", "--config", str(cfg), "--redis-url", redis.url, "--once")
-            t_local_agg = cli("aggregate", "--config", str(cfg), "--redis-url", redis.url, "--once")
-        finally:
-            serve.terminate()
-            serve.wait(30)
+    with served(lambda keys: config_text(args.runs, args.devices, keys)) as stack:
+        url = stack.url
+        errors, stated, timing = [], [], []
+        for i in range(args.runs):
+            name = f"fakes-{i}"
+            t_send = send(url, stack.tmp / f"{name}.sqlite", name, values.tolist())
+            t_shuffle = stack.ldptel("shuffle")
+            t_agg = stack.ldptel("aggregate")
+            doc = get(url, f"/v1/campaigns/{name}/estimates?window=latest")
+            est = np.array([row["estimate"] for row in doc["items"]])
+            errors.append(est - truth)
+            stated.append(np.mean([row["std_error"] for row in doc["items"]]))
+            timing.append((t_send, t_shuffle, t_agg))
+            p = doc["privacy"]
+            run_se = np.sqrt(np.mean(errors[-1] ** 2))
+            print(f"run {i + 1}: batches {p['batches']}, central ε between "
+                  f"{p['central_epsilon_lower']:.4f} and {p['central_epsilon']:.4f} "
+                  f"(δ = {p['central_delta']:g}), λ = {p['fake_rate']:.4f}, empirical std error "
+                  f"{run_se:.3f}, stated {stated[-1]:.3f}; send {t_send:.1f} s, shuffle "
+                  f"{t_shuffle:.1f} s, aggregate {t_agg:.1f} s", flush=True)
+        lam = doc["privacy"]["fake_rate"]
+        messages = args.devices * (1 + lam)
+        t_local_send = send(url, stack.tmp / "local-oue.sqlite", "local-oue", values.tolist())
+        t_local_shuffle = stack.ldptel("shuffle")
+        t_local_agg = stack.ldptel("aggregate")
     fakes_se = float(np.sqrt(np.mean(np.concatenate(errors) ** 2)))
     oue_se, oue_stated = simulated_error(create_mechanism("oue", epsilon=EPS, domain_size=D), values, rng)
     print(f"\nshuffled-fakes, {args.devices:,} devices, d = {D}: empirical std error per count "

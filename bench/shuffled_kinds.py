@@ -22,23 +22,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
+from served import EXPORT, INGEST, get, send, served
 
-from ldptel.client import TelemetryClient
 from ldptel.mechanisms.numeric import Hybrid
 from ldptel.mechanisms.range_haar import RangeHaar
-from ldptel.redis_server import EmbeddedRedis, free_port
 
 D, EPS, DELTA, LOWER, UPPER = 1024, 1.0, 1e-8, 0.0, 100.0
-INGEST, EXPORT = "bench-ingest-token", "bench-export-token"
 RANGES = [(0, 0), (0, 9), (0, 99), (0, 511), (10, 19), (100, 199), (200, 700), (500, 1023), (900, 1023),
           (5, 5), (300, 301), (0, 1022)]
 CAMPAIGNS = {
@@ -65,27 +58,6 @@ def config_text(devices: int, keys_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cli(*args: str, timeout: float = 900) -> float:
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ldptel.commands.cli", *args], check=True, timeout=timeout,
-                   stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
-
-
-def get(url: str, path: str) -> dict:
-    req = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {EXPORT}"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.loads(resp.read())
-
-
-def send(url: str, queue: Path, name: str, values: list) -> None:
-    with TelemetryClient(url, INGEST, queue_path=queue, accept_unrandomized=True, batch_size=1000,
-                         timeout=60) as client:
-        client.report_many(name, values)
-        result = client.flush(timeout=600)
-        assert result.pending == 0 and result.accepted == len(values), result
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -99,55 +71,36 @@ def main() -> None:
     z: dict[str, list[float]] = {name: [] for name in CAMPAIGNS}
     stated: dict[str, list[float]] = {name: [] for name in CAMPAIGNS}
     covered, quantiles = 0, 0
-    with tempfile.TemporaryDirectory() as tmpdir, EmbeddedRedis(data_dir=Path(tmpdir) / "redis") as redis:
-        tmp = Path(tmpdir)
-        cfg = tmp / "bench.toml"
-        cfg.write_text(config_text(n, tmp / "keys"))
-        os.environ.update({"LDPTEL_DATA_DIR": str(tmp / "data")})
-        cli("aggregate", "--config", str(cfg), "--redis-url", redis.url, "--once")  # publishes the key
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        serve = subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "serve", "--config", str(cfg),
-                                  "--redis-url", redis.url, "--port", str(port), "--workers", "2"],
-                                 stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "w"))
-        try:
-            for _ in range(150):
-                try:
-                    urllib.request.urlopen(f"{url}/healthz", timeout=1)
-                    break
-                except OSError:
-                    time.sleep(0.2)
-            for run in range(args.runs):
-                t0 = time.perf_counter()
-                for name in CAMPAIGNS:
-                    data = values.tolist() if name.startswith("range") else reals.tolist()
-                    send(url, tmp / f"{name}-{run}.sqlite", name, data)
-                cli("shuffle", "--config", str(cfg), "--redis-url", redis.url, "--once")
-                cli("aggregate", "--config", str(cfg), "--redis-url", redis.url, "--once")
-                window = "window=latest"
-                for name in ("range-fakes", "range-grr"):
-                    for lo, hi in RANGES:
-                        doc = get(url, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}&{window}")
-                        # each run adds one batch of the same devices: the window holds run + 1 batches
-                        truth = int(((values >= lo) & (values <= hi)).sum()) * (run + 1)
-                        z[name].append((doc["estimate"] - truth) / doc["std_error"])
-                        stated[name].append(doc["std_error"])
-                    q = get(url, f"/v1/campaigns/{name}/quantiles?q=0.1,0.5,0.9,0.99&{window}")
-                    for row in q["items"]:
-                        true_q = int(np.quantile(values, row["q"], method="inverted_cdf"))
-                        quantiles += 1
-                        covered += row["value_ci_low"] <= true_q <= row["value_ci_high"]
-                for name in ("mean-fakes", "mean-oue"):
-                    doc = get(url, f"/v1/campaigns/{name}/mean?{window}")
-                    z[name].append((doc["mean"]["estimate"] - clipped.mean()) / doc["mean"]["std_error"])
-                    stated[name].append(doc["mean"]["std_error"])
-                p = doc["privacy"]
-                print(f"run {run + 1}: {run + 1} batches of {n:,} devices per campaign, central ε between "
-                      f"{p['central_epsilon_lower']:.4f} and {p['central_epsilon']:.4f} (last campaign); "
-                      f"{time.perf_counter() - t0:.1f} s", flush=True)
-        finally:
-            serve.terminate()
-            serve.wait(30)
+    with served(lambda keys: config_text(n, keys)) as stack:
+        url = stack.url
+        for run in range(args.runs):
+            t0 = time.perf_counter()
+            for name in CAMPAIGNS:
+                data = values.tolist() if name.startswith("range") else reals.tolist()
+                send(url, stack.tmp / f"{name}-{run}.sqlite", name, data)
+            stack.ldptel("shuffle")
+            stack.ldptel("aggregate")
+            window = "window=latest"
+            for name in ("range-fakes", "range-grr"):
+                for lo, hi in RANGES:
+                    doc = get(url, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}&{window}")
+                    # each run adds one batch of the same devices: the window holds run + 1 batches
+                    truth = int(((values >= lo) & (values <= hi)).sum()) * (run + 1)
+                    z[name].append((doc["estimate"] - truth) / doc["std_error"])
+                    stated[name].append(doc["std_error"])
+                q = get(url, f"/v1/campaigns/{name}/quantiles?q=0.1,0.5,0.9,0.99&{window}")
+                for row in q["items"]:
+                    true_q = int(np.quantile(values, row["q"], method="inverted_cdf"))
+                    quantiles += 1
+                    covered += row["value_ci_low"] <= true_q <= row["value_ci_high"]
+            for name in ("mean-fakes", "mean-oue"):
+                doc = get(url, f"/v1/campaigns/{name}/mean?{window}")
+                z[name].append((doc["mean"]["estimate"] - clipped.mean()) / doc["mean"]["std_error"])
+                stated[name].append(doc["mean"]["std_error"])
+            p = doc["privacy"]
+            print(f"run {run + 1}: {run + 1} batches of {n:,} devices per campaign, central ε between "
+                  f"{p['central_epsilon_lower']:.4f} and {p['central_epsilon']:.4f} (last campaign); "
+                  f"{time.perf_counter() - t0:.1f} s", flush=True)
     haar = RangeHaar(EPS, D)
     plug = np.bincount(values, minlength=D).astype(float)
     print(f"\n{n:,} devices, {args.runs} runs (the window grows by one batch per run), δ = {DELTA:g}:")
