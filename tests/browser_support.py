@@ -5,6 +5,7 @@
   skipping them, with ``LDPTEL_REQUIRE_BROWSER=1`` (``.ci/run`` sets it) and on CI (``$CI`` set),
   unless ``LDPTEL_REQUIRE_BROWSER=0``. Locally they skip, and the end of the run says how to
   install Chromium (``conftest.pytest_terminal_summary``);
+- ``launched()``: the Chromium of a module's ``browser`` fixture, or its skip/failure;
 - ``artifacts(name)``: a fresh directory for screenshots, ``$LDPTEL_ARTIFACTS`` or
   ``build/test-artifacts`` of the repository, plus ``name``; the end of the run prints every
   directory used, so a CI log says where its screenshots are.
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 CHROMIUM = os.environ.get("LDPTEL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -37,6 +41,27 @@ def missing() -> str | None:
     except ImportError:
         return f"Playwright for Python is not installed: {INSTALL_HINT}"
     return None
+
+
+@contextmanager
+def launched() -> Iterator[Any]:
+    """A headless Chromium for a module's ``browser`` fixture; where it cannot run (``missing``)
+    the test fails if ``REQUIRE_BROWSER``, else skips with ``SKIP_MARK``."""
+    import pytest
+
+    reason = missing()
+    if reason:
+        if REQUIRE_BROWSER:
+            pytest.fail(f"the browser tests are required here (CI or LDPTEL_REQUIRE_BROWSER=1) but {reason}")
+        pytest.skip(f"{SKIP_MARK} {reason}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
 
 
 def artifacts(name: str) -> Path:

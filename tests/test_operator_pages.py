@@ -25,14 +25,7 @@ import numpy as np
 import pytest
 import redis
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, shuffle_once, write_config, xadd_batches
-from browser_support import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    REQUIRE_BROWSER,
-    SKIP_MARK,
-    artifacts,
-    missing,
-)
+from browser_support import artifacts, launched
 from http_support import http_request, start_collector
 
 from ldptel.aggregator.worker import Worker
@@ -157,19 +150,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
 
 @pytest.fixture(scope="module")
 def browser():
-    reason = missing()
-    if reason:
-        if REQUIRE_BROWSER:
-            pytest.fail(f"the browser tests are required here (CI or LDPTEL_REQUIRE_BROWSER=1) but {reason}")
-        pytest.skip(f"{SKIP_MARK} {reason}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with launched() as b:
+        yield b
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +170,15 @@ def sign_in(page, token: str = EXPORT_TOKEN) -> None:
     page.fill("#token", token)
     page.click("button[type=submit]")
     page.wait_for_load_state()
+
+
+def signed_in_page(browser, site: Site, width: int):
+    """(context, page) signed in with the export token, at ``width`` px."""
+    ctx, page = new_page(browser, site)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto("/signin")
+    sign_in(page)
+    return ctx, page
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import redis
 from agg_support import write_config, xadd_batches
 from browser_support import artifacts
 from http_support import start_collector
-from test_operator_pages import Site, browser, new_page, sign_in  # noqa: F401  (fixture)
+from test_operator_pages import Site, browser, signed_in_page  # noqa: F401  (fixture)
 
 from ldptel.aggregator.worker import Worker
 
@@ -68,17 +68,9 @@ def shots() -> Path:
     return artifacts("breakdown-screenshots")
 
 
-def _page(browser, site: Site, width: int):  # noqa: F811
-    ctx, page = new_page(browser, site)
-    page.set_viewport_size({"width": width, "height": 900})
-    page.goto("/signin")
-    sign_in(page)
-    return ctx, page
-
-
 @pytest.mark.parametrize("width", [1440, 390])
 def test_breakdown_table_and_experiment_chart(browser, site, shots: Path, width: int) -> None:  # noqa: F811
-    ctx, page = _page(browser, site, width)
+    ctx, page = signed_in_page(browser, site, width)
     try:
         page.goto("/campaigns/checkout")
         table = page.locator("section.breakdown table.breakdown")

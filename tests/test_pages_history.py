@@ -15,7 +15,7 @@ import redis
 from agg_support import EXPORT_TOKEN, random_batches, write_config, xadd_batches
 from browser_support import artifacts
 from http_support import http_request, start_collector
-from test_operator_pages import Site, browser, new_page, sign_in  # noqa: F401  (fixture)
+from test_operator_pages import Site, browser, signed_in_page  # noqa: F401  (fixture)
 
 from ldptel import registry
 from ldptel.aggregator.worker import Worker
@@ -77,18 +77,10 @@ def history_shots() -> Path:
     return artifacts("history-screenshots")
 
 
-def _page(browser, site: Site, width: int):  # noqa: F811
-    ctx, page = new_page(browser, site)
-    page.set_viewport_size({"width": width, "height": 900})
-    page.goto("/signin")
-    sign_in(page)
-    return ctx, page
-
-
 def test_trend_colours_labels_and_width(browser, history_site) -> None:  # noqa: F811
     """A colour per item (a stylesheet rule painted every point in the accent colour), at least
     5 time labels (there were 2), and the card's whole width (it used half)."""
-    ctx, page = _page(browser, history_site, 1440)
+    ctx, page = signed_in_page(browser, history_site, 1440)
     try:
         page.goto("/campaigns/platform")
         svg = page.locator("svg.chart.trend")
@@ -107,7 +99,7 @@ def test_trend_colours_labels_and_width(browser, history_site) -> None:  # noqa:
 
 @pytest.mark.parametrize("width", [1440, 390])
 def test_trend_across_a_version_change(browser, history_site, history_shots: Path, width: int) -> None:  # noqa: F811
-    ctx, page = _page(browser, history_site, width)
+    ctx, page = signed_in_page(browser, history_site, width)
     try:
         page.goto("/campaigns/platform")
         svg = page.locator("svg.chart.trend")
@@ -127,7 +119,7 @@ def test_trend_across_a_version_change(browser, history_site, history_shots: Pat
 
 
 def test_campaign_list_at_390px_is_cards(browser, history_site, history_shots: Path) -> None:  # noqa: F811
-    ctx, page = _page(browser, history_site, 390)
+    ctx, page = signed_in_page(browser, history_site, 390)
     try:
         page.goto("/")
         assert page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, write_config
+from browser_support import REQUIRE_BROWSER, launched
 from http_support import Collector, http_request, start_collector, wait_counted
 
 from ldptel.client import TelemetryClient
@@ -40,10 +41,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 ROOT = Path(__file__).resolve().parent.parent
 JS = ROOT / "client-js"
 BUNDLE = JS / "dist" / "ldptel.browser.min.js"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-REQUIRE_BROWSER = os.environ.get("LDPTEL_REQUIRE_BROWSER") == "1"
 LABELS = ["home", "search", "cart", "checkout", "account"]
 COUNTS = [900, 600, 300, 150, 50]
 COMMON = {"reports_per_window": 1_000_000, "shuffle_max_delay": "1s", "min_reports": 10,
@@ -107,18 +104,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, bundle: Path) -> Iterator[Co
 
 @pytest.fixture(scope="module")
 def browser(stack: Collector):
-    if not Path(CHROMIUM).exists():
-        if REQUIRE_BROWSER:
-            pytest.fail(f"LDPTEL_REQUIRE_BROWSER=1 but {CHROMIUM} is missing")
-        pytest.skip(f"{CHROMIUM} not found")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with launched() as b:
+        yield b
 
 
 def serve_pages(ctx, url: str, pages: dict[str, str]) -> None:

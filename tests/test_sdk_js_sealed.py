@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, write_config
-from browser_support import CHROMIUM, CHROMIUM_ARGS, REQUIRE_BROWSER, SKIP_MARK, missing
+from browser_support import launched
 from http_support import Collector, http_request, start_collector
 from test_sdk_js import JS, PAGE, bundle, doc_example, open_page, serve_pages  # noqa: F401 (bundle: a fixture)
 
@@ -106,19 +106,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, bundle: Path) -> Iterator[Co
 
 @pytest.fixture(scope="module")
 def browser(stack: Collector):
-    why = missing()
-    if why is not None:
-        if REQUIRE_BROWSER:
-            pytest.fail(why)
-        pytest.skip(f"{SKIP_MARK} {why}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with launched() as b:
+        yield b
 
 
 def get_json(url: str, path: str, token: str = EXPORT_TOKEN) -> tuple[int, dict]:

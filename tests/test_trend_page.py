@@ -14,7 +14,7 @@ import redis
 from agg_support import random_batches, write_config, xadd_batches
 from browser_support import artifacts
 from http_support import start_collector
-from test_operator_pages import Site, browser, new_page, sign_in  # noqa: F401  (fixture)
+from test_operator_pages import Site, browser, signed_in_page  # noqa: F401  (fixture)
 
 from ldptel.aggregator.worker import Worker
 from ldptel.config import Config
@@ -59,18 +59,10 @@ def trend_shots() -> Path:
     return artifacts("trend-screenshots")
 
 
-def _page(browser, site: Site, width: int):  # noqa: F811
-    ctx, page = new_page(browser, site)
-    page.set_viewport_size({"width": width, "height": 900})
-    page.goto("/signin")
-    sign_in(page)
-    return ctx, page
-
-
 def test_trend_chart_shows_every_window(browser, trend_site, trend_shots: Path) -> None:  # noqa: F811
     site, newest = trend_site
     series = site.api_json("/v1/campaigns/platform/series")["rows"]
-    ctx, page = _page(browser, site, 1440)
+    ctx, page = signed_in_page(browser, site, 1440)
     try:
         page.goto("/campaigns/platform")
         svg = page.locator("svg.chart.trend")
@@ -112,7 +104,7 @@ def test_latest_entry_names_the_newest_window(browser, trend_site) -> None:  # n
     site, newest = trend_site
     camp = site.config.campaign("platform")
     older = newest - 5 * 3600
-    ctx, page = _page(browser, site, 1440)
+    ctx, page = signed_in_page(browser, site, 1440)
     try:
         page.goto(f"/campaigns/platform?window={older}")
         latest = page.inner_text('#window option[value="latest"]')
@@ -139,7 +131,7 @@ FONT_PX = """sel => [...document.querySelectorAll(sel)].map(t => t.getBoundingCl
 
 def test_page_is_usable_at_390px(browser, trend_site, trend_shots: Path) -> None:  # noqa: F811
     site, _ = trend_site
-    ctx, page = _page(browser, site, 390)
+    ctx, page = signed_in_page(browser, site, 390)
     try:
         for name in ("platform", "theme"):
             page.goto(f"/campaigns/{name}")
