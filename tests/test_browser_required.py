@@ -40,7 +40,7 @@ def test_missing_chromium_says_how_to_install_locally() -> None:
 
 
 def test_ci_requires_the_browser() -> None:
-    code = "import test_operator_pages as b; print(b.REQUIRE_BROWSER)"
+    code = "import browser_support as b; print(b.REQUIRE_BROWSER)"
     env = {k: v for k, v in os.environ.items() if k != "LDPTEL_REQUIRE_BROWSER"}
     out = subprocess.run([sys.executable, "-c", code], cwd=TESTS, capture_output=True, text=True,
                          env={**env, "CI": "true"}, timeout=30)
