@@ -188,12 +188,17 @@ class Sender:
         return Attempt(Action.SENT, duplicate=bool(answer.get("duplicate")))
 
     def attempt_sealed(self, chunk: Chunk, cfg: dict, mech: Mechanism) -> Attempt:
-        """Seal the chunk's envelopes (``client.sealed.seal_rows``) and post each; an answer that
-        the key or the window is not the collector's (``unknown_key``, ``wrong_window``) fetches
-        the configs again and retries (sealed anew, same batch ids: nothing is lost or doubled)."""
+        """Seal the chunk's envelopes (``client.sealed.seal_rows``) and post each; configs without
+        a usable analyzer key, or an answer that the key or the window is not the collector's
+        (``unknown_key``, ``wrong_window``), fetch the configs again and retry (sealed anew, same
+        batch ids: nothing is lost or doubled)."""
         c = self.client
-        envelopes, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, chunk.batch_id,
-                                     chunk.batches, c.clock.now(), c.rng)
+        try:
+            envelopes, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, chunk.batch_id,
+                                         chunk.batches, c.clock.now(), c.rng)
+        except TelemetryError:  # no usable analyzer key in the configs held (the aggregator had
+            c._configs.refresh_in_background()  # published none yet): ask again; ``attempt`` retries
+            raise
         if stale:
             why = f"campaign {chunk.campaign!r}: {stale} reports of a window the collector no longer takes"
             log.warning("dropping %s", why)

@@ -67,6 +67,30 @@ def test_rotated_key_is_refused_then_sealed_again(sealed, redis_client: redis.Re
         client.close(flush_timeout=None)
 
 
+@pytest.mark.slow
+def test_configs_fetched_before_the_first_key_are_fetched_again(sealed, redis_client: redis.Redis,
+                                                               tmp_path: Path) -> None:
+    """The device fetched its configs before the aggregator published a key (``analyzer_key``
+    None, the configs still fresh for ``config_ttl``): the flush asks for them again and delivers
+    once the key is there (``ldptel demo`` waited out its flush so when its aggregator started late)."""
+    cfg, stack, ring = sealed
+    redis_client.delete(keys.ANALYZER_KEYS_KEY)
+    time.sleep(KEY_CACHE_SECONDS + 0.1)  # the collector's key cache has seen none
+    client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite",
+                             accept_unrandomized=True)
+    try:
+        assert client.campaigns()["sf-hist"]["analyzer_key"] is None
+        assert client.report_many("sf-hist", list(range(16)) * 20) == 320
+        first = client.flush(timeout=1)
+        assert first.pending == 320 and "no analyzer key" in (first.error or ""), first
+        publish_keys(cfg, redis_client)
+        time.sleep(KEY_CACHE_SECONDS + 0.1)
+        result = client.flush(timeout=30)
+        assert result.pending == 0 and result.accepted == 320 and result.dropped == 0, result
+    finally:
+        client.close(flush_timeout=None)
+
+
 def test_unrandomized_needs_consent(sealed, tmp_path: Path) -> None:
     _, stack, _ = sealed
     with TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite") as client:
