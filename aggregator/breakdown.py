@@ -24,8 +24,8 @@ from typing import Any
 
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.decoders.cells import CellAccumulator
+from ldptel.campaigns.config import Campaign
 from ldptel.cell_sums import fragment_of, sum_cells
-from ldptel.config import Campaign
 
 # publish.document of one inner accumulator: (campaign, window, acc, decoded_at, shuffled) → doc
 DecodeOne = Callable[[Campaign, int, Accumulator, float, bool], dict[str, Any]]

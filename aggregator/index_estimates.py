@@ -11,7 +11,7 @@ The accumulator is the frequency one of the index mechanism (``decoders.fakes`` 
   with the rounding's h²/4 per report).
 
 A range document also carries ``fake_messages`` (F, the fakes of the window's releases: the export
-API's range and quantile queries need it for the variances, ``ldptel.published.range_estimate``; the
+API's range and quantile queries need it for the variances, ``ldptel.store.published.range_estimate``; the
 std errors published with every count already reveal it), a numeric one ``grid_points``.
 """
 
@@ -21,7 +21,7 @@ import math
 from typing import Any
 
 from ldptel.aggregator.decoders.base import Accumulator
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.mechanisms.estimates import FrequencyEstimate, MeanEstimate
 from ldptel.mechanisms.index_stats import index_statistics
 from ldptel.mechanisms.ranges import RangeEstimate

@@ -1,5 +1,5 @@
 """The analyzer's HPKE key pairs (``ldptel.sealing``): private keys in files of the aggregator's
-data directory, public halves published in Redis (``ldptel.analyzer_keys``).
+data directory, public halves published in Redis (``ldptel.store.analyzer_keys``).
 
 Files in ``[analyzer] keys_dir`` (default ``<LDPTEL_DATA_DIR>/analyzer-keys``, mode 0700): per key
 ``<key id hex>.key`` (the raw 32-byte X25519 private key, mode 0600) and ``<key id hex>.json``
@@ -25,12 +25,13 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldptel import analyzer_keys, sealing
-from ldptel.analyzer_keys import PublicKey
-from ldptel.config import AnalyzerConfig
+from ldptel import sealing
+from ldptel.campaigns.config import AnalyzerConfig
 from ldptel.credentials import data_dir
 from ldptel.durations import parse_duration
-from ldptel.redis_client import AnyRedis
+from ldptel.store import analyzer_keys
+from ldptel.store.analyzer_keys import PublicKey
+from ldptel.store.redis_client import AnyRedis
 
 LOG = logging.getLogger("ldptel.aggregator")
 

@@ -1,5 +1,5 @@
 """The aggregator's own metrics (``prometheus_client``; exported by the collector's ``/metrics``
-when ``ldptel serve`` runs the aggregator, see ``ldptel.prom``): entries and reports counted,
+when ``ldptel serve`` runs the aggregator, see ``ldptel.ops.prom``): entries and reports counted,
 entries rejected, decode and commit latency per campaign. The lag comes from the heartbeats
 (``ldptel.server.health``)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from ldptel.prom import WORKER_LATENCY_BUCKETS as LATENCY_BUCKETS
+from ldptel.ops.prom import WORKER_LATENCY_BUCKETS as LATENCY_BUCKETS
 
 ENTRIES = Counter("ldptel_aggregator_entries", "Stream entries (batches) counted by the aggregator.",
                   ["campaign"])

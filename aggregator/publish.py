@@ -1,5 +1,5 @@
 """Publishing: the aggregator decodes a window after committing its reports and stores the
-result document through ``ldptel.published`` (the owner of the publications, which the export
+result document through ``ldptel.store.published`` (the owner of the publications, which the export
 API, the queries and the operator pages read). A ``Campaign`` is one campaign version: each
 version's windows are published under their own key; ``state_digest`` is the tag's ``digest``.
 
@@ -44,20 +44,20 @@ from typing import Any
 import numpy as np
 import redis as redis_lib
 
-from ldptel import published
 from ldptel.aggregator import breakdown, metrics, retention, store
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.decoders.cells import CellAccumulator
 from ldptel.aggregator.index_estimates import index_estimate
-from ldptel.central_privacy import release_claim
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.mechanisms.estimates import FrequencyEstimate, MeanEstimate
 from ldptel.mechanisms.ranges import RangeEstimate
 from ldptel.mechanisms.shuffled_kinds import INDEX_KINDS
-from ldptel.privacy_modes import is_shuffled
-from ldptel.published import Published, config_digest, finite_row
-from ldptel.redis_client import AnyRedis
-from ldptel.release_claims import window_claim
+from ldptel.privacy.central import release_claim
+from ldptel.privacy.modes import is_shuffled
+from ldptel.privacy.release_claims import window_claim
+from ldptel.store import published
+from ldptel.store.published import Published, config_digest, finite_row
+from ldptel.store.redis_client import AnyRedis
 
 log = logging.getLogger("ldptel.aggregator")
 

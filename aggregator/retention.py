@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import time
 
-from ldptel import published, tally
 from ldptel.aggregator import store
-from ldptel.config import Campaign
-from ldptel.redis_client import AnyRedis
+from ldptel.campaigns.config import Campaign
+from ldptel.store import published, tally
+from ldptel.store.redis_client import AnyRedis
 
 
 def expired(campaign: Campaign, window: int, now: float | None = None) -> bool:

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Config
-from ldptel.redis_client import connect_roles
-from ldptel.runner import BackgroundRunner
+from ldptel.campaigns.config import Config
+from ldptel.store.redis_client import connect_roles
+from ldptel.store.runner import BackgroundRunner
 
-ROLES = ("aggregator", "reader")  # ``ldptel.acl``: the worker's user, and the registry's reads
+ROLES = ("aggregator", "reader")  # ``ldptel.store.acl``: the worker's user, and the registry's reads
 
 
 def socket_timeout(config: Config) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import Accumulator
-from ldptel.config import Campaign, Config
+from ldptel.campaigns.config import Campaign, Config
 from ldptel.keys import ENTRY_BATCH, ENTRY_WINDOW, GROUP, stream_key
 from ldptel.proto import ReportBatch, batch_version
 

@@ -26,7 +26,7 @@ decodes), and for the export endpoints and pages ``list_windows``, ``window_coun
 ``window_count``, ``last_updated``,
 ``resolve_window``, ``backlog``, ``summary``. Writes (the aggregator worker): ``check_state``,
 ``fold_stored``, ``commit``, ``delete_windows`` (retention, ``ldptel.aggregator.retention``).
-Each takes a client from ``ldptel.redis_client.connect`` — one server or a Redis Cluster: every
+Each takes a client from ``ldptel.store.redis_client.connect`` — one server or a Redis Cluster: every
 call touches the keys of one (campaign, shard) hash tag at a time, and a campaign is read as the
 sum over its shards.
 
@@ -41,10 +41,10 @@ import secrets
 import time
 from typing import cast
 
-from ldptel import keys, scripts
+from ldptel import keys
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
 from ldptel.aggregator.decoders.cells import CellAccumulator
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.errors import StateMismatch
 from ldptel.keys import (
     ACC_PREFIX,
@@ -53,8 +53,9 @@ from ldptel.keys import (
     REJECTED,
     UPDATED_PREFIX,
 )
-from ldptel.redis_client import AnyRedis
-from ldptel.tally import counts_keys, state_keys
+from ldptel.store import scripts
+from ldptel.store.redis_client import AnyRedis
+from ldptel.store.tally import counts_keys, state_keys
 
 TIER_SLACK_BYTES = 64 * 1024  # savez headers, and small states always merge
 

@@ -11,9 +11,9 @@ from collections import deque
 
 import redis as redis_lib
 
-from ldptel import scripts
 from ldptel.keys import GROUP
-from ldptel.redis_client import AnyRedis
+from ldptel.store import scripts
+from ldptel.store.redis_client import AnyRedis
 
 
 def claim_idle(r: AnyRedis, stream: str, consumer: str, idle_ms: int) -> int:

@@ -47,18 +47,19 @@ from typing import Any
 
 import redis as redis_lib
 
-from ldptel import heartbeat, prom, registry
 from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator import publish, retention, store, upkeep
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.keyring import Keyring
 from ldptel.aggregator.sealed import SealedReleases
 from ldptel.aggregator.slots import ClusterReads, Parsed, Slot, build_slots, every_version, split_by_version
-from ldptel.config import Campaign, Config
+from ldptel.campaigns.config import Campaign, Config
 from ldptel.keys import GROUP
-from ldptel.privacy_modes import is_shuffled
-from ldptel.redis_client import AnyRedis, is_cluster
-from ldptel.runner import UNAVAILABLE, Backoff, DrainStats, retry_wait
+from ldptel.ops import prom
+from ldptel.privacy.modes import is_shuffled
+from ldptel.store import heartbeat, registry
+from ldptel.store.redis_client import AnyRedis, is_cluster
+from ldptel.store.runner import UNAVAILABLE, Backoff, DrainStats, retry_wait
 
 TRIM_INTERVAL_S = 10.0
 PROGRESS_INTERVAL_S = 2.0
@@ -76,7 +77,7 @@ class Worker:
 
     def __init__(self, config: Config, r: AnyRedis, consumer: str | None = None,
                  log: Callable[[str], None] | None = None, registry_r: AnyRedis | None = None) -> None:
-        """``registry_r``: the client that reads the campaign registry (``ldptel.acl``: the
+        """``registry_r``: the client that reads the campaign registry (``ldptel.store.acl``: the
         ``reader`` role, when ``r`` is the ``aggregator`` role, which holds no registry key);
         default ``r``."""
         self.live = registry.Live(config, registry_r or r)  # campaign changes without a restart

@@ -19,9 +19,9 @@ import redis
 
 from ldptel.aggregator import accumulator_for, store
 from ldptel.aggregator.worker import Worker
-from ldptel.config import parse_config
+from ldptel.campaigns.config import parse_config
 from ldptel.keys import stream_key
-from ldptel.redis_server import EmbeddedRedis
+from ldptel.store.redis_server import EmbeddedRedis
 
 D = 1024
 ORACLES = ("grr", "sue", "oue", "olh", "hadamard", "rappor")

@@ -32,7 +32,7 @@ import redis
 
 from ldptel import keys
 from ldptel.client import create_mechanism
-from ldptel.redis_server import EmbeddedRedis, free_port
+from ldptel.store.redis_server import EmbeddedRedis, free_port
 
 TOKEN = "bench-ingest-token"
 CAMPAIGN = "bench"

@@ -24,7 +24,7 @@ try:
     from ldptel.commands.gunicorn_pool import gunicorn_options
 except ImportError:  # a checkout before the pool modules (bench of an older version)
     from ldptel.commands.serve import gunicorn_options  # type: ignore[attr-defined,no-redef]
-from ldptel.config import load_config
+from ldptel.campaigns.config import load_config
 from ldptel.proto import ReportBatch
 
 FLOOR_STREAM = "{bench-floor}:ingress"

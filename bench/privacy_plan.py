@@ -38,7 +38,7 @@ CASES = [
 _TIMED = """
 import json, sys, time
 t0 = time.perf_counter()
-from ldptel import privacy_plan
+from ldptel.privacy import planner as privacy_plan
 t1 = time.perf_counter()
 args = json.loads(sys.argv[1])
 plan = privacy_plan.plan(*args)
@@ -50,7 +50,7 @@ print(json.dumps({"import": t1 - t0, "cold": t2 - t1, "warm": t3 - t2, "plan": p
 
 _DISK = """
 import json, sys, time
-from ldptel.plan_cache import cached_plan
+from ldptel.privacy.plan_cache import cached_plan
 args = json.loads(sys.argv[1])
 cached_plan(*args)  # stores it (or finds it stored)
 print("stored")
@@ -59,7 +59,7 @@ print("stored")
 _DISK_HIT = """
 import json, sys, time
 t0 = time.perf_counter()
-from ldptel.plan_cache import cached_plan
+from ldptel.privacy.plan_cache import cached_plan
 cached_plan(*json.loads(sys.argv[1]))
 print(json.dumps({"disk": time.perf_counter() - t0}))
 """
@@ -97,7 +97,7 @@ def main() -> None:
     print(f"cold plans: the slowest {max(colds):.3f} s; the import of the privacy math (not in a plan): "
           f"{timed['import']:.2f} s; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     os.unlink(cache)
-    from ldptel import privacy_plan
+    from ldptel.privacy import planner as privacy_plan
 
     start = time.perf_counter()
     p = privacy_plan.plan("shuffled", "grr", 1024, 1.0, 1e-8, 1_000_000, windows=30)

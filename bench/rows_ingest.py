@@ -27,7 +27,7 @@ from table import Row, Timed
 from ldptel import keys
 from ldptel.client import create_mechanism
 from ldptel.proto import ReportBatch
-from ldptel.redis_server import EmbeddedRedis, free_port
+from ldptel.store.redis_server import EmbeddedRedis, free_port
 
 TOKEN = "bench-table-ingest-token"
 CAMPAIGN = "bench"

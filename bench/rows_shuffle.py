@@ -21,10 +21,10 @@ import redis
 from table import Row, Timed
 
 from ldptel import keys
-from ldptel.config import parse_config
-from ldptel.redis_server import EmbeddedRedis
+from ldptel.campaigns.config import parse_config
 from ldptel.shuffler.held import Held
 from ldptel.shuffler.worker import Shuffler
+from ldptel.store.redis_server import EmbeddedRedis
 
 CAMPAIGN = "bench-shuffle"
 

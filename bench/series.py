@@ -29,8 +29,8 @@ import redis
 import requests
 
 from ldptel.aggregator import accumulator_for, publish, store
-from ldptel.config import load_config
-from ldptel.redis_server import EmbeddedRedis, free_port
+from ldptel.campaigns.config import load_config
+from ldptel.store.redis_server import EmbeddedRedis, free_port
 
 EXPORT = "bench-export-token-0123"
 DAY = 86400

@@ -29,8 +29,8 @@ import redis
 from serve_latency import CONFIG, ENDPOINTS, EXPORT, Connection, cpu_seconds, scaled_state, signed_in_cookie
 
 from ldptel.aggregator import publish, store
-from ldptel.config import load_config
-from ldptel.redis_server import EmbeddedRedis, free_port
+from ldptel.campaigns.config import load_config
+from ldptel.store.redis_server import EmbeddedRedis, free_port
 
 
 def wait_healthy(url: str, timeout: float = 60.0) -> None:

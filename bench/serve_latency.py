@@ -60,9 +60,9 @@ import requests
 
 from ldptel.aggregator import accumulator_for, store
 from ldptel.aggregator.decoders import Accumulator
-from ldptel.config import Campaign, load_config
+from ldptel.campaigns.config import Campaign, load_config
 from ldptel.proto import ReportBatch
-from ldptel.redis_server import EmbeddedRedis, free_port
+from ldptel.store.redis_server import EmbeddedRedis, free_port
 
 CORES = os.cpu_count() or 1
 SLOW_MS = 100.0

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ldptel.client import TelemetryClient
-from ldptel.redis_server import EmbeddedRedis, free_port
+from ldptel.store.redis_server import EmbeddedRedis, free_port
 
 INGEST, EXPORT = "bench-ingest-token", "bench-export-token"
 

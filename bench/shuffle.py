@@ -18,10 +18,10 @@ import time
 import numpy as np
 import redis
 
-from ldptel.config import parse_config
+from ldptel.campaigns.config import parse_config
 from ldptel.keys import ingress_key, stream_key
-from ldptel.redis_server import EmbeddedRedis
 from ldptel.shuffler.worker import Shuffler
+from ldptel.store.redis_server import EmbeddedRedis
 
 D = 1024
 ORACLES = ("grr", "oue", "olh", "hadamard", "rappor")

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from ldptel import privacy
+from ldptel.privacy import clones as privacy
 
 REFERENCE = Path(__file__).resolve().parent.parent / "tests" / "reference" / "fmt2021_shuffle_epsilon.json"
 

@@ -28,7 +28,7 @@ from served import EXPORT, INGEST, get, send, served
 
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.client import create_mechanism
-from ldptel.privacy_plan import plan
+from ldptel.privacy.planner import plan
 
 D, EPS, DELTA = 1024, 1.0, 1e-8
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ldptel.campaign_limits import MAX_DEVICE_ANSWER_BYTES
+from ldptel.campaigns.limits import MAX_DEVICE_ANSWER_BYTES
 from ldptel.client.delivery import AUTH_STATUS, HttpStatus
 from ldptel.client.errors import BadConfig, TelemetryError, UnknownCampaign, VersionClosed
 from ldptel.client.limits import Limits

@@ -1,6 +1,6 @@
 """Device-level report types (issue 28): the SDK aggregates a campaign's events over its window on
 the device and sends ONE randomized report per device and window, at the window's end or at the
-next start of the app (``ldptel.campaign_kinds`` says what each kind reports).
+next start of the app (``ldptel.campaigns.kinds`` says what each kind reports).
 
 The window's aggregate is a row of ``device_windows`` in the SDK's SQLite file:
 
@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ldptel.campaign_kinds import late_seconds
+from ldptel.campaigns.kinds import late_seconds
 from ldptel.client.envelope import group_of
 from ldptel.client.health import DropCounter
 from ldptel.client.ledger import Charge, PrivacyLedger

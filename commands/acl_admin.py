@@ -1,4 +1,4 @@
-"""Creating the role users (``ldptel.acl``) on a Redis server, and ``ldptel redis-acl``.
+"""Creating the role users (``ldptel.store.acl``) on a Redis server, and ``ldptel redis-acl``.
 
 ``ldptel redis-acl --config FILE [--redis-url URL] [--credentials FILE] [--rotate] [--print]``
 connects with an administrative URL (``--redis-url`` or ``$REDIS_URL``: a user allowed to run
@@ -29,11 +29,12 @@ from pathlib import Path
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
-from ldptel import acl, credentials
-from ldptel.acl import username
-from ldptel.config import Config, load_config
+from ldptel import credentials
+from ldptel.campaigns.config import Config, load_config
 from ldptel.logs import redact_url
-from ldptel.redis_client import AnyRedis, connect, is_cluster
+from ldptel.store import acl
+from ldptel.store.acl import username
+from ldptel.store.redis_client import AnyRedis, connect, is_cluster
 
 ACL_FILE = "users.acl"
 # the roles each kind of process connects as (``--split`` writes a file per kind with only these)

@@ -11,8 +11,8 @@ import redis as redis_lib
 
 from ldptel.aggregator.runners import ROLES, socket_timeout
 from ldptel.aggregator.worker import Worker
+from ldptel.campaigns.config import load_config
 from ldptel.commands.connect import connect_cli, redis_url_of
-from ldptel.config import load_config
 from ldptel.errors import StateMismatch
 from ldptel.logs import redact_url
 

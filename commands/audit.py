@@ -1,7 +1,7 @@
 """``ldptel audit --config FILE [--campaign NAME]``: checks each campaign's privacy claim on its
 mechanism as configured, and exits non-zero when a claim is violated.
 
-(a) **Per-report ratio test** (``ldptel.ldp_check``, Clopper–Pearson at α = 1e-6): N reports of
+(a) **Per-report ratio test** (``ldptel.privacy.ldp_check``, Clopper–Pearson at α = 1e-6): N reports of
 two inputs u, v (for frequency and range campaigns 0 and d − 1, heavy hitters two strings, RAPPOR
 two candidates), each from a fresh simulated device (``encode_batch``), reduced to the statistic
 "which of u and v does the report support" (with the report's level where there is one: a
@@ -33,8 +33,7 @@ from typing import Any
 import numpy as np
 
 from ldptel.aggregator.attack import AttackResult, averaging_attack, vocabulary
-from ldptel.config import Campaign, ConfigError, load_config
-from ldptel.ldp_check import LdpCheck, check_ldp
+from ldptel.campaigns.config import Campaign, ConfigError, load_config
 from ldptel.mechanisms import create_mechanism, hashing
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.grr import GRR
@@ -45,6 +44,7 @@ from ldptel.mechanisms.range_haar import RangeHaar
 from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 from ldptel.mechanisms.rappor import RAPPOR
 from ldptel.mechanisms.unary import UnaryEncoding
+from ldptel.privacy.ldp_check import LdpCheck, check_ldp
 
 N_REPORTS = 200_000  # reports per input of the ratio test
 SEED = 2026

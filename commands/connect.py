@@ -28,7 +28,7 @@ import redis as redis_lib
 from ldptel import credentials
 from ldptel.credentials import CredentialsError
 from ldptel.logs import redact_url
-from ldptel.redis_client import AnyRedis, connect_roles
+from ldptel.store.redis_client import AnyRedis, connect_roles
 
 
 class NoRedis(Exception):

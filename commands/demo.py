@@ -41,13 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from ldptel import published, tally
+from ldptel.campaigns.config import Config, parse_config
 from ldptel.client.transport import TelemetryClient
 from ldptel.commands.demo_live import LiveDevices
 from ldptel.commands.demo_stack import Http, Stack
-from ldptel.config import Config, parse_config
 from ldptel.credentials import embedded_data_dir
-from ldptel.redis_server import DataDirBusy, DataDirLock
+from ldptel.store import published, tally
+from ldptel.store.redis_server import DataDirBusy, DataDirLock
 
 DOMAIN = 64
 EPSILON = 2.0
@@ -211,7 +211,7 @@ def demo_config(secs: list[DemoSection], ingest: str, export: str, admin: str) -
 def file_config(path: str, secs: list[DemoSection]) -> Config:
     """``--config``: the file's config, which must declare every demo campaign (``ConfigError``
     naming the missing ones: the demo's devices report to them)."""
-    from ldptel.config import ConfigError, load_config
+    from ldptel.campaigns.config import ConfigError, load_config
 
     config = load_config(path)
     missing = [t["name"] for t in demo_tables(secs) if config.campaign(t["name"]) is None]

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ldptel import registry
+from ldptel.campaigns.config import Campaign
 from ldptel.commands import demo_breakdowns, demo_numeric, demo_queries
-from ldptel.config import Campaign
+from ldptel.store import registry
 
 TICK_S = 1.0
 CHANGE = ("demo-grr", {"epsilon": 1.0})  # the demo's own live change: ε 2 → 1, version 2

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 
 WORDS = ("weather", "news", "maps", "translate", "recipes", "football", "flights", "hotels", "jobs",
          "movies", "music", "stocks", "bitcoin", "horoscope", "lottery", "cinema", "traffic", "trains",

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from ldptel.config import Campaign, Config
+from ldptel.campaigns.config import Campaign, Config
 
 
 class Stack:
@@ -23,13 +23,14 @@ class Stack:
     def __init__(self, config: Config, port: int, data_dir: Path) -> None:
         from werkzeug.serving import make_server
 
-        from ldptel import credentials, registry
+        from ldptel import credentials
         from ldptel.aggregator.runners import BackgroundAggregator
         from ldptel.commands.acl_admin import embedded_acl
-        from ldptel.redis_client import connect
-        from ldptel.redis_server import EmbeddedRedis, free_port
         from ldptel.server.app import create_app
         from ldptel.shuffler.runners import BackgroundShuffler
+        from ldptel.store import registry
+        from ldptel.store.redis_client import connect
+        from ldptel.store.redis_server import EmbeddedRedis, free_port
 
         self.config = config
         redis_port = free_port()

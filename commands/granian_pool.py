@@ -54,7 +54,7 @@ def choose(server: str | None, access_log: bool) -> str:
 
 def collector() -> Any:
     """The collector app of one granian worker (its factory)."""
-    from ldptel.config import load_config
+    from ldptel.campaigns.config import load_config
     from ldptel.process import die_with_parent
     from ldptel.server.app import create_app
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from ldptel.campaigns.config import Config
 from ldptel.commands.gunicorn_logging import gunicorn_log_options
-from ldptel.config import Config
 
 WORKER_CLASS = "gthread"  # keep-alive connections; threads per worker below
 THREADS = 4
@@ -57,6 +57,6 @@ def gunicorn_options(host: str, port: int, workers: int, access_log: bool = Fals
 
 def worker_exited(server: Any, worker: Any) -> None:
     """gunicorn's ``child_exit`` hook: drop the dead worker's live gauges."""
-    from ldptel import prom
+    from ldptel.ops import prom
 
     prom.mark_dead(worker.pid)

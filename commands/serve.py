@@ -2,7 +2,7 @@
 [--workers N] [--read-port P --read-workers N --read-nice K]``.
 
 Loads and validates the config (a bad one exits 2 with a message naming the key, via the CLI),
-puts its campaigns that the registry in Redis does not hold yet into it (``ldptel.registry``;
+puts its campaigns that the registry in Redis does not hold yet into it (``ldptel.store.registry``;
 after that the registry is the source of truth: the drift is printed, ``ldptel campaigns apply``
 applies the file),
 picks Redis — ``--redis-url``, else ``$REDIS_URL``, else an embedded ``redis-server`` whose URL is
@@ -17,13 +17,13 @@ everything) are first in line for the cores. An aggregator (``ldptel aggregate``
 as a child process) runs beside it with ``--aggregator``, the default with the embedded Redis;
 the start says plainly whether one runs. With the aggregator, and ``[shuffler] enabled`` (the
 default), a shuffler (``ldptel shuffle``) runs beside it too, as a child restarted like it.
-The embedded Redis has a user per role (``ldptel.acl``) and a default user only this process
+The embedded Redis has a user per role (``ldptel.store.acl``) and a default user only this process
 knows the password of; every child connects as its role.
 
 This process then supervises (``server.supervisor``): a dead embedded Redis, shuffler, aggregator
 or reader pool is restarted with backoff (ingest and the reader pool are independent children: a
 dead reader pool never takes ingest down); when the collector's gunicorn exits, everything stops. It owns the
-``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.prom``): a fresh directory, removed at the
+``PROMETHEUS_MULTIPROC_DIR`` of its children (``ldptel.ops.prom``): a fresh directory, removed at the
 end, from which a dead worker's live gauges are removed. Ctrl-C / SIGTERM stop everything cleanly:
 the collector's gunicorn first, then the reader pool, the shuffler (it finishes its step) and the aggregator
 (it finishes its commit), then Redis. If this process is killed outright, its children get
@@ -47,13 +47,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ldptel.campaigns.config import Config, load_config
 from ldptel.commands import granian_pool
 from ldptel.commands.children import ChildCommand
 from ldptel.commands.gunicorn_pool import CollectorApplication, gunicorn_options
 from ldptel.commands.supervisor import Supervised, stop_pids, wait_pid
-from ldptel.config import Config, load_config
 from ldptel.process import die_with_parent
-from ldptel.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis, free_port
+from ldptel.store.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis, free_port
 
 # NB: nothing importing prometheus_client may be imported at module level: its multiprocess mode
 # is chosen at import, after ``run_serve`` has set PROMETHEUS_MULTIPROC_DIR.
@@ -156,10 +156,10 @@ def apply_campaigns(config: Config, redis_url: str) -> None:
     only warns (the processes then serve the file's campaigns until the registry holds them)."""
     from redis.exceptions import RedisError
 
-    from ldptel import registry
+    from ldptel.campaigns.config import ConfigError
     from ldptel.commands.campaigns import print_drift
-    from ldptel.config import ConfigError
-    from ldptel.redis_client import connect
+    from ldptel.store import registry
+    from ldptel.store.redis_client import connect
 
     try:
         r = connect(redis_url, role="admin", socket_connect_timeout=5.0, socket_timeout=10.0)
@@ -184,7 +184,7 @@ def apply_campaigns(config: Config, redis_url: str) -> None:
 
 
 def embedded_redis(config: Config, data_dir: Path) -> EmbeddedRedis:
-    """The embedded Redis with a user per role (``ldptel.acl``): its ACL file and the
+    """The embedded Redis with a user per role (``ldptel.store.acl``): its ACL file and the
     credentials file are written in ``data_dir`` (new passwords at every start), the default
     user's password stays in this process, and the children find the credentials through
     ``$LDPTEL_REDIS_CREDENTIALS`` (set here, inherited), so each connects as its role and none
@@ -231,7 +231,7 @@ def aggregator_child(config_path: str, redis_url: str) -> Supervised:
 def child_process(name: str, make: Callable[[], Any]) -> Supervised:
     """A supervised ``ldptel`` child process: ``make()`` starts it (an object with ``proc`` and
     ``stop()``), a restart makes a new one; its live gauges go when it dies."""
-    from ldptel import prom
+    from ldptel.ops import prom
 
     current: list[Any] = []
 
@@ -317,7 +317,7 @@ def reader_pool(config: Config, redis_url: str, options: dict[str, Any], supervi
         for pool in current:
             pool.stop()
 
-    from ldptel import prom
+    from ldptel.ops import prom
 
     return Supervised("reader pool", launch, halt, prom.mark_dead)
 
@@ -326,7 +326,7 @@ def supervise(pools: list[int], children: list[Supervised]) -> int:
     """Restart dead ``children`` until a gunicorn of ``pools`` exits (the others are stopped; its
     exit status is returned) or a SIGTERM/SIGINT arrives (every pool is stopped; 0 if the first
     stopped cleanly)."""
-    from ldptel import prom
+    from ldptel.ops import prom
 
     stop = threading.Event()
     reaped_at = 0.0

@@ -9,8 +9,8 @@ import threading
 
 import redis as redis_lib
 
+from ldptel.campaigns.config import load_config
 from ldptel.commands.connect import connect_cli, redis_url_of
-from ldptel.config import load_config
 from ldptel.logs import redact_url
 from ldptel.shuffler.runners import ROLES, SOCKET_TIMEOUT_S
 from ldptel.shuffler.worker import Shuffler

@@ -61,7 +61,7 @@ def real_value(path: str | Path, line: int, text: str) -> float:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from ldptel.config import load_config
+    from ldptel.campaigns.config import load_config
 
     config = load_config(args.config)
     campaign = config.campaign(args.campaign)

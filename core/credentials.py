@@ -1,4 +1,4 @@
-"""The Redis credentials file of the role users (``ldptel.acl``), written by ``ldptel redis-acl``
+"""The Redis credentials file of the role users (``ldptel.store.acl``), written by ``ldptel redis-acl``
 or by ``ldptel serve`` for its embedded Redis, read by every process that connects with a role
 (``redis_client.connect(url, role=…)``).
 

@@ -9,6 +9,7 @@ Thursdays, the weekday of 1970-01-01).
 
 from __future__ import annotations
 
+import math
 import re
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -45,3 +46,9 @@ def duration_label(seconds: int) -> str:
         if rest == 0 and n:
             return f"{n} {UNIT_NAMES[unit]}{'' if n == 1 else 's'}"
     return "all time"
+
+
+def window_close(window_start: int, window_seconds: int) -> float:
+    """Epoch s from which no report of the window can arrive: the collector takes the current and
+    the previous window, so two window lengths after its start (never, for ``"all"``)."""
+    return math.inf if window_seconds == 0 else float(window_start + 2 * window_seconds)

@@ -43,7 +43,7 @@ class CredentialsError(ConfigError):
 
 
 class UncertifiableTarget(ConfigError):
-    """A central privacy target (``ldptel.privacy_plan.plan``) that cannot be certified within the
+    """A central privacy target (``ldptel.privacy.planner.plan``) that cannot be certified within the
     limits; the message says what would work, ``suggestion`` holds it as {key: value} (for example
     {"batch_min": 2_000_000})."""
 

@@ -41,7 +41,7 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``min_reports`` is no reader's). Fields: ``acc:<window>:<uid>``
                        accumulator bytes (``acc_field``).
 - ``{…}:counts``       its counters (``counts_key``), written in the same ``scripts.COMMIT`` and
-                       read by listings, pages and the export API (``ldptel.tally``): ``n:<window>``
+                       read by listings, pages and the export API (``ldptel.store.tally``): ``n:<window>``
                        reports counted, ``entries:<window>`` stream entries counted,
                        ``updated:<window>`` epoch ms of the last commit, ``rejected`` entries that
                        could not be decoded (or whose window had expired), ``expired_entries`` /
@@ -90,31 +90,31 @@ Process-wide keys (no hash tag):
                                            (renewed per request, deleted at sign-out).
 - ``{ldptel:registry}:campaigns``          the campaign registry (``REGISTRY_KEY``): hash, field =
                                            campaign name, value = its JSON record (versions,
-                                           status; ``ldptel.registry``), written only by
+                                           status; ``ldptel.store.registry``), written only by
                                            ``scripts.REGISTRY_PUT``.
 - ``{ldptel:registry}:revision``           counter bumped by every registry write
                                            (``REGISTRY_REVISION_KEY``); every process polls it.
 - ``{ldptel:registry}:history:<campaign>`` list of the campaign's changes, oldest first
                                            (``registry_history_key``): JSON entries (when, who,
                                            through what, action, version, what changed;
-                                           ``ldptel.registry_records.entry``), appended by
+                                           ``ldptel.campaigns.records.entry``), appended by
                                            ``scripts.REGISTRY_PUT`` with the record; read by the
                                            admin API and ``ldptel campaigns history`` only.
 - ``ldptel:shuffler:heartbeat``            the same for each running shuffler
-                                           (``SHUFFLER_HEARTBEAT_KEY``; ``ldptel.heartbeat``).
+                                           (``SHUFFLER_HEARTBEAT_KEY``; ``ldptel.store.heartbeat``).
 - ``ldptel:analyzer:keys``                 hash, field = analyzer key id (decimal u32), value = JSON
                                            ``{"public": base64 raw X25519 key, "created": epoch s,
                                            "current_until": epoch s, "accepted_until": epoch s}``
                                            (``ANALYZER_KEYS_KEY``; written by the aggregator,
-                                           ``ldptel.analyzer_keys``; the private keys never leave
+                                           ``ldptel.store.analyzer_keys``; the private keys never leave
                                            its data directory).
 - ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
                                            consumer name): ``"<beat ms> <last commit ms>
                                            <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
-                                           ``ldptel.heartbeat``, read by ``/healthz``).
+                                           ``ldptel.store.heartbeat``, read by ``/healthz``).
 
 A batch goes to shard ``xxh32(batch_id) mod shards``, so a retried batch meets its own dedupe
-marker. The Lua scripts that write these keys are in ``ldptel.scripts``.
+marker. The Lua scripts that write these keys are in ``ldptel.store.scripts``.
 """
 
 from __future__ import annotations

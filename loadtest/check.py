@@ -34,9 +34,10 @@ from urllib.parse import urlparse
 
 from cpu import snapshot
 
-from ldptel import keys, published, tally
-from ldptel.config import load_config
-from ldptel.redis_client import connect, is_cluster
+from ldptel import keys
+from ldptel.campaigns.config import load_config
+from ldptel.store import published, tally
+from ldptel.store.redis_client import connect, is_cluster
 
 METRIC_RE = re.compile(r'^(\w+)\{([^}]*)\} (\S+)$')
 

@@ -42,7 +42,7 @@ import gevent
 import numpy as np
 from locust import FastHttpUser, constant, constant_throughput, events, task
 
-from ldptel.config import Campaign, load_config
+from ldptel.campaigns.config import Campaign, load_config
 
 ROOT = Path(__file__).resolve().parent
 CONFIG = load_config(os.environ.get("LDPTEL_LT_CONFIG", ROOT / "ldptel.toml"))

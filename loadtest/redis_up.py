@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ldptel.redis_server import EmbeddedRedis, EmbeddedRedisCluster
+from ldptel.store.redis_server import EmbeddedRedis, EmbeddedRedisCluster
 
 
 def main() -> int:

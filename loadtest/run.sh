@@ -119,7 +119,7 @@ echo "redis $REDIS_PID" >"$OUT/pids"
 wait_for 60 "Redis" test -s "$OUT/redis.url"
 REDIS_URL="$(cat "$OUT/redis.url")"
 
-PORT="$("$PY" -c 'from ldptel.redis_server import free_port; print(free_port())')"
+PORT="$("$PY" -c 'from ldptel.store.redis_server import free_port; print(free_port())')"
 URL="http://127.0.0.1:$PORT"
 env -u REDIS_URL "$PY" -m ldptel.commands.cli serve --config "$CONFIG" --redis-url "$REDIS_URL" --host 127.0.0.1 \
   --port "$PORT" --workers "$WORKERS" >"$OUT/serve.log" 2>&1 &

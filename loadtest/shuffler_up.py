@@ -27,8 +27,8 @@ import threading
 import time
 
 from ldptel import keys
-from ldptel.config import Config, load_config
-from ldptel.redis_client import connect
+from ldptel.campaigns.config import Config, load_config
+from ldptel.store.redis_client import connect
 
 
 def moved(r, config: Config) -> tuple[int, int]:

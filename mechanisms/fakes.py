@@ -6,7 +6,7 @@ with OS randomness in production (``ldptel.mechanisms.randomness``; a seeded gen
 tabulated up to where its tail is below 10⁻¹⁸ (``np.searchsorted``), so it needs only uniforms —
 which the OS source gives — and costs O(n log k); a rate over ``MAX_TABLE_RATE`` is drawn as a sum
 of k tabulated Poisson(λ/k) (Poisson additivity: the same distribution). The model and its privacy analysis:
-``ldptel.mechanisms.fake_messages``.
+``ldptel.privacy.fake_messages``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ randomized (``Histogram``), or passed through GRR at ``local_epsilon`` (``ldptel
 
 ``Histogram`` has no local guarantee (ε = ∞: p = 1, q = 0, Ĉ_v = C_v exactly); its privacy is
 central only — encryption to the analyzer, the shuffler and the Poisson fake messages
-(``ldptel.mechanisms.fake_messages``, docs/privacy.md). The SDK sends it only when the app allows
+(``ldptel.privacy.fake_messages``, docs/privacy.md). The SDK sends it only when the app allows
 unrandomized reports (``TelemetryClient(accept_unrandomized=True)``). Same wire shape as GRR.
 """
 

@@ -1,4 +1,4 @@
-"""Admin API: the campaign registry changed live (``ldptel.registry``), admin token
+"""Admin API: the campaign registry changed live (``ldptel.store.registry``), admin token
 (``server.admin_tokens`` / ``$LDPTEL_ADMIN_TOKENS``; without one every request answers 401). Every
 change is recorded in the campaign's history under the token's name (``[server] admin_tokens``
 entries ``{name, token}``; an unnamed token is ``admin token <first 8 hex of its SHA-256>``).
@@ -42,11 +42,11 @@ from typing import Any
 
 from flask import Blueprint, Response, g, jsonify, request
 
-from ldptel import registry
-from ldptel.config import ConfigError
+from ldptel.campaigns.config import ConfigError
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.errors import ApiError
+from ldptel.store import registry
 
 bp = Blueprint("admin", __name__)
 

@@ -24,15 +24,15 @@ from redis.exceptions import SlotNotCoveredError
 from redis.retry import Retry
 from werkzeug.exceptions import HTTPException
 
-from ldptel import registry
-from ldptel.config import Campaign, Config
-from ldptel.redis_client import AnyRedis, connect_roles
+from ldptel.campaigns.config import Campaign, Config
 from ldptel.server.bodies import drain_unread_body
 from ldptel.server.errors import API_CSP, ApiError, render
 from ldptel.server.metrics import Metrics
 from ldptel.server.probe import Probe
 from ldptel.server.ratelimit import RateLimiter
 from ldptel.server.throttle import AuthThrottle
+from ldptel.store import registry
+from ldptel.store.redis_client import AnyRedis, connect_roles
 
 log = logging.getLogger("ldptel.server")
 
@@ -67,7 +67,7 @@ class ServerState:
     rate_limiter: RateLimiter
     auth_throttle: AuthThrottle
     probe: Probe  # cached Redis reads of /healthz and /metrics
-    # the other roles' clients (``ldptel.acl``); each is ``redis`` when no credentials apply
+    # the other roles' clients (``ldptel.store.acl``); each is ``redis`` when no credentials apply
     collector_redis: AnyRedis  # ingest, rate limits, failed-authentication counters, rejections
     sessions_redis: AnyRedis  # operator sessions and their secret
     admin_redis: AnyRedis  # the admin API: registry writes
@@ -104,13 +104,13 @@ def state() -> ServerState:
     return current_app.extensions["ldptel"]
 
 
-APP_ROLES = ("reader", "collector", "sessions", "admin")  # ``ldptel.acl``; reader first
+APP_ROLES = ("reader", "collector", "sessions", "admin")  # ``ldptel.store.acl``; reader first
 
 
 def redis_clients(url: str) -> dict[str, AnyRedis]:
     """Redis clients that fail fast when the server is down (the request answers 503) and
     reconnect by themselves once it is back: short connect timeout, two quick retries. A Redis
-    Cluster URL (``ldptel.redis_client``) gives cluster clients. One per role of ``APP_ROLES``
+    Cluster URL (``ldptel.store.redis_client``) gives cluster clients. One per role of ``APP_ROLES``
     when credentials apply (``ldptel.credentials``), else one shared client."""
     return connect_roles(
         url, APP_ROLES, socket_connect_timeout=2.0, socket_timeout=10.0,

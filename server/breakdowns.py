@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ldptel.campaigns.config import Campaign
 from ldptel.cell_sums import differences, fragment_of, group_cells
-from ldptel.config import Campaign
 from ldptel.server.documents import Params
 from ldptel.server.errors import BadParameter
 

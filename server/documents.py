@@ -11,7 +11,7 @@ start from:
   window in progress while it is below ``min_reports``, so ``window=latest`` does not go to 409
   at every window start (the pages show the window in progress apart);
 - ``load_released(campaign, window)``: the window's start and its publication
-  (``ldptel.published``: the document the aggregator decoded, tagged with the report
+  (``ldptel.store.published``: the document the aggregator decoded, tagged with the report
   count and state digest it was decoded from), or ``ApiError`` 400 ``bad_window``, 409
   ``below_threshold`` (with both counts: nothing below the campaign's ``min_reports`` is ever
   released) or 503 ``not_yet_published`` (with ``Retry-After``: the window has enough reports but
@@ -44,13 +44,13 @@ from typing import Any
 
 from flask import Response, g, request
 
-from ldptel import published, tally
-from ldptel.config import Campaign
-from ldptel.published import Published, finite_row
+from ldptel.campaigns.config import Campaign
 from ldptel.server import body_cache
 from ldptel.server.app import state
 from ldptel.server.body_cache import cache_key
 from ldptel.server.errors import ApiError, BadParameter
+from ldptel.store import published, tally
+from ldptel.store.published import Published, finite_row
 
 Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)

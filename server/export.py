@@ -42,7 +42,7 @@ from email.utils import format_datetime
 
 from flask import Blueprint, Response, request
 
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.server import breakdowns, parquet
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (

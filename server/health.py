@@ -17,7 +17,7 @@ so they answer within about a second whatever Redis does.
   ``lagging`` when its ``lag_seconds`` — since it last ended a round with nothing overdue — passes
   ``stall_after_seconds`` = the smallest ``shuffle_max_delay`` of the campaigns (at least 2 s; a
   hung shuffler shows within that, before any report waited twice it in ingress);
-- ``aggregator``: ``down`` (no fresh heartbeat, ``ldptel.heartbeat.stale_after``) or ``lagging``
+- ``aggregator``: ``down`` (no fresh heartbeat, ``ldptel.store.heartbeat.stale_after``) or ``lagging``
   (lag over ``[server] max_aggregator_lag_seconds``).
 
 The shuffler and aggregator turn the answer 503 only when this ``ldptel serve`` runs them
@@ -33,12 +33,13 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
-from ldptel import __version__, heartbeat
-from ldptel.config import Config
-from ldptel.privacy_modes import is_shuffled
+from ldptel import __version__
+from ldptel.campaigns.config import Config
+from ldptel.privacy.modes import is_shuffled
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.probe import Snapshot
+from ldptel.store import heartbeat
 
 bp = Blueprint("health", __name__)
 

@@ -35,11 +35,11 @@ from typing import Any
 
 from flask import Blueprint, Response, has_app_context, jsonify, request
 
-from ldptel.central_privacy import stored_claim
-from ldptel.config import Campaign, Config
-from ldptel.device_composition import device_composition
-from ldptel.privacy_modes import is_shuffled
-from ldptel.release_claims import planned_claim
+from ldptel.campaigns.config import Campaign, Config
+from ldptel.privacy.central import stored_claim
+from ldptel.privacy.device_composition import device_composition
+from ldptel.privacy.modes import is_shuffled
+from ldptel.privacy.release_claims import planned_claim
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.errors import ApiError

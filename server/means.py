@@ -15,7 +15,7 @@ from typing import Any
 
 from flask import Blueprint, Response
 
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.server.auth import require_token
 from ldptel.server.documents import Params, Published, Window
 from ldptel.server.export import published_response, validators

@@ -7,7 +7,7 @@
   ``flush_interval`` seconds (a daemon thread), and right away after a rejection. An increment
   that cannot be written (Redis down) stays buffered and is written later;
 - requests by endpoint and status and the request-latency histogram, per process, in
-  ``prometheus_client`` (multiprocess mode under ``ldptel serve``, see ``ldptel.prom``): they need
+  ``prometheus_client`` (multiprocess mode under ``ldptel serve``, see ``ldptel.ops.prom``): they need
   no Redis. The flush thread also refreshes the process gauges.
 
 ``render(snapshot)`` produces the Prometheus text format (version 0.0.4): the Redis counters as
@@ -25,10 +25,11 @@ from collections import defaultdict
 import redis
 from prometheus_client import Counter, Histogram
 
-from ldptel import keys, prom
-from ldptel.redis_client import AnyRedis
+from ldptel import keys
+from ldptel.ops import prom
 from ldptel.server.background import ProcessThread
 from ldptel.server.probe import Snapshot
+from ldptel.store.redis_client import AnyRedis
 
 log = logging.getLogger("ldptel.server.metrics")
 

@@ -24,10 +24,11 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from ldptel import heartbeat, keys, tally
-from ldptel.config import Config
-from ldptel.redis_client import AnyRedis, connect
+from ldptel import keys
+from ldptel.campaigns.config import Config
 from ldptel.server.background import ProcessThread
+from ldptel.store import heartbeat, tally
+from ldptel.store.redis_client import AnyRedis, connect
 
 PROBE_TIMEOUT_S = 0.5
 REFRESH_S = 1.0

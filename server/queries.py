@@ -42,8 +42,7 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, request
 
-from ldptel import published
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.mechanisms.base import Z95
 from ldptel.numbers import ascii_int
 from ldptel.server.auth import require_token
@@ -61,6 +60,7 @@ from ldptel.server.documents import (
 )
 from ldptel.server.errors import BadParameter
 from ldptel.server.versions import find_campaign
+from ldptel.store import published
 
 bp = Blueprint("queries", __name__)
 

@@ -24,7 +24,7 @@ import threading
 import time
 
 from ldptel import keys
-from ldptel.redis_client import AnyRedis
+from ldptel.store.redis_client import AnyRedis
 
 WINDOW = 60
 

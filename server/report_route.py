@@ -32,14 +32,15 @@ import redis
 from redis.exceptions import SlotNotCoveredError
 from werkzeug.wsgi import get_content_length
 
-from ldptel import keys, scripts
-from ldptel.config import Config
+from ldptel import keys
+from ldptel.campaigns.config import Config
 from ldptel.proto import SEALED_SCHEMA_VERSION, schema_version_of
 from ldptel.server.bodies import drain_environ, read_environ
 from ldptel.server.errors import API_CSP
 from ldptel.server.sealed_ingest import sealed_keys, validate_sealed
 from ldptel.server.throttle import AuthThrottle
 from ldptel.server.validation import Rejection, ValidBatch, validate_batch
+from ldptel.store import scripts
 
 log = logging.getLogger("ldptel.server")
 

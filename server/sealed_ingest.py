@@ -34,13 +34,11 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
-from ldptel import analyzer_keys, keys, sealing
-from ldptel.analyzer_keys import PublicKey
-from ldptel.config import Campaign, Config
+from ldptel import keys, sealing
+from ldptel.campaigns.config import Campaign, Config
 from ldptel.mechanisms.rows import row_dtype
-from ldptel.privacy_modes import is_shuffled
+from ldptel.privacy.modes import is_shuffled
 from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
-from ldptel.redis_client import AnyRedis
 from ldptel.server.validation import (
     BATCH_ID_BYTES,
     Rejection,
@@ -49,6 +47,9 @@ from ldptel.server.validation import (
     canonical_dimensions,
     mechanism_of,
 )
+from ldptel.store import analyzer_keys
+from ldptel.store.analyzer_keys import PublicKey
+from ldptel.store.redis_client import AnyRedis
 
 KEY_CACHE_SECONDS = 2.0
 

@@ -45,8 +45,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from ldptel import published, tally
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.export import SERIES_COLUMNS
 from ldptel.numbers import ascii_int
 from ldptel.server import body_cache, breakdowns, parquet
@@ -68,6 +67,7 @@ from ldptel.server.documents import (
 )
 from ldptel.server.errors import BadParameter
 from ldptel.server.versions import campaign_versions, find_campaign
+from ldptel.store import published, tally
 
 bp = Blueprint("series", __name__)
 

@@ -32,8 +32,9 @@ from collections.abc import Iterable
 
 import redis
 
-from ldptel import keys, scripts
-from ldptel.redis_client import AnyRedis
+from ldptel import keys
+from ldptel.store import scripts
+from ldptel.store.redis_client import AnyRedis
 
 log = logging.getLogger("ldptel.server.throttle")
 

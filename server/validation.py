@@ -40,8 +40,8 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from prometheus_client import Counter
 
-from ldptel.campaign_kinds import late_seconds
-from ldptel.config import Campaign, Config
+from ldptel.campaigns.config import Campaign, Config
+from ldptel.campaigns.kinds import late_seconds
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
 from ldptel.mechanisms.errors import ImplausibleReport, InvalidReport

@@ -32,11 +32,9 @@ from datetime import UTC, datetime
 import numpy as np
 from flask import Blueprint, Response, has_request_context, jsonify, request
 
-from ldptel import tally
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.mechanisms.combine import VersionPart, inverse_variance
 from ldptel.numbers import ascii_int
-from ldptel.published import finite_row
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
@@ -49,6 +47,8 @@ from ldptel.server.documents import (
 )
 from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.validation import mechanism_of
+from ldptel.store import tally
+from ldptel.store.published import finite_row
 
 bp = Blueprint("versions", __name__)
 

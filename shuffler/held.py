@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.proto import ReportBatch
 
 

@@ -1,5 +1,5 @@
 """The shuffler's own metrics (``prometheus_client``; exported by the collector's ``/metrics`` when
-``ldptel serve`` runs the shuffler, see ``ldptel.prom``): ingress batches and reports released,
+``ldptel serve`` runs the shuffler, see ``ldptel.ops.prom``): ingress batches and reports released,
 analysis batches written, refused releases, and the time of one release, per campaign. The
 totals of every shuffler are also in Redis (``keys.shuffle_metrics_key``)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from ldptel.prom import WORKER_LATENCY_BUCKETS as LATENCY_BUCKETS
+from ldptel.ops.prom import WORKER_LATENCY_BUCKETS as LATENCY_BUCKETS
 
 
 def _counter(name: str, doc: str) -> Counter:

@@ -4,7 +4,7 @@ A release of at most ``CALL_IDS`` ingress entries and ``CALL_BATCHES`` / ``CALL_
 re-packed batches is one ``scripts.SHUFFLE`` call, as before. A larger one (the shuffler behind,
 a long ``shuffle_max_delay``, a big ``batch_min``) would block every Redis client for as long as
 the script runs (0.5-1 s for 70,000 entries), so it is journaled and moved in bounded steps
-(``ldptel.release_scripts``: begin, stage, commit, then steps that anyone can run): each call
+(``ldptel.store.release_scripts``: begin, stage, commit, then steps that anyone can run): each call
 checks or deletes at most ``CALL_IDS`` ingress ids and writes at most ``CALL_BATCHES`` batches of
 at most ``CALL_BYTES`` in all. Exactly once holds across the calls (``release_scripts``); a
 shuffler that finds a committed release (its own, or that of a shuffler that died) completes it
@@ -17,8 +17,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ldptel import keys, scripts
-from ldptel.redis_client import AnyRedis
+from ldptel import keys
+from ldptel.store import scripts
+from ldptel.store.redis_client import AnyRedis
 
 CALL_IDS = 1000  # ingress ids checked or deleted per call (5-10 ms of Redis time on this machine)
 CALL_BATCHES = 64  # analysis batches written per call

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ldptel.config import Config
-from ldptel.redis_client import connect_roles
-from ldptel.runner import BackgroundRunner
+from ldptel.campaigns.config import Config
 from ldptel.shuffler.worker import Shuffler
+from ldptel.store.redis_client import connect_roles
+from ldptel.store.runner import BackgroundRunner
 
-ROLES = ("shuffler", "reader")  # ``ldptel.acl``: the shuffler's user, and the registry's reads
+ROLES = ("shuffler", "reader")  # ``ldptel.store.acl``: the shuffler's user, and the registry's reads
 SOCKET_TIMEOUT_S = 30.0
 
 

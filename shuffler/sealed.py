@@ -10,7 +10,7 @@ reports** (devices: the sum of the envelopes' ``reports``), each batch once (``s
 deletes the ingress entries it moves, atomically):
 
 - ``due``: a group is released when it holds ≥ ``batch_min`` reports and its window is closed
-  (``privacy_modes.window_close``: the collector takes nothing more for it), or it holds
+  (``durations.window_close``: the collector takes nothing more for it), or it holds
   ≥ 2·``batch_min`` (or ``[shuffler] max_held_reports``, if larger), or the ingress stream holds
   half its ``[shuffler] max_ingress_batches`` (the collector refuses more: a batch must be released
   before it fills; the config refuses a ``batch_min`` over that half), or the campaign has one
@@ -34,9 +34,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
+from ldptel.durations import window_close
 from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom, permutation
-from ldptel.privacy_modes import window_close
 from ldptel.proto import SEALED_SCHEMA_VERSION, Dimension, SealedBatch
 from ldptel.shuffler.repack import split_sizes
 

@@ -40,17 +40,19 @@ from typing import Any
 
 import redis as redis_lib
 
-from ldptel import heartbeat, keys, prom, registry, scripts
-from ldptel.config import Campaign, Config
+from ldptel import keys
+from ldptel.campaigns.config import Campaign, Config
 from ldptel.mechanisms.base import Mechanism
-from ldptel.privacy_modes import is_shuffled
+from ldptel.ops import prom
+from ldptel.privacy.modes import is_shuffled
 from ldptel.proto import ReportBatch, SealedBatch, batch_version
-from ldptel.redis_client import AnyRedis
-from ldptel.runner import UNAVAILABLE, Backoff, retry_wait
 from ldptel.shuffler import metrics, release, sealed
 from ldptel.shuffler.held import Group, Held
 from ldptel.shuffler.release import Mover
 from ldptel.shuffler.repack import repack
+from ldptel.store import heartbeat, registry, scripts
+from ldptel.store.redis_client import AnyRedis
+from ldptel.store.runner import UNAVAILABLE, Backoff, retry_wait
 
 READ_COUNT = 1000  # ingress entries per XRANGE
 READ_PAGES = 20  # XRANGEs per stream and round (a round then releases what is due)
@@ -81,7 +83,7 @@ class Shuffler:
 
     def __init__(self, config: Config, r: AnyRedis, log: Callable[[str], None] | None = None,
                  registry_r: AnyRedis | None = None) -> None:
-        """``registry_r``: the client that reads the campaign registry (``ldptel.acl``: the
+        """``registry_r``: the client that reads the campaign registry (``ldptel.store.acl``: the
         ``reader`` role, when ``r`` is the ``shuffler`` role, which holds no registry key);
         default ``r``."""
         self.live = registry.Live(config, registry_r or r)

@@ -17,7 +17,7 @@ from http_support import http_request
 
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import Accumulator
-from ldptel.config import Campaign, Config, load_config
+from ldptel.campaigns.config import Campaign, Config, load_config
 from ldptel.keys import shard_of, stream_key
 from ldptel.proto import ReportBatch
 

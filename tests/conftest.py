@@ -12,9 +12,9 @@ import redis
 from http_support import Collector, start_collector
 from ingest_support import config_text
 
-from ldptel import registry
 from ldptel.keys import SESSION_SECRET_KEY
-from ldptel.redis_server import EmbeddedRedis
+from ldptel.store import registry
+from ldptel.store.redis_server import EmbeddedRedis
 
 
 @pytest.fixture(scope="session")
@@ -35,14 +35,14 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def with_role_users(url: str, tmp) -> None:
-    """``LDPTEL_TEST_ACL=1``: the role users (``ldptel.acl``) on the session Redis and their
+    """``LDPTEL_TEST_ACL=1``: the role users (``ldptel.store.acl``) on the session Redis and their
     credentials in ``$LDPTEL_REDIS_CREDENTIALS``, so every process and app the tests start connects
     as its role (the tests' own clients stay the default user): the suite then shows a command
     or key a role lacks as a NOPERM failure. Tests that start a Redis of their own (e.g.
     test_redis_outage) are outside this mode: the credentials name the session Redis only."""
     from ldptel import credentials
+    from ldptel.campaigns.config import load_config
     from ldptel.commands import acl_admin
-    from ldptel.config import load_config
 
     (tmp / "ldptel.toml").write_text(config_text())
     users = acl_admin.passwords(None)

@@ -21,7 +21,7 @@ import redis
 from ingest_support import EXPORT_TOKEN, INGEST_TOKEN, PROTOBUF
 
 from ldptel import credentials
-from ldptel.redis_server import free_port
+from ldptel.store.redis_server import free_port
 
 METRICS_AUTH = {"Authorization": f"Bearer {EXPORT_TOKEN}"}  # /metrics needs an export or admin token
 

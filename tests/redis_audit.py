@@ -37,7 +37,7 @@ from typing import Any
 import redis
 
 from ldptel import keys
-from ldptel.config import Config
+from ldptel.campaigns.config import Config
 from ldptel.proto import ReportBatch, SealedBatch
 
 TAG = r"\{ldptel:(?P<c>[^:}]+):(?P<s>\d+)\}"

@@ -13,8 +13,8 @@ from agg_support import INGEST_TOKEN, HttpStack, write_config
 
 from ldptel.aggregator.keyring import Keyring
 from ldptel.aggregator.worker import Worker
+from ldptel.campaigns.config import Config
 from ldptel.client import TelemetryClient
-from ldptel.config import Config
 from ldptel.shuffler.worker import Shuffler
 
 FAKES = {"name": "sf-hist", "privacy_mode": "shuffled-fakes", "domain_size": 16, "central_epsilon": 1.0,

@@ -1,4 +1,4 @@
-"""Least-privilege Redis roles (``ldptel.acl``, ``ldptel redis-acl``) on a real Redis 6.2.
+"""Least-privilege Redis roles (``ldptel.store.acl``, ``ldptel redis-acl``) on a real Redis 6.2.
 
 Every key that ``ldptel.keys`` spells is granted to a role; each role can do what its process
 does and is refused (NOPERM) what it must not: the collector reads no stream, state, publication
@@ -27,13 +27,14 @@ import redis
 from http_support import Poster, http_request, request, start_collector
 from ingest_support import EXPORT_TOKEN, INGEST_TOKEN, config_text
 
-from ldptel import acl, credentials, keys, registry
-from ldptel.acl import username
+from ldptel import credentials, keys
+from ldptel.campaigns.config import load_config
 from ldptel.client import create_mechanism
 from ldptel.commands.cli import main
-from ldptel.config import load_config
-from ldptel.redis_client import connect
-from ldptel.redis_server import EmbeddedRedis, EmbeddedRedisCluster
+from ldptel.store import acl, registry
+from ldptel.store.acl import username
+from ldptel.store.redis_client import connect
+from ldptel.store.redis_server import EmbeddedRedis, EmbeddedRedisCluster
 
 CAMPAIGN = "grr"
 STREAM = keys.stream_key(CAMPAIGN, 0)
@@ -82,7 +83,7 @@ def ungranted(config_path: Path) -> list[str]:
 
 
 def test_every_key_is_granted_to_a_role(config_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A key function added to ldptel.keys without a pattern in ldptel.acl fails here (the
+    """A key function added to ldptel.keys without a pattern in ldptel.store.acl fails here (the
     negative control adds one)."""
     assert len(sample_keys()) >= 17
     assert ungranted(config_path) == []
@@ -439,7 +440,7 @@ def key_type(name: str) -> str:
 
 def test_every_role_against_every_key_and_command(acl_redis: tuple[str, Path], config_path: Path) -> None:
     """Each role runs each key type's commands (and OBJECT, MEMORY, DEBUG, DUMP, SCAN, KEYS …)
-    on one key of every key function: Redis allows exactly what ``ldptel.acl`` grants, and the
+    on one key of every key function: Redis allows exactly what ``ldptel.store.acl`` grants, and the
     grants keep the boundaries: no role but the shuffler and aggregator reads a stream entry
     (``XINFO STREAM FULL`` lists them all: the collector once had it), no role but the aggregator
     reads the raw state (the reader once could HGETALL a window below ``min_reports``), and no

@@ -12,7 +12,7 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, write_config
 
-from ldptel import registry
+from ldptel.store import registry
 
 ADMIN = "admin-token-for-tests"
 A = {"name": "alpha", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 10}

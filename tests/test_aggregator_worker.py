@@ -26,13 +26,13 @@ from agg_support import (
     xadd_batches,
 )
 
-from ldptel import tally
 from ldptel.aggregator import store
 from ldptel.aggregator.worker import Worker
 from ldptel.commands import cli
 from ldptel.errors import StateMismatch
 from ldptel.keys import GROUP, counts_key, field_window, state_key, stream_key
-from ldptel.redis_server import EmbeddedRedis
+from ldptel.store import tally
+from ldptel.store.redis_server import EmbeddedRedis
 
 
 def counted(r: redis.Redis, name: str, shards: int, window: int = 0) -> int:
@@ -363,8 +363,8 @@ def test_trim_keeps_pending_and_undelivered(redis_client: redis.Redis, tmp_path:
 def test_retention_counts_from_delivery_not_from_entry_ids(redis_client: redis.Redis, tmp_path: Path) -> None:
     """Entry ids are window starts (0-<n> for the "all" window), not receive times: acknowledged
     entries are still kept retention_seconds after they were delivered."""
-    from ldptel import scripts
     from ldptel.aggregator.upkeep import DeliveryMarks
+    from ldptel.store import scripts
 
     cfg = write_config(tmp_path / "c.toml", [
         {"name": "kept", "oracle": "grr", "epsilon": 1.0, "domain_size": 8}],

@@ -1,4 +1,4 @@
-"""Amplification bounds per oracle (ldptel.mechanisms.amplification, count_pair): the authors'
+"""Amplification bounds per oracle (ldptel.privacy.amplification, count_pair): the authors'
 published code, the issue's figures, brute force on the real shuffled mechanism, negative controls,
 and (slow) soundness U ≥ L and GRR tightness U ≤ 1.10·L on the grid n 10³–10⁷, ε₀ 0.5–12, d 2–10⁵."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldptel.mechanisms.amplification import (
+from ldptel.privacy.amplification import (
     ORACLES,
     ShuffleBound,
     VariationRatio,
@@ -21,8 +21,8 @@ from ldptel.mechanisms.amplification import (
     attack_pairs,
     variation_ratio,
 )
-from ldptel.mechanisms.count_pair import CountPair
-from ldptel.privacy import shuffle_epsilon
+from ldptel.privacy.clones import shuffle_epsilon
+from ldptel.privacy.count_pair import CountPair
 
 WANG = json.loads((Path(__file__).parent / "reference" / "wang2024_variation_ratio.json").read_text())
 

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from ldptel.commands.serve import RedisChild
-from ldptel.redis_server import EmbeddedRedis
+from ldptel.store.redis_server import EmbeddedRedis
 
 MARKER = os.urandom(16).hex().encode()  # stands for a batch id inside an ingress batch
 

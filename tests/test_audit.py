@@ -1,7 +1,7 @@
 """``ldptel audit``: the per-report ratio test and the averaging attack on each campaign's
 mechanism as configured, with deliberately broken mechanisms as negative controls.
 
-Ratio test: 200 000 reports per input, Clopper–Pearson at α = 1e-6 (``ldptel.ldp_check``), so an
+Ratio test: 200 000 reports per input, Clopper–Pearson at α = 1e-6 (``ldptel.privacy.ldp_check``), so an
 honest mechanism is flagged with probability ≤ 1e-6; GRR randomizing at 1.25·ε while claiming ε
 has a true ratio e^{1.25ε} that the intervals (±≈1.5 % at these counts) resolve easily.
 Averaging attack: 2 000 devices, 100 reports, d = 8; an honest memoized GRR with ε∞ = 2 must stay

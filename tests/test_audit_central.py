@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ldptel.campaigns.config import parse_campaign
 from ldptel.commands.audit_central import central_audit
-from ldptel.config import parse_campaign
 
 FAKES = {"name": "f", "privacy_mode": "shuffled-fakes", "domain_size": 1024, "central_epsilon": 1.0,
          "central_delta": 1e-8, "batch_min": 100_000}

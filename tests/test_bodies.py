@@ -13,7 +13,7 @@ import pytest
 from agg_support import HttpStack
 from ingest_support import INGEST_TOKEN, PROTOBUF, config_text, total_entries
 
-from ldptel.config import parse_config
+from ldptel.campaigns.config import parse_config
 
 MIB = 1 << 20
 

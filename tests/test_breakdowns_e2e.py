@@ -25,11 +25,11 @@ from http_support import http_request, start_collector
 from ingest_support import EXPORT_TOKEN, INGEST_TOKEN, PROTOBUF
 from redis_audit import audit
 
-from ldptel import tally
-from ldptel.config import load_config
+from ldptel.campaigns.config import load_config
 from ldptel.export import Client
 from ldptel.mechanisms import create_mechanism
 from ldptel.proto import ReportBatch
+from ldptel.store import tally
 
 CONTROL = [0.40, 0.30, 0.20, 0.10]
 TREATMENT = [0.45, 0.30, 0.20, 0.05]

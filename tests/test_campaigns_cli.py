@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ldptel import registry
+from ldptel.campaigns.config import load_config
 from ldptel.commands.serve import embedded_redis
-from ldptel.config import load_config
 from ldptel.credentials import ENV, embedded_data_dir
-from ldptel.redis_client import connect
+from ldptel.store import registry
+from ldptel.store.redis_client import connect
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ldptel.toml"
 pytestmark = pytest.mark.integration

@@ -14,11 +14,12 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, random_batches, write_config, xadd_batches
 
-from ldptel import central_privacy, published
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Config, load_config
-from ldptel.privacy import default_central_delta, shuffle_epsilon
+from ldptel.campaigns.config import Config, load_config
+from ldptel.privacy import central as central_privacy
+from ldptel.privacy.clones import default_central_delta, shuffle_epsilon
 from ldptel.server.pages import labels
+from ldptel.store import published
 
 LOCAL = {"epsilon_report", "epsilon_inf", "epsilon_lifetime", "memoize", "reports_per_window"}
 CENTRAL = {"shuffled", "central_epsilon", "central_delta", "central_n", "central_reason", "central_scope"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ldptel.config import parse_campaign
+from ldptel.campaigns.config import parse_campaign
 from ldptel.server import mean_chart, trend_chart
 from ldptel.server.pages.labels import tick_label
 

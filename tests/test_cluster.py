@@ -19,11 +19,12 @@ import redis
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, aggregate_cmd, run_shuffle, same_state, write_config
 from http_support import Poster, request, start_collector
 
-from ldptel import keys, tally
+from ldptel import keys
 from ldptel.aggregator import store
 from ldptel.keys import GROUP, stream_key
-from ldptel.redis_client import connect, is_cluster
-from ldptel.redis_server import EmbeddedRedisCluster
+from ldptel.store import tally
+from ldptel.store.redis_client import connect, is_cluster
+from ldptel.store.redis_server import EmbeddedRedisCluster
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.publish import document
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Config, ConfigError, parse_campaign
+from ldptel.campaigns.config import Config, ConfigError, parse_campaign
 from ldptel.config_values import fail
 from ldptel.server.ingest import client_config
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from ldptel.campaigns.config import parse_config
 from ldptel.client.delivery import Action, backoff, classify
-from ldptel.config import parse_config
 from ldptel.mechanisms import GRR, OLH, RAPPOR
 from ldptel.mechanisms.builder import build_mechanism, uses_device_secret
 from ldptel.mechanisms.heavy_hitters import HeavyHitters

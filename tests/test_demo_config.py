@@ -8,8 +8,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from ldptel.campaigns.config import load_config
 from ldptel.commands.demo import WINDOW, demo_tables, sections
-from ldptel.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "demo.toml"

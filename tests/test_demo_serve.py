@@ -15,7 +15,7 @@ import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config
 from http_support import http_request, request, start_collector, wait_counted
 
-from ldptel.redis_server import free_port
+from ldptel.store.redis_server import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -21,9 +21,9 @@ import pytest
 import redis
 from http_support import http_request
 
+from ldptel.campaigns.config import ServerConfig, load_config
 from ldptel.client import TelemetryClient
-from ldptel.config import ServerConfig, load_config
-from ldptel.redis_server import free_port, redis_server_binary
+from ldptel.store.redis_server import free_port, redis_server_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

@@ -1,4 +1,4 @@
-"""A device's cumulative central ε across every shuffled campaign (ldptel.device_composition): the
+"""A device's cumulative central ε across every shuffled campaign (ldptel.privacy.device_composition): the
 PLD accountant composes each campaign's curve over its releases (retention / window) and across
 campaigns; it is at least each campaign's own cumulative ε and grows with every campaign added;
 it is computed off the request path (a thread; ``computing`` until then) and cached on disk, once
@@ -16,12 +16,12 @@ import redis
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, HttpStack, signed_in
 from sealed_support import LOCAL, publish_keys, sealed_config
 
-from ldptel import device_composition as dc
-from ldptel import plan_cache
-from ldptel.config import parse_campaign
-from ldptel.privacy_accounting import cumulative_epsilon
-from ldptel.privacy_plan import fakes_curve, shuffled_curve
-from ldptel.release_claims import cumulative
+from ldptel.campaigns.config import parse_campaign
+from ldptel.privacy import device_composition as dc
+from ldptel.privacy import plan_cache
+from ldptel.privacy.accounting import cumulative_epsilon
+from ldptel.privacy.planner import fakes_curve, shuffled_curve
+from ldptel.privacy.release_claims import cumulative
 
 FAKES = {"name": "f", "privacy_mode": "shuffled-fakes", "domain_size": 16, "central_epsilon": 1.0,
          "central_delta": 1e-6, "batch_min": 300, "window": "1d", "retention": "7d", "min_reports": 1}

@@ -22,11 +22,11 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, write_config
 
-from ldptel import tally
 from ldptel.aggregator.worker import Worker
+from ldptel.campaigns.config import ConfigError, parse_campaign
 from ldptel.client import TelemetryClient
 from ldptel.client.device_level import aggregate, increment
-from ldptel.config import ConfigError, parse_campaign
+from ldptel.store import tally
 
 DAY = 86400
 UNIQUE = {"name": "crash-seen", "kind": "unique_devices", "epsilon": 2.0, "window": "1d", "min_reports": 10}

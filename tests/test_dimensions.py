@@ -13,8 +13,8 @@ import pytest
 
 from ldptel.aggregator import breakdown, publish, store
 from ldptel.aggregator.decoders import accumulator_for
+from ldptel.campaigns.config import ConfigError, parse_campaign
 from ldptel.cell_sums import differences, fragment_of, group_cells, sum_cells
-from ldptel.config import ConfigError, parse_campaign
 from ldptel.dimensions import MAX_CELLS, OTHER, bucketed
 from ldptel.proto import ReportBatch
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from docs_support import CODE, DEMO, DOCS, JS, JS_DOC, PICTURES, ROOT, all_blocks, anchors, links
 
-from ldptel.config import parse_config
+from ldptel.campaigns.config import parse_config
 
 README = ROOT / "README.md"
 MAX_NO_RUN = 5
@@ -132,7 +132,7 @@ def reader_env(tmp: Path, venv_bin: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_every_block_runs_against_the_demo(tmp_path: Path) -> None:
-    from ldptel.redis_server import free_port
+    from ldptel.store.redis_server import free_port
 
     port = free_port()
     env = reader_env(tmp_path, Path(sys.executable).parent)

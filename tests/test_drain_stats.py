@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ldptel.runner import DrainStats
+from ldptel.store.runner import DrainStats
 
 
 def test_rate_is_over_busy_time() -> None:

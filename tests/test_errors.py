@@ -19,13 +19,14 @@ import ldptel
 import ldptel.client
 import ldptel.errors
 import ldptel.export
-from ldptel import credentials, tally
+from ldptel import credentials
 from ldptel.aggregator import store
+from ldptel.campaigns.config import parse_config
 from ldptel.client import configs as client_configs
-from ldptel.config import parse_config
 from ldptel.keys import state_key
-from ldptel.redis_server import DataDirLock
 from ldptel.server import errors as server_errors
+from ldptel.store import tally
+from ldptel.store.redis_server import DataDirLock
 
 
 def public_error_classes() -> set[type[BaseException]]:

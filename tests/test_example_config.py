@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from ldptel.campaigns.config import load_config
 from ldptel.commands.cli import main
-from ldptel.config import load_config
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ldptel.toml"
 

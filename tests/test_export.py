@@ -22,9 +22,9 @@ from agg_support import (
     xadd_batches,
 )
 
-from ldptel import tally
 from ldptel.aggregator.worker import Worker
 from ldptel.server.export import ITEM_COLUMNS
+from ldptel.store import tally
 
 D = 16
 N_PER_ORACLE = 20_000

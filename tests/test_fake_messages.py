@@ -1,4 +1,4 @@
-"""The fake-message analysis (ldptel.mechanisms.fake_messages) against a brute-force sum over both
+"""The fake-message analysis (ldptel.privacy.fake_messages) against a brute-force sum over both
 Poisson counts, the issue's figures (ε = 1, δ = 10⁻⁸: μ ≈ 62.1, std error ≈ 7.9), and negative
 controls: an analysis with the fakes switched off, or the wrong δ sum, is caught."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldptel.mechanisms.fake_messages import (
+from ldptel.privacy.fake_messages import (
     fake_delta,
     fake_epsilon,
     fake_rate,

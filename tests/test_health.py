@@ -20,13 +20,14 @@ from agg_support import shuffle_once
 from http_support import Poster
 from ingest_support import INGEST_TOKEN, config_text
 
-from ldptel import heartbeat, keys
+from ldptel import keys
 from ldptel.aggregator.worker import Worker
+from ldptel.campaigns.config import load_config, parse_config
 from ldptel.client import create_mechanism
-from ldptel.config import load_config, parse_config
 from ldptel.server.health import aggregator_gauges, aggregator_status
 from ldptel.server.pages.status import IngestRates, campaign_status, status_view
 from ldptel.server.probe import Snapshot
+from ldptel.store import heartbeat
 
 
 def test_heartbeats_read_prune_forget(redis_client):

@@ -21,9 +21,9 @@ from http_support import Poster, embedded_redis_client, start_collector
 from ingest_support import INGEST_TOKEN
 from test_supervise import FAST_AGGREGATOR, aggregator_pid, health, kill_quietly, wait_for
 
-from ldptel import tally
+from ldptel.campaigns.config import load_config
 from ldptel.client import create_mechanism
-from ldptel.config import load_config
+from ldptel.store import tally
 
 DELAY_S = 4
 CONFIG = f"""

@@ -8,7 +8,7 @@ import xxhash
 
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
-from ldptel.config import ConfigError, parse_config
+from ldptel.campaigns.config import ConfigError, parse_config
 from ldptel.mechanisms import hashing
 from ldptel.mechanisms.errors import InvalidReport
 from ldptel.mechanisms.hashing import xxh32_rows

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
-from ldptel.config import ConfigError, parse_config
+from ldptel.campaigns.config import ConfigError, parse_config
 from ldptel.mechanisms.heavy_hitters import (
     DECODE_BUDGET,
     DEFAULT_POOL,

@@ -19,8 +19,8 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, write_config, xadd_batches
 
-from ldptel import registry
 from ldptel.aggregator.worker import Worker
+from ldptel.store import registry
 
 HOURLY = {"name": "hourly", "oracle": "grr", "epsilon": 2.0, "domain_size": 4, "window": "1h",
           "min_reports": 100}

@@ -20,7 +20,7 @@ import pytest
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.decoders.fakes import FakesAccumulator
 from ldptel.aggregator.index_estimates import index_estimate
-from ldptel.config import parse_campaign
+from ldptel.campaigns.config import parse_campaign
 from ldptel.mechanisms.estimates import MeanEstimate
 from ldptel.mechanisms.grid import GridGRR, GridHistogram
 from ldptel.mechanisms.index_stats import IndexStatistics, index_statistics

@@ -20,9 +20,10 @@ from ingest_support import (
     total_entries,
 )
 
-from ldptel import keys, scripts
-from ldptel.config import parse_config
+from ldptel import keys
+from ldptel.campaigns.config import parse_config
 from ldptel.proto import GrrPayload, ReportBatch
+from ldptel.store import scripts
 
 CONFIG = parse_config(tomllib.loads(config_text()))
 MECHS = {c.name: c.mechanism() for c in CONFIG.campaigns}

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ingest_support import config_text
 
 from ldptel import keys
-from ldptel.config import parse_config
+from ldptel.campaigns.config import parse_config
 from ldptel.proto import GrrPayload, OlhPayload, ReportBatch
 
 CONFIG_TEXT = config_text(max_reports=500)

@@ -14,8 +14,8 @@ from http_support import Poster, request
 from ingest_support import INGEST_TOKEN, config_text, stored_reports
 
 from ldptel.aggregator import accumulator_for
+from ldptel.campaigns.config import ConfigError, parse_config
 from ldptel.client import create_mechanism
-from ldptel.config import ConfigError, parse_config
 from ldptel.mechanisms.builder import build_mechanism, privacy_loss, uses_device_secret
 from ldptel.mechanisms.longitudinal import LGRR, LOLOHA, LOSUE, LHadamard, LOSUEFromSue
 from ldptel.mechanisms.longitudinal_kinds import (

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from ldptel.config import ConfigError, parse_config
+from ldptel.campaigns.config import ConfigError, parse_config
 from ldptel.mechanisms import NUMERIC_MECHANISMS, Hybrid, OneBitMean
 from ldptel.mechanisms.builder import build_mechanism, uses_device_secret
 from ldptel.mechanisms.numeric import HYBRID_EPSILON, default_numeric_mechanism

@@ -27,12 +27,12 @@ from agg_support import (
     xadd_batches,
 )
 
-from ldptel import tally
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.worker import Worker
 from ldptel.client import TelemetryClient
 from ldptel.mechanisms.base import Z95
 from ldptel.proto import NumericPayload, ReportBatch
+from ldptel.store import tally
 
 LOWER, UPPER = 0.0, 600.0
 SESSION = {"name": "session_seconds", "kind": "numeric", "epsilon": 2.0, "lower": LOWER,

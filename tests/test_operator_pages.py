@@ -29,12 +29,12 @@ from browser_support import artifacts, launched
 from http_support import http_request, start_collector
 
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Config
+from ldptel.campaigns.config import Config
 from ldptel.keys import GLOBAL_METRICS_KEY, SESSION_SECRET_KEY, published_key
-from ldptel.privacy import shuffle_epsilon
-from ldptel.redis_server import free_port
+from ldptel.privacy.clones import shuffle_epsilon
 from ldptel.server import charts
 from ldptel.server.pages.status import RATE_FORGET_S, IngestRates
+from ldptel.store.redis_server import free_port
 
 LONG_NAME = "android-settings-theme-choice-by-device-model-and-region-eu-2025"  # 64 characters
 COLORS = ["red", "green", "blue", "yellow", "purple", "orange", "black", "white"]

@@ -77,13 +77,49 @@ def test_no_client_module_imports_a_server_dependency() -> None:
         import importlib, json, pkgutil
         import ldptel.client
         above = sorted(m for m in sys.modules if m.startswith(SERVICES))
-        import ldptel.commands.cli, ldptel.config, ldptel.logs, ldptel.proto
+        import ldptel.commands.cli, ldptel.campaigns.config, ldptel.logs, ldptel.proto
         for info in pkgutil.walk_packages(ldptel.client.__path__, "ldptel.client."):
             importlib.import_module(info.name)
         print(json.dumps([above, sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED)]))
     """, f"SERVICES = {SERVICE_PACKAGES!r}")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == [[], []]  # ldptel.client loads no service; nothing needs the extra
+
+
+# core/'s root (import name ``ldptel``): the SDK-safe helpers; each module with the third-party
+# packages it imports (statically, at any depth of the module). A module added at the root, or a
+# new third-party import there, fails here until it is placed in a room or allowed on purpose.
+ROOT_MODULES = {
+    "__init__": set(), "cell_sums": {"numpy"}, "config_values": set(), "credentials": set(),
+    "dimensions": set(), "durations": set(), "errors": set(), "export": set(), "keys": set(),
+    "logs": set(), "numbers": set(), "process": set(), "sealing": {"cryptography"},
+}
+ROOMS = {"campaigns", "ops", "privacy", "store"}  # core/'s sub-packages (docs/architecture.md)
+
+
+def _third_party(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n not in ("ldptel", "__future__")}
+
+
+def test_core_root_holds_only_sdk_safe_helpers() -> None:
+    """No module at core/'s root talks to Redis or imports scipy (or any other server-side
+    package): the listing of the root and each module's third-party imports is exactly
+    ``ROOT_MODULES``, and every folder under core/ is a room with an ``__init__`` docstring."""
+    core = ROOT / "core"
+    found = {path.stem: _third_party(path) for path in sorted(core.glob("*.py"))}
+    assert found == ROOT_MODULES
+    for deps in found.values():
+        assert not deps & set(SERVER_ONLY)
+    rooms = {p.name for p in core.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert rooms == ROOMS
+    for room in rooms:
+        assert ast.get_docstring(ast.parse((core / room / "__init__.py").read_text())), room
 
 
 def test_mechanisms_import_nothing_of_ldptel_but_the_wire_schema() -> None:

@@ -17,8 +17,8 @@ from browser_support import artifacts
 from http_support import http_request, start_collector
 from test_operator_pages import Site, browser, signed_in_page  # noqa: F401  (fixture)
 
-from ldptel import registry
 from ldptel.aggregator.worker import Worker
+from ldptel.store import registry
 
 PLATFORM = {"name": "platform", "oracle": "grr", "epsilon": 2.0, "domain": ["ios", "android", "web", "tv"],
             "window": "1h", "min_reports": 300, "description": "Platform of the device"}

@@ -1,4 +1,4 @@
-"""Plans on disk (``ldptel.plan_cache``): a plan is computed once per machine; a cached call answers
+"""Plans on disk (``ldptel.privacy.plan_cache``): a plan is computed once per machine; a cached call answers
 in well under a second without importing the privacy math, with the same figures; a bad target is
 raised, not cached; an unreadable file is a missing cache."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ldptel import plan_cache
 from ldptel.errors import UncertifiableTarget
+from ldptel.privacy import plan_cache
 
 ARGS = ("shuffled-fakes", "histogram", 1024, 1.0, 1e-8, 100_000)
 
@@ -30,9 +30,9 @@ def test_cached_plan_is_fast_and_equal(tmp_path: Path, monkeypatch: pytest.Monke
     assert time.perf_counter() - t0 < 1.0
     assert again.as_dict() == first.as_dict() and again.fake_rate == pytest.approx(0.6358706, rel=1e-6)
     # a fresh process answers from the file without importing the privacy math
-    code = ("import sys, time; t = time.perf_counter(); from ldptel.plan_cache import cached_plan; "
+    code = ("import sys, time; t = time.perf_counter(); from ldptel.privacy.plan_cache import cached_plan; "
             f"p = cached_plan(*{ARGS!r}); dt = time.perf_counter() - t; "
-            "assert 'ldptel.privacy_plan' not in sys.modules; print(dt, p.std_error)")
+            "assert 'ldptel.privacy.planner' not in sys.modules; print(dt, p.std_error)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
                          env={"LDPTEL_PLAN_CACHE": str(path), "PATH": "/usr/bin:/bin"})
     dt, std = out.stdout.split()

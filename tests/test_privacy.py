@@ -52,10 +52,10 @@ import numpy as np
 import pytest
 
 from ldptel.client import create_mechanism
-from ldptel.ldp_check import ALPHA, LdpCheck, check_ldp  # noqa: F401 (re-exported for other tests)
 from ldptel.mechanisms import GRR, OLH, RAPPOR, hashing
 from ldptel.mechanisms.heavy_hitters import HeavyHitters
 from ldptel.mechanisms.olh import keep_probability
+from ldptel.privacy.ldp_check import ALPHA, LdpCheck, check_ldp  # noqa: F401 (re-exported for other tests)
 
 N_SAMPLES = 400_000  # reports per input value
 

@@ -1,4 +1,4 @@
-"""The planner (ldptel.privacy_plan), composition (ldptel.privacy_accounting) and `ldptel privacy
+"""The planner (ldptel.privacy.planner), composition (ldptel.privacy.accounting) and `ldptel privacy
 plan`: the issue's figures, U ≥ L for every plan, the decode simulated at the planned ε₀, errors."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from ldptel.commands.cli import main
 from ldptel.errors import ConfigError, UncertifiableTarget
 from ldptel.mechanisms.grr import perturb_categorical
-from ldptel.privacy_accounting import cumulative_epsilon
-from ldptel.privacy_plan import fakes_curve, plan
+from ldptel.privacy.accounting import cumulative_epsilon
+from ldptel.privacy.planner import fakes_curve, plan
 
 
 def test_shuffled_grr_issue_figures() -> None:

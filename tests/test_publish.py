@@ -13,10 +13,11 @@ import pytest
 import redis
 from agg_support import HttpStack, random_batches, shuffle_once, write_config, xadd_batches
 
-from ldptel import keys, published, tally
+from ldptel import keys
 from ldptel.aggregator import publish
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Campaign, ConfigError, load_config
+from ldptel.campaigns.config import Campaign, ConfigError, load_config
+from ldptel.store import published, tally
 
 FREQ = {"name": "colors", "oracle": "oue", "epsilon": 1.0, "domain_size": 8, "shards": 2, "min_reports": 300}
 HH = {"name": "words", "kind": "heavy_hitters", "epsilon": 4.0, "max_length": 8, "levels": 8, "width": 8,

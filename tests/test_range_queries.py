@@ -19,7 +19,7 @@ from test_range_closed_form import dense_range_weights
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.decoders.range_haar import RangeHaarAccumulator
 from ldptel.aggregator.decoders.range_hierarchical import RangeHierarchicalAccumulator
-from ldptel.config import parse_config
+from ldptel.campaigns.config import parse_config
 from ldptel.mechanisms.errors import InvalidReport
 from ldptel.mechanisms.hadamard import hadamard_entry
 from ldptel.mechanisms.range_haar import RangeHaar

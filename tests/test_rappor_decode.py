@@ -22,7 +22,7 @@ from scipy.optimize import nnls
 
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.decoders.rappor import RapporAccumulator
-from ldptel.config import ConfigError, parse_config
+from ldptel.campaigns.config import ConfigError, parse_config
 from ldptel.mechanisms.kernels.nnqp import nonneg_quadratic
 from ldptel.mechanisms.kernels.rappor import cohort_terms
 from ldptel.mechanisms.rappor import MAX_CANDIDATES, RAPPOR

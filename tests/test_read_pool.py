@@ -17,7 +17,7 @@ from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, write_config
 from http_support import http_request, request, start_collector, wait_counted
 from proc_support import children, descendants, nice_of
 
-from ldptel.redis_server import free_port
+from ldptel.store.redis_server import free_port
 
 
 def serve_processes(root: int) -> list[int]:

@@ -12,8 +12,8 @@ from http_support import Poster, request, start_collector
 from ingest_support import INGEST_TOKEN, config_text, stored_reports
 
 from ldptel.client import TelemetryClient
-from ldptel.redis_server import EmbeddedRedis
 from ldptel.server.probe import REFRESH_S
+from ldptel.store.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.slow
 

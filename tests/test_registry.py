@@ -16,10 +16,10 @@ import pytest
 import redis
 from agg_support import HttpStack, write_config
 
-from ldptel import registry, tally
 from ldptel.aggregator.worker import Worker
-from ldptel.config import ConfigError
+from ldptel.campaigns.config import ConfigError
 from ldptel.shuffler.worker import Shuffler
+from ldptel.store import registry, tally
 
 A = {"name": "alpha", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 10}
 

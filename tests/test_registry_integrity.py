@@ -26,8 +26,9 @@ import redis
 from agg_support import INGEST_TOKEN, HttpStack, signed_in, write_config
 from http_support import http_request, start_collector
 
-from ldptel import keys, registry
-from ldptel.config import ConfigError, parse_campaign
+from ldptel import keys
+from ldptel.campaigns.config import ConfigError, parse_campaign
+from ldptel.store import registry
 
 ADMIN = "admin-token-for-tests"
 A = {"name": "alpha", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "window": "1d", "min_reports": 10}

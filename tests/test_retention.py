@@ -12,10 +12,11 @@ import pytest
 import redis
 from agg_support import random_batches, write_config, xadd_batches
 
-from ldptel import keys, published, tally
+from ldptel import keys
 from ldptel.aggregator import retention
 from ldptel.aggregator.worker import Worker
-from ldptel.config import ConfigError, parse_config
+from ldptel.campaigns.config import ConfigError, parse_config
+from ldptel.store import published, tally
 
 CAMP = {"name": "ticks", "oracle": "grr", "epsilon": 2.0, "domain": ["a", "b", "c"], "window": "10s",
         "min_reports": 50}

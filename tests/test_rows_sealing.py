@@ -103,7 +103,7 @@ def test_keyring_files_and_rotation(tmp_path) -> None:
     import time as _time
 
     from ldptel.aggregator.keyring import Keyring
-    from ldptel.config import AnalyzerConfig
+    from ldptel.campaigns.config import AnalyzerConfig
 
     ring = Keyring(AnalyzerConfig(key_rotation="30d", key_overlap="7d", keys_dir=str(tmp_path / "k")))
     t0 = _time.time()
@@ -123,7 +123,7 @@ def test_keyring_files_and_rotation(tmp_path) -> None:
 
 
 def test_batch_min_fits_in_ingress_and_filling_releases() -> None:
-    from ldptel.config import ConfigError, parse_config
+    from ldptel.campaigns.config import ConfigError, parse_config
     from ldptel.shuffler import sealed
 
     camp = {"name": "f", "privacy_mode": "shuffled-fakes", "domain_size": 16, "central_epsilon": 1.0,

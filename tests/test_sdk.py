@@ -24,7 +24,7 @@ from ldptel.client import TelemetryClient
 from ldptel.client.queue import ReportQueue
 from ldptel.client.transport import UnknownCampaign
 from ldptel.proto import ReportBatch
-from ldptel.redis_server import free_port
+from ldptel.store.redis_server import free_port
 
 STRUCTURED = """
 [[campaigns]]

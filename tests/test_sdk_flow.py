@@ -21,9 +21,9 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, write_config
 
-from ldptel import registry
 from ldptel.client import TelemetryClient
 from ldptel.client.delivery import HttpStatus
+from ldptel.store import registry
 
 A = {"name": "shape", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 10}
 B = {"name": "steady", "oracle": "oue", "epsilon": 1.0, "domain_size": 4, "min_reports": 10}

@@ -16,10 +16,10 @@ import textwrap
 import pytest
 from ingest_support import INGEST_TOKEN, config_text, stored_reports
 
+from ldptel.campaigns.config import ConfigError, parse_config
 from ldptel.client import TelemetryClient
 from ldptel.client.ledger import PrivacyLedger
 from ldptel.client.queue import ReportQueue
-from ldptel.config import ConfigError, parse_config
 from ldptel.mechanisms.claims import Cost
 
 CAPPED = """

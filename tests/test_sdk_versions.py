@@ -14,10 +14,10 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, write_config
 
-from ldptel import registry, tally
 from ldptel.aggregator.worker import Worker
 from ldptel.client import TelemetryClient
 from ldptel.client.queue import ReportQueue
+from ldptel.store import registry, tally
 
 # one test client plays many devices: its 50 single report() calls need reports_per_window >= 50
 A = {"name": "shape", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 10,

@@ -81,9 +81,9 @@ def test_window_closing_below_batch_min_is_discarded(redis_client: redis.Redis, 
                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sealed_support import devices as send
 
-    from ldptel import tally
     from ldptel.shuffler import sealed as shuffler_sealed
     from ldptel.shuffler.worker import Shuffler
+    from ldptel.store import tally
 
     cfg = sealed_config(tmp_path, [{**FAKES, "name": "sf-short", "window": "10s"}])
     publish_keys(cfg, redis_client)
@@ -139,10 +139,10 @@ def test_two_workers_split_a_release(redis_client: redis.Redis, redis_url: str, 
     the rest and commits the release whole, once."""
     import dataclasses
 
-    from ldptel import tally
     from ldptel.aggregator import store
     from ldptel.aggregator.worker import Worker
     from ldptel.shuffler.worker import Shuffler
+    from ldptel.store import tally
 
     cfg = sealed_config(tmp_path, [FAKES], batch_reports=100)
     cfg = dataclasses.replace(cfg, aggregator=dataclasses.replace(cfg.aggregator, read_count=3))

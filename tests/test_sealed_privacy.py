@@ -19,7 +19,7 @@ from sealed_support import FAKES, LOCAL, SHUFFLED, devices, publish_keys, sealed
 
 from ldptel import keys, sealing
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.mechanisms.rows import from_rows, row_dtype
 from ldptel.proto import ReportBatch, SealedBatch
 from ldptel.shuffler.held import Held

@@ -19,8 +19,8 @@ from http_support import Collector, http_request, start_collector
 from ingest_support import EXPORT_TOKEN, INGEST_TOKEN, PROTOBUF, config_text
 
 from ldptel.aggregator.worker import Worker
+from ldptel.campaigns.config import load_config
 from ldptel.client import TelemetryClient, TelemetryError
-from ldptel.config import load_config
 from ldptel.server import documents
 
 EVIL = "=cmd|'/C calc'!A"
@@ -195,7 +195,7 @@ def test_an_idle_session_expires(collector: Collector, redis_client) -> None:
 
 
 def test_session_idle_seconds_is_validated() -> None:
-    from ldptel.config import ConfigError, parse_config
+    from ldptel.campaigns.config import ConfigError, parse_config
 
     base = {"campaigns": [{"name": "a", "oracle": "grr", "epsilon": 1.0, "domain_size": 3}]}
     assert parse_config(base).server.session_idle_seconds == 1800
@@ -288,7 +288,7 @@ def test_failed_authentication_is_throttled(redis_url: str, redis_client, tmp_pa
 
 
 def test_throttle_buckets_and_config() -> None:
-    from ldptel.config import ConfigError, parse_config
+    from ldptel.campaigns.config import ConfigError, parse_config
     from ldptel.server.throttle import address_bucket
 
     assert address_bucket("192.0.2.7") == "192.0.2.7"

@@ -16,7 +16,7 @@ from ingest_support import INGEST_TOKEN, config_text
 
 from ldptel import keys
 from ldptel.client import create_mechanism
-from ldptel.redis_server import free_port
+from ldptel.store.redis_server import free_port
 
 GOOD_CAMPAIGN = '[[campaigns]]\nname = "ok"\noracle = "grr"\nepsilon = 1.0\ndomain_size = 4\n'
 # run as a real `ldptel serve` process

@@ -17,7 +17,7 @@ import pytest
 import redis
 from agg_support import HttpStack, random_batches, run_shuffle, same_state, shuffle_once, write_config
 
-from ldptel import keys, scripts, tally
+from ldptel import keys
 from ldptel.aggregator import store
 from ldptel.aggregator.worker import Worker
 from ldptel.mechanisms.randomness import OS_RANDOM, permutation
@@ -25,6 +25,7 @@ from ldptel.proto import ReportBatch
 from ldptel.shuffler.held import Held
 from ldptel.shuffler.repack import split_sizes
 from ldptel.shuffler.worker import Shuffler
+from ldptel.store import scripts, tally
 
 CAMPAIGNS = [
     {"name": "s-grr", "oracle": "grr", "epsilon": 1.0, "domain_size": 12, "shards": 2},

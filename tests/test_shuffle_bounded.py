@@ -16,11 +16,12 @@ import redis
 from agg_support import HttpStack, write_config
 from sealed_support import SHUFFLED, devices, publish_keys, sealed_config
 
-from ldptel import keys, scripts
+from ldptel import keys
 from ldptel.aggregator.worker import Worker
 from ldptel.proto import ReportBatch, SealedBatch
 from ldptel.shuffler import release
 from ldptel.shuffler.worker import Shuffler
+from ldptel.store import scripts
 
 CAMP = {"name": "b-grr", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "shuffle_min_reports": 10**6}
 N = 400

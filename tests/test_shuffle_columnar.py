@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from ldptel.config import parse_config
+from ldptel.campaigns.config import parse_config
 from ldptel.proto import ReportBatch
 from ldptel.shuffler.repack import merged_columns, parse_all, repack
 

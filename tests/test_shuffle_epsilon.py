@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from ldptel import privacy
-from ldptel.privacy import (
+from ldptel.privacy import clones as privacy
+from ldptel.privacy.clones import (
     closed_form_epsilon,
     default_central_delta,
     n_bucket,

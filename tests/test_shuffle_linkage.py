@@ -34,13 +34,14 @@ from ingest_support import INGEST_TOKEN, config_text
 from redis_audit import audit, plant_leaks
 from scipy.stats import hypergeom
 
-from ldptel import keys, published, tally
+from ldptel import keys
 from ldptel.aggregator import store
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Campaign, Config, load_config
+from ldptel.campaigns.config import Campaign, Config, load_config
 from ldptel.proto import ReportBatch
-from ldptel.redis_server import EmbeddedRedis
 from ldptel.shuffler import repack
+from ldptel.store import published, tally
+from ldptel.store.redis_server import EmbeddedRedis
 
 EPS, D, DEVICES, K, M = 10.0, 400, 200, 20, 200  # M: [shuffler] batch_reports
 ALPHA = 1e-6  # the union bound's false-alarm probability

@@ -17,7 +17,7 @@ import redis
 from agg_support import INGEST_TOKEN, HttpStack
 from sealed_support import FAKES, LOCAL, publish_keys, sealed_config
 
-from ldptel import registry_records
+from ldptel.campaigns import records as registry_records
 
 ADMIN = "admin-token-for-tests"
 SHUFFLED = {"name": "sh", "privacy_mode": "shuffled-fakes", "domain_size": 64, "central_epsilon": 1.0,

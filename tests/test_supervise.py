@@ -30,10 +30,10 @@ from http_support import (
 from ingest_support import INGEST_TOKEN, config_text
 from proc_support import alive, children
 
-from ldptel import heartbeat, tally
+from ldptel.campaigns.config import load_config
 from ldptel.client import create_mechanism
-from ldptel.config import load_config
-from ldptel.redis_server import EmbeddedRedis, free_port
+from ldptel.store import heartbeat, tally
+from ldptel.store.redis_server import EmbeddedRedis, free_port
 
 pytestmark = pytest.mark.slow
 

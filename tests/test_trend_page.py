@@ -17,7 +17,7 @@ from http_support import start_collector
 from test_operator_pages import Site, browser, signed_in_page  # noqa: F401  (fixture)
 
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Config
+from ldptel.campaigns.config import Config
 from ldptel.server import charts
 from ldptel.server.pages.labels import window_label
 

@@ -16,7 +16,7 @@ import pytest
 from docs_support import ROOT, blocks, section
 from test_docs import reader_env, run_block, start_demo, stop_demo
 
-from ldptel.redis_server import free_port
+from ldptel.store.redis_server import free_port
 
 pytestmark = pytest.mark.slow
 

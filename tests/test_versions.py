@@ -18,11 +18,11 @@ import pytest
 import redis
 from agg_support import HttpStack, shuffle_once, write_config, xadd_batches
 
-from ldptel import tally
 from ldptel.aggregator.worker import Worker
-from ldptel.config import Config, parse_campaign
+from ldptel.campaigns.config import Config, parse_campaign
 from ldptel.keys import counts_key
 from ldptel.proto import ReportBatch
+from ldptel.store import tally
 
 V1 = {"name": "shape", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 100}
 V2 = {**V1, "epsilon": 3.0, "domain_size": 6}

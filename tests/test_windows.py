@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ldptel.config import ConfigError, parse_config
+from ldptel.campaigns.config import ConfigError, parse_config
 from ldptel.durations import duration_label, parse_duration, parse_window
 from ldptel.keys import window_start
 from ldptel.server.pages.labels import window_label

@@ -1,4 +1,4 @@
-// The empirical ε-LDP check of core/ldp_check.py in TypeScript: every P(o | u) gets a two-sided
+// The empirical ε-LDP check of core/privacy/ldp_check.py in TypeScript: every P(o | u) gets a two-sided
 // Clopper–Pearson interval at level 1 − α/K (K cells; union bound), and a violation is flagged
 // only when max over (o, u ≠ v) of lower(P(o|u)) / upper(P(o|v)) exceeds e^ε — which an honest
 // mechanism does with probability ≤ α. The beta quantiles come from the regularized incomplete

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ldptel.campaigns.config import Campaign
 from ldptel.cell_sums import group_cells
-from ldptel.config import Campaign
 from ldptel.server import breakdowns, charts
 
 TOP_ITEMS = 5

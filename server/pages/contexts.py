@@ -16,8 +16,7 @@ from urllib.parse import urlencode
 from flask import current_app, render_template
 from markupsafe import Markup
 
-from ldptel import published, tally
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
 from ldptel.server.documents import latest_released, load_released, request_published, resolve_window
@@ -27,6 +26,7 @@ from ldptel.server.pages.breakdown import breakdown_context
 from ldptel.server.pages.numeric import numeric_context
 from ldptel.server.pages.status import Status, campaign_status, status_view
 from ldptel.server.pages.trend import trend_html
+from ldptel.store import published, tally
 
 TOP_N = 25  # items shown before "show all"
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)

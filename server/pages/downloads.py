@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from flask import Response
 
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.server import export, means, queries
 from ldptel.server.documents import Params, Published, Window, conditional_response, document_csv, json_text
 from ldptel.server.errors import ApiError, PageError

@@ -10,7 +10,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.durations import duration_label
 from ldptel.server import charts
 from ldptel.server.pages import mode_labels
@@ -117,7 +117,7 @@ def over_time_note(c: Campaign) -> Markup:
 
 def central_note(privacy: Mapping[str, Any] | None) -> Markup | None:
     """The central ε of a published window in words, from its document's ``privacy`` object
-    (``ldptel.central_privacy.release_claim``); None for a publication made before it had one."""
+    (``ldptel.privacy.central.release_claim``); None for a publication made before it had one."""
     if privacy and "privacy_mode" in privacy:
         return mode_labels.central_note(privacy)
     if not privacy or "shuffled" not in privacy:

@@ -1,8 +1,8 @@
-"""Words for campaigns in a shuffled privacy mode (``ldptel.privacy_modes``) on the operator pages:
+"""Words for campaigns in a shuffled privacy mode (``ldptel.campaigns.modes``) on the operator pages:
 the mode and its trust model (``epsilon_note``), and a published window's claim, "central ε between
 L and U", with the batches it rests on and the cumulative ε over the retention period
 (``central_note``, ``central_head``; from the document's ``privacy``,
-``ldptel.release_claims.window_claim``)."""
+``ldptel.privacy.release_claims.window_claim``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.server import charts
 
 
@@ -84,7 +84,7 @@ def central_note(privacy: Mapping[str, Any]) -> Markup:
 
 
 def composition_note(composition: Mapping[str, Any]) -> Markup | None:
-    """A device's cumulative central ε across the shuffled campaigns (``ldptel.device_composition``)
+    """A device's cumulative central ε across the shuffled campaigns (``ldptel.privacy.device_composition``)
     in words; None without a shuffled campaign to compose."""
     if composition["status"] == "none" and not composition["unbounded"]:
         return None

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ldptel import tally
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.server import means
 from ldptel.server.app import state
 from ldptel.server.documents import read_published
 from ldptel.server.mean_chart import MeanPoint, mean_chart
 from ldptel.server.pages import labels
 from ldptel.server.pages.breakdown import breakdown_context
+from ldptel.store import tally
 
 MEAN_WINDOWS = 48
 

@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ldptel import tally
-from ldptel.config import Campaign
-from ldptel.redis_client import AnyRedis
+from ldptel.campaigns.config import Campaign
 from ldptel.server import charts
 from ldptel.server.pages.labels import KIND_LABELS, ago, domain_label, mechanism_label, utc, window_label
+from ldptel.store import tally
+from ldptel.store.redis_client import AnyRedis
 
 RATE_GAP_S = 2.0  # readings kept at least this far apart
 RATE_SPAN_S = 60.0  # the rate covers about this much

@@ -11,10 +11,10 @@ from __future__ import annotations
 from flask import render_template
 from markupsafe import Markup
 
-from ldptel import tally
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.server import charts, series, trend_chart
 from ldptel.server.pages import labels
+from ldptel.store import tally
 
 TREND_ITEMS = 5  # lines: the most-counted items of the newest released window
 TREND_WINDOWS = 60  # newest windows drawn

@@ -25,8 +25,8 @@ from flask.blueprints import BlueprintSetupState
 from flask.typing import ResponseReturnValue
 from markupsafe import escape
 
-from ldptel.config import Campaign
-from ldptel.device_composition import device_composition
+from ldptel.campaigns.config import Campaign
+from ldptel.privacy.device_composition import device_composition
 from ldptel.server import charts
 from ldptel.server.app import state
 from ldptel.server.auth import token_ok

@@ -15,7 +15,7 @@ answer's size) and writes it with one compare-and-set (``scripts.REGISTRY_PUT``)
 appends the change to the campaign's history (``history``) and bumps
 ``keys.REGISTRY_REVISION_KEY``; a refused change raises ``ConfigError`` naming the key and writes
 nothing. Nothing is ever deleted (a retired campaign stays, refusing reports, and its estimates
-stay readable). Record layout and the kinds of keys: ``ldptel.registry_records``.
+stay readable). Record layout and the kinds of keys: ``ldptel.campaigns.records``.
 
 Every collector worker and aggregator reads the revision at most every ``RELOAD_INTERVAL_S`` and
 reloads the campaigns when it changed (``Live``). A record that cannot be read (an older ldptel
@@ -37,10 +37,9 @@ from typing import Any, cast
 
 import redis as redis_lib
 
-from ldptel import keys, scripts
-from ldptel.config import CAMPAIGN_STATUSES, Campaign, Config, ConfigError, parse_campaign
-from ldptel.redis_client import AnyRedis
-from ldptel.registry_records import (
+from ldptel import keys
+from ldptel.campaigns.config import CAMPAIGN_STATUSES, Campaign, Config, ConfigError, parse_campaign
+from ldptel.campaigns.records import (
     DERIVED_KEYS,
     Applied,
     Change,
@@ -58,8 +57,10 @@ from ldptel.registry_records import (
     versions_of,
     where,
 )
+from ldptel.store import scripts
+from ldptel.store.redis_client import AnyRedis
 
-log = logging.getLogger("ldptel.registry")
+log = logging.getLogger("ldptel.store.registry")
 
 RELOAD_INTERVAL_S = 0.5  # how often a process reads the registry's revision
 CAS_RETRIES = 20

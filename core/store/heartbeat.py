@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ldptel import keys
-from ldptel.redis_client import AnyRedis
+from ldptel.store.redis_client import AnyRedis
 
 INTERVAL_S = 1.0
 PRUNE_INTERVAL_S = 60.0

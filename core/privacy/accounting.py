@@ -3,8 +3,8 @@
 What is composed. Each release is described by a ``PrivacyCurve``: a certified upper bound δ(ε),
 ε ≥ 0, on the hockey-stick divergence of a *symmetric dominating pair* of that release (a pair of
 distributions of which the release, for every pair of neighbouring datasets, is post-processing):
-the variation-ratio ``CountPair`` for shuffled ε₀-LDP reports (``ldptel.mechanisms.amplification``),
-the exact two-bucket Poisson pair for fake messages (``ldptel.mechanisms.fake_messages``). Not the
+the variation-ratio ``CountPair`` for shuffled ε₀-LDP reports (``ldptel.privacy.amplification``),
+the exact two-bucket Poisson pair for fake messages (``ldptel.privacy.fake_messages``). Not the
 (ε, δ) point alone: composing T points adds T·δ at least, where the curve composes to far less.
 
 Why it is sound. A curve that bounds a pair's hockey-stick divergence at every ε (and, the pair
@@ -21,7 +21,7 @@ releases' PLDs with ``dp_accounting`` (``PrivacyLossDistribution.compose``, FFT-
 pessimistic) and reads off ε at the total δ.
 
 Composition of adaptive releases over windows is covered (each window's randomness is fresh);
-memoized reports are not (``ldptel.central_privacy``'s "Scope").
+memoized reports are not (``ldptel.privacy.central``'s "Scope").
 """
 
 from __future__ import annotations

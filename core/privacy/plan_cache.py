@@ -1,10 +1,10 @@
-"""Plans (``ldptel.privacy_plan.plan``) kept on disk, so that a plan is computed once per machine,
+"""Plans (``ldptel.privacy.planner.plan``) kept on disk, so that a plan is computed once per machine,
 not once per process: a campaign in a shuffled mode is planned whenever its table is parsed (every
 collector worker, the shuffler, the aggregator, each registry change); a cold plan takes 0.05–0.9 s
 (``bench/privacy_plan.py``: GRR at d = 1,024, n = 10⁶ about 0.1 s) on top of the import of the
 privacy math (scipy, about a second), which a hit does not pay. ``cached_plan`` answers from this
 process's memory, then the file, then computes and stores. ``lookup`` / ``store`` keep other
-documents of the privacy math in the same file (``ldptel.device_composition``: a device's
+documents of the privacy math in the same file (``ldptel.privacy.device_composition``: a device's
 cumulative ε across campaigns), ``computing`` keeps two processes from computing one at once.
 
 The file: ``$LDPTEL_PLAN_CACHE`` or ``$XDG_CACHE_HOME/ldptel/privacy-plans.json`` (default
@@ -121,7 +121,7 @@ def cached_plan(*args: Any, **kwargs: Any) -> CachedPlan:
     stored = lookup(key)
     if stored is not None and "local_epsilon" in stored and "fake_rate" in stored:
         return CachedPlan(stored)
-    from ldptel.privacy_plan import plan
+    from ldptel.privacy.planner import plan
 
     doc = plan(*args, **kwargs).as_dict()
     store(key, doc)

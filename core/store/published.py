@@ -23,12 +23,13 @@ from typing import Any, cast
 
 import numpy as np
 
-from ldptel import keys, scripts, tally
-from ldptel.config import Campaign
+from ldptel import keys
+from ldptel.campaigns.config import Campaign
 from ldptel.mechanisms.index_stats import index_statistics
 from ldptel.mechanisms.ranges import RangeEstimate
-from ldptel.privacy_modes import is_shuffled
-from ldptel.redis_client import AnyRedis
+from ldptel.privacy.modes import is_shuffled
+from ldptel.store import scripts, tally
+from ldptel.store.redis_client import AnyRedis
 
 FAILED_RETRY_S = 300  # the aggregator tries a window whose publication failed again after this
 HEADER = ("campaign", "version", "kind", "epsilon", "n_reports", "window", "decoded_at", "privacy")

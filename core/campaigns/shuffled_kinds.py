@@ -1,4 +1,4 @@
-"""Range and numeric campaigns in a shuffled privacy mode, as configured (``ldptel.privacy_modes``
+"""Range and numeric campaigns in a shuffled privacy mode, as configured (``ldptel.campaigns.modes``
 parses the mode; this module the kinds' own keys; the mechanism: ``ldptel.mechanisms.shuffled_kinds``).
 
 - ``kind = "range"``: ``domain_size`` (at most ``MAX_FREQUENCY_DOMAIN``: the index histogram is a
@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ldptel.campaign_limits import MAX_FREQUENCY_DOMAIN
+from ldptel.campaigns.limits import MAX_FREQUENCY_DOMAIN
 from ldptel.config_values import fail, read_int
 from ldptel.mechanisms.grid import DEFAULT_GRID_POINTS, MAX_GRID_POINTS, MIN_GRID_POINTS
 from ldptel.mechanisms.shuffled_kinds import GRID_MECHANISM, INDEX_KINDS, INDEX_ORACLES, RANGE_METHOD

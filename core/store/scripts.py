@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from ldptel import release_scripts
+from ldptel.store import release_scripts
 
 # The next entry id of a stream for entries of window ``window_s`` (epoch s), shared by INGEST and
 # SHUFFLE: ``<window start ms>-<n>``, never a receive time, so an id holds no time finer than
@@ -103,7 +103,7 @@ return id
 #      ARGV[4] n_batches, then n_ids ingress entry ids, then n_batches (batch, count) pairs
 # Returns {'ok', n_batches}; if an ingress entry is gone, {'refused', id} with nothing written
 # but the 'refused' counter; {'busy'} (nothing written) while a journaled release holds the stream
-# (ldptel.release_scripts: releases too large for one bounded call).
+# (ldptel.store.release_scripts: releases too large for one bounded call).
 # Exactly once: (1) every given ingress id must still exist (XRANGE id id); if one is gone,
 # another shuffler (or this one, before its lease lapsed) already moved it, and nothing is written.
 # (2) the new batches are XADDed (ids from next_id: the window start, so they hold no receive time,
@@ -261,7 +261,7 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 return 1
 """
 
-# Compare-and-set of one campaign's registry record (ldptel.registry), bumping the revision and
+# Compare-and-set of one campaign's registry record (ldptel.store.registry), bumping the revision and
 # appending the change to the campaign's history, in one step.
 # KEYS[1] registry hash (keys.REGISTRY_KEY), KEYS[2] revision counter (keys.REGISTRY_REVISION_KEY),
 #      KEYS[3] the campaign's history list (keys.registry_history_key)

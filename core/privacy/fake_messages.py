@@ -37,7 +37,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-from ldptel.mechanisms.count_pair import GRID_STEP, grid
+from ldptel.privacy.count_pair import GRID_STEP, grid
 
 TAIL = 1e-20
 _ROUNDING = 1e-10

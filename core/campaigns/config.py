@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ldptel.campaign import (
+from ldptel.campaigns.campaign import (
     CAMPAIGN_STATUSES,
     IN_PLACE_KEYS,
     KIND_KEYS,
@@ -166,7 +166,7 @@ class Config:
     history: dict[str, list[Campaign]] = field(default_factory=dict)  # older versions, ascending
     tables: list[dict] = field(default_factory=list)  # the file's [[campaigns]] tables, as given
     declared: list[Campaign] = field(default_factory=list)  # the file's campaigns, as parsed
-    # campaigns whose registry record cannot be read (``ldptel.registry``): name → why; quarantined
+    # campaigns whose registry record cannot be read (``ldptel.store.registry``): name → why; quarantined
     broken: dict[str, str] = field(default_factory=dict)
     analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
 

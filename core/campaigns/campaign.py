@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
-from ldptel import privacy_modes
-from ldptel.campaign_kinds import device_level_params, memoize_params, numeric_params
-from ldptel.campaign_limits import (
+from ldptel.campaigns import modes as privacy_modes
+from ldptel.campaigns.kinds import device_level_params, memoize_params, numeric_params
+from ldptel.campaigns.limits import (
     MAX_DESCRIPTION_CHARS,
     MAX_FREQUENCY_DOMAIN,
     MAX_RANGE_DOMAIN,
@@ -53,7 +53,7 @@ COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "sha
                         "dimensions", "experiment",  # breakdowns: ldptel.dimensions
                         *privacy_modes.MODE_KEYS}
 MAX_REPORTS_PER_WINDOW = 1_000_000
-# keys that may change without a new campaign version (ldptel.registry); every other key is a
+# keys that may change without a new campaign version (ldptel.store.registry); every other key is a
 # randomization parameter (or the window / shards), immutable per version
 IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions", "retention", "reports_per_window",
                  "shuffle_min_reports", "shuffle_max_delay", "central_delta", "experiment")
@@ -63,7 +63,7 @@ KIND_KEYS = {
     "heavy_hitters": {"max_length", "levels", "width", "oracle", "pool_size"},
     "range": {"domain_size", "method", "branching"},
     "numeric": {"lower", "upper", "mechanism", "memoize", "buckets"},
-    # device-level kinds (ldptel.campaign_kinds): one report per device and window
+    # device-level kinds (ldptel.campaigns.kinds): one report per device and window
     "unique_devices": set(),
     "per_device_histogram": {"oracle", "domain", "domain_size"},
     "per_device_count": {"lower", "upper", "mechanism"},
@@ -90,7 +90,7 @@ class Campaign:
     domain_size: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
     reports_per_window: int = 1  # the SDK sends at most this many reports per device and window
-    version: int = 1  # randomization parameters are immutable per version (``ldptel.registry``)
+    version: int = 1  # randomization parameters are immutable per version (``ldptel.store.registry``)
     accept_old_versions: int = 7 * 86400  # seconds a superseded version's reports are accepted
     superseded_at: float | None = None  # epoch seconds a newer version replaced this one
     status: str = "active"  # CAMPAIGN_STATUSES; "paused" / "retired" refuse reports
@@ -100,7 +100,7 @@ class Campaign:
     shuffle_min_reports: int = 1000
     shuffle_max_delay: str = "60s"
     central_delta: float | None = None  # δ of the central (shuffled) ε; None: min(1/(10n), 1e-6)
-    # ``ldptel.privacy_modes``: local, shuffled or shuffled-fakes, and what a shuffled mode plans
+    # ``ldptel.campaigns.modes``: local, shuffled or shuffled-fakes, and what a shuffled mode plans
     privacy_mode: str = "local"
     central_epsilon: float | None = None  # the operator's central target (shuffled modes)
     batch_min: int | None = None  # devices per shuffled batch, at least (shuffled modes)
@@ -219,7 +219,7 @@ def _central_delta(value: Any, key: str) -> float | None:
 def parse_campaign(raw: Any, where: str) -> Campaign:
     """One ``[[campaigns]]`` table (or an admin API body) → a validated ``Campaign`` (version 1);
     ``ConfigError`` naming the key otherwise. ``privacy_mode`` and its keys:
-    ``ldptel.privacy_modes``."""
+    ``ldptel.campaigns.modes``."""
     if not isinstance(raw, dict):
         raise fail(where, "must be a table")
     return privacy_modes.parse(raw, where, lambda table: _parse_campaign(table, where))

@@ -41,8 +41,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ldptel.campaign import Campaign
-from ldptel.privacy import default_central_delta, shuffle_epsilon
+from ldptel.privacy.clones import default_central_delta, shuffle_epsilon
+from ldptel.privacy.subject import Claimed
 
 NOT_SHUFFLED = ("the shuffler is disabled: the aggregator reads reports as devices sent them, so "
                 "only the local ε of each report holds")
@@ -51,7 +51,7 @@ NOT_SHUFFLED = ("the shuffler is disabled: the aggregator reads reports as devic
 Bound = tuple[float | None, float | None, str | None]  # (ε_c, δ, why ε_c is None)
 
 
-def central_bound(campaign: Campaign, n: int, shuffled: bool) -> Bound:
+def central_bound(campaign: Claimed, n: int, shuffled: bool) -> Bound:
     """(ε_c, δ, reason) of n shuffled reports of ``campaign``: ε_c = ``shuffle_epsilon(ε₀, n, δ)``
     with ε₀ = ``epsilon_report`` and δ = ``central_delta`` or ``default_central_delta(n)``;
     ε_c None with a reason when the shuffler is off (δ None too) or nothing is certified."""
@@ -66,7 +66,7 @@ def central_bound(campaign: Campaign, n: int, shuffled: bool) -> Bound:
     return eps, delta, None
 
 
-def central_scope(campaign: Campaign, eps: float | None, delta: float | None) -> str:
+def central_scope(campaign: Claimed, eps: float | None, delta: float | None) -> str:
     """What the bound covers for this campaign (module docstring, "Scope"), with the group-privacy
     figures of a device's ``reports_per_window`` reports when they apply."""
     claim = campaign.privacy()
@@ -106,7 +106,7 @@ def _log_expm1(x: float) -> float:
     return x + math.log(-math.expm1(-x))
 
 
-def release_claim(campaign: Campaign, n: int, shuffled: bool) -> dict[str, Any]:
+def release_claim(campaign: Claimed, n: int, shuffled: bool) -> dict[str, Any]:
     """The central fields of a published document's ``privacy`` object (module docstring)."""
     eps, delta, reason = central_bound(campaign, n, shuffled)
     scope = central_scope(campaign, eps, delta) if shuffled else None
@@ -114,7 +114,7 @@ def release_claim(campaign: Campaign, n: int, shuffled: bool) -> dict[str, Any]:
             "central_reason": reason, "central_scope": scope}
 
 
-def stored_claim(campaign: Campaign, shuffled: bool) -> dict[str, Any]:
+def stored_claim(campaign: Claimed, shuffled: bool) -> dict[str, Any]:
     """The fields ``GET /v1/campaigns`` adds: the bound for one shuffler release of
     ``shuffle_min_reports`` reports (module docstring)."""
     n = campaign.shuffle_min_reports

@@ -1,4 +1,4 @@
-"""The central claim of campaigns in a shuffled privacy mode (``ldptel.privacy_modes``): what a
+"""The central claim of campaigns in a shuffled privacy mode (``ldptel.campaigns.modes``): what a
 published window says about one device, from the real reports of each shuffled batch (release)
 the window holds.
 
@@ -8,7 +8,7 @@ the window holds.
 - a device reports once per window (``reports_per_window = 1``), so it is in exactly one batch of
   the window: the window's claim is the worst over its batches, "central ε between max L and
   max U" (the smallest batch is the worst: every bound falls in n);
-- composition (``ldptel.privacy_accounting``, PLD accountant): the cumulative central ε at the same
+- composition (``ldptel.privacy.accounting``, PLD accountant): the cumulative central ε at the same
   δ of a device that reports in every window over the campaign's retention (T = retention /
   window releases, each at the worst batch size seen), cached per (campaign, n-bucket, T).
 
@@ -24,12 +24,12 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from ldptel.campaign import Campaign
+from ldptel.privacy.subject import Claimed
 
 
 def _bound(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
            fake_rate: float | None) -> Any:
-    from ldptel.privacy_plan import fakes_bound, shuffled_bound  # scipy: server side only
+    from ldptel.privacy.planner import fakes_bound, shuffled_bound  # scipy: server side only
 
     if mode == "shuffled":
         assert eps is not None
@@ -37,16 +37,16 @@ def _bound(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: flo
     return fakes_bound(float(fake_rate or 0.0) * n / d, d, n, delta, eps)
 
 
-def batch_bound(campaign: Campaign, n: int) -> Any:
+def batch_bound(campaign: Claimed, n: int) -> Any:
     """The ``CentralBound`` of one shuffled batch of ``n`` devices of ``campaign``."""
-    from ldptel.privacy import n_bucket
+    from ldptel.privacy.clones import n_bucket
 
     d = int(campaign.domain_size or 0)
     return _bound(campaign.privacy_mode, str(campaign.oracle), campaign.epsilon, d, n_bucket(max(n, 1)),
                   float(campaign.central_delta or 1e-6), campaign.fake_rate)
 
 
-def releases_composed(campaign: Campaign) -> int | None:
+def releases_composed(campaign: Claimed) -> int | None:
     """T: the windows a device can report in over the retention period (1 for "all"; None when
     windows are kept forever: no finite count to compose)."""
     if campaign.window_seconds == 0:
@@ -59,14 +59,14 @@ def releases_composed(campaign: Campaign) -> int | None:
 def _cumulative(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
                 fake_rate: float | None, releases: int) -> float | None:
     """(kept in the plan cache file too: a GRR curve takes seconds to evaluate, once per machine)"""
-    from ldptel import plan_cache
+    from ldptel.privacy import plan_cache
 
     key = json.dumps(["cumulative", 1, mode, oracle, eps, d, n, delta, fake_rate, releases])
     stored = plan_cache.lookup(key)
     if stored is not None:
         return stored.get("epsilon")
-    from ldptel.privacy_accounting import cumulative_epsilon
-    from ldptel.privacy_plan import fakes_curve, shuffled_curve
+    from ldptel.privacy.accounting import cumulative_epsilon
+    from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
     curve = (shuffled_curve(oracle, float(eps or 0), d, n) if mode == "shuffled"
              else fakes_curve(float(fake_rate or 0.0) * n / d, eps, d))
@@ -75,9 +75,9 @@ def _cumulative(mode: str, oracle: str, eps: float | None, d: int, n: int, delta
     return value if math.isfinite(value) else None
 
 
-def cumulative(campaign: Campaign, n: int) -> tuple[int | None, float | None]:
+def cumulative(campaign: Claimed, n: int) -> tuple[int | None, float | None]:
     """(T, the cumulative central ε at δ over T releases of ``n`` devices), None when T is."""
-    from ldptel.privacy import n_bucket
+    from ldptel.privacy.clones import n_bucket
 
     releases = releases_composed(campaign)
     if releases is None:
@@ -91,7 +91,7 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def window_claim(campaign: Campaign, batches: list[int], compose: bool = True) -> dict[str, Any]:
+def window_claim(campaign: Claimed, batches: list[int], compose: bool = True) -> dict[str, Any]:
     """The central fields of the ``privacy`` object of a window made of ``batches`` (their real
     report counts; module docstring)."""
     worst = min(batches) if batches else int(campaign.batch_min or 2)
@@ -113,7 +113,7 @@ def window_claim(campaign: Campaign, batches: list[int], compose: bool = True) -
                                  "figure (set retention)"))}
 
 
-def planned_claim(campaign: Campaign) -> dict[str, Any]:
+def planned_claim(campaign: Claimed) -> dict[str, Any]:
     """``window_claim`` of one batch of ``batch_min`` devices (what the plan certifies)."""
     return window_claim(campaign, [int(campaign.batch_min or 2)])
 

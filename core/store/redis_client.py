@@ -12,7 +12,7 @@ URLs:
   those seed nodes; the cluster must be reachable at start (the client loads the slot map then).
   This is the form to use in production: it does not depend on what the node said at start.
 
-Roles: ``connect(url, role="collector")`` (``aggregator``, ``reader``, … — ``ldptel.acl``)
+Roles: ``connect(url, role="collector")`` (``aggregator``, ``reader``, … — ``ldptel.store.acl``)
 connects as that role's Redis user when a credentials file applies to the URL
 (``ldptel.credentials``), else as the URL says, so an unsecured development Redis keeps working.
 

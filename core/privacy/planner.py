@@ -4,12 +4,12 @@ Two ``shuffled*`` modes (docs/privacy.md):
 
 - ``shuffled``: each device sends one ε₀-LDP report of ``oracle``; the shuffler releases batches of
   at least ``batch_min`` reports. ``shuffled_bound(oracle, ε₀, d, n, δ)`` is the release's
-  "central ε between L and U": U the least of ``ldptel.mechanisms.amplification.ShuffleBound``
+  "central ε between L and U": U the least of ``ldptel.privacy.amplification.ShuffleBound``
   (stronger clone, FMT 2023; for GRR also mixture and clones), the generic clone bound
   (Feldman–McMillan–Talwar 2021, ``ldptel.privacy.shuffle_epsilon``) and ε₀; L from an explicit attack.
 - ``shuffled-fakes``: each device sends its true index plus Poisson(λ) fake indices (optionally the
   index passed through GRR at ``local_epsilon`` first); ``fakes_bound(μ, d, δ)`` with μ = λ·n/d fakes
-  per bucket (``ldptel.mechanisms.fake_messages``).
+  per bucket (``ldptel.privacy.fake_messages``).
 
 ``plan`` picks, at n = ``batch_min``, the largest ε₀ (shuffled; a multiple of 0.001, at most 10)
 or the smallest μ (shuffled-fakes; λ = μ·d/batch_min) whose certified U is ≤ the target ε at the
@@ -17,7 +17,7 @@ target δ, and reports the expected standard error of one count at n = batch_min
 oracle's Var* for shuffled, √μ for fakes (the estimate subtracts the mean μ; its Poisson variance
 is μ), √(n·q(1−q) + μ)/(p − q) with GRR on top. A larger batch only lowers U (every bound falls
 in n). ``windows=T`` adds the cumulative ε at the target δ of T such releases
-(``ldptel.privacy_accounting``). Results are cached per argument tuple.
+(``ldptel.privacy.accounting``). Results are cached per argument tuple.
 """
 
 from __future__ import annotations
@@ -30,15 +30,17 @@ from typing import Any
 
 from ldptel.errors import UncertifiableTarget
 from ldptel.mechanisms import MECHANISMS
-from ldptel.mechanisms.amplification import (
+from ldptel.mechanisms.base import MAX_EPSILON, check_epsilon
+from ldptel.privacy.accounting import PrivacyCurve, cumulative_epsilon
+from ldptel.privacy.amplification import (
     DEFAULT_RAPPOR_HASHES,
     ORACLES,
     ShuffleBound,
     amplified_epsilon_lower,
     attack_pairs,
 )
-from ldptel.mechanisms.base import MAX_EPSILON, check_epsilon
-from ldptel.mechanisms.fake_messages import (
+from ldptel.privacy.clones import n_bucket, shuffle_epsilon
+from ldptel.privacy.fake_messages import (
     fake_delta,
     fake_epsilon,
     fake_rate,
@@ -46,8 +48,6 @@ from ldptel.mechanisms.fake_messages import (
     grr_gamma,
     local_fake_delta,
 )
-from ldptel.privacy import n_bucket, shuffle_epsilon
-from ldptel.privacy_accounting import PrivacyCurve, cumulative_epsilon
 
 MODES = ("shuffled", "shuffled-fakes")
 FAKE_ORACLES = ("histogram", "grr")  # shuffled-fakes sends an index; grr = GRR on top (local_epsilon)
@@ -137,7 +137,7 @@ def shuffled_bound(oracle: str, epsilon0: float, domain_size: int, n: int, delta
 
 def shuffled_curve(oracle: str, epsilon0: float, domain_size: int, n: int,
                    hashes: int = DEFAULT_RAPPOR_HASHES) -> PrivacyCurve:
-    """The variation-ratio curve of one release (for ``ldptel.privacy_accounting``)."""
+    """The variation-ratio curve of one release (for ``ldptel.privacy.accounting``)."""
     bound = ShuffleBound(oracle, epsilon0, domain_size, n_bucket(n))
     return PrivacyCurve(delta=bound.delta, max_loss=bound.max_loss, name=f"shuffled {oracle}")
 
@@ -175,7 +175,7 @@ def _local_fake_epsilon(mu: float, local_epsilon: float, domain_size: int, delta
 
 def fakes_curve(mu: float, local_epsilon: float | None = None,
                 domain_size: int | None = None) -> PrivacyCurve:
-    """The fake-message curve of one release (for ``ldptel.privacy_accounting``)."""
+    """The fake-message curve of one release (for ``ldptel.privacy.accounting``)."""
     if local_epsilon is None:
         return PrivacyCurve(delta=lambda eps: fake_delta(eps, mu), max_loss=math.inf, name=BOUND_FAKES)
     assert domain_size is not None

@@ -1,4 +1,4 @@
-"""A campaign's registry record, built and checked as a whole (no Redis here: ``ldptel.registry``
+"""A campaign's registry record, built and checked as a whole (no Redis here: ``ldptel.store.registry``
 reads and writes it).
 
 One record per campaign::
@@ -19,7 +19,7 @@ One record per campaign::
   the latest version only, never applied to older ones.
 - ``PLAN_KEYS`` (``central_delta``): in place for a ``local`` campaign (δ of the claim stated for
   its releases), but for a campaign in a shuffled privacy mode they are planning keys — its ε₀ or
-  fake rate follows from them (``ldptel.privacy_modes``), so a change in place would re-randomize
+  fake rate follows from them (``ldptel.campaigns.modes``), so a change in place would re-randomize
   devices under the same version: there they are part of the identity, and a change of the
   effective value makes a new version naming the key (``identity``, ``in_place_keys``).
 
@@ -28,7 +28,7 @@ what applies to it (a ``retention`` shorter than an older version's window is re
 ``retention`` and the version), the shards must agree, and the campaign's entry in the device
 answer must stay within ``campaign_limits``. A refused change raises ``ConfigError`` naming the
 key and nothing is written. A version whose own table no longer parses (written by an older
-ldptel or by hand: e.g. an ε below today's floor) makes the record unreadable: ``ldptel.registry``
+ldptel or by hand: e.g. an ε below today's floor) makes the record unreadable: ``ldptel.store.registry``
 quarantines that campaign alone, and the next successful write (an admin PUT, ``campaigns apply``)
 repairs it: such versions are kept, stamped ``"unreadable": reason`` and skipped from then on.
 
@@ -48,10 +48,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ldptel.campaign_limits import check_answer_bytes, json_bytes
-from ldptel.config import IN_PLACE_KEYS, Campaign, ConfigError, parse_campaign
+from ldptel.campaigns.config import IN_PLACE_KEYS, Campaign, ConfigError, parse_campaign
+from ldptel.campaigns.limits import check_answer_bytes, json_bytes
 from ldptel.durations import parse_window
-from ldptel.privacy_modes import is_shuffled
+from ldptel.privacy.modes import is_shuffled
 
 CAMPAIGN_WIDE_KEYS = ("description", "min_reports", "accept_old_versions", "retention")
 VERSION_KEYS = tuple(k for k in IN_PLACE_KEYS if k not in CAMPAIGN_WIDE_KEYS)

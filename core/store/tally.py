@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ldptel import keys
-from ldptel.config import Campaign
+from ldptel.campaigns.config import Campaign
 from ldptel.errors import WindowError
 from ldptel.keys import (
     ENTRIES_PREFIX,
@@ -30,7 +30,7 @@ from ldptel.keys import (
     UPDATED_PREFIX,
 )
 from ldptel.numbers import ascii_int
-from ldptel.redis_client import AnyRedis
+from ldptel.store.redis_client import AnyRedis
 
 
 def state_keys(campaign: Campaign) -> list[str]:

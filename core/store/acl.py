@@ -1,5 +1,5 @@
 """Least-privilege Redis users: one ACL user per role, its commands and key patterns, derived
-from ``ldptel.keys`` (the one place that spells a key) and ``ldptel.scripts`` (what the scripts
+from ``ldptel.keys`` (the one place that spells a key) and ``ldptel.store.scripts`` (what the scripts
 call). ``ldptel redis-acl`` (``ldptel.commands.acl_admin``) applies them; ``ldptel.credentials`` holds
 their passwords for the processes.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ldptel import keys
-from ldptel.config import Config
+from ldptel.campaigns.config import Config
 
 ANY: Any = "*"  # a glob passed to a key function in place of a campaign, shard or window
 

@@ -4,7 +4,7 @@
 - ``shuffled``: every device sends one ε₀-LDP report of the campaign's oracle, sealed to the
   analyzer (``ldptel.sealing``); the shuffler releases whole batches of ≥ ``batch_min`` devices.
   ``epsilon`` is planned: the largest ε₀ whose certified central ε at n = ``batch_min`` is ≤
-  ``central_epsilon`` at δ = ``central_delta`` (``ldptel.privacy_plan.plan``); an ``epsilon``
+  ``central_epsilon`` at δ = ``central_delta`` (``ldptel.privacy.planner.plan``); an ``epsilon``
   given by the operator must be ≤ that ε₀ and is then used.
 - ``shuffled-fakes``: every device sends its index (the true one, or through GRR at
   ``local_epsilon``) plus Poisson(λ) fake indices uniform over the domain, each message sealed;
@@ -12,7 +12,7 @@
 
 Both shuffled modes: frequency campaigns (oracles grr, oue, sue, olh, hadamard for ``shuffled``;
 the histogram for ``shuffled-fakes``), and range and numeric campaigns as a histogram over their
-index domain (``ldptel.shuffled_kinds``: the range's values, the numeric campaign's grid points);
+index domain (``ldptel.campaigns.shuffled_kinds``: the range's values, the numeric campaign's grid points);
 ``reports_per_window = 1`` (a window's reports are its devices), no ``memoize`` (nor RAPPOR or
 heavy hitters: docs/privacy.md says why). ``central_delta`` defaults to min(1/(10·batch_min), 10⁻⁶). A
 target that cannot be certified raises ``UncertifiableTarget`` naming ``central_epsilon`` with the
@@ -22,17 +22,15 @@ planner's suggestion; every other error is a ``ConfigError`` naming its key.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
-from ldptel import shuffled_kinds
+from ldptel.campaigns import shuffled_kinds
 from ldptel.config_values import fail, read_int
 from ldptel.errors import UncertifiableTarget
 from ldptel.mechanisms.shuffled_kinds import INDEX_KINDS
+from ldptel.privacy.modes import MODES
 
-MODES = ("local", "shuffled", "shuffled-fakes")
-SHUFFLED_MODES = ("shuffled", "shuffled-fakes")
 MODE_KEYS = ("privacy_mode", "central_epsilon", "batch_min", "local_epsilon", "grid_points")
 SHUFFLED_ORACLES = ("grr", "oue", "sue", "olh", "hadamard")
 MAX_BATCH_MIN = 10**7
@@ -89,7 +87,7 @@ def parse(raw: dict, where: str, base: Callable[[dict], Any]) -> Any:
 
 def _plan(mode: str, oracle: str, d: Any, target: float, delta: float, batch_min: int, at: str,
           local_epsilon: float | None = None) -> Any:
-    from ldptel.plan_cache import cached_plan as plan  # scipy: server side only
+    from ldptel.privacy.plan_cache import cached_plan as plan  # scipy: server side only
 
     if isinstance(d, bool) or not isinstance(d, int) or d < 2:
         raise fail(f"{at}.domain_size", "give domain (labels) or domain_size (≥ 2)")
@@ -165,16 +163,4 @@ def public_fields(campaign: Any) -> dict[str, Any]:
     return out
 
 
-def is_shuffled(campaign: Any) -> bool:
-    """True for a campaign in a shuffled mode (sealed reports, whole-batch releases)."""
-    return getattr(campaign, "privacy_mode", "local") in SHUFFLED_MODES
-
-
-def window_close(window_start: int, window_seconds: int) -> float:
-    """Epoch s from which no report of the window can arrive: the collector takes the current and
-    the previous window, so two window lengths after its start (never, for ``"all"``)."""
-    return math.inf if window_seconds == 0 else float(window_start + 2 * window_seconds)
-
-
-__all__ = ["MODES", "MODE_KEYS", "SHUFFLED_MODES", "SHUFFLED_ORACLES", "is_shuffled", "parse",
-           "public_fields", "window_close"]
+__all__ = ["MODE_KEYS", "SHUFFLED_ORACLES", "parse", "public_fields"]

@@ -33,9 +33,9 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
-from ldptel.mechanisms.blanket import blanket_delta
-from ldptel.mechanisms.count_pair import GRID_STEP, CountPair, grid, search_epsilon
 from ldptel.mechanisms.olh import olh_g
+from ldptel.privacy.blanket import blanket_delta
+from ldptel.privacy.count_pair import GRID_STEP, CountPair, grid, search_epsilon
 
 ORACLES = ("grr", "oue", "sue", "olh", "hadamard", "rappor")
 DEFAULT_RAPPOR_HASHES = 2

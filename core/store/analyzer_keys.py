@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ldptel import keys, sealing
-from ldptel.redis_client import AnyRedis
+from ldptel.store.redis_client import AnyRedis
 
 
 @dataclass(frozen=True)

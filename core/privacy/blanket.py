@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-from ldptel.mechanisms.count_pair import TAIL, binomial_bulk, pair_deltas
+from ldptel.privacy.count_pair import TAIL, binomial_bulk, pair_deltas
 
 BLOCKS = 64  # blocks of m over the bulk of Bin(n − 1, γ) (each bounded by its first m)
 

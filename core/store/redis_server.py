@@ -209,7 +209,7 @@ class EmbeddedRedisCluster(_DataDirServer):
     ``EmbeddedRedis`` of the bundled binary with ``--cluster-enabled yes``: the slots are split
     evenly (``CLUSTER ADDSLOTS``), the nodes introduced (``CLUSTER MEET``), and ``start()``
     returns once every node reports ``cluster_state:ok`` and sees the whole slot map.
-    ``url`` is a ``redis+cluster://`` URL (``ldptel.redis_client``)."""
+    ``url`` is a ``redis+cluster://`` URL (``ldptel.store.redis_client``)."""
 
     def __init__(self, masters: int = 3, data_dir: str | os.PathLike | None = None,
                  ports: list[int] | None = None, node_timeout_ms: int = 3000) -> None:
@@ -224,7 +224,7 @@ class EmbeddedRedisCluster(_DataDirServer):
 
     @property
     def url(self) -> str:
-        from ldptel.redis_client import cluster_url
+        from ldptel.store.redis_client import cluster_url
 
         return cluster_url([("127.0.0.1", n.port) for n in self.nodes])
 

@@ -37,10 +37,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ldptel import plan_cache
-from ldptel.campaign import Campaign
-from ldptel.privacy_modes import is_shuffled
-from ldptel.release_claims import releases_composed
+from ldptel.privacy import plan_cache
+from ldptel.privacy.modes import is_shuffled
+from ldptel.privacy.release_claims import releases_composed
+from ldptel.privacy.subject import Claimed
 
 VERSION = 1  # of the cached documents: bump when the composition's math changes
 _running: dict[str, int] = {}  # key → pid of the process whose thread computes it
@@ -62,9 +62,9 @@ class Release:
     releases: int
 
 
-def releases_of(campaigns: Sequence[Campaign]) -> tuple[list[Release], list[str]]:
+def releases_of(campaigns: Sequence[Claimed]) -> tuple[list[Release], list[str]]:
     """(each composed campaign's ``Release``, the names of those kept forever), by name."""
-    from ldptel.privacy import n_bucket  # the claims' own n grid (as release_claims.cumulative)
+    from ldptel.privacy.clones import n_bucket  # the claims' own n grid (as release_claims.cumulative)
 
     parts, unbounded = [], []
     for c in sorted(campaigns, key=lambda c: c.name):
@@ -86,8 +86,8 @@ def _key(parts: list[Release]) -> str:
 
 def compose(parts: list[Release]) -> float | None:
     """ε_device of the module docstring (None when no ε reaches δ)."""
-    from ldptel.privacy_accounting import cumulative_epsilon
-    from ldptel.privacy_plan import fakes_curve, shuffled_curve
+    from ldptel.privacy.accounting import cumulative_epsilon
+    from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
     curves = []
     for p in parts:
@@ -115,7 +115,7 @@ def _background(key: str, parts: list[Release]) -> None:
             _running.pop(key, None)
 
 
-def device_composition(campaigns: Sequence[Campaign], wait: bool = False) -> dict[str, Any]:
+def device_composition(campaigns: Sequence[Claimed], wait: bool = False) -> dict[str, Any]:
     """The figure of the module docstring as a JSON object: ``status`` (``ready``, ``computing``
     or ``none``: no shuffled campaign with a finite retention), ``epsilon``, ``delta``, the
     ``campaigns`` composed (name, mode, releases), the total ``releases``, ``unbounded`` and a

@@ -23,7 +23,7 @@ Per version (``check_costs``, at parse):
   ``MAX_CELL_ITEMS`` = 2¹⁶ (the published document holds every cell's items, ~120 B each: the
   bound of one frequency document, 7.5 MiB).
 
-Per campaign and per answer (``ldptel.registry`` checks them on every write; ``answer_bytes``):
+Per campaign and per answer (``ldptel.store.registry`` checks them on every write; ``answer_bytes``):
 a campaign's entry in ``GET /v1/campaigns`` — its latest version and every older version whose
 reports are still accepted — at most ``MAX_CAMPAIGN_ANSWER_BYTES``, and the whole answer at most
 ``MAX_DEVICE_ANSWER_BYTES``, the most the SDK reads (``client.configs.MAX_ANSWER_BYTES``): six
