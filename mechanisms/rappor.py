@@ -129,7 +129,10 @@ class RAPPOR(Mechanism):
 
     @property
     def epsilon_inf(self) -> float:
-        return 2 * self.hashes * math.log((1 - self.f / 2) / (self.f / 2))
+        half = self.f / 2
+        if half == 0.0:  # f a subnormal float: f/2 underflows to 0, and ε∞ is infinite
+            return math.inf
+        return 2 * self.hashes * math.log((1 - half) / half)
 
     @property
     def bit_scale(self) -> float:
