@@ -48,7 +48,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ldptel.campaigns.config import IN_PLACE_KEYS, Campaign, ConfigError, parse_campaign
+from ldptel.campaigns.config import (
+    IN_PLACE_KEYS,
+    Campaign,
+    ConfigError,
+    ShufflerConfig,
+    check_file_rules,
+    parse_campaign,
+)
 from ldptel.campaigns.limits import check_answer_bytes, json_bytes
 from ldptel.durations import parse_window
 from ldptel.privacy.modes import is_shuffled
@@ -188,11 +195,15 @@ def entry_bytes(versions: list[Campaign], now: float) -> int:
     return sum(json_bytes(v.public()) + PRIVACY_ALLOWANCE for v in sent)
 
 
-def check_record(record: Mapping[str, Any], others: Mapping[str, int], now: float) -> list[Campaign]:
+def check_record(record: Mapping[str, Any], others: Mapping[str, int], now: float,
+                 shuffler: ShufflerConfig | None = None) -> list[Campaign]:
     """Every rule of a whole record (module docstring); ``others``: the device-answer bytes of
-    the other campaigns (``entry_bytes``). Returns the versions; ``ConfigError`` naming the key."""
+    the other campaigns (``entry_bytes``); ``shuffler``: the running file's ``[shuffler]`` (None:
+    its defaults), for the file's cross-key rules (``config.check_file_rules``, on the latest
+    version: the one a write makes). Returns the versions; ``ConfigError`` naming the key."""
     versions = versions_of(record)
     name = str(record["name"])
+    check_file_rules(versions[-1], shuffler or ShufflerConfig())
     check_answer_bytes({**others, name: entry_bytes(versions, now)}, where(name), name)
     return versions
 
