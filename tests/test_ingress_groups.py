@@ -89,7 +89,13 @@ def honest(s: HttpStack, tmp: Path, name: str, campaign: str, n: int, dims: dict
         return result.accepted
 
 
-def test_a_group_below_batch_min_refuses_only_itself(stack, redis_client: redis.Redis, tmp_path: Path) -> None:
+def held_groups(r: redis.Redis) -> dict[str, int]:
+    """The collector's count of entries in ingress per group of ``sh-cells``."""
+    return {k.decode(): int(v) for k, v in r.hgetall(keys.ingress_groups_key("sh-cells")).items()}
+
+
+def test_a_group_below_batch_min_refuses_only_itself(stack, redis_client: redis.Redis,
+                                                      tmp_path: Path) -> None:
     cfg, s = stack
     # the attack: one-report envelopes spread over four cells, each below batch_min (10)
     spread = [post(s, envelope(cfg, redis_client, "sh-cells", cell))[0] for cell in "abcd" for _ in range(5)]
@@ -118,10 +124,11 @@ def test_a_group_below_batch_min_refuses_only_itself(stack, redis_client: redis.
     assert doc["components"]["collector"]["ingress_group_fullest"] == BOUND
 
     # the counts are exact: a release lowers its group, so the group takes batches again
-    groups = {k.decode(): int(v) for k, v in redis_client.hgetall(keys.ingress_groups_key("sh-cells")).items()}
-    assert sum(groups.values()) == redis_client.xlen(keys.ingress_key("sh-cells")) == 20 + 1 + 15 + 1 + 1  # spread, e, a, b, e2
+    groups = held_groups(redis_client)
+    stored = redis_client.xlen(keys.ingress_key("sh-cells"))
+    assert sum(groups.values()) == stored == 20 + 1 + 15 + 1 + 1  # spread, e, a, b, e2
     Shuffler(cfg, redis_client).run(once=True)  # cell a (20 ≥ batch_min) released; the rest held
-    left = {k.decode(): int(v) for k, v in redis_client.hgetall(keys.ingress_groups_key("sh-cells")).items()}
+    left = held_groups(redis_client)
     assert not any(k.endswith("platform=a") for k in left), left
     assert sum(left.values()) == redis_client.xlen(keys.ingress_key("sh-cells"))
     assert post(s, envelope(cfg, redis_client, "sh-cells", "a"))[0] == 202
@@ -131,16 +138,16 @@ def test_a_group_below_batch_min_refuses_only_itself(stack, redis_client: redis.
 def test_admin_cannot_set_what_the_file_refuses(stack, redis_client: redis.Redis) -> None:
     cfg, s = stack
     hdr = {"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"}
-    status, _, raw = s.request("PATCH", "/v1/admin/campaigns/sh-other", json.dumps({"batch_min": 200}).encode(),
-                               hdr)
+    status, _, raw = s.request("PATCH", "/v1/admin/campaigns/sh-other",
+                               json.dumps({"batch_min": 200}).encode(), hdr)
     doc = json.loads(raw)
     assert status == 400 and "batch_min" in json.dumps(doc) and "max_ingress_batches" in json.dumps(doc), doc
     assert f"{BOUND // 2}" in json.dumps(doc)  # the largest value that works
     status, _, raw = s.request("PUT", "/v1/admin/campaigns/sh-new",
                                json.dumps({**OTHER, "name": "sh-new", "batch_min": 11}).encode(), hdr)
     assert status == 400 and "batch_min" in raw.decode(), raw
-    status, _, raw = s.request("PATCH", "/v1/admin/campaigns/sh-other", json.dumps({"batch_min": 10}).encode(),
-                               hdr)
+    status, _, raw = s.request("PATCH", "/v1/admin/campaigns/sh-other",
+                               json.dumps({"batch_min": 10}).encode(), hdr)
     assert status == 200, raw
     # the CLI's path (no [shuffler] given: the defaults) and the one with the file's
     with pytest.raises(registry.ConfigError, match="batch_min"):
@@ -160,7 +167,8 @@ def test_a_record_breaking_the_file_is_quarantined_at_start(redis_client: redis.
         live = s.app.extensions["ldptel"].live
         live.refresh(force=True)
         assert "batch_min" in live.config.broken["sh-other"], live.config.broken
-        status, _, raw = s.request("GET", "/v1/campaigns", headers={"Authorization": f"Bearer {INGEST_TOKEN}"})
+        status, _, raw = s.request("GET", "/v1/campaigns",
+                                   headers={"Authorization": f"Bearer {INGEST_TOKEN}"})
         names = [c["name"] for c in json.loads(raw)["campaigns"]]
         assert status == 200 and "sh-cells" in names and "sh-other" not in names
     finally:

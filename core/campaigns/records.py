@@ -189,10 +189,14 @@ def readable_versions(rec: Mapping[str, Any]) -> list[Campaign]:
 
 
 def entry_bytes(versions: list[Campaign], now: float) -> int:
-    """Bytes of a campaign's entry in ``GET /v1/campaigns``: the latest version and every older
-    one still accepted (each with its privacy claim, ``PRIVACY_ALLOWANCE``)."""
-    sent = [v for v in versions[:-1] if now <= v.accepts_until()] + versions[-1:]
-    return sum(json_bytes(v.public()) + PRIVACY_ALLOWANCE for v in sent)
+    """Bytes of a campaign's entry in ``GET /v1/campaigns``: the latest version (each with its
+    privacy claim, ``PRIVACY_ALLOWANCE``), the oldest version still accepted, and the largest
+    older version still accepted, the one a device may ask for by number (issue 34 item 9: a
+    device gets an old version only when it asks for it, so the entry does not grow with the
+    number of changes)."""
+    accepted = [v for v in versions[:-1] if now <= v.accepts_until()]
+    old = max((json_bytes(v.public()) + PRIVACY_ALLOWANCE for v in accepted), default=0)
+    return json_bytes(versions[-1].public()) + PRIVACY_ALLOWANCE + old + 40
 
 
 def check_record(record: Mapping[str, Any], others: Mapping[str, int], now: float,
