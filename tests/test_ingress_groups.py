@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -135,7 +137,7 @@ def test_a_group_below_batch_min_refuses_only_itself(stack, redis_client: redis.
     assert healthz(s)[1]["status"] == "ok"
 
 
-def test_admin_cannot_set_what_the_file_refuses(stack, redis_client: redis.Redis) -> None:
+def test_admin_cannot_set_what_the_file_refuses(stack, redis_client: redis.Redis, redis_url: str) -> None:
     cfg, s = stack
     hdr = {"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"}
     status, _, raw = s.request("PATCH", "/v1/admin/campaigns/sh-other",
@@ -149,9 +151,13 @@ def test_admin_cannot_set_what_the_file_refuses(stack, redis_client: redis.Redis
     status, _, raw = s.request("PATCH", "/v1/admin/campaigns/sh-other",
                                json.dumps({"batch_min": 10}).encode(), hdr)
     assert status == 200, raw
-    # the CLI's path (no [shuffler] given: the defaults) and the one with the file's
+    # the registry call the CLI makes with --config (its file's [shuffler])
     with pytest.raises(registry.ConfigError, match="batch_min"):
         registry.patch(redis_client, "sh-other", {"batch_min": 11}, shuffler=cfg.shuffler)
+    cli = subprocess.run([sys.executable, "-m", "ldptel.commands.cli", "campaigns", "set", "sh-other",
+                          "batch_min=11", "--config", str(cfg.path), "--redis-url", redis_url],
+                         capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 2 and "batch_min" in cli.stderr, cli
 
 
 def test_a_record_breaking_the_file_is_quarantined_at_start(redis_client: redis.Redis, redis_url: str,

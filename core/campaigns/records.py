@@ -202,12 +202,14 @@ def entry_bytes(versions: list[Campaign], now: float) -> int:
 def check_record(record: Mapping[str, Any], others: Mapping[str, int], now: float,
                  shuffler: ShufflerConfig | None = None) -> list[Campaign]:
     """Every rule of a whole record (module docstring); ``others``: the device-answer bytes of
-    the other campaigns (``entry_bytes``); ``shuffler``: the running file's ``[shuffler]`` (None:
-    its defaults), for the file's cross-key rules (``config.check_file_rules``, on the latest
-    version: the one a write makes). Returns the versions; ``ConfigError`` naming the key."""
+    the other campaigns (``entry_bytes``); ``shuffler``: the running file's ``[shuffler]``, for
+    the file's cross-key rules (``config.check_file_rules``, on the latest version: the one a
+    write makes; None, a writer without the file: left to ``registry.Live``, which quarantines a
+    record breaking them when it loads it). Returns the versions; ``ConfigError`` naming the key."""
     versions = versions_of(record)
     name = str(record["name"])
-    check_file_rules(versions[-1], shuffler or ShufflerConfig())
+    if shuffler is not None:
+        check_file_rules(versions[-1], shuffler)
     check_answer_bytes({**others, name: entry_bytes(versions, now)}, where(name), name)
     return versions
 

@@ -241,7 +241,9 @@ def apply(r: AnyRedis, campaigns: Iterable[Mapping[str, Any]], by: str = "unknow
             if diff:
                 out.drift[name] = diff
             try:
-                check_file_rules(readable_versions(rec)[-1], shuffler or ShufflerConfig())
+                latest = readable_versions(rec)[-1]
+                if shuffler is not None:
+                    check_file_rules(latest, shuffler)
             except ConfigError as exc:
                 out.broken[name] = str(exc)
             if only_new:
