@@ -35,6 +35,7 @@ META_KEY = "campaigns"
 MAX_ANSWER_BYTES = MAX_DEVICE_ANSWER_BYTES  # a larger GET /v1/campaigns is refused while reading
 # public config keys the SDK computes with, and their smallest value (the mechanism checks the rest)
 INT_KEYS = {"version": 1, "window_seconds": 0, "reports_per_window": 1}
+MAX_ASKED = 32  # old versions asked for per fetch (the collector's ``MAX_ASKED_VERSIONS``)
 
 
 def check_config(campaign: str, cfg: Any) -> None:
@@ -60,16 +61,31 @@ def version_config(cfg: dict, version: int | None) -> dict | None:
     return next((old for old in cfg.get("older_versions", []) if old.get("version") == version), None)
 
 
+def askable(cfg: dict, version: int | None) -> bool:
+    """Whether ``version`` is a superseded version the collector still takes but whose config
+    the entry ``cfg`` does not hold: the collector sends an old version's config only when a
+    device asks for it by number (``GET /v1/campaigns?versions=<campaign>:<n>``; issue 34 item 9),
+    and says from which version on it takes reports (``oldest_accepted_version``)."""
+    oldest = cfg.get("oldest_accepted_version")
+    if version is None or not isinstance(oldest, int) or isinstance(oldest, bool):
+        return False
+    return oldest <= version < cfg.get("version", 1) and version_config(cfg, version) is None
+
+
 def config_for(campaign: str, configs: dict[str, dict], version: int | None = None) -> dict:
     """The public config of ``campaign`` (of ``version`` if given) among ``configs``;
     ``UnknownCampaign``, or ``VersionClosed`` for a retired campaign or a version the collector no
-    longer takes."""
+    longer takes; ``TelemetryError`` (retry later) for an old version it takes whose config has
+    not been fetched yet (``askable``)."""
     cfg = configs.get(campaign)
     if cfg is None:
         raise UnknownCampaign(f"unknown campaign {campaign!r} (collector has {sorted(configs)})")
     if cfg.get("status") == "retired":
         raise VersionClosed(f"campaign {campaign!r} is retired: {cfg.get('reason', '')}", "campaign_retired")
     found = version_config(cfg, version)
+    if found is None and askable(cfg, version):
+        raise TelemetryError(f"campaign {campaign!r} version {version}: its config is not fetched yet "
+                             "(asked for at the next fetch)")
     if found is None:
         raise VersionClosed(f"campaign {campaign!r} version {version} is no longer accepted "
                             f"(current: {cfg.get('version', 1)})", "version_retired")
@@ -94,6 +110,8 @@ class CampaignConfigs:
         self._first = threading.Event()  # set after the first fetch attempt
         self._closed = False
         self.on_answer: Callable[[dict[str, Any]], None] | None = None  # each answer (its server_time)
+        # old versions whose configs every fetch asks for (``askable``): the device holds reports of them
+        self.wanted: set[tuple[str, int]] = set()
 
     def close(self) -> None:
         """The client is closing: a refresh still under way stores and logs nothing."""

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ldptel.client.configs import askable
 from ldptel.client.device_level import is_device_level, simulated
 from ldptel.client.envelope import group_of, set_envelope
 from ldptel.client.errors import TelemetryError, VersionClosed
@@ -155,6 +156,14 @@ def device_mechanism(client: TelemetryClient, campaign: str, version: int) -> tu
     """A device-level window's config and mechanism (``device_level.DeviceWindows``), or None
     while none is known; a campaign (version) the collector no longer takes drops its windows."""
     configs = client._configs.configs
+    if configs and campaign in configs and askable(configs[campaign], version):
+        client._configs.wanted.add((campaign, version))  # asked for by number (issue 34 item 9)
+        try:
+            configs = client.campaigns(refresh=True)
+        except TelemetryError:
+            return None
+        if askable(configs.get(campaign, {}), version):
+            return None  # not fetched yet: the windows wait
     try:
         return client._mechanism(campaign, configs, version) if configs else None
     except TelemetryError as exc:

@@ -33,6 +33,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -40,7 +41,7 @@ import numpy as np
 
 from ldptel.client import delivery, reporting
 from ldptel.client.configs import MAX_ANSWER_BYTES as ANSWER_CAP
-from ldptel.client.configs import META_KEY, CampaignConfigs, config_for, version_config
+from ldptel.client.configs import MAX_ASKED, META_KEY, CampaignConfigs, config_for, version_config
 from ldptel.client.delivery import FlushResult
 from ldptel.client.device_level import DeviceWindows, is_device_level
 from ldptel.client.errors import (
@@ -217,6 +218,8 @@ class TelemetryClient:
         campaign ``version`` if given (``VersionClosed`` if the collector no longer takes it)."""
         configs = self.campaigns()
         if campaign not in configs or not version_config(configs[campaign], version):
+            if version is not None:  # an old version's config comes only when asked for by number
+                self._configs.wanted.add((campaign, version))
             configs = self.campaigns(refresh=True)
         return self._mechanism(campaign, configs, version)[1]
 
@@ -366,7 +369,10 @@ class TelemetryClient:
     def _get_campaigns(self) -> tuple[bytes, str | None]:
         """``GET /v1/campaigns``: the answer and its campaigns digest."""
         seen: dict[str, str] = {}
-        body = delivery.request(self.url + "/v1/campaigns", self.token, self.timeout, "GET",
+        wanted = sorted(self._configs.wanted)[:MAX_ASKED]  # the old versions it holds reports of
+        query = ("?" + urllib.parse.urlencode({"versions": ",".join(f"{c}:{v}" for c, v in wanted)})
+                 if wanted else "")
+        body = delivery.request(self.url + "/v1/campaigns" + query, self.token, self.timeout, "GET",
                                 headers_seen=seen, max_bytes=ANSWER_CAP)  # larger: refused while read
         return body, seen.get(delivery.HINT_HEADER)
 

@@ -90,7 +90,8 @@ def run_campaigns(args: argparse.Namespace) -> int:
     if args.action == "apply" and not args.config:
         print("ldptel campaigns apply: give --config FILE", file=sys.stderr)
         return 2
-    config = load_config(args.config) if args.action == "apply" else None  # bad file: exit 2 first
+    # bad file: exit 2 first; ``set``/``rollback`` check against its [shuffler] (issue 34 item 6)
+    config = load_config(args.config) if args.action == "apply" or args.config else None
     changes = parse_changes(args.changes) if args.action == "set" else {}
     embedded = not redis_url_of(args)
     try:
@@ -110,10 +111,12 @@ def run_campaigns(args: argparse.Namespace) -> int:
 
 def _act(args: argparse.Namespace, r: AnyRedis, config: Any, changes: dict[str, Any]) -> int:
     if args.action == "apply":
-        return _apply(r, config.tables, args)
+        return _apply(r, config.tables, args, config.shuffler)
     if args.action in ("set", "rollback"):
-        done = (registry.patch(r, args.name, changes, by=who(), via="cli") if args.action == "set"
-                else registry.rollback(r, args.name, args.to, by=who(), via="cli"))
+        shuffler = config.shuffler if config is not None else None
+        done = (registry.patch(r, args.name, changes, by=who(), via="cli", shuffler=shuffler)
+                if args.action == "set"
+                else registry.rollback(r, args.name, args.to, by=who(), via="cli", shuffler=shuffler))
         if done is None:
             return _unknown(args.name)
         print(done.line())
@@ -147,8 +150,9 @@ def _unknown(name: str) -> int:
     return 1
 
 
-def _apply(r: AnyRedis, tables: list[dict], args: argparse.Namespace) -> int:
-    applied = registry.apply(r, tables, by=who(), via="apply", dry_run=args.dry_run, force=args.force)
+def _apply(r: AnyRedis, tables: list[dict], args: argparse.Namespace, shuffler: Any = None) -> int:
+    applied = registry.apply(r, tables, by=who(), via="apply", dry_run=args.dry_run, force=args.force,
+                             shuffler=shuffler)
     print_drift(applied, "drift: ")
     if applied.refused:
         print(f"ldptel campaigns: not applied: {', '.join(applied.refused)} changed through the admin API "

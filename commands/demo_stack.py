@@ -42,7 +42,7 @@ class Stack:
         try:
             self.redis = connect(self.redis_server.url, role="reader")
             self.admin = connect(self.redis_server.url, role="admin")
-            registry.apply(self.admin, config.tables, by="ldptel demo", via="apply")
+            registry.apply(self.admin, config.tables, by="ldptel demo", via="apply", shuffler=config.shuffler)
             self.app = create_app(config, self.redis_server.url)
             if "export" not in self.app.blueprints:
                 from ldptel.server.export import bp

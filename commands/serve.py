@@ -163,7 +163,8 @@ def apply_campaigns(config: Config, redis_url: str) -> None:
 
     try:
         r = connect(redis_url, role="admin", socket_connect_timeout=5.0, socket_timeout=10.0)
-        applied = registry.apply(r, config.tables, by=f"serve ({config.path})", via="serve", only_new=True)
+        applied = registry.apply(r, config.tables, by=f"serve ({config.path})", via="serve", only_new=True,
+                                 shuffler=config.shuffler)
         for change in applied.changes:
             if change.action != "unchanged":
                 print(f"ldptel: campaign {change.line()}", file=sys.stderr, flush=True)

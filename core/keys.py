@@ -197,6 +197,20 @@ def ingress_key(campaign: str, shard: int = 0) -> str:
     return f"{tag(campaign, shard)}:ingress"
 
 
+def ingress_groups_key(campaign: str, shard: int = 0) -> str:
+    """Hash: the entries the ingress stream holds per (version, window, cell) group
+    (``ingress_group``), kept by ``scripts.INGEST`` (+1) and the shuffler's moves and discards
+    (−n, the field deleted at 0), atomically with the stream: the bound of ingress is per group."""
+    return f"{tag(campaign, shard)}:ingress_groups"
+
+
+def ingress_group(version: int, window: int, cell: tuple[tuple[str, str], ...] = ()) -> str:
+    """A field of ``ingress_groups_key``: ``<version>:<window>[:<name>=<value>,…]`` (the cell's
+    canonical dimension values, in name order, as the collector stores them)."""
+    tail = ",".join(f"{n}={v}" for n, v in cell)
+    return f"{version}:{window}:{tail}" if tail else f"{version}:{window}"
+
+
 def shuffle_lease_key(campaign: str, shard: int = 0) -> str:
     return f"{tag(campaign, shard)}:shuffle_lease"
 

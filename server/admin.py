@@ -107,7 +107,8 @@ def _record(name: str) -> dict[str, Any]:
     if rec is None:
         table = next((t for t in state().config.tables if t.get("name") == name), None)
         if table is not None:
-            registry.put(r, table, by=f"{_who()} (the file's version, before a change)", via="apply")
+            registry.put(r, table, by=f"{_who()} (the file's version, before a change)", via="apply",
+                         shuffler=state().config.shuffler)
             rec = registry.record(r, name)
     if rec is None:
         raise ApiError(404, "not_found", f"unknown campaign {name!r}")
@@ -165,7 +166,7 @@ def put_view(name: str) -> tuple[Response, int]:
     try:
         if registry.record(r, name) is not None or any(t.get("name") == name for t in state().config.tables):
             current = _record(name)
-        change = registry.put(r, table, by=_who(), via="admin")
+        change = registry.put(r, table, by=_who(), via="admin", shuffler=state().config.shuffler)
     except ConfigError as exc:
         raise ApiError(400, "bad_config", str(exc) + _partial_hint(current, table)) from None
     return _changed(change, name)
@@ -179,7 +180,8 @@ def patch_view(name: str) -> tuple[Response, int]:
     changes = _body()
     _record(name)  # 404, or a campaign only the file declares put in the registry first
     try:
-        change = registry.patch(state().admin_redis, name, changes, by=_who(), via="admin")
+        change = registry.patch(state().admin_redis, name, changes, by=_who(), via="admin",
+                                shuffler=state().config.shuffler)
     except ConfigError as exc:
         raise ApiError(400, "bad_config", str(exc)) from None
     if change is None:
@@ -206,7 +208,8 @@ def rollback_view(name: str) -> tuple[Response, int]:
         raise ApiError(400, "bad_request", f"give the version to roll back to: {{\"to\": N}}, got {to!r}")
     _record(name)
     try:
-        change = registry.rollback(state().admin_redis, name, to, by=_who(), via="admin")
+        change = registry.rollback(state().admin_redis, name, to, by=_who(), via="admin",
+                                   shuffler=state().config.shuffler)
     except ConfigError as exc:
         raise ApiError(400, "bad_config", str(exc)) from None
     return _changed(change, name)

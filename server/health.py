@@ -8,10 +8,14 @@ so they answer within about a second whatever Redis does.
 ``/healthz`` answers 200 ``{"status": "ok", "redis": "ok", "version", "components"}`` or 503
 ``{"status": "unavailable", …}`` when a stage is down. ``components`` holds one entry per stage:
 
-- ``collector``: ``full`` when a campaign shard's ingress stream holds ``[shuffler]
-  max_ingress_batches`` (the collector then refuses batches with 503 and ``Retry-After``: a stopped
-  shuffler never makes it trim an accepted report), with ``ingress_batches`` (every ingress stream)
-  and ``ingress_fullest`` (the fullest shard's);
+- ``collector``: ``degraded`` when a (version, window, cell) group of a campaign holds ``[shuffler]
+  max_ingress_batches`` entries in ingress (the collector then refuses that group's batches, and
+  only that group's, with 503 ``ingress_full`` and ``Retry-After``: a stopped shuffler never makes
+  it trim an accepted report, and a group that cannot reach ``batch_min`` until its window closes
+  refuses no other group): ``degraded`` lists those campaigns with their full groups, and the
+  answer stays 200 — a full group is one campaign's trouble, not the collector's (issue 34). With
+  ``ingress_batches`` (every ingress stream), ``ingress_fullest`` (the fullest shard's) and
+  ``ingress_group_fullest`` (the fullest group's);
 - ``redis``: ``down`` when it does not answer;
 - ``shuffler`` (with ``[shuffler] enabled``): ``down`` (no heartbeat for the stall threshold) or
   ``lagging`` when its ``lag_seconds`` — since it last ended a round with nothing overdue — passes
@@ -96,10 +100,18 @@ aggregator_status = stage_status  # the name callers and tests know
 
 
 def ingress_gauges(snap: Snapshot) -> dict[str, int]:
-    """Entries in every ingress stream and in the fullest shard's."""
+    """Entries in every ingress stream, in the fullest shard's and in the fullest group's."""
     per = snap.campaign_counters.values()
     return {"ingress_batches": sum(c.get("ingress_entries", 0) for c in per),
-            "ingress_fullest": max((c.get("ingress_shard_max", 0) for c in per), default=0)}
+            "ingress_fullest": max((c.get("ingress_shard_max", 0) for c in per), default=0),
+            "ingress_group_fullest": max((c.get("ingress_group_max", 0) for c in per), default=0)}
+
+
+def full_groups(snap: Snapshot) -> dict[str, dict[str, int]]:
+    """The campaigns with a (version, window, cell) group at the ingress bound: name →
+    ``{"full_groups": n}`` (each such group's batches are refused, no other's)."""
+    return {name: {"full_groups": c["ingress_groups_full"]}
+            for name, c in sorted(snap.campaign_counters.items()) if c.get("ingress_groups_full", 0) > 0}
 
 
 def _rounded(x: float | None) -> float | None:
@@ -119,14 +131,14 @@ def healthz() -> tuple[Response, int]:
     if any(is_shuffled(c) for c in cfg.campaigns):  # a commit's time is a release's time
         gauges.pop("last_commit_age_seconds")
     ingress = ingress_gauges(snap)
-    full = cfg.shuffler.enabled and ingress["ingress_fullest"] >= cfg.shuffler.max_ingress_batches
+    degraded = full_groups(snap) if cfg.shuffler.enabled else {}
     components: dict[str, dict[str, Any]] = {
-        "collector": {"status": "full" if full else "ok", "pid": os.getpid(), **ingress,
-                      "max_ingress_batches": cfg.shuffler.max_ingress_batches},
+        "collector": {"status": "degraded" if degraded else "ok", "pid": os.getpid(), **ingress,
+                      "max_ingress_batches": cfg.shuffler.max_ingress_batches, "degraded": degraded},
         "redis": {"status": "ok" if snap.redis_ok else "down", "error": snap.error,
                   "checked_seconds_ago": _rounded(max(0.0, now - snap.taken))},
     }
-    bad = [not snap.redis_ok, full, agg in ("down", "lagging")]
+    bad = [not snap.redis_ok, agg in ("down", "lagging")]  # a full ingress group: degraded, 200
     if cfg.shuffler.enabled:
         stall = stall_after(cfg)
         shf_gauges = shuffler_gauges(snap, stall, now)
@@ -138,7 +150,8 @@ def healthz() -> tuple[Response, int]:
     components["aggregator"] = {"status": agg, "supervised": st.supervised_aggregator,
                                 "max_lag_seconds": max_lag, **{k: _rounded(v) for k, v in gauges.items()}}
     ok = not any(bad)
-    body = {"status": "ok" if ok else "unavailable", "redis": components["redis"]["status"],
+    body = {"status": ("degraded" if degraded else "ok") if ok else "unavailable",
+            "redis": components["redis"]["status"],
             "version": __version__, "components": components}
     return jsonify(body), 200 if ok else 503
 

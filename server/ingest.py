@@ -36,6 +36,7 @@ from typing import Any
 from flask import Blueprint, Response, has_app_context, jsonify, request
 
 from ldptel.campaigns.config import Campaign, Config
+from ldptel.campaigns.limits import MAX_DEVICE_ANSWER_BYTES, json_bytes
 from ldptel.privacy.central import stored_claim
 from ldptel.privacy.device_composition import device_composition
 from ldptel.privacy.modes import is_shuffled
@@ -55,12 +56,35 @@ def _hint(response):
     return response
 
 
-def client_config(config: Config, campaign: Campaign, now: float | None = None) -> dict[str, Any]:
+MAX_ASKED_VERSIONS = 32  # ``versions=`` pairs read per request (more: 400)
+
+
+def asked_versions(raw: list[str]) -> set[tuple[str, int]]:
+    """The old versions a device asks for: ``versions=<campaign>:<n>`` (repeated, or comma
+    separated); ``ApiError`` 400 naming the parameter for a bad pair or more than
+    ``MAX_ASKED_VERSIONS``."""
+    pairs = [p for item in raw for p in item.split(",") if p]
+    if len(pairs) > MAX_ASKED_VERSIONS:
+        raise ApiError(400, "bad_parameter", f"versions: at most {MAX_ASKED_VERSIONS} campaign:version "
+                                             f"pairs per request, got {len(pairs)}")
+    out = set()
+    for pair in pairs:
+        name, _, number = pair.rpartition(":")
+        if not name or not number.isdigit() or len(number) > 9:
+            raise ApiError(400, "bad_parameter", f"versions: {pair[:80]!r} is not <campaign>:<version>")
+        out.add((name, int(number)))
+    return out
+
+
+def client_config(config: Config, campaign: Campaign, now: float | None = None,
+                  asked: set[tuple[str, int]] | None = None) -> dict[str, Any]:
     """What a device needs of the latest version ``campaign``: its public config (with its
-    ``version``), ``status`` and ``reason`` unless it is active, and ``older_versions``: the
-    public configs of superseded versions whose reports are still accepted, so that a device
-    sends what it queued under them instead of dropping it. Each ``privacy`` object is
-    ``Campaign.privacy()`` plus the central ε of one shuffler release
+    ``version``), ``status`` and ``reason`` unless it is active, ``oldest_accepted_version``:
+    the superseded versions from it to the latest take reports still (absent: none), and
+    ``older_versions``: the public configs of those of them the device asked for by number
+    (``asked``, issue 34 item 9: a device holding reports of an old version asks for its config,
+    sends them instead of dropping them; no device gets every old version). Each ``privacy``
+    object is ``Campaign.privacy()`` plus the central ε of one shuffler release
     (``central_privacy.stored_claim``)."""
     shuffled = config.shuffler.enabled
     out = {**campaign.public(), "privacy": device_privacy(campaign, shuffled)}
@@ -69,12 +93,35 @@ def client_config(config: Config, campaign: Campaign, now: float | None = None) 
     if campaign.status != "active":
         out.update(status=campaign.status, reason=campaign.reason)
     at = time.time() if now is None else now
+    accepted = [v for v in config.versions(campaign.name)[:-1] if at <= v.accepts_until()]
+    if accepted:  # superseded in version order, all with the same accept_old_versions: a range
+        out["oldest_accepted_version"] = accepted[0].version
     older = [{**v.public(), "privacy": device_privacy(v, shuffled),
               **(shuffled_config(state(), v, at) if is_shuffled(v) and has_app_context() else {})}
-             for v in config.versions(campaign.name)[:-1] if at <= v.accepts_until()]
+             for v in accepted if (campaign.name, v.version) in (asked or ())]
     if older:
         out["older_versions"] = older
     return out
+
+
+def within_answer_cap(campaigns: list[dict[str, Any]]) -> None:
+    """Leave out the asked-for old versions that would take the answer past what the SDK reads
+    (``MAX_DEVICE_ANSWER_BYTES``, less a margin for the rest of the answer), kept in campaign
+    and version order (a device asks again at its next fetch); the registry's checks bound the
+    latest versions with one old version each (``records.entry_bytes``), so the answer never
+    outgrows the SDK's cap."""
+    budget = MAX_DEVICE_ANSWER_BYTES - 64 * 1024 - sum(
+        json_bytes({k: v for k, v in c.items() if k != "older_versions"}) for c in campaigns)
+    for c in campaigns:
+        kept = []
+        for old in c.get("older_versions", []):
+            budget -= json_bytes(old)
+            if budget >= 0:
+                kept.append(old)
+        if kept:
+            c["older_versions"] = kept
+        else:
+            c.pop("older_versions", None)
 
 
 def device_privacy(campaign: Campaign, shuffled: bool) -> dict[str, Any]:
@@ -97,7 +144,10 @@ def list_campaigns():
     if not st.live.loaded:  # the file's campaigns may be stale versions of the registry's
         raise ApiError(503, "unavailable", "the campaign registry cannot be read yet; retry later",
                        {"Retry-After": "1"})
-    campaigns = [client_config(st.config, c) for c in st.config.campaigns]
+    asked = asked_versions(request.args.getlist("versions"))
+    campaigns = [client_config(st.config, c, asked=asked) for c in st.config.campaigns]
+    if asked:
+        within_answer_cap(campaigns)
     srv = st.config.server
     resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
                     "max_reports_per_batch": srv.max_reports_per_batch,

@@ -44,7 +44,8 @@ class Snapshot:
     beats: list[heartbeat.Beat] = field(default_factory=list)
     shuffler_beats: list[heartbeat.Beat] = field(default_factory=list)
     global_counters: dict[str, str] = field(default_factory=dict)  # hash keys.GLOBAL_METRICS_KEY
-    # + "stream_entries" (ingress and analysis), "ingress_entries", "ingress_shard_max" (the fullest shard)
+    # + "stream_entries" (ingress and analysis), "ingress_entries", "ingress_shard_max" (the fullest shard),
+    # "ingress_group_max" (the fullest (version, window, cell) group), "ingress_groups_full" (at the bound)
     campaign_counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
@@ -127,18 +128,25 @@ class Probe:
             pipe.xlen(keys.stream_key(name, s))
             pipe.xlen(keys.ingress_key(name, s))
             pipe.hget(keys.counts_key(name, s, versions[name]), f"{keys.N_PREFIX}{last[name]}")
+            pipe.hvals(keys.ingress_groups_key(name, s))
         res: list[Any] = pipe.execute()
+        bound = self._config().shuffler.max_ingress_batches
         per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0, "ingress_entries": 0,
                                                    "ingress_shard_max": 0, "last_window_reports": 0,
+                                                   "ingress_group_max": 0, "ingress_groups_full": 0,
                                                    "min_reports": c.min_reports} for c in campaigns}
+        n = 5  # replies per shard
         for i, (name, _) in enumerate(shards):
-            for k, v in res[3 + 4 * i].items():
+            for k, v in res[3 + n * i].items():
                 per[name][k.decode()] = per[name].get(k.decode(), 0) + int(v)
-            ingress = int(res[5 + 4 * i])
-            per[name]["stream_entries"] += int(res[4 + 4 * i]) + ingress
+            ingress = int(res[5 + n * i])
+            per[name]["stream_entries"] += int(res[4 + n * i]) + ingress
             per[name]["ingress_entries"] += ingress
             per[name]["ingress_shard_max"] = max(per[name]["ingress_shard_max"], ingress)
-            per[name]["last_window_reports"] += int(res[6 + 4 * i] or 0)
+            per[name]["last_window_reports"] += int(res[6 + n * i] or 0)
+            groups = [int(v) for v in res[7 + n * i]]  # entries per (version, window, cell) group
+            per[name]["ingress_group_max"] = max([per[name]["ingress_group_max"], *groups])
+            per[name]["ingress_groups_full"] += sum(g >= bound for g in groups)
         return Snapshot(taken=now, redis_ok=True, read_at=now, beats=heartbeat.parse(res[1]),
                         shuffler_beats=heartbeat.parse(res[2]),
                         global_counters={k.decode(): v.decode() for k, v in res[0].items()},

@@ -200,15 +200,24 @@ class ReportRoute:
         shuffled = cfg.shuffler.enabled
         target = keys.ingress_key if shuffled else keys.stream_key
         top = keys.ingress_top_key if shuffled else keys.stream_top_key
-        bound = cfg.shuffler.max_ingress_batches if shuffled else 0
-        entry = scripts.of(st.collector_redis).call(
-            "INGEST", keys=[keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
-                            keys.metrics_key(camp.name, shard), top(camp.name, shard)],
-            args=[keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count, bound])
-        if entry == b"full":  # a stopped shuffler: refused, never trimmed; the device sends it again
+        script_keys = [keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
+                       keys.metrics_key(camp.name, shard), top(camp.name, shard)]
+        args = [keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count]
+        group = keys.ingress_group(camp.version, window, valid.cell)
+        if shuffled:  # the bound is per (version, window, cell) group (issue 34)
+            bound = cfg.shuffler.max_ingress_batches
+            script_keys.append(keys.ingress_groups_key(camp.name, shard))
+            args += [bound, group]
+        entry = scripts.of(st.collector_redis).call("INGEST", keys=script_keys, args=args)
+        if entry == b"full":  # a stopped shuffler, or a group below batch_min: refused, never trimmed
             st.metrics.reject(camp.name, "ingress_full")
-            raise Refused(503, "ingress_full", f"campaign {camp.name!r}: the ingress stream holds {bound} "
-                          "batches not yet shuffled; retry later", {"Retry-After": str(INGRESS_FULL_RETRY_S)})
+            raise Refused(503, "ingress_full", {
+                "campaign": camp.name, "version": camp.version, "window": window,
+                "cell": dict(valid.cell), "ingress_batches": bound,
+                "reason": f"this (version, window, cell) group of campaign {camp.name!r} holds "
+                          f"{bound} batches not yet shuffled (a stopped shuffler, or a group below "
+                          "batch_min until its window closes); the other groups are not refused; "
+                          "retry later"}, {"Retry-After": str(INGRESS_FULL_RETRY_S)})
         if entry is None:
             return 202, {"accepted": 0, "duplicate": True}
         return 202, {"accepted": valid.count, "duplicate": False}

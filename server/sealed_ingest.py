@@ -142,7 +142,8 @@ def validate_sealed(body: bytes, config: Config, mechanisms: dict, published: di
     batch.ClearField("release_reports")
     batch.ClearField("release_part")
     return SealedValid(campaign=camp, batch_id=bytes(batch.batch_id), count=int(reports),
-                       data=batch.SerializeToString(), window=int(batch.window))
+                       data=batch.SerializeToString(), window=int(batch.window),
+                       cell=tuple((d.name, d.value) for d in batch.dimensions))
 
 
 def sealed_keys(st, force: bool = False) -> dict[int, PublicKey]:

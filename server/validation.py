@@ -72,6 +72,7 @@ class ValidBatch:
     count: int
     data: bytes  # the batch to store (re-serialized, unknown fields dropped)
     window: int | None = None  # the window it aggregates (device-level kinds), else None
+    cell: tuple[tuple[str, str], ...] = ()  # its canonical dimension values (its ingress group's cell)
 
 
 def invalid_report(campaign: str, index: int | None, reason: str,
@@ -137,7 +138,8 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int]
     window = checked_envelope(batch, campaign, time.time() if now is None else now)
     batch.DiscardUnknownFields()
     return ValidBatch(campaign=campaign, batch_id=bytes(batch.batch_id), count=int(count),
-                      data=batch.SerializeToString(), window=window)
+                      data=batch.SerializeToString(), window=window,
+                      cell=tuple((d.name, d.value) for d in batch.dimensions))
 
 
 def checked_envelope(batch: Any, campaign: Campaign, now: float) -> int | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ldptel import keys
 from ldptel.campaigns.config import Campaign
 from ldptel.proto import ReportBatch
 
@@ -35,6 +36,12 @@ class Group:
     @property
     def sealed(self) -> bool:
         return self.key_id is not None
+
+    @property
+    def ingress_group(self) -> str:
+        """The collector's group of these entries (``keys.ingress_group``: its bound, lowered
+        with each move or discard); a sealed group of one analyzer key is part of one."""
+        return keys.ingress_group(self.version, self.window, self.cell)
 
     def add(self, eid: bytes, batch: ReportBatch, count: int) -> None:
         self.ids.append(eid)

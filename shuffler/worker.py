@@ -283,12 +283,16 @@ class Shuffler:
         the latest version's shuffle keys (they change in place). Returns the entries moved."""
         now = time.monotonic()
         moved = 0
-        filling = sum(len(g.ids) for g in held.groups.values()) >= self.cfg.max_ingress_batches // 2
+        half = self.cfg.max_ingress_batches // 2  # the collector's bound is per ingress group
+        filling: dict[str, int] = {}
+        for g in held.groups.values():
+            field = g.ingress_group
+            filling[field] = filling.get(field, 0) + len(g.ids)
         for key, group in list(held.groups.items()):
             if group.sealed:
                 camp = self.config.campaign_version(held.campaign, group.version) or latest
                 why = sealed.due(camp, group.window, group.reports, self.cfg.max_held_reports, once,
-                                 filling=filling)
+                                 filling=filling[group.ingress_group] >= half)
             else:
                 why = "once" if once else group.due(latest, self.cfg.max_held_reports, now)
             if why is None:
@@ -330,8 +334,9 @@ class Shuffler:
             res: Any = self._scripts.call(
                 "DISCARD", keys=[keys.ingress_key(held.campaign, held.shard),
                                  keys.shuffle_metrics_key(held.campaign, held.shard),
-                                 keys.release_key(held.campaign, held.shard)],
-                args=[reports, *ids])
+                                 keys.release_key(held.campaign, held.shard),
+                                 keys.ingress_groups_key(held.campaign, held.shard)],
+                args=[reports, group.ingress_group, *ids])
             status = res[0].decode() if isinstance(res[0], bytes) else res[0]
             if status != "ok":
                 self.stats.refused += 1
@@ -358,7 +363,7 @@ class Shuffler:
         """The new batches to the analysis stream, the ingress entries gone (``release.Mover``:
         one ``scripts.SHUFFLE``, or bounded journaled steps for a large release)."""
         mover = Mover(self.r, held.campaign, held.shard)
-        status = mover.move(group.ids, group.reports, group.window, batches)
+        status = mover.move(group.ids, group.reports, group.window, batches, group.ingress_group)
         if status != "ok":
             self.stats.refused += 1
             metrics.REFUSED.labels(camp.name).inc()

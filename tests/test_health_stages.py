@@ -4,7 +4,8 @@ A shuffler stopped (SIGSTOP) under load once left ``/healthz`` at 200 "ok" while
 piled up in ingress, kept there as devices sent them far past ``shuffle_max_delay``. Now the
 shuffler's heartbeat says when it last ended a round with nothing overdue: ``/healthz`` turns 503
 within the smallest ``shuffle_max_delay`` (so before 2 × it), the ingress holds at most
-``[shuffler] max_ingress_batches`` batches per shard — further batches get 503 with Retry-After,
+``[shuffler] max_ingress_batches`` batches per (version, window, cell) group — further batches of
+that group get 503 with Retry-After,
 none is trimmed — and once the shuffler resumes every accepted report is counted exactly once."""
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ def test_a_hung_shuffler_turns_healthz_503_and_ingress_stays_bounded(tmp_path) -
         assert took < 2 * DELAY_S and doc["components"]["shuffler"]["status"] in ("down", "lagging"), doc
         wait_for("ingress full", lambda: load.full > 0, 40)
         status, doc = health(col.url)
-        assert doc["components"]["collector"]["status"] == "full", doc
+        assert doc["components"]["collector"]["status"] == "degraded", doc  # one full group (issue 34)
+        assert doc["components"]["collector"]["degraded"] == {"hung": {"full_groups": 1}}, doc
         assert doc["components"]["collector"]["ingress_fullest"] == 400  # bounded, nothing trimmed
         os.kill(shuffler, signal.SIGCONT)
         wait_for("/healthz 200 again", lambda: health(col.url)[0] == 200, 3 * DELAY_S)

@@ -183,7 +183,7 @@ def test_a_new_process_serves_the_registry_versions_from_its_first_request(
     cfg = write_config(tmp_path / "c.toml", [{**A, "epsilon": 2.0}])
     http = HttpStack(cfg, redis_url)
     try:
-        status, _, body = http.get("/v1/campaigns", token="ingest-token-for-tests")
+        status, _, body = http.get(f"/v1/campaigns?versions={A['name']}:1", token="ingest-token-for-tests")
         shown = json.loads(body)["campaigns"][0]
         assert status == 200 and (shown["version"], shown["epsilon"]) == (2, 2.0)
         assert [c["epsilon"] for c in shown["older_versions"]] == [1.0]

@@ -60,12 +60,15 @@ def test_queued_reports_of_an_old_version_are_sent_under_it(http, tmp_path, redi
     change(http, redis_client, {**A, "domain_size": 6})  # version 2: the domain shrinks 8 → 6
     dev.campaigns(refresh=True)  # the device learns version 2; its queue holds version 1 rows
     assert dev.campaigns()["shape"]["version"] == 2
-    assert [c["version"] for c in dev.campaigns()["shape"]["older_versions"]] == [1]
+    # an old version's config only when asked for by number (issue 34 item 9)
+    assert dev.campaigns()["shape"]["oldest_accepted_version"] == 1
+    assert "older_versions" not in dev.campaigns()["shape"]
     dev.report_many("shape", [0, 1, 5] * 100)
     dev.report_many("steady", [0, 1] * 100)
     result = dev.flush(timeout=30)
     assert result.ok and result.dropped == 0 and result.accepted == 2050 + 300 + 200
     assert dev.health().dropped == {}
+    assert [c["version"] for c in dev.campaigns()["shape"]["older_versions"]] == [1]  # it asked
     assert counted(redis_client, http, "shape") == {1: 2050, 2: 300}
     assert counted(redis_client, http, "steady") == {1: 200}
 
@@ -124,3 +127,31 @@ def test_closed_version_and_retired_campaign_are_dropped_and_counted(http, tmp_p
     public = json.loads(http.get("/v1/campaigns", token=INGEST_TOKEN)[2])["campaigns"]
     assert next(c for c in public if c["name"] == "shape")["status"] == "retired"
     dev.close()
+
+
+def test_many_changes_neither_freeze_a_campaign_nor_grow_every_fetch(http, redis_client) -> None:
+    """Issue 34 item 9: ~229 changes within accept_old_versions froze a campaign (each further
+    edit 400: its entry "would be 526,477 bytes") and every device's config fetch carried every
+    accepted old version (249 KiB). Now a device gets the latest version, and an old one only
+    when it asks for it by number; the registry keeps every version."""
+    labels = [f"label-{i:03d}-" + "x" * 40 for i in range(100)]  # ~5 KB of public config a version
+    base = {**A, "name": "busy", "oracle": "oue", "domain": labels, "domain_size": None}
+    base = {k: v for k, v in base.items() if v is not None}
+    changes = 240
+    for i in range(changes):
+        registry.put(redis_client, {**base, "epsilon": round(1.0 + (i % 2) * 0.5 + i * 1e-3, 4)})
+    http.app.extensions["ldptel"].live.refresh(force=True)
+    assert len(registry.record(redis_client, "busy")["versions"]) == changes  # history kept
+    token = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    status, _, body = http.request("GET", "/v1/campaigns", headers=token)
+    entry = next(c for c in json.loads(body)["campaigns"] if c["name"] == "busy")
+    print(f"GET /v1/campaigns after {changes} changes: {len(body):,} bytes")
+    assert status == 200 and entry["version"] == changes and entry["oldest_accepted_version"] == 1
+    assert "older_versions" not in entry and len(body) < 16_000
+    status, _, asked = http.request("GET", "/v1/campaigns?versions=busy:3,busy:999", headers=token)
+    entry = next(c for c in json.loads(asked)["campaigns"] if c["name"] == "busy")
+    assert status == 200 and [v["version"] for v in entry["older_versions"]] == [3]
+    print(f"... asking for one old version: {len(asked):,} bytes")
+    assert http.request("GET", "/v1/campaigns?versions=busy", headers=token)[0] == 400
+    # and one more change is accepted
+    registry.patch(redis_client, "busy", {"epsilon": 3.0})

@@ -83,7 +83,7 @@ def test_admin_api_put_and_patch_make_new_versions(stack: HttpStack) -> None:
     status, doc = _call(stack, "PATCH", "/v1/admin/campaigns/sh", {"description": "per batch"})
     assert status == 200 and (doc["action"], doc["version"]) == ("updated", 3), doc
     # devices see the latest plan, and the older versions still accepted with their own
-    status, _, raw = stack.get("/v1/campaigns", token=INGEST_TOKEN)
+    status, _, raw = stack.get("/v1/campaigns?versions=sh:1,sh:2", token=INGEST_TOKEN)  # asked by number
     cfg = next(c for c in json.loads(raw)["campaigns"] if c["name"] == "sh")
     rates = [v["fake_rate"] for v in cfg["older_versions"]] + [cfg["fake_rate"]]
     deltas = [v["central_target"]["delta"] for v in cfg["older_versions"]] + [cfg["central_target"]["delta"]]

@@ -47,6 +47,22 @@ describe("TelemetryClient", () => {
     expect(new Set(fake.stored.map((b) => b.campaign))).toEqual(new Set(["grr", "oue", "rappor", "num"]));
   });
 
+  it("asks for an old version's config by number and sends its queued reports under it", async () => {
+    const fake = new FakeCollector(CAMPAIGNS);
+    const client = await open(fake);
+    for (let i = 0; i < 10; i++) expect(await client.report("grr", "a")).toBe(true);
+    // version 2: the collector lists the latest only, and from which version on it takes reports
+    const v1 = CAMPAIGNS[0];
+    fake.older = [v1];
+    fake.campaigns = [{ ...v1, version: 2, epsilon: 1.0, oldest_accepted_version: 1 }, ...CAMPAIGNS.slice(1)];
+    await client.fetchConfigs();
+    expect(fake.asked.at(-1)).toEqual([]);
+    const result = await client.flush();
+    expect(result).toEqual({ accepted: 10, duplicates: 0, dropped: 0, pending: 0, error: null });
+    expect(fake.asked.at(-1)).toEqual(["grr:1"]);
+    expect(fake.stored.map((b) => [b.version, b.count])).toEqual([[1, 10]]);
+  });
+
   it("never throws from report(): bad values, unknown campaigns, refused configs are counted", async () => {
     const fake = new FakeCollector(CAMPAIGNS);
     const client = await open(fake, { lifetimeEpsilon: 5 });

@@ -66,6 +66,10 @@ export class FakeCollector {
   serverTime: number | null = null;
   /** Key ids a SealedBatch may be sealed to (null: any). */
   acceptedKeys: number[] | null = null;
+  /** Superseded versions still taken (each a config with its `version`), sent only when asked for. */
+  older: Record<string, unknown>[] = [];
+  /** The `versions` asked for by each GET /v1/campaigns. */
+  asked: string[][] = [];
 
   constructor(public campaigns: Record<string, unknown>[], public limits = { max_body_bytes: 1 << 20, max_reports_per_batch: 10000 }) {}
 
@@ -79,8 +83,18 @@ export class FakeCollector {
 
   fetch = async (url: string | URL | Request, init?: RequestInit): Promise<Response> => {
     if (this.offline) throw new TypeError("fetch failed (offline)");
-    const path = new URL(String(url)).pathname;
-    if (path === "/v1/campaigns") return Response.json({ campaigns: this.campaigns, ...this.limits, server_time: this.now() });
+    const parsed = new URL(String(url));
+    const path = parsed.pathname;
+    if (path === "/v1/campaigns") {
+      // an old version's config only when asked for by number (`versions=<campaign>:<n>`)
+      const asked = new Set((parsed.searchParams.get("versions") ?? "").split(",").filter(Boolean));
+      this.asked.push([...asked]);
+      const campaigns = this.campaigns.map((c) => {
+        const older = this.older.filter((o) => o.name === c.name && asked.has(`${c.name}:${o.version}`));
+        return older.length ? { ...c, older_versions: older } : c;
+      });
+      return Response.json({ campaigns, ...this.limits, server_time: this.now() });
+    }
     this.posts += 1;
     const next = this.script.shift();
     if (next === "network") throw new TypeError("fetch failed");

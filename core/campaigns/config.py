@@ -26,8 +26,9 @@ from ldptel.durations import parse_duration
 
 __all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "AnalyzerConfig",
            "Campaign", "Config",
-           "ConfigError", "ServerConfig", "ShufflerConfig", "load_config", "numeric_params", "parse_campaign",
-           "parse_config"]
+           "ConfigError", "ServerConfig", "ShufflerConfig", "check_file_rules", "load_config",
+           "numeric_params",
+           "parse_campaign", "parse_config"]
 
 SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "admin_tokens", "max_body_bytes", "max_reports_per_batch",
@@ -257,15 +258,28 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise fail(f"campaigns[{dup}].name", "is used by more than one campaign")
-    for camp in campaigns:  # a batch must fit in ingress: each device's envelope is one entry
-        if camp.batch_min is not None and camp.batch_min > shuffler.max_ingress_batches // 2:
-            raise fail(f"campaigns[{camp.name}].batch_min",
-                       f"{camp.batch_min:,} devices do not fit in half of the ingress stream "
-                       f"([shuffler] max_ingress_batches = {shuffler.max_ingress_batches:,}, one entry "
-                       "per device at worst): raise max_ingress_batches, or lower batch_min")
+    for camp in campaigns:
+        check_file_rules(camp, shuffler)
     return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path, shuffler=shuffler,
                   tables=[dict(c) for c in raw_campaigns], declared=list(campaigns),
                   analyzer=_analyzer(data.get("analyzer", {})))
+
+
+def check_file_rules(camp: Campaign, shuffler: ShufflerConfig) -> None:
+    """The rules between a campaign and the file's other tables (issue 34 item 6: one validation
+    for every write path): run by ``parse_config``, by the registry's ``check_record`` on every
+    write (admin API, ``ldptel campaigns``, apply) and by ``registry.Live`` on every load (so at
+    ``serve`` start too). ``ConfigError`` naming the key.
+
+    - ``batch_min`` ≤ ``[shuffler] max_ingress_batches`` / 2: a (version, window, cell) group's
+      batch must fit in its share of ingress (one entry per device at worst), else the group can
+      never be released and is refused until its window closes."""
+    if camp.batch_min is not None and camp.batch_min > shuffler.max_ingress_batches // 2:
+        raise fail(f"campaigns[{camp.name}].batch_min",
+                   f"{camp.batch_min:,} devices do not fit in half of a group's ingress "
+                   f"([shuffler] max_ingress_batches = {shuffler.max_ingress_batches:,} per (version, "
+                   "window, cell), one entry per device at worst): the largest batch_min that works is "
+                   f"{shuffler.max_ingress_batches // 2:,}; raise max_ingress_batches, or lower batch_min")
 
 
 def load_config(path: str | os.PathLike) -> Config:

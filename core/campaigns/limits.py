@@ -24,8 +24,9 @@ Per version (``check_costs``, at parse):
   bound of one frequency document, 7.5 MiB).
 
 Per campaign and per answer (``ldptel.store.registry`` checks them on every write; ``answer_bytes``):
-a campaign's entry in ``GET /v1/campaigns`` — its latest version and every older version whose
-reports are still accepted — at most ``MAX_CAMPAIGN_ANSWER_BYTES``, and the whole answer at most
+a campaign's entry in ``GET /v1/campaigns`` — its latest version, and the largest older version
+whose reports are still accepted (a device asks for an old version by number, issue 34 item 9) —
+at most ``MAX_CAMPAIGN_ANSWER_BYTES``, and the whole answer at most
 ``MAX_DEVICE_ANSWER_BYTES``, the most the SDK reads (``client.configs.MAX_ANSWER_BYTES``): six
 PUTs of a 60,000-label domain once made every device download 5.5 MiB per config refresh for the
 7 days of ``accept_old_versions``.
@@ -120,8 +121,8 @@ def check_answer_bytes(campaign_entries: Mapping[str, int], where: str, name: st
     campaign being written (named in the error)."""
     own = campaign_entries.get(name, 0)
     if own > MAX_CAMPAIGN_ANSWER_BYTES:
-        raise fail(where, f"its entry in GET /v1/campaigns (the latest version and the older versions "
-                          f"still accepted) would be {own} bytes, over {MAX_CAMPAIGN_ANSWER_BYTES}: "
+        raise fail(where, f"its entry in GET /v1/campaigns (the latest version and the largest older "
+                          f"version still accepted) would be {own} bytes, over {MAX_CAMPAIGN_ANSWER_BYTES}: "
                           "lower accept_old_versions or the labels")
     total = sum(campaign_entries.values())
     if total > MAX_DEVICE_ANSWER_BYTES:

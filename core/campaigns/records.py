@@ -48,7 +48,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ldptel.campaigns.config import IN_PLACE_KEYS, Campaign, ConfigError, parse_campaign
+from ldptel.campaigns.config import (
+    IN_PLACE_KEYS,
+    Campaign,
+    ConfigError,
+    ShufflerConfig,
+    check_file_rules,
+    parse_campaign,
+)
 from ldptel.campaigns.limits import check_answer_bytes, json_bytes
 from ldptel.durations import parse_window
 from ldptel.privacy.modes import is_shuffled
@@ -182,17 +189,27 @@ def readable_versions(rec: Mapping[str, Any]) -> list[Campaign]:
 
 
 def entry_bytes(versions: list[Campaign], now: float) -> int:
-    """Bytes of a campaign's entry in ``GET /v1/campaigns``: the latest version and every older
-    one still accepted (each with its privacy claim, ``PRIVACY_ALLOWANCE``)."""
-    sent = [v for v in versions[:-1] if now <= v.accepts_until()] + versions[-1:]
-    return sum(json_bytes(v.public()) + PRIVACY_ALLOWANCE for v in sent)
+    """Bytes of a campaign's entry in ``GET /v1/campaigns``: the latest version (each with its
+    privacy claim, ``PRIVACY_ALLOWANCE``), the oldest version still accepted, and the largest
+    older version still accepted, the one a device may ask for by number (issue 34 item 9: a
+    device gets an old version only when it asks for it, so the entry does not grow with the
+    number of changes)."""
+    accepted = [v for v in versions[:-1] if now <= v.accepts_until()]
+    old = max((json_bytes(v.public()) + PRIVACY_ALLOWANCE for v in accepted), default=0)
+    return json_bytes(versions[-1].public()) + PRIVACY_ALLOWANCE + old + 40
 
 
-def check_record(record: Mapping[str, Any], others: Mapping[str, int], now: float) -> list[Campaign]:
+def check_record(record: Mapping[str, Any], others: Mapping[str, int], now: float,
+                 shuffler: ShufflerConfig | None = None) -> list[Campaign]:
     """Every rule of a whole record (module docstring); ``others``: the device-answer bytes of
-    the other campaigns (``entry_bytes``). Returns the versions; ``ConfigError`` naming the key."""
+    the other campaigns (``entry_bytes``); ``shuffler``: the running file's ``[shuffler]``, for
+    the file's cross-key rules (``config.check_file_rules``, on the latest version: the one a
+    write makes; None, a writer without the file: left to ``registry.Live``, which quarantines a
+    record breaking them when it loads it). Returns the versions; ``ConfigError`` naming the key."""
     versions = versions_of(record)
     name = str(record["name"])
+    if shuffler is not None:
+        check_file_rules(versions[-1], shuffler)
     check_answer_bytes({**others, name: entry_bytes(versions, now)}, where(name), name)
     return versions
 

@@ -56,6 +56,7 @@ SEEN = _tagged("seen:*")  # keys.seen_key (its batch id is hex of bytes, hence n
 STATE = keys.state_key(ANY, ANY) + "*"  # version 1's ``…:state`` and ``…:state:v<n>``: the aggregator's
 COUNTS = keys.counts_key(ANY, ANY) + "*"  # the state's counters (``…:counts``, ``…:counts:v<n>``)
 INGRESS_TOP = keys.ingress_top_key(ANY, ANY)
+INGRESS_GROUPS = keys.ingress_groups_key(ANY, ANY)  # entries in ingress per (version, window, cell)
 STREAM_TOP = keys.stream_top_key(ANY, ANY)
 PUBLISHED = keys.published_key(ANY, ANY)  # ``{ldptel:*:0}:published:*`` (every version)
 PUBLISH_CLAIM = keys.publish_claim_key(ANY, ANY)
@@ -91,14 +92,15 @@ def roles(config: Config) -> list[Role]:
     return [
         Role("collector", "ingest: append accepted batches, dedupe markers, counters, rate limits",
              (*SCRIPT_COMMANDS, "exists", "xadd", "xlen", "set", "get", "incr", "incrby", "decrby",
-              "hincrby", "expire", "expireat", "ttl"),
+              "hget", "hincrby", "expire", "expireat", "ttl"),
              (target, INGRESS_TOP, STREAM_TOP, SEEN, COUNTERS, keys.GLOBAL_METRICS_KEY, RATELIMIT,
-              AUTH_FAILURE)),
+              AUTH_FAILURE, INGRESS_GROUPS)),
         Role("shuffler", "move ingress batches, shuffled, to the analysis stream; its heartbeat",
              (*SCRIPT_COMMANDS, "xrange", "xdel", "xadd", "xlen", "xinfo|stream", "get", "set", "del",
               "unlink", "exists", "hincrby", "hset", "hget", "hmget", "hdel", "hgetall", "pexpire", "persist",
               "pttl", "rpush", "lrange", "ltrim", "llen"),
-             (INGRESS, STREAM, SHUFFLE_LEASE, SHUFFLED, *RELEASE, keys.SHUFFLER_HEARTBEAT_KEY)),
+             (INGRESS, STREAM, SHUFFLE_LEASE, SHUFFLED, *RELEASE, keys.SHUFFLER_HEARTBEAT_KEY,
+              INGRESS_GROUPS)),
         Role("aggregator", "consume the analysis stream; state, publications, heartbeat",
              (*SCRIPT_COMMANDS, "xreadgroup", "xack", "xgroup|create", "xgroup|delconsumer",
               "xpending", "xautoclaim", "xclaim", "xinfo|groups", "xinfo|consumers", "xtrim", "xlen",
@@ -108,9 +110,10 @@ def roles(config: Config) -> list[Role]:
              (STREAM, STATE, COUNTS, PUBLISHED, PUBLISH_CLAIM, keys.HEARTBEAT_KEY, keys.ANALYZER_KEYS_KEY)),
         Role("reader", "export API, pages, /healthz and /metrics, every process's registry reads: "
                        "published estimates and counters, never raw state or entries",
-             ("get", "hget", "hmget", "hgetall", "hkeys", "xlen"),
+             ("get", "hget", "hmget", "hgetall", "hkeys", "hvals", "xlen"),
              (PUBLISHED, COUNTS, COUNTERS, SHUFFLED, keys.GLOBAL_METRICS_KEY, keys.HEARTBEAT_KEY,
-              keys.SHUFFLER_HEARTBEAT_KEY, *REGISTRY, STREAM, INGRESS, keys.ANALYZER_KEYS_KEY)),
+              keys.SHUFFLER_HEARTBEAT_KEY, *REGISTRY, STREAM, INGRESS, INGRESS_GROUPS,
+              keys.ANALYZER_KEYS_KEY)),
         Role("sessions", "operator sign-in: the session secret and the sessions",
              ("get", "set", "getex", "del"), (keys.SESSION_SECRET_KEY, SESSION)),
         Role("admin", "write the campaign registry (admin API, campaigns apply, serve's start)",

@@ -38,7 +38,15 @@ from typing import Any, cast
 import redis as redis_lib
 
 from ldptel import keys
-from ldptel.campaigns.config import CAMPAIGN_STATUSES, Campaign, Config, ConfigError, parse_campaign
+from ldptel.campaigns.config import (
+    CAMPAIGN_STATUSES,
+    Campaign,
+    Config,
+    ConfigError,
+    ShufflerConfig,
+    check_file_rules,
+    parse_campaign,
+)
 from ldptel.campaigns.records import (
     DERIVED_KEYS,
     Applied,
@@ -113,7 +121,7 @@ def _others(r: AnyRedis, name: str, now: float) -> dict[str, int]:
 Write = tuple[dict[str, Any] | None, dict[str, Any] | None, Any]  # (new record, history entry, result)
 
 
-def _update(r: AnyRedis, name: str, change: Any) -> Any:
+def _update(r: AnyRedis, name: str, change: Any, shuffler: ShufflerConfig | None = None) -> Any:
     """Compare-and-set loop: ``change(record or None, raw)`` → (new record or None to write
     nothing, history entry, result). The new record is checked whole (``check_record``) before
     the one write; ``ConfigError`` (nothing written) when it breaks a rule."""
@@ -122,7 +130,7 @@ def _update(r: AnyRedis, name: str, change: Any) -> Any:
         new, hist, result = change(None if raw is None else parse_stored(name, raw))
         if new is None:
             return result
-        check_record(new, _others(r, name, time.time()), time.time())
+        check_record(new, _others(r, name, time.time()), time.time(), shuffler)
         ok = scripts.of(r).call("REGISTRY_PUT", keys=[keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY,
                                                       keys.registry_history_key(name)],
                                 args=[name, b"" if raw is None else raw, json.dumps(new, sort_keys=True),
@@ -150,17 +158,18 @@ def _put_change(table: Mapping[str, Any], when: float, by: str, via: str, action
 
 
 def put(r: AnyRedis, table: Mapping[str, Any], now: float | None = None, by: str = "unknown",
-        via: str = "cli") -> Change:
+        via: str = "cli", shuffler: ShufflerConfig | None = None) -> Change:
     """Create or update one campaign from its table (``registry_records.plan``), checked whole;
     ``ConfigError`` names a bad key. ``by``/``via``: who, through what (the history)."""
     name = table.get("name")
     if not isinstance(name, str):
         parse_campaign(dict(table), "campaigns[?]")  # raises the ConfigError naming "name"
     when = time.time() if now is None else now
-    return cast(Change, _update(r, cast(str, name), _put_change(table, when, by, via)))
+    return cast(Change, _update(r, cast(str, name), _put_change(table, when, by, via), shuffler))
 
 
-def rollback(r: AnyRedis, name: str, to: int, by: str = "unknown", via: str = "cli") -> Change | None:
+def rollback(r: AnyRedis, name: str, to: int, by: str = "unknown", via: str = "cli",
+             shuffler: ShufflerConfig | None = None) -> Change | None:
     """Make a new version equal to version ``to`` (``registry_records.rollback_table``); None for
     an unknown campaign, ``ConfigError`` for an unknown or unreadable version."""
     when = time.time()
@@ -170,11 +179,11 @@ def rollback(r: AnyRedis, name: str, to: int, by: str = "unknown", via: str = "c
             return None, None, None
         return _put_change(rollback_table(rec, to), when, by, via, "rollback", to=to)(rec)
 
-    return cast(Change | None, _update(r, name, change))
+    return cast(Change | None, _update(r, name, change, shuffler))
 
 
 def patch(r: AnyRedis, name: str, changes: Mapping[str, Any], now: float | None = None, by: str = "unknown",
-          via: str = "cli") -> Change | None:
+          via: str = "cli", shuffler: ShufflerConfig | None = None) -> Change | None:
     """Change some keys of a campaign's latest table (the others as they are; ``put`` of the
     merged table); None if the registry has no such campaign. ``ConfigError`` names a bad key."""
     if "name" in changes and changes["name"] != name:
@@ -187,7 +196,7 @@ def patch(r: AnyRedis, name: str, changes: Mapping[str, Any], now: float | None 
         table = {**readable(rec)[-1]["table"], **changes, "name": name}
         return _put_change(table, when, by, via)(rec)
 
-    return cast(Change | None, _update(r, name, change))
+    return cast(Change | None, _update(r, name, change, shuffler))
 
 
 def set_status(r: AnyRedis, name: str, status: str, reason: str | None = None, by: str = "unknown",
@@ -211,7 +220,8 @@ def set_status(r: AnyRedis, name: str, status: str, reason: str | None = None, b
 
 
 def apply(r: AnyRedis, campaigns: Iterable[Mapping[str, Any]], by: str = "unknown", via: str = "apply",
-          only_new: bool = False, dry_run: bool = False, force: bool = False) -> Applied:
+          only_new: bool = False, dry_run: bool = False, force: bool = False,
+          shuffler: ShufflerConfig | None = None) -> Applied:
     """Apply the file's ``[[campaigns]]`` tables. Every table is planned and checked whole
     before any is written (``ConfigError`` naming the key: nothing written). ``only_new``
     (``serve``'s start): only campaigns the registry does not hold are written, the others'
@@ -231,7 +241,9 @@ def apply(r: AnyRedis, campaigns: Iterable[Mapping[str, Any]], by: str = "unknow
             if diff:
                 out.drift[name] = diff
             try:
-                readable_versions(rec)
+                latest = readable_versions(rec)[-1]
+                if shuffler is not None:
+                    check_file_rules(latest, shuffler)
             except ConfigError as exc:
                 out.broken[name] = str(exc)
             if only_new:
@@ -242,12 +254,13 @@ def apply(r: AnyRedis, campaigns: Iterable[Mapping[str, Any]], by: str = "unknow
         new, ch, _ = plan(rec, table, now)  # each table alone, then the record whole
         if ch.action != "unchanged":
             stamp_unreadable(new, rec)
-            check_record(new, {}, now)
+            check_record(new, {}, now, shuffler)
         todo.append(table)
         out.changes.append(ch)
     if dry_run or out.refused:
         return out
-    out.changes = [cast(Change, _update(r, str(t["name"]), _put_change(t, now, by, via))) for t in todo]
+    out.changes = [cast(Change, _update(r, str(t["name"]), _put_change(t, now, by, via), shuffler))
+                   for t in todo]
     for name in [str(t["name"]) for t in todo]:
         if name in current and current[name].get("admin_since_apply"):
             _clear_admin_mark(r, name, by, via)
@@ -366,7 +379,8 @@ class Live:
                      *sorted(n for n in records if n not in seen)]:
             try:
                 versions = readable_versions(records[name])
-            except ConfigError as exc:  # a record this version of ldptel cannot read
+                check_file_rules(versions[-1], self.config.shuffler)  # the file's rules, at start too
+            except ConfigError as exc:  # a record this version of ldptel cannot read, or breaking them
                 broken[name] = str(exc)
                 if self.config.broken.get(name) != str(exc):
                     log.error("campaign registry: campaign %r quarantined (%s); the other campaigns "

@@ -31,14 +31,17 @@ from __future__ import annotations
 # The shuffler discards the ingress entries of a sealed group (privacy_mode shuffled*) whose
 # window closed below batch_min (ldptel.shuffler.sealed): they are deleted, never released.
 # KEYS[1] ingress stream (keys.ingress_key), KEYS[2] shuffler counters (keys.shuffle_metrics_key),
-#      KEYS[3] (optional) the stream's release journal (keys.release_key)
-# ARGV[1] real reports of the entries, then the entry ids
+#      KEYS[3] (optional) the stream's release journal (keys.release_key), KEYS[4] (optional) the
+#      ingress groups hash (keys.ingress_groups_key)
+# ARGV[1] real reports of the entries, with KEYS[4] ARGV[2] their group (keys.ingress_group, lowered
+#      by the entries deleted), then the entry ids
 # Returns {'ok', n}, {'refused', id} (an entry already gone: nothing written but 'refused'), or
 # {'busy'} while a journaled release holds the stream (nothing written).
 DISCARD = """
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {'busy'} end
+local first = KEYS[4] and 3 or 2
 local ids = {}
-for i = 2, #ARGV do
+for i = first, #ARGV do
   if #redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) == 0 then
     redis.call('HINCRBY', KEYS[2], 'refused', 1)
     return {'refused', ARGV[i]}
@@ -51,6 +54,9 @@ end
 redis.call('HINCRBY', KEYS[2], 'ingress_batches', #ids)
 redis.call('HINCRBY', KEYS[2], 'ingress_reports', ARGV[1])
 redis.call('HINCRBY', KEYS[2], 'discarded_reports', ARGV[1])
+if KEYS[4] and ARGV[2] ~= '' and redis.call('HINCRBY', KEYS[4], ARGV[2], -#ids) <= 0 then
+  redis.call('HDEL', KEYS[4], ARGV[2])
+end
 return {'ok', tostring(#ids)}
 """
 
@@ -58,14 +64,16 @@ return {'ok', tostring(#ids)}
 # KEYS[1] journal (keys.release_key), KEYS[2] staged batches (keys.release_batches_key),
 #      KEYS[3] staged ingress ids (keys.release_ids_key)
 # ARGV[1] release id, ARGV[2] ingress ids, ARGV[3] analysis batches, ARGV[4] ingress reports,
-#      ARGV[5] window start (epoch s), ARGV[6] TTL while staging (ms)
+#      ARGV[5] window start (epoch s), ARGV[6] TTL while staging (ms), ARGV[7] (optional) the
+#      ingress ids' group (keys.ingress_group: RELEASE_STEP lowers it when the release is done)
 # Returns {'ok'}, or {'busy', state, id} when a release holds the stream (nothing written).
 RELEASE_BEGIN = """
 local cur = redis.call('HGET', KEYS[1], 'id')
 if cur then return {'busy', redis.call('HGET', KEYS[1], 'state') or '', cur} end
 redis.call('UNLINK', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'state', 'staging', 'ids', ARGV[2], 'batches', ARGV[3],
-           'reports', ARGV[4], 'window', ARGV[5], 'staged', 0, 'moved', 0, 'moved_reports', 0)
+           'reports', ARGV[4], 'window', ARGV[5], 'staged', 0, 'moved', 0, 'moved_reports', 0,
+           'group', ARGV[7] or '')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {'ok'}
 """
@@ -132,9 +140,12 @@ return {'ok'}
 
 
 def release_step(next_id: str) -> str:
-    """One bounded step of a committed release (``next_id``: ``scripts._NEXT_ID``).
+    """One bounded step of a committed release (``next_id``: ``scripts._NEXT_ID`` and
+    ``scripts._GROUP_DONE``).
     KEYS[1] journal, KEYS[2] staged batches, KEYS[3] staged ids, KEYS[4] ingress stream,
-         KEYS[5] analysis stream (keys.stream_key), KEYS[6] shuffler counters
+         KEYS[5] analysis stream (keys.stream_key), KEYS[6] shuffler counters, KEYS[7] (optional)
+         the ingress groups hash (keys.ingress_groups_key: the journal's group lowered by its ids
+         in the step that ends the release)
     ARGV[1] most batches, ARGV[2] most bytes of batches, ARGV[3] most ingress ids per step
     Returns {'none'} (no release), {'staging', id}, {'moved', n} (batches to the analysis stream),
     {'deleted', n} (ingress ids), or {'done', id}: counters bumped, journal and staged keys gone."""
@@ -171,6 +182,7 @@ redis.call('HINCRBY', KEYS[6], 'ingress_batches', j[3])
 redis.call('HINCRBY', KEYS[6], 'ingress_reports', j[4])
 redis.call('HINCRBY', KEYS[6], 'analysis_batches', j[5])
 redis.call('HINCRBY', KEYS[6], 'analysis_reports', j[6])
+group_done(KEYS[7], redis.call('HGET', KEYS[1], 'group'), j[3])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return {'done', id}
 """

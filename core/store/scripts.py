@@ -58,16 +58,31 @@ local function tracked_id(top_key, window_s)
 end
 """
 
+# Lower an ingress group's count (keys.ingress_groups_key) by the entries a move or discard deleted;
+# the field goes at 0 (never below: entries stored before the groups existed are not counted).
+_GROUP_DONE = """
+local function group_done(groups, field, n)
+  if not groups or not field or field == '' then return end
+  if redis.call('HINCRBY', groups, field, -tonumber(n)) <= 0 then redis.call('HDEL', groups, field) end
+end
+"""
+
 # Store one batch unless its batch_id was seen; count accepted / duplicate batches and reports.
 # KEYS[1] dedupe marker (keys.seen_key), KEYS[2] target stream: the ingress stream
 #      (keys.ingress_key) with the shuffler enabled, else the analysis stream (keys.stream_key),
 #      KEYS[3] collector counters (keys.metrics_key: fields keys.ACCEPTED_* / keys.DUPLICATE_*),
-#      KEYS[4] the target's top key (keys.ingress_top_key / stream_top_key)
+#      KEYS[4] the target's top key (keys.ingress_top_key / stream_top_key),
+#      KEYS[5] (optional) the ingress groups hash (keys.ingress_groups_key)
 # ARGV[1] marker expiry, epoch s (keys.dedupe_expire_at: a multiple of max(window, 1 day)),
 #      ARGV[2] serialized ReportBatch, ARGV[3] window start (epoch s), ARGV[4] reports in the batch,
-#      ARGV[5] the most entries the target may hold (0: no bound; [shuffler] max_ingress_batches)
-# Returns the new entry id, nil for a duplicate, or 'full' (nothing written) when the target holds
-# ARGV[5] entries: the caller answers 503, the device sends it again; no accepted report is trimmed.
+#      ARGV[5] the most entries the target may hold (0: no bound; [shuffler] max_ingress_batches),
+#      ARGV[6] with KEYS[5]: the batch's group (keys.ingress_group)
+# Returns the new entry id, nil for a duplicate, or 'full' (nothing written) when the bound is
+# reached: with KEYS[5] the batch's (version, window, cell) group holds ARGV[5] entries (issue 34:
+# one group that cannot reach batch_min never refuses another group), without it the target
+# stream does. The caller answers 503, the device sends it again; no accepted report is trimmed.
+# The group's count is bumped with the XADD; the shuffler's moves and discards lower it with
+# their XDEL (SHUFFLE, DISCARD, RELEASE_STEP), so it is the group's entries in ingress, exactly.
 # The entry id comes from tracked_id (_TRACKED_ID): the window start, not the receive time. The
 # marker holds "1", not the id, and expires at a time rounded to the day (or window).
 # EXISTS → XADD → SET: a failing XADD (e.g. OOM) leaves no marker, so the retry is not lost.
@@ -78,7 +93,13 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   return false
 end
 local bound = tonumber(ARGV[5] or '0')
-if bound > 0 and redis.call('XLEN', KEYS[2]) >= bound then return 'full' end
+if bound > 0 then
+  if KEYS[5] then
+    if tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '0') >= bound then return 'full' end
+  elseif redis.call('XLEN', KEYS[2]) >= bound then
+    return 'full'
+  end
+end
 local ms, seq = tracked_id(KEYS[4], ARGV[3])
 local fields = {'batch', ARGV[2], 'window', ARGV[3], 'count', ARGV[4]}
 local id = redis.pcall('XADD', KEYS[2], string.format('%d-%d', ms, seq), unpack(fields))
@@ -87,6 +108,7 @@ if type(id) == 'table' and id.err then
   id = redis.call('XADD', KEYS[2], string.format('%d-%d', ms, seq), unpack(fields))
 end
 redis.call('SET', KEYS[4], id)
+if KEYS[5] then redis.call('HINCRBY', KEYS[5], ARGV[6], 1) end
 redis.call('SET', KEYS[1], '1')
 redis.call('EXPIREAT', KEYS[1], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'accepted_batches', 1)
@@ -98,9 +120,11 @@ return id
 # permuted and re-packed into new batches, to the analysis stream — all or nothing.
 # KEYS[1] ingress stream (keys.ingress_key), KEYS[2] analysis stream (keys.stream_key),
 #      KEYS[3] shuffler counters (keys.shuffle_metrics_key: keys.INGRESS_*, keys.ANALYSIS_*,
-#      keys.SHUFFLE_REFUSED), KEYS[4] (optional) the stream's release journal (keys.release_key)
+#      keys.SHUFFLE_REFUSED), KEYS[4] (optional) the stream's release journal (keys.release_key),
+#      KEYS[5] (optional) the ingress groups hash (keys.ingress_groups_key)
 # ARGV[1] n_ids, ARGV[2] reports in those ingress entries, ARGV[3] window start (epoch s),
-#      ARGV[4] n_batches, then n_ids ingress entry ids, then n_batches (batch, count) pairs
+#      ARGV[4] n_batches, then n_ids ingress entry ids, then n_batches (batch, count) pairs, then
+#      (optional, with KEYS[5]) the entries' group (keys.ingress_group): lowered by n_ids
 # Returns {'ok', n_batches}; if an ingress entry is gone, {'refused', id} with nothing written
 # but the 'refused' counter; {'busy'} (nothing written) while a journaled release holds the stream
 # (ldptel.store.release_scripts: releases too large for one bounded call).
@@ -111,7 +135,7 @@ return id
 # atomic (also in the AOF): a crash before it leaves every report in ingress, after it every
 # report in the analysis stream; no state in between exists. So a report is moved exactly once,
 # whatever dies when, and however many shufflers race.
-SHUFFLE = _NEXT_ID + """
+SHUFFLE = _NEXT_ID + _GROUP_DONE + """
 if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then return {'busy'} end
 local n_ids, n_batches = tonumber(ARGV[1]), tonumber(ARGV[4])
 local ids = {}
@@ -134,6 +158,7 @@ end
 for s = 1, #ids, 1000 do
   redis.call('XDEL', KEYS[1], unpack(ids, s, math.min(s + 999, #ids)))
 end
+group_done(KEYS[5], ARGV[a + 1], n_ids)
 redis.call('HINCRBY', KEYS[3], 'ingress_batches', n_ids)
 redis.call('HINCRBY', KEYS[3], 'ingress_reports', ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'analysis_batches', n_batches)
@@ -354,7 +379,7 @@ SOURCES: dict[str, str] = {
     "EXPIRE_WINDOWS": EXPIRE_WINDOWS, "MOVE_COUNTERS": MOVE_COUNTERS,
     "RELEASE_BEGIN": release_scripts.RELEASE_BEGIN, "RELEASE_STAGE": release_scripts.RELEASE_STAGE,
     "RELEASE_COMMIT": release_scripts.RELEASE_COMMIT, "RELEASE_ABORT": release_scripts.RELEASE_ABORT,
-    "RELEASE_STEP": release_scripts.release_step(_NEXT_ID),
+    "RELEASE_STEP": release_scripts.release_step(_NEXT_ID + _GROUP_DONE),
 }
 
 

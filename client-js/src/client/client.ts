@@ -135,6 +135,9 @@ interface Attempt {
   stale?: number;
 }
 
+const MAX_ASKED_VERSIONS = 32; // old versions asked for per fetch (the collector's bound)
+const NOT_FETCHED = "version_not_fetched"; // an old version still taken, its config not asked for yet
+
 class Refused extends Error {
   constructor(readonly reason: string, message: string) {
     super(message);
@@ -193,6 +196,9 @@ export class TelemetryClient {
   private fetchedAt = -Infinity;
   private configError: string | null = "no configs yet";
   private refreshing: Promise<void> | null = null;
+  /** Old versions ("name:version") whose configs every fetch asks for: the device holds reports of
+   * them, and the collector sends an old version's config only when asked for by number. */
+  private wanted = new Set<string>();
   private campaigns = new Map<string, Campaign>();
   private storageError: string | null = null; // the last write failed
   private openError: string | null = null; // the durable store could not be opened: memory only
@@ -295,7 +301,9 @@ export class TelemetryClient {
   /** Ask the collector for the campaign configs (blocking); on failure keep what is known. */
   async fetchConfigs(): Promise<Record<string, CampaignConfig>> {
     try {
-      const text = await request(this.fetchFn, `${this.url}/v1/campaigns`, this.token, this.timeoutMs, "GET");
+      const asked = [...this.wanted].sort().slice(0, MAX_ASKED_VERSIONS);
+      const query = asked.length ? `?versions=${encodeURIComponent(asked.join(","))}` : "";
+      const text = await request(this.fetchFn, `${this.url}/v1/campaigns${query}`, this.token, this.timeoutMs, "GET");
       const data = JSON.parse(text);
       this.setConfigs(data);
       this.fetchedAt = Date.now();
@@ -336,6 +344,11 @@ export class TelemetryClient {
     if (version !== undefined && (top.version ?? 1) !== version) {
       const older = Array.isArray(top.older_versions) ? (top.older_versions as CampaignConfig[]) : [];
       cfg = older.find((o) => o.version === version);
+      const oldest = top.oldest_accepted_version;
+      if (cfg === undefined && Number.isInteger(oldest) && (oldest as number) <= version && version < ((top.version as number | undefined) ?? 1)) {
+        this.wanted.add(`${name}:${version}`); // taken still: its config comes when asked for by number
+        throw new Refused(NOT_FETCHED, `campaign ${name} version ${version}: its config is not fetched yet`);
+      }
       if (cfg === undefined) throw new Refused("version_retired", `campaign ${name} version ${version} is no longer accepted`);
     }
     const key = `${name}\u0000${cfg.version ?? 1}`;
@@ -484,6 +497,10 @@ export class TelemetryClient {
           return { cfg: c.cfg, mech: c.mech, cost: c.cost };
         } catch (err) {
           if (!(err instanceof Refused)) throw err;
+          if (err.reason === NOT_FETCHED) {
+            void this.refreshInBackground(); // asked for by number; the window waits
+            return null;
+          }
           const reason = ["version_retired", "campaign_retired"].includes(err.reason) ? err.reason : "bad_config";
           return { reason, message: err.message };
         }
@@ -630,8 +647,15 @@ export class TelemetryClient {
     if (!Object.keys(this.configs).length) return { action: "retry", error: `no campaign configs (${this.configError})` };
     let c: Campaign;
     try {
-      c = this.campaign(chunk.campaign, chunk.version);
+      try {
+        c = this.campaign(chunk.campaign, chunk.version);
+      } catch (err) {
+        if (!(err instanceof Refused && err.reason === NOT_FETCHED)) throw err;
+        await this.fetchConfigs(); // asks for the old version by number
+        c = this.campaign(chunk.campaign, chunk.version);
+      }
     } catch (err) {
+      if (err instanceof Refused && err.reason === NOT_FETCHED) return { action: "retry", error: err.message };
       if (err instanceof Refused) {
         const counted = ["version_retired", "campaign_retired"].includes(err.reason) ? err.reason : "";
         return { action: "drop", reason: err.message, code: counted };
