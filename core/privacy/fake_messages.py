@@ -149,9 +149,10 @@ def local_fake_delta(epsilon: float, mu: float, local_epsilon: float, domain_siz
 
 
 def fakes_for(epsilon: float, delta: float, local_epsilon: float | None = None,
-              domain_size: int | None = None) -> float:
+              domain_size: int | None = None, max_mu: float = math.inf) -> float:
     """The smallest μ on the grid e^{j·10⁻⁴} whose certified δ at ε is ≤ δ (``fake_delta``, or
-    ``local_fake_delta`` with ε_l and d given)."""
+    ``local_fake_delta`` with ε_l and d given); inf when even ``max_mu`` is not enough (the
+    search doubles μ, and a δ below what the bound certifies would double it without end)."""
     def certified(mu: float) -> bool:
         if local_epsilon is None:
             return fake_delta(epsilon, mu) <= delta
@@ -163,8 +164,15 @@ def fakes_for(epsilon: float, delta: float, local_epsilon: float | None = None,
     if certified(math.exp(j_lo * _MU_STEP)):
         return math.exp(j_lo * _MU_STEP)
     j_hi = max(j_hi, j_lo + 1)
+    j_top = math.floor(math.log(max_mu) / _MU_STEP) if math.isfinite(max_mu) else None
+    if j_top is not None and j_hi > j_top:
+        j_hi = max(j_top, j_lo + 1)
     while not certified(math.exp(j_hi * _MU_STEP)):
+        if j_top is not None and j_hi >= j_top:
+            return math.inf
         j_lo, j_hi = j_hi, j_hi + round(math.log(2) / _MU_STEP)
+        if j_top is not None:
+            j_hi = min(j_hi, j_top)
     while j_hi - j_lo > 1:
         mid = (j_lo + j_hi) // 2
         if certified(math.exp(mid * _MU_STEP)):
