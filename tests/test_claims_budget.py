@@ -8,6 +8,7 @@ whose claim cannot be served is left out and named, and the others are still ser
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, write_config
 from proc_support import budget
+
+from ldptel import keys
 
 ADMIN = "admin-token-for-tests"
 LOCAL = {"name": "alpha", "oracle": "grr", "epsilon": 1.0, "domain_size": 8, "min_reports": 10}
@@ -103,3 +106,22 @@ def test_a_claim_that_cannot_be_served_leaves_the_others_served(http: HttpStack)
         plan_cache.store(key, good)
     status, doc = device_configs(http)
     assert status == 200 and {c["name"] for c in doc["campaigns"]} == {"alpha", "sealed"}
+
+
+def test_a_record_composing_millions_of_windows_is_quarantined_not_composed(
+        http: HttpStack, redis_client: redis.Redis) -> None:
+    """A shuffled record an older ldptel accepted with window 1m and retention 3660d (T = 5.27 M):
+    its first config fetch once grew the collector by > 1 GB (10⁷: MemoryError on every fetch).
+    Now the record is quarantined when it is read, and every fetch answers at once for the others."""
+    now = time.time()
+    table = {**SEALED, "window": "1m", "retention": "3660d"}
+    rec = {"name": "sealed", "status": "active", "reason": "", "updated_at": now,
+           "versions": [{"version": 1, "table": table, "created_at": now, "superseded_at": None}]}
+    redis_client.hset(keys.REGISTRY_KEY, "sealed", json.dumps(rec))
+    redis_client.incr(keys.REGISTRY_REVISION_KEY)
+    with budget() as cost:
+        http.app.extensions["ldptel"].refresh()
+        status, doc = device_configs(http)
+    assert status == 200 and [c["name"] for c in doc["campaigns"]] == ["alpha"], doc
+    assert cost["seconds"] < 1 and cost["rss_growth_mb"] < 50, cost
+    assert "retention" in http.app.extensions["ldptel"].config.broken["sealed"]
