@@ -125,7 +125,8 @@ def list_campaigns():
         composition = device_composition(st.config.campaigns)  # across campaigns
     except Exception as exc:  # noqa: BLE001 - the figure alone is left out
         _report_unavailable("(device_composition)", exc)
-        composition = {"status": "failed", "epsilon": None}
+        composition = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}", "epsilon": None,
+                       "delta": None, "campaigns": [], "releases": 0, "unbounded": []}
     body = {"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
             "max_reports_per_batch": srv.max_reports_per_batch,
             "server_time": round(time.time(), 3),  # sealed batches bind a window
