@@ -15,8 +15,11 @@ the histogram for ``shuffled-fakes``), and range and numeric campaigns as a hist
 index domain (``ldptel.campaigns.shuffled_kinds``: the range's values, the numeric campaign's grid points);
 ``reports_per_window = 1`` (a window's reports are its devices), no ``memoize`` (nor RAPPOR or
 heavy hitters: docs/privacy.md says why). ``central_delta`` defaults to min(1/(10·batch_min), 10⁻⁶). A
-target that cannot be certified raises ``UncertifiableTarget`` naming ``central_epsilon`` with the
-planner's suggestion; every other error is a ``ConfigError`` naming its key.
+target that cannot be certified raises ``UncertifiableTarget`` naming ``central_epsilon`` (or
+``central_delta`` below the planner's floor, ``batch_min`` over the fake rate) with the planner's
+suggestion; every other error is a ``ConfigError`` naming its key. A shuffled version's claims are
+evaluated here, when it is made or read (``_claims``: T = retention / window at most
+``release_claims.MAX_RELEASES_COMPOSED``, else refused naming ``retention``), never on a request.
 """
 
 from __future__ import annotations
