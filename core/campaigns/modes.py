@@ -16,7 +16,7 @@ index domain (``ldptel.campaigns.shuffled_kinds``: the range's values, the numer
 ``reports_per_window = 1`` (a window's reports are its devices), no ``memoize`` (nor RAPPOR or
 heavy hitters: docs/privacy.md says why). ``central_delta`` defaults to min(1/(10·batch_min), 10⁻⁶). A
 target that cannot be certified raises ``UncertifiableTarget`` naming ``central_epsilon`` (or
-``central_delta`` below the planner's floor, ``batch_min`` over the fake rate) with the planner's
+``central_delta`` below the planner's floor) with the planner's
 suggestion; every other error is a ``ConfigError`` naming its key. A shuffled version's claims are
 evaluated here, when it is made or read (``_claims``: T = retention / window at most
 ``release_claims.MAX_RELEASES_COMPOSED``, else refused naming ``retention``), never on a request.
@@ -121,8 +121,7 @@ def _plan(mode: str, oracle: str, d: Any, target: float, delta: float, batch_min
     try:
         return plan(mode, oracle, d, target, delta, batch_min, local_epsilon=local_epsilon)
     except UncertifiableTarget as exc:  # named by what it suggests (central_delta below the floor)
-        key = next(iter(exc.suggestion), "central_epsilon")
-        key = key if key in ("central_delta", "batch_min") else "central_epsilon"
+        key = "central_delta" if "central_delta" in exc.suggestion else "central_epsilon"
         raise UncertifiableTarget(f"{at}.{key}: cannot certify: {exc}", exc.suggestion) from None
     except ValueError as exc:
         key = next((k for k in ("central_delta", "batch_min", "local_epsilon", "oracle")

@@ -61,10 +61,10 @@ EPS0_STEP = 1e-3
 # TAIL = 1e-20 (count_pair, fake_messages), so nothing below about 1e-20 can ever be certified
 # (the search for μ or ε₀ would grow without end); at 1e-18 the truncation is at most 2 % of δ.
 MIN_DELTA = 1e-18
-# The most fakes per bucket a plan may use: fake_delta's arrays hold about μ + 20√μ entries
-# (0.8 MB at 1e5, evaluated ~40 times by the search); μ = 1e5 certifies central ε ≈ 0.03 at
-# δ = 1e-8 (std error √μ ≈ 316 per count), below that a target is refused naming what works.
-MAX_MU = 1e5
+# The most fakes per bucket a plan may use (the search doubles μ; it stops here): μ = 1e6 certifies
+# central ε ≈ 0.006 at δ = 1e-8 (std error √μ = 1,000 per count); fake_delta's arrays hold ~20√μ
+# entries (20,000 at 1e6, ~30 ms an evaluation). Below that a target is refused naming what works.
+MAX_MU = 1e6
 
 
 @dataclass(frozen=True)
@@ -241,13 +241,21 @@ def _plan(mode: str, oracle: str, d: int, target: float, delta: float, n: int, w
         raise ValueError("local_epsilon needs oracle grr (the index is passed through GRR)")
     mu = _smallest_mu(target, delta, d, n, local_epsilon)
     if not math.isfinite(mu):  # the smallest target at the most fakes allowed (μ and the rate)
-        most = min(MAX_MU, max_fake_rate * n / d)
-        least = (fake_epsilon(most, delta) if local_epsilon is None
-                 else _local_fake_epsilon(most, local_epsilon, d, delta))
+        def least(most: float) -> float:
+            return (fake_epsilon(most, delta) if local_epsilon is None
+                    else _local_fake_epsilon(most, local_epsilon, d, delta))
+
+        here = least(min(MAX_MU, max_fake_rate * n / d))
+        if math.isfinite(here):
+            works, suggestion = (f"central_epsilon >= {_up(here):g} works at batch_min = {n:,}",
+                                 {"central_epsilon": _up(here)})
+        else:  # too few devices for any target: the fake rate limits μ first
+            needed, anywhere = math.ceil(MAX_MU * d / max_fake_rate), least(MAX_MU)
+            works, suggestion = (f"central_epsilon >= {_up(anywhere):g} works with batch_min >= {needed:,}",
+                                 {"central_epsilon": _up(anywhere), "batch_min": needed})
         raise UncertifiableTarget(
             f"central_epsilon = {target:g} at δ = {delta:g} needs more than {MAX_MU:g} fakes per bucket "
-            f"(the planner's limit); central_epsilon >= {_up(least):g} works at batch_min = {n:,}",
-            suggestion={"central_epsilon": _up(least)})
+            f"(the planner's limit); {works}", suggestion=suggestion)
     rate = fake_rate(mu, d, n)
     if rate > max_fake_rate:
         needed = math.ceil(mu * d / max_fake_rate)
