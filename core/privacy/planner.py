@@ -241,16 +241,16 @@ def _plan(mode: str, oracle: str, d: int, target: float, delta: float, n: int, w
         raise ValueError("local_epsilon needs oracle grr (the index is passed through GRR)")
     mu = _smallest_mu(target, delta, d, n, local_epsilon)
     if not math.isfinite(mu):  # the smallest target at the most fakes allowed (μ and the rate)
-        def least(most: float) -> float:
+        def smallest_target(most: float) -> float:
             return (fake_epsilon(most, delta) if local_epsilon is None
                     else _local_fake_epsilon(most, local_epsilon, d, delta))
 
-        here = least(min(MAX_MU, max_fake_rate * n / d))
+        here = smallest_target(min(MAX_MU, max_fake_rate * n / d))
         if math.isfinite(here):
             works, suggestion = (f"central_epsilon >= {_up(here):g} works at batch_min = {n:,}",
                                  {"central_epsilon": _up(here)})
         else:  # too few devices for any target: the fake rate limits μ first
-            needed, anywhere = math.ceil(MAX_MU * d / max_fake_rate), least(MAX_MU)
+            needed, anywhere = math.ceil(MAX_MU * d / max_fake_rate), smallest_target(MAX_MU)
             works, suggestion = (f"central_epsilon >= {_up(anywhere):g} works with batch_min >= {needed:,}",
                                  {"central_epsilon": _up(anywhere), "batch_min": needed})
         raise UncertifiableTarget(
