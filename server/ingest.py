@@ -30,6 +30,7 @@ to the campaign's window (``keys.window_start``), and the entry id is that windo
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -48,6 +49,7 @@ from ldptel.server.report_route import HINT_HEADER, ReportRoute, campaigns_diges
 from ldptel.server.sealed_ingest import shuffled_config
 
 bp = Blueprint("ingest", __name__)
+log = logging.getLogger("ldptel.server")
 
 @bp.after_request
 def _hint(response):
@@ -133,26 +135,55 @@ def device_privacy(campaign: Campaign, shuffled: bool) -> dict[str, Any]:
     return {**campaign.privacy(), **stored_claim(campaign, shuffled)}
 
 
+_reported: dict[str, str] = {}  # campaign → the last failure logged (once per reason)
+
+
+def _report_unavailable(name: str, exc: BaseException) -> None:
+    reason = f"{type(exc).__name__}: {exc}"
+    if _reported.get(name) != reason:
+        _reported[name] = reason
+        log.error("GET /v1/campaigns: campaign %s left out: %s", name, reason, exc_info=exc)
+
+
 @bp.get("/v1/campaigns")
 @require_token("ingest", "export")
 def list_campaigns():
     """Public configs of the campaigns clients can report to (``client_config``, each with its
     ``privacy`` claim), and the request
     limits (the SDK builds no body over ``max_body_bytes`` nor batch over
-    ``max_reports_per_batch``); 503 until this process has read the campaign registry once."""
+    ``max_reports_per_batch``); 503 until this process has read the campaign registry once. A
+    campaign whose config cannot be made (its claims fail: they are computed when its version is
+    made, so this is a bug or a record written by another release) is left out, logged once per
+    reason and named in ``unavailable``, and the others are served (as for a broken record)."""
     st = state()
     if not st.live.loaded:  # the file's campaigns may be stale versions of the registry's
         raise ApiError(503, "unavailable", "the campaign registry cannot be read yet; retry later",
                        {"Retry-After": "1"})
     asked = asked_versions(request.args.getlist("versions"))
-    campaigns = [client_config(st.config, c, asked=asked) for c in st.config.campaigns]
+    campaigns, unavailable = [], []
+    for c in st.config.campaigns:
+        try:
+            campaigns.append(client_config(st.config, c, asked=asked))
+        except Exception as exc:  # noqa: BLE001 - that campaign alone is left out (module docstring)
+            _report_unavailable(c.name, exc)
+            unavailable.append({"name": c.name, "reason": "its configuration cannot be served: "
+                                "see the collector's log and GET /v1/admin/campaigns"})
     if asked:
         within_answer_cap(campaigns)
     srv = st.config.server
-    resp = jsonify({"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
-                    "max_reports_per_batch": srv.max_reports_per_batch,
-                    "server_time": round(time.time(), 3),  # sealed batches bind a window
-                    "device_composition": device_composition(st.config.campaigns)})  # across campaigns
+    try:
+        composition = device_composition(st.config.campaigns)  # across campaigns
+    except Exception as exc:  # noqa: BLE001 - the figure alone is left out
+        _report_unavailable("(device_composition)", exc)
+        composition = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}", "epsilon": None,
+                       "delta": None, "campaigns": [], "releases": 0, "unbounded": []}
+    body = {"campaigns": campaigns, "max_body_bytes": srv.max_body_bytes,
+            "max_reports_per_batch": srv.max_reports_per_batch,
+            "server_time": round(time.time(), 3),  # sealed batches bind a window
+            "device_composition": composition}
+    if unavailable:
+        body["unavailable"] = unavailable
+    resp = jsonify(body)
     resp.headers["Cache-Control"] = "private, max-age=60"
     resp.headers["ETag"] = f'"{campaigns_digest(st.config)}"'
     return resp

@@ -84,6 +84,29 @@ def test_computed_off_the_request_path_once_then_cached_on_disk(tmp_path: Path,
     assert any(key.startswith('["device_composition"') for key in stored)
 
 
+def test_a_composition_that_cannot_be_computed_fails_once_and_is_not_retried() -> None:
+    """Issue 34 item 4: T = 10⁷ releases gave MemoryError, not cached, so every fetch started it
+    again (and 5.27 M grew the process by > 1 GB). A campaign as an older ldptel accepted it (1m
+    windows kept 3660d) is now refused by the accountant at once, and the failure is kept."""
+    import dataclasses
+    import threading
+
+    from proc_support import budget
+
+    (f,) = camps(FAKES)
+    old = dataclasses.replace(f, window="1m", retention="3660d")  # T = 5,270,400 (parse refuses it now)
+    with budget() as cost:
+        first = dc.device_composition([old])
+        deadline = time.monotonic() + 10
+        while (doc := dc.device_composition([old]))["status"] == "computing":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    assert first["status"] == "computing" and doc["status"] == "failed" and "10,000" in doc["reason"], doc
+    assert cost["seconds"] < 1 and cost["rss_growth_mb"] < 50, cost
+    assert dc.device_composition([old])["status"] == "failed"
+    assert not [t for t in threading.enumerate() if t.name == "ldptel-composition"]  # not started again
+
+
 @pytest.mark.integration
 def test_shown_in_the_device_answer_and_on_the_campaigns_page(redis_client: redis.Redis, redis_url: str,
                                                              tmp_path: Path) -> None:

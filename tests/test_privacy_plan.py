@@ -9,11 +9,12 @@ import math
 import numpy as np
 import pytest
 
+from ldptel.campaigns.campaign import parse_campaign
 from ldptel.commands.cli import main
 from ldptel.errors import ConfigError, UncertifiableTarget
 from ldptel.mechanisms.grr import perturb_categorical
-from ldptel.privacy.accounting import cumulative_epsilon
-from ldptel.privacy.planner import fakes_curve, plan
+from ldptel.privacy.accounting import MAX_RELEASES, cumulative_epsilon
+from ldptel.privacy.planner import MAX_MU, MIN_DELTA, fakes_curve, plan
 
 
 def test_shuffled_grr_issue_figures() -> None:
@@ -112,3 +113,78 @@ def test_simulated_decode_at_the_planned_epsilon0() -> None:
     print(f"planned ε₀ = {p.local_epsilon}, std error {p.std_error:.3f}, empirical {empirical:.3f}")
     assert empirical == pytest.approx(p.std_error, rel=0.05)
     assert empirical <= 10
+
+
+def test_delta_below_what_the_bounds_certify_is_refused_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 item 3: the planner doubled μ without end below δ ≈ 1e-20 (`ldptel privacy plan`
+    with δ = 1e-300 reached 5.9 GB in 60 s); now δ < MIN_DELTA is refused before any search."""
+    from proc_support import budget
+
+    for delta in (1e-19, 1e-30, 1e-300):
+        for mode, oracle in (("shuffled-fakes", "histogram"), ("shuffled", "grr")):
+            with budget() as cost, pytest.raises(UncertifiableTarget) as info:
+                plan(mode, oracle, 16, 1.0, delta, 1000)
+            assert info.value.suggestion == {"central_delta": MIN_DELTA} and "1e-18 works" in str(info.value)
+            assert cost["seconds"] < 1 and cost["rss_growth_mb"] < 50, (mode, delta, cost)
+    with budget() as cost:
+        rc = main(["privacy", "plan", "--mode", "shuffled-fakes", "--oracle", "histogram",
+                   "--domain-size", "16", "--central-epsilon", "1", "--central-delta", "1e-300",
+                   "--batch-min", "1000"])
+    assert rc == 2 and "central_delta = 1e-300 is below 1e-18" in capsys.readouterr().err
+    assert cost["seconds"] < 1 and cost["rss_growth_mb"] < 50, cost
+    assert plan("shuffled-fakes", "histogram", 16, 1.0, MIN_DELTA, 1000).central_epsilon <= 1.0  # the floor
+
+
+def test_fakes_per_bucket_are_capped() -> None:
+    """μ stops at MAX_MU: a target that needs more is refused with the smallest one that works."""
+    with pytest.raises(UncertifiableTarget) as info:
+        plan("shuffled-fakes", "histogram", 16, 0.001, 1e-8, 10**7)
+    least = info.value.suggestion["central_epsilon"]
+    assert "central_epsilon = 0.001 at δ = 1e-08 needs more than 1e+06 fakes" in str(info.value)
+    p = plan("shuffled-fakes", "histogram", 16, least, 1e-8, 10**7)
+    assert p.fakes_per_bucket is not None and p.fakes_per_bucket <= MAX_MU
+
+
+def test_a_tiny_central_epsilon_is_named_as_given() -> None:
+    """Issue 34 item 10: central_epsilon = 1e-9 was refused as "epsilon must satisfy 0.01 <= epsilon
+    <= 10, got 0.001" (the planner's fallback ε₀, not the value given)."""
+    table = {"name": "x", "domain_size": 16, "central_epsilon": 1e-9, "batch_min": 1000}
+    for mode in ("shuffled", "shuffled-fakes"):
+        with pytest.raises(UncertifiableTarget) as info:
+            parse_campaign({**table, "privacy_mode": mode}, "campaigns[0]")
+        message = str(info.value)
+        assert message.startswith("campaigns[x].central_epsilon: ") and "central_epsilon = 1e-09" in message
+        assert "got 0.001" not in message, message
+        least = info.value.suggestion["central_epsilon"]
+        camp = parse_campaign({**table, "privacy_mode": mode, "central_epsilon": least}, "c")
+        assert camp.central_epsilon == least
+
+
+def test_composition_bounds() -> None:
+    """Issue 34 items 2 and 4: a curve with mass at infinite loss (fakes: e^−μ, no fake in a bucket)
+    composes, that mass going to +∞, instead of "δ(ε) stays above 1e-16 up to ε = 60"; more
+    releases than MAX_RELEASES are refused before any work (T = 5.27 M grew > 1 GB)."""
+    curve = fakes_curve(16.0)  # central_delta = 0.001 plans μ ≈ 16 for a target of 1
+    eps = cumulative_epsilon([(curve, 30)], 1e-3)
+    assert 1 < eps < 30
+    assert cumulative_epsilon([(curve, 30)], 1e-9) == math.inf  # 30·e^−16 > 1e-9: no ε reaches it
+    with pytest.raises(ValueError, match="10,000"):
+        cumulative_epsilon([(curve, MAX_RELEASES + 1)], 1e-3)
+    with pytest.raises(ValueError, match="windows"):
+        plan("shuffled-fakes", "histogram", 16, 1.0, 1e-8, 1000, windows=5_270_400)
+
+
+def test_a_retention_composing_too_many_windows_is_refused() -> None:
+    from proc_support import budget
+
+    table = {"name": "x", "domain_size": 16, "privacy_mode": "shuffled-fakes", "central_epsilon": 1.0,
+             "batch_min": 1000, "window": "1m"}
+    with budget() as cost, pytest.raises(ConfigError) as info:
+        parse_campaign({**table, "retention": "3660d"}, "c")
+    assert str(info.value) == ("campaigns[x].retention: keeps 5,270,400 windows of 1m: a shuffled campaign's "
+                               "cumulative ε composes at most 10,000 (MAX_RELEASES_COMPOSED); retention <= "
+                               "\"6d\" works with window = '1m', got '3660d'")
+    assert cost["seconds"] < 1 and cost["rss_growth_mb"] < 50, cost
+    assert parse_campaign({**table, "retention": "6d"}, "c").retention == "6d"
+    assert parse_campaign({"name": "y", "oracle": "grr", "epsilon": 1.0, "domain_size": 4, "window": "1m",
+                           "retention": "3660d"}, "c").retention == "3660d"  # local: nothing composed

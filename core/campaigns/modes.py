@@ -15,8 +15,11 @@ the histogram for ``shuffled-fakes``), and range and numeric campaigns as a hist
 index domain (``ldptel.campaigns.shuffled_kinds``: the range's values, the numeric campaign's grid points);
 ``reports_per_window = 1`` (a window's reports are its devices), no ``memoize`` (nor RAPPOR or
 heavy hitters: docs/privacy.md says why). ``central_delta`` defaults to min(1/(10·batch_min), 10⁻⁶). A
-target that cannot be certified raises ``UncertifiableTarget`` naming ``central_epsilon`` with the
-planner's suggestion; every other error is a ``ConfigError`` naming its key.
+target that cannot be certified raises ``UncertifiableTarget`` naming ``central_epsilon`` (or
+``central_delta`` below the planner's floor) with the planner's
+suggestion; every other error is a ``ConfigError`` naming its key. A shuffled version's claims are
+evaluated here, when it is made or read (``_claims``: T = retention / window at most
+``release_claims.MAX_RELEASES_COMPOSED``, else refused naming ``retention``), never on a request.
 """
 
 from __future__ import annotations
@@ -81,8 +84,32 @@ def parse(raw: dict, where: str, base: Callable[[dict], Any]) -> Any:
         return base({**table, "oracle": oracle, "epsilon": epsilon})
 
     if mode == "shuffled":
-        return _shuffled(raw, at, kind, float(target), float(delta), batch_min, d, build)
-    return _fakes(raw, at, kind, float(target), float(delta), batch_min, d, build)
+        camp = _shuffled(raw, at, kind, float(target), float(delta), batch_min, d, build)
+    else:
+        camp = _fakes(raw, at, kind, float(target), float(delta), batch_min, d, build)
+    _claims(camp, at)
+    return camp
+
+
+def _claims(camp: Any, at: str) -> None:
+    """A shuffled version's claims (``release_claims.version_claims``: the planned bound and the
+    cumulative ε over T = retention / window releases) evaluated now, when the version is made or
+    loaded, so that no request computes them; T above ``MAX_RELEASES_COMPOSED`` is refused."""
+    from ldptel.privacy import release_claims  # scipy: server side only
+
+    releases = release_claims.releases_composed(camp)
+    if releases is not None and releases > release_claims.MAX_RELEASES_COMPOSED:
+        largest = release_claims.MAX_RELEASES_COMPOSED * camp.window_seconds
+        unit, size = next((u, n) for u, n in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if largest >= n)
+        raise fail(f"{at}.retention", f"keeps {releases:,} windows of {camp.window}: a shuffled campaign's "
+                   f"cumulative ε composes at most {release_claims.MAX_RELEASES_COMPOSED:,} "
+                   f"(MAX_RELEASES_COMPOSED); retention <= \"{largest // size}{unit}\" works with window = "
+                   f"{camp.window!r}, got {camp.retention!r}")
+    try:
+        release_claims.version_claims(camp)
+    except (ValueError, ArithmeticError, MemoryError) as exc:
+        raise fail(f"{at}.central_delta", f"the claims of this version cannot be computed ({exc}); "
+                   "a larger central_delta or a shorter retention may") from None
 
 
 def _plan(mode: str, oracle: str, d: Any, target: float, delta: float, batch_min: int, at: str,
@@ -93,8 +120,9 @@ def _plan(mode: str, oracle: str, d: Any, target: float, delta: float, batch_min
         raise fail(f"{at}.domain_size", "give domain (labels) or domain_size (≥ 2)")
     try:
         return plan(mode, oracle, d, target, delta, batch_min, local_epsilon=local_epsilon)
-    except UncertifiableTarget as exc:
-        raise UncertifiableTarget(f"{at}.central_epsilon: cannot certify: {exc}", exc.suggestion) from None
+    except UncertifiableTarget as exc:  # named by what it suggests (central_delta below the floor)
+        key = "central_delta" if "central_delta" in exc.suggestion else "central_epsilon"
+        raise UncertifiableTarget(f"{at}.{key}: cannot certify: {exc}", exc.suggestion) from None
     except ValueError as exc:
         key = next((k for k in ("central_delta", "batch_min", "local_epsilon", "oracle")
                     if k in str(exc)), "central_epsilon")

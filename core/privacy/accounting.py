@@ -16,7 +16,8 @@ the values by their lower convex hull in x = e^ε (still ≥ the true curve, whi
 and now exactly convex) and builds the pessimistic "connect-the-dots" PLD on those points
 (Doroshenko, Ghazi, Kamath, Kumar, Manurangsi, PETS 2022; ``dp_accounting``'s
 ``create_pmf_pessimistic_connect_dots``): its curve is the chord interpolation, above the true
-curve everywhere; mass beyond E goes to +∞ (δ(E) ≤ 10⁻¹⁶). ``cumulative_epsilon`` composes the
+curve everywhere; mass beyond E goes to +∞ (δ(E) ≤ 10⁻¹⁶, or the pair's own mass at +∞ where δ(ε)
+levels off, e.g. e^{−μ} of fake messages: ``_support_end``). ``cumulative_epsilon`` composes the
 releases' PLDs with ``dp_accounting`` (``PrivacyLossDistribution.compose``, FFT-based,
 pessimistic) and reads off ε at the total δ.
 
@@ -36,6 +37,12 @@ import numpy as np
 DISCRETIZATION = 1e-3  # the PLD lattice: every support point is a multiple of it
 POINTS = 120  # curve evaluations on [0, E] (the negative side follows by symmetry)
 DELTA_FLOOR = 1e-16  # E is where the curve falls below this (or the pair's largest loss)
+PLATEAU = 1e-3  # … or where doubling ε lowers δ by less than this fraction (mass at +∞)
+MAX_SUPPORT = 64.0  # … and at most this (δ(E) goes to +∞)
+# The most releases of one curve composed: self-composition grows the PLD's support with the count
+# (measured on the fake-message and GRR curves: 10⁴ ~20 MB and ~0.2 s beyond the curve, 10⁵
+# ~60 MB, 10⁶ ~0.5 GB and 6 s); a year of hourly windows is 8,760
+MAX_RELEASES = 10_000
 
 
 @dataclass(frozen=True)
@@ -49,12 +56,16 @@ class PrivacyCurve:
 
 
 def _support_end(curve: PrivacyCurve) -> float:
-    """E: the pair's largest loss, or the first ε (doubling from 0.01) with δ(ε) ≤ DELTA_FLOOR."""
-    end = 0.01
-    while end < curve.max_loss and curve.delta(end) > DELTA_FLOOR:
-        end *= 2
-        if end > 60:
-            raise ValueError(f"{curve.name}: δ(ε) stays above {DELTA_FLOOR:g} up to ε = 60")
+    """E: the pair's largest loss, or the first ε (doubling from 0.01) with δ(ε) ≤ DELTA_FLOOR, or
+    where δ stops falling (from ε = 1 on, a doubling lowers it by less than ``PLATEAU``: the pair's
+    mass at infinite loss, e.g. e^{−μ} of fake messages, where no bucket got a fake), at most
+    ``MAX_SUPPORT``. Whatever δ(E) is left goes to the PLD's mass at +∞ (pessimistic, so sound)."""
+    end, here = 0.01, curve.delta(0.01)
+    while end < curve.max_loss and here > DELTA_FLOOR and end < MAX_SUPPORT:
+        nxt = curve.delta(2 * end)
+        if end >= 1 and nxt >= here * (1 - PLATEAU):
+            break
+        end, here = 2 * end, nxt
     return min(end, curve.max_loss)
 
 
@@ -108,6 +119,8 @@ def cumulative_epsilon(releases: Sequence[tuple[PrivacyCurve, int]], delta: floa
     for curve, count in releases:
         if count < 1:
             raise ValueError(f"a release count must be ≥ 1, got {count!r}")
+        if count > MAX_RELEASES:
+            raise ValueError(f"a release count must be ≤ {MAX_RELEASES:,} (MAX_RELEASES), got {count:,}")
         pld = curve_pld(curve)
         pld = pld.self_compose(count) if count > 1 else pld
         total = pld if total is None else total.compose(pld)
@@ -116,4 +129,5 @@ def cumulative_epsilon(releases: Sequence[tuple[PrivacyCurve, int]], delta: floa
     return float(total.get_epsilon_for_delta(delta))
 
 
-__all__ = ["DISCRETIZATION", "PrivacyCurve", "cumulative_epsilon", "curve_pld", "curve_points"]
+__all__ = ["DISCRETIZATION", "MAX_RELEASES", "PrivacyCurve", "cumulative_epsilon", "curve_pld",
+           "curve_points"]

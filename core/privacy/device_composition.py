@@ -44,6 +44,7 @@ from ldptel.privacy.subject import Claimed
 
 VERSION = 1  # of the cached documents: bump when the composition's math changes
 _running: dict[str, int] = {}  # key → pid of the process whose thread computes it
+_failed: dict[str, str] = {}  # key → why its computation failed in this process (not started again)
 _lock = threading.Lock()
 
 
@@ -110,14 +111,18 @@ def _compute(key: str, parts: list[Release]) -> dict[str, Any]:
 def _background(key: str, parts: list[Release]) -> None:
     try:
         _compute(key, parts)
+    except Exception as exc:  # noqa: BLE001 - kept: no request starts it again
+        with _lock:
+            _failed[key] = f"{type(exc).__name__}: {exc}"
     finally:
         with _lock:
             _running.pop(key, None)
 
 
 def device_composition(campaigns: Sequence[Claimed], wait: bool = False) -> dict[str, Any]:
-    """The figure of the module docstring as a JSON object: ``status`` (``ready``, ``computing``
-    or ``none``: no shuffled campaign with a finite retention), ``epsilon``, ``delta``, the
+    """The figure of the module docstring as a JSON object: ``status`` (``ready``, ``computing``,
+    ``failed`` (with ``reason``; computed once per process, never retried by a request) or
+    ``none``: no shuffled campaign with a finite retention), ``epsilon``, ``delta``, the
     ``campaigns`` composed (name, mode, releases), the total ``releases``, ``unbounded`` and a
     ``scope`` sentence. ``wait``: compute now if needed (tests, the CLI)."""
     parts, unbounded = releases_of(campaigns)
@@ -137,6 +142,8 @@ def device_composition(campaigns: Sequence[Claimed], wait: bool = False) -> dict
     if done is not None:
         return {**out, "status": "ready", "epsilon": done.get("epsilon")}
     with _lock:
+        if key in _failed:
+            return {**out, "status": "failed", "reason": _failed[key]}
         if _running.get(key) != os.getpid():  # (a thread of the parent does not survive a fork)
             _running[key] = os.getpid()
             threading.Thread(target=_background, args=(key, parts), name="ldptel-composition",

@@ -12,8 +12,9 @@ The likelihood ratio is (A + 1)/B, the pair is symmetric, and
          = Σ_a P(A=a)·[F(K_a) − e^ε·μ/(a+1)·F(K_a − 1)],   K_a = ⌊(a+1)·e^{−ε}⌋,
 
 F the Poisson(μ) cdf (b·P(b) = μ·P(b−1)). B = 0 has ratio ∞: δ(ε) ≥ e^{−μ} for every ε.
-``fake_delta`` sums a over [0, a_hi] with P(A > a_hi) ≤ 10⁻²⁰ (added to an upper bound, whose
-a-terms are each ≤ P(A = a)) and a floating-point allowance of 10⁻¹⁰ of the terms' magnitude.
+``fake_delta`` sums a over the bulk [a_lo, a_hi] with P(A < a_lo) ≤ 10⁻²⁰ and P(A > a_hi) ≤ 10⁻²⁰
+(both added to an upper bound, whose a-terms are each ≤ P(A = a); so its arrays hold ~20√μ
+entries, not μ: 60,000 at μ = 10⁷) and a floating-point allowance of 10⁻¹⁰ of the terms' magnitude.
 δ(ε) falls in μ (Poisson(μ') = Poisson(μ) + an independent Poisson(μ' − μ) in each bucket: the
 same post-processing of both counts), which ``fakes_for`` bisects on.
 
@@ -61,7 +62,8 @@ def fake_delta(epsilon: float, mu: float, upper: bool = True) -> float:
 @lru_cache(maxsize=65536)
 def _fake_delta(epsilon: float, mu: float, upper: bool) -> float:
     a_hi = _poisson_upper_end(mu, TAIL)
-    a = np.arange(a_hi + 1, dtype=np.float64)
+    a_lo = _poisson_lower_end(mu, TAIL)
+    a = np.arange(a_lo, a_hi + 1, dtype=np.float64)
     weight = np.exp(a * math.log(mu) - mu - special.gammaln(a + 1))
     x = (a + 1) * math.exp(-epsilon)
     best = np.full(a.size, -np.inf)
@@ -77,7 +79,8 @@ def _fake_delta(epsilon: float, mu: float, upper: bool) -> float:
     total = float(np.sum(np.maximum(best, 0.0)))
     allowance = _ROUNDING * float(np.sum(size))
     if upper:
-        return min(1.0, total + allowance + float(special.pdtrc(a_hi, mu)))
+        left_out = float(special.pdtrc(a_hi, mu)) + (float(special.pdtr(a_lo - 1, mu)) if a_lo > 0 else 0.0)
+        return min(1.0, total + allowance + left_out)
     return max(0.0, total - allowance)
 
 
@@ -93,6 +96,20 @@ def _poisson_upper_end(mu: float, tail: float) -> int:
         else:
             lo = mid
     return hi
+
+
+def _poisson_lower_end(mu: float, tail: float) -> int:
+    """The largest k with P(Poisson(μ) < k) ≤ tail (0 when even P(A = 0) is above it)."""
+    lo, hi = 0, int(mu)  # P(A < 0) = 0 ≤ tail; P(A < ⌊μ⌋) is near 1/2
+    if hi <= 0 or float(special.pdtr(hi - 1, mu)) <= tail:
+        return max(hi, 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if float(special.pdtr(mid - 1, mu)) <= tail:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def fake_epsilon(mu: float, delta: float, upper: bool = True) -> float:
@@ -149,9 +166,10 @@ def local_fake_delta(epsilon: float, mu: float, local_epsilon: float, domain_siz
 
 
 def fakes_for(epsilon: float, delta: float, local_epsilon: float | None = None,
-              domain_size: int | None = None) -> float:
+              domain_size: int | None = None, max_mu: float = math.inf) -> float:
     """The smallest μ on the grid e^{j·10⁻⁴} whose certified δ at ε is ≤ δ (``fake_delta``, or
-    ``local_fake_delta`` with ε_l and d given)."""
+    ``local_fake_delta`` with ε_l and d given); inf when even ``max_mu`` is not enough (the
+    search doubles μ, and a δ below what the bound certifies would double it without end)."""
     def certified(mu: float) -> bool:
         if local_epsilon is None:
             return fake_delta(epsilon, mu) <= delta
@@ -163,8 +181,15 @@ def fakes_for(epsilon: float, delta: float, local_epsilon: float | None = None,
     if certified(math.exp(j_lo * _MU_STEP)):
         return math.exp(j_lo * _MU_STEP)
     j_hi = max(j_hi, j_lo + 1)
+    j_top = math.floor(math.log(max_mu) / _MU_STEP) if math.isfinite(max_mu) else None
+    if j_top is not None and j_hi > j_top:
+        j_hi = max(j_top, j_lo + 1)
     while not certified(math.exp(j_hi * _MU_STEP)):
+        if j_top is not None and j_hi >= j_top:
+            return math.inf
         j_lo, j_hi = j_hi, j_hi + round(math.log(2) / _MU_STEP)
+        if j_top is not None:
+            j_hi = min(j_hi, j_top)
     while j_hi - j_lo > 1:
         mid = (j_lo + j_hi) // 2
         if certified(math.exp(mid * _MU_STEP)):

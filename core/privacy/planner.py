@@ -30,8 +30,8 @@ from typing import Any
 
 from ldptel.errors import UncertifiableTarget
 from ldptel.mechanisms import MECHANISMS
-from ldptel.mechanisms.base import MAX_EPSILON, check_epsilon
-from ldptel.privacy.accounting import PrivacyCurve, cumulative_epsilon
+from ldptel.mechanisms.base import MAX_EPSILON, MIN_EPSILON, check_epsilon
+from ldptel.privacy.accounting import MAX_RELEASES, PrivacyCurve, cumulative_epsilon
 from ldptel.privacy.amplification import (
     DEFAULT_RAPPOR_HASHES,
     ORACLES,
@@ -57,6 +57,14 @@ BOUND_FAKES = "poisson-fakes (exact)"
 BOUND_FAKES_LOCAL = "poisson-fakes with GRR (advanced joint convexity)"
 MAX_FAKE_RATE = 100.0  # fake messages per device above which a plan is refused
 EPS0_STEP = 1e-3
+# The smallest δ a plan may target: every bound here adds the mass it truncates, each tail at most
+# TAIL = 1e-20 (count_pair, fake_messages), so nothing below about 1e-20 can ever be certified
+# (the search for μ or ε₀ would grow without end); at 1e-18 the truncation is at most 2 % of δ.
+MIN_DELTA = 1e-18
+# The most fakes per bucket a plan may use (the search doubles μ; it stops here): μ = 1e6 certifies
+# central ε ≈ 0.006 at δ = 1e-8 (std error √μ = 1,000 per count); fake_delta's arrays hold ~20√μ
+# entries (20,000 at 1e6, ~30 ms an evaluation). Below that a target is refused naming what works.
+MAX_MU = 1e6
 
 
 @dataclass(frozen=True)
@@ -107,14 +115,21 @@ def _check(mode: str, oracle: str, domain_size: int, epsilon: float, delta: floa
         raise ValueError(f"central_epsilon must be a finite number > 0, got {epsilon!r}")
     if not (isinstance(delta, (int, float)) and 0 < delta < 1):
         raise ValueError(f"central_delta must be in (0, 1), got {delta!r}")
+    if delta < MIN_DELTA:
+        raise UncertifiableTarget(
+            f"central_delta = {delta:g} is below {MIN_DELTA:g}, the smallest δ the bounds certify (each "
+            f"adds the mass it truncates, up to 1e-20); central_delta >= {MIN_DELTA:g} works",
+            suggestion={"central_delta": MIN_DELTA})
     if isinstance(batch_min, bool) or not isinstance(batch_min, int) or batch_min < 2:
         raise ValueError(f"batch_min must be an integer ≥ 2, got {batch_min!r}")
     if local_epsilon is not None:
         if mode != "shuffled-fakes":
             raise ValueError("local_epsilon applies to shuffled-fakes only (shuffled plans its ε₀)")
         check_epsilon(local_epsilon, "local_epsilon")
-    if windows is not None and (isinstance(windows, bool) or not isinstance(windows, int) or windows < 1):
-        raise ValueError(f"windows must be an integer ≥ 1, got {windows!r}")
+    if windows is not None and (isinstance(windows, bool) or not isinstance(windows, int)
+                                or not 1 <= windows <= MAX_RELEASES):
+        raise ValueError(f"windows must be an integer with 1 <= windows <= {MAX_RELEASES:,} (the most "
+                         f"releases composed), got {windows!r}")
 
 
 @lru_cache(maxsize=4096)
@@ -207,6 +222,13 @@ def _plan(mode: str, oracle: str, d: int, target: float, delta: float, n: int, w
           local_epsilon: float | None, max_fake_rate: float, hashes: int) -> PrivacyPlan:
     if mode == "shuffled":
         eps0 = _largest_epsilon0(oracle, d, target, delta, n, hashes)
+        if eps0 < MIN_EPSILON:  # the mechanisms take no smaller ε₀ (mechanisms/base.py says why)
+            least = shuffled_bound(oracle, MIN_EPSILON, d, n, delta, hashes).epsilon
+            raise UncertifiableTarget(
+                f"central_epsilon = {target:g} at δ = {delta:g} would need ε₀ < {MIN_EPSILON:g} (the "
+                f"smallest ε a mechanism takes); central_epsilon >= {_up(least):g} works at "
+                f"batch_min = {n:,}",
+                suggestion={"central_epsilon": _up(least)})
         bound = shuffled_bound(oracle, eps0, d, n, delta, hashes)
         cumulative = None
         if windows is not None:
@@ -218,6 +240,22 @@ def _plan(mode: str, oracle: str, d: int, target: float, delta: float, n: int, w
     if oracle == "histogram" and local_epsilon is not None:
         raise ValueError("local_epsilon needs oracle grr (the index is passed through GRR)")
     mu = _smallest_mu(target, delta, d, n, local_epsilon)
+    if not math.isfinite(mu):  # the smallest target at the most fakes allowed (μ and the rate)
+        def smallest_target(most: float) -> float:
+            return (fake_epsilon(most, delta) if local_epsilon is None
+                    else _local_fake_epsilon(most, local_epsilon, d, delta))
+
+        here = smallest_target(min(MAX_MU, max_fake_rate * n / d))
+        if math.isfinite(here):
+            works, suggestion = (f"central_epsilon >= {_up(here):g} works at batch_min = {n:,}",
+                                 {"central_epsilon": _up(here)})
+        else:  # too few devices for any target: the fake rate limits μ first
+            needed, anywhere = math.ceil(MAX_MU * d / max_fake_rate), smallest_target(MAX_MU)
+            works, suggestion = (f"central_epsilon >= {_up(anywhere):g} works with batch_min >= {needed:,}",
+                                 {"central_epsilon": _up(anywhere), "batch_min": needed})
+        raise UncertifiableTarget(
+            f"central_epsilon = {target:g} at δ = {delta:g} needs more than {MAX_MU:g} fakes per bucket "
+            f"(the planner's limit); {works}", suggestion=suggestion)
     rate = fake_rate(mu, d, n)
     if rate > max_fake_rate:
         needed = math.ceil(mu * d / max_fake_rate)
@@ -292,13 +330,22 @@ def _attack_bracket(d: int, target: float, delta: float, n: int, good: int, bad:
 
 
 def _smallest_mu(target: float, delta: float, d: int, n: int, local_epsilon: float | None) -> float:
+    """The smallest μ certifying the target, at most ``MAX_MU`` (inf when that is not enough)."""
     if local_epsilon is None:
-        return fakes_for(target, delta)
+        return fakes_for(target, delta, max_mu=MAX_MU)
     if shuffled_bound("grr", local_epsilon, d, n, delta).epsilon <= target:
         return 0.0  # shuffled GRR at ε_l alone meets the target
-    return fakes_for(target, delta, local_epsilon, d)
+    return fakes_for(target, delta, local_epsilon, d, max_mu=MAX_MU)
+
+
+def _up(x: float) -> float:
+    """x rounded up to 3 significant digits (a value that works, to print and suggest)."""
+    if not math.isfinite(x) or x <= 0:
+        return x
+    scale = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return float(f"{math.ceil(x / scale - 1e-9) * scale:.3g}")
 
 
 __all__ = ["BOUND_FAKES", "BOUND_FAKES_LOCAL", "BOUND_FMT21", "BOUND_LOCAL", "FAKE_ORACLES",
-           "MAX_FAKE_RATE", "MODES", "CentralBound", "PrivacyPlan", "fakes_bound", "fakes_curve", "plan",
-           "shuffled_bound", "shuffled_curve", "std_error"]
+           "MAX_FAKE_RATE", "MAX_MU", "MIN_DELTA", "MODES", "CentralBound", "PrivacyPlan", "fakes_bound",
+           "fakes_curve", "plan", "shuffled_bound", "shuffled_curve", "std_error"]

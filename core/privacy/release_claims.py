@@ -10,21 +10,35 @@ the window holds.
   max U" (the smallest batch is the worst: every bound falls in n);
 - composition (``ldptel.privacy.accounting``, PLD accountant): the cumulative central ε at the same
   δ of a device that reports in every window over the campaign's retention (T = retention /
-  window releases, each at the worst batch size seen), cached per (campaign, n-bucket, T).
+  window releases, each at the worst batch size seen), cached per (campaign, n-bucket, T);
+  T is at most ``MAX_RELEASES_COMPOSED`` (``ldptel.campaigns.modes`` refuses a longer retention:
+  composing 10⁴ releases costs ~20 MB and ~0.2 s beyond the curve, 10⁶ ~0.5 GB and 6 s).
 
 ``window_claim`` is the ``privacy`` object's central part in every published document of such a
 campaign; ``planned_claim`` the same at n = ``batch_min`` (``/v1/campaigns`` and the pages before
-any release).
+any release). ``version_claims`` evaluates the planned claim when a version is made or loaded
+(``ldptel.campaigns.modes``: the admin API, ``campaigns apply``, a config load, each registry
+revision a process reads), so ``planned_claim`` on a request finds it computed: it never composes
+on the caller's thread (the per-machine cache, else a daemon thread computes it and the claim says
+``cumulative_status = "computing"`` meanwhile, as ``device_composition`` does).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import threading
 from functools import lru_cache
 from typing import Any
 
+from ldptel.privacy.accounting import MAX_RELEASES
 from ldptel.privacy.subject import Claimed
+
+MAX_RELEASES_COMPOSED = MAX_RELEASES  # the most T = retention / window (module docstring)
+_running: dict[str, int] = {}  # cumulative keys → pid of the process whose thread computes them
+_failed: dict[str, str] = {}  # cumulative keys whose computation failed in this process → why
+_lock = threading.Lock()
 
 
 def _bound(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
@@ -55,16 +69,23 @@ def releases_composed(campaign: Claimed) -> int | None:
     return None if kept is None else max(1, kept // campaign.window_seconds)
 
 
+def _key(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
+         fake_rate: float | None, releases: int) -> str:
+    return json.dumps(["cumulative", 1, mode, oracle, eps, d, n, delta, fake_rate, releases])
+
+
 @lru_cache(maxsize=512)
 def _cumulative(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
                 fake_rate: float | None, releases: int) -> float | None:
     """(kept in the plan cache file too: a GRR curve takes seconds to evaluate, once per machine)"""
     from ldptel.privacy import plan_cache
 
-    key = json.dumps(["cumulative", 1, mode, oracle, eps, d, n, delta, fake_rate, releases])
+    key = _key(mode, oracle, eps, d, n, delta, fake_rate, releases)
     stored = plan_cache.lookup(key)
     if stored is not None:
         return stored.get("epsilon")
+    if releases > MAX_RELEASES_COMPOSED:
+        raise ValueError(f"{releases:,} releases to compose, more than {MAX_RELEASES_COMPOSED:,}")
     from ldptel.privacy.accounting import cumulative_epsilon
     from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
@@ -75,16 +96,45 @@ def _cumulative(mode: str, oracle: str, eps: float | None, d: int, n: int, delta
     return value if math.isfinite(value) else None
 
 
-def cumulative(campaign: Claimed, n: int) -> tuple[int | None, float | None]:
-    """(T, the cumulative central ε at δ over T releases of ``n`` devices), None when T is."""
+def _background(key: str, args: tuple) -> None:
+    try:
+        _cumulative(*args)
+    except Exception as exc:  # noqa: BLE001 - kept, so that no request starts it again
+        with _lock:
+            _failed[key] = f"{type(exc).__name__}: {exc}"
+    finally:
+        with _lock:
+            _running.pop(key, None)
+
+
+def cumulative(campaign: Claimed, n: int, wait: bool = True) -> tuple[int | None, float | None, str]:
+    """(T, the cumulative central ε at δ over T releases of ``n`` devices, its status): status
+    ``ready``, ``none`` (T is None: windows kept forever), and with ``wait=False`` (a request:
+    nothing composed on this thread) ``computing`` (a daemon thread computes it, once per key and
+    process) or ``failed`` (it could not be computed here; the version's creation would have said
+    why)."""
+    from ldptel.privacy import plan_cache
     from ldptel.privacy.clones import n_bucket
 
     releases = releases_composed(campaign)
     if releases is None:
-        return None, None
-    return releases, _cumulative(campaign.privacy_mode, str(campaign.oracle), campaign.epsilon,
-                                 int(campaign.domain_size or 0), n_bucket(max(n, 2)),
-                                 float(campaign.central_delta or 1e-6), campaign.fake_rate, releases)
+        return None, None, "none"
+    args = (campaign.privacy_mode, str(campaign.oracle), campaign.epsilon, int(campaign.domain_size or 0),
+            n_bucket(max(n, 2)), float(campaign.central_delta or 1e-6), campaign.fake_rate, releases)
+    if wait:
+        return releases, _cumulative(*args), "ready"
+    key = _key(*args)
+    done = plan_cache.lookup(key)
+    if done is not None:
+        return releases, done.get("epsilon"), "ready"
+    with _lock:
+        if key in _failed:
+            return releases, None, "failed"
+        if _running.get(key) != os.getpid():  # (a thread of the parent does not survive a fork)
+            _running[key] = os.getpid()
+            threading.Thread(target=_background, args=(key, args), name="ldptel-cumulative",
+                             daemon=True).start()
+    return releases, None, "computing"
 
 
 def _finite(x: float | None) -> float | None:
@@ -93,29 +143,41 @@ def _finite(x: float | None) -> float | None:
 
 def window_claim(campaign: Claimed, batches: list[int], compose: bool = True) -> dict[str, Any]:
     """The central fields of the ``privacy`` object of a window made of ``batches`` (their real
-    report counts; module docstring)."""
+    report counts; module docstring). ``compose=False``: the cumulative ε only if already computed
+    (``cumulative(wait=False)``), with its ``cumulative_status``."""
     worst = min(batches) if batches else int(campaign.batch_min or 2)
     bounds = [batch_bound(campaign, n) for n in (batches or [worst])]
     upper = max(b.epsilon for b in bounds)
     lower = max(b.epsilon_lower for b in bounds)
     name = next(b.bound for b in bounds if b.epsilon == upper)
-    releases, total = cumulative(campaign, worst) if compose else (releases_composed(campaign), None)
-    return {"privacy_mode": campaign.privacy_mode, "local_epsilon": campaign.epsilon,
-            "fake_rate": campaign.fake_rate, "batch_min": campaign.batch_min,
-            "central_epsilon": _finite(upper), "central_epsilon_lower": _finite(lower),
-            "central_delta": campaign.central_delta, "central_bound": name,
-            "central_target": campaign.central_epsilon, "batches": list(batches),
-            "central_n": worst, "releases_composed": releases, "cumulative_epsilon": _finite(total),
-            "central_scope": ("one device in one shuffled batch (it reports once per window, so in one "
-                              "batch per window); the window's claim is its worst batch; "
-                              + (f"cumulative over {releases} windows (the retention period) by a PLD "
-                                 "accountant" if releases else "windows are kept forever: no cumulative "
-                                 "figure (set retention)"))}
+    releases, total, status = cumulative(campaign, worst, wait=compose)
+    out = {"privacy_mode": campaign.privacy_mode, "local_epsilon": campaign.epsilon,
+           "fake_rate": campaign.fake_rate, "batch_min": campaign.batch_min,
+           "central_epsilon": _finite(upper), "central_epsilon_lower": _finite(lower),
+           "central_delta": campaign.central_delta, "central_bound": name,
+           "central_target": campaign.central_epsilon, "batches": list(batches),
+           "central_n": worst, "releases_composed": releases, "cumulative_epsilon": _finite(total),
+           "central_scope": ("one device in one shuffled batch (it reports once per window, so in one "
+                             "batch per window); the window's claim is its worst batch; "
+                             + (f"cumulative over {releases} windows (the retention period) by a PLD "
+                                "accountant" if releases else "windows are kept forever: no cumulative "
+                                "figure (set retention)"))}
+    if not compose:
+        out["cumulative_status"] = status
+    return out
 
 
-def planned_claim(campaign: Claimed) -> dict[str, Any]:
-    """``window_claim`` of one batch of ``batch_min`` devices (what the plan certifies)."""
+def version_claims(campaign: Claimed) -> dict[str, Any]:
+    """The planned claim computed now, cumulative ε included (``ldptel.campaigns.modes`` calls it
+    when a version is made or loaded; errors are the version's: ``ValueError`` and the like)."""
     return window_claim(campaign, [int(campaign.batch_min or 2)])
 
 
-__all__ = ["batch_bound", "cumulative", "planned_claim", "releases_composed", "window_claim"]
+def planned_claim(campaign: Claimed) -> dict[str, Any]:
+    """``window_claim`` of one batch of ``batch_min`` devices (what the plan certifies), for a
+    request: the cumulative ε as ``version_claims`` left it, never composed here."""
+    return window_claim(campaign, [int(campaign.batch_min or 2)], compose=False)
+
+
+__all__ = ["MAX_RELEASES_COMPOSED", "batch_bound", "cumulative", "planned_claim", "releases_composed",
+           "version_claims", "window_claim"]

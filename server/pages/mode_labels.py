@@ -96,6 +96,10 @@ def composition_note(composition: Mapping[str, Any]) -> Markup | None:
         text = Markup("A device's cumulative central ε across the {k} shuffled campaign{s} is being computed "
                       "(a privacy-loss-distribution accountant over their {t} releases); reload in a few "
                       "seconds.").format(k=len(parts), s="" if len(parts) == 1 else "s", t=total)
+    elif composition["status"] == "failed":
+        text = Markup("A device's cumulative central ε across the {k} shuffled campaign{s} could not be "
+                      "computed ({reason}).").format(k=len(parts), s="" if len(parts) == 1 else "s",
+                                                     reason=composition.get("reason", "see the log"))
     else:
         text = Markup("A device that reports to every shuffled campaign ({names}) in every window over their "
                       "retention periods — {t} releases in all — reveals at most central ε = {e} (δ = {d}) "
