@@ -1,4 +1,22 @@
-"""Reading a request body within a limit, and draining the body of a refused request.
+"""Reading a request body within a limit and a deadline (``BodyGuard``), and draining the body of
+a refused request.
+
+**Deadline and cap per address** (issue 34, item 1). The WSGI servers hand a request to one of a
+worker's few app threads as soon as its head has arrived, and ``wsgi.input.read`` then blocks that
+thread until the body does; neither granian nor gunicorn can bound that wait. A client holding
+the ingest token (it ships in every app) could send a few ``POST /v1/reports`` heads, stall their
+bodies, and so take every app thread: ``POST /v1/reports`` and ``/healthz`` timed out for
+everyone. So the collector reads a body through ``BodyGuard``:
+
+- the read runs in a helper thread (a pool that grows only while reads are stalled: normally one
+  or two threads) and the app thread waits for it at most ``[server] body_timeout_seconds``; a
+  body that has not arrived by then is answered 408 ``body_timeout`` with ``Connection: close``,
+  and the app thread is free again (the helper stays with the stalled connection until the client
+  sends the rest or goes away);
+- each client address (``server.addresses``) may have at most ``[server]
+  max_unfinished_bodies_per_address`` bodies being read at once in one process, stalled helpers
+  included; the next request of that address is answered 429 ``too_many_unfinished_bodies`` at
+  once, before its body is read, so one address never holds more than that many helper threads.
 
 A client such as urllib writes the whole body before it reads the answer. If the server answers
 and closes the connection while the body is still arriving, the client's write fails (EPIPE /
@@ -9,6 +27,10 @@ drained and the answer carries ``Connection: close`` (the client may see a conne
 """
 
 from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from flask import request
 from werkzeug.wsgi import get_content_length
@@ -58,6 +80,61 @@ def read_environ(environ: dict, limit: int) -> bytes:
     return b"".join(parts)
 
 
+MAX_HELPERS = 4096  # helper threads at most per process (stalled reads; each address holds a few)
+
+
+class BodyGuard:
+    """Body reads with a deadline and a cap of unfinished bodies per client address (module
+    docstring); one per process (thread-safe)."""
+
+    def __init__(self, timeout: float, per_address: int) -> None:
+        self.timeout, self.per_address = timeout, per_address
+        self._lock = threading.Lock()
+        self._unfinished: dict[str, int] = {}  # address → bodies being read (helpers still busy)
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _helpers(self) -> ThreadPoolExecutor:
+        if self._pool is None:  # made in the worker that reads (never inherited over a fork)
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(MAX_HELPERS, thread_name_prefix="ldptel-body")
+        return self._pool
+
+    def read(self, environ: dict, limit: int, address: str) -> bytes:
+        """``read_environ(environ, limit)`` within the deadline: 408 after it, 429 when
+        ``address`` already has ``per_address`` bodies being read, 413 over ``limit``."""
+        with self._lock:
+            held = self._unfinished.get(address, 0)
+            if held >= self.per_address:
+                raise Rejection(429, "too_many_unfinished_bodies", f"{held} request bodies from this "
+                                "address are still arriving; finish or close them first", "unfinished_bodies")
+            self._unfinished[address] = held + 1
+        try:
+            future = self._helpers().submit(read_environ, environ, limit)
+        except BaseException:
+            self._done(address)
+            raise
+        future.add_done_callback(lambda _: self._done(address))
+        try:
+            return future.result(self.timeout)
+        except FutureTimeout:
+            raise Rejection(408, "body_timeout", f"the request body did not arrive within {self.timeout:g} s",
+                            "body_timeout") from None
+
+    def _done(self, address: str) -> None:
+        with self._lock:
+            left = self._unfinished.get(address, 1) - 1
+            if left > 0:
+                self._unfinished[address] = left
+            else:
+                self._unfinished.pop(address, None)
+
+    def unfinished(self) -> int:
+        """Bodies being read in this process now (stalled helpers included)."""
+        with self._lock:
+            return sum(self._unfinished.values())
+
+
 def drain_unread_body(limit: int = DRAIN_LIMIT) -> bool:
     """``drain_environ`` of the current Flask request."""
     return drain_environ(request.environ, limit)
@@ -85,4 +162,4 @@ def drain_environ(environ: dict, limit: int = DRAIN_LIMIT) -> bool:
     return length is not None or not stream.read(1)
 
 
-__all__ = ["DRAIN_LIMIT", "drain_environ", "drain_unread_body", "read_body", "read_environ"]
+__all__ = ["DRAIN_LIMIT", "BodyGuard", "drain_environ", "drain_unread_body", "read_body", "read_environ"]
