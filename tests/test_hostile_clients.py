@@ -47,8 +47,8 @@ pytestmark = [pytest.mark.integration,
 
 @pytest.fixture(scope="module")
 def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
-    c = start_collector(tmp_path_factory.mktemp("hostile"), config_text(rate_limit=TOKEN_LIMIT), redis_url,
-                        workers=2)
+    text = config_text(rate_limit=TOKEN_LIMIT, per_address=None)  # the per-address defaults
+    c = start_collector(tmp_path_factory.mktemp("hostile"), text, redis_url, workers=2)
     yield c
     c.stop()
 
