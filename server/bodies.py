@@ -8,22 +8,19 @@ the ingest token (it ships in every app) could send a few ``POST /v1/reports`` h
 bodies, and so take every app thread: ``POST /v1/reports`` and ``/healthz`` timed out for
 everyone. So the collector reads a body through ``BodyGuard``:
 
-- the read runs in a helper thread (a pool that grows only while reads are stalled: normally one
-  or two threads) and the app thread waits for it at most ``[server] body_timeout_seconds``; a
-  body that has not arrived by then is answered 408 ``body_timeout`` with ``Connection: close``,
-  and the app thread is free again (the helper stays with the stalled connection until the client
-  sends the rest or goes away);
+- while at most ``DIRECT_READS`` bodies are being read in the process (the usual case: a body
+  arrives with its head or just after), the app thread reads its body itself, as before: no
+  thread hand-off on the hot path. Beyond that, the read runs in a helper thread (a pool that
+  grows only while reads are stalled) and the app thread waits for it at most ``[server]
+  body_timeout_seconds``; a body that has not arrived by then is answered 408 ``body_timeout``
+  with ``Connection: close`` and the app thread is free again (the helper stays with the
+  stalled connection until the client sends the rest or goes away). So stalled bodies hold at
+  most ``DIRECT_READS`` app threads of a process for longer than the deadline (the server's app
+  threads are many more: ``commands.granian_pool.THREADS``), and every other request finds one;
 - each client address (``server.addresses``) may have at most ``[server]
   max_unfinished_bodies_per_address`` bodies being read at once in one process, stalled helpers
   included; the next request of that address is answered 429 ``too_many_unfinished_bodies`` at
-  once, before its body is read, so one address never holds more than that many helper threads.
-
-A client such as urllib writes the whole body before it reads the answer. If the server answers
-and closes the connection while the body is still arriving, the client's write fails (EPIPE /
-ECONNRESET) and it never sees the answer. So a refused request's unread body is read and
-discarded — at socket speed, 64 KiB at a time, never buffered — up to ``DRAIN_LIMIT`` bytes; the
-answer then reaches the client and the connection stays usable. A body larger than that is not
-drained and the answer carries ``Connection: close`` (the client may see a connection error).
+  once, before its body is read, so one address never holds more than that many threads.
 """
 
 from __future__ import annotations
@@ -81,6 +78,7 @@ def read_environ(environ: dict, limit: int) -> bytes:
 
 
 MAX_HELPERS = 4096  # helper threads at most per process (stalled reads; each address holds a few)
+DIRECT_READS = 8  # bodies read by their app thread at most at once per process; beyond: the helpers
 
 
 class BodyGuard:
@@ -91,6 +89,7 @@ class BodyGuard:
         self.timeout, self.per_address = timeout, per_address
         self._lock = threading.Lock()
         self._unfinished: dict[str, int] = {}  # address → bodies being read (helpers still busy)
+        self._reading = 0  # bodies being read in this process (direct and helpers)
         self._pool: ThreadPoolExecutor | None = None
 
     def _helpers(self) -> ThreadPoolExecutor:
@@ -109,6 +108,13 @@ class BodyGuard:
                 raise Rejection(429, "too_many_unfinished_bodies", f"{held} request bodies from this "
                                 "address are still arriving; finish or close them first", "unfinished_bodies")
             self._unfinished[address] = held + 1
+            self._reading += 1
+            direct = self._reading <= DIRECT_READS
+        if direct:
+            try:
+                return read_environ(environ, limit)
+            finally:
+                self._done(address)
         try:
             future = self._helpers().submit(read_environ, environ, limit)
         except BaseException:
@@ -123,6 +129,7 @@ class BodyGuard:
 
     def _done(self, address: str) -> None:
         with self._lock:
+            self._reading -= 1
             left = self._unfinished.get(address, 1) - 1
             if left > 0:
                 self._unfinished[address] = left
@@ -132,7 +139,7 @@ class BodyGuard:
     def unfinished(self) -> int:
         """Bodies being read in this process now (stalled helpers included)."""
         with self._lock:
-            return sum(self._unfinished.values())
+            return self._reading
 
 
 def drain_unread_body(limit: int = DRAIN_LIMIT) -> bool:
@@ -162,4 +169,4 @@ def drain_environ(environ: dict, limit: int = DRAIN_LIMIT) -> bool:
     return length is not None or not stream.read(1)
 
 
-__all__ = ["DRAIN_LIMIT", "BodyGuard", "drain_environ", "drain_unread_body", "read_body", "read_environ"]
+__all__ = ["DIRECT_READS", "DRAIN_LIMIT", "BodyGuard", "drain_environ", "drain_unread_body", "read_body", "read_environ"]
