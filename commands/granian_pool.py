@@ -11,7 +11,8 @@ stops its workers): ``--workers`` processes, each with ``THREADS`` threads for t
 gunicorn's ``gthread`` count: a thread waiting for a body costs no CPU), each building the app
 after it starts (``collector``, from the environment this function sets: the config file, the
 Redis URL), each dying with the pool's process and started again when it dies (``serve``'s
-supervisor removes a dead worker's live gauges: ``prom.mark_dead_gone``). Its log lines go through ``ldptel.logs``'s formatter, on stderr.
+supervisor removes a dead worker's live gauges: ``prom.mark_dead_gone``). Its log lines go
+through ``ldptel.logs``'s formatter, on stderr.
 """
 
 from __future__ import annotations

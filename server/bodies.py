@@ -169,4 +169,5 @@ def drain_environ(environ: dict, limit: int = DRAIN_LIMIT) -> bool:
     return length is not None or not stream.read(1)
 
 
-__all__ = ["DIRECT_READS", "DRAIN_LIMIT", "BodyGuard", "drain_environ", "drain_unread_body", "read_body", "read_environ"]
+__all__ = ["DIRECT_READS", "DRAIN_LIMIT", "BodyGuard", "drain_environ", "drain_unread_body", "read_body",
+           "read_environ"]

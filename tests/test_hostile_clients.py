@@ -4,8 +4,8 @@ source address (127.0.0.x: the collector tells them apart as it tells devices ap
 
 - stalled bodies (issue 34, item 1): 50 connections (from 21 addresses) that send a
   ``POST /v1/reports`` head and never the body leave ``/healthz`` and an honest device's
-  ``POST /v1/reports`` answering within 1 s; an address with ``max_unfinished_bodies_per_address`` bodies still arriving gets 429 for
-  the next at once;
+  ``POST /v1/reports`` answering within 1 s; an address with
+  ``max_unfinished_bodies_per_address`` bodies still arriving gets 429 for the next at once;
 - a flooder (item 7): one address posting at full speed with the shared token leaves an honest
   device of another address 0 of 20 requests refused, and the flood is refused per address
   (``rate_limit_per_address_per_minute``), not out of the token's shared budget.
