@@ -56,7 +56,7 @@ class RateLimiter:
         self.lease = max(1, min(limit // 200, 100))
         self._lock = threading.Lock()
         self._local: dict[str, tuple[int, int]] = {}  # token id → (minute, requests left in lease)
-        self._refused: dict[str, float] = {}  # token id → monotonic time until which it is refused
+        self._refused: dict[str, tuple[float, float]] = {}  # token id → (refused until, retry at)
         self.per_address = per_address
         self._minute = -1
         self._now: dict[str, int] = {}  # address bucket → requests counted this minute
@@ -98,8 +98,8 @@ class RateLimiter:
                 return True, 0
             refused = self._refused.get(token_id)
             if refused is not None:
-                if time.monotonic() < refused:
-                    return False, 1
+                if now < refused[0]:
+                    return False, max(1, math.ceil(refused[1] - now))
                 del self._refused[token_id]
         frac = now / WINDOW - minute
         cur, prev = keys.ratelimit_key(token_id, minute), keys.ratelimit_key(token_id, minute - 1)
@@ -116,7 +116,7 @@ class RateLimiter:
         if granted == 0:
             wait = math.ceil((1.0 - frac) * WINDOW) if count - self.lease >= self.limit else 1
             with self._lock:
-                self._refused[token_id] = time.monotonic() + REFUSAL_MEMORY_S
+                self._refused[token_id] = (now + REFUSAL_MEMORY_S, now + max(1, wait))
             return False, max(1, wait)
         with self._lock:
             self._local[token_id] = (minute, granted - 1)
