@@ -25,9 +25,8 @@ from ldptel import logs
 
 # app threads per worker process. A thread waiting for a request body holds no CPU and no GIL, so
 # there are many more than cores: a few stalled bodies (a client holding the ingest token can send
-# a head and stall the body) leave the others serving. ``server.bodies.BodyGuard`` bounds the rest:
-# at most ``[server] max_unfinished_bodies_per_address`` per address, each 408 after
-# ``body_timeout_seconds`` (issue 34, item 1).
+# a head and stall the body) leave the others serving; ``server.bodies.BodyGuard`` lets one address
+# hold at most ``[server] max_unfinished_bodies_per_address`` of them (issue 34, item 1).
 THREADS = 32
 ENV_CONFIG = "LDPTEL_SERVE_CONFIG"
 ENV_REDIS = "LDPTEL_SERVE_REDIS_URL"

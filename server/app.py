@@ -78,8 +78,8 @@ class ServerState:
     live: Any = None  # ``registry.Live``: the campaigns follow the registry (a background poller)
     # the client address of a request (the peer, or X-Forwarded-For behind ``trusted_proxies``)
     client_address: ClientAddress = field(default_factory=ClientAddress)
-    # ingest bodies: read with a deadline, a cap of unfinished ones per address (``bodies``)
-    body_guard: BodyGuard = field(default_factory=lambda: BodyGuard(10.0, 4))
+    # ingest bodies: a cap of unfinished ones per client address (``bodies``)
+    body_guard: BodyGuard = field(default_factory=lambda: BodyGuard(4))
 
     @property
     def config(self) -> Config:
@@ -165,8 +165,7 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
         mechanisms=mechs, live=live, collector_redis=collector,
         sessions_redis=clients["sessions"], admin_redis=clients["admin"],
         client_address=ClientAddress(config.server.trusted_proxies),
-        body_guard=BodyGuard(config.server.body_timeout_seconds,
-                             config.server.max_unfinished_bodies_per_address),
+        body_guard=BodyGuard(config.server.max_unfinished_bodies_per_address),
     )
     live.refresh(force=True)  # the registry's campaigns from the start
     live.poll_in_background()  # and every 0.5 s from now on (serve builds the app in each worker)

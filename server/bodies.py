@@ -1,33 +1,26 @@
-"""Reading a request body within a limit and a deadline (``BodyGuard``), and draining the body of
-a refused request.
+"""Reading a request body within a limit (``BodyGuard``: at most a few unfinished bodies per
+client address), and draining the body of a refused request.
 
-**Deadline and cap per address** (issue 34, item 1). The WSGI servers hand a request to one of a
-worker's few app threads as soon as its head has arrived, and ``wsgi.input.read`` then blocks that
-thread until the body does; neither granian nor gunicorn can bound that wait. A client holding
-the ingest token (it ships in every app) could send a few ``POST /v1/reports`` heads, stall their
-bodies, and so take every app thread: ``POST /v1/reports`` and ``/healthz`` timed out for
-everyone. So the collector reads a body through ``BodyGuard``:
-
-- while at most ``DIRECT_READS`` bodies are being read in the process (the usual case: a body
-  arrives with its head or just after), the app thread reads its body itself, as before: no
-  thread hand-off on the hot path. Beyond that, the read runs in a helper thread (a pool that
-  grows only while reads are stalled) and the app thread waits for it at most ``[server]
-  body_timeout_seconds``; a body that has not arrived by then is answered 408 ``body_timeout``
-  with ``Connection: close`` and the app thread is free again (the helper stays with the
-  stalled connection until the client sends the rest or goes away). So stalled bodies hold at
-  most ``DIRECT_READS`` app threads of a process for longer than the deadline (the server's app
-  threads are many more: ``commands.granian_pool.THREADS``), and every other request finds one;
-- each client address (``server.addresses``) may have at most ``[server]
-  max_unfinished_bodies_per_address`` bodies being read at once in one process, stalled helpers
-  included; the next request of that address is answered 429 ``too_many_unfinished_bodies`` at
-  once, before its body is read, so one address never holds more than that many threads.
+**Unfinished bodies per address** (issue 34, item 1). The WSGI servers hand a request to one of a
+worker's app threads as soon as its head has arrived, and ``wsgi.input.read`` then blocks that
+thread until the body arrives; neither granian nor gunicorn can bound that wait, and an app thread
+that gives up does not help (granian keeps the thread until the body ends or the client closes:
+measured). A client holding the ingest token (it ships in every app) could send a few
+``POST /v1/reports`` heads, stall the bodies, and so take every app thread: ``POST /v1/reports``
+and ``/healthz`` timed out for everyone. So the collector reads a body through ``BodyGuard``:
+each client address (``server.addresses``: the peer, or the forwarded address behind
+``trusted_proxies``; an IPv6 address by its /64) may have at most ``[server]
+max_unfinished_bodies_per_address`` bodies being read at once in one process, and the next request
+of that address is answered 429 ``too_many_unfinished_bodies`` at once, before any read, with
+``Connection: close``. With many more app threads than that (``commands.granian_pool.THREADS``:
+a thread waiting for a body costs no CPU), one address cannot take a worker, and the collector
+keeps answering. The deadline on a slow body is the reverse proxy's (``deploy/nginx.conf``: the
+whole body read, within ``client_body_timeout``, before the collector sees the request).
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 
 from flask import request
 from werkzeug.wsgi import get_content_length
@@ -77,69 +70,38 @@ def read_environ(environ: dict, limit: int) -> bytes:
     return b"".join(parts)
 
 
-MAX_HELPERS = 4096  # helper threads at most per process (stalled reads; each address holds a few)
-DIRECT_READS = 8  # bodies read by their app thread at most at once per process; beyond: the helpers
-
-
 class BodyGuard:
-    """Body reads with a deadline and a cap of unfinished bodies per client address (module
-    docstring); one per process (thread-safe)."""
+    """Body reads with a cap of unfinished bodies per client address (module docstring); one
+    per process (thread-safe)."""
 
-    def __init__(self, timeout: float, per_address: int) -> None:
-        self.timeout, self.per_address = timeout, per_address
+    def __init__(self, per_address: int) -> None:
+        self.per_address = per_address
         self._lock = threading.Lock()
-        self._unfinished: dict[str, int] = {}  # address → bodies being read (helpers still busy)
-        self._reading = 0  # bodies being read in this process (direct and helpers)
-        self._pool: ThreadPoolExecutor | None = None
-
-    def _helpers(self) -> ThreadPoolExecutor:
-        if self._pool is None:  # made in the worker that reads (never inherited over a fork)
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(MAX_HELPERS, thread_name_prefix="ldptel-body")
-        return self._pool
+        self._unfinished: dict[str, int] = {}  # address → bodies being read now
 
     def read(self, environ: dict, limit: int, address: str) -> bytes:
-        """``read_environ(environ, limit)`` within the deadline: 408 after it, 429 when
-        ``address`` already has ``per_address`` bodies being read, 413 over ``limit``."""
+        """``read_environ(environ, limit)`` (413 over ``limit``), or 429 at once when ``address``
+        already has ``per_address`` bodies being read in this process."""
         with self._lock:
             held = self._unfinished.get(address, 0)
             if held >= self.per_address:
                 raise Rejection(429, "too_many_unfinished_bodies", f"{held} request bodies from this "
                                 "address are still arriving; finish or close them first", "unfinished_bodies")
             self._unfinished[address] = held + 1
-            self._reading += 1
-            direct = self._reading <= DIRECT_READS
-        if direct:
-            try:
-                return read_environ(environ, limit)
-            finally:
-                self._done(address)
         try:
-            future = self._helpers().submit(read_environ, environ, limit)
-        except BaseException:
-            self._done(address)
-            raise
-        future.add_done_callback(lambda _: self._done(address))
-        try:
-            return future.result(self.timeout)
-        except FutureTimeout:
-            raise Rejection(408, "body_timeout", f"the request body did not arrive within {self.timeout:g} s",
-                            "body_timeout") from None
-
-    def _done(self, address: str) -> None:
-        with self._lock:
-            self._reading -= 1
-            left = self._unfinished.get(address, 1) - 1
-            if left > 0:
-                self._unfinished[address] = left
-            else:
-                self._unfinished.pop(address, None)
+            return read_environ(environ, limit)
+        finally:
+            with self._lock:
+                left = self._unfinished.get(address, 1) - 1
+                if left > 0:
+                    self._unfinished[address] = left
+                else:
+                    self._unfinished.pop(address, None)
 
     def unfinished(self) -> int:
-        """Bodies being read in this process now (stalled helpers included)."""
+        """Bodies being read in this process now."""
         with self._lock:
-            return self._reading
+            return sum(self._unfinished.values())
 
 
 def drain_unread_body(limit: int = DRAIN_LIMIT) -> bool:
@@ -169,5 +131,5 @@ def drain_environ(environ: dict, limit: int = DRAIN_LIMIT) -> bool:
     return length is not None or not stream.read(1)
 
 
-__all__ = ["DIRECT_READS", "DRAIN_LIMIT", "BodyGuard", "drain_environ", "drain_unread_body", "read_body",
+__all__ = ["DRAIN_LIMIT", "BodyGuard", "drain_environ", "drain_unread_body", "read_body",
            "read_environ"]

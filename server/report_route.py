@@ -50,8 +50,7 @@ PROTOBUF_TYPES = ("application/x-protobuf", "application/protobuf")
 UNAVAILABLE_RETRY_S = 60  # Retry-After of a batch of a quarantined campaign
 INGRESS_FULL_RETRY_S = 5  # Retry-After while the ingress stream is full
 HINT_HEADER = "Ldptel-Campaigns"
-REASONS = {202: "202 ACCEPTED", 400: "400 BAD REQUEST", 401: "401 UNAUTHORIZED", 408: "408 REQUEST TIMEOUT",
-           409: "409 CONFLICT",
+REASONS = {202: "202 ACCEPTED", 400: "400 BAD REQUEST", 401: "401 UNAUTHORIZED", 409: "409 CONFLICT",
            410: "410 GONE", 413: "413 REQUEST ENTITY TOO LARGE", 415: "415 UNSUPPORTED MEDIA TYPE",
            429: "429 TOO MANY REQUESTS", 500: "500 INTERNAL SERVER ERROR", 503: "503 SERVICE UNAVAILABLE"}
 
@@ -228,10 +227,9 @@ class ReportRoute:
             headers["Retry-After"] = str(environ.get("ldptel.retry_after", 1))
         elif rej.status == 503:
             headers["Retry-After"] = str(UNAVAILABLE_RETRY_S)
-        if rej.status in (408, 429) and rej.reason in ("body_timeout", "unfinished_bodies"):
-            headers["Connection"] = "close"  # its body is stalled (or may be): never drained here
-            if rej.status == 429:
-                headers["Retry-After"] = "1"
+        if rej.reason == "unfinished_bodies":
+            headers["Connection"] = "close"  # its body may be stalled too: never drained here
+            headers["Retry-After"] = "1"
         elif not environ.get("ldptel.body_read") and not drain_environ(environ):  # the client reads it
             headers["Connection"] = "close"
         raise Refused(rej.status, rej.error, rej.detail, headers)

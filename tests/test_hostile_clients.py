@@ -93,8 +93,8 @@ def timed(call) -> tuple[object, float]:
 
 
 def test_stalled_bodies_leave_the_collector_answering(stack: Collector) -> None:
-    # 30 from one address (4 per process are read, the others refused at once) and 20 from 20
-    # others (each read: a few by their app thread, the rest by helpers with the deadline)
+    # 30 from one address (4 per process wait for their bodies, the others are refused at once)
+    # and 20 from 20 others (each waits, holding one of the 2 × 32 app threads)
     socks = [stalled(stack.port, STALLER) for _ in range(30)]
     socks += [stalled(stack.port, f"127.0.0.{10 + i}") for i in range(20)]
     try:

@@ -34,7 +34,7 @@ SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "admin_tokens", "max_body_bytes", "max_reports_per_batch",
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
     "auth_failure_window_seconds", "max_aggregator_lag_seconds", "rate_limit_per_address_per_minute",
-    "trusted_proxies", "body_timeout_seconds", "max_unfinished_bodies_per_address",
+    "trusted_proxies", "max_unfinished_bodies_per_address",
 }
 SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds",
                  "max_ingress_batches"}
@@ -114,7 +114,6 @@ class ServerConfig:
     rate_limit_per_address_per_minute: int = 600
     # proxies whose X-Forwarded-For names the client (addresses or networks); none: the peer is
     trusted_proxies: tuple[str, ...] = ()
-    body_timeout_seconds: float = 10.0  # a request body must arrive this soon after its head: 408
     max_unfinished_bodies_per_address: int = 4  # bodies still arriving, per address and process
 
 
@@ -260,7 +259,6 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
         rate_limit_per_address_per_minute=read_int(srv, "rate_limit_per_address_per_minute", "server", 600, 0,
                                                    10**9),
         trusted_proxies=_trusted_proxies(srv),
-        body_timeout_seconds=read_seconds(srv, "body_timeout_seconds", "server", 10.0, 0.1, 3600.0),
         max_unfinished_bodies_per_address=read_int(srv, "max_unfinished_bodies_per_address", "server", 4, 1,
                                                    10**6),
     )
