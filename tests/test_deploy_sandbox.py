@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from agg_support import aggregate_cmd, random_batches, write_config, xadd_batches
+from http_support import request, start_collector
 from sealed_support import LOCAL, SHUFFLED
 
 from ldptel.aggregator.store import load_accumulator
@@ -200,3 +201,12 @@ def test_an_aggregator_that_cannot_write_its_keys_aggregates_the_local_campaigns
         _, err = proc.communicate(timeout=30)
     assert "cannot write the analyzer keys" in err and SHUFFLED["name"] in err, err
     assert "Traceback" not in err, err
+    # visible: the collector's /healthz says the shuffled campaign is failing, and stays 200
+    collector = start_collector(tmp_path / "collector", text, redis_url)
+    try:
+        status, doc = request(collector.url, "GET", "/healthz")
+    finally:
+        collector.stop()
+    assert status == 200, doc
+    keys_component = doc["components"]["analyzer_keys"]  # type: ignore[index]
+    assert keys_component["status"] == "failing" and keys_component["campaigns"] == [SHUFFLED["name"]]
