@@ -109,7 +109,7 @@ from ldptel.campaigns.config import load_config
 from ldptel.privacy import plan_cache
 from ldptel.privacy.modes import is_shuffled
 
-command, config = sys.argv[1], load_config(sys.argv[2])
+command, config = sys.argv[1].removeprefix("command="), load_config(sys.argv[2])
 paths = {"privacy plan cache": str(plan_cache.cache_path())}
 if os.environ.get("NUMBA_CACHE_DIR"):
     paths["numba cache"] = os.environ["NUMBA_CACHE_DIR"]
@@ -124,8 +124,8 @@ def written_paths(unit: Path, env: dict[str, str]) -> dict[str, str]:
     exec_start = service_section(unit)["ExecStart"][0].split()
     command = exec_start[1]
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("LDPTEL_", "XDG_", "NUMBA_"))}
-    out = subprocess.run([sys.executable, "-c", WRITTEN, command, str(EXAMPLE)], capture_output=True,
-                         text=True, env={**clean, **env}, check=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", WRITTEN, f"command={command}", str(EXAMPLE)],
+                         capture_output=True, text=True, env={**clean, **env}, check=True, timeout=60)
     return json.loads(out.stdout)
 
 
