@@ -5,7 +5,7 @@ entries rejected, decode and commit latency per campaign. The lag comes from the
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from ldptel.ops.prom import WORKER_LATENCY_BUCKETS as LATENCY_BUCKETS
 
@@ -21,6 +21,10 @@ DECODE_SECONDS = Histogram("ldptel_aggregator_decode_seconds",
 PUBLISH_FAILURES = Counter("ldptel_aggregator_publish_failures",
                            "Publications that failed (the window is tried again later; the worker goes on).",
                            ["campaign"])
+ANALYZER_KEYS_FAILING = Gauge("ldptel_aggregator_analyzer_keys_failing",
+                              "1 while this worker cannot write its analyzer keys (keys_dir): its "
+                              "shuffled campaigns are not aggregated, the local ones are.",
+                              multiprocess_mode="livemax")
 COMMIT_SECONDS = Histogram("ldptel_aggregator_commit_seconds",
                            "Time of one commit (fold stored state, run the commit script).",
                            ["campaign"], buckets=LATENCY_BUCKETS)

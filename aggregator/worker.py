@@ -64,6 +64,7 @@ from ldptel.store.runner import UNAVAILABLE, Backoff, DrainStats, retry_wait
 TRIM_INTERVAL_S = 10.0
 PROGRESS_INTERVAL_S = 2.0
 COMPACT_RETRIES = 3
+KEYS_RETRY_LOG_S = 300.0  # a keys directory that keeps failing is logged again this often
 LOG = logging.getLogger("ldptel.aggregator")
 
 
@@ -101,6 +102,8 @@ class Worker:
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
         self._pulse = heartbeat.Pulse(self.consumer)
         self.keyring = Keyring(config.analyzer)  # campaigns in a shuffled mode: ``aggregator.sealed``
+        self.keys_error: str | None = None  # why the keys directory failed (``ensure_keys``)
+        self._keys_logged = 0.0
         self.sealed = SealedReleases(self)
 
     @property
@@ -240,9 +243,32 @@ class Worker:
             self._last_trim = now
 
     def ensure_keys(self) -> None:
-        """Rotate and publish the analyzer keys when any campaign is in a shuffled mode."""
-        if any(is_shuffled(c) for c in every_version(self.config)):
+        """Rotate and publish the analyzer keys when any campaign is in a shuffled mode. A keys
+        directory this worker cannot write (a read-only file system, a path under a file, no
+        permission) never stops it: the local campaigns go on being aggregated, and the shuffled
+        ones are reported as failing — logged as an error (again every ``KEYS_RETRY_LOG_S``),
+        ``ldptel_aggregator_analyzer_keys_failing`` = 1 — until the directory works again; their
+        releases wait in the streams for a worker that holds their key."""
+        shuffled = sorted({c.name for c in every_version(self.config) if is_shuffled(c)})
+        if not shuffled:
+            return
+        try:
             self.keyring.ensure(self.r)
+        except OSError as exc:
+            agg_metrics.ANALYZER_KEYS_FAILING.set(1)
+            now = time.monotonic()
+            if self.keys_error is None or now - self._keys_logged >= KEYS_RETRY_LOG_S:
+                LOG.error("aggregate: cannot write the analyzer keys in %s (%s): the shuffled campaigns "
+                          "%s are not aggregated (their releases wait in the streams); the local ones "
+                          "are. Give [analyzer] keys_dir (or $LDPTEL_DATA_DIR) a writable directory "
+                          "(docs/operations.md#analyzer-keys)", self.keyring.dir, exc, ", ".join(shuffled))
+                self._keys_logged = now
+            self.keys_error = f"{self.keyring.dir}: {exc}"
+            return
+        if self.keys_error is not None:
+            LOG.warning("aggregate: the analyzer keys in %s work again", self.keyring.dir)
+        self.keys_error = None
+        agg_metrics.ANALYZER_KEYS_FAILING.set(0)
 
     def step(self, block_ms: int | None = None) -> int:
         """One round: entries pending to this consumer first, else new ones (blocking up to

@@ -42,6 +42,7 @@ CONFIG = f"""
 ingest_tokens = ["{TOKEN}"]
 export_tokens = ["bench-export-token"]
 rate_limit_per_minute = 1000000000
+rate_limit_per_address_per_minute = 0  # every simulated device sends from this one address
 
 [[campaigns]]
 name = "{CAMPAIGN}"

@@ -8,8 +8,9 @@ worker process) so that the server's own cost is the same on both sides:
 
     python bench/ingest_apps.py {ldptel,floor} --config FILE --redis-url URL --port P [--server granian]
 
-``--server granian`` serves the same app with granian's WSGI interface instead (one worker, 4
-blocking threads: the gthread worker's), to measure whether another server wins.
+``--server granian`` serves the same app with granian's WSGI interface instead (one worker; the
+floor with 4 blocking threads, the gthread worker's, the collector with ``ldptel serve``'s
+``granian_pool.THREADS``), to measure whether another server wins.
 """
 
 from __future__ import annotations
@@ -87,10 +88,13 @@ def main() -> None:
 
         from granian import Granian
 
+        from ldptel.commands import granian_pool
+
         os.environ.update(BENCH_CONFIG=args.config, BENCH_REDIS_URL=args.redis_url)
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         Granian(f"ingest_apps:{args.app}_factory", address="127.0.0.1", port=args.port, interface="wsgi",
-                factory=True, workers=1, blocking_threads=4, log_enabled=False).serve()
+                factory=True, workers=1, log_enabled=False,
+                blocking_threads=granian_pool.THREADS if args.app == "ldptel" else 4).serve()
         return
     options = gunicorn_options("127.0.0.1", args.port, 1)
     if args.app == "floor":

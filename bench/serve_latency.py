@@ -72,6 +72,7 @@ CONFIG = f"""[server]
 ingest_tokens = ["{INGEST}"]
 export_tokens = ["{EXPORT}"]
 rate_limit_per_minute = 1000000000  # as the load test: the ingest rate is the bench's, not 429s
+rate_limit_per_address_per_minute = 0  # every simulated device sends from this one address
 
 [[campaigns]]
 name = "hh"

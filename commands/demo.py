@@ -200,7 +200,8 @@ def demo_tables(secs: list[DemoSection]) -> list[dict]:
 def demo_config(secs: list[DemoSection], ingest: str, export: str, admin: str) -> Config:
     return parse_config({
         "server": {"ingest_tokens": [ingest], "export_tokens": [export], "admin_tokens": [admin],
-                   "rate_limit_per_minute": 10**9, "secret_key": secrets.token_hex(16)},
+                   "rate_limit_per_minute": 10**9, "rate_limit_per_address_per_minute": 0,
+                   "secret_key": secrets.token_hex(16)},
         "aggregator": {"block_ms": 100, "read_count": 200, "publish_interval": 1},
         # the analyzer's keys of shuffled campaigns: this run's own (``aggregator.keyring``)
         "analyzer": {"keys_dir": tempfile.mkdtemp(prefix="ldptel-demo-keys-")},

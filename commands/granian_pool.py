@@ -7,11 +7,12 @@ gunicorn stays available (``--server gunicorn``) and serves the reader pool and 
 ``--access-log`` (its access-log format, which carries the response size, is the documented one).
 
 ``run(...)`` runs in the child ``serve`` forks for the pool (it takes over SIGTERM/SIGINT and
-stops its workers): ``--workers`` processes, each with ``THREADS`` threads for the app (gunicorn's
-``gthread`` count), each building the app after it starts (``collector``, from the environment
-this function sets: the config file, the Redis URL), each dying with the pool's process and
-started again when it dies (``serve``'s supervisor removes a dead worker's live gauges:
-``prom.mark_dead_gone``). Its log lines go through ``ldptel.logs``'s formatter, on stderr.
+stops its workers): ``--workers`` processes, each with ``THREADS`` threads for the app (more than
+gunicorn's ``gthread`` count: a thread waiting for a body costs no CPU), each building the app
+after it starts (``collector``, from the environment this function sets: the config file, the
+Redis URL), each dying with the pool's process and started again when it dies (``serve``'s
+supervisor removes a dead worker's live gauges: ``prom.mark_dead_gone``). Its log lines go
+through ``ldptel.logs``'s formatter, on stderr.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from typing import Any
 
 from ldptel import logs
 
-THREADS = 4  # app threads per worker process (gunicorn's gthread threads)
+# app threads per worker process. A thread waiting for a request body holds no CPU and no GIL, so
+# there are many more than cores: a few stalled bodies (a client holding the ingest token can send
+# a head and stall the body) leave the others serving; ``server.bodies.BodyGuard`` lets one address
+# hold at most ``[server] max_unfinished_bodies_per_address`` of them (issue 34, item 1).
+THREADS = 32
 ENV_CONFIG = "LDPTEL_SERVE_CONFIG"
 ENV_REDIS = "LDPTEL_SERVE_REDIS_URL"
 ENV_SUPERVISED = "LDPTEL_SERVE_SUPERVISED"

@@ -25,7 +25,8 @@ from redis.retry import Retry
 from werkzeug.exceptions import HTTPException
 
 from ldptel.campaigns.config import Campaign, Config
-from ldptel.server.bodies import drain_unread_body
+from ldptel.server.addresses import ClientAddress
+from ldptel.server.bodies import BodyGuard, drain_unread_body
 from ldptel.server.errors import API_CSP, ApiError, render
 from ldptel.server.metrics import Metrics
 from ldptel.server.probe import Probe
@@ -75,6 +76,10 @@ class ServerState:
     # (campaign, version) → (Campaign, Mechanism): ``validation.mechanism_of``
     mechanisms: dict[tuple[str, int], Any] = field(default_factory=dict)
     live: Any = None  # ``registry.Live``: the campaigns follow the registry (a background poller)
+    # the client address of a request (the peer, or X-Forwarded-For behind ``trusted_proxies``)
+    client_address: ClientAddress = field(default_factory=ClientAddress)
+    # ingest bodies: a cap of unfinished ones per client address (``bodies``)
+    body_guard: BodyGuard = field(default_factory=lambda: BodyGuard(4))
 
     @property
     def config(self) -> Config:
@@ -150,7 +155,8 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
     live = registry.Live(config, client)
     app.extensions["ldptel"] = ServerState(
         initial_config=config, redis=client, redis_url=redis_url, metrics=Metrics(collector),
-        rate_limiter=RateLimiter(collector, config.server.rate_limit_per_minute),
+        rate_limiter=RateLimiter(collector, config.server.rate_limit_per_minute,
+                                 config.server.rate_limit_per_address_per_minute),
         auth_throttle=AuthThrottle(collector, config.server.auth_failure_limit,
                                    config.server.auth_failure_window_seconds,
                                    [*config.server.ingest_tokens, *config.server.export_tokens,
@@ -158,6 +164,8 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
         probe=Probe(lambda: live.config, redis_url), supervised_aggregator=supervised_aggregator,
         mechanisms=mechs, live=live, collector_redis=collector,
         sessions_redis=clients["sessions"], admin_redis=clients["admin"],
+        client_address=ClientAddress(config.server.trusted_proxies),
+        body_guard=BodyGuard(config.server.max_unfinished_bodies_per_address),
     )
     live.refresh(force=True)  # the registry's campaigns from the start
     live.poll_in_background()  # and every 0.5 s from now on (serve builds the app in each worker)

@@ -1,14 +1,26 @@
-"""Reading a request body within a limit, and draining the body of a refused request.
+"""Reading a request body within a limit (``BodyGuard``: at most a few unfinished bodies per
+client address), and draining the body of a refused request.
 
-A client such as urllib writes the whole body before it reads the answer. If the server answers
-and closes the connection while the body is still arriving, the client's write fails (EPIPE /
-ECONNRESET) and it never sees the answer. So a refused request's unread body is read and
-discarded — at socket speed, 64 KiB at a time, never buffered — up to ``DRAIN_LIMIT`` bytes; the
-answer then reaches the client and the connection stays usable. A body larger than that is not
-drained and the answer carries ``Connection: close`` (the client may see a connection error).
+**Unfinished bodies per address** (issue 34, item 1). The WSGI servers hand a request to one of a
+worker's app threads as soon as its head has arrived, and ``wsgi.input.read`` then blocks that
+thread until the body arrives; neither granian nor gunicorn can bound that wait, and an app thread
+that gives up does not help (granian keeps the thread until the body ends or the client closes:
+measured). A client holding the ingest token (it ships in every app) could send a few
+``POST /v1/reports`` heads, stall the bodies, and so take every app thread: ``POST /v1/reports``
+and ``/healthz`` timed out for everyone. So the collector reads a body through ``BodyGuard``:
+each client address (``server.addresses``: the peer, or the forwarded address behind
+``trusted_proxies``; an IPv6 address by its /64) may have at most ``[server]
+max_unfinished_bodies_per_address`` bodies being read at once in one process, and the next request
+of that address is answered 429 ``too_many_unfinished_bodies`` at once, before any read, with
+``Connection: close``. With many more app threads than that (``commands.granian_pool.THREADS``:
+a thread waiting for a body costs no CPU), one address cannot take a worker, and the collector
+keeps answering. The deadline on a slow body is the reverse proxy's (``deploy/nginx.conf``: the
+whole body read, within ``client_body_timeout``, before the collector sees the request).
 """
 
 from __future__ import annotations
+
+import threading
 
 from flask import request
 from werkzeug.wsgi import get_content_length
@@ -58,6 +70,40 @@ def read_environ(environ: dict, limit: int) -> bytes:
     return b"".join(parts)
 
 
+class BodyGuard:
+    """Body reads with a cap of unfinished bodies per client address (module docstring); one
+    per process (thread-safe)."""
+
+    def __init__(self, per_address: int) -> None:
+        self.per_address = per_address
+        self._lock = threading.Lock()
+        self._unfinished: dict[str, int] = {}  # address → bodies being read now
+
+    def read(self, environ: dict, limit: int, address: str) -> bytes:
+        """``read_environ(environ, limit)`` (413 over ``limit``), or 429 at once when ``address``
+        already has ``per_address`` bodies being read in this process."""
+        with self._lock:
+            held = self._unfinished.get(address, 0)
+            if held >= self.per_address:
+                raise Rejection(429, "too_many_unfinished_bodies", f"{held} request bodies from this "
+                                "address are still arriving; finish or close them first", "unfinished_bodies")
+            self._unfinished[address] = held + 1
+        try:
+            return read_environ(environ, limit)
+        finally:
+            with self._lock:
+                left = self._unfinished.get(address, 1) - 1
+                if left > 0:
+                    self._unfinished[address] = left
+                else:
+                    self._unfinished.pop(address, None)
+
+    def unfinished(self) -> int:
+        """Bodies being read in this process now."""
+        with self._lock:
+            return sum(self._unfinished.values())
+
+
 def drain_unread_body(limit: int = DRAIN_LIMIT) -> bool:
     """``drain_environ`` of the current Flask request."""
     return drain_environ(request.environ, limit)
@@ -85,4 +131,5 @@ def drain_environ(environ: dict, limit: int = DRAIN_LIMIT) -> bool:
     return length is not None or not stream.read(1)
 
 
-__all__ = ["DRAIN_LIMIT", "drain_environ", "drain_unread_body", "read_body", "read_environ"]
+__all__ = ["DRAIN_LIMIT", "BodyGuard", "drain_environ", "drain_unread_body", "read_body",
+           "read_environ"]

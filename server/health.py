@@ -22,7 +22,11 @@ so they answer within about a second whatever Redis does.
   ``stall_after_seconds`` = the smallest ``shuffle_max_delay`` of the campaigns (at least 2 s; a
   hung shuffler shows within that, before any report waited twice it in ingress);
 - ``aggregator``: ``down`` (no fresh heartbeat, ``ldptel.store.heartbeat.stale_after``) or ``lagging``
-  (lag over ``[server] max_aggregator_lag_seconds``).
+  (lag over ``[server] max_aggregator_lag_seconds``);
+- ``analyzer_keys`` (with a campaign in a shuffled privacy mode): ``failing`` while no current
+  analyzer key is published (an aggregator that cannot write its keys directory: those campaigns
+  are not aggregated, the local ones are), with the campaigns it concerns; informational, never
+  a 503.
 
 The shuffler and aggregator turn the answer 503 only when this ``ldptel serve`` runs them
 (``supervised``); otherwise they are informational (``external`` with a fresh heartbeat, else
@@ -43,7 +47,8 @@ from ldptel.privacy.modes import is_shuffled
 from ldptel.server.app import state
 from ldptel.server.auth import require_token
 from ldptel.server.probe import Snapshot
-from ldptel.store import heartbeat
+from ldptel.server.sealed_ingest import sealed_keys
+from ldptel.store import analyzer_keys, heartbeat
 
 bp = Blueprint("health", __name__)
 
@@ -114,6 +119,22 @@ def full_groups(snap: Snapshot) -> dict[str, dict[str, int]]:
             for name, c in sorted(snap.campaign_counters.items()) if c.get("ingress_groups_full", 0) > 0}
 
 
+def analyzer_keys_component(st: Any, shuffled: list[str], now: float) -> dict[str, Any]:
+    """Whether an aggregator has published a current analyzer key: without one the shuffled
+    campaigns (named) get no report (the SDK keeps them queued) and are not aggregated, while
+    the local campaigns are: ``failing`` for those campaigns, never a 503 of the collector
+    (the aggregator that cannot write its keys logs why: docs/operations.md#analyzer-keys)."""
+    try:
+        key = analyzer_keys.current(sealed_keys(st), now)
+    except Exception as exc:  # noqa: BLE001 - Redis down: the redis component says so
+        return {"status": "unknown", "campaigns": shuffled, "error": str(exc)}
+    if key is None:
+        return {"status": "failing", "campaigns": shuffled,
+                "detail": "no aggregator has published an analyzer key: these campaigns are not "
+                          "aggregated (is the aggregator's keys_dir writable?)"}
+    return {"status": "ok", "campaigns": shuffled, "key_id": f"{key.key_id:08x}"}
+
+
 def _rounded(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
 
@@ -149,6 +170,9 @@ def healthz() -> tuple[Response, int]:
         bad.append(shf in ("down", "lagging"))
     components["aggregator"] = {"status": agg, "supervised": st.supervised_aggregator,
                                 "max_lag_seconds": max_lag, **{k: _rounded(v) for k, v in gauges.items()}}
+    shuffled = sorted({c.name for c in cfg.campaigns if is_shuffled(c)})
+    if shuffled:
+        components["analyzer_keys"] = analyzer_keys_component(st, shuffled, now)
     ok = not any(bad)
     body = {"status": ("degraded" if degraded else "ok") if ok else "unavailable",
             "redis": components["redis"]["status"],

@@ -35,7 +35,7 @@ from werkzeug.wsgi import get_content_length
 from ldptel import keys
 from ldptel.campaigns.config import Config
 from ldptel.proto import SEALED_SCHEMA_VERSION, schema_version_of
-from ldptel.server.bodies import drain_environ, read_environ
+from ldptel.server.bodies import drain_environ
 from ldptel.server.errors import API_CSP
 from ldptel.server.sealed_ingest import sealed_keys, validate_sealed
 from ldptel.server.throttle import AuthThrottle
@@ -181,12 +181,18 @@ class ReportRoute:
         if length is not None and length > srv.max_body_bytes:
             raise Rejection(413, "too_large", f"request body exceeds {srv.max_body_bytes} bytes",
                             "body_too_large")
+        address = environ["ldptel.address"]
+        limited = st.rate_limiter.check_address(address)
+        if limited:
+            environ["ldptel.retry_after"] = limited
+            raise Rejection(429, "rate_limited", f"over {srv.rate_limit_per_address_per_minute} requests per "
+                            "minute from this address", "rate_limited")
         allowed, retry_after = st.rate_limiter.check(token_id)
         if not allowed:
             environ["ldptel.retry_after"] = retry_after
             raise Rejection(429, "rate_limited", f"over {srv.rate_limit_per_minute} requests per minute "
                             "for this token", "rate_limited")
-        body = read_environ(environ, srv.max_body_bytes)
+        body = st.body_guard.read(environ, srv.max_body_bytes, address)
         environ["ldptel.body_read"] = True
         valid = validate(st, body)
         return self._store(valid)
@@ -230,7 +236,10 @@ class ReportRoute:
             headers["Retry-After"] = str(environ.get("ldptel.retry_after", 1))
         elif rej.status == 503:
             headers["Retry-After"] = str(UNAVAILABLE_RETRY_S)
-        if not environ.get("ldptel.body_read") and not drain_environ(environ):  # the client reads it
+        if rej.reason == "unfinished_bodies":
+            headers["Connection"] = "close"  # its body may be stalled too: never drained here
+            headers["Retry-After"] = "1"
+        elif not environ.get("ldptel.body_read") and not drain_environ(environ):  # the client reads it
             headers["Connection"] = "close"
         raise Refused(rej.status, rej.error, rej.detail, headers)
 
@@ -240,7 +249,7 @@ class ReportRoute:
         the server discards it before the connection's next request)."""
         st = self.st
         throttle: AuthThrottle = st.auth_throttle
-        address = environ.get("REMOTE_ADDR")
+        address = environ["ldptel.address"] = st.client_address.of_environ(environ)
         wait = throttle.blocked(address)
         token = bearer(environ.get("HTTP_AUTHORIZATION", ""))
         if not wait:

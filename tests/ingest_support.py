@@ -69,12 +69,16 @@ candidates = ["a", "b", "c", "d"]
 
 
 def config_text(rate_limit: int = 1_000_000, max_body: int = 1 << 20, max_reports: int = 10_000,
-                extra: str = "") -> str:
+                extra: str = "", per_address: int | None = 0) -> str:
+    """The collector config of the tests; ``per_address``: ``rate_limit_per_address_per_minute``
+    (0: off, as every test client sends from one loopback address; None: the default)."""
+    address_limit = "" if per_address is None else f"rate_limit_per_address_per_minute = {per_address}"
     return f"""
 [server]
 ingest_tokens = ["{INGEST_TOKEN}", "{INGEST_TOKEN_2}"]
 export_tokens = ["{EXPORT_TOKEN}"]
 rate_limit_per_minute = {rate_limit}
+{address_limit}
 max_body_bytes = {max_body}
 max_reports_per_batch = {max_reports}
 {CAMPAIGNS}

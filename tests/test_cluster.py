@@ -45,15 +45,17 @@ WORDS = ["news", "maps", "mail", "chat", "game", "shop", "tv", "bank"]
 BATCHES_PER_CAMPAIGN = 24
 AGG = {"read_count": 4}  # small reads: both workers get a share of every shard
 
+UNLIMITED = {"rate_limit_per_minute": 10**9, "rate_limit_per_address_per_minute": 0}
+
 
 def configs(tmp: Path):
     single = write_config(tmp / "single.toml", [{**c, "min_reports": 1} for c in CAMPAIGNS],
-                          aggregator=AGG, server={"rate_limit_per_minute": 10**9})
+                          aggregator=AGG, server=UNLIMITED)
     # the shuffler releases within 1 s, in batches of 100 reports (both workers get a share)
     cluster = write_config(tmp / "cluster.toml",
                            [{**c, "min_reports": 1, "shards": SHARDS, "shuffle_max_delay": "1s"}
                             for c in CAMPAIGNS],
-                           aggregator=AGG, server={"rate_limit_per_minute": 10**9},
+                           aggregator=AGG, server=UNLIMITED,
                            shuffler={"batch_reports": 100, "poll_ms": 50})
     return single, cluster
 

@@ -434,7 +434,8 @@ def test_rate_limit(redis_url, redis_client, tmp_path):
 
 def test_rate_limiter_leases_share_one_limit(redis_client):
     """Three processes' limiters leasing quota in blocks admit exactly the limit per minute, and
-    the previous minute still weighs in (sliding window)."""
+    the previous minute still weighs in (sliding window); refused requests count for nothing
+    (issue 34: they do not spend the budget every device shares)."""
     from ldptel.server.ratelimit import RateLimiter
 
     limiters = [RateLimiter(redis_client, 4_000) for _ in range(3)]
@@ -444,6 +445,7 @@ def test_rate_limiter_leases_share_one_limit(redis_client):
     assert allowed == 4_000
     ok, wait = limiters[0].check("tok", t0 + 1)
     assert not ok and 59 <= wait <= 60
-    # half-way through the next minute the previous minute's 5 001 weigh 2 500.5: 1 499 left
-    allowed = sum(limiters[i % 3].check("tok", t0 + 90 + i * 1e-6)[0] for i in range(2_000))
-    assert allowed == 1_499
+    assert int(redis_client.get(keys.ratelimit_key("tok", int(t0 // 60)))) == 4_000  # not 5 001
+    # half-way through the next minute the previous minute's 4 000 weigh 2 000: 2 000 left
+    allowed = sum(limiters[i % 3].check("tok", t0 + 90 + i * 1e-6)[0] for i in range(3_000))
+    assert allowed == 2_000

@@ -7,6 +7,7 @@ Every error names the offending key (``campaigns[2].epsilon: …``) and is raise
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ __all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig"
 SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "admin_tokens", "max_body_bytes", "max_reports_per_batch",
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
-    "auth_failure_window_seconds", "max_aggregator_lag_seconds",
+    "auth_failure_window_seconds", "max_aggregator_lag_seconds", "rate_limit_per_address_per_minute",
+    "trusted_proxies", "max_unfinished_bodies_per_address",
 }
 SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds",
                  "max_ingress_batches"}
@@ -50,6 +52,21 @@ def _tokens(d: dict, key: str, env: str) -> list[str]:
         if len(t) < 8:
             raise fail(f"server.{key}", "tokens must be at least 8 characters")
     return tokens
+
+
+def _trusted_proxies(d: dict) -> tuple[str, ...]:
+    """``[server] trusted_proxies``: addresses or networks (``ipaddress.ip_network``)."""
+    value = d.get("trusted_proxies", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise fail("server.trusted_proxies", "must be a list of IP addresses or networks "
+                   '(e.g. ["127.0.0.1", "10.0.0.0/8"])')
+    for v in value:
+        try:
+            ipaddress.ip_network(v.strip(), strict=False)
+        except ValueError:
+            raise fail("server.trusted_proxies", f"{v!r} is not an IP address or network "
+                       "(e.g. 127.0.0.1, 10.0.0.0/8)") from None
+    return tuple(v.strip() for v in value)
 
 
 def _admin_tokens(d: dict) -> tuple[list[str], dict[str, str]]:
@@ -93,6 +110,12 @@ class ServerConfig:
     auth_failure_limit: int = 20  # failed authentications per address or token prefix per window
     auth_failure_window_seconds: int = 60
     max_aggregator_lag_seconds: int = 300  # /healthz answers 503 beyond (supervised aggregator)
+    # ingest requests per client address per minute (0: no per-address limit), counted besides
+    # the token's rate_limit_per_minute; a request refused here spends nothing of the token's
+    rate_limit_per_address_per_minute: int = 600
+    # proxies whose X-Forwarded-For names the client (addresses or networks); none: the peer is
+    trusted_proxies: tuple[str, ...] = ()
+    max_unfinished_bodies_per_address: int = 4  # bodies still arriving, per address and process
 
 
 @dataclass(frozen=True)
@@ -234,6 +257,11 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
         auth_failure_limit=read_int(srv, "auth_failure_limit", "server", 20, 1, 10**6),
         auth_failure_window_seconds=read_int(srv, "auth_failure_window_seconds", "server", 60, 1, 86400),
         max_aggregator_lag_seconds=read_int(srv, "max_aggregator_lag_seconds", "server", 300, 1, 10**7),
+        rate_limit_per_address_per_minute=read_int(srv, "rate_limit_per_address_per_minute", "server", 600, 0,
+                                                   10**9),
+        trusted_proxies=_trusted_proxies(srv),
+        max_unfinished_bodies_per_address=read_int(srv, "max_unfinished_bodies_per_address", "server", 4, 1,
+                                                   10**6),
     )
     agg = data.get("aggregator", {})
     if not isinstance(agg, dict):
