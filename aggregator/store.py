@@ -53,6 +53,7 @@ from ldptel.keys import (
     REJECTED,
     UPDATED_PREFIX,
 )
+from ldptel.privacy.modes import ShuffledFakes
 from ldptel.store import scripts
 from ldptel.store.redis_client import AnyRedis
 from ldptel.store.tally import counts_keys, state_keys
@@ -66,7 +67,7 @@ def new_accumulator(campaign: Campaign) -> Accumulator:
     mech = campaign.mechanism()
 
     def make() -> Accumulator:
-        if campaign.privacy_mode == "shuffled-fakes":
+        if isinstance(campaign.mode, ShuffledFakes):
             from ldptel.aggregator.decoders.fakes import FakesAccumulator
 
             return FakesAccumulator(mech)

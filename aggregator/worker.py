@@ -101,7 +101,10 @@ class Worker:
         self.caught_up_at = time.time()  # of the last round that found nothing to do (or the start)
         self._pulse = heartbeat.Pulse(self.consumer)
         self.keyring = Keyring(config.analyzer)  # campaigns in a shuffled mode: ``aggregator.sealed``
-        self.sealed = SealedReleases(self)
+        self.sealed = SealedReleases(
+            r, self.consumer, self.cfg.claim_idle_ms / 1000, self.keyring.key, lambda msg: self.warn(msg),
+            reject=lambda slot, version, ids: self.commit_version(slot, version, [], ids),
+            commit=self.commit_release)
 
     @property
     def config(self) -> Config:
@@ -362,6 +365,18 @@ class Worker:
             slot.history = True
             return 0
         self.after_commit(camp, list(deltas), len(ids), reports, rejected, t1 - t0, time.perf_counter() - t1)
+        return len(ids)
+
+    def commit_release(self, slot: Slot, camp: Campaign, window: int, ids: list[bytes], acc: Accumulator,
+                       rejected: int, extra: list[Any], decode_s: float) -> int:
+        """Commit one whole sealed release of ``window`` (``aggregator.sealed``); the entries
+        committed, 0 when lost."""
+        t1 = time.perf_counter()
+        if not self.commit(slot, camp, ids, {window: acc}, {window: len(ids)}, rejected, extra):
+            self.stats.lost += 1
+            slot.history = True
+            return 0
+        self.after_commit(camp, [window], len(ids), acc.n, rejected, decode_s, time.perf_counter() - t1)
         return len(ids)
 
     def after_commit(self, camp: Campaign, windows: list[int], entries: int, reports: int, rejected: int,

@@ -46,6 +46,7 @@ from ldptel.client.transport import TelemetryClient
 from ldptel.commands.demo_live import LiveDevices
 from ldptel.commands.demo_stack import Http, Stack
 from ldptel.credentials import embedded_data_dir
+from ldptel.privacy.modes import is_shuffled
 from ldptel.store import published, tally
 from ldptel.store.redis_server import DataDirBusy, DataDirLock
 
@@ -104,7 +105,7 @@ def frequency_simulate(stack: Stack, client: Any, truth: dict, rng: np.random.Ge
     truth["counts"] = np.bincount(values, minlength=DOMAIN)
     queued: dict[str, int] = {}
     for camp in stack.config.campaigns:
-        if camp.kind != "frequency" or camp.privacy_mode != "local" or camp.dimensions is not None:
+        if camp.kind != "frequency" or is_shuffled(camp) or camp.dimensions is not None:
             continue
         labels = camp.labels()
         queued[camp.name] = client.report_many(
@@ -117,7 +118,7 @@ def frequency_report(stack: Stack, http: Http, truth: dict) -> None:
     token = stack.config.server.export_tokens[0]
     docs = {}
     for camp in stack.config.campaigns:
-        if camp.kind != "frequency" or camp.privacy_mode != "local" or camp.dimensions is not None:
+        if camp.kind != "frequency" or is_shuffled(camp) or camp.dimensions is not None:
             continue
         status, body = http.request("GET", f"/v1/campaigns/{camp.name}/estimates?format=json", None,
                                     {"Authorization": f"Bearer {token}"})

@@ -7,7 +7,7 @@ from ldptel.errors import ConfigError
 
 
 def fail(key: str, msg: str) -> ConfigError:
-    return ConfigError(f"{key}: {msg}")
+    return ConfigError(f"{key}: {msg}", key)
 
 
 def read_int(d: dict, key: str, where: str, default: int | None, low: int, high: int) -> int:

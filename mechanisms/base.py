@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
+from ldptel.mechanisms.errors import bad_argument
 from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom, resolve
 from ldptel.proto import SCHEMA_VERSION, ReportBatch
 
@@ -32,21 +33,22 @@ Z95 = 1.959963984540054  # two-sided 95% normal quantile
 def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
     """ε must be a real number with ``MIN_EPSILON`` (0.01) ≤ ε ≤ ``MAX_EPSILON`` (10)."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number, got {type(epsilon).__name__}")
+        raise bad_argument(f"{name} must be a number, got {type(epsilon).__name__}", name)
     eps = float(epsilon)
     if not math.isfinite(eps) or not MIN_EPSILON <= eps <= MAX_EPSILON:
-        raise ValueError(f"{name} must satisfy {MIN_EPSILON:g} <= {name} <= {MAX_EPSILON:g}, got {epsilon!r}")
+        raise bad_argument(f"{name} must satisfy {MIN_EPSILON:g} <= {name} <= {MAX_EPSILON:g}, "
+                          f"got {epsilon!r}", name)
     return eps
 
 
 def check_int(value: Any, name: str, low: int, high: int | None = None) -> int:
     """An integer (not bool) with low ≤ value (≤ high)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {type(value).__name__}")
+        raise bad_argument(f"{name} must be an integer, got {type(value).__name__}", name)
     v = int(value)
     if v < low or (high is not None and v > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be {bound}, got {v}")
+        raise bad_argument(f"{name} must be {bound}, got {v}", name)
     return v
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from ldptel.mechanisms.base import Mechanism, check_epsilon
 from ldptel.mechanisms.checks import check_lengths, packed_bits, reject_first
 from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
+from ldptel.mechanisms.errors import bad_argument
 from ldptel.mechanisms.randomness import OS_RANDOM
 from ldptel.proto import NumericPayload, ReportBatch
 
@@ -63,23 +64,23 @@ def check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
     ``MIN_RELATIVE_SPAN``), else ``ValueError`` naming the key."""
     for name, v in (("lower", lower), ("upper", upper)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ValueError(f"{name} must be a finite number, got {v!r}")
+            raise bad_argument(f"{name} must be a finite number, got {v!r}", name)
         try:
             finite = math.isfinite(v)
         except OverflowError:  # an int beyond float64
             finite = True
         if not finite:
-            raise ValueError(f"{name} must be a finite number, got {v!r}")
+            raise bad_argument(f"{name} must be a finite number, got {v!r}", name)
         if abs(v) > MAX_BOUND:  # type: ignore[operator]
-            raise ValueError(f"{name} must be within ±{MAX_BOUND:g} (larger values overflow the "
-                             f"variance of the mean), got {v!r}")
+            raise bad_argument(f"{name} must be within ±{MAX_BOUND:g} (larger values overflow the "
+                              f"variance of the mean), got {v!r}", name)
     lo, hi = float(lower), float(upper)
     if not lo < hi:
-        raise ValueError(f"upper must be above lower, got lower = {lower!r}, upper = {upper!r}")
+        raise bad_argument(f"upper must be above lower, got lower = {lower!r}, upper = {upper!r}", "upper")
     least = max(MIN_SPAN, MIN_RELATIVE_SPAN * max(abs(lo), abs(hi)))
     if hi - lo < least:
-        raise ValueError(f"upper must exceed lower by at least {least:.3g} (2^-30 of their magnitude, "
-                         f"at least {MIN_SPAN:g}), got upper − lower = {hi - lo:.3g}")
+        raise bad_argument(f"upper must exceed lower by at least {least:.3g} (2^-30 of their magnitude, "
+                          f"at least {MIN_SPAN:g}), got upper − lower = {hi - lo:.3g}", "upper")
     return lo, hi
 
 

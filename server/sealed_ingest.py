@@ -37,7 +37,7 @@ from google.protobuf.message import DecodeError
 from ldptel import keys, sealing
 from ldptel.campaigns.config import Campaign, Config
 from ldptel.mechanisms.rows import row_dtype
-from ldptel.privacy.modes import is_shuffled
+from ldptel.privacy.modes import ShuffledFakes, is_shuffled
 from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
 from ldptel.server.validation import (
     BATCH_ID_BYTES,
@@ -76,9 +76,9 @@ class SealedValid(ValidBatch):
 
 def max_messages(campaign: Campaign, reports: int) -> int:
     """The most messages an honest envelope of ``reports`` devices holds (module docstring)."""
-    if campaign.privacy_mode != "shuffled-fakes":
+    if not isinstance(campaign.mode, ShuffledFakes):
         return reports
-    lam = float(campaign.fake_rate or 0.0) * reports
+    lam = campaign.mode.fake_rate * reports
     return reports + int(math.ceil(lam + 8 * math.sqrt(lam) + 16))
 
 

@@ -37,6 +37,7 @@ from ldptel.mechanisms.builder import (
     estimate_kind,
 )
 from ldptel.mechanisms.claims import privacy_claim
+from ldptel.mechanisms.errors import argument_of
 from ldptel.mechanisms.heavy_hitters import (
     check_pool_size,
     default_pool_size,
@@ -44,6 +45,7 @@ from ldptel.mechanisms.heavy_hitters import (
     walk_candidates,
 )
 from ldptel.mechanisms.rappor import MAX_CANDIDATES, MAX_CANDIDATES_DEFAULT, RAPPOR
+from ldptel.privacy.modes import LOCAL, PrivacyMode
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
@@ -100,12 +102,16 @@ class Campaign:
     shuffle_min_reports: int = 1000
     shuffle_max_delay: str = "60s"
     central_delta: float | None = None  # δ of the central (shuffled) ε; None: min(1/(10n), 1e-6)
-    # ``ldptel.campaigns.modes``: local, shuffled or shuffled-fakes, and what a shuffled mode plans
-    privacy_mode: str = "local"
-    central_epsilon: float | None = None  # the operator's central target (shuffled modes)
-    batch_min: int | None = None  # devices per shuffled batch, at least (shuffled modes)
-    fake_rate: float | None = None  # λ, fake messages per device (shuffled-fakes)
     dimensions: Dimensions | None = None  # public breakdown dimensions (``ldptel.dimensions``)
+    # the privacy mode as a type, with its own fields and pinned plan (``ldptel.privacy.modes``:
+    # Local, Shuffled, ShuffledFakes), chosen once by the parse (``ldptel.campaigns.modes``)
+    mode: PrivacyMode = LOCAL
+
+    @property
+    def privacy_mode(self) -> str:
+        """The mode's name (``local``, ``shuffled``, ``shuffled-fakes``): for serialization and
+        messages; code branches on ``mode``'s type."""
+        return self.mode.name
 
     def accepts_until(self) -> float:
         """Epoch seconds until which reports of this version are accepted (inf: the latest)."""
@@ -216,13 +222,15 @@ def _central_delta(value: Any, key: str) -> float | None:
     return float(value)
 
 
-def parse_campaign(raw: Any, where: str) -> Campaign:
+def parse_campaign(raw: Any, where: str, pinned: Mapping[str, Any] | None = None) -> Campaign:
     """One ``[[campaigns]]`` table (or an admin API body) → a validated ``Campaign`` (version 1);
     ``ConfigError`` naming the key otherwise. ``privacy_mode`` and its keys:
-    ``ldptel.campaigns.modes``."""
+    ``ldptel.campaigns.modes``; ``pinned``: the plan stored with the version (its registry
+    entry's ``plan``), used instead of planning again."""
     if not isinstance(raw, dict):
         raise fail(where, "must be a table")
-    return privacy_modes.parse(raw, where, lambda table: _parse_campaign(table, where))
+    campaign: Campaign = privacy_modes.parse(raw, where, lambda table: _parse_campaign(table, where), pinned)
+    return campaign
 
 
 def _parse_campaign(raw: Any, where: str) -> Campaign:
@@ -283,8 +291,8 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
                        "split the list over campaigns")
         try:
             mech = create_mechanism("rappor", **params)
-        except ValueError as exc:
-            key = str(exc).split()[0]
+        except ValueError as exc:  # RAPPOR names the argument at fault (argument_of)
+            key = argument_of(exc)
             raise fail(f"{where}.{key if key in RAPPOR_KEYS else 'rappor'}", str(exc)) from None
         assert isinstance(mech, RAPPOR)
         camp.params = params  # max_candidates is checked here only: not published, no new version

@@ -23,6 +23,7 @@ from ldptel.campaigns.campaign import (
 )
 from ldptel.config_values import ConfigError, fail, read_int, read_seconds
 from ldptel.durations import parse_duration
+from ldptel.privacy.modes import Shuffled, ShuffledFakes
 
 __all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "AnalyzerConfig",
            "Campaign", "Config",
@@ -258,9 +259,10 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
     if dup:
         raise fail(f"campaigns[{dup}].name", "is used by more than one campaign")
     for camp in campaigns:  # a batch must fit in ingress: each device's envelope is one entry
-        if camp.batch_min is not None and camp.batch_min > shuffler.max_ingress_batches // 2:
+        mode = camp.mode
+        if isinstance(mode, (Shuffled, ShuffledFakes)) and mode.batch_min > shuffler.max_ingress_batches // 2:
             raise fail(f"campaigns[{camp.name}].batch_min",
-                       f"{camp.batch_min:,} devices do not fit in half of the ingress stream "
+                       f"{mode.batch_min:,} devices do not fit in half of the ingress stream "
                        f"([shuffler] max_ingress_batches = {shuffler.max_ingress_batches:,}, one entry "
                        "per device at worst): raise max_ingress_batches, or lower batch_min")
     return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path, shuffler=shuffler,

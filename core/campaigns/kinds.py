@@ -30,6 +30,7 @@ from ldptel.durations import parse_window
 from ldptel.mechanisms import NUMERIC_MECHANISMS
 from ldptel.mechanisms.base import MAX_EPSILON
 from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS, UNIQUE_LABELS
+from ldptel.mechanisms.errors import argument_of
 from ldptel.mechanisms.numeric import check_bounds, default_numeric_mechanism
 from ldptel.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
 
@@ -114,8 +115,8 @@ def numeric_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
             raise fail(f"{where}.{key}", f"is required: a finite number, got {v!r}")
     try:  # the limits that keep every formula on the path finite (mechanisms/numeric.py)
         check_bounds(raw["lower"], raw["upper"])
-    except ValueError as exc:
-        raise fail(f"{where}.{str(exc).split()[0]}", str(exc)) from None
+    except ValueError as exc:  # check_bounds names the bound at fault (argument_of)
+        raise fail(f"{where}.{argument_of(exc) or 'upper'}", str(exc)) from None
     mechanism = raw.get("mechanism", default_numeric_mechanism(epsilon))
     if mechanism not in NUMERIC_MECHANISMS:
         raise fail(f"{where}.mechanism",

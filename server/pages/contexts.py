@@ -17,6 +17,7 @@ from flask import current_app, render_template
 from markupsafe import Markup
 
 from ldptel.campaigns.config import Campaign
+from ldptel.privacy.modes import is_shuffled
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
 from ldptel.server.documents import latest_released, load_released, request_published, resolve_window
@@ -198,9 +199,10 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         "version": _version(window, n, pub), "progress": min(1.0, n / max(c.min_reports, 1)),
         "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),
         "domain": labels.domain_label(c),
-        "window_updated": labels.ago(st.window_updated.get(window)) if c.privacy_mode == "local"
-        else "with each whole batch",  # a shuffled campaign's commit times are its releases'
-        "decoded": labels.decoded_note(pub.decoded_at, pub.n, shuffled=c.privacy_mode != "local")
+        # a shuffled campaign's commit times are its releases'
+        "window_updated": ("with each whole batch" if is_shuffled(c)
+                           else labels.ago(st.window_updated.get(window))),
+        "decoded": labels.decoded_note(pub.decoded_at, pub.n, shuffled=is_shuffled(c))
         if pub is not None and pub.n >= c.min_reports else None,
         "central_note": None, "central_head": "",  # the released window's central ε (add_content)
     }
