@@ -286,7 +286,7 @@ class Worker:
         with the rest (it stays in the stream until retention trims it)."""
         deltas: dict[int, Accumulator] = {}
         n_entries: dict[int, int] = {}
-        good: dict[int, list] = {}
+        good: dict[int, list[Any]] = {}
         rejected = 0
         for eid, window, batch in items:
             if retention.expired(slot.campaign, window):
@@ -297,7 +297,7 @@ class Worker:
                 acc = deltas[window] = slot.fresh(version)
             try:
                 acc.add(batch)
-            except Exception as exc:  # a bad batch must not stop the worker
+            except Exception as exc:  # noqa: BLE001 - a bad batch must not stop the worker
                 rejected += 1
                 self.warn(f"aggregate: {slot.stream} entry {eid!r} does not decode ({exc}); skipped")
                 # add() may have changed part of the state: rebuild this window from good batches
@@ -309,7 +309,7 @@ class Worker:
             n_entries[window] = n_entries.get(window, 0) + 1
         return deltas, n_entries, rejected
 
-    def process(self, slot: Slot, entries: list) -> int:
+    def process(self, slot: Slot, entries: list[Any]) -> int:
         """Decode and commit ``entries`` (all pending to this consumer), one commit per campaign
         version (each acknowledges its own entries; unreadable entries and those of a version
         this worker does not know go with the latest version's, counted as rejected). On a lost
@@ -322,7 +322,7 @@ class Worker:
         finally:
             self.stats.busy += time.monotonic() - t0
 
-    def _process(self, slot: Slot, entries: list) -> int:
+    def _process(self, slot: Slot, entries: list[Any]) -> int:
         by_version, bad = split_by_version(entries, self.warn, slot.stream)
         for v in [v for v in by_version if v not in slot.versions and not self.knows(slot, v)]:
             self.warn(f"aggregate: {slot.stream}: {len(by_version[v])} entries of unknown "
@@ -390,8 +390,8 @@ class Worker:
         self.stats.rejected += rejected
         self.stats.commits += 1
 
-    def commit(self, slot: Slot, camp: Campaign, ids: list, deltas: dict[int, Accumulator],
-               n_entries: dict[int, int], rejected: int, extra: list | None = None) -> bool:
+    def commit(self, slot: Slot, camp: Campaign, ids: list[Any], deltas: dict[int, Accumulator],
+               n_entries: dict[int, int], rejected: int, extra: list[Any] | None = None) -> bool:
         """Merge ``deltas`` into version ``camp``'s stored state and acknowledge ``ids``,
         atomically (``store.commit``), folding in the stored fields ``store.fold_stored`` picks.
 

@@ -95,7 +95,7 @@ def pair_inputs(mech: Mechanism) -> tuple[Any, Any]:
     return 0, mech.domain_size - 1
 
 
-def matches(mech: Mechanism, cols: dict, value: Any) -> tuple[np.ndarray, np.ndarray | None]:
+def matches(mech: Mechanism, cols: dict[str, Any], value: Any) -> tuple[np.ndarray, np.ndarray | None]:
     """(whether each report supports ``value``, the report's level or None)."""
     if isinstance(mech, HeavyHitters):
         rows, _ = mech.string_rows([value])
@@ -136,7 +136,7 @@ def matches(mech: Mechanism, cols: dict, value: Any) -> tuple[np.ndarray, np.nda
     raise ValueError(f"ldptel audit has no statistic for {type(mech).__name__}")
 
 
-def statistic(mech: Mechanism, cols: dict, u: Any, v: Any) -> np.ndarray:
+def statistic(mech: Mechanism, cols: dict[str, Any], u: Any, v: Any) -> np.ndarray:
     """Codes of (level or cohort, match of u, match of v) per report."""
     mu, level = matches(mech, cols, u)
     mv, _ = matches(mech, cols, v)

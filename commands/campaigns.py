@@ -147,7 +147,7 @@ def _unknown(name: str) -> int:
     return 1
 
 
-def _apply(r: AnyRedis, tables: list[dict], args: argparse.Namespace) -> int:
+def _apply(r: AnyRedis, tables: list[dict[str, Any]], args: argparse.Namespace) -> int:
     applied = registry.apply(r, tables, by=who(), via="apply", dry_run=args.dry_run, force=args.force)
     print_drift(applied, "drift: ")
     if applied.refused:

@@ -77,13 +77,14 @@ class DemoSection:
     campaign, and a printer of results (reading the export API over ``Http``)."""
 
     title: str
-    campaigns: Callable[[], list[dict]]
-    simulate: Callable[[Stack, Any, dict, np.random.Generator, int], dict[str, int]]  # → queued per campaign
-    report: Callable[[Stack, Http, dict], None]
-    truth: dict = field(default_factory=dict)
+    campaigns: Callable[[], list[dict[str, Any]]]
+    # → queued per campaign
+    simulate: Callable[[Stack, Any, dict[str, Any], np.random.Generator, int], dict[str, int]]
+    report: Callable[[Stack, Http, dict[str, Any]], None]
+    truth: dict[str, Any] = field(default_factory=dict)
 
 
-def frequency_campaigns() -> list[dict]:
+def frequency_campaigns() -> list[dict[str, Any]]:
     out = []
     for oracle in ORACLES:
         if oracle == "rappor":
@@ -97,7 +98,7 @@ def frequency_campaigns() -> list[dict]:
     return out
 
 
-def frequency_simulate(stack: Stack, client: Any, truth: dict, rng: np.random.Generator,
+def frequency_simulate(stack: Stack, client: Any, truth: dict[str, Any], rng: np.random.Generator,
                        users: int) -> dict[str, int]:
     """The same ``users`` devices (Zipf values) report to every frequency campaign through the SDK
     (``TelemetryClient.report_many``: vectorized randomization, SQLite queue, batched POSTs)."""
@@ -113,7 +114,7 @@ def frequency_simulate(stack: Stack, client: Any, truth: dict, rng: np.random.Ge
     return queued
 
 
-def frequency_report(stack: Stack, http: Http, truth: dict) -> None:
+def frequency_report(stack: Stack, http: Http, truth: dict[str, Any]) -> None:
     """Raw unbiased estimates of the most frequent items per oracle, read from the export API."""
     token = stack.config.server.export_tokens[0]
     docs = {}
@@ -190,7 +191,7 @@ def sealed_section() -> DemoSection:
 
 # --- main ----------------------------------------------------------------------------------
 
-def demo_tables(secs: list[DemoSection]) -> list[dict]:
+def demo_tables(secs: list[DemoSection]) -> list[dict[str, Any]]:
     """The demo's ``[[campaigns]]`` tables (``examples/demo.toml`` holds the same)."""
     # 10 s windows; a short shuffle delay: each window's reports are shuffled within 1 s
     # (a campaign may keep its own window: the shuffled-fakes one is "all", released at batch_min)

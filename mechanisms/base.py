@@ -73,26 +73,26 @@ class Mechanism(ABC):
 
     # --- encoding -------------------------------------------------------------------------
     @abstractmethod
-    def randomize(self, values: np.ndarray, rng: np.random.Generator | OsRandom) -> dict:
+    def randomize(self, values: np.ndarray, rng: np.random.Generator | OsRandom) -> dict[str, Any]:
         """Randomize validated integer ``values``; return the payload's columns (numpy)."""
 
     @abstractmethod
-    def payload_message(self, columns: dict) -> Any:
+    def payload_message(self, columns: dict[str, Any]) -> Any:
         """The payload protobuf message for ``columns``."""
 
     @abstractmethod
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         """The payload of ``batch`` as numpy columns (inverse of ``payload_message``); a bytes
         field whose size does not fit ``batch.count`` reports raises ``InvalidReport``
         (``checks.bit_rows``, ``checks.packed_bits``)."""
 
     @abstractmethod
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """Collector-side check of a batch's ``columns`` (vectorized, ``checks``): raise
         ``InvalidReport`` for the lowest-indexed report that is missing, out of range or
         implausible for an honest device."""
 
-    def checked_columns(self, batch: ReportBatch) -> dict:
+    def checked_columns(self, batch: ReportBatch) -> dict[str, Any]:
         """The columns of a batch from an untrusted client, checked: ``columns`` (the wire shape)
         then ``validate_columns``; raises ``InvalidReport`` naming the lowest bad index."""
         columns = self.columns(batch)
@@ -134,7 +134,7 @@ class Mechanism(ABC):
             raise ValueError(f"value must be in [0, {self.domain_size}), got {v}")
         return self.pack(self.randomize_one(v, draws), 1, campaign)
 
-    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         """One device's report from ``draws`` (``ldptel.mechanisms.draws``; every device-side
         mechanism overrides this with its scalar path; the vectorized fallback takes OS
         randomness only)."""
@@ -142,7 +142,7 @@ class Mechanism(ABC):
             raise NotImplementedError(f"{type(self).__name__} has no scalar encode from draws")
         return self.randomize(np.array([value], dtype=np.int64), OS_RANDOM)
 
-    def pack(self, columns: dict, count: int, campaign: str = "",
+    def pack(self, columns: dict[str, Any], count: int, campaign: str = "",
              batch_id: bytes | None = None) -> ReportBatch:
         batch = ReportBatch(
             campaign=campaign,
@@ -153,7 +153,7 @@ class Mechanism(ABC):
         getattr(batch, self.payload).CopyFrom(self.payload_message(columns))
         return batch
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         """Parameters a client needs to build this mechanism (JSON-safe)."""
         return {"oracle": self.name, "epsilon": self.epsilon, "domain_size": self.domain_size}
 

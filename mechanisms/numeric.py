@@ -159,11 +159,11 @@ class NumericMechanism(Mechanism):
         return float(self.from_unit(mean_t)), var_t * self.half_width ** 2
 
     # --- encoding -------------------------------------------------------------------------
-    def unbiased_unit(self, columns: dict) -> np.ndarray:
+    def unbiased_unit(self, columns: dict[str, Any]) -> np.ndarray:
         """Each report's unbiased value y of t (float64)."""
         raise NotImplementedError
 
-    def randomize_unit(self, t: np.ndarray, rng) -> dict:
+    def randomize_unit(self, t: np.ndarray, rng) -> dict[str, Any]:
         """Randomize t in [−1, 1] (vectorized) into the payload's columns."""
         raise NotImplementedError
 
@@ -185,20 +185,20 @@ class NumericMechanism(Mechanism):
             raise ValueError(f"value must be a finite real number, got {value!r}")
         return self.pack(self.randomize_one(value, draws), 1, campaign)
 
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray, rng) -> dict[str, Any]:
         return self.randomize_unit(self.to_unit(values), rng)
 
-    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         if draws is not SYSTEM_DRAWS:
             raise NotImplementedError(f"{type(self).__name__} has no scalar encode from draws")
         return self.randomize(np.array([float(value)]), OS_RANDOM)
 
-    def payload_message(self, columns: dict) -> NumericPayload:
+    def payload_message(self, columns: dict[str, Any]) -> NumericPayload:
         if self.column == "bits":
             return NumericPayload(bits=np.packbits(np.asarray(columns["bits"], dtype=bool)).tobytes())
         return NumericPayload(values=np.asarray(columns["values"], dtype=np.float64).tolist())
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         p = batch.numeric
         if self.column == "bits":
             return {"bits": packed_bits(p.bits, batch.count, "bits"),
@@ -206,7 +206,7 @@ class NumericMechanism(Mechanism):
         return {"values": np.asarray(p.values, dtype=np.float64),
                 "bits": np.frombuffer(p.bits, dtype=np.uint8)}
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` entries in the mechanism's column, none in the other; real outputs finite
         and within [−bound, bound]."""
         other = "values" if self.column == "bits" else "bits"
@@ -218,7 +218,7 @@ class NumericMechanism(Mechanism):
             reject_first([(~(np.abs(y) <= c),
                            lambda i: f"value {y[i]!r} is outside the output range [-{c!r}, {c!r}]")])
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {"mechanism": self.name, "epsilon": self.epsilon, "lower": self.lower,
                 "upper": self.upper}
 
@@ -239,13 +239,13 @@ class Duchi(NumericMechanism):
     def output_variance(self, t: np.ndarray | float) -> np.ndarray:
         return np.asarray(self.bound ** 2 - np.square(t), dtype=np.float64)
 
-    def unbiased_unit(self, columns: dict) -> np.ndarray:
+    def unbiased_unit(self, columns: dict[str, Any]) -> np.ndarray:
         return np.where(columns["bits"], self.bound, -self.bound)
 
-    def randomize_unit(self, t: np.ndarray, rng) -> dict:
+    def randomize_unit(self, t: np.ndarray, rng) -> dict[str, Any]:
         return {"bits": rng.random(t.size) < self.p_plus(t)}
 
-    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         return {"bits": [draws.uniform() < self.p_plus(self.unit_one(value))]}
 
 
@@ -265,7 +265,7 @@ class Piecewise(NumericMechanism):
         s = self.s
         return np.asarray(np.square(t) / (s - 1) + (s + 3) / (3 * (s - 1) ** 2), dtype=np.float64)
 
-    def unbiased_unit(self, columns: dict) -> np.ndarray:
+    def unbiased_unit(self, columns: dict[str, Any]) -> np.ndarray:
         return np.asarray(columns["values"], dtype=np.float64)
 
     def piece(self, t: np.ndarray, inside: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -277,7 +277,7 @@ class Piecewise(NumericMechanism):
         out = np.where(outside < left + c, outside - c, right + (outside - (left + c)))
         return np.clip(np.where(inside, left + u * (c - 1), out), -c, c)
 
-    def randomize_unit(self, t: np.ndarray, rng) -> dict:
+    def randomize_unit(self, t: np.ndarray, rng) -> dict[str, Any]:
         inside = rng.random(t.size) < self.s / (self.s + 1)
         return {"values": self.piece(t, inside, rng.random(t.size))}
 
@@ -293,7 +293,7 @@ class Piecewise(NumericMechanism):
             y = out - c if out < left + c else left + c - 1 + (out - (left + c))
         return min(max(y, -c), c)
 
-    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         return {"values": [self.piece_one(self.unit_one(value), draws)]}
 
 
@@ -318,14 +318,14 @@ class Hybrid(Piecewise):
         a = self.alpha
         return a * super().output_variance(t) + (1 - a) * self.duchi.output_variance(t)
 
-    def randomize_unit(self, t: np.ndarray, rng) -> dict:
+    def randomize_unit(self, t: np.ndarray, rng) -> dict[str, Any]:
         use_pm = rng.random(t.size) < self.alpha
         pm = super().randomize_unit(t, rng)["values"]
         duchi = self.duchi
         d = duchi.unbiased_unit(duchi.randomize_unit(t, rng))
         return {"values": np.where(use_pm, pm, d)}
 
-    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         t = self.unit_one(value)
         if draws.uniform() < self.alpha:
             return {"values": [self.piece_one(t, draws)]}

@@ -231,7 +231,7 @@ class RAPPOR(Mechanism):
         strings = self.check_strings(values)
         return self.pack(self.randomize(strings, resolve(rng)), len(strings), campaign, batch_id)
 
-    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict:
+    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict[str, Any]:
         """Simulation of devices that report once: given its Bloom bit B, a reported bit is
         Bernoulli(q*) if B = 1 else Bernoulli(p*), independently across bits — the same
         distribution as permanent then instantaneous RR, drawn bit-sliced in one stage."""
@@ -247,11 +247,11 @@ class RAPPOR(Mechanism):
         zeros = bernoulli_packed(rng, self.p_star, n, k)
         return {"cohorts": cohorts.astype(np.uint32), "bits": (bloom & ones) | (~bloom & zeros)}
 
-    def payload_message(self, columns: dict) -> RapporPayload:
+    def payload_message(self, columns: dict[str, Any]) -> RapporPayload:
         return RapporPayload(cohorts=columns["cohorts"].tolist(),
                              bits=np.ascontiguousarray(columns["bits"]).tobytes())
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         return {
             "cohorts": np.asarray(batch.rappor.cohorts, dtype=np.int64),
             "bits": bit_rows(batch.rappor.bits, batch.count, self.bloom_bits),
@@ -266,14 +266,14 @@ class RAPPOR(Mechanism):
                                                        self.p_star, self.q_star)
         return self._weight_bounds
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` cohorts in [0, cohorts) and rows of ceil(k/8) bytes (as ``columns`` returns
         them) with zero padding and a plausible number of set bits."""
         check_lengths(columns, count, ["cohorts", "bits"])
         reject_first([out_of_range(columns["cohorts"], self.cohorts, "cohort"),
                       *check_bit_rows(columns["bits"], self.bloom_bits, self.weight_bounds())])
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {
             "oracle": self.name, "bloom_bits": self.bloom_bits, "hashes": self.hashes,
             "cohorts": self.cohorts, "f": self.f, "p": self.p, "q": self.q,

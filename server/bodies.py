@@ -10,6 +10,8 @@ drained and the answer carries ``Connection: close`` (the client may see a conne
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import request
 from werkzeug.wsgi import get_content_length
 
@@ -24,7 +26,7 @@ def read_body(limit: int) -> bytes:
     return read_environ(request.environ, limit)
 
 
-def read_environ(environ: dict, limit: int) -> bytes:
+def read_environ(environ: dict[str, Any], limit: int) -> bytes:
     """The body of the WSGI request ``environ``, at most ``limit`` bytes, else 413. With a
     Content-Length (checked against ``limit`` by the caller) exactly that many bytes are read; a
     chunked body (no length) is read from the server-terminated input up to ``limit`` + 1 bytes,
@@ -63,7 +65,7 @@ def drain_unread_body(limit: int = DRAIN_LIMIT) -> bool:
     return drain_environ(request.environ, limit)
 
 
-def drain_environ(environ: dict, limit: int = DRAIN_LIMIT) -> bool:
+def drain_environ(environ: dict[str, Any], limit: int = DRAIN_LIMIT) -> bool:
     """Read and discard the body of a request whose body was not read (at most ``limit`` bytes).
     True when the body was read to its end, so the answer can be sent on a reusable connection;
     False when it is longer than ``limit`` (answer with ``Connection: close``)."""

@@ -31,6 +31,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -82,7 +83,8 @@ def max_messages(campaign: Campaign, reports: int) -> int:
     return reports + int(math.ceil(lam + 8 * math.sqrt(lam) + 16))
 
 
-def validate_sealed(body: bytes, config: Config, mechanisms: dict, published: dict[int, PublicKey],
+def validate_sealed(body: bytes, config: Config, mechanisms: dict[tuple[str, int], Any],
+                    published: dict[int, PublicKey],
                     now: float | None = None) -> SealedValid:
     """Validate ``body`` (module docstring); ``Rejection`` otherwise."""
     try:
@@ -153,7 +155,7 @@ def sealed_keys(st, force: bool = False) -> dict[int, PublicKey]:
     return cache.get(st.redis, force)
 
 
-def shuffled_config(st, campaign: Campaign, now: float) -> dict:
+def shuffled_config(st, campaign: Campaign, now: float) -> dict[str, Any]:
     """What a shuffled campaign's device config adds: the current ``analyzer_key`` (None while
     the aggregator has published none: the SDK then keeps its reports queued)."""
     cur = analyzer_keys.current(sealed_keys(st), now)

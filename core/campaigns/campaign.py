@@ -140,7 +140,7 @@ class Campaign:
         """Seconds of ``retention`` (None: windows are kept forever)."""
         return None if self.retention is None else parse_duration(self.retention)
 
-    def labels(self) -> list:
+    def labels(self) -> list[Any]:
         """Item labels for estimates: the categorical domain, RAPPOR candidates, or 0..d-1."""
         if self.domain is not None:
             return list(self.domain)
@@ -153,7 +153,7 @@ class Campaign:
         heavy-hitter prefix tree or the range method, built from ``public()``."""
         return build_mechanism(self.public())
 
-    def public(self) -> dict:
+    def public(self) -> dict[str, Any]:
         """What clients fetch from ``GET /v1/campaigns`` (no secrets)."""
         out: dict[str, Any] = {"name": self.name, "version": self.version, "kind": self.kind,
                                "epsilon": self.epsilon}

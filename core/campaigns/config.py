@@ -41,7 +41,7 @@ AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms
 ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir"}
 
 
-def _tokens(d: dict, key: str, env: str) -> list[str]:
+def _tokens(d: dict[str, Any], key: str, env: str) -> list[str]:
     raw = os.environ.get(env)
     tokens: Any = [t.strip() for t in raw.split(",") if t.strip()] if raw else d.get(key, [])
     if not isinstance(tokens, list) or not all(isinstance(t, str) and t for t in tokens):
@@ -52,7 +52,7 @@ def _tokens(d: dict, key: str, env: str) -> list[str]:
     return tokens
 
 
-def _admin_tokens(d: dict) -> tuple[list[str], dict[str, str]]:
+def _admin_tokens(d: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """``admin_tokens``: strings, or tables ``{name = "…", token = "…"}`` naming the holder (the
     campaign history records who changed what); (tokens, token digest → name)."""
     raw = d.get("admin_tokens", [])
@@ -165,7 +165,7 @@ class Config:
     path: Path | None = None
     shuffler: ShufflerConfig = field(default_factory=ShufflerConfig)
     history: dict[str, list[Campaign]] = field(default_factory=dict)  # older versions, ascending
-    tables: list[dict] = field(default_factory=list)  # the file's [[campaigns]] tables, as given
+    tables: list[dict[str, Any]] = field(default_factory=list)  # the file's [[campaigns]] tables, as given
     declared: list[Campaign] = field(default_factory=list)  # the file's campaigns, as parsed
     # campaigns whose registry record cannot be read (``ldptel.store.registry``): name → why; quarantined
     broken: dict[str, str] = field(default_factory=dict)
@@ -206,7 +206,7 @@ def _shuffler(shf: Any) -> ShufflerConfig:
     )
 
 
-def parse_config(data: dict, path: Path | None = None) -> Config:
+def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     """Validate a parsed TOML document."""
     for key in data:
         if key not in ("server", "aggregator", "shuffler", "campaigns", "analyzer"):
@@ -270,7 +270,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
                   analyzer=_analyzer(data.get("analyzer", {})))
 
 
-def load_config(path: str | os.PathLike) -> Config:
+def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a TOML config file."""
     p = Path(path)
     try:

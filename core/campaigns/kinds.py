@@ -46,7 +46,7 @@ def late_seconds(window_seconds: int) -> int:
     return max(2 * window_seconds, MIN_LATE_SECONDS)
 
 
-def device_level_params(raw: dict, where: str, camp: Any) -> None:
+def device_level_params(raw: dict[str, Any], where: str, camp: Any) -> None:
     """The device-level kinds' checks and fields, set on ``camp`` (``campaign.parse_campaign``'s
     namespace, ``kind``, ``window`` and ``epsilon`` already read); ``ConfigError`` naming the key."""
     kind = camp.kind
@@ -79,7 +79,7 @@ def device_level_params(raw: dict, where: str, camp: Any) -> None:
                                          f"per_device_count, got {raw.get('mechanism')!r}")
 
 
-def memoize_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
+def memoize_params(raw: dict[str, Any], where: str, epsilon: float) -> dict[str, Any]:
     """``{"memoize": True, "epsilon_inf": ε∞}`` for ``memoize = true`` (ε∞ required, ε < ε∞ ≤ 10),
     ``{}`` for ``memoize = false`` or absent (then ``epsilon_inf`` must be absent too)."""
     memoize = raw.get("memoize", False)
@@ -102,7 +102,7 @@ def memoize_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
     return {"memoize": True, "epsilon_inf": float(eps_inf)}
 
 
-def numeric_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
+def numeric_params(raw: dict[str, Any], where: str, epsilon: float) -> dict[str, Any]:
     """A numeric campaign's ``lower``, ``upper``, ``mechanism`` (default: the lowest worst-case
     variance for ε) and, for 1bitmean, ``memoize`` (default true) and ``buckets`` (default 8):
     all published, so an SDK never has to agree with the server on a default."""

@@ -53,7 +53,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ldptel.campaigns.config import IN_PLACE_KEYS, Campaign, ConfigError, parse_campaign
 from ldptel.campaigns.limits import check_answer_bytes, json_bytes
@@ -178,7 +178,7 @@ def parse_stored(name: str, raw: bytes) -> dict[str, Any]:
     if not isinstance(entries, list) or not all(
             isinstance(e, dict) and isinstance(e.get("table"), dict) and "version" in e for e in entries):
         return {"name": name, "broken": "the stored record has no list of versions", "versions": []}
-    return rec
+    return cast("dict[str, Any]", rec)
 
 
 def readable_versions(rec: Mapping[str, Any]) -> list[Campaign]:

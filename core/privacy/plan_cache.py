@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 VERSION = 1
 MAX_ENTRIES = 2048
@@ -74,7 +74,7 @@ def lookup(key: str) -> dict[str, Any] | None:
     with _lock:
         hit = _memory.get(key)
     if hit is not None:
-        return hit
+        return cast("dict[str, Any] | None", hit)
     stored = _read(cache_path()).get(key)
     if not isinstance(stored, dict):
         return None
@@ -112,7 +112,7 @@ def computing(key: str) -> Iterator[None]:
     path = cache_path().with_suffix(".lock")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a")  # noqa: SIM115 - closed below
+        fh = open(path, "a")  # closed below (the lock is held by the open file)
     except OSError:
         yield
         return

@@ -170,7 +170,7 @@ def rollback(r: AnyRedis, name: str, to: int, by: str = "unknown", via: str = "c
     def change(rec: dict[str, Any] | None) -> Write:
         if rec is None:
             return None, None, None
-        return _put_change(rollback_table(rec, to), when, by, via, "rollback", to=to)(rec)
+        return cast("Write", _put_change(rollback_table(rec, to), when, by, via, "rollback", to=to)(rec))
 
     return cast(Change | None, _update(r, name, change))
 
@@ -187,7 +187,7 @@ def patch(r: AnyRedis, name: str, changes: Mapping[str, Any], now: float | None 
         if rec is None or not readable(rec):
             return None, None, None
         table = {**readable(rec)[-1]["table"], **changes, "name": name}
-        return _put_change(table, when, by, via)(rec)
+        return cast("Write", _put_change(table, when, by, via)(rec))
 
     return cast(Change | None, _update(r, name, change))
 
@@ -396,7 +396,7 @@ def _poll(ref: weakref.ref[Live], interval: float, stopped: threading.Event) -> 
     while not stopped.is_set() and (live := ref()) is not None:
         try:
             live.refresh(force=not live.loaded)
-        except Exception:  # noqa: BLE001 — the poller must outlive a bad record
+        except Exception:
             log.exception("campaign registry refresh failed")
         live.polled.set()
         del live

@@ -6,7 +6,7 @@ import math
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from markupsafe import Markup
 
@@ -37,7 +37,7 @@ def mechanism_label(c: Campaign) -> str:
         name = NUMERIC_LABELS.get(c.params["mechanism"], c.params["mechanism"])
         if c.params.get("memoize"):
             name += f" (memoized, {c.params['buckets']} buckets)"
-        return name
+        return cast("str", name)
     if c.kind == "heavy_hitters":
         return f"Prefix tree + OLH ({c.params.get('levels')} levels)"
     if c.kind == "range":
