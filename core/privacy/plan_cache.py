@@ -1,12 +1,13 @@
 """Plans (``ldptel.privacy.plan``) kept on disk, so that a plan is computed once per machine, not once
-per process: a campaign in a shuffled mode is planned whenever its table is parsed (every collector
-worker, the shuffler, the aggregator, each registry change); a cold plan takes 0.05–0.9 s
-(``bench/privacy_plan.py``: GRR at d = 1,024, n = 10⁶ about 0.1 s) on top of the import of the
-privacy math (scipy, about a second), which a hit does not pay. ``ldptel.privacy.plan`` answers from
-this process's memory, then the file, then computes (``planner.compute_plan``) and stores.
-``lookup`` / ``store`` keep other documents of the privacy math in the same file
-(``ldptel.privacy.device_composition``: a device's cumulative ε across campaigns), ``computing``
-keeps two processes from computing one at once.
+per process: a shuffled campaign of the config file is planned whenever the file is parsed (every
+collector worker, the shuffler, the aggregator) and a new registry version when it is created (a
+stored version is never planned again: its plan is pinned in its registry entry,
+``ldptel.privacy.modes.Pinned``); a cold plan takes 0.05–0.9 s (``bench/privacy_plan.py``: GRR at d
+= 1,024, n = 10⁶ about 0.1 s) on top of the import of the privacy math (scipy, about a second),
+which a hit does not pay. ``ldptel.privacy.plan`` answers from this process's memory, then the file,
+then computes (``planner.compute_plan``) and stores. ``lookup`` / ``store`` keep other documents of
+the privacy math in the same file (``ldptel.privacy.device_composition``: a device's cumulative ε
+across campaigns), ``computing`` keeps two processes from computing one at once.
 
 The file: ``$LDPTEL_PLAN_CACHE`` or ``$XDG_CACHE_HOME/ldptel/privacy-plans.json`` (default
 ``~/.cache``), one JSON object {key: plan}, key = the plan's arguments and ``VERSION``, the
