@@ -62,7 +62,7 @@ test: $(TEST_STAMP)
 	$(MAKE) test-js
 	$(BIN)/python -m pytest -q
 
-test-js:  ## the JavaScript SDK (client-js/): npm ci, type check, bundles, Vitest in Node and in Chromium
+test-js:  ## the JavaScript SDK (client-js/): npm ci, Biome (format + lint), type check, bundles, Vitest in Node and in Chromium
 	cd client-js && npm ci --no-audit --no-fund && npm test
 
 test-fast: $(TEST_STAMP)  ## the unit tier: no Redis, no server, no slow test (under a minute)

@@ -108,7 +108,7 @@ def averaging_attack(mech: Mechanism, devices: int = ATTACK_DEVICES,
                         4 * math.sqrt(bound * (1 - bound) / devices))
 
 
-def device_counts(mech: Mechanism, cols: dict, start: int, count: int) -> np.ndarray:
+def device_counts(mech: Mechanism, cols: dict[str, Any], start: int, count: int) -> np.ndarray:
     """The estimate of one device's reports (rows ``start`` … ``start + count``)."""
     acc = accumulator_for(mech)
     part = {k: v[start : start + count] if len(v) else v for k, v in cols.items()}
@@ -120,7 +120,7 @@ def device_counts(mech: Mechanism, cols: dict, start: int, count: int) -> np.nda
     return np.asarray(est.counts, dtype=np.float64)
 
 
-def hh_support(mech: HeavyHitters, cols: dict, words: list[str]) -> np.ndarray:
+def hh_support(mech: HeavyHitters, cols: dict[str, Any], words: list[str]) -> np.ndarray:
     """Reports × candidates: True where the report (level j, seed index k, y) supports the
     candidate, H_{s_jk}(key_j(word)) = y."""
     distinct, inverse = mech.string_rows(words)

@@ -178,7 +178,7 @@ class Publisher:
             publish(self.r, campaign, key[2], self.shuffled)
         except redis_lib.RedisError:
             raise
-        except Exception as exc:  # noqa: BLE001 — one window's failure must not stop the worker
+        except Exception as exc:
             log.exception("campaign %r version %d window %d: publication failed", *key)
             metrics.PUBLISH_FAILURES.labels(campaign.name).inc()
             self.failed[key] = time.monotonic()

@@ -24,13 +24,21 @@ Several workers: the parts of one release may be delivered to two of them. The w
 then no longer pending to it and are forgotten after ``claim_idle_ms``. A release whose key this
 worker lacks stays pending (logged once): a worker holding the key (a shared keys directory)
 claims it once idle.
+
+``SealedReleases`` is given what it uses and nothing more: the Redis client and consumer name (to
+claim parts), the idle time after which a partial release is forgotten, the key lookup, a warning
+sink, and the worker's two commits (``reject``: acknowledge entries as rejected; ``commit``: one
+whole release's accumulator, ``Worker.commit_release``).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ldptel import keys, sealing
 from ldptel.aggregator import retention
@@ -40,7 +48,19 @@ from ldptel.mechanisms.rows import from_rows, row_dtype, select, valid_rows
 from ldptel.proto import ReportBatch, SealedBatch
 
 if TYPE_CHECKING:
+    from ldptel.aggregator.decoders import Accumulator
     from ldptel.aggregator.slots import Parsed, Slot
+    from ldptel.campaigns.campaign import Campaign
+    from ldptel.store.redis_client import AnyRedis
+
+
+class CommitRelease(Protocol):
+    """``Worker.commit_release``: commit one whole release (its entry ids, the window's
+    accumulator, the messages rejected, the ``extra`` of ``store.commit``, the decode's seconds);
+    returns the entries committed, 0 when lost."""
+
+    def __call__(self, slot: Slot, camp: Campaign, window: int, ids: list[bytes], acc: Accumulator,
+                 rejected: int, extra: list[Any], decode_s: float) -> int: ...
 
 
 @dataclass
@@ -55,17 +75,19 @@ class Partial:
 class SealedReleases:
     """Releases being assembled by one worker (module docstring)."""
 
-    def __init__(self, worker: Any) -> None:  # the ``aggregator.worker.Worker`` (not imported: a cycle)
-        self.worker = worker
+    def __init__(self, r: AnyRedis, consumer: str, idle_s: float,
+                 private_key: Callable[[int], X25519PrivateKey | None], warn: Callable[[str], None],
+                 reject: Callable[[Slot, int, list[bytes]], int], commit: CommitRelease) -> None:
+        self.r, self.consumer, self.idle_s = r, consumer, idle_s
+        self.private_key, self.warn, self.reject, self.commit_release = private_key, warn, reject, commit
         self.partial: dict[tuple[str, bytes], Partial] = {}
         self._warned: set[int] = set()
 
     def take(self, slot: Slot, version: int, items: list[Parsed]) -> int:
         """Hold ``items`` (parts of releases); decode and commit every complete release. Returns
         the entries committed."""
-        idle = self.worker.cfg.claim_idle_ms / 1000
         now = time.monotonic()
-        for key in [k for k, p in self.partial.items() if now - p.seen > idle]:
+        for key in [k for k, p in self.partial.items() if now - p.seen > self.idle_s]:
             del self.partial[key]
         done = 0
         bad: list[bytes] = []
@@ -80,7 +102,7 @@ class SealedReleases:
             if part.release_part == 0:
                 held.first = eid
         if bad:  # not a release part: acknowledged as rejected
-            done += self.worker.commit_version(slot, version, [], bad)
+            done += self.reject(slot, version, bad)
         return done + self.poll(slot.stream)
 
     def poll(self, stream: str | None = None) -> int:
@@ -115,10 +137,10 @@ class SealedReleases:
         ms, seq = (held.first.decode() if isinstance(held.first, bytes) else held.first).split("-")
         wanted = [f"{ms}-{int(seq) + j}" for j in range(1, first.release_parts)]
         have = {(e.decode() if isinstance(e, bytes) else e) for e in held.parts}
-        missing = [w for w in wanted if w not in have]
+        missing: list[Any] = [w for w in wanted if w not in have]
         if not missing:
             return
-        claimed: Any = self.worker.r.xclaim(slot.stream, keys.GROUP, self.worker.consumer, 0, missing)
+        claimed: Any = self.r.xclaim(slot.stream, keys.GROUP, self.consumer, 0, missing)
         for eid, fields in claimed or []:
             if not fields:
                 continue
@@ -128,21 +150,21 @@ class SealedReleases:
 
     def commit(self, slot: Slot, version: int, held: Partial) -> int | None:
         """Decode and commit one whole release; None when its key is missing (left pending)."""
-        w = self.worker
         camp = slot.versions[version]
         parts = list(held.parts.values())
         first = parts[0]
-        private = w.keyring.key(first.key_id)
+        private = self.private_key(first.key_id)
         if private is None:
             if first.key_id not in self._warned:
                 self._warned.add(first.key_id)
-                w.warn(f"aggregate: a release of {camp.name!r} is sealed to analyzer key {first.key_id:08x}, "
-                       "which this worker does not hold; left pending for a worker that does")
+                self.warn(f"aggregate: a release of {camp.name!r} is sealed to analyzer key "
+                          f"{first.key_id:08x}, which this worker does not hold; left pending for a worker "
+                          "that does")
             return None
         window = int(first.window)
         ids = list(held.parts)
         if retention.expired(camp, window):  # never counted (nor brought back)
-            return w.commit_version(slot, version, [], ids)
+            return self.reject(slot, version, ids)
         t0 = time.perf_counter()
         acc = whole = slot.fresh(version)
         if isinstance(whole, CellAccumulator):  # a release is one cell's (issue 28)
@@ -164,14 +186,9 @@ class SealedReleases:
             whole.sync()
         acc = whole
         rejected = failed + (m - good)
-        extra = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports]
-        t1 = time.perf_counter()
-        if not w.commit(slot, camp, ids, {window: acc}, {window: len(ids)}, rejected, extra):
-            w.stats.lost += 1
-            slot.history = True
-            return 0
-        w.after_commit(camp, [window], len(ids), acc.n, rejected, t1 - t0, time.perf_counter() - t1)
-        return len(ids)
+        extra: list[Any] = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports]
+        return self.commit_release(slot, camp, window, ids, acc, rejected, extra,
+                                   time.perf_counter() - t0)
 
 
 def _part(batch: ReportBatch) -> SealedBatch | None:
@@ -181,4 +198,4 @@ def _part(batch: ReportBatch) -> SealedBatch | None:
         return None
 
 
-__all__ = ["SealedReleases"]
+__all__ = ["CommitRelease", "SealedReleases"]

@@ -77,7 +77,7 @@ def build_slots(config: Config, old: list[Slot] | None = None) -> list[Slot]:
     return slots
 
 
-def split_by_version(entries: list, warn: Callable[[str], None], stream: str
+def split_by_version(entries: list[Any], warn: Callable[[str], None], stream: str
                      ) -> tuple[dict[int, list[Parsed]], list[bytes]]:
     """Stream entries → the parsed entries per campaign version, and the ids of entries that
     cannot be read (no data, no window, not a ``ReportBatch``; each logged with ``warn``)."""
@@ -91,7 +91,7 @@ def split_by_version(entries: list, warn: Callable[[str], None], stream: str
         try:
             window = int(fields[ENTRY_WINDOW])
             batch = ReportBatch.FromString(fields[ENTRY_BATCH])
-        except Exception as exc:  # KeyError, ValueError, protobuf's DecodeError
+        except Exception as exc:  # noqa: BLE001 - KeyError, ValueError, protobuf's DecodeError
             bad.append(eid)
             warn(f"aggregate: {stream} entry {eid!r} unreadable ({exc}); skipped")
             continue
@@ -115,7 +115,7 @@ class ClusterReads:
     def __init__(self) -> None:
         self.turn = 0  # which stream the next idle blocking read waits on
 
-    def read(self, r: Any, consumer: str, slots: list[Slot], count: int, block_ms: int | None) -> list:
+    def read(self, r: Any, consumer: str, slots: list[Slot], count: int, block_ms: int | None) -> list[Any]:
         pipe = r.pipeline(transaction=False)
         for slot in slots:
             pipe.xreadgroup(GROUP, consumer, {slot.stream: ">"}, count=count)

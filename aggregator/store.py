@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import cast
+from typing import Any, cast
 
 from ldptel import keys
 from ldptel.aggregator.decoders import Accumulator, accumulator_for
@@ -53,6 +53,7 @@ from ldptel.keys import (
     REJECTED,
     UPDATED_PREFIX,
 )
+from ldptel.privacy.modes import ShuffledFakes
 from ldptel.store import scripts
 from ldptel.store.redis_client import AnyRedis
 from ldptel.store.tally import counts_keys, state_keys
@@ -66,7 +67,7 @@ def new_accumulator(campaign: Campaign) -> Accumulator:
     mech = campaign.mechanism()
 
     def make() -> Accumulator:
-        if campaign.privacy_mode == "shuffled-fakes":
+        if isinstance(campaign.mode, ShuffledFakes):
             from ldptel.aggregator.decoders.fakes import FakesAccumulator
 
             return FakesAccumulator(mech)
@@ -187,9 +188,9 @@ def _pick_fields(r: AnyRedis, key: str, fields: list[bytes], delta: Accumulator)
     return chosen
 
 
-def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list,
+def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list[Any],
            replaced: list[bytes], totals: dict[int, Accumulator], deltas: dict[int, Accumulator],
-           entries: dict[int, int], rejected: int, extra: list | None = None) -> bytes:
+           entries: dict[int, int], rejected: int, extra: list[Any] | None = None) -> bytes:
     """Run ``scripts.COMMIT`` on one shard: if every entry of ``ids`` is still pending to
     ``consumer`` (in group ``keys.GROUP``) and every ``replaced`` field still exists,
     delete those fields, write each window's ``totals`` as one new field, add the ``deltas``'
@@ -198,13 +199,13 @@ def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list
     ``rel:<window>:<id>``). Returns ``b"ok"``, ``b"lost"`` (an entry was claimed by another consumer) or
     ``b"stale"`` (a field was replaced meanwhile); nothing is written unless ``b"ok"``."""
     now_ms = str(int(time.time() * 1000))
-    sets: list = []
-    cset: list = []
+    sets: list[Any] = []
+    cset: list[Any] = []
     for w, total in totals.items():
         sets += [keys.acc_field(w, secrets.token_hex(8)), total.to_bytes()]
         cset += [f"{UPDATED_PREFIX}{w}", now_ms]
     cset += list(extra or [])  # a shuffled release's rel:<window>:<id> (a counter, beside n:)
-    incr: list = []
+    incr: list[Any] = []
     for w, acc in deltas.items():
         incr += [f"{N_PREFIX}{w}", acc.n, f"{ENTRIES_PREFIX}{w}", entries.get(w, 0)]
     if rejected:
@@ -214,7 +215,7 @@ def commit(r: AnyRedis, campaign: Campaign, shard: int, consumer: str, ids: list
     stream = keys.stream_key(campaign.name, shard)
     state = keys.state_key(campaign.name, shard, campaign.version)
     counts = keys.counts_key(campaign.name, shard, campaign.version)
-    return scripts.of(r).call("COMMIT", keys=[stream, state, counts], args=args)[0]
+    return cast("bytes", scripts.of(r).call("COMMIT", keys=[stream, state, counts], args=args)[0])
 
 
 def move_counters(r: AnyRedis, campaign: Campaign, shard: int) -> int:

@@ -8,6 +8,7 @@ Every function touches one stream key, so it runs on that stream's Redis Cluster
 from __future__ import annotations
 
 from collections import deque
+from typing import cast
 
 import redis as redis_lib
 
@@ -25,7 +26,7 @@ def claim_idle(r: AnyRedis, stream: str, consumer: str, idle_ms: int) -> int:
         nxt, n = scripts.of(r).call("AUTOCLAIM", keys=[stream], args=[GROUP, consumer, idle_ms, start, 1000])
         claimed += n
         if nxt == b"0-0":
-            return claimed
+            return cast("int", claimed)
         start = nxt
 
 

@@ -104,7 +104,10 @@ class Worker:
         self.keyring = Keyring(config.analyzer)  # campaigns in a shuffled mode: ``aggregator.sealed``
         self.keys_error: str | None = None  # why the keys directory failed (``ensure_keys``)
         self._keys_logged = 0.0
-        self.sealed = SealedReleases(self)
+        self.sealed = SealedReleases(
+            r, self.consumer, self.cfg.claim_idle_ms / 1000, self.keyring.key, lambda msg: self.warn(msg),
+            reject=lambda slot, version, ids: self.commit_version(slot, version, [], ids),
+            commit=self.commit_release)
 
     @property
     def config(self) -> Config:
@@ -309,7 +312,7 @@ class Worker:
         with the rest (it stays in the stream until retention trims it)."""
         deltas: dict[int, Accumulator] = {}
         n_entries: dict[int, int] = {}
-        good: dict[int, list] = {}
+        good: dict[int, list[Any]] = {}
         rejected = 0
         for eid, window, batch in items:
             if retention.expired(slot.campaign, window):
@@ -320,7 +323,7 @@ class Worker:
                 acc = deltas[window] = slot.fresh(version)
             try:
                 acc.add(batch)
-            except Exception as exc:  # a bad batch must not stop the worker
+            except Exception as exc:  # noqa: BLE001 - a bad batch must not stop the worker
                 rejected += 1
                 self.warn(f"aggregate: {slot.stream} entry {eid!r} does not decode ({exc}); skipped")
                 # add() may have changed part of the state: rebuild this window from good batches
@@ -332,7 +335,7 @@ class Worker:
             n_entries[window] = n_entries.get(window, 0) + 1
         return deltas, n_entries, rejected
 
-    def process(self, slot: Slot, entries: list) -> int:
+    def process(self, slot: Slot, entries: list[Any]) -> int:
         """Decode and commit ``entries`` (all pending to this consumer), one commit per campaign
         version (each acknowledges its own entries; unreadable entries and those of a version
         this worker does not know go with the latest version's, counted as rejected). On a lost
@@ -345,7 +348,7 @@ class Worker:
         finally:
             self.stats.busy += time.monotonic() - t0
 
-    def _process(self, slot: Slot, entries: list) -> int:
+    def _process(self, slot: Slot, entries: list[Any]) -> int:
         by_version, bad = split_by_version(entries, self.warn, slot.stream)
         for v in [v for v in by_version if v not in slot.versions and not self.knows(slot, v)]:
             self.warn(f"aggregate: {slot.stream}: {len(by_version[v])} entries of unknown "
@@ -390,6 +393,18 @@ class Worker:
         self.after_commit(camp, list(deltas), len(ids), reports, rejected, t1 - t0, time.perf_counter() - t1)
         return len(ids)
 
+    def commit_release(self, slot: Slot, camp: Campaign, window: int, ids: list[bytes], acc: Accumulator,
+                       rejected: int, extra: list[Any], decode_s: float) -> int:
+        """Commit one whole sealed release of ``window`` (``aggregator.sealed``); the entries
+        committed, 0 when lost."""
+        t1 = time.perf_counter()
+        if not self.commit(slot, camp, ids, {window: acc}, {window: len(ids)}, rejected, extra):
+            self.stats.lost += 1
+            slot.history = True
+            return 0
+        self.after_commit(camp, [window], len(ids), acc.n, rejected, decode_s, time.perf_counter() - t1)
+        return len(ids)
+
     def after_commit(self, camp: Campaign, windows: list[int], entries: int, reports: int, rejected: int,
                      decode_s: float, commit_s: float) -> None:
         """Note the committed windows for publication and count what was committed."""
@@ -401,8 +416,8 @@ class Worker:
         self.stats.rejected += rejected
         self.stats.commits += 1
 
-    def commit(self, slot: Slot, camp: Campaign, ids: list, deltas: dict[int, Accumulator],
-               n_entries: dict[int, int], rejected: int, extra: list | None = None) -> bool:
+    def commit(self, slot: Slot, camp: Campaign, ids: list[Any], deltas: dict[int, Accumulator],
+               n_entries: dict[int, int], rejected: int, extra: list[Any] | None = None) -> bool:
         """Merge ``deltas`` into version ``camp``'s stored state and acknowledge ``ids``,
         atomically (``store.commit``), folding in the stored fields ``store.fold_stored`` picks.
 

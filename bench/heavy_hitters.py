@@ -26,10 +26,10 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core (numpy's element-wise kernels are serial)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator  # noqa: E402
-from ldptel.mechanisms.heavy_hitters import HeavyHitters  # noqa: E402
+from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
+from ldptel.mechanisms.heavy_hitters import HeavyHitters
 
 ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
 

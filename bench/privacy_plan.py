@@ -4,9 +4,9 @@ U and L, and the std error against local OUE at ε = 1 on the same n (√(n·4e/
 Timings per plan, each in a fresh Python process (nothing cached in memory, the plan cache file
 not used; the import of the privacy math is timed apart, it is not part of a plan):
 
-- ``cold``: the first ``privacy_plan.plan`` call of the process (the issue's bar: < 1 s);
+- ``cold``: the first ``planner.compute_plan`` call of the process (the issue's bar: < 1 s);
 - ``warm``: the same call again in that process (its in-memory cache);
-- ``disk``: ``plan_cache.cached_plan`` in another fresh process once the plan is stored on disk
+- ``disk``: ``ldptel.privacy.plan`` in another fresh process once the plan is stored on disk
   (what every collector worker, shuffler and aggregator pays after the first).
 
     python bench/privacy_plan.py
@@ -38,29 +38,29 @@ CASES = [
 _TIMED = """
 import json, sys, time
 t0 = time.perf_counter()
-from ldptel.privacy import planner as privacy_plan
+from ldptel.privacy import planner
 t1 = time.perf_counter()
 args = json.loads(sys.argv[1])
-plan = privacy_plan.plan(*args)
+plan = planner.compute_plan(*args)
 t2 = time.perf_counter()
-privacy_plan.plan(*args)
+planner.compute_plan(*args)
 t3 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "cold": t2 - t1, "warm": t3 - t2, "plan": plan.as_dict()}))
 """
 
 _DISK = """
 import json, sys, time
-from ldptel.privacy.plan_cache import cached_plan
+from ldptel.privacy import plan
 args = json.loads(sys.argv[1])
-cached_plan(*args)  # stores it (or finds it stored)
+plan(*args)  # stores it (or finds it stored)
 print("stored")
 """
 
 _DISK_HIT = """
 import json, sys, time
 t0 = time.perf_counter()
-from ldptel.privacy.plan_cache import cached_plan
-cached_plan(*json.loads(sys.argv[1]))
+from ldptel.privacy import plan
+plan(*json.loads(sys.argv[1]))
 print(json.dumps({"disk": time.perf_counter() - t0}))
 """
 
@@ -97,10 +97,10 @@ def main() -> None:
     print(f"cold plans: the slowest {max(colds):.3f} s; the import of the privacy math (not in a plan): "
           f"{timed['import']:.2f} s; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     os.unlink(cache)
-    from ldptel.privacy import planner as privacy_plan
+    from ldptel.privacy import planner
 
     start = time.perf_counter()
-    p = privacy_plan.plan("shuffled", "grr", 1024, 1.0, 1e-8, 1_000_000, windows=30)
+    p = planner.compute_plan("shuffled", "grr", 1024, 1.0, 1e-8, 1_000_000, windows=30)
     print(f"with --windows 30 (GRR, d = 1,024, n = 10⁶): cumulative ε {p.cumulative_epsilon:.4f}, "
           f"{time.perf_counter() - start:.3f} s")
 

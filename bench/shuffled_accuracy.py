@@ -6,7 +6,7 @@ shuffle`` and ``ldptel aggregate`` on an embedded Redis, at central ε = 1, δ =
   shuffler as one batch, decrypted and decoded by the aggregator, read from the export API. The
   empirical standard error per count is √(mean (estimate − truth)²) over every bucket of every run
   (runs × 1,024 errors), beside the mean std error the documents state.
-- ``shuffled`` GRR at n = 10⁶: the plan's ε₀ and std error (``privacy_plan.plan``), and the decode
+- ``shuffled`` GRR at n = 10⁶: the plan's ε₀ and std error (``ldptel.privacy.plan``), and the decode
   simulated at that n (vectorized encode, the aggregator's GRR decoder): the empirical error.
 - local OUE at ε = 1 on the same data (the same values; simulated decode): its empirical error, and
   each mode's ratio to it.
@@ -28,7 +28,7 @@ from served import EXPORT, INGEST, get, send, served
 
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.client import create_mechanism
-from ldptel.privacy.planner import plan
+from ldptel.privacy import plan
 
 D, EPS, DELTA = 1024, 1.0, 1e-8
 

@@ -16,26 +16,37 @@ export default defineConfig({
     testTimeout: 60_000,
     projects: [
       { extends: true, test: { name: "node", include: ["test/*.test.ts"], environment: "node" } },
-      ...(browser ? [{
-        extends: true,
-        test: {
-          name: "chromium",
-          include: ["test/browser/*.test.ts"],
-          browser: {
-            enabled: true,
-            headless: true,
-            screenshotFailures: false,
-            provider: playwright({
-              launchOptions: {
-                executablePath: chromium,
-                args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+      ...(browser
+        ? [
+            {
+              extends: true,
+              test: {
+                name: "chromium",
+                include: ["test/browser/*.test.ts"],
+                browser: {
+                  enabled: true,
+                  headless: true,
+                  screenshotFailures: false,
+                  provider: playwright({
+                    launchOptions: {
+                      executablePath: chromium,
+                      args: [
+                        "--no-sandbox",
+                        "--disable-gpu",
+                        "--disable-quic",
+                        "--no-first-run",
+                        "--disable-background-networking",
+                        "--disable-component-update",
+                        "--disable-sync",
+                      ],
+                    },
+                  }),
+                  instances: [{ browser: "chromium" as const }],
+                },
               },
-            }),
-            instances: [{ browser: "chromium" as const }],
-          },
-        },
-      }] : []),
+            },
+          ]
+        : []),
     ],
   },
 });

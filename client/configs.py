@@ -51,7 +51,7 @@ def check_config(campaign: str, cfg: Any) -> None:
                             f"integer of at least {low} is needed); its reports are dropped")
 
 
-def version_config(cfg: dict, version: int | None) -> dict | None:
+def version_config(cfg: dict[str, Any], version: int | None) -> dict[str, Any] | None:
     """The public config of ``version`` of a campaign whose ``GET /v1/campaigns`` entry is
     ``cfg``: the entry itself (its ``version``; none means 1; also for ``version`` None), or one
     of its ``older_versions`` (superseded versions the collector still takes); None when the
@@ -61,7 +61,7 @@ def version_config(cfg: dict, version: int | None) -> dict | None:
     return next((old for old in cfg.get("older_versions", []) if old.get("version") == version), None)
 
 
-def askable(cfg: dict, version: int | None) -> bool:
+def askable(cfg: dict[str, Any], version: int | None) -> bool:
     """Whether ``version`` is a superseded version the collector still takes but whose config
     the entry ``cfg`` does not hold: the collector sends an old version's config only when a
     device asks for it by number (``GET /v1/campaigns?versions=<campaign>:<n>``; issue 34 item 9),
@@ -72,7 +72,8 @@ def askable(cfg: dict, version: int | None) -> bool:
     return oldest <= version < cfg.get("version", 1) and version_config(cfg, version) is None
 
 
-def config_for(campaign: str, configs: dict[str, dict], version: int | None = None) -> dict:
+def config_for(campaign: str, configs: dict[str, dict[str, Any]], version: int | None = None
+               ) -> dict[str, Any]:
     """The public config of ``campaign`` (of ``version`` if given) among ``configs``;
     ``UnknownCampaign``, or ``VersionClosed`` for a retired campaign or a version the collector no
     longer takes; ``TelemetryError`` (retry later) for an old version it takes whose config has
@@ -101,7 +102,7 @@ class CampaignConfigs:
                  save: Callable[[bytes], None], ttl: float) -> None:
         self._get, self._load, self._save, self.ttl = get, load, save, ttl
         self._lock = threading.Lock()
-        self.configs: dict[str, dict] = {}
+        self.configs: dict[str, dict[str, Any]] = {}
         self.limits = Limits()
         self.fetched_at = -float("inf")  # monotonic time of the last answer of the collector
         self.last_error: str | None = None
@@ -120,7 +121,7 @@ class CampaignConfigs:
     def fresh(self) -> bool:
         return time.monotonic() - self.fetched_at < self.ttl
 
-    def fetch(self) -> dict[str, dict]:
+    def fetch(self) -> dict[str, dict[str, Any]]:
         """Ask the collector; on failure keep what is known (memory, then the file). Raises
         ``TelemetryError`` for a refused token, or when nothing is known at all."""
         try:
@@ -149,7 +150,7 @@ class CampaignConfigs:
             self._first.set()
         return self.configs
 
-    def current(self, wait: float) -> dict[str, dict] | None:
+    def current(self, wait: float) -> dict[str, dict[str, Any]] | None:
         """The configs known now, without a network request (a stale copy starts a background
         refresh); None when none are known after waiting ``wait`` s for the first fetch."""
         if not self.configs:

@@ -20,6 +20,7 @@ import random
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from typing import cast
 
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 AUTH_STATUS = frozenset({401, 403})
@@ -166,13 +167,13 @@ def request(url: str, token: str, timeout: float, method: str, body: bytes | Non
             if headers_seen is not None:
                 headers_seen.update((k.lower(), v) for k, v in resp.headers.items())
             if max_bytes is None:
-                return resp.read()
+                return cast("bytes", resp.read())
             if resp.length is not None and resp.length > max_bytes:
                 raise AnswerTooLarge(f"the answer is {resp.length} bytes, over {max_bytes}")
             data = resp.read(max_bytes + 1)
             if len(data) > max_bytes:
                 raise AnswerTooLarge(f"the answer is over {max_bytes} bytes")
-            return data
+            return cast("bytes", data)
     except urllib.error.HTTPError as exc:
         raw = exc.read(ERROR_BODY_BYTES) if exc.fp is not None else b""
         answer = {k.lower(): v for k, v in exc.headers.items()} if exc.headers else {}

@@ -132,7 +132,7 @@ class DeviceClient(Protocol):
     @property
     def ledger(self) -> PrivacyLedger: ...
 
-    def device_mechanism(self, campaign: str, version: int) -> tuple[dict, Mechanism] | None: ...
+    def device_mechanism(self, campaign: str, version: int) -> tuple[dict[str, Any], Mechanism] | None: ...
 
 
 class DeviceWindows:
@@ -217,7 +217,7 @@ class DeviceWindows:
             db.execute(DELETE, (campaign, window))
         self.client._dropped.add(reason, 1, error)
 
-    def _report(self, campaign: str, window: int, cfg: dict, mech: Mechanism, dims: list,
+    def _report(self, campaign: str, window: int, cfg: dict[str, Any], mech: Mechanism, dims: list[Any],
                 events: float, counts: dict[str, int]) -> int:
         """Randomize one window's aggregate and queue it with its ledger charge, deleting the
         aggregate, in one transaction (a window with no event of a histogram: deleted, nothing

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from ldptel.client.configs import check_config
 from ldptel.client.errors import BadConfig, CampaignRefused, TelemetryError
@@ -27,9 +28,9 @@ class MechanismCache:
         self.accept_unrandomized = accept_unrandomized
         self._secret_of = secret_of
         self._lock = threading.Lock()
-        self._mechs: dict[tuple[str, int], tuple[dict, Mechanism]] = {}  # by (campaign, version)
+        self._mechs: dict[tuple[str, int], tuple[dict[str, Any], Mechanism]] = {}  # by (campaign, version)
 
-    def get(self, campaign: str, cfg: dict) -> tuple[dict, Mechanism]:
+    def get(self, campaign: str, cfg: dict[str, Any]) -> tuple[dict[str, Any], Mechanism]:
         """The mechanism of ``cfg`` (campaign ``campaign``); ``CampaignRefused`` over
         ``max_epsilon``, ``TelemetryError`` for a kind this SDK does not know."""
         with self._lock:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -80,7 +81,7 @@ def legacy_queue_path(url: str) -> Path:
     return base / _name(url)
 
 
-def store_path(given: str | os.PathLike | None, url: str) -> Path:
+def store_path(given: str | os.PathLike[str] | None, url: str) -> Path:
     """The SDK's file: ``given``, else ``default_queue_path(url)``, where an older SDK's file in
     the cache directory is moved first (``adopt_legacy``)."""
     if given:
@@ -120,7 +121,7 @@ class Chunk:
 class ReportQueue:
     """Thread-safe SQLite queue of randomized report rows (see module docstring)."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -156,7 +157,8 @@ class ReportQueue:
         """Queue one row of ``count`` randomized reports (committed on return)."""
         self.append_many([(campaign, count, batch)])
 
-    def append_many(self, rows: Iterable[tuple], guard: Callable[[sqlite3.Connection], bool] | None = None
+    def append_many(self, rows: Iterable[tuple[Any, ...]],
+                    guard: Callable[[sqlite3.Connection], bool] | None = None
                     ) -> bool:
         """Queue rows ``(campaign, count, batch[, version[, grp]])`` (version 1 and no group when
         left out) in one transaction. ``guard`` (the privacy ledger) runs first in the same
@@ -173,7 +175,7 @@ class ReportQueue:
         with self._lock:
             self._db.executescript(script)
 
-    def query(self, sql: str, args: tuple = ()) -> list[tuple]:
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 

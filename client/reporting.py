@@ -88,7 +88,7 @@ def queue_row(client: TelemetryClient, campaign: str, cfg: Mapping[str, Any], me
     return campaign, int(batch.count), data, int(cfg.get("version", 1)), group_of(batch)
 
 
-def record_event(client: TelemetryClient, campaign: str, cfg: dict, value: Any,
+def record_event(client: TelemetryClient, campaign: str, cfg: dict[str, Any], value: Any,
                  dims: list[tuple[str, str]]) -> bool:
     """A device-level campaign's ``report``: the event is added to the window's aggregate (ended
     windows of the campaign are reported first); nothing is randomized or queued now."""
@@ -152,7 +152,8 @@ def count_clipped(counter: DropCounter, campaign: str, mech: Mechanism, values: 
             counter.add(campaign, clipped)
 
 
-def device_mechanism(client: TelemetryClient, campaign: str, version: int) -> tuple[dict, Mechanism] | None:
+def device_mechanism(client: TelemetryClient, campaign: str, version: int
+                     ) -> tuple[dict[str, Any], Mechanism] | None:
     """A device-level window's config and mechanism (``device_level.DeviceWindows``), or None
     while none is known; a campaign (version) the collector no longer takes drops its windows."""
     configs = client._configs.configs

@@ -25,6 +25,7 @@ import binascii
 import hashlib
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
@@ -40,7 +41,7 @@ from ldptel.proto import SEALED_SCHEMA_VERSION, ReportBatch, SealedBatch
 SHUFFLED_MODES = ("shuffled", "shuffled-fakes")
 
 
-def is_sealed(cfg: dict) -> bool:
+def is_sealed(cfg: dict[str, Any]) -> bool:
     """True for a campaign config in a shuffled privacy mode."""
     return cfg.get("privacy_mode", "local") in SHUFFLED_MODES
 
@@ -59,7 +60,7 @@ class ClockOffset:
         return time.time() + self.offset
 
 
-def unsealed(cfg: dict, mech: Mechanism, batch: ReportBatch, now: float) -> bytes:
+def unsealed(cfg: dict[str, Any], mech: Mechanism, batch: ReportBatch, now: float) -> bytes:
     """The queue row of ``batch``'s reports (module docstring), bound to the window of ``now``."""
     cols = mech.columns(batch)
     rows = to_rows(mech, cols, batch.count)
@@ -79,13 +80,13 @@ class Sealed:
     reports: int
 
 
-def accepted_windows(cfg: dict, now: float) -> tuple[int, ...]:
+def accepted_windows(cfg: dict[str, Any], now: float) -> tuple[int, ...]:
     length = int(cfg.get("window_seconds", 0))
     current = keys.window_start(now, length)
     return (current,) if length == 0 else (current, current - length)
 
 
-def analyzer_key(cfg: dict, campaign: str) -> tuple[X25519PublicKey, int]:
+def analyzer_key(cfg: dict[str, Any], campaign: str) -> tuple[X25519PublicKey, int]:
     """The config's ``analyzer_key`` as (public key, key id), checked: the suite of
     ``sealing.SUITE_ID``, 32 raw bytes in base64, and an ``id`` that is ``sealing.key_id`` of them
     (a key the config misnames would only be refused by the collector). ``TelemetryError`` (the
@@ -107,7 +108,7 @@ def analyzer_key(cfg: dict, campaign: str) -> tuple[X25519PublicKey, int]:
     return public, key_id
 
 
-def seal_rows(cfg: dict, mech: Mechanism, campaign: str, version: int, batch_id: bytes,
+def seal_rows(cfg: dict[str, Any], mech: Mechanism, campaign: str, version: int, batch_id: bytes,
               rows: list[bytes], now: float, rng: np.random.Generator | None = None
               ) -> tuple[list[Sealed], int]:
     """A chunk's unsealed envelopes → (the envelopes to post, reports dropped as stale)."""
@@ -136,7 +137,7 @@ def seal_rows(cfg: dict, mech: Mechanism, campaign: str, version: int, batch_id:
     return out, stale
 
 
-def _with_fakes(cfg: dict, mech: Mechanism, plain: bytes, reports: int,
+def _with_fakes(cfg: dict[str, Any], mech: Mechanism, plain: bytes, reports: int,
                 rng: np.random.Generator | OsRandom) -> list[bytes]:
     """The envelope's real rows plus its fakes (shuffled-fakes), in a uniformly random order."""
     cols, n = from_rows(mech, plain)

@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class FlushingClient(Protocol):
 
     def mechanism(self, campaign: str, version: int | None = None) -> Mechanism: ...
 
-    def sealed_config(self, campaign: str, version: int | None = None) -> dict | None: ...
+    def sealed_config(self, campaign: str, version: int | None = None) -> dict[str, Any] | None: ...
 
     def pending(self) -> int: ...
 
@@ -187,7 +187,7 @@ class Sender:
             return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
         return Attempt(Action.SENT, duplicate=bool(answer.get("duplicate")))
 
-    def attempt_sealed(self, chunk: Chunk, cfg: dict, mech: Mechanism) -> Attempt:
+    def attempt_sealed(self, chunk: Chunk, cfg: dict[str, Any], mech: Mechanism) -> Attempt:
         """Seal the chunk's envelopes (``client.sealed.seal_rows``) and post each; configs without
         a usable analyzer key, or an answer that the key or the window is not the collector's
         (``unknown_key``, ``wrong_window``), fetch the configs again and retry (sealed anew, same

@@ -92,7 +92,7 @@ class TelemetryClient:
         url: str,
         token: str,
         *,
-        queue_path: str | os.PathLike | None = None,
+        queue_path: str | os.PathLike[str] | None = None,
         batch_size: int = 1000,
         timeout: float = 10.0,
         config_ttl: float = 300.0,
@@ -171,7 +171,7 @@ class TelemetryClient:
             raise QueueUnavailable(self._queue_error or "queue unavailable")
         return queue
 
-    def _store(self, campaign: str, rows: list[tuple], n: int,
+    def _store(self, campaign: str, rows: list[tuple[Any, ...]], n: int,
                guard: Callable[[sqlite3.Connection], bool] | None = None) -> bool:
         """Queue ``rows`` (``guard``, the ledger, admits them in the same transaction); on a storage
         error or a store lost (deleted or replaced while open) drop, count and say why (``health``)."""
@@ -201,7 +201,7 @@ class TelemetryClient:
                       pending=self.pending(), clipped=self._clipped.snapshot(), store_error=store_error)
 
     # --- campaign configs ---------------------------------------------------------------------
-    def campaigns(self, refresh: bool = False) -> dict[str, dict]:
+    def campaigns(self, refresh: bool = False) -> dict[str, dict[str, Any]]:
         """Public campaign configs by name: fetched from the collector (blocking) when older than
         ``config_ttl`` seconds; the last copy (memory, then the queue file) if it is unreachable."""
         if self._configs.configs and self._configs.fresh() and not refresh:
@@ -223,17 +223,17 @@ class TelemetryClient:
             configs = self.campaigns(refresh=True)
         return self._mechanism(campaign, configs, version)[1]
 
-    def sealed_config(self, campaign: str, version: int | None = None) -> dict | None:
+    def sealed_config(self, campaign: str, version: int | None = None) -> dict[str, Any] | None:
         """The config of ``campaign`` (``version``) if it is in a shuffled privacy mode (its
         reports are sealed at flush time, ``ldptel.client.sealed``), else None."""
         cfg = config_for(campaign, self.campaigns(), version)
         return cfg if is_sealed(cfg) else None
 
-    def _mechanism(self, campaign: str, configs: dict[str, dict],
-                   version: int | None = None) -> tuple[dict, Mechanism]:
+    def _mechanism(self, campaign: str, configs: dict[str, dict[str, Any]],
+                   version: int | None = None) -> tuple[dict[str, Any], Mechanism]:
         return self._mechs.get(campaign, config_for(campaign, configs, version))
 
-    def _for_report(self, campaign: str, n: int) -> tuple[dict, Mechanism] | None:
+    def _for_report(self, campaign: str, n: int) -> tuple[dict[str, Any], Mechanism] | None:
         """Config and mechanism for reporting, without a network request; None (the reports are
         dropped and counted) when no config is known or the device secret cannot be stored."""
         configs = self._configs.current(wait=self.timeout)
@@ -281,7 +281,7 @@ class TelemetryClient:
             return derive(device, b"ldptel/ledger-key")
         return derive(device, b"ldptel/campaign-secret\0" + campaign.encode())
 
-    def device_mechanism(self, campaign: str, version: int) -> tuple[dict, Mechanism] | None:
+    def device_mechanism(self, campaign: str, version: int) -> tuple[dict[str, Any], Mechanism] | None:
         """A device-level window's config and mechanism (``client.reporting.device_mechanism``)."""
         return reporting.device_mechanism(self, campaign, version)
 

@@ -45,6 +45,7 @@ from ldptel.mechanisms.range_hierarchical import RangeHierarchical
 from ldptel.mechanisms.rappor import RAPPOR
 from ldptel.mechanisms.unary import UnaryEncoding
 from ldptel.privacy.ldp_check import LdpCheck, check_ldp
+from ldptel.privacy.modes import ShuffledFakes, is_shuffled
 
 N_REPORTS = 200_000  # reports per input of the ratio test
 SEED = 2026
@@ -94,7 +95,7 @@ def pair_inputs(mech: Mechanism) -> tuple[Any, Any]:
     return 0, mech.domain_size - 1
 
 
-def matches(mech: Mechanism, cols: dict, value: Any) -> tuple[np.ndarray, np.ndarray | None]:
+def matches(mech: Mechanism, cols: dict[str, Any], value: Any) -> tuple[np.ndarray, np.ndarray | None]:
     """(whether each report supports ``value``, the report's level or None)."""
     if isinstance(mech, HeavyHitters):
         rows, _ = mech.string_rows([value])
@@ -135,7 +136,7 @@ def matches(mech: Mechanism, cols: dict, value: Any) -> tuple[np.ndarray, np.nda
     raise ValueError(f"ldptel audit has no statistic for {type(mech).__name__}")
 
 
-def statistic(mech: Mechanism, cols: dict, u: Any, v: Any) -> np.ndarray:
+def statistic(mech: Mechanism, cols: dict[str, Any], u: Any, v: Any) -> np.ndarray:
     """Codes of (level or cohort, match of u, match of v) per report."""
     mu, level = matches(mech, cols, u)
     mv, _ = matches(mech, cols, v)
@@ -175,7 +176,7 @@ def run_audit(args: argparse.Namespace) -> int:
                               f"(has {', '.join(c.name for c in config.campaigns)})")
     results: list[Any] = []
     for camp in campaigns:
-        if camp.privacy_mode != "local":
+        if is_shuffled(camp):
             results.append(audit_shuffled(camp, args.reports))
             continue
         if camp.kind == "numeric":  # not yet: its ratio tests are tests/test_numeric_privacy.py
@@ -213,7 +214,7 @@ def audit_shuffled(camp: Campaign, n: int = N_REPORTS) -> ShuffledAudit:
     if camp.kind == "numeric" and camp.epsilon is not None:  # the ratio test on the grid's indices
         mech = create_mechanism(str(camp.oracle), epsilon=camp.epsilon, domain_size=camp.domain_size)
     ratio = ratio_test(mech, n) if camp.epsilon is not None else None
-    central = (central_audit(camp) if camp.privacy_mode == "shuffled-fakes" or camp.oracle == "grr"
+    central = (central_audit(camp) if isinstance(camp.mode, ShuffledFakes) or camp.oracle == "grr"
                else None)
     result = ShuffledAudit(camp.name, ratio, central)
     lines = [f"{camp.name} ({camp.privacy_mode}, {mech!r}): {'VIOLATED' if result.violated else 'ok'}"]

@@ -25,6 +25,7 @@ import numpy as np
 
 from ldptel.campaigns.config import Campaign
 from ldptel.mechanisms.fakes import poisson_counts
+from ldptel.privacy.modes import Shuffled, ShuffledFakes
 
 N_DEVICES = 200  # when a campaign has no batch_min
 TRIALS = 40_000
@@ -65,7 +66,7 @@ def _counts(campaign: Campaign, target: int, n: int, trials: int, rng: np.random
     others = rng.multinomial(n - 1, [q, q, 1 - 2 * q], size=trials) if q > 0 else np.zeros((trials, 3), int)
     na = hit_a.astype(np.int64) + others[:, 0]
     nb = hit_b.astype(np.int64) + others[:, 1]
-    rate = float(campaign.fake_rate or 0.0) if fakes else 0.0
+    rate = campaign.mode.fake_rate if fakes and isinstance(campaign.mode, ShuffledFakes) else 0.0
     if rate > 0:
         total = poisson_counts(rng, rate * n, trials)
         spread = rng.multinomial(total, [1 / d, 1 / d, 1 - 2 / d])
@@ -77,18 +78,22 @@ def _certified(campaign: Campaign, n: int):
     from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
     d = int(campaign.domain_size or 0)
-    if campaign.privacy_mode == "shuffled":
-        return shuffled_curve(str(campaign.oracle), float(campaign.epsilon or 0), d, n).delta
-    return fakes_curve(float(campaign.fake_rate or 0) * n / d, campaign.epsilon, d).delta
+    match campaign.mode:
+        case Shuffled(local_epsilon=eps0):
+            return shuffled_curve(str(campaign.oracle), eps0, d, n).delta
+        case ShuffledFakes(fake_rate=rate, local_epsilon=eps):
+            return fakes_curve(rate * n / d, eps, d).delta
+    raise ValueError(f"campaign {campaign.name!r} has no central claim (privacy_mode local)")
 
 
 def central_audit(campaign: Campaign, n: int | None = None, trials: int = TRIALS, seed: int = SEED,
                   fakes: bool = True) -> CentralAudit:
     """The empirical-δ audit of ``campaign``'s central claim at n devices (default ``batch_min``:
     the claim as planned; module docstring)."""
-    if campaign.privacy_mode == "shuffled" and campaign.oracle != "grr":
+    mode = campaign.mode
+    if isinstance(mode, Shuffled) and campaign.oracle != "grr":
         raise ValueError("the central audit simulates GRR or the fake-message histogram")
-    n = int(n or campaign.batch_min or N_DEVICES)
+    n = int(n or (mode.batch_min if isinstance(mode, (Shuffled, ShuffledFakes)) else N_DEVICES))
     rng = np.random.default_rng(seed)
     p_a, p_b = _counts(campaign, 0, n, trials, rng, fakes)
     q_a, q_b = _counts(campaign, 1, n, trials, rng, fakes)

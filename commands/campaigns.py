@@ -150,7 +150,7 @@ def _unknown(name: str) -> int:
     return 1
 
 
-def _apply(r: AnyRedis, tables: list[dict], args: argparse.Namespace, shuffler: Any = None) -> int:
+def _apply(r: AnyRedis, tables: list[dict[str, Any]], args: argparse.Namespace, shuffler: Any = None) -> int:
     applied = registry.apply(r, tables, by=who(), via="apply", dry_run=args.dry_run, force=args.force,
                              shuffler=shuffler)
     print_drift(applied, "drift: ")

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
+from typing import Any
 
 from ldptel import logs
 from ldptel.campaigns.config import ConfigError
@@ -172,7 +173,7 @@ def campaigns_arguments(camps: argparse.ArgumentParser, formatter: type[argparse
     back.add_argument("--to", type=int, required=True, metavar="VERSION", help="the version to return to")
 
 
-ACL_OPTIONS: dict[str, dict] = {  # ldptel redis-acl
+ACL_OPTIONS: dict[str, dict[str, Any]] = {  # ldptel redis-acl
     "--config": {"required": True, "help": "TOML config file"},
     "--redis-url": {"help": "administrative Redis URL (a user that may run ACL SETUSER; "
                             "default: $REDIS_URL)"},

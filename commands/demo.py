@@ -46,6 +46,7 @@ from ldptel.client.transport import TelemetryClient
 from ldptel.commands.demo_live import LiveDevices
 from ldptel.commands.demo_stack import Http, Stack
 from ldptel.credentials import embedded_data_dir
+from ldptel.privacy.modes import is_shuffled
 from ldptel.store import published, tally
 from ldptel.store.redis_server import DataDirBusy, DataDirLock
 
@@ -76,13 +77,14 @@ class DemoSection:
     campaign, and a printer of results (reading the export API over ``Http``)."""
 
     title: str
-    campaigns: Callable[[], list[dict]]
-    simulate: Callable[[Stack, Any, dict, np.random.Generator, int], dict[str, int]]  # → queued per campaign
-    report: Callable[[Stack, Http, dict], None]
-    truth: dict = field(default_factory=dict)
+    campaigns: Callable[[], list[dict[str, Any]]]
+    # → queued per campaign
+    simulate: Callable[[Stack, Any, dict[str, Any], np.random.Generator, int], dict[str, int]]
+    report: Callable[[Stack, Http, dict[str, Any]], None]
+    truth: dict[str, Any] = field(default_factory=dict)
 
 
-def frequency_campaigns() -> list[dict]:
+def frequency_campaigns() -> list[dict[str, Any]]:
     out = []
     for oracle in ORACLES:
         if oracle == "rappor":
@@ -96,7 +98,7 @@ def frequency_campaigns() -> list[dict]:
     return out
 
 
-def frequency_simulate(stack: Stack, client: Any, truth: dict, rng: np.random.Generator,
+def frequency_simulate(stack: Stack, client: Any, truth: dict[str, Any], rng: np.random.Generator,
                        users: int) -> dict[str, int]:
     """The same ``users`` devices (Zipf values) report to every frequency campaign through the SDK
     (``TelemetryClient.report_many``: vectorized randomization, SQLite queue, batched POSTs)."""
@@ -104,7 +106,7 @@ def frequency_simulate(stack: Stack, client: Any, truth: dict, rng: np.random.Ge
     truth["counts"] = np.bincount(values, minlength=DOMAIN)
     queued: dict[str, int] = {}
     for camp in stack.config.campaigns:
-        if camp.kind != "frequency" or camp.privacy_mode != "local" or camp.dimensions is not None:
+        if camp.kind != "frequency" or is_shuffled(camp) or camp.dimensions is not None:
             continue
         labels = camp.labels()
         queued[camp.name] = client.report_many(
@@ -112,12 +114,12 @@ def frequency_simulate(stack: Stack, client: Any, truth: dict, rng: np.random.Ge
     return queued
 
 
-def frequency_report(stack: Stack, http: Http, truth: dict) -> None:
+def frequency_report(stack: Stack, http: Http, truth: dict[str, Any]) -> None:
     """Raw unbiased estimates of the most frequent items per oracle, read from the export API."""
     token = stack.config.server.export_tokens[0]
     docs = {}
     for camp in stack.config.campaigns:
-        if camp.kind != "frequency" or camp.privacy_mode != "local" or camp.dimensions is not None:
+        if camp.kind != "frequency" or is_shuffled(camp) or camp.dimensions is not None:
             continue
         status, body = http.request("GET", f"/v1/campaigns/{camp.name}/estimates?format=json", None,
                                     {"Authorization": f"Bearer {token}"})
@@ -189,7 +191,7 @@ def sealed_section() -> DemoSection:
 
 # --- main ----------------------------------------------------------------------------------
 
-def demo_tables(secs: list[DemoSection]) -> list[dict]:
+def demo_tables(secs: list[DemoSection]) -> list[dict[str, Any]]:
     """The demo's ``[[campaigns]]`` tables (``examples/demo.toml`` holds the same)."""
     # 10 s windows; a short shuffle delay: each window's reports are shuffled within 1 s
     # (a campaign may keep its own window: the shuffled-fakes one is "all", released at batch_min)

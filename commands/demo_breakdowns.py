@@ -23,7 +23,7 @@ CHECKOUT = {"name": NAME, "kind": "frequency", "oracle": "oue", "epsilon": 2.0, 
             "experiment": "arm", "description": "payment method at checkout, by platform and experiment arm"}
 
 
-def breakdown_campaigns() -> list[dict]:
+def breakdown_campaigns() -> list[dict[str, Any]]:
     return [json.loads(json.dumps(CHECKOUT))]
 
 
@@ -40,7 +40,7 @@ def cells(n: int, rng: np.random.Generator) -> list[tuple[dict[str, str], list[s
     return out
 
 
-def breakdown_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Generator,
+def breakdown_simulate(stack: Any, client: Any, truth: dict[str, Any], rng: np.random.Generator,
                        users: int) -> dict[str, int]:
     """``users`` devices in each arm report through the SDK with their dimension values."""
     queued = sum(client.report_many(NAME, values, dimensions=dims) for dims, values in cells(users, rng))
@@ -54,7 +54,7 @@ def live_report(client: Any, n: int, rng: np.random.Generator) -> None:
             client.report_many(NAME, values, dimensions=dims)
 
 
-def breakdown_report(stack: Any, http: Any, truth: dict) -> None:
+def breakdown_report(stack: Any, http: Any, truth: dict[str, Any]) -> None:
     token = stack.config.server.export_tokens[0]
     # window=latest: its devices reported last, perhaps after the window of the first table
     path = f"/v1/campaigns/{NAME}/estimates?by=arm&compare=treatment&window=latest"

@@ -23,6 +23,7 @@ import numpy as np
 
 from ldptel.campaigns.config import Campaign
 from ldptel.commands import demo_breakdowns, demo_numeric, demo_queries
+from ldptel.privacy.modes import is_shuffled
 from ldptel.store import registry
 
 TICK_S = 1.0
@@ -66,7 +67,7 @@ class LiveDevices:
         while not stop.wait(TICK_S):
             t = time.monotonic() - self.started
             for camp in self.campaigns():
-                if camp.privacy_mode != "local":  # released in whole batches: the first table shows it
+                if is_shuffled(camp):  # released in whole batches: the first table shows it
                     continue
                 n = max(1, round(self.per_window * TICK_S / max(camp.window_seconds, 1)))
                 try:

@@ -27,11 +27,11 @@ def population(name: str, users: int, rng: np.random.Generator) -> np.ndarray:
     return rng.gamma(2.0, 400.0, users)
 
 
-def numeric_campaigns() -> list[dict]:
+def numeric_campaigns() -> list[dict[str, Any]]:
     return [dict(c) for c in NUMERIC_CAMPAIGNS]
 
 
-def numeric_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Generator,
+def numeric_simulate(stack: Any, client: Any, truth: dict[str, Any], rng: np.random.Generator,
                      users: int) -> dict[str, int]:
     sent = {}
     for spec in NUMERIC_CAMPAIGNS:
@@ -43,7 +43,7 @@ def numeric_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Genera
     return sent
 
 
-def numeric_report(stack: Any, http_: Any, truth: dict) -> None:
+def numeric_report(stack: Any, http_: Any, truth: dict[Any, Any]) -> None:
     print(f"{'campaign':>22} {'mechanism':>10} {'true mean':>10} {'estimate':>10} {'95% CI':>22} {'sum':>14}")
     for spec in NUMERIC_CAMPAIGNS:
         status, body = http_.request("GET", f"/v1/campaigns/{spec['name']}/mean", None,

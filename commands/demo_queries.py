@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import http.client
 import json
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlparse
 
 import numpy as np
@@ -50,7 +50,7 @@ def latencies(users: int, rng: np.random.Generator) -> np.ndarray:
 
 # --- printing ----------------------------------------------------------------------------------
 
-def heavy_hitter_lines(items: list[dict], truth: dict[str, int], n: int) -> list[str]:
+def heavy_hitter_lines(items: list[dict[str, Any]], truth: dict[str, int], n: int) -> list[str]:
     lines = [f"{'string':>14} {'true':>7} {'estimate':>9} {'95% CI':>17}"]
     for row in items:
         ci = f"[{row['ci_low']:.0f}, {row['ci_high']:.0f}]"
@@ -64,7 +64,7 @@ def heavy_hitter_lines(items: list[dict], truth: dict[str, int], n: int) -> list
     return lines
 
 
-def range_lines(rows: list[dict], qrows: list[dict], values: np.ndarray) -> list[str]:
+def range_lines(rows: list[dict[str, Any]], qrows: list[dict[str, Any]], values: np.ndarray) -> list[str]:
     n = values.size
     cum = np.concatenate(([0], np.cumsum(np.bincount(values, minlength=1024))))
     lines = [f"{'range (ms)':>12} {'true':>8} {'estimate':>9} {'std err':>8}"]
@@ -104,15 +104,16 @@ def post_reports(url: str, token: str, campaign: Campaign, values: Any, rng: np.
     return sent
 
 
-def hh_campaigns() -> list[dict]:
+def hh_campaigns() -> list[dict[str, Any]]:
     return [dict(HH_CAMPAIGN)]
 
 
-def range_campaigns() -> list[dict]:
+def range_campaigns() -> list[dict[str, Any]]:
     return [dict(RANGE_CAMPAIGN)]
 
 
-def hh_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Generator, users: int) -> dict[str, int]:
+def hh_simulate(stack: Any, client: Any, truth: dict[str, Any], rng: np.random.Generator,
+                users: int) -> dict[str, int]:
     values = search_terms(users, rng)
     truth["words"] = {k: int(v) for k, v in zip(*np.unique(values, return_counts=True), strict=True)}
     truth["users"] = users
@@ -120,7 +121,7 @@ def hh_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Generator, 
     return {camp.name: post_reports(stack.url, stack.config.server.ingest_tokens[0], camp, values, rng)}
 
 
-def range_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Generator,
+def range_simulate(stack: Any, client: Any, truth: dict[str, Any], rng: np.random.Generator,
                    users: int) -> dict[str, int]:
     values = latencies(users, rng)
     truth["values"] = values
@@ -128,22 +129,22 @@ def range_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Generato
     return {camp.name: post_reports(stack.url, stack.config.server.ingest_tokens[0], camp, values, rng)}
 
 
-def _get(stack: Any, http_: Any, path: str) -> dict | None:
+def _get(stack: Any, http_: Any, path: str) -> dict[str, Any] | None:
     status, body = http_.request("GET", path, None,
                                  {"Authorization": f"Bearer {stack.config.server.export_tokens[0]}"})
     if status != 200:
         print(f"{path}: the export API answered {status}: {body[:160]!r}")
         return None
-    return json.loads(body)
+    return cast("dict[str, Any] | None", json.loads(body))
 
 
-def hh_report(stack: Any, http_: Any, truth: dict) -> None:
+def hh_report(stack: Any, http_: Any, truth: dict[str, Any]) -> None:
     doc = _get(stack, http_, f"/v1/campaigns/{HH_CAMPAIGN['name']}/heavy-hitters?k=10")
     if doc is not None:
         print("\n".join(heavy_hitter_lines(doc["items"], truth["words"], doc["n_reports"])))
 
 
-def range_report(stack: Any, http_: Any, truth: dict) -> None:
+def range_report(stack: Any, http_: Any, truth: dict[str, Any]) -> None:
     name = RANGE_CAMPAIGN["name"]
     docs = [_get(stack, http_, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}") for lo, hi in RANGES]
     rows = [doc for doc in docs if doc is not None]

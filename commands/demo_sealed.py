@@ -21,11 +21,11 @@ SEALED_CAMPAIGN = {"name": NAME, "kind": "frequency", "privacy_mode": "shuffled-
                    "description": "true item + Poisson fakes, HPKE-sealed, shuffled in batches of ≥ 1,000"}
 
 
-def sealed_campaigns() -> list[dict]:
+def sealed_campaigns() -> list[dict[str, Any]]:
     return [dict(SEALED_CAMPAIGN)]
 
 
-def sealed_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Generator,
+def sealed_simulate(stack: Any, client: Any, truth: dict[str, Any], rng: np.random.Generator,
                     users: int) -> dict[str, int]:
     """``users`` devices (Zipf(1.1) values, as the frequency section's) report through the SDK;
     it seals at flush time."""
@@ -35,7 +35,7 @@ def sealed_simulate(stack: Any, client: Any, truth: dict, rng: np.random.Generat
     return {NAME: client.report_many(NAME, values)}
 
 
-def sealed_report(stack: Any, http: Any, truth: dict) -> None:
+def sealed_report(stack: Any, http: Any, truth: dict[str, Any]) -> None:
     token = stack.config.server.export_tokens[0]
     status, body = http.request("GET", f"/v1/campaigns/{NAME}/estimates?format=json&window=0", None,
                                 {"Authorization": f"Bearer {token}"})

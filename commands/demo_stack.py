@@ -11,6 +11,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from ldptel.campaigns.config import Campaign, Config
 
@@ -87,7 +88,8 @@ class Http:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         self.window: int | None = None
 
-    def request(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
+    def request(self, method: str, path: str, body: bytes | None, headers: dict[str, Any]
+                ) -> tuple[int, bytes]:
         if method == "GET" and self.window is not None and path.startswith("/v1/campaigns/") \
                 and "window=" not in path:
             path += ("&" if "?" in path else "?") + f"window={self.window}"

@@ -1,4 +1,4 @@
-"""``ldptel privacy plan``: the plan of a central (ε, δ) target (``ldptel.privacy.planner.plan``), as
+"""``ldptel privacy plan``: the plan of a central (ε, δ) target (``ldptel.privacy.plan``), as
 one JSON object (``--format json``) or readable text."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_privacy(args: argparse.Namespace) -> int:
-    from ldptel.privacy.plan_cache import cached_plan as plan  # on disk: a plan is computed once per machine
+    from ldptel.privacy import plan  # through the plan cache: a plan is computed once per machine
 
     try:
         result = plan(args.mode, args.oracle, args.domain_size, args.central_epsilon, args.central_delta,

@@ -45,7 +45,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ldptel.campaigns.config import Config, load_config
 from ldptel.commands import granian_pool
@@ -60,7 +60,7 @@ from ldptel.store.redis_server import DataDirBusy, DataDirLock, EmbeddedRedis, f
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 POLL_S = 0.2
 
-def default_data_dir(config_path: str | os.PathLike | None) -> Path:
+def default_data_dir(config_path: str | os.PathLike[str] | None) -> Path:
     """``$LDPTEL_DATA_DIR`` or ``~/.local/share/ldptel``, plus ``redis-<config stem>-<hash>``, so a
     restarted ``ldptel serve`` of the same config finds its data again
     (``credentials.embedded_data_dir``: every command given ``--config`` finds it the same way)."""
@@ -207,7 +207,7 @@ class RedisChild(Supervised):
     arrival order — stay on disk until a rewrite writes only the current data."""
 
     def __init__(self, embedded: EmbeddedRedis, rewrite_every: float) -> None:
-        def launch() -> subprocess.Popen:
+        def launch() -> subprocess.Popen[bytes]:
             proc = embedded.start().process
             assert proc is not None
             return proc
@@ -236,9 +236,9 @@ def child_process(name: str, make: Callable[[], Any]) -> Supervised:
 
     current: list[Any] = []
 
-    def launch() -> subprocess.Popen:
+    def launch() -> subprocess.Popen[bytes]:
         current[:] = [make()]
-        return current[0].proc
+        return cast("subprocess.Popen[bytes]", current[0].proc)
 
     def halt() -> None:
         for child in current:

@@ -19,16 +19,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ldptel.client.transport import TelemetryClient, TelemetryError
 
 
-def read_values(path: str | Path, campaign) -> list:
+def read_values(path: str | Path, campaign) -> list[Any]:
     """The values file as a list of device values, checked against the campaign's domain."""
     lines = [ln.strip() for ln in Path(path).read_text().splitlines()]
-    values: list = [ln for ln in lines if ln]
+    values: list[Any] = [ln for ln in lines if ln]
     if campaign.oracle == "rappor" or campaign.kind == "heavy_hitters":
         return values
     if campaign.estimate_kind == "numeric":  # per_device_count: each line one device's events

@@ -12,7 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Supervised:
         self.proc = self.launch()
         self._started = time.monotonic()
         self._next_try = None
-        return self.proc.pid
+        return cast("int", self.proc.pid)
 
     def check(self) -> None:
         """Called every fraction of a second: notice a death, restart when the backoff is over."""

@@ -14,10 +14,12 @@ from ldptel.errors import (
     InvalidReport,
     LdptelError,
     StateMismatch,
+    UncertifiableTarget,
     WindowError,
 )
 
 __version__ = "0.1.0"
 
 __all__ = ["ConfigError", "CredentialsError", "DataDirBusy", "ExportError", "ImplausibleReport",
-           "InvalidReport", "LdptelError", "StateMismatch", "WindowError", "__version__"]
+           "InvalidReport", "LdptelError", "StateMismatch", "UncertifiableTarget", "WindowError",
+           "__version__"]

@@ -3,14 +3,16 @@ key (``campaigns[2].epsilon: …``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ldptel.errors import ConfigError
 
 
 def fail(key: str, msg: str) -> ConfigError:
-    return ConfigError(f"{key}: {msg}")
+    return ConfigError(f"{key}: {msg}", key)
 
 
-def read_int(d: dict, key: str, where: str, default: int | None, low: int, high: int) -> int:
+def read_int(d: dict[str, Any], key: str, where: str, default: int | None, low: int, high: int) -> int:
     if key not in d:
         if default is None:
             raise fail(f"{where}.{key}", "is required")
@@ -21,7 +23,7 @@ def read_int(d: dict, key: str, where: str, default: int | None, low: int, high:
     return v
 
 
-def read_seconds(d: dict, key: str, where: str, default: float, low: float, high: float) -> float:
+def read_seconds(d: dict[str, Any], key: str, where: str, default: float, low: float, high: float) -> float:
     """A number of seconds (integer or float, not a bool, NaN or infinity) in [low, high]."""
     v = d.get(key, default)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v <= high:

@@ -45,7 +45,7 @@ def default_path() -> Path:
     return data_dir() / DEFAULT_NAME
 
 
-def embedded_data_dir(config_path: str | os.PathLike | None) -> Path:
+def embedded_data_dir(config_path: str | os.PathLike[str] | None) -> Path:
     """Where ``ldptel serve --config FILE`` keeps its embedded Redis: ``data_dir()`` plus
     ``redis-<config stem>-<hash of the resolved path>``, so a restarted ``serve`` of the same
     config finds its data again, and every command given ``--config FILE`` finds that Redis and
@@ -79,7 +79,7 @@ def servers_of(url: str) -> list[str]:
     return out
 
 
-def load(path: str | os.PathLike) -> Credentials:
+def load(path: str | os.PathLike[str]) -> Credentials:
     """Read a credentials file (``CredentialsError`` naming the file if it is unreadable)."""
     p = Path(path)
     try:
@@ -90,7 +90,7 @@ def load(path: str | os.PathLike) -> Credentials:
         raise CredentialsError(f"Redis credentials file {p}: {exc}") from None
 
 
-def write(path: str | os.PathLike, servers: list[str], users: dict[str, tuple[str, str]]) -> Path:
+def write(path: str | os.PathLike[str], servers: list[str], users: dict[str, tuple[str, str]]) -> Path:
     """Write the file with mode 0600 (created so, never readable by others in between)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
     LdptelError                         ldptel.errors (defined in ldptel.mechanisms.errors)
     ├── InvalidReport (ValueError)      a report no honest device sends; .index, .reason
     │   └── ImplausibleReport           its number of set bits (poisoning defence)
-    ├── ConfigError (ValueError)        a bad config file, table or admin change; names the key
+    ├── ConfigError (ValueError)        a bad config file, table or admin change; .key names it
     │   ├── CredentialsError            a Redis credentials file that does not fit its URL
     │   └── UncertifiableTarget         a central (ε, δ) target no plan can certify; .suggestion
     ├── WindowError (ValueError)        a bad ``window=`` value
@@ -21,7 +21,9 @@
     └── PageError                       an operator page that cannot be shown (HTML)
 
 Bad arguments to a function raise ``ValueError`` naming the argument, as the standard library
-does; everything else ldptel raises on purpose is caught by ``except ldptel.LdptelError``.
+does (``ldptel.mechanisms.errors.bad_argument``, where a caller maps the argument to a config key:
+``argument_of(exc)`` names it); everything else ldptel raises on purpose is caught by
+``except ldptel.LdptelError``.
 ``ldptel`` exports the classes of this module; ``ldptel.client`` exports the SDK's.
 """
 
@@ -34,7 +36,13 @@ from ldptel.mechanisms.errors import ImplausibleReport, InvalidReport, LdptelErr
 
 
 class ConfigError(LdptelError, ValueError):
-    """A configuration problem; the message starts with the key."""
+    """A configuration problem; the message starts with the key, and ``key`` holds it
+    (``campaigns[web].epsilon``; None for a problem of no one key, such as a file not found), so
+    that no caller has to parse the message to find it."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class CredentialsError(ConfigError):
@@ -47,8 +55,9 @@ class UncertifiableTarget(ConfigError):
     limits; the message says what would work, ``suggestion`` holds it as {key: value} (for example
     {"batch_min": 2_000_000})."""
 
-    def __init__(self, message: str, suggestion: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, suggestion: dict[str, Any] | None = None,
+                 key: str | None = None) -> None:
+        super().__init__(message, key)
         self.suggestion = dict(suggestion or {})
 
 
@@ -78,5 +87,6 @@ class ExportError(LdptelError, RuntimeError):
         self.status, self.code, self.detail = status, code, detail
 
 
-__all__ = ["ConfigError", "CredentialsError", "DataDirBusy", "ExportError", "ImplausibleReport",
+__all__ = ["ConfigError", "CredentialsError", "DataDirBusy", "ExportError",
+           "ImplausibleReport",
            "InvalidReport", "LdptelError", "StateMismatch", "UncertifiableTarget", "WindowError"]

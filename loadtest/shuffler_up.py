@@ -58,7 +58,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     cmd = [sys.executable, "-m", "ldptel.commands.cli", "shuffle", "--config", args.config,
            "--redis-url", args.redis_url]
-    log = open(args.log, "ab")  # noqa: SIM115 - open for the whole run
+    log = open(args.log, "ab")  # open for the whole run
     t0 = time.monotonic()
     kills = 0
     while not stop.is_set():

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
+from ldptel.mechanisms.errors import bad_argument
 from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom, resolve
 from ldptel.proto import SCHEMA_VERSION, ReportBatch
 
@@ -32,21 +33,22 @@ Z95 = 1.959963984540054  # two-sided 95% normal quantile
 def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
     """ε must be a real number with ``MIN_EPSILON`` (0.01) ≤ ε ≤ ``MAX_EPSILON`` (10)."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number, got {type(epsilon).__name__}")
+        raise bad_argument(f"{name} must be a number, got {type(epsilon).__name__}", name)
     eps = float(epsilon)
     if not math.isfinite(eps) or not MIN_EPSILON <= eps <= MAX_EPSILON:
-        raise ValueError(f"{name} must satisfy {MIN_EPSILON:g} <= {name} <= {MAX_EPSILON:g}, got {epsilon!r}")
+        raise bad_argument(f"{name} must satisfy {MIN_EPSILON:g} <= {name} <= {MAX_EPSILON:g}, "
+                          f"got {epsilon!r}", name)
     return eps
 
 
 def check_int(value: Any, name: str, low: int, high: int | None = None) -> int:
     """An integer (not bool) with low ≤ value (≤ high)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {type(value).__name__}")
+        raise bad_argument(f"{name} must be an integer, got {type(value).__name__}", name)
     v = int(value)
     if v < low or (high is not None and v > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be {bound}, got {v}")
+        raise bad_argument(f"{name} must be {bound}, got {v}", name)
     return v
 
 
@@ -71,26 +73,26 @@ class Mechanism(ABC):
 
     # --- encoding -------------------------------------------------------------------------
     @abstractmethod
-    def randomize(self, values: np.ndarray, rng: np.random.Generator | OsRandom) -> dict:
+    def randomize(self, values: np.ndarray, rng: np.random.Generator | OsRandom) -> dict[str, Any]:
         """Randomize validated integer ``values``; return the payload's columns (numpy)."""
 
     @abstractmethod
-    def payload_message(self, columns: dict) -> Any:
+    def payload_message(self, columns: dict[str, Any]) -> Any:
         """The payload protobuf message for ``columns``."""
 
     @abstractmethod
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         """The payload of ``batch`` as numpy columns (inverse of ``payload_message``); a bytes
         field whose size does not fit ``batch.count`` reports raises ``InvalidReport``
         (``checks.bit_rows``, ``checks.packed_bits``)."""
 
     @abstractmethod
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """Collector-side check of a batch's ``columns`` (vectorized, ``checks``): raise
         ``InvalidReport`` for the lowest-indexed report that is missing, out of range or
         implausible for an honest device."""
 
-    def checked_columns(self, batch: ReportBatch) -> dict:
+    def checked_columns(self, batch: ReportBatch) -> dict[str, Any]:
         """The columns of a batch from an untrusted client, checked: ``columns`` (the wire shape)
         then ``validate_columns``; raises ``InvalidReport`` naming the lowest bad index."""
         columns = self.columns(batch)
@@ -132,7 +134,7 @@ class Mechanism(ABC):
             raise ValueError(f"value must be in [0, {self.domain_size}), got {v}")
         return self.pack(self.randomize_one(v, draws), 1, campaign)
 
-    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         """One device's report from ``draws`` (``ldptel.mechanisms.draws``; every device-side
         mechanism overrides this with its scalar path; the vectorized fallback takes OS
         randomness only)."""
@@ -140,7 +142,7 @@ class Mechanism(ABC):
             raise NotImplementedError(f"{type(self).__name__} has no scalar encode from draws")
         return self.randomize(np.array([value], dtype=np.int64), OS_RANDOM)
 
-    def pack(self, columns: dict, count: int, campaign: str = "",
+    def pack(self, columns: dict[str, Any], count: int, campaign: str = "",
              batch_id: bytes | None = None) -> ReportBatch:
         batch = ReportBatch(
             campaign=campaign,
@@ -151,7 +153,7 @@ class Mechanism(ABC):
         getattr(batch, self.payload).CopyFrom(self.payload_message(columns))
         return batch
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         """Parameters a client needs to build this mechanism (JSON-safe)."""
         return {"oracle": self.name, "epsilon": self.epsilon, "domain_size": self.domain_size}
 

@@ -15,6 +15,7 @@ of a bad report, in three stages:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def packed_bits(data: bytes, count: int, name: str = "signs") -> np.ndarray:
     return np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=count).astype(bool)
 
 
-def check_lengths(columns: Mapping, count: int, names: Iterable[str],
+def check_lengths(columns: Mapping[str, Any], count: int, names: Iterable[str],
                   empty: Mapping[str, str] | None = None) -> None:
     """Every column in ``names`` holds ``count`` entries and every column in ``empty`` (name →
     why) none; else ``InvalidReport`` at the lowest index where a column ends early, runs past
@@ -99,12 +100,12 @@ def padding_mask(rows: np.ndarray, bits: int) -> np.ndarray:
     pad = (-bits) % 8
     if pad == 0 or rows.shape[0] == 0:
         return np.zeros(rows.shape[0], dtype=bool)
-    return (rows[:, -1] & np.uint8((1 << pad) - 1)) != 0
+    return cast("np.ndarray", (rows[:, -1] & np.uint8((1 << pad) - 1)) != 0)
 
 
 def row_weights(rows: np.ndarray) -> np.ndarray:
     """Number of set bits of each packed row (int64)."""
-    return np.bitwise_count(rows).sum(axis=1, dtype=np.int64)
+    return cast("np.ndarray", np.bitwise_count(rows).sum(axis=1, dtype=np.int64))
 
 
 def check_bit_rows(rows: np.ndarray, bits: int, bounds: tuple[int, int]) -> list[Check]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class VersionPart:
     variance_star: float
 
 
-def inverse_variance(parts: Sequence[VersionPart], labels: list | None = None) -> FrequencyEstimate:
+def inverse_variance(parts: Sequence[VersionPart], labels: list[Any] | None = None) -> FrequencyEstimate:
     """The combination of the module docstring (at least one part; every part the same length)."""
     if not parts:
         raise ValueError("nothing to combine")

@@ -24,8 +24,24 @@ class InvalidReport(LdptelError, ValueError):
         self.reason = reason
 
 
+def bad_argument(message: str, key: str | None) -> ValueError:
+    """A plain ``ValueError`` (its type unchanged: the SDK's contract, and the text of the test
+    vectors' errors) that names the argument at fault for a caller mapping arguments to config
+    keys (``argument_of``), so that no caller parses the message; ``key`` None: no one argument
+    (the combination is wrong)."""
+    exc = ValueError(message)
+    vars(exc)["key"] = key
+    return exc
+
+
+def argument_of(exc: BaseException) -> str | None:
+    """The argument a ``bad_argument`` error names (None for any other error, or none named)."""
+    key = vars(exc).get("key")
+    return key if isinstance(key, str) else None
+
+
 class ImplausibleReport(InvalidReport):
     """A report whose number of set bits no honest device produces (poisoning defence)."""
 
 
-__all__ = ["ImplausibleReport", "InvalidReport", "LdptelError"]
+__all__ = ["ImplausibleReport", "InvalidReport", "LdptelError", "argument_of", "bad_argument"]

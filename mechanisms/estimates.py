@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ class FrequencyEstimate:
     n: int
     counts: np.ndarray
     std_error: np.ndarray
-    labels: list | None = None
+    labels: list[Any] | None = None
     normalized: np.ndarray = None  # type: ignore[assignment]  # None: computed in __post_init__
 
     def __post_init__(self) -> None:
@@ -35,7 +36,7 @@ class FrequencyEstimate:
     def ci_high(self) -> np.ndarray:
         return self.counts + Z95 * self.std_error
 
-    def items(self) -> list[dict]:
+    def items(self) -> list[dict[str, Any]]:
         """Rows as in the export API: value, estimate, std_error, ci_low, ci_high,
         estimate_normalized."""
         labels = self.labels if self.labels is not None else range(self.counts.size)

@@ -12,6 +12,7 @@ of k tabulated Poisson(λ/k) (Poisson additivity: the same distribution). The mo
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def poisson_counts(rng: np.random.Generator | OsRandom, lam: float, n: int) -> n
         return np.zeros(n, dtype=np.int64)
     if lam > MAX_TABLE_RATE:  # e^{−λ} underflows: a sum of k Poisson(λ/k), each tabulated
         k = math.ceil(lam / MAX_TABLE_RATE)
-        return poisson_counts(rng, lam / k, n * k).reshape(n, k).sum(axis=1)
+        return cast("np.ndarray", poisson_counts(rng, lam / k, n * k).reshape(n, k).sum(axis=1))
     cdf = poisson_cdf(lam)
     u = np.asarray(rng.random(n), dtype=np.float64)
     return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1).astype(np.int64)

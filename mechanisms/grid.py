@@ -22,7 +22,7 @@ with ``encode`` / ``encode_batch`` taking real values; ``grid_mechanism`` builds
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -83,7 +83,7 @@ class GridRounding:
         pos = (x - self.lower) / self.step
         below = np.minimum(np.floor(pos), self.domain_size - 1)
         up = np.asarray(uniforms) < pos - below  # (never past the last point: pos ≤ K − 1 up to rounding)
-        return np.minimum(below + up, self.domain_size - 1).astype(np.int64)
+        return cast("np.ndarray", np.minimum(below + up, self.domain_size - 1).astype(np.int64))
 
     def encode(self, value: Any, campaign: str = "", draws: Draws = SYSTEM_DRAWS) -> ReportBatch:
         """One value: rounded with one ``draws.uniform()``, then the index mechanism's encode."""
@@ -91,16 +91,16 @@ class GridRounding:
                 or not math.isfinite(float(value)):
             raise ValueError(f"value must be a finite number, got {value!r}")
         index = int(self.round_indices([value], np.array([draws.uniform()]))[0])
-        return super().encode(index, campaign, draws)  # type: ignore[misc]
+        return cast("ReportBatch", super().encode(index, campaign, draws))  # type: ignore[misc]
 
     def encode_batch(self, values: Any, rng: np.random.Generator | None = None, campaign: str = "",
                      batch_id: bytes | None = None) -> ReportBatch:
         """Many values: rounded (one uniform each), then the index mechanism's vectorized encode."""
         x = self.check_reals(values)
         indices = self.round_indices(x, np.asarray(resolve(rng).random(x.size), dtype=np.float64))
-        return super().encode_batch(indices, rng, campaign, batch_id)  # type: ignore[misc]
+        return cast("ReportBatch", super().encode_batch(indices, rng, campaign, batch_id))  # type: ignore[misc]
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {**super().public_params(), "lower": self.lower, "upper": self.upper}  # type: ignore[misc]
 
 

@@ -7,6 +7,7 @@ Report the true value w.p. p = e^ε/(e^ε + d − 1), else one of the d − 1 ot
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -39,13 +40,13 @@ class IndexColumns:
 
     domain_size: int
 
-    def payload_message(self, columns: dict) -> GrrPayload:
+    def payload_message(self, columns: dict[str, Any]) -> GrrPayload:
         return GrrPayload(values=np.asarray(columns["values"]).tolist())
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         return {"values": np.asarray(batch.grr.values, dtype=np.int64)}
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` values, each in [0, d)."""
         check_lengths(columns, count, ["values"])
         reject_first([out_of_range(columns["values"], self.domain_size, "value")])
@@ -64,9 +65,9 @@ class GRR(IndexColumns, PureMechanism):
     def q(self) -> float:
         return 1.0 / (math.exp(self.epsilon) + self.domain_size - 1)
 
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray, rng) -> dict[str, Any]:
         return {"values": perturb_categorical(values, self.domain_size, self.p, rng)}
 
-    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         return {"values": [perturb_one(value, self.domain_size, self.p, draws)]}
 

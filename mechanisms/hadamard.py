@@ -10,6 +10,7 @@ Var[c(v)] = N·k² − c_v exactly; Var* = k².
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from ldptel.proto import HadamardPayload, ReportBatch
 def hadamard_entry(j: np.ndarray, v: np.ndarray) -> np.ndarray:
     """H[j, v] ∈ {+1, −1} elementwise."""
     parity = np.bitwise_count(np.bitwise_and(j, v)) & 1
-    return 1 - 2 * parity.astype(np.int64)
+    return cast("np.ndarray", 1 - 2 * parity.astype(np.int64))
 
 
 def keep_probability(epsilon: float) -> float:
@@ -69,32 +70,32 @@ class Hadamard(SignResponse, Mechanism):
         c = np.asarray(counts, dtype=np.float64)
         return n * self.scale**2 - c
 
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray, rng) -> dict[str, Any]:
         j = rng.integers(0, self.D, values.size).astype(np.int64)
         positive = hadamard_entry(j, values) > 0
         keep = rng.random(values.size) < self.p_keep
         return {"indices": j.astype(np.uint32), "signs": positive == keep}
 
-    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         j = draws.below(self.D)
         positive = (j & value).bit_count() % 2 == 0
         keep = draws.uniform() < self.p_keep
         return {"indices": [j], "signs": [positive == keep]}
 
-    def payload_message(self, columns: dict) -> HadamardPayload:
+    def payload_message(self, columns: dict[str, Any]) -> HadamardPayload:
         return HadamardPayload(
             indices=np.asarray(columns["indices"]).tolist(),
             signs=np.packbits(np.asarray(columns["signs"], dtype=bool)).tobytes(),
         )
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         return {"indices": np.asarray(batch.hadamard.indices, dtype=np.int64),
                 "signs": packed_bits(batch.hadamard.signs, batch.count)}
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` (j, sign) pairs with j in [0, D) (``columns`` checked the sign bytes)."""
         check_lengths(columns, count, ["indices", "signs"])
         reject_first([out_of_range(columns["indices"], self.D, "index", f"D = {self.D}")])
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {**super().public_params(), "D": self.D}

@@ -17,6 +17,8 @@ The aggregator tests ``H_seed(x) == y`` for every (report, item) in one compiled
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import xxhash
 
@@ -130,7 +132,7 @@ def olh_hash_batch(seeds: np.ndarray, keys: np.ndarray, g: int) -> np.ndarray:
     a, b = seed_params(seeds)
     with np.errstate(over="ignore"):
         u = a * np.asarray(keys, dtype=np.uint32).astype(np.uint64) + b
-    return (((u >> np.uint64(32)) * np.uint64(g)) >> np.uint64(32)).astype(np.uint32)
+    return cast("np.ndarray", (((u >> np.uint64(32)) * np.uint64(g)) >> np.uint64(32)).astype(np.uint32))
 
 
 def pool_support(a: np.ndarray, b: np.ndarray, table: np.ndarray, keys: np.ndarray,

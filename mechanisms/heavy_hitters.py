@@ -268,7 +268,7 @@ class HeavyHitters(LocalHashing):
         return self.pack(self.randomize_rows(rows, inverse, resolve(rng)), inverse.size, campaign,
                          batch_id)
 
-    def randomize_rows(self, rows: np.ndarray, inverse: np.ndarray, rng) -> dict:
+    def randomize_rows(self, rows: np.ndarray, inverse: np.ndarray, rng) -> dict[str, Any]:
         n = inverse.size
         levels = rng.integers(0, self.levels, n).astype(np.int64)
         index = rng.integers(0, self.pool_size, n).astype(np.int64)
@@ -281,18 +281,18 @@ class HeavyHitters(LocalHashing):
         return {"levels": levels.astype(np.uint32), "seed_indices": index.astype(np.uint32),
                 "values": perturb_categorical(y, self.g, self.p, rng)}
 
-    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict:
+    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict[str, Any]:
         rows, inverse = self.string_rows(values)
         return self.randomize_rows(rows, inverse, rng)
 
-    def payload_message(self, columns: dict) -> HeavyHitterPayload:
+    def payload_message(self, columns: dict[str, Any]) -> HeavyHitterPayload:
         return HeavyHitterPayload(**{k: np.asarray(columns[k]).tolist() for k in COLUMNS})
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         p = batch.heavy_hitters
         return {k: np.asarray(getattr(p, k), dtype=np.int64) for k in COLUMNS}
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """Every column has ``count`` entries, level < J, seed index < K, y < g (the lowest bad
         report is named)."""
         if count and len(columns["seed_indices"]) == 0 and len(columns["levels"]) == count:
@@ -305,7 +305,7 @@ class HeavyHitters(LocalHashing):
                          f"pool_size = {self.pool_size}"),
             out_of_range(columns["values"], self.g, "value", f"g = {self.g}")])
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {"oracle": "olh", "epsilon": self.epsilon, "max_length": self.max_length,
                 "levels": self.levels, "width": self.width, "g": self.g,
                 "pool_size": self.pool_size, "pool_seed": self.pool_seed}

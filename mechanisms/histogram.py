@@ -10,6 +10,7 @@ unrandomized reports (``TelemetryClient(accept_unrandomized=True)``). Same wire 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -39,14 +40,14 @@ class Histogram(IndexColumns, PureMechanism):
     def variance_star(self) -> float:
         return 0.0
 
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray, rng) -> dict[str, Any]:
         return {"values": np.asarray(values, dtype=np.uint32)}
 
-    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         return {"values": [int(value)]}  # nothing drawn
 
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {"oracle": self.name, "domain_size": self.domain_size}
 
 

@@ -15,7 +15,7 @@ math: ``memoize``). One report is ε₁-LDP (ε₁ = ``epsilon``) with the plain
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -50,10 +50,10 @@ class LGRR(MemoizedOracle, GRR):
     def q(self) -> float:
         return self.chain.q_star
 
-    def report_columns(self, values: np.ndarray, parts: dict, irr: Any) -> dict:
+    def report_columns(self, values: np.ndarray, parts: dict[str, Any], irr: Any) -> dict[str, Any]:
         return {"values": irr}
 
-    def columns_one(self, parts: dict, irr: int) -> dict:
+    def columns_one(self, parts: dict[str, Any], irr: int) -> dict[str, Any]:
         return {"values": [irr]}
 
 
@@ -74,7 +74,7 @@ class LOSUE(MemoizedOracle, OUE):
     @property
     def q(self) -> float:
         """q₁p₂ + (1 − q₁)(1 − p₂) = 1/(e^{ε₁} + 1)."""
-        return self.q1 * self.p2 + (1 - self.q1) * (1 - self.p2)
+        return cast("float", self.q1 * self.p2 + (1 - self.q1) * (1 - self.p2))
 
     def permanent(self, secret: bytes, key: int) -> np.ndarray:
         """The PRR row (packed bits): bit v is 1 w.p. ½ if v = key else q₁, from d uniforms of
@@ -101,7 +101,7 @@ class LOSUE(MemoizedOracle, OUE):
         step = max(1, CHUNK_BITS // self.domain_size)
         return [slice(i, min(n, i + step)) for i in range(0, n, step)]
 
-    def stack_permanent(self, prrs: list) -> np.ndarray:
+    def stack_permanent(self, prrs: list[Any]) -> np.ndarray:
         return np.stack(prrs) if prrs else np.zeros((0, (self.domain_size + 7) // 8), np.uint8)
 
     def instant(self, prr: np.ndarray, rng) -> np.ndarray:
@@ -114,12 +114,12 @@ class LOSUE(MemoizedOracle, OUE):
 
     def instant_one(self, prr: np.ndarray, draws: Draws = SYSTEM_DRAWS) -> np.ndarray:
         flips = np.packbits(os_bernoulli_row(1 - self.p2, self.domain_size, draws))
-        return np.bitwise_xor(prr, flips)[None, :]
+        return cast("np.ndarray", np.bitwise_xor(prr, flips)[None, :])
 
-    def report_columns(self, values: np.ndarray, parts: dict, irr: np.ndarray) -> dict:
+    def report_columns(self, values: np.ndarray, parts: dict[str, Any], irr: np.ndarray) -> dict[str, Any]:
         return {"bits": irr}
 
-    def columns_one(self, parts: dict, irr: np.ndarray) -> dict:
+    def columns_one(self, parts: dict[str, Any], irr: np.ndarray) -> dict[str, Any]:
         return {"bits": irr}
 
 
@@ -147,17 +147,17 @@ class LOLOHA(MemoizedOracle, OLH):
     def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
         return {"seeds": rng.integers(0, 2**32, n).astype(np.int64)}
 
-    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
+    def memo_keys(self, values: np.ndarray, parts: dict[str, Any]) -> np.ndarray:
         keys = hashing.xxh32_u32(values.astype(np.uint32))
         return hashing.olh_hash_batch(parts["seeds"].astype(np.uint32), keys, self.g).astype(np.int64)
 
     def key_one(self, value: int, parts: dict[str, int]) -> int:
         return hashing.olh_hash(parts["seeds"], hashing.xxh32_int(value), self.g)
 
-    def report_columns(self, values: np.ndarray, parts: dict, irr: Any) -> dict:
+    def report_columns(self, values: np.ndarray, parts: dict[str, Any], irr: Any) -> dict[str, Any]:
         return {"seeds": parts["seeds"].astype(np.uint32), "values": irr}
 
-    def columns_one(self, parts: dict, irr: int) -> dict:
+    def columns_one(self, parts: dict[str, Any], irr: int) -> dict[str, Any]:
         return {"seeds": [parts["seeds"]], "values": [irr]}
 
 
@@ -172,16 +172,16 @@ class LHadamard(MemoizedSign, Hadamard):
     def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
         return {"indices": rng.integers(0, self.D, n).astype(np.int64)}
 
-    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
+    def memo_keys(self, values: np.ndarray, parts: dict[str, Any]) -> np.ndarray:
         return (hadamard_entry(parts["indices"], values) > 0).astype(np.int64)
 
     def key_one(self, value: int, parts: dict[str, int]) -> int:
         return int((parts["indices"] & value).bit_count() % 2 == 0)
 
-    def report_columns(self, values: np.ndarray, parts: dict, irr: Any) -> dict:
+    def report_columns(self, values: np.ndarray, parts: dict[str, Any], irr: Any) -> dict[str, Any]:
         return {"indices": parts["indices"].astype(np.uint32), "signs": irr == 1}
 
-    def columns_one(self, parts: dict, irr: int) -> dict:
+    def columns_one(self, parts: dict[str, Any], irr: int) -> dict[str, Any]:
         return {"indices": [parts["indices"]], "signs": [irr == 1]}
 
 

@@ -16,7 +16,7 @@ plain mechanism's p*, q* (or keep probability) at ε₁.
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -54,7 +54,7 @@ class LHeavyHitters(Memoized, HeavyHitters):
     def prepare(self, values: Any) -> np.ndarray:
         """The zero-padded (n, L) rows of the values."""
         rows, inverse = self.string_rows(values)
-        return rows[inverse]
+        return cast("np.ndarray", rows[inverse])
 
     def check_value(self, value: Any) -> bytes:
         return self.check_string(value).ljust(self.max_length, b"\0")
@@ -67,7 +67,7 @@ class LHeavyHitters(Memoized, HeavyHitters):
         return {"levels": rng.integers(0, self.levels, n).astype(np.int64),
                 "seed_indices": rng.integers(0, self.pool_size, n).astype(np.int64)}
 
-    def memo_keys(self, rows: np.ndarray, parts: dict) -> np.ndarray:
+    def memo_keys(self, rows: np.ndarray, parts: dict[str, Any]) -> np.ndarray:
         levels = parts["levels"]
         keys = np.empty(rows.shape[0], dtype=np.uint32)
         for j in range(self.levels):  # per level, not per report
@@ -86,11 +86,11 @@ class LHeavyHitters(Memoized, HeavyHitters):
         seed = int(self.pool[level, index])
         return hashing.olh_hash(seed, hashing.xxh32_bytes(bytes(pref), seed=b), self.g)
 
-    def report_columns(self, rows: np.ndarray, parts: dict, irr: np.ndarray) -> dict:
+    def report_columns(self, rows: np.ndarray, parts: dict[str, Any], irr: np.ndarray) -> dict[str, Any]:
         return {"levels": parts["levels"].astype(np.uint32),
                 "seed_indices": parts["seed_indices"].astype(np.uint32), "values": irr}
 
-    def columns_one(self, parts: dict, irr: int) -> dict:
+    def columns_one(self, parts: dict[str, Any], irr: int) -> dict[str, Any]:
         return {"levels": [parts["levels"]], "seed_indices": [parts["seed_indices"]],
                 "values": [irr]}
 
@@ -111,21 +111,22 @@ class LRangeHaar(MemoizedSign, RangeHaar):
         index = np.floor(rng.random(n) * self.K[levels]).astype(np.int64) if n else levels
         return {"levels": levels, "indices": index}
 
-    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
+    def memo_keys(self, values: np.ndarray, parts: dict[str, Any]) -> np.ndarray:
         lev = parts["levels"] + 1
         sigma = 1 - 2 * ((values >> (lev - 1)) & 1)
-        return (sigma * hadamard_entry(parts["indices"], values >> lev) > 0).astype(np.int64)
+        signs = sigma * hadamard_entry(parts["indices"], values >> lev)
+        return cast("np.ndarray", (signs > 0).astype(np.int64))
 
     def key_one(self, value: int, parts: dict[str, int]) -> int:
         lev = parts["levels"] + 1
         positive = ((value >> (lev - 1)) & 1) == 0
         return int(positive == (((value >> lev) & parts["indices"]).bit_count() % 2 == 0))
 
-    def report_columns(self, values: np.ndarray, parts: dict, irr: Any) -> dict:
+    def report_columns(self, values: np.ndarray, parts: dict[str, Any], irr: Any) -> dict[str, Any]:
         return {"levels": parts["levels"].astype(np.uint32),
                 "indices": parts["indices"].astype(np.uint32), "signs": irr == 1}
 
-    def columns_one(self, parts: dict, irr: int) -> dict:
+    def columns_one(self, parts: dict[str, Any], irr: int) -> dict[str, Any]:
         return {"levels": [parts["levels"]], "indices": [parts["indices"]], "signs": [irr == 1]}
 
 
@@ -163,7 +164,7 @@ class LRangeHierarchical(Memoized, RangeHierarchical):
             return hashing.olh_hash_batch(seeds.astype(np.uint32), keys, o.g).astype(np.int64)
         return nodes
 
-    def memo_keys(self, values: np.ndarray, parts: dict) -> np.ndarray:
+    def memo_keys(self, values: np.ndarray, parts: dict[str, Any]) -> np.ndarray:
         lev = parts["levels"]
         out = np.empty(values.size, dtype=np.int64)
         for ell in range(self.H):  # per level, not per report
@@ -186,7 +187,7 @@ class LRangeHierarchical(Memoized, RangeHierarchical):
 
     def permanent(self, secret: bytes, key: int) -> int:
         ell, local = self.split(key)
-        return self.offset_list[ell] + self.chains[ell].permanent(secret, local)
+        return cast("int", self.offset_list[ell] + self.chains[ell].permanent(secret, local))
 
     def permanent_random(self, keys: np.ndarray, rng) -> np.ndarray:
         return self.per_level(keys, rng, lambda c, k, g: c.permanent_random(k, g), offset=True)
@@ -210,12 +211,12 @@ class LRangeHierarchical(Memoized, RangeHierarchical):
         ell, local = self.split(prr)
         return self.chains[ell].instant_one(local, draws)
 
-    def report_columns(self, values: np.ndarray, parts: dict, irr: np.ndarray) -> dict:
+    def report_columns(self, values: np.ndarray, parts: dict[str, Any], irr: np.ndarray) -> dict[str, Any]:
         seeds = parts["seeds"] if self.uses_olh else parts["seeds"][:0]
         return {"levels": parts["levels"].astype(np.uint32), "values": irr.astype(np.uint32),
                 "seeds": seeds.astype(np.uint32)}
 
-    def columns_one(self, parts: dict, irr: int) -> dict:
+    def columns_one(self, parts: dict[str, Any], irr: int) -> dict[str, Any]:
         return {"levels": [parts["levels"]], "values": [irr],
                 "seeds": [parts["seeds"]] if self.uses_olh else []}
 

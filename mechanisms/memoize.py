@@ -34,7 +34,7 @@ import hashlib
 import math
 from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -188,7 +188,7 @@ class Memoized(Mechanism):
         """The reporting state of one device (its fixed parts and memoized PRRs)."""
         return Device(self, device_secret(secret))
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {**super().public_params(), "memoize": True, "epsilon_inf": self.epsilon_inf}
 
     # --- hooks with defaults --------------------------------------------------------------
@@ -201,15 +201,15 @@ class Memoized(Mechanism):
     def draw_device_parts(self, n: int, rng) -> dict[str, np.ndarray]:
         return NO_PARTS
 
-    def memo_keys(self, values: Any, parts: dict) -> np.ndarray:
-        return values
+    def memo_keys(self, values: Any, parts: dict[str, Any]) -> np.ndarray:
+        return cast("np.ndarray", values)
 
     @abstractmethod
-    def report_columns(self, values: Any, parts: dict, irr: Any) -> dict:
+    def report_columns(self, values: Any, parts: dict[str, Any], irr: Any) -> dict[str, Any]:
         """The payload columns of reports with IRR outputs ``irr``."""
 
     @abstractmethod
-    def columns_one(self, parts: dict, irr: Any) -> dict:
+    def columns_one(self, parts: dict[str, Any], irr: Any) -> dict[str, Any]:
         """The payload columns of one report (Python scalars in lists)."""
 
     def permanent(self, secret: bytes, key: int) -> Any:
@@ -224,7 +224,7 @@ class Memoized(Mechanism):
     def instant_one(self, prr: Any, draws: Draws = SYSTEM_DRAWS) -> Any:
         return self.chain.instant_one(prr, draws)
 
-    def stack_permanent(self, prrs: list) -> np.ndarray:
+    def stack_permanent(self, prrs: list[Any]) -> np.ndarray:
         return np.asarray(prrs, dtype=np.int64)
 
     def check_value(self, value: Any) -> Any:

@@ -34,6 +34,7 @@ import numpy as np
 from ldptel.mechanisms.base import Mechanism, check_epsilon
 from ldptel.mechanisms.checks import check_lengths, packed_bits, reject_first
 from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
+from ldptel.mechanisms.errors import bad_argument
 from ldptel.mechanisms.randomness import OS_RANDOM
 from ldptel.proto import NumericPayload, ReportBatch
 
@@ -63,23 +64,23 @@ def check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
     ``MIN_RELATIVE_SPAN``), else ``ValueError`` naming the key."""
     for name, v in (("lower", lower), ("upper", upper)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ValueError(f"{name} must be a finite number, got {v!r}")
+            raise bad_argument(f"{name} must be a finite number, got {v!r}", name)
         try:
             finite = math.isfinite(v)
         except OverflowError:  # an int beyond float64
             finite = True
         if not finite:
-            raise ValueError(f"{name} must be a finite number, got {v!r}")
+            raise bad_argument(f"{name} must be a finite number, got {v!r}", name)
         if abs(v) > MAX_BOUND:  # type: ignore[operator]
-            raise ValueError(f"{name} must be within ±{MAX_BOUND:g} (larger values overflow the "
-                             f"variance of the mean), got {v!r}")
+            raise bad_argument(f"{name} must be within ±{MAX_BOUND:g} (larger values overflow the "
+                              f"variance of the mean), got {v!r}", name)
     lo, hi = float(lower), float(upper)
     if not lo < hi:
-        raise ValueError(f"upper must be above lower, got lower = {lower!r}, upper = {upper!r}")
+        raise bad_argument(f"upper must be above lower, got lower = {lower!r}, upper = {upper!r}", "upper")
     least = max(MIN_SPAN, MIN_RELATIVE_SPAN * max(abs(lo), abs(hi)))
     if hi - lo < least:
-        raise ValueError(f"upper must exceed lower by at least {least:.3g} (2^-30 of their magnitude, "
-                         f"at least {MIN_SPAN:g}), got upper − lower = {hi - lo:.3g}")
+        raise bad_argument(f"upper must exceed lower by at least {least:.3g} (2^-30 of their magnitude, "
+                          f"at least {MIN_SPAN:g}), got upper − lower = {hi - lo:.3g}", "upper")
     return lo, hi
 
 
@@ -158,11 +159,11 @@ class NumericMechanism(Mechanism):
         return float(self.from_unit(mean_t)), var_t * self.half_width ** 2
 
     # --- encoding -------------------------------------------------------------------------
-    def unbiased_unit(self, columns: dict) -> np.ndarray:
+    def unbiased_unit(self, columns: dict[str, Any]) -> np.ndarray:
         """Each report's unbiased value y of t (float64)."""
         raise NotImplementedError
 
-    def randomize_unit(self, t: np.ndarray, rng) -> dict:
+    def randomize_unit(self, t: np.ndarray, rng) -> dict[str, Any]:
         """Randomize t in [−1, 1] (vectorized) into the payload's columns."""
         raise NotImplementedError
 
@@ -184,20 +185,20 @@ class NumericMechanism(Mechanism):
             raise ValueError(f"value must be a finite real number, got {value!r}")
         return self.pack(self.randomize_one(value, draws), 1, campaign)
 
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray, rng) -> dict[str, Any]:
         return self.randomize_unit(self.to_unit(values), rng)
 
-    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         if draws is not SYSTEM_DRAWS:
             raise NotImplementedError(f"{type(self).__name__} has no scalar encode from draws")
         return self.randomize(np.array([float(value)]), OS_RANDOM)
 
-    def payload_message(self, columns: dict) -> NumericPayload:
+    def payload_message(self, columns: dict[str, Any]) -> NumericPayload:
         if self.column == "bits":
             return NumericPayload(bits=np.packbits(np.asarray(columns["bits"], dtype=bool)).tobytes())
         return NumericPayload(values=np.asarray(columns["values"], dtype=np.float64).tolist())
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         p = batch.numeric
         if self.column == "bits":
             return {"bits": packed_bits(p.bits, batch.count, "bits"),
@@ -205,7 +206,7 @@ class NumericMechanism(Mechanism):
         return {"values": np.asarray(p.values, dtype=np.float64),
                 "bits": np.frombuffer(p.bits, dtype=np.uint8)}
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` entries in the mechanism's column, none in the other; real outputs finite
         and within [−bound, bound]."""
         other = "values" if self.column == "bits" else "bits"
@@ -217,7 +218,7 @@ class NumericMechanism(Mechanism):
             reject_first([(~(np.abs(y) <= c),
                            lambda i: f"value {y[i]!r} is outside the output range [-{c!r}, {c!r}]")])
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {"mechanism": self.name, "epsilon": self.epsilon, "lower": self.lower,
                 "upper": self.upper}
 
@@ -238,13 +239,13 @@ class Duchi(NumericMechanism):
     def output_variance(self, t: np.ndarray | float) -> np.ndarray:
         return np.asarray(self.bound ** 2 - np.square(t), dtype=np.float64)
 
-    def unbiased_unit(self, columns: dict) -> np.ndarray:
+    def unbiased_unit(self, columns: dict[str, Any]) -> np.ndarray:
         return np.where(columns["bits"], self.bound, -self.bound)
 
-    def randomize_unit(self, t: np.ndarray, rng) -> dict:
+    def randomize_unit(self, t: np.ndarray, rng) -> dict[str, Any]:
         return {"bits": rng.random(t.size) < self.p_plus(t)}
 
-    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         return {"bits": [draws.uniform() < self.p_plus(self.unit_one(value))]}
 
 
@@ -264,7 +265,7 @@ class Piecewise(NumericMechanism):
         s = self.s
         return np.asarray(np.square(t) / (s - 1) + (s + 3) / (3 * (s - 1) ** 2), dtype=np.float64)
 
-    def unbiased_unit(self, columns: dict) -> np.ndarray:
+    def unbiased_unit(self, columns: dict[str, Any]) -> np.ndarray:
         return np.asarray(columns["values"], dtype=np.float64)
 
     def piece(self, t: np.ndarray, inside: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -276,7 +277,7 @@ class Piecewise(NumericMechanism):
         out = np.where(outside < left + c, outside - c, right + (outside - (left + c)))
         return np.clip(np.where(inside, left + u * (c - 1), out), -c, c)
 
-    def randomize_unit(self, t: np.ndarray, rng) -> dict:
+    def randomize_unit(self, t: np.ndarray, rng) -> dict[str, Any]:
         inside = rng.random(t.size) < self.s / (self.s + 1)
         return {"values": self.piece(t, inside, rng.random(t.size))}
 
@@ -292,7 +293,7 @@ class Piecewise(NumericMechanism):
             y = out - c if out < left + c else left + c - 1 + (out - (left + c))
         return min(max(y, -c), c)
 
-    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         return {"values": [self.piece_one(self.unit_one(value), draws)]}
 
 
@@ -317,14 +318,14 @@ class Hybrid(Piecewise):
         a = self.alpha
         return a * super().output_variance(t) + (1 - a) * self.duchi.output_variance(t)
 
-    def randomize_unit(self, t: np.ndarray, rng) -> dict:
+    def randomize_unit(self, t: np.ndarray, rng) -> dict[str, Any]:
         use_pm = rng.random(t.size) < self.alpha
         pm = super().randomize_unit(t, rng)["values"]
         duchi = self.duchi
         d = duchi.unbiased_unit(duchi.randomize_unit(t, rng))
         return {"values": np.where(use_pm, pm, d)}
 
-    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         t = self.unit_one(value)
         if draws.uniform() < self.alpha:
             return {"values": [self.piece_one(t, draws)]}

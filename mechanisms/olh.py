@@ -10,6 +10,7 @@ p' for the true value and 1/g for any other, so with q = 1/g it is a pure protoc
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -71,33 +72,33 @@ class OLH(LocalHashing):
             self._keys64 = self.keys.astype(np.uint64)
         return self._keys64
 
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray, rng) -> dict[str, Any]:
         seeds = rng.integers(0, 2**32, values.size).astype(np.uint32)
         keys = hashing.xxh32_u32(values.astype(np.uint32))
         y = hashing.olh_hash_batch(seeds, keys, self.g).astype(np.int64)
         return {"seeds": seeds, "values": perturb_categorical(y, self.g, self.p, rng)}
 
-    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         seed = draws.u32()
         y = hashing.olh_hash(seed, hashing.xxh32_int(value), self.g)
         return {"seeds": [seed], "values": [perturb_one(y, self.g, self.p, draws)]}
 
-    def payload_message(self, columns: dict) -> OlhPayload:
+    def payload_message(self, columns: dict[str, Any]) -> OlhPayload:
         return OlhPayload(seeds=np.asarray(columns["seeds"]).tolist(),
                           values=np.asarray(columns["values"]).tolist())
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         return {
             "seeds": np.asarray(batch.olh.seeds, dtype=np.uint32),
             "values": np.asarray(batch.olh.values, dtype=np.int64),
         }
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` (seed, y) pairs with y in [0, g); every uint32 seed is valid (the wire type
         bounds it to [0, 2^32))."""
         check_lengths(columns, count, ["seeds", "values"])
         reject_first([out_of_range(columns["values"], self.g, "hash value", f"g = {self.g}"),
                       out_of_range(columns["seeds"], 1 << 32, "seed", "2^32")])
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {**super().public_params(), "g": self.g}

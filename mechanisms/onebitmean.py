@@ -78,7 +78,7 @@ class OneBitMean(Duchi):
         """Boundary k (an int or an array) as t = 2k/B − 1."""
         return 2 * k / self.buckets - 1
 
-    def randomize_unit(self, t: np.ndarray, rng) -> dict:
+    def randomize_unit(self, t: np.ndarray, rng) -> dict[str, Any]:
         """Each t an independent device (its own α and bits) — simulations and tests."""
         if not self.memoize:
             return super().randomize_unit(t, rng)
@@ -91,7 +91,7 @@ class OneBitMean(Duchi):
         u = _uniform(self.secret, b"ldptel/1bitmean/bit\0" + str(k).encode())
         return u < float(self.p_plus(self.boundary_t(k)))
 
-    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: Any, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         """This device's report of ``value``: memoized (its α, its bit per boundary), or a fresh
         Duchi bit without ``memoize``."""
         if not self.memoize:
@@ -101,5 +101,5 @@ class OneBitMean(Duchi):
         k += pos - k > self.alpha
         return {"bits": [self.memo_bit(k)]}
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {**super().public_params(), "memoize": self.memoize, "buckets": self.buckets}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 
@@ -27,4 +29,4 @@ def norm_sub(counts: np.ndarray, total: float) -> np.ndarray:
         else:
             hi = mid - 1
     tau = cumulative[lo] / (lo + 1)
-    return np.maximum(c - tau, 0.0)
+    return cast("np.ndarray", np.maximum(c - tau, 0.0))

@@ -25,6 +25,8 @@ like log|R| and saturates at ≈ h/6 once |R| ≥ D/2).
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 from ldptel.mechanisms.base import Mechanism
@@ -85,7 +87,7 @@ class RangeHaar(SignResponse, Mechanism):
         ph, pl = self.prefix_weights(hi), self.prefix_weights(lo - 1)
         shift = np.arange(1, self.h + 1, dtype=np.int64)[None, :]
         same = ((hi[:, None] >> shift) == ((lo - 1)[:, None] >> shift)) & (lo[:, None] >= 1)
-        return np.where(same, (ph - pl) ** 2, ph**2 + pl**2).sum(axis=1)
+        return cast("np.ndarray", np.where(same, (ph - pl) ** 2, ph**2 + pl**2).sum(axis=1))
 
     def range_variance(self, lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
         """Var[R̂] = N·h·k²·W2 − c_R(1−ρ)² − (N − c_R)ρ², with c_R from ``counts`` (per value,
@@ -95,11 +97,11 @@ class RangeHaar(SignResponse, Mechanism):
         cum = np.concatenate(([0.0], np.cumsum(np.asarray(counts, dtype=np.float64))))
         c_r = np.clip(cum[hi + 1] - cum[lo], 0, n)
         rho = (hi - lo + 1) / self.D
-        return n * self.h * self.scale**2 * self.range_w2(lo, hi) - c_r * (1 - rho) ** 2 \
-            - (n - c_r) * rho**2
+        return cast("np.ndarray", n * self.h * self.scale**2 * self.range_w2(lo, hi) - c_r * (1 - rho) ** 2 \
+            - (n - c_r) * rho**2)
 
     # --- encoding -------------------------------------------------------------------------
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray, rng) -> dict[str, Any]:
         n = values.size
         lev = rng.integers(1, self.h + 1, n).astype(np.int64)
         i = values >> lev
@@ -110,7 +112,7 @@ class RangeHaar(SignResponse, Mechanism):
         return {"levels": (lev - 1).astype(np.uint32), "indices": j.astype(np.uint32),
                 "signs": (b > 0) == keep}
 
-    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         lev = draws.below(self.h) + 1
         i, sigma = value >> lev, 1 - 2 * ((value >> (lev - 1)) & 1)
         j = draws.below(int(self.K[lev - 1]))
@@ -118,15 +120,15 @@ class RangeHaar(SignResponse, Mechanism):
         keep = draws.uniform() < self.p_keep
         return {"levels": [lev - 1], "indices": [j], "signs": [positive == keep]}
 
-    def payload_message(self, columns: dict) -> RangePayload:
+    def payload_message(self, columns: dict[str, Any]) -> RangePayload:
         return RangePayload(levels=np.asarray(columns["levels"]).tolist(),
                             indices=np.asarray(columns["indices"]).tolist(),
                             signs=np.packbits(np.asarray(columns["signs"], dtype=bool)).tobytes())
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         return range_columns(batch, packed_bits(batch.range.signs, batch.count))
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` levels, indices and sign bits; level < h; index < K_level; no seeds or
         values."""
         why = "the haar method sends none"
@@ -135,13 +137,13 @@ class RangeHaar(SignResponse, Mechanism):
         reject_first([out_of_range(lev, self.h, "level", f"h = {self.h}"),
                       out_of_range(columns["indices"], per_level(lev, self.K), "index")])
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {"method": "haar", "epsilon": self.epsilon, "domain_size": self.domain_size,
                 "D": self.D}
 
 
 
-def range_columns(batch: ReportBatch, signs: np.ndarray) -> dict:
+def range_columns(batch: ReportBatch, signs: np.ndarray) -> dict[str, Any]:
     """The ``RangePayload`` as numpy columns, with its sign bits unpacked by the method
     (``packed_bits`` for the Haar method; the hierarchical method sends none)."""
     p = batch.range

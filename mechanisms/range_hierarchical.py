@@ -35,6 +35,7 @@ H·2(B − 1)·Σ_ℓ Var*_ℓ (≤ 2(B − 1) nodes per level, each of variance
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 
@@ -92,8 +93,8 @@ class RangeHierarchical(Mechanism):
         self.oracles = [local_oracle(self.epsilon, m) for m in self.nodes]
         self.offsets = np.concatenate(([0], np.cumsum(self.nodes))).astype(np.int64)
         self.uses_olh = any(isinstance(o, OLH) for o in self.oracles)
-        self._consts: tuple | None = None
-        self._tree: dict | None = None
+        self._consts: tuple[Any, ...] | None = None
+        self._tree: dict[str, Any] | None = None
 
     def variance_star(self) -> float:
         """Per-report variance of one node estimate at the leaf level: H·Var*_H."""
@@ -104,7 +105,7 @@ class RangeHierarchical(Mechanism):
         return self.range_variance(v, v, counts, n)
 
     # --- consistency (linear; constants depend only on the tree and the oracles) -------------
-    def constants(self) -> tuple[list, list, list]:
+    def constants(self) -> tuple[list[Any], list[Any], list[Any]]:
         """Per level (0-based): α (weight of x̂), β (weight of the children's sum), γ (share of
         the parent's correction)."""
         if self._consts is None:
@@ -139,9 +140,9 @@ class RangeHierarchical(Mechanism):
         for ell in range(1, H):
             parent = np.arange(self.nodes[ell]) // B
             f = z[ell] + gamma[ell] * (f - _sum_groups(z[ell], B))[parent]
-        return f
+        return cast("np.ndarray", f)
 
-    def tree_arrays(self) -> dict:
+    def tree_arrays(self) -> dict[str, Any]:
         """The tree and its consistency constants as flat arrays for ``kernels.ranges`` (once)."""
         if self._tree is None:
             _, beta, gamma = self.constants()
@@ -177,10 +178,10 @@ class RangeHierarchical(Mechanism):
         total, a0 = level_sums(lo, hi, self.tree_arrays(), np.ascontiguousarray(np.hstack(pref)), float(n))
         cum = np.concatenate(([0.0], np.cumsum(c)))
         c_r = np.clip(cum[hi + 1] - cum[lo], 0, n)
-        return total - c_r * (1 - a0) ** 2 - (n - c_r) * a0**2
+        return cast("np.ndarray", total - c_r * (1 - a0) ** 2 - (n - c_r) * a0**2)
 
     # --- encoding -------------------------------------------------------------------------
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray, rng) -> dict[str, Any]:
         n = values.size
         lev = rng.integers(0, self.H, n).astype(np.int64)
         out = np.zeros(n, dtype=np.uint32)
@@ -195,24 +196,24 @@ class RangeHierarchical(Mechanism):
                 seeds[sel] = cols["seeds"]
         return {"levels": lev.astype(np.uint32), "values": out, "seeds": seeds}
 
-    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         lev = draws.below(self.H)
         cols = self.oracles[lev].randomize_one(value // self.widths[lev], draws)
         return {"levels": [lev], "values": list(cols["values"]),
                 "seeds": list(cols.get("seeds", [0])) if self.uses_olh else []}
 
-    def payload_message(self, columns: dict) -> RangePayload:
+    def payload_message(self, columns: dict[str, Any]) -> RangePayload:
         return RangePayload(levels=np.asarray(columns["levels"]).tolist(),
                             values=np.asarray(columns["values"]).tolist(),
                             seeds=np.asarray(columns["seeds"]).tolist())
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         """Every sign bit the (unused) ``signs`` bytes hold is unpacked, for ``validate_columns``
         to refuse."""
         signs = np.unpackbits(np.frombuffer(batch.range.signs, dtype=np.uint8)).astype(bool)
         return range_columns(batch, signs)
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` levels and values (and seeds iff some level uses OLH); level < H; value <
         d_ℓ (GRR level) or < g (OLH level); no indices or sign bits."""
         why = "the hierarchical method sends none"
@@ -226,7 +227,7 @@ class RangeHierarchical(Mechanism):
         reject_first([out_of_range(lev, self.H, "level", f"H = {self.H}"),
                       out_of_range(columns["values"], per_level(lev, limits), "value")])
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {"method": "hierarchical", "epsilon": self.epsilon, "domain_size": self.domain_size,
                 "branching": self.B, "levels": self.H,
                 "oracles": [o.name for o in self.oracles]}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -86,7 +87,7 @@ class RangeEstimate(FrequencyEstimate):
                               for s in range(0, lo.size, step)]) if lo.size else np.zeros(0)
         return est, np.sqrt(np.maximum(var, 0.0))
 
-    def range(self, lo: int, hi: int) -> dict:
+    def range(self, lo: int, hi: int) -> dict[str, Any]:
         """One range as a JSON-ready row: lo, hi, estimate, std_error, ci_low, ci_high."""
         est, se = self.ranges([lo], [hi])
         e, s = float(est[0]), float(se[0])
@@ -104,7 +105,7 @@ class RangeEstimate(FrequencyEstimate):
             self._cdf = np.clip(isotonic_regression(raw, weights=w, increasing=True).x, 0.0, 1.0)
         return self._cdf
 
-    def quantiles(self, qs: list[float] | np.ndarray) -> list[dict]:
+    def quantiles(self, qs: list[float] | np.ndarray) -> list[dict[str, Any]]:
         """Rows q, value, rank_std_error, value_ci_low, value_ci_high for each q in [0, 1]."""
         q = np.asarray(qs, dtype=np.float64).reshape(-1)
         if q.size and (not np.all(np.isfinite(q)) or q.min() < 0 or q.max() > 1):
@@ -113,7 +114,8 @@ class RangeEstimate(FrequencyEstimate):
         last = self.domain_size - 1
 
         def at(p: np.ndarray) -> np.ndarray:
-            return np.minimum(np.searchsorted(F, np.clip(p, 0, 1) - 1e-12, side="left"), last)
+            found = np.searchsorted(F, np.clip(p, 0, 1) - 1e-12, side="left")
+            return cast("np.ndarray", np.minimum(found, last))
 
         x = at(q)
         # the CDF's uncertainty around x̂: its std error at x̂ and just before (the full-domain

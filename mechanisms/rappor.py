@@ -31,6 +31,7 @@ from ldptel.mechanisms.checks import (
 )
 from ldptel.mechanisms.device_secret import derive, derive_index, device_secret
 from ldptel.mechanisms.draws import SYSTEM_DRAWS, Draws
+from ldptel.mechanisms.errors import bad_argument
 from ldptel.mechanisms.poisoning import rappor_weight_bounds
 from ldptel.mechanisms.randomness import bernoulli_packed, resolve
 from ldptel.proto import RapporPayload, ReportBatch
@@ -46,10 +47,10 @@ MIN_BIT_SCALE = 1e-6  # (1 − f)(q − p): below, its square in the bit varianc
 
 def _check_prob(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a probability, got {type(value).__name__}")
+        raise bad_argument(f"{name} must be a probability, got {type(value).__name__}", name)
     v = float(value)
     if not 0.0 <= v <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        raise bad_argument(f"{name} must be in [0, 1], got {value!r}", name)
     return v
 
 
@@ -75,26 +76,27 @@ class RAPPOR(Mechanism):
         self.p = _check_prob(p, "p")
         self.q = _check_prob(q, "q")
         if not 0.0 < self.f < 1.0:
-            raise ValueError(f"f must be in (0, 1) (f = 0 gives no longitudinal privacy), got {f!r}")
+            raise bad_argument(f"f must be in (0, 1) (f = 0 gives no longitudinal privacy), got {f!r}", "f")
         if not self.q > self.p:
-            raise ValueError(f"q must be greater than p, got p={p!r}, q={q!r}")
+            raise bad_argument(f"q must be greater than p, got p={p!r}, q={q!r}", "q")
         if self.p_star <= 0.0 or self.q_star >= 1.0:
-            raise ValueError("p and q must give 0 < p* and q* < 1 (else ε₁ is infinite)")
+            raise bad_argument("p and q must give 0 < p* and q* < 1 (else ε₁ is infinite)", "p")
         if not MIN_EPSILON <= self.epsilon_one <= MAX_EPSILON:
-            raise ValueError(f"p, q, f, hashes give ε₁ = {self.epsilon_one:.3g}, outside "
-                             f"[{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
+            raise bad_argument(f"p, q, f, hashes give ε₁ = {self.epsilon_one:.3g}, outside "
+                               f"[{MIN_EPSILON:g}, {MAX_EPSILON:g}]", None)
         if not self.epsilon_inf <= MAX_EPSILON_INF:  # f → 0: (1 − f/2)/(f/2) overflows to inf
-            raise ValueError(f"f must give ε∞ = 2h·ln((1 − f/2)/(f/2)) <= {MAX_EPSILON_INF:g}, got f = {f!r}")
+            raise bad_argument(f"f must give ε∞ = 2h·ln((1 − f/2)/(f/2)) <= {MAX_EPSILON_INF:g}, "
+                              f"got f = {f!r}", "f")
         if self.bit_scale < MIN_BIT_SCALE:  # the bit estimates divide by it, their variance by its square
-            raise ValueError(f"f, p, q give (1 − f)(q − p) = {self.bit_scale:.3g}, below {MIN_BIT_SCALE:g}: "
-                             "the estimates would divide by (almost) zero")
+            raise bad_argument(f"f, p, q give (1 − f)(q − p) = {self.bit_scale:.3g}, below "
+                               f"{MIN_BIT_SCALE:g}: the estimates would divide by (almost) zero", None)
         if isinstance(candidates, (str, bytes)) or not all(isinstance(c, str) for c in candidates):
-            raise ValueError("candidates must be a list of strings")
+            raise bad_argument("candidates must be a list of strings", "candidates")
         if len(set(candidates)) != len(candidates):
-            raise ValueError("candidates must be distinct")
+            raise bad_argument("candidates must be distinct", "candidates")
         if len(candidates) > MAX_CANDIDATES:
-            raise ValueError(f"candidates has {len(candidates)} entries, more than {MAX_CANDIDATES} (the "
-                             "decoder's bound: its cost grows as the cube of the candidates)")
+            raise bad_argument(f"candidates has {len(candidates)} entries, more than {MAX_CANDIDATES} (the "
+                              "decoder's bound: its cost grows as the cube of the candidates)", "candidates")
         self.candidates = list(candidates)
         self.secret = device_secret(secret)
         self.epsilon = self.epsilon_one
@@ -232,7 +234,7 @@ class RAPPOR(Mechanism):
         strings = self.check_strings(values)
         return self.pack(self.randomize(strings, resolve(rng)), len(strings), campaign, batch_id)
 
-    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict:
+    def randomize(self, values: np.ndarray | Sequence[str], rng) -> dict[str, Any]:
         """Simulation of devices that report once: given its Bloom bit B, a reported bit is
         Bernoulli(q*) if B = 1 else Bernoulli(p*), independently across bits — the same
         distribution as permanent then instantaneous RR, drawn bit-sliced in one stage."""
@@ -248,11 +250,11 @@ class RAPPOR(Mechanism):
         zeros = bernoulli_packed(rng, self.p_star, n, k)
         return {"cohorts": cohorts.astype(np.uint32), "bits": (bloom & ones) | (~bloom & zeros)}
 
-    def payload_message(self, columns: dict) -> RapporPayload:
+    def payload_message(self, columns: dict[str, Any]) -> RapporPayload:
         return RapporPayload(cohorts=columns["cohorts"].tolist(),
                              bits=np.ascontiguousarray(columns["bits"]).tobytes())
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         return {
             "cohorts": np.asarray(batch.rappor.cohorts, dtype=np.int64),
             "bits": bit_rows(batch.rappor.bits, batch.count, self.bloom_bits),
@@ -267,14 +269,14 @@ class RAPPOR(Mechanism):
                                                        self.p_star, self.q_star)
         return self._weight_bounds
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` cohorts in [0, cohorts) and rows of ceil(k/8) bytes (as ``columns`` returns
         them) with zero padding and a plausible number of set bits."""
         check_lengths(columns, count, ["cohorts", "bits"])
         reject_first([out_of_range(columns["cohorts"], self.cohorts, "cohort"),
                       *check_bit_rows(columns["bits"], self.bloom_bits, self.weight_bounds())])
 
-    def public_params(self) -> dict:
+    def public_params(self) -> dict[str, Any]:
         return {
             "oracle": self.name, "bloom_bits": self.bloom_bits, "hashes": self.hashes,
             "cohorts": self.cohorts, "f": self.f, "p": self.p, "q": self.q,

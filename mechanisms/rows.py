@@ -12,6 +12,8 @@ fake message cannot be told from a real one by its size.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ldptel.mechanisms.base import Mechanism
@@ -36,7 +38,7 @@ def row_dtype(mech: Mechanism) -> np.dtype:
     raise ValueError(f"no row layout for mechanism {name!r} (rows exist for {', '.join(ROW_ORACLES)})")
 
 
-def to_rows(mech: Mechanism, columns: dict, count: int) -> np.ndarray:
+def to_rows(mech: Mechanism, columns: dict[str, Any], count: int) -> np.ndarray:
     """``count`` reports given as ``mech``'s columns → a structured array of ``row_dtype``."""
     dtype = row_dtype(mech)
     rows = np.zeros(count, dtype=dtype)
@@ -52,7 +54,7 @@ def row_bytes(rows: np.ndarray) -> list[bytes]:
     return [r.tobytes() for r in flat]
 
 
-def from_rows(mech: Mechanism, data: bytes | np.ndarray) -> tuple[dict, int]:
+def from_rows(mech: Mechanism, data: bytes | np.ndarray) -> tuple[dict[str, Any], int]:
     """Concatenated rows → (``mech``'s columns, report count), as ``mech.columns`` gives them
     (indices int64, OLH seeds uint32, Hadamard signs bool, bit rows uint8). ``ValueError`` when
     ``data`` is not a whole number of rows."""
@@ -62,7 +64,7 @@ def from_rows(mech: Mechanism, data: bytes | np.ndarray) -> tuple[dict, int]:
         raise ValueError(f"{buf.size} bytes are not whole rows of {dtype.itemsize} bytes")
     rows = buf.view(dtype)
     n = len(rows)
-    cols: dict = {}
+    cols: dict[str, Any] = {}
     for field in dtype.names or ():
         col = rows[field]
         if field == "seeds":
@@ -76,7 +78,7 @@ def from_rows(mech: Mechanism, data: bytes | np.ndarray) -> tuple[dict, int]:
     return cols, n
 
 
-def valid_rows(mech: Mechanism, columns: dict, count: int) -> np.ndarray:
+def valid_rows(mech: Mechanism, columns: dict[str, Any], count: int) -> np.ndarray:
     """A boolean mask of the rows ``mech.validate_columns`` accepts (all of them in one vectorized
     call when every row is valid; row by row only when some are not: a device that sent a bad
     row inside its ciphertext)."""
@@ -95,7 +97,7 @@ def valid_rows(mech: Mechanism, columns: dict, count: int) -> np.ndarray:
     return ok
 
 
-def select(columns: dict, mask: np.ndarray) -> dict:
+def select(columns: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
     """The columns' rows where ``mask`` is true."""
     return {k: v[mask] for k, v in columns.items()}
 

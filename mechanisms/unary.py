@@ -8,6 +8,7 @@ OUE (optimized): 1→1 w.p. p = ½, 0→1 w.p. q = 1/(e^ε+1); Var* = 4e^ε/(e^�
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ def os_bernoulli_row(prob: float, size: int, draws: Draws = SYSTEM_DRAWS) -> np.
 class UnaryEncoding(PureMechanism):
     payload = "unary"
 
-    def randomize(self, values: np.ndarray, rng) -> dict:
+    def randomize(self, values: np.ndarray, rng) -> dict[str, Any]:
         d = self.domain_size
         rows = max(1, CHUNK_BITS // d)
         parts = []
@@ -49,15 +50,15 @@ class UnaryEncoding(PureMechanism):
         packed = np.concatenate(parts) if parts else np.zeros((0, (d + 7) // 8), np.uint8)
         return {"bits": packed}
 
-    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict:
+    def randomize_one(self, value: int, draws: Draws = SYSTEM_DRAWS) -> dict[str, Any]:
         bits = os_bernoulli_row(self.q, self.domain_size, draws)
         bits[value] = draws.uniform() < self.p
         return {"bits": np.packbits(bits)[None, :]}
 
-    def payload_message(self, columns: dict) -> UnaryPayload:
+    def payload_message(self, columns: dict[str, Any]) -> UnaryPayload:
         return UnaryPayload(bits=np.ascontiguousarray(columns["bits"]).tobytes())
 
-    def columns(self, batch: ReportBatch) -> dict:
+    def columns(self, batch: ReportBatch) -> dict[str, Any]:
         return {"bits": bit_rows(batch.unary.bits, batch.count, self.domain_size)}
 
     def weight_bounds(self) -> tuple[int, int]:
@@ -68,7 +69,7 @@ class UnaryEncoding(PureMechanism):
             self._weight_bounds = unary_weight_bounds(self.domain_size, self.p, self.q)
         return self._weight_bounds
 
-    def validate_columns(self, columns: dict, count: int) -> None:
+    def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` rows of ceil(d/8) bytes (as ``columns`` returns them), zero padding, a
         plausible number of set bits."""
         check_lengths(columns, count, ["bits"])

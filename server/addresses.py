@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -64,7 +65,7 @@ class ClientAddress:
                 break
         return address
 
-    def of_environ(self, environ: dict) -> str:
+    def of_environ(self, environ: dict[str, Any]) -> str:
         """``of`` a WSGI request (``REMOTE_ADDR``, ``HTTP_X_FORWARDED_FOR``)."""
         return self.of(environ.get("REMOTE_ADDR"), environ.get("HTTP_X_FORWARDED_FOR"))
 

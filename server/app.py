@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import redis
 from flask import Blueprint, Flask, Response, current_app, g, has_request_context, request
@@ -86,11 +86,11 @@ class ServerState:
         if self.live is None:
             return self.initial_config
         if not has_request_context():
-            return self.live.config
+            return cast("Config", self.live.config)
         pinned = g.get("ldptel_config")
         if pinned is None:
             pinned = g.ldptel_config = self.live.config
-        return pinned
+        return cast("Config", pinned)
 
     def refresh(self) -> bool:
         """Read the registry now (``Live.refresh(force=True)``) and pin the request to the
@@ -106,7 +106,7 @@ class ServerState:
 
 def state() -> ServerState:
     """The ``ServerState`` of the current app."""
-    return current_app.extensions["ldptel"]
+    return cast("ServerState", current_app.extensions["ldptel"])
 
 
 APP_ROLES = ("reader", "collector", "sessions", "admin")  # ``ldptel.store.acl``; reader first

@@ -23,7 +23,7 @@ import functools
 import hashlib
 import hmac
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from flask import current_app, g, request
 
@@ -43,7 +43,7 @@ def _allowed(kind: str) -> list[bytes]:
         cfg = current_app.extensions["ldptel"].config.server
         tokens = {"ingest": cfg.ingest_tokens, "export": cfg.export_tokens, "admin": cfg.admin_tokens}[kind]
         cache[kind] = [_digest(t) for t in tokens]
-    return cache[kind]
+    return cast("list[bytes]", cache[kind])
 
 
 def bearer_token() -> str | None:
@@ -88,7 +88,7 @@ def throttled(wait: int) -> ApiError:
                     f"too many failed authentications; retry in {wait} s", {"Retry-After": str(wait)})
 
 
-def require_token(*kinds: str) -> Callable:
+def require_token(*kinds: str) -> Callable[..., Any]:
     """View decorator: raises ``ApiError`` 401 ``unauthorized`` unless the request carries a valid
     bearer token of one of ``kinds`` (``"ingest"``, ``"export"``); 429 ``too_many_failures``
     when failed attempts from the client's address or with the token's prefix are throttled
@@ -96,7 +96,7 @@ def require_token(*kinds: str) -> Callable:
     if not kinds or any(k not in KINDS for k in kinds):
         raise ValueError(f"require_token takes token kinds from {KINDS}, got {kinds!r}")
 
-    def decorator(view: Callable) -> Callable:
+    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(view)
         def wrapped(*args: Any, **kwargs: Any):
             throttle = state().auth_throttle

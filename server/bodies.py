@@ -21,6 +21,7 @@ whole body read, within ``client_body_timeout``, before the collector sees the r
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from flask import request
 from werkzeug.wsgi import get_content_length
@@ -36,7 +37,7 @@ def read_body(limit: int) -> bytes:
     return read_environ(request.environ, limit)
 
 
-def read_environ(environ: dict, limit: int) -> bytes:
+def read_environ(environ: dict[str, Any], limit: int) -> bytes:
     """The body of the WSGI request ``environ``, at most ``limit`` bytes, else 413. With a
     Content-Length (checked against ``limit`` by the caller) exactly that many bytes are read; a
     chunked body (no length) is read from the server-terminated input up to ``limit`` + 1 bytes,
@@ -79,7 +80,7 @@ class BodyGuard:
         self._lock = threading.Lock()
         self._unfinished: dict[str, int] = {}  # address → bodies being read now
 
-    def read(self, environ: dict, limit: int, address: str) -> bytes:
+    def read(self, environ: dict[str, Any], limit: int, address: str) -> bytes:
         """``read_environ(environ, limit)`` (413 over ``limit``), or 429 at once when ``address``
         already has ``per_address`` bodies being read in this process."""
         with self._lock:
@@ -109,7 +110,7 @@ def drain_unread_body(limit: int = DRAIN_LIMIT) -> bool:
     return drain_environ(request.environ, limit)
 
 
-def drain_environ(environ: dict, limit: int = DRAIN_LIMIT) -> bool:
+def drain_environ(environ: dict[str, Any], limit: int = DRAIN_LIMIT) -> bool:
     """Read and discard the body of a request whose body was not read (at most ``limit`` bytes).
     True when the body was read to its end, so the answer can be sent on a reusable connection;
     False when it is longer than ``limit`` (answer with ``Connection: close``)."""

@@ -163,18 +163,7 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
         return left + (x - dmin) / (dmax - dmin) * (right - left)
 
     zero = sx(0.0)
-    head: list[str] = []
-    if sticky_axis:
-        hh = header_px - 1  # + the div's 1 px border = the table header's height
-        head.append(f'<div class="axis-sticky"><svg class="chart axis" xmlns="http://www.w3.org/2000/svg" '
-                    f'viewBox="0 0 {width} {hh}" width="{width}" height="{hh}" aria-hidden="true">')
-        if axis_label:
-            head.append(f'<text class="axis-label" x="4" y="{hh - 10}">'
-                        f'{escape(shorten(axis_label, max_chars - 2))}</text>')
-        for t in ticks:
-            head.append(f'<text class="tick" x="{_num(sx(t))}" y="{hh - 10}" '
-                        f'text-anchor="middle">{fmt_compact(t)}</text>')
-        head.append("</svg></div>")
+    head = _sticky_axis(ticks, sx, width, header_px, axis_label, max_chars) if sticky_axis else []
     out: list[str] = head + [
         f'<svg class="chart bars" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}" role="img" aria-label="{escape(aria_label)}" '
@@ -186,32 +175,9 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
         if not sticky_axis:
             out.append(f'<text class="tick" x="{tx}" y="{top - 10}" '
                        f'text-anchor="middle">{fmt_compact(t)}</text>')
+    geometry = _RowGeometry(top, row_height, width, left, zero, sx, max_chars)
     for i, (b, label) in enumerate(zip(bars, labels, strict=True)):
-        y = top + i * row_height
-        cy = y + row_height / 2
-        bar_h = max(4, min(row_height - 10, 16))
-        tip = f"{label}: {fmt(b.value)} {unit}"
-        if whiskers and _finite(b.ci_low) and _finite(b.ci_high):
-            tip += f" (95% CI {fmt(b.ci_low)} to {fmt(b.ci_high)})"
-        out.append(f'<g class="row" data-label="{escape(str(b.label))}"><title>{escape(tip)}</title>')
-        if i % 2:
-            out.append(f'<rect class="stripe" x="0" y="{y}" width="{width}" height="{row_height}"/>')
-        out.append(f'<text class="label" x="{left - 8}" y="{_num(cy + 4)}" '
-                   f'text-anchor="end">{escape(shorten(label, max_chars))}</text>')
-        if _finite(b.value):
-            v = float(b.value)
-            x0, x1 = sorted((zero, sx(v)))
-            cls = "bar negative" if v < 0 else "bar"
-            out.append(f'<rect class="{cls}" x="{_num(x0)}" y="{_num(cy - bar_h / 2)}" '
-                       f'width="{_num(max(x1 - x0, 0.0))}" height="{bar_h}" data-value="{v!r}"/>')
-        if whiskers and _finite(b.ci_low) and _finite(b.ci_high):
-            wl, wh = _num(sx(float(b.ci_low))), _num(sx(float(b.ci_high)))
-            c1, c2 = _num(cy - 5), _num(cy + 5)
-            out.append(f'<g class="whisker"><line x1="{wl}" y1="{_num(cy)}" x2="{wh}" y2="{_num(cy)}"/>'
-                       f'<line x1="{wl}" y1="{c1}" x2="{wl}" y2="{c2}"/>'
-                       f'<line x1="{wh}" y1="{c1}" x2="{wh}" y2="{c2}"/></g>')
-        out.append(f'<text class="value" x="{width - 4}" y="{_num(cy + 4)}" '
-                   f'text-anchor="end">{fmt(b.value)}</text></g>')
+        out.extend(_bar_row(i, b, label, geometry, unit, whiskers, fmt))
     out.append(f'<line class="zero" x1="{_num(zero)}" y1="{max(top - 4, 0)}" x2="{_num(zero)}" '
                f'y2="{plot_bottom}"/>')
     if axis_label and not sticky_axis:
@@ -219,6 +185,67 @@ def bar_chart(bars: Sequence[Bar], *, unit: str = "devices", axis_label: str = "
                    f'text-anchor="middle">{escape(axis_label)}</text>')
     out.append("</svg>")
     return Markup("".join(out))
+
+
+def _sticky_axis(ticks: list[float], sx: Callable[[float], float], width: int, header_px: int,
+                 axis_label: str, max_chars: int) -> list[str]:
+    """``bar_chart``'s tick labels (and axis label) in their own header SVG (``div.axis-sticky``)."""
+    hh = header_px - 1  # + the div's 1 px border = the table header's height
+    head = [f'<div class="axis-sticky"><svg class="chart axis" xmlns="http://www.w3.org/2000/svg" '
+            f'viewBox="0 0 {width} {hh}" width="{width}" height="{hh}" aria-hidden="true">']
+    if axis_label:
+        head.append(f'<text class="axis-label" x="4" y="{hh - 10}">'
+                    f'{escape(shorten(axis_label, max_chars - 2))}</text>')
+    for t in ticks:
+        head.append(f'<text class="tick" x="{_num(sx(t))}" y="{hh - 10}" '
+                    f'text-anchor="middle">{fmt_compact(t)}</text>')
+    head.append("</svg></div>")
+    return head
+
+
+@dataclass(frozen=True)
+class _RowGeometry:
+    """Where ``bar_chart``'s rows go: the plot's top, a row's height, the chart's width, the
+    plot's left edge, the zero line's x, the value → x map, and the label's width in characters."""
+
+    top: int
+    row_height: int
+    width: int
+    left: int
+    zero: float
+    sx: Callable[[float], float]
+    max_chars: int
+
+
+def _bar_row(i: int, b: Bar, label: str, g: _RowGeometry, unit: str, whiskers: bool,
+             fmt: Callable[[float | None], str]) -> list[str]:
+    """One row of ``bar_chart``: its tooltip, stripe, label, bar, whisker and value."""
+    y = g.top + i * g.row_height
+    cy = y + g.row_height / 2
+    bar_h = max(4, min(g.row_height - 10, 16))
+    tip = f"{label}: {fmt(b.value)} {unit}"
+    if whiskers and _finite(b.ci_low) and _finite(b.ci_high):
+        tip += f" (95% CI {fmt(b.ci_low)} to {fmt(b.ci_high)})"
+    out = [f'<g class="row" data-label="{escape(str(b.label))}"><title>{escape(tip)}</title>']
+    if i % 2:
+        out.append(f'<rect class="stripe" x="0" y="{y}" width="{g.width}" height="{g.row_height}"/>')
+    out.append(f'<text class="label" x="{g.left - 8}" y="{_num(cy + 4)}" '
+               f'text-anchor="end">{escape(shorten(label, g.max_chars))}</text>')
+    if _finite(b.value):
+        v = float(b.value)
+        x0, x1 = sorted((g.zero, g.sx(v)))
+        cls = "bar negative" if v < 0 else "bar"
+        out.append(f'<rect class="{cls}" x="{_num(x0)}" y="{_num(cy - bar_h / 2)}" '
+                   f'width="{_num(max(x1 - x0, 0.0))}" height="{bar_h}" data-value="{v!r}"/>')
+    if whiskers and _finite(b.ci_low) and _finite(b.ci_high):
+        wl, wh = _num(g.sx(float(b.ci_low))), _num(g.sx(float(b.ci_high)))
+        c1, c2 = _num(cy - 5), _num(cy + 5)
+        out.append(f'<g class="whisker"><line x1="{wl}" y1="{_num(cy)}" x2="{wh}" y2="{_num(cy)}"/>'
+                   f'<line x1="{wl}" y1="{c1}" x2="{wl}" y2="{c2}"/>'
+                   f'<line x1="{wh}" y1="{c1}" x2="{wh}" y2="{c2}"/></g>')
+    out.append(f'<text class="value" x="{g.width - 4}" y="{_num(cy + 4)}" '
+               f'text-anchor="end">{fmt(b.value)}</text></g>')
+    return out
 
 
 # --- CDF chart -------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from typing import Any
 
 from flask import Blueprint, Response, request
 
@@ -65,7 +66,7 @@ bp = Blueprint("export", __name__)
 ITEM_COLUMNS = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized")
 
 
-def estimates(campaign: Campaign, window: Window, params: Params | None = None) -> dict:
+def estimates(campaign: Campaign, window: Window, params: Params | None = None) -> dict[str, Any]:
     """The published estimate document of a frequency campaign's released ``window`` (``params``:
     ``by`` and ``compare``, ``server.breakdowns``). ``ApiError`` 400 for another kind or a bad
     window or parameter, 409 below ``min_reports``, 503 before the first publication."""
@@ -94,8 +95,9 @@ def validators(campaign: Campaign, window: Window, kind: str = "frequency",
 Validators = Callable[[Campaign, Window], tuple[int, Published, dict[str, str]]]  # ``validators``
 
 
-def published_response(name: str, validate: Validators, rows: Callable[[dict], list[dict]],
-                       columns: Sequence[str], suffix: str = "") -> Response:
+def published_response(name: str, validate: Validators,
+                       rows: Callable[[dict[str, Any]], list[dict[str, Any]]], columns: Sequence[str],
+                       suffix: str = "") -> Response:
     """The API answer for campaign ``name``'s released window (``validate``: the kind's
     ``validators``): the publication's document as stored (JSON) or its ``rows`` as CSV of
     ``columns``, or Parquet (``server.parquet``), through ``documents.conditional_response`` (304
@@ -128,7 +130,7 @@ def published_response(name: str, validate: Validators, rows: Callable[[dict], l
                                 "application/json")
 
 
-def parquet_file(campaign: Campaign, window: int, doc: dict, by: tuple[str, ...] | None) -> bytes:
+def parquet_file(campaign: Campaign, window: int, doc: dict[str, Any], by: tuple[str, ...] | None) -> bytes:
     """One window's document (``breakdowns.rows``) as a Parquet file (``server.parquet``)."""
     return parquet.parquet_bytes((parquet.row(window, campaign.window_seconds, campaign.version,
                                               doc.get("privacy"), r.pop("status"), r)

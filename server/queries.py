@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from flask import Blueprint, Response, request
@@ -140,7 +140,7 @@ class Query:
     kind: str
     name: str  # "heavy hitters", in "no heavy hitters (only … campaigns)"
     parse: Callable[[Campaign, Params], Any]
-    answer: Callable[[Campaign, Any, Any], dict]
+    answer: Callable[[Campaign, Any, Any], dict[str, Any]]
 
     def released(self, campaign: Campaign, window: Window, params: Params) -> tuple[Published, Any]:
         """(publication, parsed parameters), or ``ApiError``."""
@@ -148,10 +148,10 @@ class Query:
         parsed = self.parse(campaign, params)
         return load_released(campaign, window)[1], parsed
 
-    def document(self, campaign: Campaign, pub: Published, parsed: Any) -> dict:
+    def document(self, campaign: Campaign, pub: Published, parsed: Any) -> dict[str, Any]:
         return {**pub.header(), **self.answer(campaign, _estimate(campaign, pub), parsed)}
 
-    def __call__(self, campaign: Campaign, window: Window, params: Params) -> dict:
+    def __call__(self, campaign: Campaign, window: Window, params: Params) -> dict[str, Any]:
         return self.document(campaign, *self.released(campaign, window, params))
 
 
@@ -164,22 +164,22 @@ QUANTILES = Query("range", "quantiles", _q_param,
                                       "items": [finite_row(r) for r in est.quantiles(qs)]})
 
 
-def heavy_hitters(campaign: Campaign, window: Window, params: Params) -> dict:
+def heavy_hitters(campaign: Campaign, window: Window, params: Params) -> dict[str, Any]:
     """The ``k`` (default: the campaign's width) heaviest strings, rows ``HEAVY_HITTER_COLUMNS``."""
     return HEAVY_HITTERS(campaign, window, params)
 
 
-def range_estimate(campaign: Campaign, window: Window, params: Params) -> dict:
+def range_estimate(campaign: Campaign, window: Window, params: Params) -> dict[str, Any]:
     """Devices with a value in [``lo``, ``hi``]."""
     return RANGE(campaign, window, params)
 
 
-def quantiles(campaign: Campaign, window: Window, params: Params) -> dict:
+def quantiles(campaign: Campaign, window: Window, params: Params) -> dict[str, Any]:
     """The quantiles ``q`` (comma-separated) with their rank std errors and value intervals."""
     return QUANTILES(campaign, window, params)
 
 
-def _cdf_rows(est: Any, points: int) -> dict:
+def _cdf_rows(est: Any, points: int) -> dict[str, Any]:
     """F̃(x) at up to ``points`` evenly spaced values x with the band F̃(x) ± 1.96·σ(Ŝ(x))/N
     (clipped to [0, 1]), rows ``CDF_COLUMNS``."""
     d = est.domain_size
@@ -195,7 +195,7 @@ CDF = Query("range", "CDF", _points_param,
             lambda c, est, points: {"method": c.params.get("method"), **_cdf_rows(est, points)})
 
 
-def cdf(campaign: Campaign, window: Window, params: Params) -> dict:
+def cdf(campaign: Campaign, window: Window, params: Params) -> dict[str, Any]:
     """The monotone CDF at up to ``points`` (default and at most ``MAX_CDF_POINTS``) values."""
     return CDF(campaign, window, params)
 
@@ -224,7 +224,7 @@ def _view(query: Query, endpoint: str, columns: tuple[str, ...],
                                     "text/csv" if fmt == "csv" else "application/json")
 
     view.__name__ = f"{endpoint}_view"
-    return require_token("export")(view)
+    return cast("Callable[[str], Response]", require_token("export")(view))
 
 
 bp.add_url_rule("/v1/campaigns/<name>/heavy-hitters", "heavy_hitters",

@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.exceptions import SlotNotCoveredError
@@ -119,22 +119,22 @@ def _json(doc: Any) -> bytes:
     return (json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
-def _mimetype(environ: dict) -> str:
-    return environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
+def _mimetype(environ: dict[str, Any]) -> str:
+    return cast("str", environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower())
 
 
 class ReportRoute:
     """WSGI middleware: ``POST /v1/reports`` answered here, everything else by ``inner``."""
 
-    def __init__(self, st: Any, inner: Callable | None = None) -> None:
+    def __init__(self, st: Any, inner: Callable[..., Any] | None = None) -> None:
         """``st``: the app's ``ServerState``; ``inner``: the Flask app's ``wsgi_app``."""
         self.st, self.inner = st, inner
         self._tokens: list[bytes] | None = None
 
-    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if self.inner is not None and (environ.get("REQUEST_METHOD") != "POST"
                                        or environ.get("PATH_INFO") != PATH):
-            return self.inner(environ, start_response)
+            return cast("Iterable[bytes]", self.inner(environ, start_response))
         t0 = time.perf_counter()
         status, headers, body = self.answer(environ)
         headers += [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
@@ -144,7 +144,7 @@ class ReportRoute:
         return [body]
 
     # --- the steps ------------------------------------------------------------------------------
-    def answer(self, environ: dict) -> Answer:
+    def answer(self, environ: dict[str, Any]) -> Answer:
         """(status, headers, JSON body) of one request; never raises."""
         st = self.st
         if st.live.poll_in_background():  # a forked worker: its poller starts, first read awaited
@@ -169,7 +169,7 @@ class ReportRoute:
             status, doc, headers = 500, {"error": "internal_error", "detail": "unexpected server error"}, []
         return status, headers, _json(doc)
 
-    def _accept(self, environ: dict) -> tuple[int, dict]:
+    def _accept(self, environ: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         st = self.st
         token_id = self._authenticate(environ)
         srv = st.config.server
@@ -197,7 +197,7 @@ class ReportRoute:
         valid = validate(st, body)
         return self._store(valid)
 
-    def _store(self, valid: ValidBatch) -> tuple[int, dict]:
+    def _store(self, valid: ValidBatch) -> tuple[int, dict[str, Any]]:
         st = self.st
         camp, cfg = valid.campaign, st.config
         shard = keys.shard_of(valid.batch_id, camp.shards)
@@ -228,7 +228,7 @@ class ReportRoute:
             return 202, {"accepted": 0, "duplicate": True}
         return 202, {"accepted": valid.count, "duplicate": False}
 
-    def _rejected(self, environ: dict, rej: Rejection) -> tuple[int, dict]:
+    def _rejected(self, environ: dict[str, Any], rej: Rejection) -> tuple[int, dict[str, Any]]:
         """Count ``rej``, drain the unread body, raise its ``Refused``."""
         self.st.metrics.reject(rej.campaign, rej.reason)
         headers: dict[str, str] = {}
@@ -244,7 +244,7 @@ class ReportRoute:
         raise Refused(rej.status, rej.error, rej.detail, headers)
 
     # --- authentication (``auth.require_token("ingest")``, without Flask) -----------------------
-    def _authenticate(self, environ: dict) -> str:
+    def _authenticate(self, environ: dict[str, Any]) -> str:
         """The token id of a valid ingest token, else ``Refused`` 401 / 429 (the body is not read:
         the server discards it before the connection's next request)."""
         st = self.st

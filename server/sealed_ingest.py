@@ -31,13 +31,14 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
 from ldptel import keys, sealing
 from ldptel.campaigns.config import Campaign, Config
 from ldptel.mechanisms.rows import row_dtype
-from ldptel.privacy.modes import is_shuffled
+from ldptel.privacy.modes import ShuffledFakes, is_shuffled
 from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
 from ldptel.server.validation import (
     BATCH_ID_BYTES,
@@ -76,13 +77,14 @@ class SealedValid(ValidBatch):
 
 def max_messages(campaign: Campaign, reports: int) -> int:
     """The most messages an honest envelope of ``reports`` devices holds (module docstring)."""
-    if campaign.privacy_mode != "shuffled-fakes":
+    if not isinstance(campaign.mode, ShuffledFakes):
         return reports
-    lam = float(campaign.fake_rate or 0.0) * reports
+    lam = campaign.mode.fake_rate * reports
     return reports + int(math.ceil(lam + 8 * math.sqrt(lam) + 16))
 
 
-def validate_sealed(body: bytes, config: Config, mechanisms: dict, published: dict[int, PublicKey],
+def validate_sealed(body: bytes, config: Config, mechanisms: dict[tuple[str, int], Any],
+                    published: dict[int, PublicKey],
                     now: float | None = None) -> SealedValid:
     """Validate ``body`` (module docstring); ``Rejection`` otherwise."""
     try:
@@ -154,7 +156,7 @@ def sealed_keys(st, force: bool = False) -> dict[int, PublicKey]:
     return cache.get(st.redis, force)
 
 
-def shuffled_config(st, campaign: Campaign, now: float) -> dict:
+def shuffled_config(st, campaign: Campaign, now: float) -> dict[str, Any]:
     """What a shuffled campaign's device config adds: the current ``analyzer_key`` (None while
     the aggregator has published none: the SDK then keeps its reports queued)."""
     cur = analyzer_keys.current(sealed_keys(st), now)

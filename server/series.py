@@ -41,7 +41,7 @@ import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from flask import Blueprint, Response, request
 
@@ -206,7 +206,8 @@ def header(campaign: Campaign, params: Params, infos: list[WindowInfo]) -> dict[
     return out
 
 
-def windows_document(campaign: Campaign, params: Params, infos: list[WindowInfo] | None = None) -> dict:
+def windows_document(campaign: Campaign, params: Params, infos: list[WindowInfo] | None = None
+                     ) -> dict[str, Any]:
     """The ``/windows`` document (``infos``: the listed windows, if already read)."""
     infos = list_all(members(campaign.name, params), params) if infos is None else infos
     return {**header(campaign, params, infos), "windows": [i.row() for i in infos]}
@@ -295,7 +296,8 @@ def series_parquet(campaign: Campaign, doc: dict[str, Any], infos: list[WindowIn
          for r in doc["rows"]), by or ())
 
 
-def series_document(campaign: Campaign, params: Params, infos: list[WindowInfo] | None = None) -> dict:
+def series_document(campaign: Campaign, params: Params, infos: list[WindowInfo] | None = None
+                    ) -> dict[str, Any]:
     """The ``/series`` document (``infos``: the listed windows, if already read)."""
     items = _items_param(campaign, params)
     by = breakdowns.by_param(campaign, params)
@@ -317,7 +319,7 @@ def etag(versions: list[Campaign], infos: list[WindowInfo], query: str) -> str:
     return f'"{h.hexdigest()[:32]}"'
 
 
-def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict], key: str,
+def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict[str, Any]], key: str,
           columns: tuple[str, ...], check: Callable[[Campaign, Params], Any]) -> Callable[[str], Response]:
     """The API view of ``document``: JSON, or its ``key`` rows as CSV of ``columns``; ``ETag``
     (304 on a match). ``check`` validates the parameters before anything is read."""
@@ -351,7 +353,7 @@ def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict], key: s
         return Response(body, mimetype=mimetype, headers=headers)
 
     view.__name__ = f"{key}_view"
-    return require_token("export")(view)
+    return cast("Callable[[str], Response]", require_token("export")(view))
 
 
 bp.add_url_rule("/v1/campaigns/<name>/windows", "windows",

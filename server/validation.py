@@ -45,6 +45,7 @@ from ldptel.campaigns.kinds import late_seconds
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
 from ldptel.mechanisms.errors import ImplausibleReport, InvalidReport
+from ldptel.privacy.modes import is_shuffled
 from ldptel.proto import SCHEMA_VERSION, SEALED_SCHEMA_VERSION, ReportBatch
 
 BATCH_ID_BYTES = 16
@@ -114,7 +115,7 @@ def validate_batch(body: bytes, config: Config, mechanisms: dict[tuple[str, int]
         raise Rejection(400, "unknown_campaign", f"no campaign named {shown!r}")
     campaign = accepted_version(config, latest, batch.campaign_version or 1, now)
     name = campaign.name
-    if campaign.privacy_mode != "local":
+    if is_shuffled(campaign):
         raise Rejection(400, "sealed_required", f"campaign {name!r} is in privacy_mode "
                         f"{campaign.privacy_mode}: its reports are sealed to the analyzer "
                         "(SealedBatch, schema_version 2; an SDK that supports it)", campaign=name)
@@ -162,7 +163,7 @@ def canonical_dimensions(batch: Any, campaign: Campaign) -> None:
         for dim, value in zip(dims.dims, values, strict=True):
             if value == "other" and given.get(dim.name) != "other":
                 # a shuffled campaign's counts are pooled, as in /metrics: none moves with one device
-                label = name if campaign.privacy_mode == "local" else "(shuffled)"
+                label = "(shuffled)" if is_shuffled(campaign) else name
                 OTHER_BATCHES.labels(label, dim.name).inc()
             batch.dimensions.add(name=dim.name, value=value)
 

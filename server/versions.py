@@ -28,6 +28,7 @@ import hashlib
 import math
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 from flask import Blueprint, Response, has_request_context, jsonify, request
@@ -111,7 +112,7 @@ def versions_view(name: str) -> Response:
     return jsonify({"campaign": name, "latest": latest.version, "status": latest.status, "versions": rows})
 
 
-def _column(items: list[dict], key: str) -> np.ndarray:
+def _column(items: list[dict[str, Any]], key: str) -> np.ndarray:
     """One numeric column of published items (None, a non-finite number in JSON, as NaN)."""
     return np.array([np.nan if it[key] is None else it[key] for it in items], dtype=np.float64)
 
@@ -130,7 +131,7 @@ def check_same_windows(members: list[Campaign]) -> None:
         raise BadParameter("version", f"'all' combines only versions with the same window length; {groups}")
 
 
-def combined(name: str, window: str | None) -> tuple[dict, str]:
+def combined(name: str, window: str | None) -> tuple[dict[str, Any], str]:
     """(the ``version=all`` document, its ETag) of ``window`` (see the module docstring)."""
     versions = campaign_versions(name)
     latest = versions[-1]

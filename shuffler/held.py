@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ldptel import keys
 from ldptel.campaigns.config import Campaign
@@ -29,7 +30,7 @@ class Group:
     cell: tuple[tuple[str, str], ...] = ()  # the dimension values (name, value) of its batches
     first_seen: float = field(default_factory=time.monotonic)
     ids: list[bytes] = field(default_factory=list)
-    batches: list = field(default_factory=list)  # ReportBatch, or SealedBatch when ``key_id`` is set
+    batches: list[Any] = field(default_factory=list)  # ReportBatch, or SealedBatch when ``key_id`` is set
     reports: int = 0
     key_id: int | None = None  # sealed envelopes (privacy_mode shuffled*) of this analyzer key
 
@@ -68,7 +69,7 @@ class Held:
     campaign: str
     shard: int
     cursor: str = "-"  # the last entry id read ("-": read from the start)
-    groups: dict[tuple, Group] = field(default_factory=dict)
+    groups: dict[tuple[Any, ...], Group] = field(default_factory=dict)
     unknown: dict[bytes, tuple[int, ReportBatch, int]] = field(default_factory=dict)  # version unknown
     settled: bool = False  # no journaled release of another shuffler holds the stream (``release``)
 

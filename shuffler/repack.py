@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def split_sizes(n: int, batch_reports: int) -> list[int]:
 
 
 def parse_all(mech: Mechanism, batches: list[ReportBatch]
-              ) -> tuple[list[tuple[dict, int]], list[ReportBatch]]:
+              ) -> tuple[list[tuple[dict[str, Any], int]], list[ReportBatch]]:
     """(columns, count) of every batch the mechanism reads, and the batches it cannot read.
 
     The collector validated every report of these batches (``Mechanism.checked_columns``), so
@@ -72,7 +73,7 @@ def parse_all(mech: Mechanism, batches: list[ReportBatch]
 BATCH_FIELDS = ("campaign", "batch_id", "count", "schema_version", "campaign_version", "window", "dimensions")
 
 
-def merged_columns(mech: Mechanism, batches: list[ReportBatch]) -> tuple[dict, int] | None:
+def merged_columns(mech: Mechanism, batches: list[ReportBatch]) -> tuple[dict[str, Any], int] | None:
     """Every batch's columns at once (columnar: no per-batch numpy): the payloads merged into one
     (``MergeFrom`` concatenates a repeated field's values in batch order), each bytes field of
     fixed-width rows joined, then one ``Mechanism.columns``. Sizes are checked per batch (each
@@ -126,13 +127,13 @@ def merged_columns(mech: Mechanism, batches: list[ReportBatch]) -> tuple[dict, i
     return cols, total
 
 
-def permuted_columns(parsed: list[tuple[dict, int]], rng: np.random.Generator | OsRandom
-                     ) -> tuple[dict, int]:
+def permuted_columns(parsed: list[tuple[dict[str, Any], int]], rng: np.random.Generator | OsRandom
+                     ) -> tuple[dict[str, Any], int]:
     """Every column concatenated over the batches, its rows permuted by one uniform permutation
     shared by all columns; columns that no report fills stay empty. Returns (columns, n)."""
     n = sum(count for _, count in parsed)
     order = permutation(rng, n)
-    out: dict = {}
+    out: dict[str, Any] = {}
     for name in parsed[0][0]:
         parts = [np.asarray(cols[name]) for cols, _ in parsed]
         whole = np.concatenate(parts, axis=0)

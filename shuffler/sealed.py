@@ -37,6 +37,7 @@ import numpy as np
 from ldptel.campaigns.config import Campaign
 from ldptel.durations import window_close
 from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom, permutation
+from ldptel.privacy.modes import Shuffled, ShuffledFakes
 from ldptel.proto import SEALED_SCHEMA_VERSION, Dimension, SealedBatch
 from ldptel.shuffler.repack import split_sizes
 
@@ -45,7 +46,8 @@ def due(campaign: Campaign, window: int, reports: int, max_held: int, once: bool
         now: float | None = None, filling: bool = False) -> str | None:
     """Why a sealed group is released (``"batch"``) or discarded (``"discard"``) now, or None
     (module docstring); ``filling``: the ingress stream holds half its ``max_ingress_batches``."""
-    batch_min = int(campaign.batch_min or 2)
+    assert isinstance(campaign.mode, (Shuffled, ShuffledFakes)), "sealed groups are of shuffled campaigns"
+    batch_min = campaign.mode.batch_min
     closed = (time.time() if now is None else now) >= window_close(window, campaign.window_seconds)
     if reports >= batch_min and (closed or once or filling or campaign.window_seconds == 0
                                  or reports >= max(2 * batch_min, max_held)):

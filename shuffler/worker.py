@@ -221,7 +221,7 @@ class Shuffler:
                 break
         return got
 
-    def take(self, held: Held, eid: bytes, fields: dict) -> None:
+    def take(self, held: Held, eid: bytes, fields: dict[bytes, Any]) -> None:
         """Hold one ingress entry (an entry that cannot be read goes on as it is, alone)."""
         try:
             window = int(fields[keys.ENTRY_WINDOW])

@@ -121,7 +121,7 @@ def _unit_tier_starts_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subprocess.Popen, "__init__", checked_popen)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """Where this run's screenshots are, and, when browser tests were skipped for want of
     Chromium, how to install it (on CI they fail instead: ``tests/browser_support.py``)."""
     import browser_support

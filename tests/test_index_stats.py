@@ -56,8 +56,9 @@ def releases(camp, indices: np.ndarray, rng: np.random.Generator) -> list:
     else:  # unary: independent bits
         support = rng.binomial(indices, mech.p) + rng.binomial(n - indices, mech.q)
     fakes = np.zeros(RUNS, dtype=np.int64)
-    if camp.fake_rate:
-        fakes = rng.poisson(camp.fake_rate * n, RUNS)
+    rate = getattr(camp.mode, "fake_rate", 0.0)  # shuffled-fakes only
+    if rate:
+        fakes = rng.poisson(rate * n, RUNS)
         support = support + rng.multinomial(fakes, np.full(k, 1 / k))
     out = []
     for run in range(RUNS):

@@ -31,7 +31,7 @@ def reference_valid(body: bytes) -> bool:
     """Is ``body`` a batch an honest client could have sent? One report at a time."""
     try:
         b = ReportBatch.FromString(body)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any parse failure: not a batch
         return False
     camp = CONFIG.campaign(b.campaign)
     if b.schema_version != 1 or len(b.batch_id) != 16 or camp is None:

@@ -128,7 +128,7 @@ CHUNK = b" " * (1 << 20)
 class FakeCollector(http.server.BaseHTTPRequestHandler):
     """``GET /v1/campaigns``: the BAD configs, or (``/huge``) a 150 MiB answer."""
 
-    def do_GET(self) -> None:  # noqa: N802 — http.server's name
+    def do_GET(self) -> None:  # http.server's name
         if self.server.huge:  # type: ignore[attr-defined]
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

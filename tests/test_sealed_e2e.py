@@ -48,7 +48,7 @@ def test_shuffled_fakes_end_to_end(sealed_stack, redis_client: redis.Redis, tmp_
     truth = np.bincount(values, minlength=16)
     est = np.array([row["estimate"] for row in doc["items"]])
     se = np.array([row["std_error"] for row in doc["items"]])
-    mu = FAKES["central_epsilon"] and cfg.campaign("sf-hist").fake_rate * 700 / 16
+    mu = FAKES["central_epsilon"] and cfg.campaign("sf-hist").mode.fake_rate * 700 / 16
     assert np.allclose(se, np.sqrt(mu * (1 - 1 / 16)), rtol=0.25)
     assert np.all(np.abs(est - truth) < 6 * se + 1)
 

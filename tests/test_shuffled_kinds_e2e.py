@@ -88,7 +88,7 @@ def test_ranges_quantiles_means_and_pages(stack, redis_client: redis.Redis, tmp_
     # release's fakes, Poisson(λ·n)
     fakes_doc = get(http, "/v1/campaigns/m-fakes/mean?window=latest")
     h, grid_var = 100 / 15, np.var(np.linspace(0, 100, 16))
-    mean_f = cfg.campaign("m-fakes").fake_rate * 800
+    mean_f = cfg.campaign("m-fakes").mode.fake_rate * 800
     low, high = (np.sqrt(800 * h * h / 4 + f * grid_var) / 800
                  for f in (mean_f - Z * np.sqrt(mean_f), mean_f + Z * np.sqrt(mean_f)))
     assert low <= fakes_doc["mean"]["std_error"] <= high, (low, fakes_doc["mean"], high)

@@ -25,30 +25,30 @@ SHUFFLED = {"name": "sh", "privacy_mode": "shuffled-fakes", "domain_size": 64, "
 
 
 def test_central_delta_of_a_shuffled_campaign_makes_a_new_version() -> None:
-    record, _, _ = registry_records.plan(None, SHUFFLED, 0.0)
-    after, change, history = registry_records.plan(record, {**SHUFFLED, "central_delta": 1e-9}, 1.0)
+    record, _, _ = registry_records.put_table(None, SHUFFLED, 0.0)
+    after, change, history = registry_records.put_table(record, {**SHUFFLED, "central_delta": 1e-9}, 1.0)
     assert (change.action, change.version) == ("new_version", 2)
     assert "central_delta" in change.changed and history["keys"] == change.changed
     older, newer = registry_records.versions_of(after)
     assert (older.central_delta, newer.central_delta) == (1e-7, 1e-9)
-    assert older.fake_rate is not None and newer.fake_rate is not None and newer.fake_rate > older.fake_rate
+    assert newer.mode.fake_rate > older.mode.fake_rate
 
 
 def test_the_default_delta_written_out_changes_nothing_planned() -> None:
     """central_delta absent is min(1/(10·batch_min), 10⁻⁶) = 10⁻⁶ here: writing it out keeps the plan,
     so the table is updated in place; another value makes a new version."""
     table = {k: v for k, v in SHUFFLED.items() if k != "central_delta"}
-    record, _, _ = registry_records.plan(None, table, 0.0)
-    _, same, _ = registry_records.plan(record, {**table, "central_delta": 1e-6}, 1.0)
+    record, _, _ = registry_records.put_table(None, table, 0.0)
+    _, same, _ = registry_records.put_table(record, {**table, "central_delta": 1e-6}, 1.0)
     assert (same.action, same.version) == ("updated", 1)
-    _, other, _ = registry_records.plan(record, {**table, "central_delta": 1e-8}, 1.0)
+    _, other, _ = registry_records.put_table(record, {**table, "central_delta": 1e-8}, 1.0)
     assert other.action == "new_version" and "central_delta" in other.changed
 
 
 def test_central_delta_of_a_local_campaign_stays_in_place() -> None:
     local = {"name": "l", "oracle": "grr", "epsilon": 1.0, "domain_size": 4}
-    record, _, _ = registry_records.plan(None, local, 0.0)
-    _, change, history = registry_records.plan(record, {**local, "central_delta": 1e-9}, 1.0)
+    record, _, _ = registry_records.put_table(None, local, 0.0)
+    _, change, history = registry_records.put_table(record, {**local, "central_delta": 1e-9}, 1.0)
     assert (change.action, change.version, change.changed) == ("updated", 1, ["central_delta"])
     assert history == {"values": {"central_delta": [None, 1e-9]}}
 

@@ -32,7 +32,7 @@ class Accumulator(ABC):
         """Zero statistics (besides the report count ``n``)."""
 
     @abstractmethod
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         """Accumulate one batch given as the mechanism's numpy columns."""
 
     @abstractmethod

@@ -55,7 +55,7 @@ class CellAccumulator(Accumulator):
             acc = self.inner[index] = self.make()
         return acc
 
-    def add_columns(self, columns: dict, count: int) -> None:  # pragma: no cover - add() routes
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:  # pragma: no cover - add() routes
         raise TypeError("a CellAccumulator adds whole batches (add), routed by their dimensions")
 
     def add(self, batch: ReportBatch) -> None:

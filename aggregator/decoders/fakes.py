@@ -15,6 +15,8 @@ whatever n (μ = λ·n/d fakes per bucket).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
@@ -30,12 +32,12 @@ class FakesAccumulator(Accumulator):
         return {"support": np.zeros(self.mech.domain_size, dtype=np.int64),
                 "messages": np.zeros(1, dtype=np.int64)}
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` messages (devices are added by ``add_release``)."""
         self.state["support"] += np.bincount(columns["values"], minlength=self.mech.domain_size)
         self.state["messages"][0] += count
 
-    def add_release(self, columns: dict, messages: int, devices: int) -> None:
+    def add_release(self, columns: dict[str, Any], messages: int, devices: int) -> None:
         """One release: its decoded messages and its real reports."""
         self.add_columns(columns, messages)
         self.state["n"][0] += devices

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ldptel.aggregator.decoders.base import PureAccumulator
@@ -10,5 +12,5 @@ from ldptel.aggregator.decoders.base import PureAccumulator
 class GrrAccumulator(PureAccumulator):
     mechanism_name = "grr"
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         self.state["support"] += np.bincount(columns["values"], minlength=self.mech.domain_size)

@@ -4,6 +4,8 @@ both in ``ldptel.mechanisms.kernels.signed``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
@@ -18,7 +20,7 @@ class HadamardAccumulator(Accumulator):
     def empty(self) -> dict[str, np.ndarray]:
         return {"signs": np.zeros(self.mech.D, dtype=np.int64)}
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         # numba loads on the first decode: ldptel.aggregator imports without it
         from ldptel.mechanisms.kernels.signed import signed_histogram
 

@@ -54,6 +54,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
@@ -79,7 +80,7 @@ class HeavyHitterEstimate(FrequencyEstimate):
     levels_used: np.ndarray = None  # type: ignore[assignment]
     candidates: list[int] = field(default_factory=list)
 
-    def items(self) -> list[dict]:
+    def items(self) -> list[dict[str, Any]]:
         rows = super().items()
         for i, row in enumerate(rows):
             row["z_score"] = float(self.z_scores[i])
@@ -95,7 +96,7 @@ class HeavyHitterAccumulator(Accumulator):
         m = self.mech
         return {"counts": np.zeros((m.levels, m.pool_size, m.g), dtype=np.int32)}
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         m = self.mech
         m.validate_columns(columns, count)  # a stray index would land in another level's cells
         cell = (columns["levels"] * m.pool_size + columns["seed_indices"]) * m.g + columns["values"]
@@ -161,7 +162,7 @@ class HeavyHitterAccumulator(Accumulator):
         t = self.state["counts"].astype(np.float64)
         n_k = t.sum(axis=2)
         excess = np.square(t).sum(axis=2) - n_k - n_k * (n_k - 1) / m.g
-        return np.maximum(excess.sum(axis=1) * (m.g - 1) / (m.g * (m.p - m.q) ** 2), 0.0)
+        return cast("np.ndarray", np.maximum(excess.sum(axis=1) * (m.g - 1) / (m.g * (m.p - m.q) ** 2), 0.0))
 
     def estimate(self, k: int | None = None, alpha: float = 0.05) -> HeavyHitterEstimate:
         """Walk the prefix tree; the heavy strings sorted by count (the top ``k`` if given)."""
@@ -229,7 +230,7 @@ class _Walk:
         first = np.where(zero.any(axis=1), zero.argmax(axis=1) if full else 0, pref.shape[1])
         after = np.arange(pref.shape[1])[None, :] > first[:, None]
         valid = ~((pref != 0) & after).any(axis=1)
-        return rows[valid]
+        return cast("np.ndarray", rows[valid])
 
     def walk(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The tree walk: terminated strings with the level that selected each, and the last

@@ -4,6 +4,8 @@ reports' unbiased values y (t units, ``mech.unbiased_unit``) merge by addition; 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
@@ -18,7 +20,7 @@ class NumericAccumulator(Accumulator):
     def empty(self) -> dict[str, np.ndarray]:
         return {"sum": np.zeros(1), "sum_sq": np.zeros(1)}
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         y = self.mech.unbiased_unit(columns)
         self.state["sum"][0] += y.sum()
         self.state["sum_sq"][0] += np.square(y).sum()  # not np.dot: BLAS threads cost ms per call

@@ -3,6 +3,8 @@ hash-and-count kernel (``ldptel.mechanisms.kernels.olh``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ldptel.aggregator.decoders.base import PureAccumulator
 from ldptel.mechanisms.olh import OLH
 
@@ -11,7 +13,7 @@ class OlhAccumulator(PureAccumulator):
     mechanism_name = "olh"
     mech: OLH
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         # numba loads on the first decode: ldptel.aggregator imports without it
         from ldptel.mechanisms.kernels.olh import olh_support
 

@@ -8,6 +8,8 @@ transform from the root down, in O(D): a block sum S of level ℓ splits into it
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
@@ -22,7 +24,7 @@ class RangeHaarAccumulator(Accumulator):
     def empty(self) -> dict[str, np.ndarray]:
         return {"signs": np.zeros(int(self.mech.offsets[-1]), dtype=np.int64)}
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         # numba loads on the first decode: ldptel.aggregator imports without it
         from ldptel.mechanisms.kernels.signed import signed_histogram
 

@@ -6,6 +6,8 @@ from ``RangeHierarchical.range_variance`` with the Norm-Sub leaf counts plugged 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
@@ -23,7 +25,7 @@ class RangeHierarchicalAccumulator(Accumulator):
         return {"support": np.zeros(int(self.mech.offsets[-1]), dtype=np.int64),
                 "level_n": np.zeros(self.mech.H, dtype=np.int64)}
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         # numba loads on the first decode: ldptel.aggregator imports without it
         from ldptel.mechanisms.kernels.olh import olh_support
 

@@ -12,6 +12,8 @@ candidates cover the population.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ldptel.aggregator.decoders.base import Accumulator
@@ -28,7 +30,7 @@ class RapporAccumulator(Accumulator):
         m, k = self.mech.cohorts, self.mech.bloom_bits
         return {"cohort_n": np.zeros(m, dtype=np.int64), "ones": np.zeros((m, k), dtype=np.int64)}
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         # numba loads on the first decode: ldptel.aggregator imports without it
         from ldptel.mechanisms.kernels.bits import column_ones
 

@@ -31,7 +31,7 @@ sum to N: strings outside the candidates are allowed), by coordinate descent fro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -69,11 +69,11 @@ class RapporSystem:
         from scipy import sparse
 
         X = self.Xs[:, cols]
-        return (X.T @ sparse.diags(np.repeat(self.c * self.a, self.k)) @ X).toarray()
+        return cast("np.ndarray", (X.T @ sparse.diags(np.repeat(self.c * self.a, self.k)) @ X).toarray())
 
     def rhs(self) -> np.ndarray:
         """g = Σ_j c_j X_jᵀ t_j over every candidate."""
-        return self.Xs.T @ (np.repeat(self.c, self.k) * self.t)
+        return cast("np.ndarray", self.Xs.T @ (np.repeat(self.c, self.k) * self.t))
 
 
 def fit(system: RapporSystem, n: int) -> Fit:
@@ -122,7 +122,7 @@ def variances(system: RapporSystem, S: np.ndarray, G_inv: np.ndarray, D: np.ndar
     from ldptel.mechanisms.kernels.rappor import cohort_terms
 
     noise, split = cohort_terms(system.Xs[:, S], system.k, G_inv, system.sigma, system.c, system.a, D)
-    return noise + np.maximum(split - D, 0.0)
+    return cast("np.ndarray", noise + np.maximum(split - D, 0.0))
 
 
 def select(G: np.ndarray, g: np.ndarray, cap: int) -> np.ndarray:

@@ -3,13 +3,15 @@ count over the packed rows, ``ldptel.mechanisms.kernels.bits``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ldptel.aggregator.decoders.base import PureAccumulator
 
 
 class UnaryAccumulator(PureAccumulator):
     mechanism_name = "unary"
 
-    def add_columns(self, columns: dict, count: int) -> None:
+    def add_columns(self, columns: dict[str, Any], count: int) -> None:
         # numba loads on the first decode: ldptel.aggregator imports without it
         from ldptel.mechanisms.kernels.bits import column_ones
 

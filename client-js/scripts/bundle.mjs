@@ -2,16 +2,28 @@
 // included) and dist/ldptel.node.js (ES module for Node, with the file store), and prints the
 // browser bundle's size min+gzip with HPKE and without it (`@hpke/core` left out: the budget, 30 KB,
 // asserted by test/bundle.test.ts, which measures both the same way: `browserSizes`).
-import { build } from "esbuild";
-import { gzipSync } from "node:zlib";
 
-export const BROWSER = { entryPoints: ["src/index.ts"], bundle: true, format: "esm", target: "es2022", legalComments: "none",
-  logLevel: "warning", platform: "browser", minify: true };
+import { gzipSync } from "node:zlib";
+import { build } from "esbuild";
+
+export const BROWSER = {
+  entryPoints: ["src/index.ts"],
+  bundle: true,
+  format: "esm",
+  target: "es2022",
+  legalComments: "none",
+  logLevel: "warning",
+  platform: "browser",
+  minify: true,
+};
 
 /** min and min+gzip bytes of the browser bundle, with and without HPKE. */
 export async function browserSizes() {
   const out = {};
-  for (const [name, external] of [["withHpke", []], ["withoutHpke", ["@hpke/core"]]]) {
+  for (const [name, external] of [
+    ["withHpke", []],
+    ["withoutHpke", ["@hpke/core"]],
+  ]) {
     const r = await build({ ...BROWSER, write: false, external });
     const min = r.outputFiles[0].contents;
     out[name] = { min: min.length, gzip: gzipSync(min, { level: 9 }).length };
@@ -25,6 +37,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   await build({ ...common, entryPoints: ["src/node.ts"], outfile: "dist/ldptel.node.js", platform: "node" });
   const s = await browserSizes();
   const kb = (n) => (n / 1024).toFixed(1);
-  console.log(`browser bundle: ${kb(s.withHpke.min)} KB min, ${kb(s.withHpke.gzip)} KB min+gzip; `
-    + `without HPKE ${kb(s.withoutHpke.gzip)} KB min+gzip`);
+  console.log(
+    `browser bundle: ${kb(s.withHpke.min)} KB min, ${kb(s.withHpke.gzip)} KB min+gzip; ` +
+      `without HPKE ${kb(s.withoutHpke.gzip)} KB min+gzip`,
+  );
 }

@@ -3,11 +3,18 @@
  * `ldptel.mechanisms.builder.build_mechanism`: a malformed config throws `InvalidConfig`; the
  * privacy loss and a report's cost as `builder.privacy_loss` and `claims.report_cost`.
  */
-import { get, InvalidConfig, need, truthy, type Mechanism } from "./mechanisms/base.js";
+import { get, InvalidConfig, type Mechanism, need, truthy } from "./mechanisms/base.js";
+import { indexMechanism } from "./mechanisms/grid.js";
 import { HeavyHitters } from "./mechanisms/heavyHitters.js";
 import { LGRR, LHadamard, LHeavyHitters, LOLOHA, LOSUE, LRangeHaar, LRangeHierarchical } from "./mechanisms/memo.js";
-import { DEFAULT_BUCKETS, defaultNumericMechanism, Duchi, Hybrid, OneBitMean, Piecewise } from "./mechanisms/numeric.js";
-import { indexMechanism } from "./mechanisms/grid.js";
+import {
+  DEFAULT_BUCKETS,
+  Duchi,
+  defaultNumericMechanism,
+  Hybrid,
+  OneBitMean,
+  Piecewise,
+} from "./mechanisms/numeric.js";
 import { GRR, Hadamard, Histogram, OLH, Unary } from "./mechanisms/oracles.js";
 import { RangeHaar, RangeHierarchical } from "./mechanisms/ranges.js";
 import { RAPPOR } from "./mechanisms/rappor.js";
@@ -17,7 +24,11 @@ export type CampaignConfig = Record<string, unknown>;
 export const DEVICE_LEVEL_KINDS = ["unique_devices", "per_device_histogram", "per_device_count"];
 export const CAMPAIGN_KINDS = ["frequency", "heavy_hitters", "range", "numeric", ...DEVICE_LEVEL_KINDS];
 /** The kind whose estimates a device-level kind publishes (and whose mechanism it uses). */
-const ESTIMATE_KINDS: Record<string, string> = { unique_devices: "frequency", per_device_histogram: "frequency", per_device_count: "numeric" };
+const ESTIMATE_KINDS: Record<string, string> = {
+  unique_devices: "frequency",
+  per_device_histogram: "frequency",
+  per_device_count: "numeric",
+};
 const ORACLES = ["grr", "sue", "oue", "olh", "hadamard", "rappor"];
 const NUMERIC = ["piecewise", "duchi", "hybrid", "1bitmean"];
 
@@ -34,7 +45,8 @@ export function usesDeviceSecret(cfg: CampaignConfig): boolean {
 export function buildMechanism(cfg: CampaignConfig, secret: Uint8Array): Mechanism {
   let kind = get(cfg, "kind", "frequency");
   // range / numeric in a shuffled privacy mode: an index histogram (`mechanisms/grid.ts`)
-  if (get(cfg, "privacy_mode", "local") !== "local" && (kind === "range" || kind === "numeric")) return indexMechanism(cfg);
+  if (get(cfg, "privacy_mode", "local") !== "local" && (kind === "range" || kind === "numeric"))
+    return indexMechanism(cfg);
   if (kind === "unique_devices") return new GRR(need(cfg, "epsilon"), 2); // one randomized bit, whatever the config says
   if (typeof kind === "string" && DEVICE_LEVEL_KINDS.includes(kind)) {
     if (truthy(cfg.memoize) || cfg.mechanism === "1bitmean") {
@@ -51,28 +63,37 @@ export function buildMechanism(cfg: CampaignConfig, secret: Uint8Array): Mechani
   }
   if (kind === "range") {
     const method = get(cfg, "method", "haar");
-    const eps = need(cfg, "epsilon"), d = need(cfg, "domain_size");
+    const eps = need(cfg, "epsilon"),
+      d = need(cfg, "domain_size");
     if (method === "haar") {
       if (get(cfg, "branching") !== null) throw new InvalidConfig("branching applies only to method = 'hierarchical'");
       return memo ? new LRangeHaar(eps, d, epsInf, secret) : new RangeHaar(eps, d);
     }
     if (method === "hierarchical") {
-      return memo ? new LRangeHierarchical(eps, d, get(cfg, "branching"), epsInf, secret)
+      return memo
+        ? new LRangeHierarchical(eps, d, get(cfg, "branching"), epsInf, secret)
         : new RangeHierarchical(eps, d, get(cfg, "branching"));
     }
     throw new InvalidConfig(`method must be 'haar' or 'hierarchical', got ${String(method)}`);
   }
   if (kind === "numeric") {
     const name = truthy(cfg.mechanism) ? cfg.mechanism : defaultNumericMechanism(need(cfg, "epsilon") as number);
-    if (typeof name !== "string" || !NUMERIC.includes(name)) throw new InvalidConfig(`mechanism must be one of ${NUMERIC}`);
-    const eps = need(cfg, "epsilon"), lo = need(cfg, "lower"), hi = need(cfg, "upper");
+    if (typeof name !== "string" || !NUMERIC.includes(name))
+      throw new InvalidConfig(`mechanism must be one of ${NUMERIC}`);
+    const eps = need(cfg, "epsilon"),
+      lo = need(cfg, "lower"),
+      hi = need(cfg, "upper");
     if (name === "1bitmean") {
       return new OneBitMean(eps, lo, hi, get(cfg, "memoize", true), get(cfg, "buckets", DEFAULT_BUCKETS), secret);
     }
     for (const key of ["memoize", "buckets"]) {
       if (get(cfg, key) !== null) throw new InvalidConfig(`${key} applies only to mechanism = '1bitmean'`);
     }
-    return name === "duchi" ? new Duchi(eps, lo, hi) : name === "hybrid" ? new Hybrid(eps, lo, hi) : new Piecewise(eps, lo, hi);
+    return name === "duchi"
+      ? new Duchi(eps, lo, hi)
+      : name === "hybrid"
+        ? new Hybrid(eps, lo, hi)
+        : new Piecewise(eps, lo, hi);
   }
   if (kind !== "frequency") throw new InvalidConfig(`kind must be one of ${CAMPAIGN_KINDS}, got ${String(kind)}`);
   const oracle = get(cfg, "oracle");
@@ -81,21 +102,33 @@ export function buildMechanism(cfg: CampaignConfig, secret: Uint8Array): Mechani
     for (const k of ["bloom_bits", "hashes", "cohorts", "f", "p", "q", "candidates"]) need(cfg, k);
     return new RAPPOR(cfg, secret);
   }
-  if (typeof oracle !== "string" || !ORACLES.includes(oracle)) throw new InvalidConfig(`oracle must be one of ${ORACLES}`);
-  const eps = need(cfg, "epsilon"), d = need(cfg, "domain_size");
+  if (typeof oracle !== "string" || !ORACLES.includes(oracle))
+    throw new InvalidConfig(`oracle must be one of ${ORACLES}`);
+  const eps = need(cfg, "epsilon"),
+    d = need(cfg, "domain_size");
   if (memo) {
     switch (oracle) {
-      case "grr": return new LGRR(eps, d, epsInf, secret);
-      case "sue": case "oue": return new LOSUE(oracle, eps, d, epsInf, secret);
-      case "olh": return new LOLOHA(eps, d, epsInf, secret);
-      default: return new LHadamard(eps, d, epsInf, secret);
+      case "grr":
+        return new LGRR(eps, d, epsInf, secret);
+      case "sue":
+      case "oue":
+        return new LOSUE(oracle, eps, d, epsInf, secret);
+      case "olh":
+        return new LOLOHA(eps, d, epsInf, secret);
+      default:
+        return new LHadamard(eps, d, epsInf, secret);
     }
   }
   switch (oracle) {
-    case "grr": return new GRR(eps, d);
-    case "sue": case "oue": return new Unary(oracle, eps, d);
-    case "olh": return new OLH(eps, d);
-    default: return new Hadamard(eps, d);
+    case "grr":
+      return new GRR(eps, d);
+    case "sue":
+    case "oue":
+      return new Unary(oracle, eps, d);
+    case "olh":
+      return new OLH(eps, d);
+    default:
+      return new Hadamard(eps, d);
   }
 }
 

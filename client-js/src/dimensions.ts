@@ -27,7 +27,8 @@ export function bucketed(value: string, bucket: string | null): string {
   if (bucket === null) return value;
   const m = VERSION.exec(value);
   if (m === null) return value;
-  const major = Number(m[1]), minor = m[2] === undefined ? 0 : Number(m[2]);
+  const major = Number(m[1]),
+    minor = m[2] === undefined ? 0 : Number(m[2]);
   return bucket === "major" ? `${major}` : `${major}.${minor}`;
 }
 
@@ -39,8 +40,15 @@ export function parseDimensions(raw: unknown): Dimension[] | null {
   return raw.map((item: unknown) => {
     const d = item as Record<string, unknown>;
     const bucket = d?.bucket ?? null;
-    if (d === null || typeof d !== "object" || Array.isArray(d) || typeof d.name !== "string" || !Array.isArray(d.values)
-        || !d.values.every((v) => typeof v === "string") || (bucket !== null && !BUCKETS.includes(bucket as string))) {
+    if (
+      d === null ||
+      typeof d !== "object" ||
+      Array.isArray(d) ||
+      typeof d.name !== "string" ||
+      !Array.isArray(d.values) ||
+      !d.values.every((v) => typeof v === "string") ||
+      (bucket !== null && !BUCKETS.includes(bucket as string))
+    ) {
       throw new TypeError(`malformed dimension ${JSON.stringify(item)}`);
     }
     return { name: d.name, values: d.values as string[], bucket: bucket as string | null };
@@ -48,6 +56,7 @@ export function parseDimensions(raw: unknown): Dimension[] | null {
 }
 
 /** The canonical value of what a report gives for `d`. */
+// biome-ignore lint/suspicious/noShadowRestrictedNames: a module function (the Python SDK's name), not Object's method
 export function valueOf(d: Dimension, given: unknown): string {
   if (typeof given !== "string") return OTHER;
   const value = bucketed(given, d.bucket);
@@ -58,22 +67,31 @@ export function valueOf(d: Dimension, given: unknown): string {
  * silently); counted as `bad_dimension`. */
 export class UndeclaredDimension extends Error {}
 
-const own = (o: Record<string, unknown>, k: string) => Object.prototype.hasOwnProperty.call(o, k);
+const own = (o: Record<string, unknown>, k: string) => Object.hasOwn(o, k);
 
 /** The (name, value) pairs a report of `campaign` carries: the client's `defaults` (names the
  * campaign does not declare are ignored) updated with the call's `given` (an undeclared name
  * throws `UndeclaredDimension`), each mapped to its canonical value. */
-export function dimensionPairs(campaign: string, dims: Dimension[] | null, given: Record<string, unknown> | undefined,
-                               defaults: Record<string, unknown>): Pairs {
+export function dimensionPairs(
+  campaign: string,
+  dims: Dimension[] | null,
+  given: Record<string, unknown> | undefined,
+  defaults: Record<string, unknown>,
+): Pairs {
   const names = dims === null ? [] : dims.map((d) => d.name);
-  const undeclared = Object.keys(given ?? {}).filter((k) => !names.includes(k)).sort();
+  const undeclared = Object.keys(given ?? {})
+    .filter((k) => !names.includes(k))
+    .sort();
   if (undeclared.length) {
-    throw new UndeclaredDimension(`campaign ${JSON.stringify(campaign)} has no dimension ${JSON.stringify(undeclared[0])} `
-      + `(it declares ${names.length ? names.join(", ") : "none"})`);
+    throw new UndeclaredDimension(
+      `campaign ${JSON.stringify(campaign)} has no dimension ${JSON.stringify(undeclared[0])} ` +
+        `(it declares ${names.length ? names.join(", ") : "none"})`,
+    );
   }
   if (dims === null) return [];
   return dims.map((d): [string, string] => {
-    const v = given !== undefined && own(given, d.name) ? given[d.name] : own(defaults, d.name) ? defaults[d.name] : undefined;
+    const v =
+      given !== undefined && own(given, d.name) ? given[d.name] : own(defaults, d.name) ? defaults[d.name] : undefined;
     return [d.name, valueOf(d, v)];
   });
 }

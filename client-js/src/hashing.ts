@@ -72,7 +72,7 @@ const M64 = (1n << 64n) - 1n;
 
 /** (a, b) of the OLH hash for a uint32 seed, as BigInts. */
 export function seedParams(seed: number): [bigint, bigint] {
-  const a = ((BigInt(xxh32Int(seed, SEED_A_HI)) << 32n) | BigInt(xxh32Int(seed, SEED_A_LO))) | 1n;
+  const a = (BigInt(xxh32Int(seed, SEED_A_HI)) << 32n) | BigInt(xxh32Int(seed, SEED_A_LO)) | 1n;
   const b = (BigInt(xxh32Int(seed, SEED_B_HI)) << 32n) | BigInt(xxh32Int(seed, SEED_B_LO));
   return [a, b];
 }
@@ -87,7 +87,7 @@ export function olhHash(seed: number, key: number, g: number): number {
 export function popcount(x: number): number {
   x = x - ((x >>> 1) & 0x55555555);
   x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
-  return (mul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24);
+  return mul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24;
 }
 
 export const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);

@@ -4,7 +4,7 @@
  * order, packed repeated fields, empty fields left out), with `@bufbuild/protobuf`'s wire writer.
  */
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { packBits, type Cell, type PayloadName, type Report } from "./mechanisms/base.js";
+import { type Cell, type PayloadName, packBits, type Report } from "./mechanisms/base.js";
 
 export const SCHEMA_VERSION = 1;
 export const CONTENT_TYPE = "application/x-protobuf";
@@ -15,13 +15,52 @@ type ColumnType = "u32" | "rows" | "packed" | "double";
 export const PAYLOADS: Record<PayloadName, { field: number; columns: [string, number, ColumnType][] }> = {
   grr: { field: 10, columns: [["values", 1, "u32"]] },
   unary: { field: 11, columns: [["bits", 1, "rows"]] },
-  olh: { field: 12, columns: [["seeds", 1, "u32"], ["values", 2, "u32"]] },
-  hadamard: { field: 13, columns: [["indices", 1, "u32"], ["signs", 2, "packed"]] },
-  rappor: { field: 14, columns: [["cohorts", 1, "u32"], ["bits", 2, "rows"]] },
-  heavy_hitters: { field: 15, columns: [["levels", 1, "u32"], ["values", 3, "u32"], ["seed_indices", 4, "u32"]] },
-  range: { field: 16, columns: [["levels", 1, "u32"], ["indices", 2, "u32"], ["signs", 3, "packed"],
-    ["seeds", 4, "u32"], ["values", 5, "u32"]] },
-  numeric: { field: 17, columns: [["bits", 1, "packed"], ["values", 2, "double"]] },
+  olh: {
+    field: 12,
+    columns: [
+      ["seeds", 1, "u32"],
+      ["values", 2, "u32"],
+    ],
+  },
+  hadamard: {
+    field: 13,
+    columns: [
+      ["indices", 1, "u32"],
+      ["signs", 2, "packed"],
+    ],
+  },
+  rappor: {
+    field: 14,
+    columns: [
+      ["cohorts", 1, "u32"],
+      ["bits", 2, "rows"],
+    ],
+  },
+  heavy_hitters: {
+    field: 15,
+    columns: [
+      ["levels", 1, "u32"],
+      ["values", 3, "u32"],
+      ["seed_indices", 4, "u32"],
+    ],
+  },
+  range: {
+    field: 16,
+    columns: [
+      ["levels", 1, "u32"],
+      ["indices", 2, "u32"],
+      ["signs", 3, "packed"],
+      ["seeds", 4, "u32"],
+      ["values", 5, "u32"],
+    ],
+  },
+  numeric: {
+    field: 17,
+    columns: [
+      ["bits", 1, "packed"],
+      ["values", 2, "double"],
+    ],
+  },
 };
 
 /** Reports of one payload as one set of columns (concatenated in order). */

@@ -22,8 +22,10 @@ describe("browser bundle", () => {
   it(`is at most ${BUDGET / 1024} KB min+gzip without HPKE (and stated with it)`, async () => {
     const s = await browserSizes();
     const kb = (n: number) => (n / 1024).toFixed(1);
-    console.log(`browser bundle: ${kb(s.withoutHpke.gzip)} KB min+gzip without HPKE (${kb(s.withoutHpke.min)} KB min), `
-      + `${kb(s.withHpke.gzip)} KB with it (${kb(s.withHpke.min)} KB min)`);
+    console.log(
+      `browser bundle: ${kb(s.withoutHpke.gzip)} KB min+gzip without HPKE (${kb(s.withoutHpke.min)} KB min), ` +
+        `${kb(s.withHpke.gzip)} KB with it (${kb(s.withHpke.min)} KB min)`,
+    );
     expect(s.withoutHpke.gzip).toBeLessThanOrEqual(BUDGET);
     expect(s.withHpke.gzip).toBeLessThanOrEqual(WITH_HPKE_CAP);
     expect(gzipSync(bundle(), { level: 9 }).length).toBe(s.withHpke.gzip); // what dist/ holds
@@ -41,6 +43,8 @@ describe("browser bundle", () => {
     const src = sources(new URL("../src", import.meta.url).pathname);
     const uses = src.filter((f) => /\bekm\b/.test(readFileSync(f, "utf8")));
     expect(uses.map((f) => f.split("/src/")[1])).toEqual(["sealed/sealing.ts"]);
-    expect(readFileSync(new URL("../src/client/envelope.ts", import.meta.url), "utf8")).toMatch(/await seal\(plain, recipient, info\([^)]*\)\);/);
+    expect(readFileSync(new URL("../src/client/envelope.ts", import.meta.url), "utf8")).toMatch(
+      /await seal\(plain, recipient, info\([^)]*\)\);/,
+    );
   });
 });

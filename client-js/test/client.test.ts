@@ -1,6 +1,6 @@
 // TelemetryClient against a fake collector: queueing, batching, retries that deduplicate, what is
 // dropped and why, the ledger, refusals, and the file store across restarts.
-import { mkdtempSync, readFileSync, writeFileSync, appendFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -11,24 +11,63 @@ import { campaign, FakeCollector } from "./fakeCollector.js";
 const CAMPAIGNS = [
   campaign("grr", { oracle: "grr", epsilon: 2.0, domain: ["a", "b", "c"], domain_size: 3 }),
   campaign("oue", { oracle: "oue", epsilon: 1.0, domain_size: 64 }),
-  campaign("rappor", { oracle: "rappor", bloom_bits: 32, hashes: 2, cohorts: 4, f: 0.5, p: 0.5, q: 0.75, candidates: ["x"] }),
+  campaign("rappor", {
+    oracle: "rappor",
+    bloom_bits: 32,
+    hashes: 2,
+    cohorts: 4,
+    f: 0.5,
+    p: 0.5,
+    q: 0.75,
+    candidates: ["x"],
+  }),
   campaign("num", { kind: "numeric", epsilon: 1.0, lower: 0, upper: 10, mechanism: "piecewise" }),
   campaign("greedy", { oracle: "grr", epsilon: 9.0, domain_size: 4 }),
   campaign("once", { oracle: "olh", epsilon: 1.0, domain_size: 100, reports_per_window: 2 }),
   campaign("memo", { oracle: "grr", epsilon: 1.0, domain_size: 8, memoize: true, epsilon_inf: 3.0 }),
   campaign("broken", { oracle: "grr", epsilon: 1.0, domain_size: 1 }),
   campaign("sealed", { oracle: "grr", epsilon: 1.0, domain_size: 4, privacy_mode: "central" }),
-  campaign("shuffled-range", { kind: "range", epsilon: 1.0, domain_size: 16, method: "histogram", privacy_mode: "shuffled-fakes" }),
-  campaign("truth", { oracle: "histogram", epsilon: null, domain_size: 4, privacy_mode: "shuffled-fakes", fake_rate: 1.0 }),
-  campaign("cells", { oracle: "grr", epsilon: 1.0, domain_size: 4,
-    dimensions: [{ name: "platform", values: ["android", "ios"] }] }),
-  campaign("devices", { kind: "unique_devices", oracle: "grr", epsilon: 1.0, domain: ["none", "at_least_once"],
-    domain_size: 2, window: "1d", window_seconds: 86400 }),
+  campaign("shuffled-range", {
+    kind: "range",
+    epsilon: 1.0,
+    domain_size: 16,
+    method: "histogram",
+    privacy_mode: "shuffled-fakes",
+  }),
+  campaign("truth", {
+    oracle: "histogram",
+    epsilon: null,
+    domain_size: 4,
+    privacy_mode: "shuffled-fakes",
+    fake_rate: 1.0,
+  }),
+  campaign("cells", {
+    oracle: "grr",
+    epsilon: 1.0,
+    domain_size: 4,
+    dimensions: [{ name: "platform", values: ["android", "ios"] }],
+  }),
+  campaign("devices", {
+    kind: "unique_devices",
+    oracle: "grr",
+    epsilon: 1.0,
+    domain: ["none", "at_least_once"],
+    domain_size: 2,
+    window: "1d",
+    window_seconds: 86400,
+  }),
 ];
 
 const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) =>
-  TelemetryClient.open({ url: "http://collector.test", token: "t", storage: new MemoryBackend(), fetch: fake.fetch as typeof fetch,
-    backoffBaseS: 0.001, maxBackoffS: 0.01, ...extra });
+  TelemetryClient.open({
+    url: "http://collector.test",
+    token: "t",
+    storage: new MemoryBackend(),
+    fetch: fake.fetch as typeof fetch,
+    backoffBaseS: 0.001,
+    maxBackoffS: 0.01,
+    ...extra,
+  });
 
 describe("TelemetryClient", () => {
   it("queues randomized reports and delivers them in batches per campaign", async () => {
@@ -84,8 +123,15 @@ describe("TelemetryClient", () => {
     expect(await client.report("num", Number.NaN)).toBe(false);
     expect(await client.report("num", 99)).toBe(true);
     const h = client.health();
-    expect(h.dropped).toEqual({ bad_value: 4, unknown_campaign: 1, campaign_refused: 2, bad_config: 2,
-      unsupported_privacy_mode: 1, bad_dimension: 1, reports_per_window: 1 });
+    expect(h.dropped).toEqual({
+      bad_value: 4,
+      unknown_campaign: 1,
+      campaign_refused: 2,
+      bad_config: 2,
+      unsupported_privacy_mode: 1,
+      bad_dimension: 1,
+      reports_per_window: 1,
+    });
     expect(h.clipped).toEqual({ num: 1 });
     expect(h.pending).toBe(4);
     expect(client.pendingWindows()).toBe(1);
@@ -155,7 +201,13 @@ describe("TelemetryClient", () => {
     const dir = mkdtempSync(join(tmpdir(), "ldptel-"));
     const path = join(dir, "q.jsonl");
     const fake = new FakeCollector(CAMPAIGNS);
-    let client = await openClient({ url: "http://collector.test", token: "t", queuePath: path, fetch: fake.fetch as typeof fetch, backoffBaseS: 0.001 });
+    let client = await openClient({
+      url: "http://collector.test",
+      token: "t",
+      queuePath: path,
+      fetch: fake.fetch as typeof fetch,
+      backoffBaseS: 0.001,
+    });
     const secret = client.campaignSecret("rappor");
     for (let i = 0; i < 30; i++) await client.report("rappor", "x");
     await client.report("once", 1);
@@ -164,7 +216,13 @@ describe("TelemetryClient", () => {
     await client.flush(1); // the first chunk was stored, its answer lost; then the deadline
     await client.close(null);
     appendFileSync(path, '[["r/x", {"torn'); // a crash in the middle of a write
-    client = await openClient({ url: "http://collector.test", token: "t", queuePath: path, fetch: fake.fetch as typeof fetch, backoffBaseS: 0.001 });
+    client = await openClient({
+      url: "http://collector.test",
+      token: "t",
+      queuePath: path,
+      fetch: fake.fetch as typeof fetch,
+      backoffBaseS: 0.001,
+    });
     expect(client.campaignSecret("rappor")).toEqual(secret);
     expect(await client.report("once", 1)).toBe(false); // the window's cap survived the restart
     const result = await client.flush();
@@ -179,8 +237,12 @@ describe("TelemetryClient", () => {
     const fake = new FakeCollector(CAMPAIGNS);
     const dir = mkdtempSync(join(tmpdir(), "ldptel-"));
     writeFileSync(join(dir, "file"), "");
-    const client = await TelemetryClient.open({ url: "http://c.test", token: "t", fetch: fake.fetch as typeof fetch,
-      storage: new FileBackend(join(dir, "file", "q.jsonl")) });
+    const client = await TelemetryClient.open({
+      url: "http://c.test",
+      token: "t",
+      fetch: fake.fetch as typeof fetch,
+      storage: new FileBackend(join(dir, "file", "q.jsonl")),
+    });
     expect(await client.report("oue", 1)).toBe(true); // the memory fallback still queues
     expect(client.health()).toMatchObject({ ok: false, storage: "memory" });
     expect(client.health().storageError).toContain("cannot open");

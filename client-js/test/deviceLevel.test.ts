@@ -7,9 +7,9 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import type { Draws } from "../src/draws.js";
 import { MemoryBackend, TelemetryClient } from "../src/index.js";
 import { openClient } from "../src/node.js";
-import type { Draws } from "../src/draws.js";
 import { campaign, FakeCollector } from "./fakeCollector.js";
 
 const DAY = 86400;
@@ -17,15 +17,44 @@ const D0 = 1_700_006_400; // a day's start
 /** Draws under which GRR keeps its value (uniform 0 < p): the aggregate is visible on the wire. */
 const keep: Draws = { uniform: () => 0, below: () => 0, u32: () => 0, bytes: (n) => new Uint8Array(n) };
 
-const UD = campaign("ud", { kind: "unique_devices", oracle: "grr", epsilon: 1.0, domain: ["none", "at_least_once"], domain_size: 2,
-  reports_per_window: 1, dimensions: [{ name: "platform", values: ["android", "ios"] }] });
-const HIST = campaign("hist", { kind: "per_device_histogram", oracle: "grr", epsilon: 1.0, domain_size: 40, reports_per_window: 1 });
-const COUNT = campaign("count", { kind: "per_device_count", epsilon: 1.0, lower: 0, upper: 50, mechanism: "piecewise",
-  window: "7d", window_seconds: 7 * DAY, reports_per_window: 1 });
+const UD = campaign("ud", {
+  kind: "unique_devices",
+  oracle: "grr",
+  epsilon: 1.0,
+  domain: ["none", "at_least_once"],
+  domain_size: 2,
+  reports_per_window: 1,
+  dimensions: [{ name: "platform", values: ["android", "ios"] }],
+});
+const HIST = campaign("hist", {
+  kind: "per_device_histogram",
+  oracle: "grr",
+  epsilon: 1.0,
+  domain_size: 40,
+  reports_per_window: 1,
+});
+const COUNT = campaign("count", {
+  kind: "per_device_count",
+  epsilon: 1.0,
+  lower: 0,
+  upper: 50,
+  mechanism: "piecewise",
+  window: "7d",
+  window_seconds: 7 * DAY,
+  reports_per_window: 1,
+});
 
 const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) =>
-  TelemetryClient.open({ url: "http://collector.test", token: "t", storage: new MemoryBackend(), fetch: fake.fetch as typeof fetch,
-    backoffBaseS: 0.001, maxBackoffS: 0.01, draws: keep, ...extra });
+  TelemetryClient.open({
+    url: "http://collector.test",
+    token: "t",
+    storage: new MemoryBackend(),
+    fetch: fake.fetch as typeof fetch,
+    backoffBaseS: 0.001,
+    maxBackoffS: 0.01,
+    draws: keep,
+    ...extra,
+  });
 
 async function at(fake: FakeCollector, client: TelemetryClient, t: number): Promise<void> {
   fake.serverTime = t;
@@ -45,7 +74,9 @@ describe("device-level windows", () => {
     await at(fake, client, D0 + 2 * DAY + 5);
     expect(await client.flush()).toMatchObject({ accepted: 1 }); // the quiet day D0 + 1: "none"
     expect(fake.stored.map((b) => [b.window, b.grr, b.dimensions])).toEqual([
-      [D0, [1], [["platform", "ios"]]], [D0 + DAY, [0], [["platform", "ios"]]]]);
+      [D0, [1], [["platform", "ios"]]],
+      [D0 + DAY, [0], [["platform", "ios"]]],
+    ]);
     const ledger = client.privacyLedger() as { campaigns: Record<string, { reports: number; epsilon_spent: number }> };
     expect(ledger.campaigns.ud).toMatchObject({ reports: 2, epsilon_spent: 2 });
     expect(client.pendingWindows()).toBe(1); // the current day, opened by the flush
@@ -62,7 +93,10 @@ describe("device-level windows", () => {
     expect(client.pending()).toBe(1);
     await at(fake, client, D0 + 2 * DAY + 10);
     expect(await client.flush()).toMatchObject({ accepted: 2 });
-    expect(fake.stored.map((b) => [b.window, b.grr])).toEqual([[D0, [30]], [D0 + DAY, [5]]]);
+    expect(fake.stored.map((b) => [b.window, b.grr])).toEqual([
+      [D0, [30]],
+      [D0 + DAY, [5]],
+    ]);
     expect(client.health().dropped).toEqual({ bad_value: 1 });
   });
 
@@ -81,24 +115,45 @@ describe("device-level windows", () => {
   it("the aggregate survives a restart (file store) and is reported at the next start, once", async () => {
     const path = join(mkdtempSync(join(tmpdir(), "ldptel-")), "q.jsonl");
     const fake = new FakeCollector([UD, COUNT]);
-    let client = await openClient({ url: "http://collector.test", token: "t", queuePath: path, fetch: fake.fetch as typeof fetch,
-      backoffBaseS: 0.001, draws: keep });
+    let client = await openClient({
+      url: "http://collector.test",
+      token: "t",
+      queuePath: path,
+      fetch: fake.fetch as typeof fetch,
+      backoffBaseS: 0.001,
+      draws: keep,
+    });
     await at(fake, client, D0 + 10);
     await client.report("ud", 1, { dimensions: { platform: "android" } });
     await client.report("count", 3);
     await client.close(null);
-    client = await openClient({ url: "http://collector.test", token: "t", queuePath: path, fetch: fake.fetch as typeof fetch,
-      backoffBaseS: 0.001, draws: keep });
+    client = await openClient({
+      url: "http://collector.test",
+      token: "t",
+      queuePath: path,
+      fetch: fake.fetch as typeof fetch,
+      backoffBaseS: 0.001,
+      draws: keep,
+    });
     expect(client.pendingWindows()).toBe(2);
     // a day of the window's 7 d of lateness left (exactly 7 d after its end is the boundary: the
     // milliseconds between the configs' answer and the flush would push it past)
     await at(fake, client, D0 + 7 * DAY);
     expect(await client.flush()).toMatchObject({ accepted: 2, pending: 0 });
     await client.close(null);
-    client = await openClient({ url: "http://collector.test", token: "t", queuePath: path, fetch: fake.fetch as typeof fetch, draws: keep });
+    client = await openClient({
+      url: "http://collector.test",
+      token: "t",
+      queuePath: path,
+      fetch: fake.fetch as typeof fetch,
+      draws: keep,
+    });
     await at(fake, client, D0 + 7 * DAY + 60);
     expect(await client.flush()).toMatchObject({ accepted: 0, pending: 0 }); // nothing twice
-    expect(fake.stored.map((b) => [b.campaign, b.window]).sort()).toEqual([["count", D0 - (D0 % (7 * DAY))], ["ud", D0]]);
+    expect(fake.stored.map((b) => [b.campaign, b.window]).sort()).toEqual([
+      ["count", D0 - (D0 % (7 * DAY))],
+      ["ud", D0],
+    ]);
     expect(fake.stored.find((b) => b.campaign === "ud")!.dimensions).toEqual([["platform", "android"]]);
     await client.close(null);
   });

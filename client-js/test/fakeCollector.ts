@@ -21,7 +21,18 @@ export interface Batch {
 
 export function readBatch(body: Uint8Array): Batch {
   const r = new BinaryReader(body);
-  const out: Batch = { campaign: "", batchId: "", count: 0, version: 0, schema: 0, keyId: 0, window: 0, messages: [], dimensions: [], grr: [] };
+  const out: Batch = {
+    campaign: "",
+    batchId: "",
+    count: 0,
+    version: 0,
+    schema: 0,
+    keyId: 0,
+    window: 0,
+    messages: [],
+    dimensions: [],
+    grr: [],
+  };
   while (r.pos < r.len) {
     const [no, wt] = r.tag();
     if (no === 1) out.campaign = r.string();
@@ -34,7 +45,8 @@ export function readBatch(body: Uint8Array): Batch {
     else if (no === 8 && wt === 2) out.messages.push(r.bytes());
     else if (no === 20) {
       const d = new BinaryReader(r.bytes());
-      let name = "", value = "";
+      let name = "",
+        value = "";
       while (d.pos < d.len) {
         const [n] = d.tag();
         if (n === 1) name = d.string();
@@ -71,7 +83,10 @@ export class FakeCollector {
   /** The `versions` asked for by each GET /v1/campaigns. */
   asked: string[][] = [];
 
-  constructor(public campaigns: Record<string, unknown>[], public limits = { max_body_bytes: 1 << 20, max_reports_per_batch: 10000 }) {}
+  constructor(
+    public campaigns: Record<string, unknown>[],
+    public limits = { max_body_bytes: 1 << 20, max_reports_per_batch: 10000 },
+  ) {}
 
   get accepted(): number {
     return this.stored.reduce((n, b) => n + b.count, 0);
@@ -99,7 +114,10 @@ export class FakeCollector {
     const next = this.script.shift();
     if (next === "network") throw new TypeError("fetch failed");
     if (typeof next === "number") {
-      return new Response(JSON.stringify({ error: next === 409 ? "campaign_paused" : "x" }), { status: next, headers: next === 429 ? { "Retry-After": "0" } : {} });
+      return new Response(JSON.stringify({ error: next === 409 ? "campaign_paused" : "x" }), {
+        status: next,
+        headers: next === 429 ? { "Retry-After": "0" } : {},
+      });
     }
     if (typeof next === "object") return new Response(JSON.stringify({ error: next.error }), { status: next.status });
     const body = new Uint8Array(init!.body as ArrayBuffer);
@@ -127,5 +145,11 @@ export class FakeCollector {
 }
 
 export const campaign = (name: string, extra: Record<string, unknown>) => ({
-  name, version: 1, kind: "frequency", window: "1d", window_seconds: 86400, reports_per_window: 1_000_000, ...extra,
+  name,
+  version: 1,
+  kind: "frequency",
+  window: "1d",
+  window_seconds: 86400,
+  reports_per_window: 1_000_000,
+  ...extra,
 });

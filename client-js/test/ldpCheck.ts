@@ -6,30 +6,40 @@
 export const ALPHA = 1e-6;
 
 function lgamma(x: number): number {
-  const c = [76.18009172947146, -86.50532032941677, 24.01409824083091, -1.231739572450155,
-    0.1208650973866179e-2, -0.5395239384953e-5];
+  const c = [
+    // biome-ignore lint/correctness/noPrecisionLoss: Lanczos's coefficients as published
+    76.18009172947146, -86.50532032941677, 24.01409824083091, -1.231739572450155, 0.1208650973866179e-2,
+    -0.5395239384953e-5,
+  ];
   let y = x;
   const tmp = x + 5.5 - (x + 0.5) * Math.log(x + 5.5);
   let ser = 1.000000000190015;
   for (const ci of c) ser += ci / ++y;
+  // biome-ignore lint/correctness/noPrecisionLoss: √(2π) as published
   return -tmp + Math.log((2.5066282746310005 * ser) / x);
 }
 
 function betacf(x: number, a: number, b: number): number {
   const FPMIN = 1e-300;
-  let c = 1, d = 1 - ((a + b) * x) / (a + 1);
+  let c = 1,
+    d = 1 - ((a + b) * x) / (a + 1);
   if (Math.abs(d) < FPMIN) d = FPMIN;
   d = 1 / d;
   let h = d;
   for (let m = 1; m <= 10000; m++) {
     const m2 = 2 * m;
     let aa = (m * (b - m) * x) / ((a - 1 + m2) * (a + m2));
-    d = 1 + aa * d; if (Math.abs(d) < FPMIN) d = FPMIN;
-    c = 1 + aa / c; if (Math.abs(c) < FPMIN) c = FPMIN;
-    d = 1 / d; h *= d * c;
+    d = 1 + aa * d;
+    if (Math.abs(d) < FPMIN) d = FPMIN;
+    c = 1 + aa / c;
+    if (Math.abs(c) < FPMIN) c = FPMIN;
+    d = 1 / d;
+    h *= d * c;
     aa = (-(a + m) * (a + b + m) * x) / ((a + m2) * (a + 1 + m2));
-    d = 1 + aa * d; if (Math.abs(d) < FPMIN) d = FPMIN;
-    c = 1 + aa / c; if (Math.abs(c) < FPMIN) c = FPMIN;
+    d = 1 + aa * d;
+    if (Math.abs(d) < FPMIN) d = FPMIN;
+    c = 1 + aa / c;
+    if (Math.abs(c) < FPMIN) c = FPMIN;
     d = 1 / d;
     const del = d * c;
     h *= del;
@@ -48,7 +58,8 @@ export function betaCdf(x: number, a: number, b: number): number {
 
 /** The p-quantile of Beta(a, b). */
 export function betaPpf(p: number, a: number, b: number): number {
-  let lo = 0, hi = 1;
+  let lo = 0,
+    hi = 1;
   for (let i = 0; i < 200; i++) {
     const mid = (lo + hi) / 2;
     if (betaCdf(mid, a, b) < p) lo = mid;
@@ -69,12 +80,14 @@ export interface LdpCheck {
 
 /** `counts[u][o]`: how often input u gave output o. */
 export function checkLdp(counts: number[][], epsilon: number, alpha = ALPHA): LdpCheck {
-  const U = counts.length, O = counts[0]!.length;
+  const U = counts.length,
+    O = counts[0]!.length;
   const a = alpha / (2 * U * O);
   const n = counts.map((row) => row.reduce((s, c) => s + c, 0));
   const lower = counts.map((row, u) => row.map((c) => (c > 0 ? betaPpf(a, c, n[u]! - c + 1) : 0)));
   const upper = counts.map((row, u) => row.map((c) => (c < n[u]! ? betaPpf(1 - a, c + 1, n[u]! - c) : 1)));
-  let maxLower = 0, maxPoint = 0;
+  let maxLower = 0,
+    maxPoint = 0;
   let interval: [number, number] = [0, Infinity];
   for (let u = 0; u < U; u++) {
     for (let v = 0; v < U; v++) {
@@ -82,7 +95,7 @@ export function checkLdp(counts: number[][], epsilon: number, alpha = ALPHA): Ld
       for (let o = 0; o < O; o++) {
         maxLower = Math.max(maxLower, lower[u]![o]! / upper[v]![o]!);
         if (counts[u]![o]! > 0) {
-          const point = (counts[u]![o]! / n[u]!) / (counts[v]![o]! / n[v]!);
+          const point = counts[u]![o]! / n[u]! / (counts[v]![o]! / n[v]!);
           if (point > maxPoint) {
             maxPoint = point;
             interval = [lower[u]![o]! / upper[v]![o]!, upper[u]![o]! / lower[v]![o]!];
@@ -92,6 +105,12 @@ export function checkLdp(counts: number[][], epsilon: number, alpha = ALPHA): Ld
     }
   }
   const e = Math.exp(epsilon);
-  return { epsilon, maxLowerRatio: maxLower, maxPointRatio: maxPoint, argmaxInterval: interval,
-    violation: maxLower > e, attainsBound: interval[0] <= e && e <= interval[1] };
+  return {
+    epsilon,
+    maxLowerRatio: maxLower,
+    maxPointRatio: maxPoint,
+    argmaxInterval: interval,
+    violation: maxLower > e,
+    attainsBound: interval[0] <= e && e <= interval[1],
+  };
 }

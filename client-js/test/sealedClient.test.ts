@@ -5,38 +5,69 @@
 // windows (dropped, counted), and plain chunks grouped by their dimension values.
 import { readFileSync } from "node:fs";
 import { describe, expect, it, vi } from "vitest";
+import { type Draws, fromHex } from "../src/draws.js";
 import { MemoryBackend, TelemetryClient } from "../src/index.js";
-import { fromHex, type Draws } from "../src/draws.js";
 import { info, keyId, suite } from "../src/sealed/sealing.js";
-import { campaign, FakeCollector, type Batch } from "./fakeCollector.js";
+import { type Batch, campaign, FakeCollector } from "./fakeCollector.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const analyzer = (JSON.parse(readFileSync(new URL("../../testvectors/sealed.json", import.meta.url), "utf8")) as any).analyzer;
+const analyzer = (JSON.parse(readFileSync(new URL("../../testvectors/sealed.json", import.meta.url), "utf8")) as any)
+  .analyzer;
 const DAY = 86400;
 const T0 = 1_700_006_400 + 3600;
 
 async function keyPair(ikm: Uint8Array) {
   const pair = await suite().kem.deriveKeyPair(ikm);
   const raw = new Uint8Array(await suite().kem.serializePublicKey(pair.publicKey));
-  return { pair, config: { id: keyId(raw), public: btoa(String.fromCharCode(...raw)), suite: "x25519-hkdf-sha256-aes128gcm", accepted_until: 2e9 } };
+  return {
+    pair,
+    config: {
+      id: keyId(raw),
+      public: btoa(String.fromCharCode(...raw)),
+      suite: "x25519-hkdf-sha256-aes128gcm",
+      accepted_until: 2e9,
+    },
+  };
 }
 
 /** The plaintexts of a sealed batch, each opened with `pair` under the batch's own info. */
 async function openAll(b: Batch, pair: CryptoKeyPair): Promise<Uint8Array[]> {
   const infoBytes = info(b.campaign, b.version, b.window, b.keyId);
-  return Promise.all(b.messages.map(async (m) => new Uint8Array(await suite().open(
-    { recipientKey: pair, enc: m.slice(0, 32), info: infoBytes }, m.slice(32)))));
+  return Promise.all(
+    b.messages.map(
+      async (m) =>
+        new Uint8Array(await suite().open({ recipientKey: pair, enc: m.slice(0, 32), info: infoBytes }, m.slice(32))),
+    ),
+  );
 }
 
 const u32 = (row: Uint8Array) => new DataView(row.buffer, row.byteOffset).getUint32(0, true);
 
 const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) =>
-  TelemetryClient.open({ url: "http://collector.test", token: "t", storage: new MemoryBackend(), fetch: fake.fetch as typeof fetch,
-    backoffBaseS: 0.001, maxBackoffS: 0.01, ...extra });
+  TelemetryClient.open({
+    url: "http://collector.test",
+    token: "t",
+    storage: new MemoryBackend(),
+    fetch: fake.fetch as typeof fetch,
+    backoffBaseS: 0.001,
+    maxBackoffS: 0.01,
+    ...extra,
+  });
 
-const fakes = (extra: Record<string, unknown> = {}) => campaign("sf", { oracle: "histogram", epsilon: null, domain_size: 8,
-  privacy_mode: "shuffled-fakes", fake_rate: 2.0, window: "all", window_seconds: 0, reports_per_window: 1_000_000,
-  analyzer_key: analyzer.config, dimensions: [{ name: "platform", values: ["android", "ios"] }], ...extra });
+const fakes = (extra: Record<string, unknown> = {}) =>
+  campaign("sf", {
+    oracle: "histogram",
+    epsilon: null,
+    domain_size: 8,
+    privacy_mode: "shuffled-fakes",
+    fake_rate: 2.0,
+    window: "all",
+    window_seconds: 0,
+    reports_per_window: 1_000_000,
+    analyzer_key: analyzer.config,
+    dimensions: [{ name: "platform", values: ["android", "ios"] }],
+    ...extra,
+  });
 
 describe("shuffled-fakes", () => {
   it("every message sealed to the analyzer: the real reports and Poisson fakes, shuffled, with the dimension values", async () => {
@@ -85,7 +116,9 @@ describe("shuffled-fakes", () => {
     const fake = new FakeCollector([fakes({ analyzer_key: other.config })]);
     const client = await open(fake, { acceptUnrandomized: true });
     for (let i = 0; i < 5; i++) expect(await client.report("sf", i)).toBe(true);
-    const spy = vi.spyOn(globalThis.crypto.subtle, "importKey").mockRejectedValue(new DOMException("X25519", "NotSupportedError"));
+    const spy = vi
+      .spyOn(globalThis.crypto.subtle, "importKey")
+      .mockRejectedValue(new DOMException("X25519", "NotSupportedError"));
     try {
       expect(await client.flush()).toMatchObject({ accepted: 0, dropped: 5, pending: 0 });
     } finally {
@@ -113,8 +146,18 @@ describe("shuffled-fakes", () => {
 });
 
 describe("shuffled (windowed)", () => {
-  const grr = (extra: Record<string, unknown> = {}) => campaign("sg", { oracle: "grr", epsilon: 2.0, domain_size: 4,
-    privacy_mode: "shuffled", window: "1d", window_seconds: DAY, reports_per_window: 1, analyzer_key: analyzer.config, ...extra });
+  const grr = (extra: Record<string, unknown> = {}) =>
+    campaign("sg", {
+      oracle: "grr",
+      epsilon: 2.0,
+      domain_size: 4,
+      privacy_mode: "shuffled",
+      window: "1d",
+      window_seconds: DAY,
+      reports_per_window: 1,
+      analyzer_key: analyzer.config,
+      ...extra,
+    });
 
   it("bound to the collector's window; a lost answer is retried under the same batch id and stored once", async () => {
     const fake = new FakeCollector([grr()]);
@@ -150,9 +193,23 @@ describe("shuffled (windowed)", () => {
 });
 
 describe("range and numeric campaigns in the shuffled modes (an index histogram)", () => {
-  const grid = (extra: Record<string, unknown> = {}) => campaign("sg-mean", { kind: "numeric", mechanism: "grid", oracle: "histogram",
-    epsilon: null, domain_size: 11, lower: 0, upper: 10, privacy_mode: "shuffled-fakes", fake_rate: 0, window: "all", window_seconds: 0,
-    reports_per_window: 1_000_000, analyzer_key: analyzer.config, ...extra });
+  const grid = (extra: Record<string, unknown> = {}) =>
+    campaign("sg-mean", {
+      kind: "numeric",
+      mechanism: "grid",
+      oracle: "histogram",
+      epsilon: null,
+      domain_size: 11,
+      lower: 0,
+      upper: 10,
+      privacy_mode: "shuffled-fakes",
+      fake_rate: 0,
+      window: "all",
+      window_seconds: 0,
+      reports_per_window: 1_000_000,
+      analyzer_key: analyzer.config,
+      ...extra,
+    });
 
   it("numeric: each value rounded at random to a grid point, unbiased; clipped values counted; sealed as indices", async () => {
     const fake = new FakeCollector([grid()]);
@@ -175,8 +232,20 @@ describe("range and numeric campaigns in the shuffled modes (an index histogram)
   });
 
   it("range: the value is the index; OUE rows at the planned ε₀ (shuffled)", async () => {
-    const fake = new FakeCollector([campaign("sg-range", { kind: "range", method: "histogram", oracle: "oue", epsilon: 2.0, domain_size: 16,
-      privacy_mode: "shuffled", window: "all", window_seconds: 0, reports_per_window: 1_000_000, analyzer_key: analyzer.config })]);
+    const fake = new FakeCollector([
+      campaign("sg-range", {
+        kind: "range",
+        method: "histogram",
+        oracle: "oue",
+        epsilon: 2.0,
+        domain_size: 16,
+        privacy_mode: "shuffled",
+        window: "all",
+        window_seconds: 0,
+        reports_per_window: 1_000_000,
+        analyzer_key: analyzer.config,
+      }),
+    ]);
     const client = await open(fake);
     for (let i = 0; i < 40; i++) expect(await client.report("sg-range", i % 16)).toBe(true);
     expect(await client.report("sg-range", 16)).toBe(false);
@@ -195,18 +264,48 @@ describe("range and numeric campaigns in the shuffled modes (an index histogram)
 
 describe("dimension values (local campaigns)", () => {
   it("each report carries the campaign's canonical values; chunks group them", async () => {
-    const fake = new FakeCollector([campaign("cells", { oracle: "grr", epsilon: 1.0, domain_size: 4,
-      dimensions: [{ name: "app_version", values: ["4.1", "4.2"], bucket: "major.minor" }, { name: "platform", values: ["android", "ios"] }] })]);
+    const fake = new FakeCollector([
+      campaign("cells", {
+        oracle: "grr",
+        epsilon: 1.0,
+        domain_size: 4,
+        dimensions: [
+          { name: "app_version", values: ["4.1", "4.2"], bucket: "major.minor" },
+          { name: "platform", values: ["android", "ios"] },
+        ],
+      }),
+    ]);
     const client = await open(fake, { dimensions: { platform: "ios", app_version: "4.2.17", unrelated: "x" } });
     for (let i = 0; i < 6; i++) await client.report("cells", i % 4);
     for (let i = 0; i < 4; i++) await client.report("cells", i % 4, { dimensions: { platform: "web" } });
-    for (let i = 0; i < 2; i++) await client.report("cells", 1, { dimensions: { app_version: "5.0", platform: "android" } });
+    for (let i = 0; i < 2; i++)
+      await client.report("cells", 1, { dimensions: { app_version: "5.0", platform: "android" } });
     expect(await client.flush()).toMatchObject({ accepted: 12, pending: 0 });
-    const cells = fake.stored.map((b) => [b.count, b.dimensions]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+    const cells = fake.stored
+      .map((b) => [b.count, b.dimensions])
+      .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
     expect(cells).toEqual([
-      [2, [["app_version", "other"], ["platform", "android"]]],
-      [4, [["app_version", "4.2"], ["platform", "other"]]],
-      [6, [["app_version", "4.2"], ["platform", "ios"]]],
+      [
+        2,
+        [
+          ["app_version", "other"],
+          ["platform", "android"],
+        ],
+      ],
+      [
+        4,
+        [
+          ["app_version", "4.2"],
+          ["platform", "other"],
+        ],
+      ],
+      [
+        6,
+        [
+          ["app_version", "4.2"],
+          ["platform", "ios"],
+        ],
+      ],
     ]);
   });
 });

@@ -10,7 +10,7 @@ import { buildMechanism, reportCost, valueIndex } from "../src/builder.js";
 import { aggregate, eventKey, increment } from "../src/client/deviceLevel.js";
 import { envelopeBatchId, windowStart } from "../src/client/envelope.js";
 import { dimensionPairs, parseDimensions } from "../src/dimensions.js";
-import { fromHex, ReplayDraws, toHex, type Draws, type TapeEntry } from "../src/draws.js";
+import { type Draws, fromHex, ReplayDraws, type TapeEntry, toHex } from "../src/draws.js";
 import type { Report } from "../src/mechanisms/base.js";
 import { Grid } from "../src/mechanisms/grid.js";
 import { Histogram } from "../src/mechanisms/oracles.js";
@@ -21,7 +21,8 @@ import { encodeBatch, encodeSealedBatch } from "../src/wire.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Any = any;
-const load = (name: string): Any => JSON.parse(readFileSync(new URL(`../../testvectors/${name}`, import.meta.url), "utf8"));
+const load = (name: string): Any =>
+  JSON.parse(readFileSync(new URL(`../../testvectors/${name}`, import.meta.url), "utf8"));
 
 let checked = 0;
 afterAll(() => console.log(`sealed, dimension and device-level vectors matched: ${checked}`));
@@ -32,8 +33,18 @@ const encode = load("encode.json");
 /** Uniforms handed out in order (the Poisson inversion's only draw). */
 const uniforms = (values: number[]): Draws => {
   let i = 0;
-  return { uniform: () => values[i++]!, below: () => { throw new Error("no"); }, u32: () => { throw new Error("no"); },
-    bytes: () => { throw new Error("no"); } };
+  return {
+    uniform: () => values[i++]!,
+    below: () => {
+      throw new Error("no");
+    },
+    u32: () => {
+      throw new Error("no");
+    },
+    bytes: () => {
+      throw new Error("no");
+    },
+  };
 };
 
 describe("HPKE", () => {
@@ -45,7 +56,11 @@ describe("HPKE", () => {
     expect(toHex(new Uint8Array(await s.kem.serializePrivateKey(recipient.privateKey)))).toBe(v.skRm);
     const eph = await s.kem.deriveKeyPair(fromHex(v.ikmE));
     expect(toHex(new Uint8Array(await s.kem.serializePrivateKey(eph.privateKey)))).toBe(v.skEm);
-    const out = await s.seal({ recipientPublicKey: recipient.publicKey, info: fromHex(v.info), ekm: fromHex(v.ikmE) }, fromHex(v.pt), fromHex(v.aad));
+    const out = await s.seal(
+      { recipientPublicKey: recipient.publicKey, info: fromHex(v.info), ekm: fromHex(v.ikmE) },
+      fromHex(v.pt),
+      fromHex(v.aad),
+    );
     expect(toHex(new Uint8Array(out.enc))).toBe(v.pkEm);
     expect(toHex(new Uint8Array(out.ct))).toBe(v.ct);
     const back = await s.open({ recipientKey: recipient, enc: out.enc, info: fromHex(v.info) }, out.ct, fromHex(v.aad));
@@ -58,8 +73,13 @@ describe("HPKE", () => {
     for (const e of sealed.info) expect(toHex(info(e.campaign, e.version, e.window, e.key_id))).toBe(e.info);
     const a = sealed.analyzer;
     expect(analyzerKey({ analyzer_key: a.config })).toEqual({ id: a.key_id, raw: fromHex(a.public) });
-    for (const bad of [{ ...a.config, id: a.key_id + 1 }, { ...a.config, suite: "p256" }, { ...a.config, public: "AAAA" },
-      { ...a.config, public: "not base64!" }, { ...a.config, id: String(a.key_id) }]) {
+    for (const bad of [
+      { ...a.config, id: a.key_id + 1 },
+      { ...a.config, suite: "p256" },
+      { ...a.config, public: "AAAA" },
+      { ...a.config, public: "not base64!" },
+      { ...a.config, id: String(a.key_id) },
+    ]) {
       expect(() => analyzerKey({ analyzer_key: bad })).toThrow(TypeError);
     }
     expect(analyzerKey({})).toBeNull();
@@ -81,7 +101,10 @@ describe("HPKE", () => {
     for (const g of sealed.grid) {
       const mech = new Grid(new Histogram(g.points), g.lower, g.upper);
       g.values.forEach((v: number, j: number) => {
-        expect(mech.roundIndex(v, g.uniforms[j]), `[${g.lower}, ${g.upper}] K = ${g.points}: ${v}, u = ${g.uniforms[j]}`).toBe(g.indices[j]);
+        expect(
+          mech.roundIndex(v, g.uniforms[j]),
+          `[${g.lower}, ${g.upper}] K = ${g.points}: ${v}, u = ${g.uniforms[j]}`,
+        ).toBe(g.indices[j]);
         checked += 1;
       });
     }
@@ -121,24 +144,38 @@ describe("sealed batches: one device's chunk of each shuffled campaign", () => {
       const current = windowStart(c.now, length);
       const accepted = length === 0 ? [current] : [current, current - length];
       expect(rows.filter((r) => !accepted.includes(r.window)).length).toBe(c.stale);
-      expect(c.envelopes.map((e: Any) => e.window)).toEqual([...new Set(rows.filter((r) => accepted.includes(r.window)).map((r) => r.window))].sort());
+      expect(c.envelopes.map((e: Any) => e.window)).toEqual(
+        [...new Set(rows.filter((r) => accepted.includes(r.window)).map((r) => r.window))].sort(),
+      );
       const recipient = await recipientKey(key.raw);
       for (const env of c.envelopes) {
         expect(toHex(envelopeBatchId(fromHex(c.batch_id), env.window))).toBe(env.batch_id);
         const infoBytes = info(c.name, c.config.version, env.window, key.id);
         expect(toHex(infoBytes)).toBe(env.info);
         // the messages are the window's real rows and its fakes (indices in [0, d)), shuffled
-        const real = rows.filter((r) => r.window === env.window).map((r) => r.row).sort();
+        const real = rows
+          .filter((r) => r.window === env.window)
+          .map((r) => r.row)
+          .sort();
         const plain: string[] = env.messages.map((m: Any) => m.plaintext);
         const rest = [...plain];
         for (const r of real) rest.splice(rest.indexOf(r), 1);
         expect(plain.length - rest.length).toBe(real.length);
-        for (const f of rest) expect(new DataView(fromHex(f).buffer).getUint32(0, true)).toBeLessThan(c.config.domain_size);
+        for (const f of rest)
+          expect(new DataView(fromHex(f).buffer).getUint32(0, true)).toBeLessThan(c.config.domain_size);
         expect(env.reports).toBe(real.length);
         const messages = await seal(plain.map(fromHex), recipient, infoBytes, (i) => fromHex(env.messages[i].ikm_e));
         expect(messages.map(toHex)).toEqual(env.messages.map((m: Any) => m.message));
-        const body = encodeSealedBatch({ campaign: c.name, batchId: envelopeBatchId(fromHex(c.batch_id), env.window), reports: env.reports,
-          campaignVersion: c.config.version, keyId: key.id, window: env.window, messages, dimensions: c.dimensions });
+        const body = encodeSealedBatch({
+          campaign: c.name,
+          batchId: envelopeBatchId(fromHex(c.batch_id), env.window),
+          reports: env.reports,
+          campaignVersion: c.config.version,
+          keyId: key.id,
+          window: env.window,
+          messages,
+          dimensions: c.dimensions,
+        });
         expect(toHex(body)).toBe(env.body);
         checked += env.messages.length + 1;
       }
@@ -197,10 +234,36 @@ describe("device-level windows", () => {
       const draws = new ReplayDraws(c.report.draws as TapeEntry[]);
       const report = mech.encode(value, draws);
       expect(draws.done).toBe(true);
-      expect(toHex(encodeBatch({ campaign: c.name, batchId: new Uint8Array(0), count: 1, campaignVersion: 0, window: c.window,
-        dimensions: c.dimensions }, report))).toBe(c.report.row);
-      expect(toHex(encodeBatch({ campaign: c.name, batchId: fromHex(c.report.batch_id), count: 1, campaignVersion: c.config.version,
-        window: c.window, dimensions: c.dimensions }, report))).toBe(c.report.batch);
+      expect(
+        toHex(
+          encodeBatch(
+            {
+              campaign: c.name,
+              batchId: new Uint8Array(0),
+              count: 1,
+              campaignVersion: 0,
+              window: c.window,
+              dimensions: c.dimensions,
+            },
+            report,
+          ),
+        ),
+      ).toBe(c.report.row);
+      expect(
+        toHex(
+          encodeBatch(
+            {
+              campaign: c.name,
+              batchId: fromHex(c.report.batch_id),
+              count: 1,
+              campaignVersion: c.config.version,
+              window: c.window,
+              dimensions: c.dimensions,
+            },
+            report,
+          ),
+        ),
+      ).toBe(c.report.batch);
       expect(reportCost(c.config, mech).epsilon).toBeCloseTo(c.report.charge.epsilon, 12);
       checked += 1;
     });

@@ -3,14 +3,14 @@
 import { readFileSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
 import { buildMechanism, privacyLoss, reportCost, usesDeviceSecret, valueIndex } from "../src/builder.js";
-import { fromHex, ReplayDraws, toHex, type TapeEntry } from "../src/draws.js";
+import { parseDimensions } from "../src/dimensions.js";
+import { fromHex, ReplayDraws, type TapeEntry, toHex } from "../src/draws.js";
 import { olhHash, seedParams, xxh32, xxh32Int } from "../src/hashing.js";
 import type { Report } from "../src/mechanisms/base.js";
 import { HeavyHitters } from "../src/mechanisms/heavyHitters.js";
 import { RAPPOR } from "../src/mechanisms/rappor.js";
-import { derive, deriveIndex, hmacUniform, shakeUniforms } from "../src/secret.js";
-import { parseDimensions } from "../src/dimensions.js";
 import { rowLayout } from "../src/sealed/rows.js";
+import { derive, deriveIndex, hmacUniform, shakeUniforms } from "../src/secret.js";
 import { encodeBatch, mergeReports, payloadBytes } from "../src/wire.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -24,7 +24,8 @@ afterAll(() => console.log(`test vectors matched byte for byte: ${checked}`));
 function columnsJson(report: Report): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, cells] of Object.entries(report.columns)) {
-    if (cells.length && cells[0] instanceof Uint8Array) out[k] = toHex(Uint8Array.from((cells as Uint8Array[]).flatMap((r) => [...r])));
+    if (cells.length && cells[0] instanceof Uint8Array)
+      out[k] = toHex(Uint8Array.from((cells as Uint8Array[]).flatMap((r) => [...r])));
     else out[k] = cells;
   }
   return out;
@@ -54,7 +55,10 @@ describe("hashing vectors", () => {
   });
   it("RAPPOR Bloom bits", () => {
     for (const e of v.bloom) {
-      const m = new RAPPOR({ bloom_bits: e.bloom_bits, hashes: e.hashes, cohorts: 32, f: 0.5, p: 0.4, q: 0.6, candidates: [] }, new Uint8Array(16));
+      const m = new RAPPOR(
+        { bloom_bits: e.bloom_bits, hashes: e.hashes, cohorts: 32, f: 0.5, p: 0.4, q: 0.6, candidates: [] },
+        new Uint8Array(16),
+      );
       expect(m.bloomPositions(e.value, e.cohort)).toEqual(e.positions);
     }
     checked += v.bloom.length;
@@ -76,7 +80,8 @@ describe("device-secret vectors", () => {
   it("HMAC-SHA256 derivations, indices, SHAKE-256 uniforms, 1BitMean uniforms", () => {
     for (const e of v.derive) expect(toHex(derive(fromHex(e.secret), fromHex(e.label)))).toBe(e.digest);
     for (const e of v.derive_index) expect(deriveIndex(fromHex(e.secret), fromHex(e.label), e.size)).toBe(e.index);
-    for (const e of v.shake_uniforms) expect([...shakeUniforms(fromHex(e.secret), fromHex(e.label), e.count)]).toEqual(e.uniforms);
+    for (const e of v.shake_uniforms)
+      expect([...shakeUniforms(fromHex(e.secret), fromHex(e.label), e.count)]).toEqual(e.uniforms);
     for (const e of v.onebitmean_uniform) expect(hmacUniform(fromHex(e.secret), fromHex(e.label))).toBe(e.uniform);
     checked += v.derive.length + v.derive_index.length + v.shake_uniforms.length + v.onebitmean_uniform.length;
   });
@@ -97,9 +102,12 @@ describe("config vectors", () => {
       expect(e.result, "JS accepted a config Python refuses").not.toBe("invalid");
       const loss = privacyLoss(mech);
       expect(loss.what).toBe(e.privacy_loss.what);
-      if (e.privacy_loss.epsilon === null) expect(loss.epsilon).toBe(Infinity); // the histogram: no local ε
+      if (e.privacy_loss.epsilon === null)
+        expect(loss.epsilon).toBe(Infinity); // the histogram: no local ε
       else expect(close(loss.epsilon, e.privacy_loss.epsilon)).toBe(true);
-      expect(!Number.isFinite(loss.epsilon) ? "unrandomized" : loss.epsilon > e.max_epsilon ? "refused" : "ok").toBe(e.result);
+      expect(!Number.isFinite(loss.epsilon) ? "unrandomized" : loss.epsilon > e.max_epsilon ? "refused" : "ok").toBe(
+        e.result,
+      );
       expect(rowLayout(mech)?.width ?? null, "the sealed row's width").toBe(e.row_bytes);
       if (e.dimensions) expect(parseDimensions(e.config.dimensions)!.map((d) => d.name)).toEqual(e.dimensions);
       const cost = reportCost(e.config, mech);
@@ -133,19 +141,38 @@ describe("encode vectors", () => {
         expect(draws.done, "every recorded draw consumed").toBe(true);
         expect(columnsJson(report)).toEqual(pythonColumns(r.columns));
         expect(toHex(payloadBytes(report))).toBe(r.payload);
-        const row = encodeBatch({ campaign: c.config.name, batchId: new Uint8Array(0), count: 1, campaignVersion: 0 }, report);
+        const row = encodeBatch(
+          { campaign: c.config.name, batchId: new Uint8Array(0), count: 1, campaignVersion: 0 },
+          report,
+        );
         expect(toHex(row)).toBe(r.row);
         reports.push(report);
         checked += 1;
       }
-      const batch = encodeBatch({ campaign: c.config.name, batchId: fromHex(c.batch_id), count: reports.length,
-        campaignVersion: c.config.version ?? 1 }, mergeReports(reports));
+      const batch = encodeBatch(
+        {
+          campaign: c.config.name,
+          batchId: fromHex(c.batch_id),
+          count: reports.length,
+          campaignVersion: c.config.version ?? 1,
+        },
+        mergeReports(reports),
+      );
       expect(toHex(batch)).toBe(c.batch);
       checked += 1;
-      if (c.envelope) {  // the same chunk with a window and dimension values (issue 28)
-        const env = encodeBatch({ campaign: c.config.name, batchId: fromHex(c.batch_id), count: reports.length,
-          campaignVersion: c.config.version ?? 1, window: c.envelope.window, dimensions: c.envelope.dimensions },
-        mergeReports(reports));
+      if (c.envelope) {
+        // the same chunk with a window and dimension values (issue 28)
+        const env = encodeBatch(
+          {
+            campaign: c.config.name,
+            batchId: fromHex(c.batch_id),
+            count: reports.length,
+            campaignVersion: c.config.version ?? 1,
+            window: c.envelope.window,
+            dimensions: c.envelope.dimensions,
+          },
+          mergeReports(reports),
+        );
         expect(toHex(env)).toBe(c.envelope.batch);
         checked += 1;
       }

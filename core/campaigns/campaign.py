@@ -37,6 +37,7 @@ from ldptel.mechanisms.builder import (
     estimate_kind,
 )
 from ldptel.mechanisms.claims import privacy_claim
+from ldptel.mechanisms.errors import argument_of
 from ldptel.mechanisms.heavy_hitters import (
     check_pool_size,
     default_pool_size,
@@ -44,6 +45,7 @@ from ldptel.mechanisms.heavy_hitters import (
     walk_candidates,
 )
 from ldptel.mechanisms.rappor import MAX_CANDIDATES, MAX_CANDIDATES_DEFAULT, RAPPOR
+from ldptel.privacy.modes import LOCAL, PrivacyMode
 
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
@@ -100,12 +102,16 @@ class Campaign:
     shuffle_min_reports: int = 1000
     shuffle_max_delay: str = "60s"
     central_delta: float | None = None  # δ of the central (shuffled) ε; None: min(1/(10n), 1e-6)
-    # ``ldptel.campaigns.modes``: local, shuffled or shuffled-fakes, and what a shuffled mode plans
-    privacy_mode: str = "local"
-    central_epsilon: float | None = None  # the operator's central target (shuffled modes)
-    batch_min: int | None = None  # devices per shuffled batch, at least (shuffled modes)
-    fake_rate: float | None = None  # λ, fake messages per device (shuffled-fakes)
     dimensions: Dimensions | None = None  # public breakdown dimensions (``ldptel.dimensions``)
+    # the privacy mode as a type, with its own fields and pinned plan (``ldptel.privacy.modes``:
+    # Local, Shuffled, ShuffledFakes), chosen once by the parse (``ldptel.campaigns.modes``)
+    mode: PrivacyMode = LOCAL
+
+    @property
+    def privacy_mode(self) -> str:
+        """The mode's name (``local``, ``shuffled``, ``shuffled-fakes``): for serialization and
+        messages; code branches on ``mode``'s type."""
+        return self.mode.name
 
     def accepts_until(self) -> float:
         """Epoch seconds until which reports of this version are accepted (inf: the latest)."""
@@ -134,7 +140,7 @@ class Campaign:
         """Seconds of ``retention`` (None: windows are kept forever)."""
         return None if self.retention is None else parse_duration(self.retention)
 
-    def labels(self) -> list:
+    def labels(self) -> list[Any]:
         """Item labels for estimates: the categorical domain, RAPPOR candidates, or 0..d-1."""
         if self.domain is not None:
             return list(self.domain)
@@ -147,7 +153,7 @@ class Campaign:
         heavy-hitter prefix tree or the range method, built from ``public()``."""
         return build_mechanism(self.public())
 
-    def public(self) -> dict:
+    def public(self) -> dict[str, Any]:
         """What clients fetch from ``GET /v1/campaigns`` (no secrets)."""
         out: dict[str, Any] = {"name": self.name, "version": self.version, "kind": self.kind,
                                "epsilon": self.epsilon}
@@ -216,16 +222,52 @@ def _central_delta(value: Any, key: str) -> float | None:
     return float(value)
 
 
-def parse_campaign(raw: Any, where: str) -> Campaign:
+def parse_campaign(raw: Any, where: str, pinned: Mapping[str, Any] | None = None) -> Campaign:
     """One ``[[campaigns]]`` table (or an admin API body) → a validated ``Campaign`` (version 1);
     ``ConfigError`` naming the key otherwise. ``privacy_mode`` and its keys:
-    ``ldptel.campaigns.modes``."""
+    ``ldptel.campaigns.modes``; ``pinned``: the plan stored with the version (its registry
+    entry's ``plan``), used instead of planning again."""
     if not isinstance(raw, dict):
         raise fail(where, "must be a table")
-    return privacy_modes.parse(raw, where, lambda table: _parse_campaign(table, where))
+    campaign: Campaign = privacy_modes.parse(raw, where, lambda table: _parse_campaign(table, where), pinned)
+    return campaign
 
 
 def _parse_campaign(raw: Any, where: str) -> Campaign:
+    """One local campaign's table (``parse_campaign`` without the privacy mode): the keys every
+    kind shares, then RAPPOR's own, or ε and the kind's."""
+    camp, where = _common_fields(raw, where)
+    kind = camp.kind
+    if kind == "frequency" and raw.get("oracle", "olh") == "rappor":
+        return _rappor(raw, where, camp)
+    eps = raw.get("epsilon")
+    if eps is None:
+        raise fail(f"{where}.epsilon", "is required (no default: choose the privacy budget)")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not MIN_EPSILON <= eps <= MAX_EPSILON:
+        raise fail(f"{where}.epsilon", f"must be a number with {MIN_EPSILON:g} <= epsilon <= {MAX_EPSILON:g} "
+                                       f"(mechanisms/base.py says why), got {eps!r}")
+    camp.epsilon = float(eps)
+    if kind in DEVICE_LEVEL_KINDS:
+        device_level_params(raw, where, camp)
+        if kind == "unique_devices":
+            return _finished(camp, where)
+        kind = estimate_kind(kind)  # then parsed as the frequency or numeric campaign it publishes
+    if kind != "numeric":  # numeric campaigns: 1BitMean's own memoization (numeric_params)
+        camp.params.update(memoize_params(raw, where, camp.epsilon))
+    if kind == "frequency":
+        _frequency_fields(raw, where, camp)
+    elif kind == "heavy_hitters":
+        _heavy_hitter_fields(raw, where, camp)
+    elif kind == "numeric":
+        camp.params = numeric_params({"lower": 0, **raw} if camp.kind != kind else raw, where, camp.epsilon)
+    else:
+        _range_fields(raw, where, camp)
+    return _finished(camp, where)
+
+
+def _common_fields(raw: Any, where: str) -> tuple[SimpleNamespace, str]:
+    """The name, kind, allowed keys and the fields every kind has, as a namespace frozen into a
+    ``Campaign`` at the end (``_finished``); and the campaign's ``where`` (``campaigns[NAME]``)."""
     if not isinstance(raw, dict):
         raise fail(where, "must be a table")
     name = raw.get("name")
@@ -262,104 +304,98 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
         central_delta=_central_delta(raw.get("central_delta"), f"{where}.central_delta"),
         dimensions=parse_dimensions(raw.get("dimensions"), raw.get("experiment"), where),
     )
-    oracle = raw.get("oracle", "olh")
-    if kind == "frequency" and oracle == "rappor":
-        camp.oracle = "rappor"
-        missing = [k for k in RAPPOR_KEYS if k not in raw]
-        if missing:
-            raise fail(f"{where}.{missing[0]}", "is required for the rappor oracle")
-        not_rappor = ("epsilon", "domain", "domain_size", "memoize", "epsilon_inf")
-        if any(k in raw for k in not_rappor):
-            bad = next(k for k in not_rappor if k in raw)
-            raise fail(f"{where}.{bad}", "does not apply to rappor (ε, ε∞ follow from f, p, q, "
-                        "hashes; its permanent response is always memoized)")
-        params = {k: raw[k] for k in RAPPOR_KEYS}
-        check_labels(params["candidates"], f"{where}.candidates")
-        cap = read_int(raw, "max_candidates", where, MAX_CANDIDATES_DEFAULT, 1, MAX_CANDIDATES)
-        if isinstance(params["candidates"], list) and len(params["candidates"]) > cap:
-            raise fail(f"{where}.candidates", f"has {len(params['candidates'])} entries, more than "
-                       f"max_candidates = {cap}: decoding costs grow as the cube of the candidates "
-                       f"(about 1 s at 2,048); raise max_candidates (at most {MAX_CANDIDATES}) or "
-                       "split the list over campaigns")
-        try:
-            mech = create_mechanism("rappor", **params)
-        except ValueError as exc:
-            key = str(exc).split()[0]
-            raise fail(f"{where}.{key if key in RAPPOR_KEYS else 'rappor'}", str(exc)) from None
-        assert isinstance(mech, RAPPOR)
-        camp.params = params  # max_candidates is checked here only: not published, no new version
-        camp.epsilon = mech.epsilon
-        camp.params["epsilon_inf"] = mech.epsilon_inf
-        return _finished(camp, where)
+    return camp, where
 
-    eps = raw.get("epsilon")
-    if eps is None:
-        raise fail(f"{where}.epsilon", "is required (no default: choose the privacy budget)")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not MIN_EPSILON <= eps <= MAX_EPSILON:
-        raise fail(f"{where}.epsilon", f"must be a number with {MIN_EPSILON:g} <= epsilon <= {MAX_EPSILON:g} "
-                                       f"(mechanisms/base.py says why), got {eps!r}")
-    camp.epsilon = float(eps)
-    if kind in DEVICE_LEVEL_KINDS:
-        device_level_params(raw, where, camp)
-        if kind == "unique_devices":
-            return _finished(camp, where)
-        kind = estimate_kind(kind)  # then parsed as the frequency or numeric campaign it publishes
-    if kind != "numeric":  # numeric campaigns: 1BitMean's own memoization (numeric_params)
-        camp.params.update(memoize_params(raw, where, camp.epsilon))
 
-    if kind == "frequency":
-        if oracle not in ORACLES:
-            raise fail(f"{where}.oracle", f"must be one of {', '.join(ORACLES)}, got {oracle!r}")
-        for key in (*RAPPOR_KEYS, "max_candidates"):
-            if key in raw:
-                raise fail(f"{where}.{key}", "applies only to oracle = \"rappor\"")
-        camp.oracle = oracle
-        if ("domain" in raw) == ("domain_size" in raw):
-            raise fail(f"{where}.domain", "give exactly one of domain (labels) or domain_size")
-        if "domain" in raw:
-            dom = raw["domain"]
-            if (not isinstance(dom, list) or len(dom) < 2
-                    or not all(isinstance(v, str) and v for v in dom)):
-                raise fail(f"{where}.domain", "must be a list of at least 2 non-empty strings")
-            if len(set(dom)) != len(dom):
-                raise fail(f"{where}.domain", "values must be distinct")
-            check_labels(dom, f"{where}.domain")
-            camp.domain = list(dom)
-            camp.domain_size = len(dom)
-        else:
-            camp.domain_size = read_int(raw, "domain_size", where, None, 2, MAX_FREQUENCY_DOMAIN)
-    elif kind == "heavy_hitters":
-        camp.oracle = "olh"
-        if raw.get("oracle", "olh") != "olh":
-            raise fail(f"{where}.oracle", "heavy hitters use olh")
-        max_length = read_int(raw, "max_length", where, None, 1, 64)
-        camp.params.update({
-            "max_length": max_length,
-            # at most 16 new bits per level (the walk evaluates width·2^bits candidates)
-            "levels": read_int(raw, "levels", where, max_length, -(-max_length // 2), 8 * max_length),
-            "width": read_int(raw, "width", where, 64, 1, 4096),
-        })
-        # always published: an SDK must not have to agree with the server on a default
-        levels, g = camp.params["levels"], pool_hash_range(camp.epsilon)
-        cands = walk_candidates(max_length, levels, camp.params["width"])
-        pool = read_int(raw, "pool_size", where, default_pool_size(levels, g, cands), 1, 1 << 16)
-        try:
-            camp.params["pool_size"] = check_pool_size(pool, levels, g, cands)
-        except ValueError as exc:
-            raise fail(f"{where}.pool_size", str(exc)) from None
-    elif kind == "numeric":
-        camp.params = numeric_params({"lower": 0, **raw} if camp.kind != kind else raw, where, camp.epsilon)
-    else:  # range
-        camp.domain_size = read_int(raw, "domain_size", where, None, 2, MAX_RANGE_DOMAIN)
-        method = raw.get("method", "haar")
-        if method not in RANGE_METHODS:
-            raise fail(f"{where}.method", f"must be one of {', '.join(RANGE_METHODS)}, got {method!r}")
-        camp.params["method"] = method
-        if "branching" in raw:
-            if method != "hierarchical":
-                raise fail(f"{where}.branching", "applies only to method = \"hierarchical\"")
-            camp.params["branching"] = read_int(raw, "branching", where, None, 2, 1024)
+def _rappor(raw: dict[str, Any], where: str, camp: SimpleNamespace) -> Campaign:
+    """A RAPPOR frequency campaign: its parameters instead of ε (ε and ε∞ follow from them)."""
+    camp.oracle = "rappor"
+    missing = [k for k in RAPPOR_KEYS if k not in raw]
+    if missing:
+        raise fail(f"{where}.{missing[0]}", "is required for the rappor oracle")
+    not_rappor = ("epsilon", "domain", "domain_size", "memoize", "epsilon_inf")
+    if any(k in raw for k in not_rappor):
+        bad = next(k for k in not_rappor if k in raw)
+        raise fail(f"{where}.{bad}", "does not apply to rappor (ε, ε∞ follow from f, p, q, "
+                    "hashes; its permanent response is always memoized)")
+    params = {k: raw[k] for k in RAPPOR_KEYS}
+    check_labels(params["candidates"], f"{where}.candidates")
+    cap = read_int(raw, "max_candidates", where, MAX_CANDIDATES_DEFAULT, 1, MAX_CANDIDATES)
+    if isinstance(params["candidates"], list) and len(params["candidates"]) > cap:
+        raise fail(f"{where}.candidates", f"has {len(params['candidates'])} entries, more than "
+                   f"max_candidates = {cap}: decoding costs grow as the cube of the candidates "
+                   f"(about 1 s at 2,048); raise max_candidates (at most {MAX_CANDIDATES}) or "
+                   "split the list over campaigns")
+    try:
+        mech = create_mechanism("rappor", **params)
+    except ValueError as exc:  # RAPPOR names the argument at fault (argument_of)
+        key = argument_of(exc)
+        raise fail(f"{where}.{key if key in RAPPOR_KEYS else 'rappor'}", str(exc)) from None
+    assert isinstance(mech, RAPPOR)
+    camp.params = params  # max_candidates is checked here only: not published, no new version
+    camp.epsilon = mech.epsilon
+    camp.params["epsilon_inf"] = mech.epsilon_inf
     return _finished(camp, where)
+
+
+def _frequency_fields(raw: dict[str, Any], where: str, camp: SimpleNamespace) -> None:
+    """A frequency campaign's oracle and domain (labels, or a size)."""
+    oracle = raw.get("oracle", "olh")
+    if oracle not in ORACLES:
+        raise fail(f"{where}.oracle", f"must be one of {', '.join(ORACLES)}, got {oracle!r}")
+    for key in (*RAPPOR_KEYS, "max_candidates"):
+        if key in raw:
+            raise fail(f"{where}.{key}", "applies only to oracle = \"rappor\"")
+    camp.oracle = oracle
+    if ("domain" in raw) == ("domain_size" in raw):
+        raise fail(f"{where}.domain", "give exactly one of domain (labels) or domain_size")
+    if "domain" in raw:
+        dom = raw["domain"]
+        if (not isinstance(dom, list) or len(dom) < 2
+                or not all(isinstance(v, str) and v for v in dom)):
+            raise fail(f"{where}.domain", "must be a list of at least 2 non-empty strings")
+        if len(set(dom)) != len(dom):
+            raise fail(f"{where}.domain", "values must be distinct")
+        check_labels(dom, f"{where}.domain")
+        camp.domain = list(dom)
+        camp.domain_size = len(dom)
+    else:
+        camp.domain_size = read_int(raw, "domain_size", where, None, 2, MAX_FREQUENCY_DOMAIN)
+
+
+def _heavy_hitter_fields(raw: dict[str, Any], where: str, camp: SimpleNamespace) -> None:
+    """A heavy-hitter campaign's tree (``max_length``, ``levels``, ``width``) and seed pool."""
+    camp.oracle = "olh"
+    if raw.get("oracle", "olh") != "olh":
+        raise fail(f"{where}.oracle", "heavy hitters use olh")
+    max_length = read_int(raw, "max_length", where, None, 1, 64)
+    camp.params.update({
+        "max_length": max_length,
+        # at most 16 new bits per level (the walk evaluates width·2^bits candidates)
+        "levels": read_int(raw, "levels", where, max_length, -(-max_length // 2), 8 * max_length),
+        "width": read_int(raw, "width", where, 64, 1, 4096),
+    })
+    # always published: an SDK must not have to agree with the server on a default
+    levels, g = camp.params["levels"], pool_hash_range(camp.epsilon)
+    cands = walk_candidates(max_length, levels, camp.params["width"])
+    pool = read_int(raw, "pool_size", where, default_pool_size(levels, g, cands), 1, 1 << 16)
+    try:
+        camp.params["pool_size"] = check_pool_size(pool, levels, g, cands)
+    except ValueError as exc:
+        raise fail(f"{where}.pool_size", str(exc)) from None
+
+
+def _range_fields(raw: dict[str, Any], where: str, camp: SimpleNamespace) -> None:
+    """A range campaign's domain and method (``branching`` for the hierarchical one)."""
+    camp.domain_size = read_int(raw, "domain_size", where, None, 2, MAX_RANGE_DOMAIN)
+    method = raw.get("method", "haar")
+    if method not in RANGE_METHODS:
+        raise fail(f"{where}.method", f"must be one of {', '.join(RANGE_METHODS)}, got {method!r}")
+    camp.params["method"] = method
+    if "branching" in raw:
+        if method != "hierarchical":
+            raise fail(f"{where}.branching", "applies only to method = \"hierarchical\"")
+        camp.params["branching"] = read_int(raw, "branching", where, None, 2, 1024)
 
 
 def _finished(camp: SimpleNamespace, where: str) -> Campaign:

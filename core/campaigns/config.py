@@ -24,6 +24,7 @@ from ldptel.campaigns.campaign import (
 )
 from ldptel.config_values import ConfigError, fail, read_int, read_seconds
 from ldptel.durations import parse_duration
+from ldptel.privacy.modes import Shuffled, ShuffledFakes
 
 __all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "AnalyzerConfig",
            "Campaign", "Config",
@@ -43,7 +44,7 @@ AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms
 ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir"}
 
 
-def _tokens(d: dict, key: str, env: str) -> list[str]:
+def _tokens(d: dict[str, Any], key: str, env: str) -> list[str]:
     raw = os.environ.get(env)
     tokens: Any = [t.strip() for t in raw.split(",") if t.strip()] if raw else d.get(key, [])
     if not isinstance(tokens, list) or not all(isinstance(t, str) and t for t in tokens):
@@ -54,7 +55,7 @@ def _tokens(d: dict, key: str, env: str) -> list[str]:
     return tokens
 
 
-def _trusted_proxies(d: dict) -> tuple[str, ...]:
+def _trusted_proxies(d: dict[str, Any]) -> tuple[str, ...]:
     """``[server] trusted_proxies``: addresses or networks (``ipaddress.ip_network``)."""
     value = d.get("trusted_proxies", [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -69,7 +70,7 @@ def _trusted_proxies(d: dict) -> tuple[str, ...]:
     return tuple(v.strip() for v in value)
 
 
-def _admin_tokens(d: dict) -> tuple[list[str], dict[str, str]]:
+def _admin_tokens(d: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """``admin_tokens``: strings, or tables ``{name = "…", token = "…"}`` naming the holder (the
     campaign history records who changed what); (tokens, token digest → name)."""
     raw = d.get("admin_tokens", [])
@@ -188,7 +189,7 @@ class Config:
     path: Path | None = None
     shuffler: ShufflerConfig = field(default_factory=ShufflerConfig)
     history: dict[str, list[Campaign]] = field(default_factory=dict)  # older versions, ascending
-    tables: list[dict] = field(default_factory=list)  # the file's [[campaigns]] tables, as given
+    tables: list[dict[str, Any]] = field(default_factory=list)  # the file's [[campaigns]] tables, as given
     declared: list[Campaign] = field(default_factory=list)  # the file's campaigns, as parsed
     # campaigns whose registry record cannot be read (``ldptel.store.registry``): name → why; quarantined
     broken: dict[str, str] = field(default_factory=dict)
@@ -229,7 +230,7 @@ def _shuffler(shf: Any) -> ShufflerConfig:
     )
 
 
-def parse_config(data: dict, path: Path | None = None) -> Config:
+def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     """Validate a parsed TOML document."""
     for key in data:
         if key not in ("server", "aggregator", "shuffler", "campaigns", "analyzer"):
@@ -302,15 +303,16 @@ def check_file_rules(camp: Campaign, shuffler: ShufflerConfig) -> None:
     - ``batch_min`` ≤ ``[shuffler] max_ingress_batches`` / 2: a (version, window, cell) group's
       batch must fit in its share of ingress (one entry per device at worst), else the group can
       never be released and is refused until its window closes."""
-    if camp.batch_min is not None and camp.batch_min > shuffler.max_ingress_batches // 2:
+    mode = camp.mode
+    if isinstance(mode, (Shuffled, ShuffledFakes)) and mode.batch_min > shuffler.max_ingress_batches // 2:
         raise fail(f"campaigns[{camp.name}].batch_min",
-                   f"{camp.batch_min:,} devices do not fit in half of a group's ingress "
+                   f"{mode.batch_min:,} devices do not fit in half of a group's ingress "
                    f"([shuffler] max_ingress_batches = {shuffler.max_ingress_batches:,} per (version, "
                    "window, cell), one entry per device at worst): the largest batch_min that works is "
                    f"{shuffler.max_ingress_batches // 2:,}; raise max_ingress_batches, or lower batch_min")
 
 
-def load_config(path: str | os.PathLike) -> Config:
+def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a TOML config file."""
     p = Path(path)
     try:

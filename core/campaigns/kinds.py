@@ -30,6 +30,7 @@ from ldptel.durations import parse_window
 from ldptel.mechanisms import NUMERIC_MECHANISMS
 from ldptel.mechanisms.base import MAX_EPSILON
 from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS, UNIQUE_LABELS
+from ldptel.mechanisms.errors import argument_of
 from ldptel.mechanisms.numeric import check_bounds, default_numeric_mechanism
 from ldptel.mechanisms.onebitmean import DEFAULT_BUCKETS, MAX_BUCKETS
 
@@ -45,7 +46,7 @@ def late_seconds(window_seconds: int) -> int:
     return max(2 * window_seconds, MIN_LATE_SECONDS)
 
 
-def device_level_params(raw: dict, where: str, camp: Any) -> None:
+def device_level_params(raw: dict[str, Any], where: str, camp: Any) -> None:
     """The device-level kinds' checks and fields, set on ``camp`` (``campaign.parse_campaign``'s
     namespace, ``kind``, ``window`` and ``epsilon`` already read); ``ConfigError`` naming the key."""
     kind = camp.kind
@@ -78,7 +79,7 @@ def device_level_params(raw: dict, where: str, camp: Any) -> None:
                                          f"per_device_count, got {raw.get('mechanism')!r}")
 
 
-def memoize_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
+def memoize_params(raw: dict[str, Any], where: str, epsilon: float) -> dict[str, Any]:
     """``{"memoize": True, "epsilon_inf": ε∞}`` for ``memoize = true`` (ε∞ required, ε < ε∞ ≤ 10),
     ``{}`` for ``memoize = false`` or absent (then ``epsilon_inf`` must be absent too)."""
     memoize = raw.get("memoize", False)
@@ -101,7 +102,7 @@ def memoize_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
     return {"memoize": True, "epsilon_inf": float(eps_inf)}
 
 
-def numeric_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
+def numeric_params(raw: dict[str, Any], where: str, epsilon: float) -> dict[str, Any]:
     """A numeric campaign's ``lower``, ``upper``, ``mechanism`` (default: the lowest worst-case
     variance for ε) and, for 1bitmean, ``memoize`` (default true) and ``buckets`` (default 8):
     all published, so an SDK never has to agree with the server on a default."""
@@ -114,8 +115,8 @@ def numeric_params(raw: dict, where: str, epsilon: float) -> dict[str, Any]:
             raise fail(f"{where}.{key}", f"is required: a finite number, got {v!r}")
     try:  # the limits that keep every formula on the path finite (mechanisms/numeric.py)
         check_bounds(raw["lower"], raw["upper"])
-    except ValueError as exc:
-        raise fail(f"{where}.{str(exc).split()[0]}", str(exc)) from None
+    except ValueError as exc:  # check_bounds names the bound at fault (argument_of)
+        raise fail(f"{where}.{argument_of(exc) or 'upper'}", str(exc)) from None
     mechanism = raw.get("mechanism", default_numeric_mechanism(epsilon))
     if mechanism not in NUMERIC_MECHANISMS:
         raise fail(f"{where}.mechanism",

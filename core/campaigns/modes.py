@@ -4,7 +4,7 @@
 - ``shuffled``: every device sends one ε₀-LDP report of the campaign's oracle, sealed to the
   analyzer (``ldptel.sealing``); the shuffler releases whole batches of ≥ ``batch_min`` devices.
   ``epsilon`` is planned: the largest ε₀ whose certified central ε at n = ``batch_min`` is ≤
-  ``central_epsilon`` at δ = ``central_delta`` (``ldptel.privacy.planner.plan``); an ``epsilon``
+  ``central_epsilon`` at δ = ``central_delta`` (``ldptel.privacy.plan``); an ``epsilon``
   given by the operator must be ≤ that ε₀ and is then used.
 - ``shuffled-fakes``: every device sends its index (the true one, or through GRR at
   ``local_epsilon``) plus Poisson(λ) fake indices uniform over the domain, each message sealed;
@@ -16,38 +16,50 @@ index domain (``ldptel.campaigns.shuffled_kinds``: the range's values, the numer
 ``reports_per_window = 1`` (a window's reports are its devices), no ``memoize`` (nor RAPPOR or
 heavy hitters: docs/privacy.md says why). ``central_delta`` defaults to min(1/(10·batch_min), 10⁻⁶). A
 target that cannot be certified raises ``UncertifiableTarget`` naming ``central_epsilon`` (or
-``central_delta`` below the planner's floor) with the planner's
-suggestion; every other error is a ``ConfigError`` naming its key. A shuffled version's claims are
-evaluated here, when it is made or read (``_claims``: T = retention / window at most
-``release_claims.MAX_RELEASES_COMPOSED``, else refused naming ``retention``), never on a request.
+``central_delta`` below the planner's floor) with the planner's suggestion; every other error is a
+``ConfigError`` naming its key (``.key``).
+
+The mode is chosen here once, as a type (``ldptel.privacy.modes``: ``Local``, ``Shuffled``,
+``ShuffledFakes``), and held by the campaign as ``Campaign.mode``. A shuffled mode's plan is
+pinned: ``parse`` given a version's stored plan (``pinned``, the ``plan`` of its registry entry)
+uses it and does not plan again; without one (a new version, the config file) it plans through
+``ldptel.privacy.plan``; a stored plan made for other inputs than the table's is a
+``ConfigError`` naming ``plan``. A shuffled version's claims are evaluated here, when its plan is
+made (``_claims``: T = retention / window at most ``release_claims.MAX_RELEASES_COMPOSED``, else
+refused naming ``retention``), never on a request; reading a pinned version computes nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ldptel.campaigns import shuffled_kinds
 from ldptel.config_values import fail, read_int
 from ldptel.errors import UncertifiableTarget
+from ldptel.mechanisms.errors import argument_of
 from ldptel.mechanisms.shuffled_kinds import INDEX_KINDS
-from ldptel.privacy.modes import MODES
+from ldptel.privacy.modes import MODES, Local, Pinned, PlanInputs, Shuffled, ShuffledFakes
 
 MODE_KEYS = ("privacy_mode", "central_epsilon", "batch_min", "local_epsilon", "grid_points")
 SHUFFLED_ORACLES = ("grr", "oue", "sue", "olh", "hadamard")
 MAX_BATCH_MIN = 10**7
+# the planner's arguments that are also config keys (any other bad argument is the target's)
+PLAN_ARGUMENT_KEYS = ("central_delta", "batch_min", "local_epsilon", "oracle")
 
 
-def parse(raw: dict, where: str, base: Callable[[dict], Any]) -> Any:
+def parse(raw: dict[str, Any], where: str, base: Callable[[dict[str, Any]], Any],
+          pinned: Mapping[str, Any] | None = None) -> Any:
     """``base(table)`` (the campaign parser) of ``raw`` with its privacy mode applied: the
-    mode's keys checked and the planned ε₀ or fake rate filled in (module docstring)."""
+    mode's keys checked and the mode (``Campaign.mode``) filled in with its plan, the ``pinned``
+    one when given (module docstring)."""
     mode = raw.get("privacy_mode", "local")
     name = raw.get("name")
     at = f"campaigns[{name}]" if isinstance(name, str) else where
     if mode not in MODES:
         raise fail(f"{at}.privacy_mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
-    if mode == "local":
+    if mode == Local.name:
         bad = next((k for k in MODE_KEYS[1:] if k in raw), None)
         if bad:
             raise fail(f"{at}.{bad}", 'applies only with privacy_mode = "shuffled" or "shuffled-fakes"')
@@ -83,19 +95,26 @@ def parse(raw: dict, where: str, base: Callable[[dict], Any]) -> Any:
             return shuffled_kinds.build(kind, raw, table, oracle, epsilon, at, base)
         return base({**table, "oracle": oracle, "epsilon": epsilon})
 
-    if mode == "shuffled":
-        camp = _shuffled(raw, at, kind, float(target), float(delta), batch_min, d, build)
+    def planned(oracle: str, local_epsilon: float | None = None) -> Pinned:  # (after the oracle's checks)
+        if isinstance(d, bool) or not isinstance(d, int) or d < 2:
+            raise fail(f"{at}.domain_size", "give domain (labels) or domain_size (≥ 2)")
+        inputs = PlanInputs(mode, oracle, d, float(target), float(delta), batch_min, local_epsilon)
+        return _plan(inputs, at) if pinned is None else _pinned(pinned, inputs, at)
+
+    if mode == Shuffled.name:
+        camp = _shuffled(raw, at, kind, build, planned)
     else:
-        camp = _fakes(raw, at, kind, float(target), float(delta), batch_min, d, build)
-    _claims(camp, at)
+        camp = _fakes(raw, at, kind, build, planned)
+    _claims(camp, at, compute=pinned is None)
     return camp
 
 
-def _claims(camp: Any, at: str) -> None:
+def _claims(camp: Any, at: str, compute: bool) -> None:
     """A shuffled version's claims (``release_claims.version_claims``: the planned bound and the
     cumulative ε over T = retention / window releases) evaluated now, when the version is made or
-    loaded, so that no request computes them; T above ``MAX_RELEASES_COMPOSED`` is refused."""
-    from ldptel.privacy import release_claims  # scipy: server side only
+    loaded, so that no request computes them; T above ``MAX_RELEASES_COMPOSED`` is refused.
+    ``compute=False`` (a pinned version read back): T is checked, nothing is computed."""
+    from ldptel.privacy import release_claims  # (light: its math imports scipy when called)
 
     releases = release_claims.releases_composed(camp)
     if releases is not None and releases > release_claims.MAX_RELEASES_COMPOSED:
@@ -105,6 +124,8 @@ def _claims(camp: Any, at: str) -> None:
                    f"cumulative ε composes at most {release_claims.MAX_RELEASES_COMPOSED:,} "
                    f"(MAX_RELEASES_COMPOSED); retention <= \"{largest // size}{unit}\" works with window = "
                    f"{camp.window!r}, got {camp.retention!r}")
+    if not compute:  # a pinned version: its claims were computed when it was made (no scipy here)
+        return
     try:
         release_claims.version_claims(camp)
     except (ValueError, ArithmeticError, MemoryError) as exc:
@@ -112,25 +133,42 @@ def _claims(camp: Any, at: str) -> None:
                    "a larger central_delta or a shorter retention may") from None
 
 
-def _plan(mode: str, oracle: str, d: Any, target: float, delta: float, batch_min: int, at: str,
-          local_epsilon: float | None = None) -> Any:
-    from ldptel.privacy.plan_cache import cached_plan as plan  # scipy: server side only
+def _plan(inputs: PlanInputs, at: str) -> Pinned:
+    """A new plan of ``inputs`` (``ldptel.privacy.plan``; scipy on a cache miss, server side)."""
+    from ldptel.privacy import plan, plan_cache
 
-    if isinstance(d, bool) or not isinstance(d, int) or d < 2:
-        raise fail(f"{at}.domain_size", "give domain (labels) or domain_size (≥ 2)")
     try:
-        return plan(mode, oracle, d, target, delta, batch_min, local_epsilon=local_epsilon)
-    except UncertifiableTarget as exc:  # named by what it suggests (central_delta below the floor)
-        key = "central_delta" if "central_delta" in exc.suggestion else "central_epsilon"
-        raise UncertifiableTarget(f"{at}.{key}: cannot certify: {exc}", exc.suggestion) from None
-    except ValueError as exc:
-        key = next((k for k in ("central_delta", "batch_min", "local_epsilon", "oracle")
-                    if k in str(exc)), "central_epsilon")
+        made = plan(inputs.mode, inputs.oracle, inputs.domain_size, inputs.central_epsilon,
+                    inputs.central_delta, inputs.batch_min, local_epsilon=inputs.local_epsilon)
+    except UncertifiableTarget as exc:  # named by the planner (central_delta below its floor)
+        target_key = exc.key if exc.key in PLAN_ARGUMENT_KEYS else "central_epsilon"
+        raise UncertifiableTarget(f"{at}.{target_key}: cannot certify: {exc}", exc.suggestion,
+                                  key=f"{at}.{target_key}") from None
+    except ValueError as exc:  # the planner names its argument (argument_of)
+        named = argument_of(exc)
+        key = named if named in PLAN_ARGUMENT_KEYS else "central_epsilon"
         raise fail(f"{at}.{key}", str(exc)) from None
+    rate = made.fake_rate
+    return Pinned(inputs=inputs, local_epsilon=made.local_epsilon,
+                  fake_rate=None if rate is None else float(rate),
+                  fakes_per_bucket=None if made.fakes_per_bucket is None else float(made.fakes_per_bucket),
+                  bound=str(made.bound), planner_version=plan_cache.VERSION)
 
 
-def _shuffled(raw: dict, at: str, kind: str, target: float, delta: float, batch_min: int, d: Any,
-              build: Callable[[str, float | None], Any]) -> Any:
+def _pinned(stored: Mapping[str, Any], inputs: PlanInputs, at: str) -> Pinned:
+    """A version's stored plan, checked to be a plan of ``inputs`` (never planned again)."""
+    try:
+        pin = Pinned.from_json(stored)
+    except ValueError as exc:
+        raise fail(f"{at}.plan", f"the version's stored plan cannot be read: {exc}") from None
+    if pin.inputs != inputs:
+        raise fail(f"{at}.plan", f"the version's stored plan was made for {pin.inputs}, not for its "
+                   f"table's {inputs}")
+    return pin
+
+
+def _shuffled(raw: dict[str, Any], at: str, kind: str, build: Callable[[str, float | None], Any],
+              planned: Callable[[str], Pinned]) -> Any:
     oracle = raw.get("oracle", "olh" if kind == "frequency" else "grr")
     if kind != "frequency":
         shuffled_kinds.check_oracle(oracle, at)
@@ -139,21 +177,24 @@ def _shuffled(raw: dict, at: str, kind: str, target: float, delta: float, batch_
                    f"\"shuffled\", got {oracle!r}")
     if "local_epsilon" in raw:
         raise fail(f"{at}.local_epsilon", "applies to shuffled-fakes (shuffled plans epsilon)")
-    planned = _plan("shuffled", oracle, d, target, delta, batch_min, at)
+    pin = planned(oracle)
+    largest = pin.local_epsilon
+    assert largest is not None  # Pinned.from_json and the planner: a shuffled plan has its ε₀
+    target, delta, batch_min = pin.inputs.central_epsilon, pin.inputs.central_delta, pin.inputs.batch_min
     eps = raw.get("epsilon")
     if eps is not None:
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= planned.local_epsilon:
-            raise fail(f"{at}.epsilon", f"must be a number with 0 < epsilon <= {planned.local_epsilon:g} "
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= largest:
+            raise fail(f"{at}.epsilon", f"must be a number with 0 < epsilon <= {largest:g} "
                        f"(the largest ε₀ certifying central ε {target:g} at δ = {delta:g} for batches "
                        f"of {batch_min:,}), got {eps!r}")
-    eps0 = float(eps if eps is not None else planned.local_epsilon)
+    eps0 = float(eps if eps is not None else largest)
     camp = build(oracle, eps0)
-    return dataclasses.replace(camp, privacy_mode="shuffled", central_epsilon=target, central_delta=delta,
-                               batch_min=batch_min)
+    return dataclasses.replace(camp, central_delta=delta,
+                               mode=Shuffled(target, delta, batch_min, eps0, pin))
 
 
-def _fakes(raw: dict, at: str, kind: str, target: float, delta: float, batch_min: int, d: Any,
-           build: Callable[[str, float | None], Any]) -> Any:
+def _fakes(raw: dict[str, Any], at: str, kind: str, build: Callable[[str, float | None], Any],
+           planned: Callable[[str, float | None], Pinned]) -> Any:
     if "epsilon" in raw:
         raise fail(f"{at}.epsilon", "does not apply to shuffled-fakes: the index is sent as it is, or "
                    "through GRR at local_epsilon")
@@ -165,30 +206,34 @@ def _fakes(raw: dict, at: str, kind: str, target: float, delta: float, batch_min
     if local is not None and (isinstance(local, bool) or not isinstance(local, (int, float))
                               or not 0 < local <= 10):
         raise fail(f"{at}.local_epsilon", f"must be a number with 0 < local_epsilon <= 10, got {local!r}")
-    planned = _plan("shuffled-fakes", oracle, d, target, delta, batch_min, at,
-                    None if local is None else float(local))
+    local_epsilon = None if local is None else float(local)
+    pin = planned(oracle, local_epsilon)
+    assert pin.fake_rate is not None  # Pinned.from_json and the planner: a fakes plan has its λ
     # the base parser validates a frequency campaign's keys with GRR's; the histogram has no ε
     if kind == "frequency":
-        camp = build("grr", float(local) if local is not None else 1.0)
+        camp = build("grr", local_epsilon if local_epsilon is not None else 1.0)
     else:
-        camp = build(oracle, None if local is None else float(local))
-    return dataclasses.replace(camp, privacy_mode="shuffled-fakes", central_epsilon=target,
-                               central_delta=delta, batch_min=batch_min, fake_rate=float(planned.fake_rate),
-                               oracle=oracle, epsilon=None if local is None else float(local))
+        camp = build(oracle, local_epsilon)
+    inputs = pin.inputs
+    mode = ShuffledFakes(inputs.central_epsilon, inputs.central_delta, inputs.batch_min, pin.fake_rate,
+                         local_epsilon, pin)
+    return dataclasses.replace(camp, central_delta=inputs.central_delta, mode=mode, oracle=oracle,
+                               epsilon=local_epsilon)
 
 
 def public_fields(campaign: Any) -> dict[str, Any]:
     """What a shuffled campaign adds to ``Campaign.public()`` (nothing for ``local``, so local
     campaigns' public configs and digests are unchanged): the mode, the target, ``batch_min``
     and, for shuffled-fakes, ``fake_rate`` (λ)."""
-    if campaign.privacy_mode == "local":
+    mode = campaign.mode
+    if not isinstance(mode, (Shuffled, ShuffledFakes)):
         return {}
-    out = {"privacy_mode": campaign.privacy_mode,
-           "central_target": {"epsilon": campaign.central_epsilon, "delta": campaign.central_delta},
-           "batch_min": campaign.batch_min}
-    if campaign.privacy_mode == "shuffled-fakes":
-        out["fake_rate"] = campaign.fake_rate
+    out: dict[str, Any] = {"privacy_mode": mode.name,
+                           "central_target": {"epsilon": mode.central_epsilon, "delta": mode.central_delta},
+                           "batch_min": mode.batch_min}
+    if isinstance(mode, ShuffledFakes):
+        out["fake_rate"] = mode.fake_rate
     return out
 
 
-__all__ = ["MODE_KEYS", "SHUFFLED_ORACLES", "parse", "public_fields"]
+__all__ = ["MODE_KEYS", "PLAN_ARGUMENT_KEYS", "SHUFFLED_ORACLES", "parse", "public_fields"]

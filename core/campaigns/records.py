@@ -5,9 +5,16 @@ One record per campaign::
 
     {"name", "status": "active" | "paused" | "retired", "reason", "updated_at",
      "admin_since_apply": bool,
-     "versions": [{"version": 1, "table": {...}, "created_at", "superseded_at"[, "unreadable"]}, ...]}
+     "versions": [{"version": 1, "table": {...}, "created_at", "superseded_at"[, "plan"]
+                   [, "unreadable"]}, ...]}
 
-``table`` is the version's TOML table as given. Keys are of three sorts:
+``table`` is the version's TOML table as given. ``plan`` (shuffled privacy modes only): the plan
+pinned when the version was created (``ldptel.privacy.modes.Pinned``: ε₀, fake rate, μ, the
+bound, the planner's version, and the inputs it is a plan of); every later parse of the version
+uses it and never plans again, so a new planner (an upgrade) changes no live version's
+randomization: only a new version is planned anew. A version written before plans were pinned
+is planned when read, and pinned at its record's next write (``pin_missing``). Keys are of four
+sorts:
 
 - the randomization parameters, ``window`` and ``shards`` (``identity``): a change makes version
   n+1 (``shards`` cannot change: the streams are per shard);
@@ -46,7 +53,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ldptel.campaigns.config import (
     IN_PLACE_KEYS,
@@ -58,7 +65,7 @@ from ldptel.campaigns.config import (
 )
 from ldptel.campaigns.limits import check_answer_bytes, json_bytes
 from ldptel.durations import parse_window
-from ldptel.privacy.modes import is_shuffled
+from ldptel.privacy.modes import Shuffled, ShuffledFakes, is_shuffled
 
 CAMPAIGN_WIDE_KEYS = ("description", "min_reports", "accept_old_versions", "retention")
 VERSION_KEYS = tuple(k for k in IN_PLACE_KEYS if k not in CAMPAIGN_WIDE_KEYS)
@@ -151,9 +158,9 @@ def versions_of(record: Mapping[str, Any]) -> list[Campaign]:
     for entry in entries:
         table = latest if entry is entries[-1] else effective_table(entry["table"], latest)
         try:
-            camp = parse_campaign(dict(table), where(name))
+            camp = parse_campaign(dict(table), where(name), entry.get("plan"))
         except ConfigError as exc:
-            raise ConfigError(f"{exc} (version {entry['version']})") from None
+            raise ConfigError(f"{exc} (version {entry['version']})", exc.key) from None
         if camp.name != name:
             raise ConfigError(f"{where(name)}.name: version {entry['version']} names {camp.name!r}")
         out.append(dataclasses.replace(camp, version=int(entry["version"]),
@@ -178,7 +185,7 @@ def parse_stored(name: str, raw: bytes) -> dict[str, Any]:
     if not isinstance(entries, list) or not all(
             isinstance(e, dict) and isinstance(e.get("table"), dict) and "version" in e for e in entries):
         return {"name": name, "broken": "the stored record has no list of versions", "versions": []}
-    return rec
+    return cast("dict[str, Any]", rec)
 
 
 def readable_versions(rec: Mapping[str, Any]) -> list[Campaign]:
@@ -214,10 +221,12 @@ def check_record(record: Mapping[str, Any], others: Mapping[str, int], now: floa
     return versions
 
 
-def own_table_error(table: Mapping[str, Any], name: str) -> str | None:
-    """Why a version's own table does not parse (an older ldptel, or a hand edit), or None."""
+def own_table_error(table: Mapping[str, Any], name: str, pinned: Mapping[str, Any] | None = None
+                    ) -> str | None:
+    """Why a version's own table (with its pinned plan) does not parse (an older ldptel, or a hand
+    edit), or None."""
     try:
-        parse_campaign(dict(table), where(name))
+        parse_campaign(dict(table), where(name), pinned)
     except ConfigError as exc:
         return str(exc)
     return None
@@ -230,11 +239,11 @@ def stamp_unreadable(record: dict[str, Any], before: Mapping[str, Any] | None) -
     if before is None:
         return []
     was_bad = {e["version"] for e in before["versions"]
-               if e.get("unreadable") or own_table_error(e["table"], record["name"])}
+               if e.get("unreadable") or own_table_error(e["table"], record["name"], e.get("plan"))}
     stamped = []
     for e in record["versions"][:-1]:
         if e["version"] in was_bad and not e.get("unreadable"):
-            reason = own_table_error(e["table"], record["name"])
+            reason = own_table_error(e["table"], record["name"], e.get("plan"))
             if reason is not None:
                 e["unreadable"] = reason
                 e["superseded_at"] = e.get("superseded_at") or time.time()
@@ -247,24 +256,77 @@ def _latest_identity(record: Mapping[str, Any]) -> tuple[Campaign | None, dict[s
     if not entries:
         return None, None
     try:
-        camp = parse_campaign(dict(entries[-1]["table"]), where(str(record["name"])))
+        camp = parse_campaign(dict(entries[-1]["table"]), where(str(record["name"])), entries[-1].get("plan"))
     except ConfigError:
         return None, None
     return camp, identity(camp)
 
 
-def plan(record: Mapping[str, Any] | None, table: Mapping[str, Any], now: float
-         ) -> tuple[dict[str, Any], Change, dict[str, Any]]:
+def pinned_plan(campaign: Campaign) -> dict[str, Any] | None:
+    """The ``plan`` of ``campaign``'s version entry: its shuffled mode's pinned plan (None for a
+    local campaign, whose entry has none: local records are as they were)."""
+    mode = campaign.mode
+    return mode.plan.to_json() if isinstance(mode, (Shuffled, ShuffledFakes)) else None
+
+
+def new_entry(version: int, table: Mapping[str, Any], campaign: Campaign, now: float) -> dict[str, Any]:
+    """A version entry for ``table`` parsed as ``campaign``, its plan pinned (module docstring)."""
+    out: dict[str, Any] = {"version": version, "table": dict(table), "created_at": now, "superseded_at": None}
+    pin = pinned_plan(campaign)
+    if pin is not None:
+        out["plan"] = pin
+    return out
+
+
+def pin_missing(record: dict[str, Any]) -> list[int]:
+    """Pin the plan of every readable version written before plans were pinned (module
+    docstring), in place; returns their numbers. A version that does not parse is left as it is
+    (``check_record`` names it)."""
+    entries = readable(record)
+    pinned = []
+    for entry in entries:
+        if "plan" in entry:
+            continue
+        table = entries[-1]["table"] if entry is entries[-1] else effective_table(entry["table"],
+                                                                                  entries[-1]["table"])
+        try:
+            pin = pinned_plan(parse_campaign(dict(table), where(str(record["name"]))))
+        except ConfigError:
+            continue
+        if pin is not None:
+            entry["plan"] = pin
+            pinned.append(int(entry["version"]))
+    return pinned
+
+
+def _parse_put(table: Mapping[str, Any], pinned: Mapping[str, Any] | None) -> tuple[Campaign, bool]:
+    """``table`` parsed with the latest version's pinned plan when it is a plan of the same
+    inputs (an in-place change or none: nothing planned), else planned anew; (campaign, whether
+    the pin was used)."""
+    name = table.get("name")
+    if pinned is not None:
+        try:
+            return parse_campaign(dict(table), where(str(name)), pinned), True
+        except ConfigError as exc:
+            if not (exc.key or "").endswith(".plan"):
+                raise
+    return parse_campaign(dict(table), where(str(name))), False
+
+
+def put_table(record: Mapping[str, Any] | None, table: Mapping[str, Any], now: float
+              ) -> tuple[dict[str, Any], Change, dict[str, Any]]:
     """(the record after putting ``table``, what changed, the history entry's ``changed``).
     Only ``table`` is checked here; ``check_record`` checks the result. A stored record that is
-    not a record at all (``broken``: not JSON, no versions) is replaced by a new one."""
-    name = table.get("name")
-    new = parse_campaign(dict(table), where(str(name)))
+    not a record at all (``broken``: not JSON, no versions) is replaced by a new one. A new
+    version's plan is made now and pinned in its entry; an in-place change keeps the pinned one."""
     if record is None or record.get("broken"):  # new, or a stored record that is not one at all
+        new = parse_campaign(dict(table), where(str(table.get("name"))))
         rec: dict[str, Any] = {"name": new.name, "status": "active", "reason": "", "updated_at": now,
-               "versions": [{"version": 1, "table": dict(table), "created_at": now, "superseded_at": None}]}
+                               "versions": [new_entry(1, table, new, now)]}
         return rec, Change(new.name, "created", 1), {}
     rec = copy.deepcopy(dict(record))
+    entries = readable(rec)
+    new, kept_plan = _parse_put(table, entries[-1].get("plan") if entries else None)
     latest, before = _latest_identity(rec)
     after = identity(new)
     if before is not None and before["shards"] != after["shards"]:
@@ -277,10 +339,15 @@ def plan(record: Mapping[str, Any] | None, table: Mapping[str, Any], now: float
         changed = sorted(k for k in set(before) | set(after)
                          if before.get(k) != after.get(k) and k not in DERIVED_KEYS)
     if changed or last.get("unreadable"):
+        if kept_plan:  # a new version is planned anew (the latest's plan stays the latest's)
+            new = parse_campaign(dict(table), where(new.name))
+            if before is not None:
+                after = identity(new)
+                changed = sorted(k for k in set(before) | set(after)
+                                 if before.get(k) != after.get(k) and k not in DERIVED_KEYS) or changed
         version = max(int(e["version"]) for e in rec["versions"]) + 1
         last["superseded_at"] = last.get("superseded_at") or now
-        rec["versions"].append({"version": version, "table": dict(table), "created_at": now,
-                                "superseded_at": None})
+        rec["versions"].append(new_entry(version, table, new, now))
         rec["updated_at"] = now
         return rec, Change(new.name, "new_version", version, changed), {"keys": changed}
     assert latest is not None
@@ -291,6 +358,8 @@ def plan(record: Mapping[str, Any] | None, table: Mapping[str, Any], now: float
     if not in_place:
         return rec, Change(new.name, "unchanged", latest.version), {}
     last["table"] = dict(table)
+    if "plan" not in last and pinned_plan(new) is not None:  # a version written before plans were pinned
+        last["plan"] = pinned_plan(new)
     rec["updated_at"] = now
     return rec, Change(new.name, "updated", int(last["version"]), sorted(in_place)), {"values": in_place}
 
@@ -328,5 +397,6 @@ def entry(action: str, version: int, by: str, via: str, now: float, **detail: An
 
 __all__ = ["CAMPAIGN_WIDE_KEYS", "DERIVED_KEYS", "PLAN_KEYS", "VERSION_KEYS", "Applied", "Change",
            "check_record", "drift", "effective_table", "entry", "entry_bytes", "identity", "in_place_keys",
-           "own_table_error", "parse_stored", "plan", "readable", "readable_versions", "rollback_table",
+           "new_entry", "own_table_error", "parse_stored", "pin_missing", "pinned_plan", "put_table",
+           "readable", "readable_versions", "rollback_table",
            "stamp_unreadable", "versions_of", "where"]

@@ -29,7 +29,7 @@ from ldptel.mechanisms.shuffled_kinds import GRID_MECHANISM, INDEX_KINDS, INDEX_
 KIND_OWN = {"range": ("method", "branching"), "numeric": ("mechanism", "memoize", "buckets")}
 
 
-def index_domain(raw: dict, at: str, kind: str) -> int:
+def index_domain(raw: dict[str, Any], at: str, kind: str) -> int:
     """K, the size of the index domain the planner plans for: the range's ``domain_size``, the
     numeric campaign's ``grid_points``."""
     if kind == "range":
@@ -48,8 +48,8 @@ def check_oracle(oracle: Any, at: str) -> None:
                    f"form), got {oracle!r}")
 
 
-def build(kind: str, raw: dict, table: dict, oracle: str, epsilon: float | None, at: str,
-          base: Callable[[dict], Any]) -> Any:
+def build(kind: str, raw: dict[str, Any], table: dict[str, Any], oracle: str, epsilon: float | None, at: str,
+          base: Callable[[dict[str, Any]], Any]) -> Any:
     """The campaign of an index kind: the base parser checks the common keys and the kind's
     bounds (with a placeholder ε when there is none), then the index mechanism's fields replace
     the local mechanism's (module docstring)."""

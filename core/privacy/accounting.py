@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def _lower_convex_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
             else:
                 break
         hull.append(i)
-    return np.interp(x, x[hull], y[hull])
+    return cast("np.ndarray", np.interp(x, x[hull], y[hull]))
 
 
 def curve_points(curve: PrivacyCurve) -> tuple[np.ndarray, np.ndarray]:

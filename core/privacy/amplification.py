@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
 import numpy as np
 from scipy import stats
@@ -67,7 +68,7 @@ def _rappor_beta(p_star: float, q_star: float, hashes: int) -> float:
     k = range(hashes + 1)
     on = np.asarray(stats.binom.pmf(list(k), hashes, q_star), dtype=np.float64)
     off = np.asarray(stats.binom.pmf(list(k), hashes, p_star), dtype=np.float64)
-    return 0.5 * sum(abs(on[i] * off[j] - off[i] * on[j]) for i in k for j in k)
+    return cast("float", 0.5 * sum(abs(on[i] * off[j] - off[i] * on[j]) for i in k for j in k))
 
 
 def variation_ratio(oracle: str, epsilon0: float, domain_size: int, *, hashes: int = DEFAULT_RAPPOR_HASHES,

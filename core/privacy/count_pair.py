@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy import special, stats
@@ -128,7 +128,7 @@ def pair_deltas(u0: float, u1: float, r0: float, r1: float, ns: Sequence[int] | 
     d = _one_way(u0, u1, r0, r1, n_arr, epsilon, upper)
     if r0 != r1:  # D(Q‖P) is D(P‖Q) with the coordinates, so r0 and r1, swapped
         d = np.maximum(d, _one_way(u0, u1, r1, r0, n_arr, epsilon, upper))
-    return np.minimum(np.maximum(d, 0.0), 1.0)
+    return cast("np.ndarray", np.minimum(np.maximum(d, 0.0), 1.0))
 
 
 def _one_way(u0: float, u1: float, r0: float, r1: float, ns: np.ndarray, epsilon: float,

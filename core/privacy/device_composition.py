@@ -6,7 +6,7 @@ campaigns list page; docs/privacy.md).
 What is composed. Each campaign c in a shuffled mode (its latest version, whatever its status: the
 windows it already released stay published) contributes T_c = ``release_claims.releases_composed``
 releases (its windows over the retention period; 1 for ``window = "all"``), each one batch of
-``batch_min`` devices with c's certified curve δ_c(ε) (``privacy_plan.shuffled_curve`` or
+``batch_min`` devices with c's certified curve δ_c(ε) (``planner.shuffled_curve`` or
 ``fakes_curve``: the curve of the planned claim, whose smallest batch is the worst; larger batches
 only lower it). The device is in one batch per window of each campaign (``reports_per_window = 1``),
 and windows and campaigns draw fresh randomness, so the releases compose:
@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ldptel.privacy import plan_cache
-from ldptel.privacy.modes import is_shuffled
+from ldptel.privacy.modes import Shuffled, ShuffledFakes
 from ldptel.privacy.release_claims import releases_composed
 from ldptel.privacy.subject import Claimed
 
@@ -69,15 +69,17 @@ def releases_of(campaigns: Sequence[Claimed]) -> tuple[list[Release], list[str]]
 
     parts, unbounded = [], []
     for c in sorted(campaigns, key=lambda c: c.name):
-        if not is_shuffled(c):
+        mode = c.mode
+        if not isinstance(mode, (Shuffled, ShuffledFakes)):
             continue
         t = releases_composed(c)
         if t is None:
             unbounded.append(c.name)
             continue
-        parts.append(Release(c.name, c.privacy_mode, str(c.oracle), c.epsilon, int(c.domain_size or 0),
-                             n_bucket(max(int(c.batch_min or 2), 2)), c.fake_rate,
-                             float(c.central_delta or 1e-6), t))
+        parts.append(Release(c.name, mode.name, str(c.oracle), c.epsilon, int(c.domain_size or 0),
+                             n_bucket(max(mode.batch_min, 2)),
+                             mode.fake_rate if isinstance(mode, ShuffledFakes) else None,
+                             mode.central_delta, t))
     return parts, unbounded
 
 

@@ -1,17 +1,20 @@
-"""Plans (``ldptel.privacy.planner.plan``) kept on disk, so that a plan is computed once per machine,
-not once per process: a campaign in a shuffled mode is planned whenever its table is parsed (every
-collector worker, the shuffler, the aggregator, each registry change); a cold plan takes 0.05–0.9 s
-(``bench/privacy_plan.py``: GRR at d = 1,024, n = 10⁶ about 0.1 s) on top of the import of the
-privacy math (scipy, about a second), which a hit does not pay. ``cached_plan`` answers from this
-process's memory, then the file, then computes and stores. ``lookup`` / ``store`` keep other
-documents of the privacy math in the same file (``ldptel.privacy.device_composition``: a device's
-cumulative ε across campaigns), ``computing`` keeps two processes from computing one at once.
+"""Plans (``ldptel.privacy.plan``) kept on disk, so that a plan is computed once per machine, not once
+per process: a shuffled campaign of the config file is planned whenever the file is parsed (every
+collector worker, the shuffler, the aggregator) and a new registry version when it is created (a
+stored version is never planned again: its plan is pinned in its registry entry,
+``ldptel.privacy.modes.Pinned``); a cold plan takes 0.05–0.9 s (``bench/privacy_plan.py``: GRR at d
+= 1,024, n = 10⁶ about 0.1 s) on top of the import of the privacy math (scipy, about a second),
+which a hit does not pay. ``ldptel.privacy.plan`` answers from this process's memory, then the file,
+then computes (``planner.compute_plan``) and stores. ``lookup`` / ``store`` keep other documents of
+the privacy math in the same file (``ldptel.privacy.device_composition``: a device's cumulative ε
+across campaigns), ``computing`` keeps two processes from computing one at once.
 
 The file: ``$LDPTEL_PLAN_CACHE`` or ``$XDG_CACHE_HOME/ldptel/privacy-plans.json`` (default
-``~/.cache``), one JSON object {key: plan}, key = the plan's arguments and ``VERSION`` (bump it
-when the math changes: entries of another version are ignored), written atomically (temporary file
-and rename); at most ``MAX_ENTRIES`` kept. A file that cannot be read or written is only a missing
-cache: plans are then computed every time.
+``~/.cache``), one JSON object {key: plan}, key = the plan's arguments and ``VERSION``, the
+planner's version (bump it when the planner's math changes: entries of another version are ignored;
+a version's pinned plan records the version that made it, ``ldptel.privacy.modes.Pinned``), written
+atomically (temporary file and rename); at most ``MAX_ENTRIES`` kept. A file that cannot be read or
+written is only a missing cache: plans are then computed every time.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 VERSION = 1
 MAX_ENTRIES = 2048
@@ -49,8 +52,15 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 class CachedPlan:
-    """A stored plan: the fields of ``privacy_plan.PrivacyPlan`` as attributes, and ``as_dict``
+    """A stored plan: the fields of ``planner.PrivacyPlan`` as attributes, and ``as_dict``
     (a hit imports nothing of the privacy math, whose import alone takes about a second)."""
+
+    # the fields read by name (``ldptel.campaigns.modes``, ``ldptel privacy plan``); the rest by as_dict
+    local_epsilon: float | None
+    fake_rate: float | None
+    fakes_per_bucket: float | None
+    bound: str
+    std_error: float | None
 
     def __init__(self, doc: dict[str, Any]) -> None:
         self._doc = dict(doc)
@@ -65,7 +75,7 @@ def lookup(key: str) -> dict[str, Any] | None:
     with _lock:
         hit = _memory.get(key)
     if hit is not None:
-        return hit
+        return cast("dict[str, Any] | None", hit)
     stored = _read(cache_path()).get(key)
     if not isinstance(stored, dict):
         return None
@@ -103,7 +113,7 @@ def computing(key: str) -> Iterator[None]:
     path = cache_path().with_suffix(".lock")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a")  # noqa: SIM115 - closed below
+        fh = open(path, "a")  # closed below (the lock is held by the open file)
     except OSError:
         yield
         return
@@ -114,19 +124,4 @@ def computing(key: str) -> Iterator[None]:
         fh.close()  # releases the lock
 
 
-def cached_plan(*args: Any, **kwargs: Any) -> CachedPlan:
-    """``privacy_plan.plan(*args, **kwargs)`` through the caches (module docstring); errors of
-    ``plan`` (``ValueError``, ``UncertifiableTarget``) are raised and not cached."""
-    key = json.dumps([VERSION, args, sorted(kwargs.items())], default=str)
-    stored = lookup(key)
-    if stored is not None and "local_epsilon" in stored and "fake_rate" in stored:
-        return CachedPlan(stored)
-    from ldptel.privacy.planner import plan
-
-    doc = plan(*args, **kwargs).as_dict()
-    store(key, doc)
-    return CachedPlan(doc)
-
-
-__all__ = ["MAX_ENTRIES", "VERSION", "CachedPlan", "cache_path", "cached_plan", "computing", "lookup",
-           "store"]
+__all__ = ["MAX_ENTRIES", "VERSION", "CachedPlan", "cache_path", "computing", "lookup", "store"]

@@ -11,7 +11,7 @@ Two ``shuffled*`` modes (docs/privacy.md):
   index passed through GRR at ``local_epsilon`` first); ``fakes_bound(μ, d, δ)`` with μ = λ·n/d fakes
   per bucket (``ldptel.privacy.fake_messages``).
 
-``plan`` picks, at n = ``batch_min``, the largest ε₀ (shuffled; a multiple of 0.001, at most 10)
+``compute_plan`` picks, at n = ``batch_min``, the largest ε₀ (shuffled; a multiple of 0.001, at most 10)
 or the smallest μ (shuffled-fakes; λ = μ·d/batch_min) whose certified U is ≤ the target ε at the
 target δ, and reports the expected standard error of one count at n = batch_min: √(n·Var*) with the
 oracle's Var* for shuffled, √μ for fakes (the estimate subtracts the mean μ; its Poisson variance
@@ -31,6 +31,7 @@ from typing import Any
 from ldptel.errors import UncertifiableTarget
 from ldptel.mechanisms import MECHANISMS
 from ldptel.mechanisms.base import MAX_EPSILON, MIN_EPSILON, check_epsilon
+from ldptel.mechanisms.errors import bad_argument
 from ldptel.privacy.accounting import MAX_RELEASES, PrivacyCurve, cumulative_epsilon
 from ldptel.privacy.amplification import (
     DEFAULT_RAPPOR_HASHES,
@@ -105,31 +106,32 @@ class PrivacyPlan:
 def _check(mode: str, oracle: str, domain_size: int, epsilon: float, delta: float, batch_min: int,
            windows: int | None, local_epsilon: float | None) -> None:
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise bad_argument(f"mode must be one of {', '.join(MODES)}, got {mode!r}", "mode")
     allowed = ORACLES if mode == "shuffled" else FAKE_ORACLES
     if oracle not in allowed:
-        raise ValueError(f"oracle for {mode} must be one of {', '.join(allowed)}, got {oracle!r}")
+        raise bad_argument(f"oracle for {mode} must be one of {', '.join(allowed)}, got {oracle!r}", "oracle")
     if isinstance(domain_size, bool) or not isinstance(domain_size, int) or domain_size < 2:
-        raise ValueError(f"domain_size must be an integer ≥ 2, got {domain_size!r}")
+        raise bad_argument(f"domain_size must be an integer ≥ 2, got {domain_size!r}", "domain_size")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"central_epsilon must be a finite number > 0, got {epsilon!r}")
+        raise bad_argument(f"central_epsilon must be a finite number > 0, got {epsilon!r}", "central_epsilon")
     if not (isinstance(delta, (int, float)) and 0 < delta < 1):
-        raise ValueError(f"central_delta must be in (0, 1), got {delta!r}")
+        raise bad_argument(f"central_delta must be in (0, 1), got {delta!r}", "central_delta")
     if delta < MIN_DELTA:
         raise UncertifiableTarget(
             f"central_delta = {delta:g} is below {MIN_DELTA:g}, the smallest δ the bounds certify (each "
             f"adds the mass it truncates, up to 1e-20); central_delta >= {MIN_DELTA:g} works",
-            suggestion={"central_delta": MIN_DELTA})
+            suggestion={"central_delta": MIN_DELTA}, key="central_delta")
     if isinstance(batch_min, bool) or not isinstance(batch_min, int) or batch_min < 2:
-        raise ValueError(f"batch_min must be an integer ≥ 2, got {batch_min!r}")
+        raise bad_argument(f"batch_min must be an integer ≥ 2, got {batch_min!r}", "batch_min")
     if local_epsilon is not None:
         if mode != "shuffled-fakes":
-            raise ValueError("local_epsilon applies to shuffled-fakes only (shuffled plans its ε₀)")
+            raise bad_argument("local_epsilon applies to shuffled-fakes only (shuffled plans its ε₀)",
+                              "local_epsilon")
         check_epsilon(local_epsilon, "local_epsilon")
     if windows is not None and (isinstance(windows, bool) or not isinstance(windows, int)
                                 or not 1 <= windows <= MAX_RELEASES):
-        raise ValueError(f"windows must be an integer with 1 <= windows <= {MAX_RELEASES:,} (the most "
-                         f"releases composed), got {windows!r}")
+        raise bad_argument(f"windows must be an integer with 1 <= windows <= {MAX_RELEASES:,} (the most "
+                           f"releases composed), got {windows!r}", "windows")
 
 
 @lru_cache(maxsize=4096)
@@ -206,10 +208,11 @@ def std_error(oracle: str, epsilon0: float, domain_size: int, n: int) -> float |
     return math.sqrt(n * mechanism.variance_star())
 
 
-def plan(mode: str, oracle: str, domain_size: int, central_epsilon: float, central_delta: float,
-         batch_min: int, windows: int | None = None, *, local_epsilon: float | None = None,
-         max_fake_rate: float = MAX_FAKE_RATE, hashes: int = DEFAULT_RAPPOR_HASHES) -> PrivacyPlan:
-    """The plan of the module docstring. Bad arguments raise ValueError naming the argument; a
+def compute_plan(mode: str, oracle: str, domain_size: int, central_epsilon: float, central_delta: float,
+                 batch_min: int, windows: int | None = None, *, local_epsilon: float | None = None,
+                 max_fake_rate: float = MAX_FAKE_RATE, hashes: int = DEFAULT_RAPPOR_HASHES) -> PrivacyPlan:
+    """The plan of the module docstring, computed (callers use ``ldptel.privacy.plan``: the same
+    through the plan cache). Bad arguments raise ValueError naming the argument; a
     target that cannot be certified raises ``ldptel.errors.UncertifiableTarget`` saying what would."""
     _check(mode, oracle, domain_size, central_epsilon, central_delta, batch_min, windows, local_epsilon)
     local = None if local_epsilon is None else float(local_epsilon)
@@ -238,7 +241,8 @@ def _plan(mode: str, oracle: str, d: int, target: float, delta: float, n: int, w
                            bound.epsilon_lower, std_error(oracle, eps0, d, n), bound.bound, windows,
                            cumulative)
     if oracle == "histogram" and local_epsilon is not None:
-        raise ValueError("local_epsilon needs oracle grr (the index is passed through GRR)")
+        raise bad_argument("local_epsilon needs oracle grr (the index is passed through GRR)",
+                           "local_epsilon")
     mu = _smallest_mu(target, delta, d, n, local_epsilon)
     if not math.isfinite(mu):  # the smallest target at the most fakes allowed (μ and the rate)
         def smallest_target(most: float) -> float:
@@ -263,7 +267,7 @@ def _plan(mode: str, oracle: str, d: int, target: float, delta: float, n: int, w
             f"central_epsilon: {target:g} at δ = {delta:g} needs μ = {mu:.4g} fakes per bucket, "
             f"{rate:.4g} fake messages per device at batch_min = {n:,} (over the limit of "
             f"{max_fake_rate:g}); batch_min ≥ {needed:,} would need at most {max_fake_rate:g}",
-            suggestion={"batch_min": needed})
+            suggestion={"batch_min": needed}, key="central_epsilon")
     bound = fakes_bound(mu, d, n, delta, local_epsilon)
     if local_epsilon is None:
         error = math.sqrt(mu)
@@ -347,5 +351,5 @@ def _up(x: float) -> float:
 
 
 __all__ = ["BOUND_FAKES", "BOUND_FAKES_LOCAL", "BOUND_FMT21", "BOUND_LOCAL", "FAKE_ORACLES",
-           "MAX_FAKE_RATE", "MAX_MU", "MIN_DELTA", "MODES", "CentralBound", "PrivacyPlan", "fakes_bound",
-           "fakes_curve", "plan", "shuffled_bound", "shuffled_curve", "std_error"]
+           "MAX_FAKE_RATE", "MAX_MU", "MIN_DELTA", "MODES", "CentralBound", "PrivacyPlan", "compute_plan",
+           "fakes_bound", "fakes_curve", "shuffled_bound", "shuffled_curve", "std_error"]

@@ -2,8 +2,8 @@
 published window says about one device, from the real reports of each shuffled batch (release)
 the window holds.
 
-- each batch of n devices is (U, δ)-DP with U from ``privacy_plan.shuffled_bound`` (ε₀-LDP reports
-  of the oracle) or ``privacy_plan.fakes_bound`` (μ = λ·n/d fakes per bucket; with the GRR of
+- each batch of n devices is (U, δ)-DP with U from ``planner.shuffled_bound`` (ε₀-LDP reports
+  of the oracle) or ``planner.fakes_bound`` (μ = λ·n/d fakes per bucket; with the GRR of
   ``local_epsilon`` on top), and its true central ε is at least L (an explicit attack);
 - a device reports once per window (``reports_per_window = 1``), so it is in exactly one batch of
   the window: the window's claim is the worst over its batches, "central ε between max L and
@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any
 
 from ldptel.privacy.accounting import MAX_RELEASES
+from ldptel.privacy.modes import Shuffled, ShuffledFakes, ShuffledMode
 from ldptel.privacy.subject import Claimed
 
 MAX_RELEASES_COMPOSED = MAX_RELEASES  # the most T = retention / window (module docstring)
@@ -41,23 +42,28 @@ _failed: dict[str, str] = {}  # cumulative keys whose computation failed in this
 _lock = threading.Lock()
 
 
-def _bound(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
-           fake_rate: float | None) -> Any:
+def shuffled_mode(campaign: Claimed) -> ShuffledMode:
+    """The campaign's shuffled mode (the claims of this module exist for no other)."""
+    mode = campaign.mode
+    if not isinstance(mode, (Shuffled, ShuffledFakes)):
+        raise ValueError(f"campaign {campaign.name!r} is not in a shuffled privacy mode")
+    return mode
+
+
+def _bound(mode: ShuffledMode, oracle: str, d: int, n: int) -> Any:
     from ldptel.privacy.planner import fakes_bound, shuffled_bound  # scipy: server side only
 
-    if mode == "shuffled":
-        assert eps is not None
-        return shuffled_bound(oracle, eps, d, n, delta)
-    return fakes_bound(float(fake_rate or 0.0) * n / d, d, n, delta, eps)
+    if isinstance(mode, Shuffled):
+        return shuffled_bound(oracle, mode.local_epsilon, d, n, mode.central_delta)
+    return fakes_bound(mode.fake_rate * n / d, d, n, mode.central_delta, mode.local_epsilon)
 
 
 def batch_bound(campaign: Claimed, n: int) -> Any:
     """The ``CentralBound`` of one shuffled batch of ``n`` devices of ``campaign``."""
     from ldptel.privacy.clones import n_bucket
 
-    d = int(campaign.domain_size or 0)
-    return _bound(campaign.privacy_mode, str(campaign.oracle), campaign.epsilon, d, n_bucket(max(n, 1)),
-                  float(campaign.central_delta or 1e-6), campaign.fake_rate)
+    return _bound(shuffled_mode(campaign), str(campaign.oracle), int(campaign.domain_size or 0),
+                  n_bucket(max(n, 1)))
 
 
 def releases_composed(campaign: Claimed) -> int | None:
@@ -69,34 +75,35 @@ def releases_composed(campaign: Claimed) -> int | None:
     return None if kept is None else max(1, kept // campaign.window_seconds)
 
 
-def _key(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
-         fake_rate: float | None, releases: int) -> str:
-    return json.dumps(["cumulative", 1, mode, oracle, eps, d, n, delta, fake_rate, releases])
+def _key(mode: ShuffledMode, oracle: str, d: int, n: int, releases: int) -> str:
+    fake_rate = mode.fake_rate if isinstance(mode, ShuffledFakes) else None
+    return json.dumps(["cumulative", 1, mode.name, oracle, mode.local_epsilon, d, n, mode.central_delta,
+                       fake_rate, releases])
 
 
 @lru_cache(maxsize=512)
-def _cumulative(mode: str, oracle: str, eps: float | None, d: int, n: int, delta: float,
-                fake_rate: float | None, releases: int) -> float | None:
+def _cumulative(mode: ShuffledMode, oracle: str, d: int, n: int, releases: int) -> float | None:
     """(kept in the plan cache file too: a GRR curve takes seconds to evaluate, once per machine)"""
     from ldptel.privacy import plan_cache
 
-    key = _key(mode, oracle, eps, d, n, delta, fake_rate, releases)
+    key = _key(mode, oracle, d, n, releases)
     stored = plan_cache.lookup(key)
     if stored is not None:
-        return stored.get("epsilon")
+        epsilon: float | None = stored.get("epsilon")
+        return epsilon
     if releases > MAX_RELEASES_COMPOSED:
         raise ValueError(f"{releases:,} releases to compose, more than {MAX_RELEASES_COMPOSED:,}")
     from ldptel.privacy.accounting import cumulative_epsilon
     from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
-    curve = (shuffled_curve(oracle, float(eps or 0), d, n) if mode == "shuffled"
-             else fakes_curve(float(fake_rate or 0.0) * n / d, eps, d))
-    value = cumulative_epsilon([(curve, releases)], delta)
+    curve = (shuffled_curve(oracle, mode.local_epsilon, d, n) if isinstance(mode, Shuffled)
+             else fakes_curve(mode.fake_rate * n / d, mode.local_epsilon, d))
+    value = cumulative_epsilon([(curve, releases)], mode.central_delta)
     plan_cache.store(key, {"epsilon": value if math.isfinite(value) else None})
     return value if math.isfinite(value) else None
 
 
-def _background(key: str, args: tuple) -> None:
+def _background(key: str, args: tuple[Any, ...]) -> None:
     try:
         _cumulative(*args)
     except Exception as exc:  # noqa: BLE001 - kept, so that no request starts it again
@@ -119,8 +126,8 @@ def cumulative(campaign: Claimed, n: int, wait: bool = True) -> tuple[int | None
     releases = releases_composed(campaign)
     if releases is None:
         return None, None, "none"
-    args = (campaign.privacy_mode, str(campaign.oracle), campaign.epsilon, int(campaign.domain_size or 0),
-            n_bucket(max(n, 2)), float(campaign.central_delta or 1e-6), campaign.fake_rate, releases)
+    args = (shuffled_mode(campaign), str(campaign.oracle), int(campaign.domain_size or 0),
+            n_bucket(max(n, 2)), releases)
     if wait:
         return releases, _cumulative(*args), "ready"
     key = _key(*args)
@@ -145,17 +152,19 @@ def window_claim(campaign: Claimed, batches: list[int], compose: bool = True) ->
     """The central fields of the ``privacy`` object of a window made of ``batches`` (their real
     report counts; module docstring). ``compose=False``: the cumulative ε only if already computed
     (``cumulative(wait=False)``), with its ``cumulative_status``."""
-    worst = min(batches) if batches else int(campaign.batch_min or 2)
+    mode = shuffled_mode(campaign)
+    worst = min(batches) if batches else mode.batch_min
     bounds = [batch_bound(campaign, n) for n in (batches or [worst])]
     upper = max(b.epsilon for b in bounds)
     lower = max(b.epsilon_lower for b in bounds)
     name = next(b.bound for b in bounds if b.epsilon == upper)
     releases, total, status = cumulative(campaign, worst, wait=compose)
-    out = {"privacy_mode": campaign.privacy_mode, "local_epsilon": campaign.epsilon,
-           "fake_rate": campaign.fake_rate, "batch_min": campaign.batch_min,
+    out = {"privacy_mode": mode.name, "local_epsilon": campaign.epsilon,
+           "fake_rate": mode.fake_rate if isinstance(mode, ShuffledFakes) else None,
+           "batch_min": mode.batch_min,
            "central_epsilon": _finite(upper), "central_epsilon_lower": _finite(lower),
            "central_delta": campaign.central_delta, "central_bound": name,
-           "central_target": campaign.central_epsilon, "batches": list(batches),
+           "central_target": mode.central_epsilon, "batches": list(batches),
            "central_n": worst, "releases_composed": releases, "cumulative_epsilon": _finite(total),
            "central_scope": ("one device in one shuffled batch (it reports once per window, so in one "
                              "batch per window); the window's claim is its worst batch; "
@@ -170,14 +179,14 @@ def window_claim(campaign: Claimed, batches: list[int], compose: bool = True) ->
 def version_claims(campaign: Claimed) -> dict[str, Any]:
     """The planned claim computed now, cumulative ε included (``ldptel.campaigns.modes`` calls it
     when a version is made or loaded; errors are the version's: ``ValueError`` and the like)."""
-    return window_claim(campaign, [int(campaign.batch_min or 2)])
+    return window_claim(campaign, [shuffled_mode(campaign).batch_min])
 
 
 def planned_claim(campaign: Claimed) -> dict[str, Any]:
     """``window_claim`` of one batch of ``batch_min`` devices (what the plan certifies), for a
     request: the cumulative ε as ``version_claims`` left it, never composed here."""
-    return window_claim(campaign, [int(campaign.batch_min or 2)], compose=False)
+    return window_claim(campaign, [shuffled_mode(campaign).batch_min], compose=False)
 
 
 __all__ = ["MAX_RELEASES_COMPOSED", "batch_bound", "cumulative", "planned_claim", "releases_composed",
-           "version_claims", "window_claim"]
+           "shuffled_mode", "version_claims", "window_claim"]

@@ -53,7 +53,7 @@ def parse(key_id: int, record: str | bytes) -> PublicKey:
 def read(r: AnyRedis) -> dict[int, PublicKey]:
     """Every published key (unreadable records are left out)."""
     out = {}
-    for field, value in cast(dict, r.hgetall(keys.ANALYZER_KEYS_KEY)).items():
+    for field, value in cast(dict[bytes, bytes], r.hgetall(keys.ANALYZER_KEYS_KEY)).items():
         try:
             out[int(field)] = parse(int(field), value)
         except (ValueError, KeyError, TypeError):

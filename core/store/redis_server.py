@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Self
+from typing import IO, Self, cast
 
 import redis
 
@@ -47,7 +47,7 @@ def redis_server_binary() -> str:
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return cast("int", s.getsockname()[1])
 
 
 LOCK_FILE = "ldptel-serve.lock"
@@ -59,7 +59,7 @@ class DataDirLock:
     """An exclusive ``fcntl.flock`` on ``<data_dir>/ldptel-serve.lock``, which holds the owner's
     pid. Released by ``release()`` or when every process holding the descriptor has exited."""
 
-    def __init__(self, data_dir: str | os.PathLike) -> None:
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.data_dir = Path(data_dir)
         self._fh: IO[str] | None = None
 
@@ -92,7 +92,7 @@ class _DataDirServer:
     """Shared lifecycle: a server in ``data_dir`` (a private temporary directory unless given,
     removed by ``cleanup``) that is a context manager (``start`` on enter, ``cleanup`` on exit)."""
 
-    def __init__(self, data_dir: str | os.PathLike | None, prefix: str) -> None:
+    def __init__(self, data_dir: str | os.PathLike[str] | None, prefix: str) -> None:
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix=prefix))
 
@@ -123,14 +123,14 @@ class EmbeddedRedis(_DataDirServer):
     to shut it down. ``url`` never holds it.
     """
 
-    def __init__(self, data_dir: str | os.PathLike | None = None, port: int | None = None,
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, port: int | None = None,
                  extra_args: list[str] | None = None, die_with_parent: bool = False,
                  password: str | None = None) -> None:
         super().__init__(data_dir, "ldptel-redis-")
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
         self.die_with_parent = die_with_parent  # SIGTERM when the starting process dies (no threads!)
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self._auth = {"password": password} if password else {}
 
     @property
@@ -211,7 +211,7 @@ class EmbeddedRedisCluster(_DataDirServer):
     returns once every node reports ``cluster_state:ok`` and sees the whole slot map.
     ``url`` is a ``redis+cluster://`` URL (``ldptel.store.redis_client``)."""
 
-    def __init__(self, masters: int = 3, data_dir: str | os.PathLike | None = None,
+    def __init__(self, masters: int = 3, data_dir: str | os.PathLike[str] | None = None,
                  ports: list[int] | None = None, node_timeout_ms: int = 3000) -> None:
         super().__init__(data_dir, "ldptel-cluster-")
         ports = ports or _distinct_free_ports(masters)

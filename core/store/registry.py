@@ -57,7 +57,8 @@ from ldptel.campaigns.records import (
     entry_bytes,
     identity,
     parse_stored,
-    plan,
+    pin_missing,
+    put_table,
     readable,
     readable_versions,
     rollback_table,
@@ -144,10 +145,11 @@ def _put_change(table: Mapping[str, Any], when: float, by: str, via: str, action
                 **detail: Any):
     """The ``_update`` function of putting ``table`` (``action``: the history's name for it)."""
     def change(rec: dict[str, Any] | None) -> Write:
-        new, ch, what = plan(rec, table, when)
+        new, ch, what = put_table(rec, table, when)
         if ch.action == "unchanged":
             return None, None, ch
         repaired = stamp_unreadable(new, rec)
+        pin_missing(new)  # versions written before plans were pinned (registry_records)
         kept = via == "cli" and bool(rec and rec.get("admin_since_apply"))
         new["admin_since_apply"] = via == "admin" or kept
         hist = entry(action or ch.action, ch.version, by, via, when, changed=what, repaired=repaired,
@@ -159,7 +161,7 @@ def _put_change(table: Mapping[str, Any], when: float, by: str, via: str, action
 
 def put(r: AnyRedis, table: Mapping[str, Any], now: float | None = None, by: str = "unknown",
         via: str = "cli", shuffler: ShufflerConfig | None = None) -> Change:
-    """Create or update one campaign from its table (``registry_records.plan``), checked whole;
+    """Create or update one campaign from its table (``registry_records.put_table``), checked whole;
     ``ConfigError`` names a bad key. ``by``/``via``: who, through what (the history)."""
     name = table.get("name")
     if not isinstance(name, str):
@@ -177,7 +179,7 @@ def rollback(r: AnyRedis, name: str, to: int, by: str = "unknown", via: str = "c
     def change(rec: dict[str, Any] | None) -> Write:
         if rec is None:
             return None, None, None
-        return _put_change(rollback_table(rec, to), when, by, via, "rollback", to=to)(rec)
+        return cast("Write", _put_change(rollback_table(rec, to), when, by, via, "rollback", to=to)(rec))
 
     return cast(Change | None, _update(r, name, change, shuffler))
 
@@ -194,7 +196,7 @@ def patch(r: AnyRedis, name: str, changes: Mapping[str, Any], now: float | None 
         if rec is None or not readable(rec):
             return None, None, None
         table = {**readable(rec)[-1]["table"], **changes, "name": name}
-        return _put_change(table, when, by, via)(rec)
+        return cast("Write", _put_change(table, when, by, via)(rec))
 
     return cast(Change | None, _update(r, name, change, shuffler))
 
@@ -251,7 +253,7 @@ def apply(r: AnyRedis, campaigns: Iterable[Mapping[str, Any]], by: str = "unknow
                 continue
             if diff and rec.get("admin_since_apply") and not force:
                 out.refused.append(name)
-        new, ch, _ = plan(rec, table, now)  # each table alone, then the record whole
+        new, ch, _ = put_table(rec, table, now)  # each table alone, then the record whole
         if ch.action != "unchanged":
             stamp_unreadable(new, rec)
             check_record(new, {}, now, shuffler)
@@ -408,7 +410,7 @@ def _poll(ref: weakref.ref[Live], interval: float, stopped: threading.Event) -> 
     while not stopped.is_set() and (live := ref()) is not None:
         try:
             live.refresh(force=not live.loaded)
-        except Exception:  # noqa: BLE001 — the poller must outlive a bad record
+        except Exception:
             log.exception("campaign registry refresh failed")
         live.polled.set()
         del live

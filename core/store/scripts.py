@@ -1,4 +1,7 @@
-"""Every Lua script of the product, with what it expects in KEYS and ARGV and what it returns.
+"""The Lua scripts of the product, with what each expects in KEYS and ARGV and what it returns,
+and the one registry of every script (``SOURCES``; ``scripts.of(client).call(name, …)``): the six
+of the shuffler's journaled releases and discards (``DISCARD``, ``RELEASE_*``) are written in
+``ldptel.store.release_scripts`` and registered here with the others.
 
 Each script touches the keys of one (campaign, shard) hash tag (``ldptel.keys``), or one
 process-wide key, so it runs on one Redis Cluster node. A script is atomic, also in the AOF:

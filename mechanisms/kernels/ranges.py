@@ -18,6 +18,8 @@ range costs O(Σ_ℓ pieces_ℓ) = O(H²·B) at most (O(H²) for a single value)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ldptel.mechanisms.kernels import parallel
@@ -146,7 +148,7 @@ def _many(lo, hi, H, B, d, widths, nodes, offs, beta, gamma, pref, p, q, is_grr,
                                      pref, p, q, is_grr, n, part_node, part_val, ps, pe, pz, qs, qe, qz)
 
 
-def level_sums(lo: np.ndarray, hi: np.ndarray, tree: dict, pref: np.ndarray, n: float
+def level_sums(lo: np.ndarray, hi: np.ndarray, tree: dict[str, Any], pref: np.ndarray, n: float
                ) -> tuple[np.ndarray, np.ndarray]:
     """(Σ_ℓ H/(p_ℓ − q_ℓ)²·L_ℓ, a_0) of every range [lo_i, hi_i]; ``tree`` holds the int64
     arrays widths, nodes, offs (level ℓ's nodes at offs[ℓ]..offs[ℓ+1]), the flat float64 β, γ,

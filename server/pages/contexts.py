@@ -17,6 +17,7 @@ from flask import current_app, render_template
 from markupsafe import Markup
 
 from ldptel.campaigns.config import Campaign
+from ldptel.privacy.modes import is_shuffled
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
 from ldptel.server.documents import latest_released, load_released, request_published, resolve_window
@@ -46,7 +47,7 @@ class PageArgs:
         self.lo, self.hi = args.get("lo", ""), args.get("hi", "")
         self.compare = args.get("compare") or None  # the experiment arm compared (``pages.breakdown``)
 
-    def query(self, **changes: Any) -> dict:
+    def query(self, **changes: Any) -> dict[str, Any]:
         cur = {"window": None if self.window == "latest" else self.window, "compare": self.compare,
                "view": None if self.view == "raw" else self.view,
                "sort": None if self.sort == "estimate" else self.sort,
@@ -65,7 +66,7 @@ def status(c: Campaign) -> Status:
                            shuffled=state().config.shuffler.enabled)
 
 
-def list_rows() -> list[dict]:
+def list_rows() -> list[dict[str, Any]]:
     """The campaigns list: display strings of every campaign's status, then the quarantined
     campaigns (registry records that cannot be read) with the reason."""
     config = state().config
@@ -73,14 +74,14 @@ def list_rows() -> list[dict]:
             *({"name": name, "broken": why} for name, why in sorted(config.broken.items()))]
 
 
-def _row_view(rank: int, item: dict) -> dict:
+def _row_view(rank: int, item: dict[str, Any]) -> dict[str, Any]:
     """A table row: rank, value, display label and the document row's numbers."""
     return {"rank": rank, "value": item["value"], "label": charts.display_label(item["value"]), **{
         k: item.get(k) for k in ("estimate", "std_error", "ci_low", "ci_high", "estimate_normalized",
                                  "z_score", "levels_used")}}
 
 
-def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict:
+def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
     """Rows (raw or normalized, by count or by item, top ``TOP_N`` or all) and the bar chart of
     ``export.estimates``, and the breakdown of a campaign with dimensions (``pages.breakdown``)."""
     by = {"by": ",".join(c.dimensions.names)} if c.dimensions is not None else {}
@@ -104,7 +105,7 @@ def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict:
             "breakdown": breakdown_context(c, doc, a.compare)}
 
 
-def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict:
+def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
     """Rows and bar chart of ``queries.heavy_hitters`` (every string the walk kept)."""
     doc = queries.heavy_hitters(c, window, {})
     rows = [_row_view(i + 1, it) for i, it in enumerate(doc["items"])]
@@ -116,7 +117,7 @@ def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict:
     return {"rows": shown, "total_items": len(rows), "chart": chart, "width": c.params.get("width")}
 
 
-def range_context(c: Campaign, window: int, a: PageArgs) -> dict:
+def range_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
     """``QUANTILES``, the CDF chart (``CDF_POINTS``) with the median/p90/p99 marked, and the
     answer to the page's ``lo``/``hi`` range (or the parameter's error)."""
     d = int(c.domain_size or 1)
@@ -141,7 +142,7 @@ def range_context(c: Campaign, window: int, a: PageArgs) -> dict:
             "method": qdoc["method"]}
 
 
-CONTENT: dict[str, Callable[[Campaign, int, PageArgs], dict]] = {
+CONTENT: dict[str, Callable[[Campaign, int, PageArgs], dict[str, Any]]] = {
     "frequency": frequency_context, "heavy_hitters": heavy_hitters_context, "range": range_context,
     "numeric": numeric_context}
 # (campaign, window, publication digest, page arguments) → the rendered content fragment
@@ -172,7 +173,7 @@ def _version(window: int, n: int, pub: published.Published | None) -> str:
     return f"{window}:{n}:{pub.digest[:16] if pub is not None else ''}"
 
 
-def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dict:
+def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dict[str, Any]:
     """Everything the campaign page renders (``with_content=False``: header numbers only, no
     decoding; ``add_content`` completes it)."""
     window_error = None
@@ -198,16 +199,17 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         "version": _version(window, n, pub), "progress": min(1.0, n / max(c.min_reports, 1)),
         "kind_label": labels.KIND_LABELS.get(c.kind, c.kind), "mechanism": labels.mechanism_label(c),
         "domain": labels.domain_label(c),
-        "window_updated": labels.ago(st.window_updated.get(window)) if c.privacy_mode == "local"
-        else "with each whole batch",  # a shuffled campaign's commit times are its releases'
-        "decoded": labels.decoded_note(pub.decoded_at, pub.n, shuffled=c.privacy_mode != "local")
+        # a shuffled campaign's commit times are its releases'
+        "window_updated": ("with each whole batch" if is_shuffled(c)
+                           else labels.ago(st.window_updated.get(window))),
+        "decoded": labels.decoded_note(pub.decoded_at, pub.n, shuffled=is_shuffled(c))
         if pub is not None and pub.n >= c.min_reports else None,
         "central_note": None, "central_head": "",  # the released window's central ε (add_content)
     }
     return add_content(ctx) if with_content else ctx
 
 
-def add_content(ctx: dict) -> dict:
+def add_content(ctx: dict[str, Any]) -> dict[str, Any]:
     """Add the kind's numbers of the window's publication (nothing below the release threshold;
     ``pending`` while the aggregator has not published the window yet), the central ε its
     document states (``central_note``, ``central_head``) and ``content_html``, the rendered

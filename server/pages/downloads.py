@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Response
 
@@ -26,12 +27,13 @@ from ldptel.server.errors import ApiError, PageError
 @dataclass(frozen=True)
 class Download:
     kind: str  # the campaign kind that has it
-    document: Callable[[Campaign, Window, Params], dict]
+    document: Callable[[Campaign, Window, Params], dict[str, Any]]
     formats: tuple[str, ...]
     suffix: str  # of the file name, before the window
     columns: tuple[str, ...] = ()  # CSV columns of the document's ``items``
     validators: Callable[[Campaign, Window], tuple[int, Published, dict[str, str]]] | None = None  # ETag & co
-    rows: Callable[[dict], list[dict]] | None = None  # the CSV rows of a document (default: items)
+    # the CSV rows of a document (default: items)
+    rows: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
 
 
 DOWNLOADS = {
@@ -56,7 +58,7 @@ def download(c: Campaign, what: str, args: Params) -> Response:
     filename = f"{c.name}{d.suffix}-{args.get('window', 'latest')}.{fmt}"
     mimetype = "text/csv" if fmt == "csv" else "application/json"
 
-    def body(doc: dict) -> str:
+    def body(doc: dict[str, Any]) -> str:
         if fmt == "json":
             return json_text(doc)
         return document_csv(doc, d.rows(doc) if d.rows is not None else doc["items"], d.columns)

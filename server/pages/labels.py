@@ -6,12 +6,13 @@ import math
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from markupsafe import Markup
 
 from ldptel.campaigns.config import Campaign
 from ldptel.durations import duration_label
+from ldptel.privacy.modes import is_shuffled
 from ldptel.server import charts
 from ldptel.server.pages import mode_labels
 
@@ -28,7 +29,7 @@ ORACLE_LABELS = {"grr": "GRR (direct encoding)", "sue": "SUE (basic RAPPOR)", "o
 
 def mechanism_label(c: Campaign) -> str:
     """The randomizer and its main parameters."""
-    if c.privacy_mode != "local" and c.kind in ("range", "numeric"):
+    if is_shuffled(c) and c.kind in ("range", "numeric"):
         return mode_labels.index_label(c)
     if c.kind == "unique_devices":
         return "Randomized response on one bit (did the event happen in the window)"
@@ -36,7 +37,7 @@ def mechanism_label(c: Campaign) -> str:
         name = NUMERIC_LABELS.get(c.params["mechanism"], c.params["mechanism"])
         if c.params.get("memoize"):
             name += f" (memoized, {c.params['buckets']} buckets)"
-        return name
+        return cast("str", name)
     if c.kind == "heavy_hitters":
         return f"Prefix tree + OLH ({c.params.get('levels')} levels)"
     if c.kind == "range":
@@ -72,7 +73,7 @@ def domain_label(c: Campaign) -> str:
 
 def epsilon_note(c: Campaign) -> Markup:
     """What ε means for this campaign, in plain words."""
-    if c.privacy_mode != "local":
+    if is_shuffled(c):
         return mode_labels.epsilon_note(c)
     eps = float(c.epsilon or 0)
     e = charts.fmt_eps(eps)

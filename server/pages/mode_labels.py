@@ -13,6 +13,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ldptel.campaigns.config import Campaign
+from ldptel.privacy.modes import Shuffled, ShuffledFakes
 from ldptel.server import charts
 
 
@@ -25,30 +26,31 @@ def _delta(x: float) -> str:
 
 
 def epsilon_note(c: Campaign) -> Markup:
-    """What the campaign's privacy rests on, in plain words (docs/privacy.md, "Trust model")."""
-    n = charts.fmt_count(int(c.batch_min or 0))
+    """What a shuffled campaign's privacy rests on, in plain words (docs/privacy.md, "Trust model")."""
+    mode = c.mode
+    assert isinstance(mode, (Shuffled, ShuffledFakes)), "a local campaign's note is labels.epsilon_note"
+    n = charts.fmt_count(mode.batch_min)
     target = Markup("The aggregator's estimates are planned for a central ε of at most {t} (δ = {d}) per "
                     "window, for batches of at least {n} devices.").format(
-                        t=_eps(c.central_epsilon), d=_delta(float(c.central_delta or 0)), n=n)
+                        t=_eps(mode.central_epsilon), d=_delta(mode.central_delta), n=n)
     sealed = Markup("Every message is encrypted on the device to the aggregator (which alone can read it, "
                     "after the shuffler mixed it with at least {n} devices' messages); the collector, Redis "
                     "and the shuffler hold ciphertext only. The shuffler must not collude with the "
                     "aggregator.").format(n=n)
-    if c.privacy_mode == "shuffled":
+    if isinstance(mode, Shuffled):
         local = Markup("Each device sends one report, randomized on the device with ε₀ = {e}: against the "
                        "shuffler, or anyone who could read one message, that is its guarantee.").format(
                            e=charts.fmt_eps(c.epsilon))
-    elif c.epsilon is None:
+    elif mode.local_epsilon is None:
         value = ("its value rounded at random to one of the grid points" if c.kind == "numeric"
                  else "its true value")
         local = Markup("Each device sends {v} plus on average {r} fake values (uniform over the "
                        "domain); they are not randomized on the device, so its guarantee is central only: "
-                       "the shuffler must also keep every fake.").format(v=value,
-                                                                         r=f"{float(c.fake_rate or 0):.3g}")
+                       "the shuffler must also keep every fake.").format(v=value, r=f"{mode.fake_rate:.3g}")
     else:
         local = Markup("Each device sends its value through GRR at ε = {e} (its local guarantee) plus on "
-                       "average {r} fake values.").format(e=charts.fmt_eps(c.epsilon),
-                                                          r=f"{float(c.fake_rate or 0):.3g}")
+                       "average {r} fake values.").format(e=charts.fmt_eps(mode.local_epsilon),
+                                                          r=f"{mode.fake_rate:.3g}")
     return local + " " + sealed + " " + target
 
 
@@ -57,7 +59,7 @@ def index_label(c: Campaign) -> str:
     over grid points (``ldptel.mechanisms.shuffled_kinds``), and how each index is sent."""
     how = {"histogram": "true index + fakes", "grr": "GRR", "oue": "OUE", "sue": "SUE"}.get(str(c.oracle),
                                                                                           str(c.oracle))
-    if c.privacy_mode == "shuffled-fakes" and c.oracle == "grr":
+    if isinstance(c.mode, ShuffledFakes) and c.oracle == "grr":
         how = "GRR + fakes"
     if c.kind == "range":
         return f"Histogram over the values ({how})"

@@ -34,7 +34,7 @@ def mean_points(c: Campaign, window: int) -> list[MeanPoint]:
     return points
 
 
-def numeric_context(c: Campaign, window: int, a: Any) -> dict:
+def numeric_context(c: Campaign, window: int, a: Any) -> dict[str, Any]:
     """Mean, sum, the mechanism's range and the chart of means over windows."""
     doc = means.mean(c, window)
     # a campaign with windows draws its means in the trend (server/pages/trend.py), with its

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ldptel.campaigns.config import Campaign
+from ldptel.privacy.modes import Shuffled, ShuffledFakes, is_shuffled
 from ldptel.server import charts
 from ldptel.server.pages.labels import KIND_LABELS, ago, domain_label, mechanism_label, utc, window_label
 from ldptel.store import tally
@@ -111,7 +112,7 @@ def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: fl
                   held_reports=summ.held_reports if held else 0,
                   # a shuffled campaign's batches wait for batch_min devices: never late
                   held_late=(bool(held) and summ.updated is not None and now - summ.updated > late
-                             and campaign.privacy_mode == "local"))
+                             and not is_shuffled(campaign)))
 
 
 def aggregator_quiet(lag_entries: int, updated: float | None, now: float) -> str | None:
@@ -145,11 +146,11 @@ def status_view(st: Status) -> dict[str, Any]:
                  else "lagging")
     eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "none"
     mechanism = mechanism_label(c)
-    if c.privacy_mode != "local":  # counts move by whole batches: no per-second rate, no commit time
-        st = replace(st, rate=0.0, updated=None, window_updated={})
-        mechanism = f"{mechanism} · {c.privacy_mode}"
+    if isinstance(c.mode, (Shuffled, ShuffledFakes)):  # counts move by whole batches: no per-second rate
+        st = replace(st, rate=0.0, updated=None, window_updated={})  # (nor a commit time)
+        mechanism = f"{mechanism} · {c.mode.name}"
         if st.held_batches:
-            lag_note = f"released in whole batches of ≥ {charts.fmt_count(int(c.batch_min or 0))} devices"
+            lag_note = f"released in whole batches of ≥ {charts.fmt_count(c.mode.batch_min)} devices"
     return {
         "name": c.name, "kind": KIND_LABELS.get(c.kind, c.kind), "mechanism": mechanism,
         "domain": domain_label(c), "description": c.description,
@@ -158,7 +159,7 @@ def status_view(st: Status) -> dict[str, Any]:
         "counted": charts.fmt_count(st.counted), "accepted": charts.fmt_count(st.accepted),
         "current_window": window_label(c, st.current_window),
         "current_reports": charts.fmt_count(st.current_reports), "current_n": st.current_reports,
-        "rate": "whole batches" if c.privacy_mode != "local" else "measuring…" if st.rate is None else
+        "rate": "whole batches" if is_shuffled(c) else "measuring…" if st.rate is None else
         "0 reports/s" if st.rate == 0 else f"{charts.fmt_rate(st.rate)} reports/s",
         "lag": lag, "lag_note": lag_note, "lag_ok": lag_class != "lagging", "lag_class": lag_class,
         "updated": ago(st.updated), "updated_utc": utc(st.updated),

@@ -25,21 +25,38 @@
  *   (`envelope.ts`: a plain `ReportBatch`, or for the shuffled modes `SealedBatch`es of HPKE-sealed
  *   messages with their fakes, made anew at each attempt).
  */
-import { buildMechanism, DEVICE_LEVEL_KINDS, privacyLoss, reportCost, valueIndex, type CampaignConfig, type Cost } from "../builder.js";
-import { dimensionPairs, parseDimensions, UndeclaredDimension, type Dimension, type Pairs } from "../dimensions.js";
+import {
+  buildMechanism,
+  type CampaignConfig,
+  type Cost,
+  DEVICE_LEVEL_KINDS,
+  privacyLoss,
+  reportCost,
+  valueIndex,
+} from "../builder.js";
+import { type Dimension, dimensionPairs, type Pairs, parseDimensions, UndeclaredDimension } from "../dimensions.js";
 import { cryptoDraws, type Draws } from "../draws.js";
-import { InvalidConfig, type Cell, type Mechanism, type Report } from "../mechanisms/base.js";
+import { type Cell, InvalidConfig, type Mechanism, type Report } from "../mechanisms/base.js";
 import { Grid } from "../mechanisms/grid.js";
 import { Numeric } from "../mechanisms/numeric.js";
 import { rowLayout } from "../sealed/rows.js";
 import { ascii, concat, derive } from "../secret.js";
-import { backoff, classify, errorCode, HttpStatus, request, type Action, type FlushResult } from "./delivery.js";
-import { DeviceWindows, eventKey, increment, type Built } from "./deviceLevel.js";
-import { envelopeFor, fakeRate, NoAnalyzerKey, plainEnvelope, SealingUnavailable, windowStart, type Envelope, type Sealed } from "./envelope.js";
+import { type Action, backoff, classify, errorCode, type FlushResult, HttpStatus, request } from "./delivery.js";
+import { type Built, DeviceWindows, eventKey, increment } from "./deviceLevel.js";
+import {
+  type Envelope,
+  envelopeFor,
+  fakeRate,
+  NoAnalyzerKey,
+  plainEnvelope,
+  type Sealed,
+  SealingUnavailable,
+  windowStart,
+} from "./envelope.js";
 import { Counter, type Health } from "./health.js";
 import { IndexedDbBackend } from "./idb.js";
 import { Ledger, REFUSALS, type Refusal, type Scope } from "./ledger.js";
-import { bytesJson, jsonBytes, MemoryBackend, Store, type Backend, type Json, type Write } from "./store.js";
+import { type Backend, bytesJson, type Json, jsonBytes, MemoryBackend, Store, type Write } from "./store.js";
 
 export const DEFAULT_MAX_EPSILON = 8.0;
 const CAMPAIGN_ANSWERS = new Set(["campaign_paused", "campaign_retired", "version_retired"]);
@@ -139,7 +156,10 @@ const MAX_ASKED_VERSIONS = 32; // old versions asked for per fetch (the collecto
 const NOT_FETCHED = "version_not_fetched"; // an old version still taken, its config not asked for yet
 
 class Refused extends Error {
-  constructor(readonly reason: string, message: string) {
+  constructor(
+    readonly reason: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -174,7 +194,9 @@ function newId(): string {
 
 /** `fn` under the browser's Web Lock `name` (one flush at a time across tabs), else directly. */
 function withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
-  const locks = (globalThis.navigator as { locks?: { request(n: string, f: () => Promise<T>): Promise<T> } } | undefined)?.locks;
+  const locks = (
+    globalThis.navigator as { locks?: { request(n: string, f: () => Promise<T>): Promise<T> } } | undefined
+  )?.locks;
   return locks ? locks.request(name, fn) : fn();
 }
 
@@ -214,7 +236,12 @@ export class TelemetryClient {
   private clockOffset = 0;
   private windows!: DeviceWindows;
 
-  private constructor(private store: Store, opts: ClientOptions, private lifetime: number | null, private scope: Scope) {
+  private constructor(
+    private store: Store,
+    opts: ClientOptions,
+    private lifetime: number | null,
+    private scope: Scope,
+  ) {
     this.url = opts.url.replace(/\/+$/, "");
     this.token = opts.token;
     this.batchSize = opts.batchSize ?? 1000;
@@ -233,19 +260,27 @@ export class TelemetryClient {
   /** Open the client: its store (created if new) and device secret; options are checked here
    * (a bad option is the app's mistake and throws). */
   static async open(opts: ClientOptions): Promise<TelemetryClient> {
-    if (typeof opts.url !== "string" || !/^https?:\/\//.test(opts.url)) throw new TypeError(`url must be an http(s) URL, got ${opts.url}`);
+    if (typeof opts.url !== "string" || !/^https?:\/\//.test(opts.url))
+      throw new TypeError(`url must be an http(s) URL, got ${opts.url}`);
     if (typeof opts.token !== "string" || !opts.token) throw new TypeError("token must be a non-empty string");
-    if (opts.batchSize !== undefined && !(Number.isInteger(opts.batchSize) && opts.batchSize >= 1)) throw new TypeError("batchSize must be a positive integer");
-    if (opts.maxEpsilon !== undefined && !(opts.maxEpsilon > 0)) throw new TypeError("maxEpsilon must be a positive number");
+    if (opts.batchSize !== undefined && !(Number.isInteger(opts.batchSize) && opts.batchSize >= 1))
+      throw new TypeError("batchSize must be a positive integer");
+    if (opts.maxEpsilon !== undefined && !(opts.maxEpsilon > 0))
+      throw new TypeError("maxEpsilon must be a positive number");
     const lifetime = opts.lifetimeEpsilon ?? null;
     if (lifetime !== null && !(lifetime > 0)) throw new TypeError("lifetimeEpsilon must be a positive number or null");
     const scope = opts.scope ?? "campaign";
     if (scope !== "campaign" && scope !== "device") throw new TypeError("scope must be 'campaign' or 'device'");
-    if (opts.dimensions !== undefined && (opts.dimensions === null || typeof opts.dimensions !== "object" || Array.isArray(opts.dimensions))) {
+    if (
+      opts.dimensions !== undefined &&
+      (opts.dimensions === null || typeof opts.dimensions !== "object" || Array.isArray(opts.dimensions))
+    ) {
       throw new TypeError("dimensions must be an object of name: value");
     }
-    const backend = opts.storage ?? (IndexedDbBackend.available() ? new IndexedDbBackend(`ldptel-${opts.url}`) : new MemoryBackend());
-    let store: Store, storageError: string | null = null;
+    const backend =
+      opts.storage ?? (IndexedDbBackend.available() ? new IndexedDbBackend(`ldptel-${opts.url}`) : new MemoryBackend());
+    let store: Store,
+      storageError: string | null = null;
     try {
       store = await Store.open(backend);
     } catch (err) {
@@ -264,8 +299,11 @@ export class TelemetryClient {
     if (secret === undefined) {
       const fresh = bytesJson(cryptoDraws.bytes(32));
       try {
-        await this.store.transact((s) => (s.get("m/device_secret") === undefined
-          ? { writes: [["m/device_secret", fresh]] as Write[], result: null } : { writes: [], result: null }));
+        await this.store.transact((s) =>
+          s.get("m/device_secret") === undefined
+            ? { writes: [["m/device_secret", fresh]] as Write[], result: null }
+            : { writes: [], result: null },
+        );
       } catch (err) {
         this.openError = `cannot store the device secret: ${String(err)}`;
         this.store = await Store.open(new MemoryBackend());
@@ -292,9 +330,12 @@ export class TelemetryClient {
     const configs: Record<string, CampaignConfig> = {};
     for (const c of list) if (c && typeof c === "object" && typeof c.name === "string") configs[c.name] = c;
     this.configs = configs;
-    const pos = (k: string, d: number) => (Number.isInteger(data[k]) && (data[k] as number) > 0 ? (data[k] as number) : d);
-    this.limits = { maxBodyBytes: pos("max_body_bytes", DEFAULT_LIMITS.maxBodyBytes),
-      maxReportsPerBatch: pos("max_reports_per_batch", DEFAULT_LIMITS.maxReportsPerBatch) };
+    const pos = (k: string, d: number) =>
+      Number.isInteger(data[k]) && (data[k] as number) > 0 ? (data[k] as number) : d;
+    this.limits = {
+      maxBodyBytes: pos("max_body_bytes", DEFAULT_LIMITS.maxBodyBytes),
+      maxReportsPerBatch: pos("max_reports_per_batch", DEFAULT_LIMITS.maxReportsPerBatch),
+    };
     this.configError = null;
   }
 
@@ -307,21 +348,27 @@ export class TelemetryClient {
       const data = JSON.parse(text);
       this.setConfigs(data);
       this.fetchedAt = Date.now();
-      if (typeof data.server_time === "number" && Number.isFinite(data.server_time)) this.clockOffset = data.server_time - Date.now() / 1000;
+      if (typeof data.server_time === "number" && Number.isFinite(data.server_time))
+        this.clockOffset = data.server_time - Date.now() / 1000;
       try {
         await this.store.transact(() => ({ writes: [["m/campaigns", data as Json]] as Write[], result: null }));
       } catch {
         /* only the offline copy is lost */
       }
     } catch (err) {
-      const why = err instanceof HttpStatus ? `collector answered ${err.message}` : `collector unreachable: ${String(err)}`;
+      const why =
+        err instanceof HttpStatus ? `collector answered ${err.message}` : `collector unreachable: ${String(err)}`;
       if (!Object.keys(this.configs).length) this.configError = why;
     }
     return this.configs;
   }
 
   private refreshInBackground(): Promise<void> {
-    this.refreshing ??= this.fetchConfigs().then(() => undefined).finally(() => { this.refreshing = null; });
+    this.refreshing ??= this.fetchConfigs()
+      .then(() => undefined)
+      .finally(() => {
+        this.refreshing = null;
+      });
     return this.refreshing;
   }
 
@@ -345,21 +392,34 @@ export class TelemetryClient {
       const older = Array.isArray(top.older_versions) ? (top.older_versions as CampaignConfig[]) : [];
       cfg = older.find((o) => o.version === version);
       const oldest = top.oldest_accepted_version;
-      if (cfg === undefined && Number.isInteger(oldest) && (oldest as number) <= version && version < ((top.version as number | undefined) ?? 1)) {
+      if (
+        cfg === undefined &&
+        Number.isInteger(oldest) &&
+        (oldest as number) <= version &&
+        version < ((top.version as number | undefined) ?? 1)
+      ) {
         this.wanted.add(`${name}:${version}`); // taken still: its config comes when asked for by number
         throw new Refused(NOT_FETCHED, `campaign ${name} version ${version}: its config is not fetched yet`);
       }
-      if (cfg === undefined) throw new Refused("version_retired", `campaign ${name} version ${version} is no longer accepted`);
+      if (cfg === undefined)
+        throw new Refused("version_retired", `campaign ${name} version ${version} is no longer accepted`);
     }
     const key = `${name}\u0000${cfg.version ?? 1}`;
     const known = this.campaigns.get(key);
     if (known && known.cfg === cfg) return known;
     const envelope = envelopeFor(cfg);
-    if (envelope === null) throw new Refused("unsupported_privacy_mode", `campaign ${name}: privacy_mode ${String(cfg.privacy_mode)} is not supported by this SDK`);
+    if (envelope === null)
+      throw new Refused(
+        "unsupported_privacy_mode",
+        `campaign ${name}: privacy_mode ${String(cfg.privacy_mode)} is not supported by this SDK`,
+      );
     const kind = cfg.kind ?? "frequency";
     if (envelope !== plainEnvelope && !["frequency", "range", "numeric"].includes(kind as string)) {
       // the config refuses the other kinds in a shuffled mode; never sent as local reports instead
-      throw new Refused("bad_config", `campaign ${name}: a ${String(kind)} campaign in privacy_mode ${String(cfg.privacy_mode)}`);
+      throw new Refused(
+        "bad_config",
+        `campaign ${name}: a ${String(kind)} campaign in privacy_mode ${String(cfg.privacy_mode)}`,
+      );
     }
     const deviceLevel = typeof kind === "string" && DEVICE_LEVEL_KINDS.includes(kind);
     if (deviceLevel && !(typeof cfg.window_seconds === "number" && cfg.window_seconds > 0)) {
@@ -370,24 +430,36 @@ export class TelemetryClient {
       dims = parseDimensions(cfg.dimensions);
       mech = buildMechanism(cfg, this.campaignSecret(name));
     } catch (err) {
-      if (err instanceof InvalidConfig || err instanceof TypeError) throw new Refused("bad_config", `campaign ${name}: ${err.message}`);
+      if (err instanceof InvalidConfig || err instanceof TypeError)
+        throw new Refused("bad_config", `campaign ${name}: ${err.message}`);
       throw err;
     }
     const loss = privacyLoss(mech);
     if (!Number.isFinite(loss.epsilon)) {
       if (!this.acceptUnrandomized) {
-        throw new Refused("campaign_refused", `campaign ${name} refused: it sends the true value, not randomized on the device `
-          + "(privacy_mode shuffled-fakes without local_epsilon: its guarantee is central only); acceptUnrandomized: true allows it");
+        throw new Refused(
+          "campaign_refused",
+          `campaign ${name} refused: it sends the true value, not randomized on the device ` +
+            "(privacy_mode shuffled-fakes without local_epsilon: its guarantee is central only); acceptUnrandomized: true allows it",
+        );
       }
     } else if (loss.epsilon > this.maxEpsilon) {
-      throw new Refused("campaign_refused", `campaign ${name} refused: its ${loss.what} = ${loss.epsilon.toPrecision(3)} exceeds this client's maxEpsilon = ${this.maxEpsilon}`);
+      throw new Refused(
+        "campaign_refused",
+        `campaign ${name} refused: its ${loss.what} = ${loss.epsilon.toPrecision(3)} exceeds this client's maxEpsilon = ${this.maxEpsilon}`,
+      );
     }
     if (envelope !== plainEnvelope) {
-      if (rowLayout(mech) === null) throw new Refused("bad_config", `campaign ${name}: oracle ${mech.name} cannot be sealed (no row layout)`);
+      if (rowLayout(mech) === null)
+        throw new Refused("bad_config", `campaign ${name}: oracle ${mech.name} cannot be sealed (no row layout)`);
       const rate = cfg.fake_rate ?? 0;
-      if (typeof rate !== "number" || !Number.isFinite(rate) || rate < 0) throw new Refused("bad_config", `campaign ${name}: fake_rate ${String(rate)}`);
+      if (typeof rate !== "number" || !Number.isFinite(rate) || rate < 0)
+        throw new Refused("bad_config", `campaign ${name}: fake_rate ${String(rate)}`);
       if (fakeRate(cfg) > 0 && !["grr", "histogram"].includes(mech.name)) {
-        throw new Refused("bad_config", `campaign ${name}: fake messages are indices (oracle histogram or grr), not ${mech.name}`);
+        throw new Refused(
+          "bad_config",
+          `campaign ${name}: fake messages are indices (oracle histogram or grr), not ${mech.name}`,
+        );
       }
     }
     const built = { cfg, mech, cost: reportCost(cfg, mech), envelope, dims, deviceLevel };
@@ -428,7 +500,8 @@ export class TelemetryClient {
   private async reportOrThrow(campaign: string, value: unknown, given?: Record<string, unknown>): Promise<boolean> {
     if (this.closed) return this.drop("closed", 1, "the client is closed");
     const configs = await this.currentConfigs();
-    if (configs === null) return this.drop("no_config", 1, `campaign ${campaign}: no campaign configs (${this.configError})`);
+    if (configs === null)
+      return this.drop("no_config", 1, `campaign ${campaign}: no campaign configs (${this.configError})`);
     let c: Campaign;
     try {
       if (!(campaign in configs)) void this.refreshInBackground();
@@ -457,8 +530,11 @@ export class TelemetryClient {
       return this.drop("bad_value", 1, `campaign ${campaign}: ${(err as Error).message}`);
     }
     const sealed = c.envelope !== plainEnvelope;
-    const sealWindow = sealed ? windowStart(this.now(), typeof c.cfg.window_seconds === "number" ? c.cfg.window_seconds : 0) : undefined;
-    if ((c.mech instanceof Numeric || c.mech instanceof Grid) && c.mech.clipped(value as number)) this.clippedCount.add(campaign, 1);
+    const sealWindow = sealed
+      ? windowStart(this.now(), typeof c.cfg.window_seconds === "number" ? c.cfg.window_seconds : 0)
+      : undefined;
+    if ((c.mech instanceof Numeric || c.mech instanceof Grid) && c.mech.clipped(value as number))
+      this.clippedCount.add(campaign, 1);
     const charge = this.ledger.charge(campaign, c.cfg, c.cost, index, Date.now() / 1000);
     let refusal: Refusal | null;
     try {
@@ -466,13 +542,20 @@ export class TelemetryClient {
         // a store shared by tabs: the ledger as the other tabs left it
         await this.store.refresh(["l/", `v/${campaign}\u0000`]);
         return this.store.transact((s) => {
-        const { writes, refusal } = this.ledger.admit(s, charge);
-        if (refusal === null) {
-          const row: QueuedRow = { id: newId(), campaign, version: charge.version, chunk: null, report: reportJson(report),
-            group: groupOf(0, dims), ...(sealWindow === undefined ? {} : { window: sealWindow }) };
-          writes.push([`r/${row.id}`, row as unknown as Json]);
-        }
-        return { writes, result: refusal };
+          const { writes, refusal } = this.ledger.admit(s, charge);
+          if (refusal === null) {
+            const row: QueuedRow = {
+              id: newId(),
+              campaign,
+              version: charge.version,
+              chunk: null,
+              report: reportJson(report),
+              group: groupOf(0, dims),
+              ...(sealWindow === undefined ? {} : { window: sealWindow }),
+            };
+            writes.push([`r/${row.id}`, row as unknown as Json]);
+          }
+          return { writes, result: refusal };
         });
       });
     } catch (err) {
@@ -507,7 +590,14 @@ export class TelemetryClient {
       },
       drop: (reason, n, message) => void this.drop(reason, n, message),
       queueRow: (campaign, version, report, window, dims) => {
-        const row: QueuedRow = { id: newId(), campaign, version, chunk: null, report: reportJson(report), group: groupOf(window, dims) };
+        const row: QueuedRow = {
+          id: newId(),
+          campaign,
+          version,
+          chunk: null,
+          report: reportJson(report),
+          group: groupOf(window, dims),
+        };
         return [`r/${row.id}`, row as unknown as Json];
       },
       locked: (fn) => withLock(`ldptel-ledger ${this.url}`, fn),
@@ -569,9 +659,16 @@ export class TelemetryClient {
   health(): Health {
     const configError = Object.keys(this.configs).length ? null : this.configError;
     const storageError = this.storageError ?? this.openError;
-    return { ok: storageError === null && configError === null, storageError, configError,
-      dropped: { ...this.dropped.counts }, lastError: this.dropped.last, pending: this.pending(),
-      clipped: { ...this.clippedCount.counts }, storage: this.store.backend.kind };
+    return {
+      ok: storageError === null && configError === null,
+      storageError,
+      configError,
+      dropped: { ...this.dropped.counts },
+      lastError: this.dropped.last,
+      pending: this.pending(),
+      clipped: { ...this.clippedCount.counts },
+      storage: this.store.backend.kind,
+    };
   }
 
   /** What this device has spent, per campaign and version. */
@@ -592,7 +689,9 @@ export class TelemetryClient {
         this.storageError = `device-level windows: ${String(err)}`;
       }
       return this.flushLoop(timeoutMs);
-    }).finally(() => { this.flushing = null; });
+    }).finally(() => {
+      this.flushing = null;
+    });
     return this.flushing;
   }
 
@@ -619,9 +718,17 @@ export class TelemetryClient {
       const first = free[0];
       if (first === undefined) return { writes: [] as Write[], result: null };
       const group = first.group ?? "";
-      const rows = free.filter((r) => r.campaign === first.campaign && r.version === first.version && (r.group ?? "") === group).slice(0, max);
+      const rows = free
+        .filter((r) => r.campaign === first.campaign && r.version === first.version && (r.group ?? "") === group)
+        .slice(0, max);
       const id = newId();
-      const chunk: ChunkRow = { id, campaign: first.campaign, version: first.version, batchId: bytesJson(cryptoDraws.bytes(16)), group };
+      const chunk: ChunkRow = {
+        id,
+        campaign: first.campaign,
+        version: first.version,
+        batchId: bytesJson(cryptoDraws.bytes(16)),
+        group,
+      };
       const writes: Write[] = [[`c/${id}`, chunk as unknown as Json]];
       for (const r of rows) writes.push([`r/${r.id}`, { ...r, chunk: id } as unknown as Json]);
       return { writes, result: { chunk, rows: rows.map((r) => ({ ...r, chunk: id })) } };
@@ -631,20 +738,27 @@ export class TelemetryClient {
   /** Delivered or dropped: the chunk and its rows leave the queue. */
   private complete(chunk: ChunkRow, rows: QueuedRow[]): Promise<void> {
     return this.store.transact(() => ({
-      writes: [[`c/${chunk.id}`, undefined], ...rows.map((r): Write => [`r/${r.id}`, undefined])], result: undefined }));
+      writes: [[`c/${chunk.id}`, undefined], ...rows.map((r): Write => [`r/${r.id}`, undefined])],
+      result: undefined,
+    }));
   }
 
   /** Too large: the rows go back to the queue, to be sent in smaller chunks under new batch_ids
    * (the collector stored nothing of this one). */
   private release(chunk: ChunkRow, rows: QueuedRow[]): Promise<void> {
     return this.store.transact(() => ({
-      writes: [[`c/${chunk.id}`, undefined],
-        ...rows.map((r): Write => [`r/${r.id}`, { ...r, chunk: null } as unknown as Json])], result: undefined }));
+      writes: [
+        [`c/${chunk.id}`, undefined],
+        ...rows.map((r): Write => [`r/${r.id}`, { ...r, chunk: null } as unknown as Json]),
+      ],
+      result: undefined,
+    }));
   }
 
   private async attempt(chunk: ChunkRow, rows: QueuedRow[]): Promise<Attempt> {
     if (!Object.keys(this.configs).length) await this.fetchConfigs();
-    if (!Object.keys(this.configs).length) return { action: "retry", error: `no campaign configs (${this.configError})` };
+    if (!Object.keys(this.configs).length)
+      return { action: "retry", error: `no campaign configs (${this.configError})` };
     let c: Campaign;
     try {
       try {
@@ -665,25 +779,39 @@ export class TelemetryClient {
     let sealed: Sealed;
     try {
       const { window, dims } = ungroup(chunk.group);
-      sealed = await c.envelope.seal({ campaign: chunk.campaign, version: chunk.version, batchId: jsonBytes(chunk.batchId),
-        config: c.cfg, mech: c.mech, rows: rows.map((r) => ({ report: jsonReport(r.report), window: r.window })),
-        window, dimensions: dims, now: this.now(), draws: this.draws });
+      sealed = await c.envelope.seal({
+        campaign: chunk.campaign,
+        version: chunk.version,
+        batchId: jsonBytes(chunk.batchId),
+        config: c.cfg,
+        mech: c.mech,
+        rows: rows.map((r) => ({ report: jsonReport(r.report), window: r.window })),
+        window,
+        dimensions: dims,
+        now: this.now(),
+        draws: this.draws,
+      });
     } catch (err) {
       if (err instanceof NoAnalyzerKey) {
         void this.refreshInBackground();
         return { action: "retry", error: err.message };
       }
-      if (err instanceof SealingUnavailable) return { action: "drop", error: err.message, reason: err.message, code: "sealing_unavailable" };
+      if (err instanceof SealingUnavailable)
+        return { action: "drop", error: err.message, reason: err.message, code: "sealing_unavailable" };
       return { action: "drop", reason: `undecodable queued reports: ${String(err)}` };
     }
-    let accepted = 0, duplicates = 0;
+    let accepted = 0,
+      duplicates = 0;
     for (const m of sealed.messages) {
       if (m.body.length > this.limits.maxBodyBytes) {
         const why = `body of ${m.body.length} bytes over max_body_bytes ${this.limits.maxBodyBytes}`;
         return { action: classify(413, rows.length), error: why, reason: why };
       }
       try {
-        const answer = JSON.parse((await request(this.fetchFn, this.url + m.path, this.token, this.timeoutMs, "POST", m.body, m.contentType)) || "{}");
+        const answer = JSON.parse(
+          (await request(this.fetchFn, this.url + m.path, this.token, this.timeoutMs, "POST", m.body, m.contentType)) ||
+            "{}",
+        );
         if (answer.duplicate) duplicates += m.reports;
         else accepted += m.reports;
       } catch (err) {
@@ -700,13 +828,22 @@ export class TelemetryClient {
             if (code === "campaign_paused") return { action: "retry", error: err.message, retryAfter: err.retryAfter };
             return { action: "drop", error: err.message, reason: `collector answered ${err.message}`, code };
           }
-          return { action: classify(err.status, rows.length), error: err.message, reason: `collector answered ${err.message}`, retryAfter: err.retryAfter };
+          return {
+            action: classify(err.status, rows.length),
+            error: err.message,
+            reason: `collector answered ${err.message}`,
+            retryAfter: err.retryAfter,
+          };
         }
         return { action: "retry", error: String(err) };
       }
     }
     if (sealed.stale) {
-      this.dropped.add("stale_window", sealed.stale, `campaign ${chunk.campaign}: ${sealed.stale} reports of a window the collector no longer takes`);
+      this.dropped.add(
+        "stale_window",
+        sealed.stale,
+        `campaign ${chunk.campaign}: ${sealed.stale} reports of a window the collector no longer takes`,
+      );
     }
     return { action: "sent", accepted, duplicates, stale: sealed.stale };
   }
@@ -715,7 +852,8 @@ export class TelemetryClient {
     const result: FlushResult = { accepted: 0, duplicates: 0, dropped: 0, pending: 0, error: null };
     const deadline = Date.now() + timeoutMs;
     const deferred = new Set<string>();
-    let attempt = 0, streak = 0;
+    let attempt = 0,
+      streak = 0;
     let retryAfter: number | null = null;
     try {
       for (;;) {

@@ -20,21 +20,38 @@ export function backoff(attempt: number, base: number, cap: number, retryAfter: 
 }
 
 export class HttpStatus extends Error {
-  constructor(readonly status: number, readonly body: string, readonly retryAfter: number | null) {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+    readonly retryAfter: number | null,
+  ) {
     super(`HTTP ${status}: ${body.slice(0, 300)}`);
   }
 }
 
 /** One bearer-authenticated request; `HttpStatus` for a non-2xx answer, a network error or a
  * timeout as thrown by `fetch`. */
-export async function request(fetchFn: typeof fetch, url: string, token: string, timeoutMs: number,
-                              method: string, body?: Uint8Array, contentType?: string): Promise<string> {
+export async function request(
+  fetchFn: typeof fetch,
+  url: string,
+  token: string,
+  timeoutMs: number,
+  method: string,
+  body?: Uint8Array,
+  contentType?: string,
+): Promise<string> {
   const headers: Record<string, string> = { Authorization: `Bearer ${token}`, Accept: "application/json" };
   if (contentType) headers["Content-Type"] = contentType;
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), timeoutMs);
   try {
-    const resp = await fetchFn(url, { method, headers, body: body as BodyInit | undefined, signal: ctl.signal, cache: "no-store" });
+    const resp = await fetchFn(url, {
+      method,
+      headers,
+      body: body as BodyInit | undefined,
+      signal: ctl.signal,
+      cache: "no-store",
+    });
     const text = await resp.text();
     if (!resp.ok) {
       const ra = resp.headers.get("Retry-After");

@@ -24,9 +24,9 @@
  */
 import type { Cost } from "../builder.js";
 import { valueIndex } from "../builder.js";
+import type { Pairs } from "../dimensions.js";
 import type { Draws } from "../draws.js";
 import type { Mechanism, Report } from "../mechanisms/base.js";
-import type { Pairs } from "../dimensions.js";
 import { windowStart } from "./envelope.js";
 import type { Ledger, Refusal } from "./ledger.js";
 import type { Json, Store, Write } from "./store.js";
@@ -44,7 +44,9 @@ export function lateSeconds(windowSeconds: number): number {
 export function increment(cfg: Record<string, unknown>, value: unknown): number {
   if (cfg.kind !== "per_device_count") return 1;
   if (typeof value !== "number" || !(value >= 0)) {
-    throw new RangeError(`a per_device_count value is the number of events to add (a number >= 0), got ${String(value)}`);
+    throw new RangeError(
+      `a per_device_count value is the number of events to add (a number >= 0), got ${String(value)}`,
+    );
   }
   return value;
 }
@@ -106,7 +108,8 @@ export class DeviceWindows {
   constructor(private readonly host: DeviceHost) {}
 
   private rows(campaign?: string): WindowRow[] {
-    return [...this.host.store.entries("w/")].map(([, v]) => v as unknown as WindowRow)
+    return [...this.host.store.entries("w/")]
+      .map(([, v]) => v as unknown as WindowRow)
       .filter((r) => campaign === undefined || r.campaign === campaign)
       .sort((a, b) => a.window - b.window);
   }
@@ -131,8 +134,14 @@ export class DeviceWindows {
           if (at) at[1] += 1;
           else counts.push([key, 1]);
         }
-        const row: WindowRow = { campaign, window, version: (cfg.version as number) ?? 1, dims,
-          events: (old?.events ?? 0) + add, counts };
+        const row: WindowRow = {
+          campaign,
+          window,
+          version: (cfg.version as number) ?? 1,
+          dims,
+          events: (old?.events ?? 0) + add,
+          counts,
+        };
         return { writes: [[keyOf(campaign, window), row as unknown as Json]], result: undefined };
       });
     });
@@ -140,23 +149,35 @@ export class DeviceWindows {
 
   /** Open the current window (no event) of every `TOUCHED_KINDS` campaign of `configs` with the
    * dimension values `dimsOf(cfg)` (the client's defaults; null: skipped). */
-  touch(configs: Record<string, Record<string, unknown>>, now: number,
-        dimsOf: (cfg: Record<string, unknown>) => Pairs | null): Promise<void> {
+  touch(
+    configs: Record<string, Record<string, unknown>>,
+    now: number,
+    dimsOf: (cfg: Record<string, unknown>) => Pairs | null,
+  ): Promise<void> {
     const fresh: WindowRow[] = [];
     for (const [name, cfg] of Object.entries(configs)) {
       if (!TOUCHED_KINDS.includes(cfg.kind as string) || (cfg.status ?? "active") !== "active") continue;
       if (typeof cfg.window_seconds !== "number" || !(cfg.window_seconds > 0)) continue;
       const dims = dimsOf(cfg);
       if (dims === null) continue;
-      fresh.push({ campaign: name, window: windowStart(now, cfg.window_seconds), version: (cfg.version as number) ?? 1,
-        dims, events: 0, counts: [] });
+      fresh.push({
+        campaign: name,
+        window: windowStart(now, cfg.window_seconds),
+        version: (cfg.version as number) ?? 1,
+        dims,
+        events: 0,
+        counts: [],
+      });
     }
     if (!fresh.length) return Promise.resolve();
     return this.host.locked(async () => {
       await this.host.store.refresh(["w/"]);
       await this.host.store.transact((s) => ({
-        writes: fresh.filter((r) => s.get(keyOf(r.campaign, r.window)) === undefined)
-          .map((r): Write => [keyOf(r.campaign, r.window), r as unknown as Json]), result: undefined }));
+        writes: fresh
+          .filter((r) => s.get(keyOf(r.campaign, r.window)) === undefined)
+          .map((r): Write => [keyOf(r.campaign, r.window), r as unknown as Json]),
+        result: undefined,
+      }));
     });
   }
 
@@ -174,8 +195,12 @@ export class DeviceWindows {
       const length = built.cfg.window_seconds as number;
       if (row.window + length > now) continue;
       if (now - (row.window + length) > lateSeconds(length)) {
-        await this.forget(row, "window_closed", `campaign ${row.campaign}: the window of ${row.window} ended more than `
-          + `${lateSeconds(length)} s ago; its report is dropped`);
+        await this.forget(
+          row,
+          "window_closed",
+          `campaign ${row.campaign}: the window of ${row.window} ended more than ` +
+            `${lateSeconds(length)} s ago; its report is dropped`,
+        );
         continue;
       }
       queued += await this.report(row, built);
@@ -186,9 +211,11 @@ export class DeviceWindows {
   private forget(row: WindowRow, reason: string, message: string): Promise<void> {
     return this.host.locked(async () => {
       await this.host.store.refresh(["w/"]);
-      const gone = await this.host.store.transact((s) => (s.get(keyOf(row.campaign, row.window)) === undefined
-        ? { writes: [] as Write[], result: true }
-        : { writes: [[keyOf(row.campaign, row.window), undefined]] as Write[], result: false }));
+      const gone = await this.host.store.transact((s) =>
+        s.get(keyOf(row.campaign, row.window)) === undefined
+          ? { writes: [] as Write[], result: true }
+          : { writes: [[keyOf(row.campaign, row.window), undefined]] as Write[], result: false },
+      );
       if (!gone) this.host.drop(reason, 1, message);
     });
   }
@@ -210,16 +237,27 @@ export class DeviceWindows {
       const refusal = await this.host.store.transact((s) => {
         const writes: Write[] = [[wkey, undefined]];
         if (report === null) return { writes, result: null as Refusal | null | "none" };
-        const charge = { campaign: row.campaign, version: current.version, cost: b.cost, windowStart: current.window,
-          perWindow: 1, valueKey: "" };
+        const charge = {
+          campaign: row.campaign,
+          version: current.version,
+          cost: b.cost,
+          windowStart: current.window,
+          perWindow: 1,
+          valueKey: "",
+        };
         const admitted = this.host.ledger.admit(s, charge);
         writes.push(...admitted.writes);
-        if (admitted.refusal === null) writes.push(this.host.queueRow(row.campaign, current.version, report, current.window, current.dims));
+        if (admitted.refusal === null)
+          writes.push(this.host.queueRow(row.campaign, current.version, report, current.window, current.dims));
         return { writes, result: admitted.refusal };
       });
       if (report === null) return 0;
       if (refusal !== null && refusal !== "none") {
-        this.host.drop(refusal, 1, `campaign ${row.campaign}: the report of window ${row.window} was refused (${refusal})`);
+        this.host.drop(
+          refusal,
+          1,
+          `campaign ${row.campaign}: the report of window ${row.window} was refused (${refusal})`,
+        );
         return 0;
       }
       return 1;

@@ -79,8 +79,17 @@ export class SealingUnavailable extends Error {}
 export const plainEnvelope: Envelope = {
   mode: "local",
   async seal(c: Sealable): Promise<Sealed> {
-    const body = encodeBatch({ campaign: c.campaign, batchId: c.batchId, count: c.rows.length, campaignVersion: c.version,
-      window: c.window, dimensions: c.dimensions }, mergeReports(c.rows.map((r) => r.report)));
+    const body = encodeBatch(
+      {
+        campaign: c.campaign,
+        batchId: c.batchId,
+        count: c.rows.length,
+        campaignVersion: c.version,
+        window: c.window,
+        dimensions: c.dimensions,
+      },
+      mergeReports(c.rows.map((r) => r.report)),
+    );
     return { messages: [{ path: "/v1/reports", body, contentType: CONTENT_TYPE, reports: c.rows.length }], stale: 0 };
   },
 };
@@ -110,7 +119,12 @@ export function fakeRate(cfg: Record<string, unknown>): number {
 }
 
 /** An envelope's plaintext messages: the real rows and the fakes, in a uniformly random order. */
-export function withFakes(cfg: Record<string, unknown>, mech: Mechanism, rows: Uint8Array[], draws: Draws): Uint8Array[] {
+export function withFakes(
+  cfg: Record<string, unknown>,
+  mech: Mechanism,
+  rows: Uint8Array[],
+  draws: Draws,
+): Uint8Array[] {
   const rate = fakeRate(cfg);
   const all = rows.slice();
   if (rate > 0) {
@@ -123,11 +137,13 @@ export function withFakes(cfg: Record<string, unknown>, mech: Mechanism, rows: U
 export const sealedEnvelope: Envelope = {
   mode: "shuffled",
   async seal(c: Sealable): Promise<Sealed> {
-    let key;
+    let key: ReturnType<typeof analyzerKey>;
     try {
       key = analyzerKey(c.config);
     } catch (err) {
-      throw new NoAnalyzerKey(`campaign ${c.campaign}: unusable analyzer_key in the collector's config: ${(err as Error).message}`);
+      throw new NoAnalyzerKey(
+        `campaign ${c.campaign}: unusable analyzer_key in the collector's config: ${(err as Error).message}`,
+      );
     }
     if (key === null) throw new NoAnalyzerKey(`campaign ${c.campaign}: the collector has no analyzer key yet`);
     const length = typeof c.config.window_seconds === "number" ? c.config.window_seconds : 0;
@@ -144,7 +160,9 @@ export const sealedEnvelope: Envelope = {
     try {
       recipient = await recipientKey(key.raw);
     } catch (err) {
-      throw new SealingUnavailable(`campaign ${c.campaign}: this runtime cannot seal (Web Crypto X25519): ${String(err)}`);
+      throw new SealingUnavailable(
+        `campaign ${c.campaign}: this runtime cannot seal (Web Crypto X25519): ${String(err)}`,
+      );
     }
     const messages: Message[] = [];
     for (const window of [...byWindow.keys()].sort((a, b) => a - b)) {
@@ -154,10 +172,20 @@ export const sealedEnvelope: Envelope = {
       try {
         sealed = await seal(plain, recipient, info(c.campaign, c.version, window, key.id));
       } catch (err) {
-        throw new SealingUnavailable(`campaign ${c.campaign}: sealing failed (Web Crypto X25519, AES-GCM): ${String(err)}`);
+        throw new SealingUnavailable(
+          `campaign ${c.campaign}: sealing failed (Web Crypto X25519, AES-GCM): ${String(err)}`,
+        );
       }
-      const body = encodeSealedBatch({ campaign: c.campaign, batchId: envelopeBatchId(c.batchId, window), reports: rows.length,
-        campaignVersion: c.version, keyId: key.id, window, messages: sealed, dimensions: c.dimensions });
+      const body = encodeSealedBatch({
+        campaign: c.campaign,
+        batchId: envelopeBatchId(c.batchId, window),
+        reports: rows.length,
+        campaignVersion: c.version,
+        keyId: key.id,
+        window,
+        messages: sealed,
+        dimensions: c.dimensions,
+      });
       messages.push({ path: "/v1/reports", body, contentType: CONTENT_TYPE, reports: rows.length });
     }
     return { messages, stale };

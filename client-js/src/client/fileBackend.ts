@@ -1,7 +1,17 @@
 /** Node's durable store: an append-only file of JSON lines, one line per transaction (its writes),
  * replayed on open; a torn last line (a crash mid-write) is ignored. Compacted (a snapshot
  * written beside it, then renamed over it) when the log grows past 4× the live keys. */
-import { appendFileSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname } from "node:path";
 import type { Backend, Json, Write } from "./store.js";
 
@@ -11,7 +21,10 @@ export class FileBackend implements Backend {
   private lines = 0;
 
   /** `durable`: fsync after every write (survives a power cut, not only a killed process). */
-  constructor(readonly path: string, readonly durable = false) {}
+  constructor(
+    readonly path: string,
+    readonly durable = false,
+  ) {}
 
   async load(): Promise<[string, Json][]> {
     mkdirSync(dirname(this.path), { recursive: true });
@@ -39,7 +52,7 @@ export class FileBackend implements Backend {
   }
 
   async persist(writes: Write[]): Promise<void> {
-    const line = JSON.stringify(writes.map(([k, v]) => [k, v === undefined ? null : v])) + "\n";
+    const line = `${JSON.stringify(writes.map(([k, v]) => [k, v === undefined ? null : v]))}\n`;
     if (this.durable) {
       const fd = openSync(this.path, "a");
       try {
@@ -61,7 +74,7 @@ export class FileBackend implements Backend {
 
   private compact(): void {
     const tmp = `${this.path}.tmp`;
-    const body = this.live.size ? JSON.stringify([...this.live]) + "\n" : "";
+    const body = this.live.size ? `${JSON.stringify([...this.live])}\n` : "";
     writeFileSync(tmp, body);
     renameSync(tmp, this.path);
     this.lines = this.live.size ? 1 : 0;

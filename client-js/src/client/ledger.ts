@@ -49,7 +49,11 @@ export function windowStart(nowSeconds: number, windowSeconds: number): number {
 const rowKey = (campaign: string, version: number) => `l/${campaign}\u0000${version}`;
 
 export class Ledger {
-  constructor(readonly key: Uint8Array, readonly lifetimeEpsilon: number | null, readonly scope: Scope) {}
+  constructor(
+    readonly key: Uint8Array,
+    readonly lifetimeEpsilon: number | null,
+    readonly scope: Scope,
+  ) {}
 
   valueKey(campaign: string, value: unknown): string {
     return toHex(hmac(sha256, this.key, new TextEncoder().encode(`${campaign}\0${typeof value}\0${String(value)}`)));
@@ -58,7 +62,9 @@ export class Ledger {
   charge(campaign: string, cfg: Record<string, unknown>, cost: Cost, value: unknown, nowSeconds: number): Charge {
     const num = (k: string, d: number) => (typeof cfg[k] === "number" ? (cfg[k] as number) : d);
     return {
-      campaign, version: num("version", 1), cost,
+      campaign,
+      version: num("version", 1),
+      cost,
       windowStart: windowStart(nowSeconds, num("window_seconds", 0)),
       perWindow: num("reports_per_window", NO_CAP),
       valueKey: cost.memoized ? this.valueKey(campaign, value) : "",
@@ -72,11 +78,23 @@ export class Ledger {
   /** The writes admitting `c` and null, or the writes counting a refusal and its reason. */
   admit(store: Store, c: Charge): { writes: Write[]; refusal: Refusal | null } {
     const key = rowKey(c.campaign, c.version);
-    const row: LedgerRow = { ...((store.get(key) as unknown as LedgerRow) ?? {
-      campaign: c.campaign, version: c.version, reports: 0, epsilon_reports: 0, epsilon_memoized: 0,
-      memoized_values: 0, refused: 0, over_window: 0, window_start: -1, window_reports: 0 }) };
+    const row: LedgerRow = {
+      ...((store.get(key) as unknown as LedgerRow) ?? {
+        campaign: c.campaign,
+        version: c.version,
+        reports: 0,
+        epsilon_reports: 0,
+        epsilon_memoized: 0,
+        memoized_values: 0,
+        refused: 0,
+        over_window: 0,
+        window_start: -1,
+        window_reports: 0,
+      }),
+    };
     const all = this.rows(store);
-    const inWindow = all.filter((r) => r.campaign === c.campaign && r.window_start === c.windowStart)
+    const inWindow = all
+      .filter((r) => r.campaign === c.campaign && r.window_start === c.windowStart)
       .reduce((n, r) => n + r.window_reports, 0);
     const put = (): Write => [key, row as unknown as Json];
     if (inWindow >= c.perWindow) {
@@ -84,16 +102,19 @@ export class Ledger {
       return { writes: [put()], refusal: "reports_per_window" };
     }
     const memoKey = `v/${c.campaign}\u0000${c.version}\u0000${c.valueKey}`;
-    let epsilon = c.cost.epsilon, newValue = false;
+    let epsilon = c.cost.epsilon,
+      newValue = false;
     if (c.cost.memoized) {
       if (store.get(memoKey) !== undefined) epsilon = 0;
       else {
         newValue = true;
-        if (c.cost.lifetime !== null) epsilon = Math.max(0, Math.min(c.cost.epsilon, c.cost.lifetime - row.epsilon_memoized));
+        if (c.cost.lifetime !== null)
+          epsilon = Math.max(0, Math.min(c.cost.epsilon, c.cost.lifetime - row.epsilon_memoized));
       }
     }
     if (epsilon && this.lifetimeEpsilon !== null) {
-      const spent = all.filter((r) => this.scope === "device" || r.campaign === c.campaign)
+      const spent = all
+        .filter((r) => this.scope === "device" || r.campaign === c.campaign)
         .reduce((n, r) => n + r.epsilon_reports + r.epsilon_memoized, 0);
       if (spent + epsilon > this.lifetimeEpsilon + TOLERANCE) {
         row.refused += 1;
@@ -117,7 +138,16 @@ export class Ledger {
 
   /** What the device has spent (as `PrivacyLedger.snapshot`). */
   snapshot(store: Store): Record<string, unknown> {
-    const campaigns: Record<string, { epsilon_spent: number; reports: number; refused: number; over_window: number; versions: Record<string, LedgerRow> }> = {};
+    const campaigns: Record<
+      string,
+      {
+        epsilon_spent: number;
+        reports: number;
+        refused: number;
+        over_window: number;
+        versions: Record<string, LedgerRow>;
+      }
+    > = {};
     for (const r of this.rows(store)) {
       const e = (campaigns[r.campaign] ??= { epsilon_spent: 0, reports: 0, refused: 0, over_window: 0, versions: {} });
       e.versions[String(r.version)] = r;
@@ -126,7 +156,11 @@ export class Ledger {
       e.refused += r.refused;
       e.over_window += r.over_window;
     }
-    return { scope: this.scope, lifetime_epsilon: this.lifetimeEpsilon,
-      epsilon_spent: Object.values(campaigns).reduce((n, c) => n + c.epsilon_spent, 0), campaigns };
+    return {
+      scope: this.scope,
+      lifetime_epsilon: this.lifetimeEpsilon,
+      epsilon_spent: Object.values(campaigns).reduce((n, c) => n + c.epsilon_spent, 0),
+      campaigns,
+    };
   }
 }

@@ -8,8 +8,7 @@ export const MAX_EPSILON = 10.0;
 export const MIN_EPSILON = 0.01;
 
 /** The payload of a `ReportBatch` a mechanism fills (the `oneof payload` of reports.proto). */
-export type PayloadName =
-  | "grr" | "unary" | "olh" | "hadamard" | "rappor" | "heavy_hitters" | "range" | "numeric";
+export type PayloadName = "grr" | "unary" | "olh" | "hadamard" | "rappor" | "heavy_hitters" | "range" | "numeric";
 
 export type Cell = number | boolean | Uint8Array;
 
@@ -135,5 +134,5 @@ export function grrKeep(epsilon: number, k: number): number {
 
 /** PureMechanism.variance_star: q(1 − q)/(p − q)². */
 export function varianceStar(p: number, q: number): number {
-  return q * (1 - q) / (p - q) ** 2;
+  return (q * (1 - q)) / (p - q) ** 2;
 }

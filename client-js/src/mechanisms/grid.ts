@@ -14,7 +14,7 @@
  * over the index domain. Same draws, same arithmetic as the Python SDK (the shared vectors).
  */
 import type { Draws } from "../draws.js";
-import { checkInt, InvalidConfig, need, type Mechanism, type Report } from "./base.js";
+import { checkInt, InvalidConfig, type Mechanism, need, type Report } from "./base.js";
 import { checkBounds } from "./numeric.js";
 import { GRR, Histogram, Unary } from "./oracles.js";
 
@@ -29,7 +29,11 @@ export class Grid implements Mechanism {
   readonly lower: number;
   readonly upper: number;
 
-  constructor(readonly inner: Index, lower: unknown, upper: unknown) {
+  constructor(
+    readonly inner: Index,
+    lower: unknown,
+    upper: unknown,
+  ) {
     [this.lower, this.upper] = checkBounds(lower, upper);
     checkInt(inner.domainSize, "grid_points", MIN_GRID_POINTS, MAX_GRID_POINTS);
   }
@@ -84,7 +88,9 @@ function indexOracle(cfg: Record<string, unknown>, what: string, d: unknown): In
   const oracle = cfg.oracle;
   if (oracle === "histogram") return new Histogram(d);
   if (oracle !== "grr" && oracle !== "oue" && oracle !== "sue") {
-    throw new InvalidConfig(`oracle of a shuffled ${what} campaign must be histogram, grr, oue or sue, got ${String(oracle)}`);
+    throw new InvalidConfig(
+      `oracle of a shuffled ${what} campaign must be histogram, grr, oue or sue, got ${String(oracle)}`,
+    );
   }
   const eps = cfg.epsilon;
   if (eps === undefined || eps === null) throw new InvalidConfig(`oracle ${oracle} needs an epsilon`);
@@ -96,10 +102,12 @@ function indexOracle(cfg: Record<string, unknown>, what: string, d: unknown): In
 export function indexMechanism(cfg: Record<string, unknown>): Mechanism {
   const d = need(cfg, "domain_size");
   if (cfg.kind === "numeric") {
-    if (cfg.mechanism !== GRID_MECHANISM) throw new InvalidConfig(`mechanism of a shuffled numeric campaign must be '${GRID_MECHANISM}'`);
+    if (cfg.mechanism !== GRID_MECHANISM)
+      throw new InvalidConfig(`mechanism of a shuffled numeric campaign must be '${GRID_MECHANISM}'`);
     checkInt(d, "grid_points", MIN_GRID_POINTS, MAX_GRID_POINTS);
     return new Grid(indexOracle(cfg, "numeric", d), need(cfg, "lower"), need(cfg, "upper"));
   }
-  if (cfg.method !== RANGE_METHOD) throw new InvalidConfig(`method of a shuffled range campaign must be '${RANGE_METHOD}'`);
+  if (cfg.method !== RANGE_METHOD)
+    throw new InvalidConfig(`method of a shuffled range campaign must be '${RANGE_METHOD}'`);
   return indexOracle(cfg, "range", d);
 }

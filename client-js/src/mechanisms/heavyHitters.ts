@@ -3,8 +3,17 @@
 import type { Draws } from "../draws.js";
 import { olhHash, utf8, xxh32, xxh32Int } from "../hashing.js";
 import { ascii, deriveIndex } from "../secret.js";
-import { checkEpsilon, checkInt, get, grrKeep, perturbOne, varianceStar, type Mechanism, type Report } from "./base.js";
-import { InvalidConfig } from "./base.js";
+import {
+  checkEpsilon,
+  checkInt,
+  get,
+  grrKeep,
+  InvalidConfig,
+  type Mechanism,
+  perturbOne,
+  type Report,
+  varianceStar,
+} from "./base.js";
 
 export const MAX_LEVEL_BITS = 16;
 export const MAX_G = 256;
@@ -15,7 +24,8 @@ export const DECODE_BUDGET = 2 ** 29;
 export const MAX_DECODE_LOOKUPS = 2 ** 31;
 
 export function poolHashRange(epsilon: number): number {
-  let best = Infinity, bestG = 2;
+  let best = Infinity,
+    bestG = 2;
   for (let t = 1; t < 9; t++) {
     const g = 2 ** t;
     const v = varianceStar(grrKeep(epsilon, g), 1 / g);
@@ -59,19 +69,29 @@ export class HeavyHitters implements Mechanism {
   readonly bits: number[];
   protected slot: [number, number] | null = null;
 
-  constructor(cfg: Record<string, unknown>, readonly secret: Uint8Array) {
+  constructor(
+    cfg: Record<string, unknown>,
+    readonly secret: Uint8Array,
+  ) {
     this.epsilon = checkEpsilon(cfg.epsilon);
     this.maxLength = checkInt(cfg.max_length, "max_length", 1, 64);
     const total = 8 * this.maxLength;
     const levels = get(cfg, "levels");
-    this.levels = checkInt(levels === null ? this.maxLength : levels, "levels", Math.ceil(total / MAX_LEVEL_BITS), total);
+    this.levels = checkInt(
+      levels === null ? this.maxLength : levels,
+      "levels",
+      Math.ceil(total / MAX_LEVEL_BITS),
+      total,
+    );
     this.width = checkInt(get(cfg, "width", 64), "width", 1, 4096);
     this.g = poolHashRange(this.epsilon);
     const cands = walkCandidates(this.maxLength, this.levels, this.width);
     const pool = get(cfg, "pool_size");
     const k = checkInt(pool === null ? defaultPoolSize(this.levels, this.g, cands) : pool, "pool_size", 1, MAX_POOL);
-    if (this.levels * k * this.g > MAX_STATE_CELLS) throw new InvalidConfig(`pool_size = ${k}: levels·pool_size·g over ${MAX_STATE_CELLS}`);
-    if (k * cands > MAX_DECODE_LOOKUPS) throw new InvalidConfig(`pool_size = ${k}: decode over ${MAX_DECODE_LOOKUPS} lookups`);
+    if (this.levels * k * this.g > MAX_STATE_CELLS)
+      throw new InvalidConfig(`pool_size = ${k}: levels·pool_size·g over ${MAX_STATE_CELLS}`);
+    if (k * cands > MAX_DECODE_LOOKUPS)
+      throw new InvalidConfig(`pool_size = ${k}: decode over ${MAX_DECODE_LOOKUPS} lookups`);
     this.poolSize = k;
     this.poolSeed = checkInt(get(cfg, "pool_seed", 0), "pool_seed", 0, 0xffffffff);
     this.bits = levelBits(total, this.levels);
@@ -82,14 +102,22 @@ export class HeavyHitters implements Mechanism {
   }
 
   get params(): Record<string, unknown> {
-    return { epsilon: this.epsilon, g: this.g, pool_size: this.poolSize, levels: this.levels, bits: this.bits, p: this.p };
+    return {
+      epsilon: this.epsilon,
+      g: this.g,
+      pool_size: this.poolSize,
+      levels: this.levels,
+      bits: this.bits,
+      p: this.p,
+    };
   }
 
   /** UTF-8 of a valid value, zero-padded to max_length bytes. */
   padded(value: unknown): Uint8Array {
     if (typeof value !== "string") throw new TypeError(`value must be a string, got ${typeof value}`);
     const data = utf8(value);
-    if (data.length > this.maxLength) throw new RangeError(`value is ${data.length} bytes in UTF-8, longer than max_length = ${this.maxLength}`);
+    if (data.length > this.maxLength)
+      throw new RangeError(`value is ${data.length} bytes in UTF-8, longer than max_length = ${this.maxLength}`);
     if (data.includes(0)) throw new RangeError("value must not contain NUL characters");
     const out = new Uint8Array(this.maxLength);
     out.set(data);
@@ -98,8 +126,10 @@ export class HeavyHitters implements Mechanism {
 
   deviceSlot(): [number, number] {
     if (this.slot === null) {
-      this.slot = [deriveIndex(this.secret, ascii("ldptel/heavy_hitters/level"), this.levels),
-        deriveIndex(this.secret, ascii("ldptel/heavy_hitters/pool"), this.poolSize)];
+      this.slot = [
+        deriveIndex(this.secret, ascii("ldptel/heavy_hitters/level"), this.levels),
+        deriveIndex(this.secret, ascii("ldptel/heavy_hitters/pool"), this.poolSize),
+      ];
     }
     return this.slot;
   }
@@ -124,6 +154,9 @@ export class HeavyHitters implements Mechanism {
     const data = this.padded(value);
     const [level, index] = this.deviceSlot();
     const y = this.hashed(data, level, index);
-    return { payload: this.payload, columns: { levels: [level], seed_indices: [index], values: [perturbOne(y, this.g, this.p, draws)] } };
+    return {
+      payload: this.payload,
+      columns: { levels: [level], seed_indices: [index], values: [perturbOne(y, this.g, this.p, draws)] },
+    };
   }
 }

@@ -5,13 +5,21 @@ import type { Draws } from "../draws.js";
 import { olhHash, popcount, xxh32Int } from "../hashing.js";
 import { ascii, concat, derive, deriveIndex, le64, shakeUniforms, u64, u64Double } from "../secret.js";
 import {
-  bernoulliRow, checkEpsilon, checkValue, grrKeep, InvalidConfig, packBits, perturbOne,
-  type Mechanism, type Report,
+  bernoulliRow,
+  checkEpsilon,
+  checkValue,
+  grrKeep,
+  InvalidConfig,
+  type Mechanism,
+  packBits,
+  perturbOne,
+  type Report,
 } from "./base.js";
 import { HeavyHitters } from "./heavyHitters.js";
 import { GRR, Hadamard, OLH, Unary } from "./oracles.js";
 import { RangeHaar, RangeHierarchical } from "./ranges.js";
 
+// biome-ignore lint/correctness/noPrecisionLoss: 2^64 is exact in a double
 const U64 = 18446744073709551616;
 
 export function checkMemoEpsilons(epsilon: number, epsilonInf: unknown): number {
@@ -34,7 +42,12 @@ export class Chain {
   readonly p2: number;
   readonly q2: number;
 
-  constructor(epsilon: number, epsilonInf: number, readonly k: number, readonly label: Uint8Array) {
+  constructor(
+    epsilon: number,
+    epsilonInf: number,
+    readonly k: number,
+    readonly label: Uint8Array,
+  ) {
     this.p1 = grrKeep(epsilonInf, k);
     this.q1 = (1 - this.p1) / (k - 1);
     this.p2 = instantKeep(epsilon, epsilonInf, k);
@@ -103,7 +116,12 @@ export class LGRR extends Memoized<number> {
   readonly chain: Chain;
   readonly plain: GRR;
 
-  constructor(epsilon: unknown, domainSize: unknown, epsilonInf: unknown, protected secret: Uint8Array) {
+  constructor(
+    epsilon: unknown,
+    domainSize: unknown,
+    epsilonInf: unknown,
+    protected secret: Uint8Array,
+  ) {
     super();
     this.plain = new GRR(epsilon, domainSize);
     this.epsilon = this.plain.epsilon;
@@ -146,8 +164,13 @@ export class LOSUE extends Memoized<number> {
   readonly q1: number;
   readonly p2: number;
 
-  constructor(readonly name: "oue" | "sue", epsilon: unknown, domainSize: unknown, epsilonInf: unknown,
-              protected secret: Uint8Array) {
+  constructor(
+    readonly name: "oue" | "sue",
+    epsilon: unknown,
+    domainSize: unknown,
+    epsilonInf: unknown,
+    protected secret: Uint8Array,
+  ) {
     super();
     const plain = new Unary("oue", epsilon, domainSize);
     this.epsilon = plain.epsilon;
@@ -199,7 +222,12 @@ export class LOLOHA extends Memoized<number> {
   readonly plain: OLH;
   readonly seed: number;
 
-  constructor(epsilon: unknown, domainSize: unknown, epsilonInf: unknown, protected secret: Uint8Array) {
+  constructor(
+    epsilon: unknown,
+    domainSize: unknown,
+    epsilonInf: unknown,
+    protected secret: Uint8Array,
+  ) {
     super();
     this.plain = new OLH(epsilon, domainSize);
     this.epsilon = this.plain.epsilon;
@@ -261,7 +289,12 @@ export class LHadamard extends MemoizedSign {
   readonly plain: Hadamard;
   readonly row: number;
 
-  constructor(epsilon: unknown, domainSize: unknown, epsilonInf: unknown, protected secret: Uint8Array) {
+  constructor(
+    epsilon: unknown,
+    domainSize: unknown,
+    epsilonInf: unknown,
+    protected secret: Uint8Array,
+  ) {
     super();
     this.plain = new Hadamard(epsilon, domainSize);
     this.epsilon = this.plain.epsilon;
@@ -301,7 +334,12 @@ export class LRangeHaar extends MemoizedSign {
   readonly level: number;
   readonly index: number;
 
-  constructor(epsilon: unknown, domainSize: unknown, epsilonInf: unknown, protected secret: Uint8Array) {
+  constructor(
+    epsilon: unknown,
+    domainSize: unknown,
+    epsilonInf: unknown,
+    protected secret: Uint8Array,
+  ) {
     super();
     this.plain = new RangeHaar(epsilon, domainSize);
     this.epsilon = this.plain.epsilon;
@@ -342,8 +380,13 @@ export class LRangeHierarchical extends Memoized<number> {
   readonly level: number;
   readonly seed: number;
 
-  constructor(epsilon: unknown, domainSize: unknown, branching: unknown, epsilonInf: unknown,
-              protected secret: Uint8Array) {
+  constructor(
+    epsilon: unknown,
+    domainSize: unknown,
+    branching: unknown,
+    epsilonInf: unknown,
+    protected secret: Uint8Array,
+  ) {
     super();
     this.plain = new RangeHierarchical(epsilon, domainSize, branching);
     this.epsilon = this.plain.epsilon;
@@ -352,15 +395,18 @@ export class LRangeHierarchical extends Memoized<number> {
     for (const s of sizes) this.offsets.push(this.offsets[this.offsets.length - 1]! + s);
     this.alphabet = this.offsets[this.offsets.length - 1]!;
     this.epsilonInf = checkMemoEpsilons(this.epsilon, epsilonInf);
-    this.chains = sizes.map((k, i) => new Chain(this.epsilon, this.epsilonInf, k,
-      ascii(`ldptel/memo/range-tree\0${i}\0`)));
+    this.chains = sizes.map(
+      (k, i) => new Chain(this.epsilon, this.epsilonInf, k, ascii(`ldptel/memo/range-tree\0${i}\0`)),
+    );
     this.level = deriveIndex(secret, ascii("ldptel/memo/range-level"), this.plain.H);
     this.seed = this.plain.usesOlh ? deriveIndex(secret, ascii("ldptel/memo/range-seed"), 2 ** 32) : 0;
   }
 
   override get epsilonLifetime(): number {
     let worst = 0;
-    this.chains.forEach((c, i) => { worst = Math.max(worst, Math.min(c.k, this.plain.nodes[i]!)); });
+    this.chains.forEach((c, i) => {
+      worst = Math.max(worst, Math.min(c.k, this.plain.nodes[i]!));
+    });
     return worst * this.epsilonInf;
   }
 
@@ -411,7 +457,11 @@ export class LHeavyHitters extends Memoized<Uint8Array> {
   readonly chain: Chain;
   private data: Uint8Array = new Uint8Array(0);
 
-  constructor(cfg: Record<string, unknown>, epsilonInf: unknown, protected secret: Uint8Array) {
+  constructor(
+    cfg: Record<string, unknown>,
+    epsilonInf: unknown,
+    protected secret: Uint8Array,
+  ) {
     super();
     this.plain = new HeavyHitters(cfg, secret);
     this.epsilon = this.plain.epsilon;

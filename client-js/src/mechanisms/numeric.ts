@@ -3,23 +3,29 @@ import type { Draws } from "../draws.js";
 import { ascii, concat, hmacUniform } from "../secret.js";
 import { checkEpsilon, checkInt, InvalidConfig, type Mechanism, type Report } from "./base.js";
 
-export const HYBRID_EPSILON = Math.log((-5 + 2 * (6353 - 405 * Math.sqrt(241)) ** (1 / 3)
-  + 2 * (6353 + 405 * Math.sqrt(241)) ** (1 / 3)) / 27);
+export const HYBRID_EPSILON = Math.log(
+  (-5 + 2 * (6353 - 405 * Math.sqrt(241)) ** (1 / 3) + 2 * (6353 + 405 * Math.sqrt(241)) ** (1 / 3)) / 27,
+);
 
 export const MAX_BOUND = 1e150;
 export const MIN_SPAN = 1e-150;
 export const MIN_RELATIVE_SPAN = 2 ** -30;
 
 function finite(v: unknown, name: string): number {
-  if (typeof v !== "number" || !Number.isFinite(v)) throw new InvalidConfig(`${name} must be a finite number, got ${String(v)}`);
+  if (typeof v !== "number" || !Number.isFinite(v))
+    throw new InvalidConfig(`${name} must be a finite number, got ${String(v)}`);
   return v;
 }
 
 /** Finite `lower` < `upper` within the limits of `ldptel.mechanisms.numeric.check_bounds` (its
  * docstring derives them); `InvalidConfig` naming the key otherwise. */
 export function checkBounds(lower: unknown, upper: unknown): [number, number] {
-  const lo = finite(lower, "lower"), hi = finite(upper, "upper");
-  for (const [name, v] of [["lower", lo], ["upper", hi]] as const) {
+  const lo = finite(lower, "lower"),
+    hi = finite(upper, "upper");
+  for (const [name, v] of [
+    ["lower", lo],
+    ["upper", hi],
+  ] as const) {
     if (Math.abs(v) > MAX_BOUND) throw new InvalidConfig(`${name} must be within ±${MAX_BOUND}, got ${v}`);
   }
   if (!(lo < hi)) throw new InvalidConfig("upper must be above lower");
@@ -72,7 +78,10 @@ export abstract class Numeric implements Mechanism {
       throw new TypeError(`value must be a finite real number, got ${String(value)}`);
     }
     const y = this.randomizeOne(value, draws);
-    return { payload: this.payload, columns: this.column === "bits" ? { bits: [y as boolean] } : { values: [y as number] } };
+    return {
+      payload: this.payload,
+      columns: this.column === "bits" ? { bits: [y as boolean] } : { values: [y as number] },
+    };
   }
 
   abstract randomizeOne(value: number, draws: Draws): number | boolean;
@@ -114,12 +123,13 @@ export class Piecewise extends Numeric {
 
   outputVariance(t: number): number {
     const s = this.s;
-    return t * t / (s - 1) + (s + 3) / (3 * (s - 1) ** 2);
+    return (t * t) / (s - 1) + (s + 3) / (3 * (s - 1) ** 2);
   }
 
   pieceOne(t: number, draws: Draws): number {
-    const c = this.bound, u = draws.uniform();
-    const left = (c + 1) / 2 * t - (c - 1) / 2;
+    const c = this.bound,
+      u = draws.uniform();
+    const left = ((c + 1) / 2) * t - (c - 1) / 2;
     let y: number;
     if (draws.uniform() < this.s / (this.s + 1)) {
       y = left + u * (c - 1);
@@ -175,8 +185,14 @@ export class OneBitMean extends Duchi {
   readonly memoize: boolean;
   readonly buckets: number;
 
-  constructor(epsilon: unknown, lower: unknown, upper: unknown, memoize: unknown, buckets: unknown,
-              readonly secret: Uint8Array) {
+  constructor(
+    epsilon: unknown,
+    lower: unknown,
+    upper: unknown,
+    memoize: unknown,
+    buckets: unknown,
+    readonly secret: Uint8Array,
+  ) {
     super(epsilon, lower, upper);
     if (typeof memoize !== "boolean") throw new InvalidConfig(`memoize must be true or false, got ${String(memoize)}`);
     this.memoize = memoize;
@@ -197,12 +213,12 @@ export class OneBitMean extends Duchi {
 
   memoBit(k: number): boolean {
     const u = hmacUniform(this.secret, concat(ascii("ldptel/1bitmean/bit\0"), ascii(String(k))));
-    return u < this.pPlus(2 * k / this.buckets - 1);
+    return u < this.pPlus((2 * k) / this.buckets - 1);
   }
 
   override randomizeOne(value: number, draws: Draws): number | boolean {
     if (!this.memoize) return super.randomizeOne(value, draws);
-    const pos = (this.unitOne(value) + 1.0) / 2 * this.buckets;
+    const pos = ((this.unitOne(value) + 1.0) / 2) * this.buckets;
     let k = Math.min(Math.floor(pos), this.buckets - 1);
     k += pos - k > this.alpha ? 1 : 0;
     return this.memoBit(k);

@@ -3,8 +3,19 @@
 import type { Draws } from "../draws.js";
 import { olhHash, popcount, xxh32Int } from "../hashing.js";
 import {
-  bernoulliRow, bitLength, checkEpsilon, checkInt, checkValue, grrKeep, packBits, perturbOne,
-  roundHalfEven, varianceStar, type Mechanism, type PayloadName, type Report,
+  bernoulliRow,
+  bitLength,
+  checkEpsilon,
+  checkInt,
+  checkValue,
+  grrKeep,
+  type Mechanism,
+  type PayloadName,
+  packBits,
+  perturbOne,
+  type Report,
+  roundHalfEven,
+  varianceStar,
 } from "./base.js";
 
 export abstract class Oracle implements Mechanism {
@@ -56,7 +67,11 @@ export class GRR extends Oracle {
 
 export class Unary extends Oracle {
   readonly payload = "unary" as const;
-  constructor(readonly name: "sue" | "oue", epsilon: unknown, domainSize: unknown) {
+  constructor(
+    readonly name: "sue" | "oue",
+    epsilon: unknown,
+    domainSize: unknown,
+  ) {
     super(epsilon, domainSize);
   }
 

@@ -2,7 +2,7 @@
 import type { Draws } from "../draws.js";
 import { popcount } from "../hashing.js";
 import { bitLength, checkEpsilon, checkInt, checkValue, type Mechanism, type Report } from "./base.js";
-import { localOracle, OLH, signKeep, type GRR } from "./oracles.js";
+import { type GRR, localOracle, OLH, signKeep } from "./oracles.js";
 
 export class RangeHaar implements Mechanism {
   readonly name: string = "range_haar";
@@ -36,14 +36,15 @@ export class RangeHaar implements Mechanism {
     const i = Math.floor(v / 2 ** lev);
     const sigma = 1 - 2 * (Math.floor(v / 2 ** (lev - 1)) & 1);
     const j = draws.below(this.K[lev - 1]!);
-    const positive = (sigma > 0) === (popcount((i & j) >>> 0) % 2 === 0);
+    const positive = sigma > 0 === (popcount((i & j) >>> 0) % 2 === 0);
     const keep = draws.uniform() < this.pKeep;
     return { payload: this.payload, columns: { levels: [lev - 1], indices: [j], signs: [positive === keep] } };
   }
 }
 
 export function treeShape(d: number, branching: number): [number, number[], number[]] {
-  let H = 0, cover = 1;
+  let H = 0,
+    cover = 1;
   while (cover < d) {
     cover *= branching;
     H += 1;
@@ -55,7 +56,8 @@ export function treeShape(d: number, branching: number): [number, number[], numb
 }
 
 export function chooseBranching(epsilon: number, d: number): number {
-  let best = Infinity, bestB = 2;
+  let best = Infinity,
+    bestB = 2;
   for (let b = 2; b < 17; b++) {
     if (b > Math.max(d, 2)) break;
     const [H, , nodes] = treeShape(d, b);
@@ -85,16 +87,24 @@ export class RangeHierarchical implements Mechanism {
   constructor(epsilon: unknown, domainSize: unknown, branching: unknown) {
     this.epsilon = checkEpsilon(epsilon);
     this.domainSize = checkInt(domainSize, "domain_size", 2, 2 ** 31);
-    this.B = branching === null || branching === undefined ? chooseBranching(this.epsilon, this.domainSize)
-      : checkInt(branching, "branching", 2, 1024);
+    this.B =
+      branching === null || branching === undefined
+        ? chooseBranching(this.epsilon, this.domainSize)
+        : checkInt(branching, "branching", 2, 1024);
     [this.H, this.widths, this.nodes] = treeShape(this.domainSize, this.B);
     this.oracles = this.nodes.map((m) => localOracle(this.epsilon, m));
     this.usesOlh = this.oracles.some((o) => o instanceof OLH);
   }
 
   get params(): Record<string, unknown> {
-    return { epsilon: this.epsilon, B: this.B, H: this.H, widths: this.widths, nodes: this.nodes,
-      oracles: this.oracles.map((o) => o.name) };
+    return {
+      epsilon: this.epsilon,
+      B: this.B,
+      H: this.H,
+      widths: this.widths,
+      nodes: this.nodes,
+      oracles: this.oracles.map((o) => o.name),
+    };
   }
 
   encode(value: unknown, draws: Draws): Report {

@@ -1,11 +1,19 @@
 /** RAPPOR's device side (`ldptel.mechanisms.rappor`): cohort and memoized permanent randomized
  * response from the device secret, instantaneous response from 8 bytes per Bloom bit. */
+
+import { shake256 } from "@noble/hashes/sha3.js";
 import type { Draws } from "../draws.js";
 import { utf8, xxh32 } from "../hashing.js";
 import { ascii, concat, derive, deriveIndex } from "../secret.js";
-import { shake256 } from "@noble/hashes/sha3.js";
 import {
-  checkInt, InvalidConfig, isNumber, MAX_EPSILON, MIN_EPSILON, packBits, type Mechanism, type Report,
+  checkInt,
+  InvalidConfig,
+  isNumber,
+  MAX_EPSILON,
+  type Mechanism,
+  MIN_EPSILON,
+  packBits,
+  type Report,
 } from "./base.js";
 
 /** As `ldptel.mechanisms.rappor`: ε∞ beyond this is no privacy (f ≈ 0 made it infinite), and the
@@ -35,7 +43,10 @@ export class RAPPOR implements Mechanism {
   private cohort: number | null = null;
   private memo = new Map<string, Uint8Array>();
 
-  constructor(cfg: Record<string, unknown>, readonly secret: Uint8Array) {
+  constructor(
+    cfg: Record<string, unknown>,
+    readonly secret: Uint8Array,
+  ) {
     this.bloomBits = checkInt(cfg.bloom_bits, "bloom_bits", 1, 4096);
     this.hashes = checkInt(cfg.hashes, "hashes", 1, this.bloomBits);
     this.cohorts = checkInt(cfg.cohorts, "cohorts", 1, 1 << 16);
@@ -45,8 +56,9 @@ export class RAPPOR implements Mechanism {
     if (!(this.f > 0 && this.f < 1)) throw new InvalidConfig("f must be in (0, 1)");
     if (!(this.q > this.p)) throw new InvalidConfig("q must be greater than p");
     if (this.pStar <= 0 || this.qStar >= 1) throw new InvalidConfig("p and q must give 0 < p* and q* < 1");
-    const qs = this.qStar, ps = this.pStar;
-    this.epsilon = this.hashes * Math.log(qs * (1 - ps) / (ps * (1 - qs)));
+    const qs = this.qStar,
+      ps = this.pStar;
+    this.epsilon = this.hashes * Math.log((qs * (1 - ps)) / (ps * (1 - qs)));
     if (!(this.epsilon >= MIN_EPSILON && this.epsilon <= MAX_EPSILON)) {
       throw new InvalidConfig(`p, q, f, hashes give ε₁ = ${this.epsilon}, outside [${MIN_EPSILON}, ${MAX_EPSILON}]`);
     }

@@ -17,7 +17,8 @@ const tables = new Map<number, Float64Array>();
 
 /** P(X ≤ k) for k = 0, 1, … (`fakes.poisson_cdf`). */
 export function poissonCdf(lam: number): Float64Array {
-  if (!(lam >= 0 && lam <= MAX_TABLE_RATE)) throw new RangeError(`a Poisson rate in [0, ${MAX_TABLE_RATE}] is tabulated, got ${lam}`);
+  if (!(lam >= 0 && lam <= MAX_TABLE_RATE))
+    throw new RangeError(`a Poisson rate in [0, ${MAX_TABLE_RATE}] is tabulated, got ${lam}`);
   let table = tables.get(lam);
   if (table !== undefined) return table;
   const terms = [Math.exp(-lam)];
@@ -25,7 +26,7 @@ export function poissonCdf(lam: number): Float64Array {
   let k = 0;
   while (1.0 - total > TAIL && k < 10_000 + 20 * lam) {
     k += 1;
-    terms.push(terms[terms.length - 1]! * lam / k);
+    terms.push((terms[terms.length - 1]! * lam) / k);
     total += terms[terms.length - 1]!;
   }
   table = new Float64Array(terms.length);
@@ -38,7 +39,8 @@ export function poissonCdf(lam: number): Float64Array {
 
 /** How many cdf entries are ≤ u (numpy's searchsorted, side "right"), at most length − 1. */
 function invert(table: Float64Array, u: number): number {
-  let lo = 0, hi = table.length;
+  let lo = 0,
+    hi = table.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     if (table[mid]! <= u) lo = mid + 1;

@@ -16,15 +16,40 @@ export function rowLayout(mech: Mechanism): { fields: Field[]; width: number } |
   const m = mech as { domainSize?: number; alphabet?: number };
   const d = m.domainSize ?? m.alphabet ?? 0; // memoized SUE/OUE keep d as their alphabet
   switch (mech.name) {
-    case "grr": case "histogram": return { fields: [["values", "u32"]], width: 4 };
-    case "olh": return { fields: [["seeds", "u32"], ["values", "u32"]], width: 8 };
-    case "hadamard": return { fields: [["indices", "u32"], ["signs", "u8"]], width: 5 };
-    case "sue": case "oue": return { fields: [["bits", "bits"]], width: Math.ceil(d / 8) };
+    case "grr":
+    case "histogram":
+      return { fields: [["values", "u32"]], width: 4 };
+    case "olh":
+      return {
+        fields: [
+          ["seeds", "u32"],
+          ["values", "u32"],
+        ],
+        width: 8,
+      };
+    case "hadamard":
+      return {
+        fields: [
+          ["indices", "u32"],
+          ["signs", "u8"],
+        ],
+        width: 5,
+      };
+    case "sue":
+    case "oue":
+      return { fields: [["bits", "bits"]], width: Math.ceil(d / 8) };
     case "rappor": {
       const k = (mech as { bloomBits?: number }).bloomBits ?? 0;
-      return { fields: [["cohorts", "u32"], ["bits", "bits"]], width: 4 + Math.ceil(k / 8) };
+      return {
+        fields: [
+          ["cohorts", "u32"],
+          ["bits", "bits"],
+        ],
+        width: 4 + Math.ceil(k / 8),
+      };
     }
-    default: return null;
+    default:
+      return null;
   }
 }
 

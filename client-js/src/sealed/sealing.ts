@@ -52,7 +52,8 @@ export interface AnalyzerKey {
 }
 
 function fromBase64(text: string): Uint8Array {
-  if (!/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(text)) throw new TypeError("public is not base64");
+  if (!/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(text))
+    throw new TypeError("public is not base64");
   const bin = atob(text);
   return Uint8Array.from(bin, (c) => c.charCodeAt(0));
 }
@@ -92,11 +93,20 @@ export function recipientKey(raw: Uint8Array): Promise<CryptoKey> {
 /** Each row sealed on its own to `key` under `infoBytes` (enc ‖ ciphertext each). `ekm`: the
  * ephemeral key material of each message — for the test vectors only; the SDK never passes it,
  * and each message then gets a fresh key pair from Web Crypto. */
-export async function seal(rows: Uint8Array[], key: CryptoKey, infoBytes: Uint8Array,
-                           ekm?: (i: number) => Uint8Array): Promise<Uint8Array[]> {
+export async function seal(
+  rows: Uint8Array[],
+  key: CryptoKey,
+  infoBytes: Uint8Array,
+  ekm?: (i: number) => Uint8Array,
+): Promise<Uint8Array[]> {
   const s = suite();
-  return Promise.all(rows.map(async (row, i) => {
-    const { enc, ct } = await s.seal({ recipientPublicKey: key, info: infoBytes, ...(ekm ? { ekm: ekm(i) } : {}) }, row);
-    return concat(new Uint8Array(enc), new Uint8Array(ct));
-  }));
+  return Promise.all(
+    rows.map(async (row, i) => {
+      const { enc, ct } = await s.seal(
+        { recipientPublicKey: key, info: infoBytes, ...(ekm ? { ekm: ekm(i) } : {}) },
+        row,
+      );
+      return concat(new Uint8Array(enc), new Uint8Array(ct));
+    }),
+  );
 }

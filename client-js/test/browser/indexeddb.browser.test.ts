@@ -4,14 +4,31 @@ import { describe, expect, it } from "vitest";
 import { IndexedDbBackend, TelemetryClient } from "../../src/index.js";
 import { campaign, FakeCollector } from "../fakeCollector.js";
 
-const CAMPAIGNS = [campaign("oue", { oracle: "oue", epsilon: 1.0, domain_size: 16 }),
-  campaign("rappor", { oracle: "rappor", bloom_bits: 16, hashes: 2, cohorts: 4, f: 0.5, p: 0.5, q: 0.75, candidates: [] })];
+const CAMPAIGNS = [
+  campaign("oue", { oracle: "oue", epsilon: 1.0, domain_size: 16 }),
+  campaign("rappor", {
+    oracle: "rappor",
+    bloom_bits: 16,
+    hashes: 2,
+    cohorts: 4,
+    f: 0.5,
+    p: 0.5,
+    q: 0.75,
+    candidates: [],
+  }),
+];
 
 describe("IndexedDB queue", () => {
   it("is the default store in a browser, keeps the queue across a reopen, delivers once", async () => {
     const fake = new FakeCollector(CAMPAIGNS);
     const name = `ldptel-test-${Math.random()}`;
-    const opts = { url: "http://collector.test", token: "t", fetch: fake.fetch as typeof fetch, backoffBaseS: 0.001, maxBackoffS: 0.01 };
+    const opts = {
+      url: "http://collector.test",
+      token: "t",
+      fetch: fake.fetch as typeof fetch,
+      backoffBaseS: 0.001,
+      maxBackoffS: 0.01,
+    };
     let client = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name) });
     await client.fetchConfigs();
     const secret = client.campaignSecret("rappor");
@@ -31,7 +48,11 @@ describe("IndexedDB queue", () => {
     expect(result.pending).toBe(0);
     expect(fake.accepted).toBe(60);
     await client.close();
-    const defaulted = await TelemetryClient.open({ url: "http://other.test", token: "t", fetch: fake.fetch as typeof fetch });
+    const defaulted = await TelemetryClient.open({
+      url: "http://other.test",
+      token: "t",
+      fetch: fake.fetch as typeof fetch,
+    });
     expect(defaulted.health().storage).toBe("indexeddb");
     await defaulted.close(null);
   });
@@ -39,7 +60,13 @@ describe("IndexedDB queue", () => {
   it("two tabs on one database: each report delivered once", async () => {
     const fake = new FakeCollector(CAMPAIGNS);
     const name = `ldptel-tabs-${Math.random()}`;
-    const opts = { url: "http://collector.test", token: "t", fetch: fake.fetch as typeof fetch, backoffBaseS: 0.001, maxBackoffS: 0.01 };
+    const opts = {
+      url: "http://collector.test",
+      token: "t",
+      fetch: fake.fetch as typeof fetch,
+      backoffBaseS: 0.001,
+      maxBackoffS: 0.01,
+    };
     const a = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name), batchSize: 7 });
     const b = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name), batchSize: 5 });
     await a.fetchConfigs();
@@ -57,7 +84,9 @@ describe("IndexedDB queue", () => {
   });
 
   it("two tabs share the ledger: reports_per_window holds across them", async () => {
-    const fake = new FakeCollector([campaign("capped", { oracle: "grr", epsilon: 1.0, domain_size: 4, reports_per_window: 5 })]);
+    const fake = new FakeCollector([
+      campaign("capped", { oracle: "grr", epsilon: 1.0, domain_size: 4, reports_per_window: 5 }),
+    ]);
     const name = `ldptel-ledger-${Math.random()}`;
     const opts = { url: "http://collector.test", token: "t", fetch: fake.fetch as typeof fetch };
     const a = await TelemetryClient.open({ ...opts, storage: new IndexedDbBackend(name) });

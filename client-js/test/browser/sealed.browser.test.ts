@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import sealed from "../../../testvectors/sealed.json";
 import { buildMechanism, valueIndex } from "../../src/builder.js";
 import { envelopeBatchId } from "../../src/client/envelope.js";
-import { fromHex, ReplayDraws, toHex, type TapeEntry } from "../../src/draws.js";
+import { fromHex, ReplayDraws, type TapeEntry, toHex } from "../../src/draws.js";
 import { Grid } from "../../src/mechanisms/grid.js";
 import { Histogram } from "../../src/mechanisms/oracles.js";
 import { rowOf } from "../../src/sealed/rows.js";
@@ -21,7 +21,11 @@ describe("sealed vectors in Chromium", () => {
     const r = v.rfc9180_a11;
     const s = suite();
     const recipient = await s.kem.deriveKeyPair(fromHex(r.ikmR));
-    const out = await s.seal({ recipientPublicKey: recipient.publicKey, info: fromHex(r.info), ekm: fromHex(r.ikmE) }, fromHex(r.pt), fromHex(r.aad));
+    const out = await s.seal(
+      { recipientPublicKey: recipient.publicKey, info: fromHex(r.info), ekm: fromHex(r.ikmE) },
+      fromHex(r.pt),
+      fromHex(r.aad),
+    );
     expect(toHex(new Uint8Array(out.enc))).toBe(r.pkEm);
     expect(toHex(new Uint8Array(out.ct))).toBe(r.ct);
   });
@@ -42,8 +46,16 @@ describe("sealed vectors in Chromium", () => {
         const plain = env.messages.map((m: { plaintext: string }) => fromHex(m.plaintext));
         const out = await seal(plain, recipient, infoBytes, (i) => fromHex(env.messages[i].ikm_e));
         expect(out.map(toHex)).toEqual(env.messages.map((m: { message: string }) => m.message));
-        const body = encodeSealedBatch({ campaign: c.name, batchId: envelopeBatchId(fromHex(c.batch_id), env.window), reports: env.reports,
-          campaignVersion: c.config.version, keyId: key.id, window: env.window, messages: out, dimensions: c.dimensions });
+        const body = encodeSealedBatch({
+          campaign: c.name,
+          batchId: envelopeBatchId(fromHex(c.batch_id), env.window),
+          reports: env.reports,
+          campaignVersion: c.config.version,
+          keyId: key.id,
+          window: env.window,
+          messages: out,
+          dimensions: c.dimensions,
+        });
         expect(toHex(body)).toBe(env.body);
         messages += out.length;
       }
@@ -54,7 +66,9 @@ describe("sealed vectors in Chromium", () => {
   it("grid rounding", () => {
     for (const g of v.grid) {
       const mech = new Grid(new Histogram(g.points), g.lower, g.upper);
-      g.values.forEach((x: number, j: number) => expect(mech.roundIndex(x, g.uniforms[j])).toBe(g.indices[j]));
+      g.values.forEach((x: number, j: number) => {
+        expect(mech.roundIndex(x, g.uniforms[j])).toBe(g.indices[j]);
+      });
     }
   });
 });

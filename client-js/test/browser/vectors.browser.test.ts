@@ -4,7 +4,7 @@ import encode from "../../../testvectors/encode.json";
 import hashing from "../../../testvectors/hashing.json";
 import secrets from "../../../testvectors/secrets.json";
 import { buildMechanism, valueIndex } from "../../src/builder.js";
-import { cryptoDraws, fromHex, ReplayDraws, toHex, type TapeEntry } from "../../src/draws.js";
+import { cryptoDraws, fromHex, ReplayDraws, type TapeEntry, toHex } from "../../src/draws.js";
 import { olhHash, xxh32, xxh32Int } from "../../src/hashing.js";
 import type { Report } from "../../src/mechanisms/base.js";
 import { derive, shakeUniforms } from "../../src/secret.js";
@@ -25,7 +25,8 @@ describe("vectors in Chromium", () => {
     for (const e of (hashing as Any).xxh32_bytes) expect(xxh32(fromHex(e.data), e.seed)).toBe(e.hash);
     for (const e of (hashing as Any).olh_hash) expect(olhHash(e.seed, e.key, e.g)).toBe(e.hash);
     for (const e of (secrets as Any).derive) expect(toHex(derive(fromHex(e.secret), fromHex(e.label)))).toBe(e.digest);
-    for (const e of (secrets as Any).shake_uniforms) expect([...shakeUniforms(fromHex(e.secret), fromHex(e.label), e.count)]).toEqual(e.uniforms);
+    for (const e of (secrets as Any).shake_uniforms)
+      expect([...shakeUniforms(fromHex(e.secret), fromHex(e.label), e.count)]).toEqual(e.uniforms);
   });
   it("every encode case: reports from their draws and the chunk's wire bytes", () => {
     let n = 0;
@@ -36,12 +37,27 @@ describe("vectors in Chromium", () => {
         const draws = new ReplayDraws(r.draws as TapeEntry[]);
         const report = mech.encode(valueIndex(c.config, r.value), draws);
         expect(draws.done).toBe(true);
-        expect(toHex(encodeBatch({ campaign: c.config.name, batchId: new Uint8Array(0), count: 1, campaignVersion: 0 }, report))).toBe(r.row);
+        expect(
+          toHex(
+            encodeBatch({ campaign: c.config.name, batchId: new Uint8Array(0), count: 1, campaignVersion: 0 }, report),
+          ),
+        ).toBe(r.row);
         reports.push(report);
         n += 1;
       }
-      expect(toHex(encodeBatch({ campaign: c.config.name, batchId: fromHex(c.batch_id), count: reports.length,
-        campaignVersion: c.config.version ?? 1 }, mergeReports(reports)))).toBe(c.batch);
+      expect(
+        toHex(
+          encodeBatch(
+            {
+              campaign: c.config.name,
+              batchId: fromHex(c.batch_id),
+              count: reports.length,
+              campaignVersion: c.config.version ?? 1,
+            },
+            mergeReports(reports),
+          ),
+        ),
+      ).toBe(c.batch);
     }
     expect(n).toBeGreaterThan(400);
   });

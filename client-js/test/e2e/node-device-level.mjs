@@ -21,8 +21,15 @@ const devices = JSON.parse(spec);
 const clients = [];
 let queued = 0;
 for (const [events, platform] of devices) {
-  const c = await TelemetryClient.open({ url, token, storage: new MemoryBackend(), fetch: shifted, backoffBaseS: 0.05, maxBackoffS: 1,
-    dimensions: { platform } });
+  const c = await TelemetryClient.open({
+    url,
+    token,
+    storage: new MemoryBackend(),
+    fetch: shifted,
+    backoffBaseS: 0.05,
+    maxBackoffS: 1,
+    dimensions: { platform },
+  });
   await c.fetchConfigs();
   for (let i = 0; i < events; i++) if (await c.report(campaign, "opened")) queued += 1;
   await c.flush(10_000); // nothing to send yet; opens the day's window of a device without an event

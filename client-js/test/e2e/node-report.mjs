@@ -5,7 +5,14 @@
 import { openClient } from "../../dist/ldptel.node.js";
 
 const [url, token, queuePath, campaign, n, mode = "both", batchSize = "1000"] = process.argv.slice(2);
-const client = await openClient({ url, token, queuePath, batchSize: Number(batchSize), backoffBaseS: 0.05, maxBackoffS: 1 });
+const client = await openClient({
+  url,
+  token,
+  queuePath,
+  batchSize: Number(batchSize),
+  backoffBaseS: 0.05,
+  maxBackoffS: 1,
+});
 let queued = 0;
 if (mode !== "flush") {
   for (let i = 0; i < Number(n); i++) if (await client.report(campaign, i % 16)) queued += 1;
