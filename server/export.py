@@ -51,6 +51,7 @@ from ldptel.server.documents import (
     Published,
     Window,
     conditional_response,
+    csv_bool,
     csv_text,
     document_csv,
     format_param,
@@ -116,10 +117,11 @@ def published_response(name: str, validate: Validators, rows: Callable[[dict], l
                                     lambda: parquet_file(campaign, window, doc, by), parquet.MIMETYPE,
                                     attachment=f"{file}.parquet")
     if fmt == "csv" and campaign.dimensions is not None:
-        cols = (*breakdowns.columns(campaign, by), "window")
+        cols = (*breakdowns.columns(campaign, by), "window", "complete")
+        done = csv_bool(doc.get("complete"))
         return conditional_response(pub.etag, pub.decoded_at, headers, lambda: csv_text(
-            ({**r, "window": window} for r in breakdowns.rows(campaign, doc, by)), cols), "text/csv",
-            attachment=f"{file}.csv")
+            ({**r, "window": window, "complete": done} for r in breakdowns.rows(campaign, doc, by)), cols),
+            "text/csv", attachment=f"{file}.csv")
     if fmt == "csv":
         return conditional_response(pub.etag, pub.decoded_at, headers,
                                     lambda: document_csv(doc, rows(doc), columns), "text/csv",
@@ -131,7 +133,8 @@ def published_response(name: str, validate: Validators, rows: Callable[[dict], l
 def parquet_file(campaign: Campaign, window: int, doc: dict, by: tuple[str, ...] | None) -> bytes:
     """One window's document (``breakdowns.rows``) as a Parquet file (``server.parquet``)."""
     return parquet.parquet_bytes((parquet.row(window, campaign.window_seconds, campaign.version,
-                                              doc.get("privacy"), r.pop("status"), r)
+                                              doc.get("privacy"), r.pop("status"),
+                                              {**r, "complete": doc.get("complete")})
                                   for r in breakdowns.rows(campaign, doc, by)), by or ())
 
 

@@ -15,7 +15,9 @@ stylesheet rule may set the fill or stroke of ``circle.point``, ``path.trend-lin
 Class names the browser tests rely on: ``svg.chart.trend``, ``path.trend-band`` and
 ``path.trend-line`` (``data-item``, ``data-version``), ``circle.point``, ``rect.n-bar``
 (``data-window``, ``data-n``, ``data-version``; plus ``withheld`` below the release threshold),
-``g.version-marker`` (``data-version``), ``text.x-tick``.
+``g.version-marker`` (``data-version``), ``text.x-tick``. A point of the window in progress (not
+complete: its numbers still grow) is drawn hollow: ``circle.point.in-progress``, filled white with
+the line's colour as stroke, and its tooltip says so.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Point:
     estimate: float | None
     ci_low: float | None
     ci_high: float | None
+    complete: bool = True  # False: the window in progress (drawn hollow)
 
 
 @dataclass
@@ -175,6 +178,7 @@ def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bott
                f'(95% CI bands)</text>')
     for ln in lines:
         item, color = escape(ln.label), ln.color
+        open_windows = {p.window for p in ln.points if not p.complete}
         for est in _runs(ln.points):
             upper = [(sx(w), sy(h)) for w, _, _, h in est]
             lower = [(sx(w), sy(lo)) for w, _, lo, _ in reversed(est)]
@@ -187,6 +191,11 @@ def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bott
                 name = f"{ln.label} (v{ln.version})" if several else ln.label
                 low, high = value_text(lo).split(" ")[0], value_text(hi).split(" ")[0]
                 tip = f"{name}, {window_label(w)}: {value_text(e)} (95% CI {low} to {high})"
+                if w in open_windows:
+                    out.append(f'<circle class="point in-progress" cx="{_num(sx(w))}" cy="{_num(sy(e))}" '
+                               f'r="4" fill="#ffffff" stroke="{color}" stroke-width="2"><title>'
+                               f'{escape(tip)}; in progress: not complete, still growing</title></circle>')
+                    continue
                 out.append(f'<circle class="point" cx="{_num(sx(w))}" cy="{_num(sy(e))}" r="3" '
                            f'fill="{color}"><title>{escape(tip)}</title></circle>')
     return out

@@ -20,7 +20,13 @@ from ldptel import published, tally
 from ldptel.config import Campaign
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
-from ldptel.server.documents import latest_released, load_released, request_published, resolve_window
+from ldptel.server.documents import (
+    latest_released,
+    load_released,
+    request_published,
+    resolve_window,
+    window_complete,
+)
 from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.pages import labels
 from ldptel.server.pages.breakdown import breakdown_context
@@ -150,11 +156,10 @@ CONTENTS_KEPT = 128
 
 
 def _latest(c: Campaign, counts: dict[int, int]) -> int:
-    """What ``window=latest`` shows: the newest released window, else the newest with reports."""
+    """What ``window=latest`` shows: the newest ended released window, else the window
+    ``resolve_window`` falls back to."""
     found = latest_released(c, counts) if c.window_seconds else 0
-    if found is not None:
-        return found
-    return max((w for w, k in counts.items() if k > 0), default=tally.current_window(c))
+    return found if found is not None else resolve_window(c, None, counts)
 
 
 def _in_progress(c: Campaign, st: Status, shown: int) -> dict[str, Any] | None:
@@ -187,6 +192,9 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
     ctx: dict[str, Any] = {
         "c": c, "a": a, "s": status_view(st), "window": window,
         "window_label": labels.window_label(c, window), "window_error": window_error,
+        # the window shown has not ended: its numbers still grow (the summary and the selector say so)
+        "shown_in_progress": bool(c.window_seconds) and not window_complete(c, window),
+        "current_label": labels.window_label(c, st.current_window) if c.window_seconds else None,
         "window_length": labels.window_length_label(c),
         "n": n, "n_fmt": charts.fmt_count(n),
         "released": n >= c.min_reports, "epsilon_note": labels.epsilon_note(c),

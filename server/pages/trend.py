@@ -97,7 +97,7 @@ def _render(versions: list[Campaign], infos: list[series.WindowInfo]) -> Markup:
         (item, v.version): trend_chart.Line(item, version=v.version, color=colors[item])
         for v in versions for item in items}
     for r in series.series_rows(infos, items) if items else []:
-        point = trend_chart.Point(r["window"], r["estimate"], r["ci_low"], r["ci_high"])
+        point = trend_chart.Point(r["window"], r["estimate"], r["ci_low"], r["ci_high"], r["complete"])
         targets = [ln for (_, v), ln in lines.items() if v == r["version"]] if r["item"] is None \
             else [lines.get((str(r["item"]), r["version"]))]
         for ln in targets:
@@ -118,4 +118,5 @@ def _render(versions: list[Campaign], infos: list[series.WindowInfo]) -> Markup:
                                   legend=list(colors.items()), windows=windows,
                                   released=len({i.window for i in infos if i.status == "released"}),
                                   newest=TREND_WINDOWS, versions=len({i.version for i in infos}),
+                                  in_progress=any(i.status == "released" and not i.complete for i in infos),
                                   numeric=campaign.estimate_kind == "numeric"))
