@@ -229,11 +229,16 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
         waiting = waiting_reports(campaign) if current else 0
         more = (f"; {waiting} more accepted and waiting in the shuffler or the aggregator"
                 if waiting else "")
+        holders = other_versions_holding(campaign, start)
+        if holders:
+            more += "; " + "; ".join(f"version {v} holds {k:,} reports of this window (version={v})"
+                                     for v, k in holders.items())
         raise ApiError(409, "below_threshold",
                        {"n_reports": n, "min_reports": campaign.min_reports, "window": start,
-                        "waiting": waiting,
-                        "message": f"estimates are withheld until {campaign.min_reports} "
-                                   f"reports are counted ({n} so far{more})"})
+                        "waiting": waiting, "version": campaign.version,
+                        "versions_with_reports": [{"version": v, "n_reports": k} for v, k in holders.items()],
+                        "message": f"estimates of version {campaign.version} are withheld until "
+                                   f"{campaign.min_reports} reports are counted ({n:,} so far{more})"})
     if pub is not None and pub.error is not None and pub.doc is None:
         raise ApiError(503, "publication_failed",
                        {"n_reports": n, "window": start, "error": pub.error,
@@ -247,6 +252,19 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
                         "message": "the aggregator has not published this window's estimates yet"},
                        headers={"Retry-After": str(retry)})
     return start, with_complete(pub, complete)
+
+
+def other_versions_holding(campaign: Campaign, window: int) -> dict[int, int]:
+    """The campaign's other versions with counted reports in ``window``: version → reports (the
+    409 of a window read under the wrong version names them, issue 35)."""
+    st = state()
+    out = {}
+    for v in st.config.versions(campaign.name):
+        if v.version != campaign.version and v.window_seconds == campaign.window_seconds:
+            k = tally.window_count(st.redis, v, window)
+            if k > 0:
+                out[v.version] = k
+    return out
 
 
 def cells_withheld(campaign: Campaign, pub: Published | None, n: int) -> bool:

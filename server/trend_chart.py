@@ -32,6 +32,7 @@ from ldptel.server.charts import _finite, _num, fmt_compact, fmt_count, nice_tic
 PALETTE = ("#2f6fde", "#e0752d", "#1a9b6c", "#b03fb5", "#c9a100", "#5b6b86")
 WIDTH, HEIGHT = 1100, 380
 X_TICKS = 6
+MARKER_CHAR_PX = 7.5  # a marker label's width per character (bold 12 px; a safe overestimate)
 
 
 @dataclass
@@ -91,12 +92,12 @@ def _runs(points: Sequence[Point]) -> list[list[tuple[int, float, float, float]]
 
 def x_ticks(windows: Sequence[int], step: int, wanted: int = X_TICKS) -> list[int]:
     """About ``wanted`` evenly spaced window starts from the first to the last (every window when
-    there are fewer)."""
+    there are at most one more)."""
     if not windows:
         return []
     w0, w1 = min(windows), max(windows)
     count = (w1 - w0) // step + 1
-    if count <= wanted:
+    if count <= wanted + 1:  # every one (one more than wanted: every other one would be too few)
         return [w0 + i * step for i in range(count)]
     every = -(-(count - 1) // (wanted - 1))  # ceil: at most ``wanted`` ticks, the last at w1
     ticks = list(range(w0, w1 + 1, every * step))
@@ -138,11 +139,15 @@ def trend_chart(lines: Sequence[Line], counts: Sequence[Count], window_seconds: 
                       value_text or (lambda v: f"{fmt_count(v)} devices"))
     out += _bars(counts, sx, slot, bars_top, bars_bottom, left, window_label)
     for m in markers:
-        x = _num(sx(m.window) - slot / 2)
+        at = sx(m.window) - slot / 2
+        x = _num(at)
+        # a label that would run past the right edge is drawn to the left of its line
+        end = at + 4 + MARKER_CHAR_PX * len(m.label) > width
+        text = (f'<text x="{_num(at - 4)}" y="{top - 10 + 12}" text-anchor="end">' if end
+                else f'<text x="{_num(at + 4)}" y="{top - 10 + 12}">')
         out.append(f'<g class="version-marker" data-version="{m.version}"><line x1="{x}" y1="{top - 8}" '
-                   f'x2="{x}" y2="{bars_bottom}"/><text x="{_num(sx(m.window) - slot / 2 + 4)}" '
-                   f'y="{top - 10 + 12}">{escape(m.label)}</text><title>{escape(m.label)}: from '
-                   f'{escape(window_label(m.window))}</title></g>')
+                   f'x2="{x}" y2="{bars_bottom}"/>{text}{escape(m.label)}</text><title>{escape(m.label)}: '
+                   f'from {escape(window_label(m.window))}</title></g>')
     out.append(f'<line class="axis" x1="{left}" y1="{bars_bottom}" x2="{right}" y2="{bars_bottom}"/>')
     ticks = x_ticks([c.window for c in counts] + [m.window for m in markers], step)
     for t in ticks:
