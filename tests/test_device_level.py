@@ -25,7 +25,7 @@ from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, write_config
 from ldptel import tally
 from ldptel.aggregator.worker import Worker
 from ldptel.client import TelemetryClient
-from ldptel.client.device_level import aggregate, increment
+from ldptel.client.device_level import aggregate, increment, simulated
 from ldptel.config import ConfigError, parse_campaign
 
 DAY = 86400
@@ -46,6 +46,19 @@ def test_aggregates_of_a_window() -> None:
     with pytest.raises(ValueError, match="crashes"):
         increment({"name": "crashes", "kind": "per_device_count"}, -1)
     assert increment({"kind": "unique_devices"}, "anything") == 1.0
+
+
+def test_report_many_takes_numpy_event_counts() -> None:
+    """Issue 35: ``report_many`` on ``unique_devices`` with NumPy integers raised "a
+    per_device_count value … got np.int64(2)" (the wrong kind, and a number refused)."""
+    unique = {"name": "crash-seen", "kind": "unique_devices"}
+    counts = {"name": "crashes", "kind": "per_device_count"}
+    assert [simulated(unique, v) for v in np.array([0, 2, 7], dtype=np.int64)] == [0, 1, 1]
+    assert simulated(counts, np.float32(2.5)) == 2.5 and simulated(counts, np.int32(3)) == 3.0
+    with pytest.raises(ValueError, match="'crash-seen': a unique_devices value is the number of events"):
+        simulated(unique, -1)
+    with pytest.raises(ValueError, match="unique_devices"):
+        simulated(unique, np.bool_(True))
 
 
 @pytest.mark.parametrize(("extra", "key"), [({"window": "2d"}, "window"), ({"window": "all"}, "window"),
