@@ -7,6 +7,7 @@ Every error names the offending key (``campaigns[2].epsilon: …``) and is raise
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -32,12 +33,25 @@ __all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig"
 SERVER_KEYS = {
     "ingest_tokens", "export_tokens", "admin_tokens", "max_body_bytes", "max_reports_per_batch",
     "rate_limit_per_minute", "secret_key", "session_idle_seconds", "auth_failure_limit",
-    "auth_failure_window_seconds", "max_aggregator_lag_seconds",
+    "auth_failure_window_seconds", "max_aggregator_lag_seconds", "trusted_proxies",
 }
 SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds",
                  "max_ingress_batches"}
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir"}
+
+
+def _networks(srv: dict, key: str) -> list[str]:
+    """``server.trusted_proxies``: addresses or networks ("127.0.0.1", "10.0.0.0/8"), as given."""
+    raw = srv.get(key, [])
+    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+        raise fail(f"server.{key}", f"must be a list of addresses or networks, got {raw!r}")
+    for v in raw:
+        try:
+            ipaddress.ip_network(v, strict=False)
+        except ValueError:
+            raise fail(f"server.{key}", f"{v!r} is not an IP address or network (e.g. 10.0.0.0/8)") from None
+    return list(raw)
 
 
 def _tokens(d: dict, key: str, env: str) -> list[str]:
@@ -92,6 +106,8 @@ class ServerConfig:
     auth_failure_limit: int = 20  # failed authentications per address or token prefix per window
     auth_failure_window_seconds: int = 60
     max_aggregator_lag_seconds: int = 300  # /healthz answers 503 beyond (supervised aggregator)
+    # addresses or networks of reverse proxies whose X-Forwarded-Proto is believed (none: no one's)
+    trusted_proxies: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -233,6 +249,7 @@ def parse_config(data: dict, path: Path | None = None) -> Config:
         auth_failure_limit=read_int(srv, "auth_failure_limit", "server", 20, 1, 10**6),
         auth_failure_window_seconds=read_int(srv, "auth_failure_window_seconds", "server", 60, 1, 86400),
         max_aggregator_lag_seconds=read_int(srv, "max_aggregator_lag_seconds", "server", 300, 1, 10**7),
+        trusted_proxies=_networks(srv, "trusted_proxies"),
     )
     agg = data.get("aggregator", {})
     if not isinstance(agg, dict):
