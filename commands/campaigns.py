@@ -43,7 +43,7 @@ import redis as redis_lib
 
 from ldptel import registry
 from ldptel.commands.connect import NoRedis, hint, redis_url_of, resolve
-from ldptel.config import ConfigError, load_config
+from ldptel.config import Campaign, ConfigError, load_config
 from ldptel.credentials import CredentialsError
 from ldptel.logs import redact_url
 from ldptel.redis_client import AnyRedis, connect
@@ -137,9 +137,17 @@ def _act(args: argparse.Namespace, r: AnyRedis, config: Any, changes: dict[str, 
         except ConfigError as exc:
             print(f"{name}\tbroken\t{exc}")
             continue
-        eps = "-" if latest.epsilon is None else f"{latest.epsilon:g}"
-        print(f"{name}\t{latest.status}\tversion {latest.version}\t{latest.kind}\tepsilon {eps}")
+        print(f"{name}\t{latest.status}\tversion {latest.version}\t{latest.kind}\t{privacy_text(latest)}")
     return 0
+
+
+def privacy_text(c: Campaign) -> str:
+    """``epsilon 2`` (local), or the mode with its central target and the local ε (issue 35: a
+    shuffled-fakes campaign printed ``epsilon -``)."""
+    local = "no local epsilon (the true value, sealed)" if c.epsilon is None else f"epsilon {c.epsilon:g}"
+    if c.privacy_mode == "local":
+        return local
+    return f"{c.privacy_mode}: central epsilon {c.central_epsilon:g} (delta {c.central_delta:g}), {local}"
 
 
 def _unknown(name: str) -> int:

@@ -40,3 +40,27 @@ def test_trend_has_at_least_five_time_labels() -> None:
     svg = str(trend_chart.trend_chart([], counts, 10, str, lambda w: tick_label(camp("10s"), w)))
     ticks = re.findall(r'class="tick x-tick"[^>]*>([^<]+)<', svg)
     assert len(ticks) >= 5 and len(set(ticks)) == len(ticks), ticks
+
+
+def test_issue_35_labels() -> None:
+    """"ε = none" for shuffled-fakes read as "no privacy cost" (it sends the true value, sealed);
+    the ε error pointed at a source file; a trend of 7 windows had 4 time labels; a version
+    marker's label at the right edge ran off the chart."""
+    import dataclasses
+
+    import pytest
+
+    from ldptel.errors import ConfigError
+    from ldptel.server.pages.status import Status, status_view
+
+    fakes = dataclasses.replace(camp("10s"), epsilon=None, privacy_mode="shuffled-fakes")
+    view = status_view(Status(fakes, {}, 0, T0, 0, 0, 0, 0, None, None))
+    assert view["epsilon"] == "∞ (the true value, sealed)"
+    with pytest.raises(ConfigError, match=r"below 0\.01 no campaign gets a usable estimate") as info:
+        parse_campaign({"name": "c", "oracle": "grr", "epsilon": 0, "domain_size": 4}, "campaigns[c]")
+    assert ".py" not in str(info.value)
+    assert len(trend_chart.x_ticks([T0 + 10 * k for k in range(7)], 10)) == 7
+    counts = [trend_chart.Count(T0 + 10 * k, 100, True) for k in range(6)]
+    svg = str(trend_chart.trend_chart([], counts, 10, str, markers=[
+        trend_chart.Marker(T0 + 50, 3, "v3: rollback to v1 (ε 1 → 2)")]))
+    assert re.search(r'<text x="[\d.]+" y="[\d.]+" text-anchor="end">v3: rollback', svg), svg

@@ -143,7 +143,9 @@ def status_view(st: Status) -> dict[str, Any]:
                 f"{c.shuffle_max_delay}" if st.held_batches else "accepted batches not yet counted")
     lag_class = ("ok" if st.lag_entries == 0 else "holding" if not queued and not st.held_late
                  else "lagging")
-    eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "none"
+    # no local ε (shuffled-fakes without local_epsilon): the true value, sealed to the aggregator;
+    # "none" read as "no privacy cost" (issue 35)
+    eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "∞ (the true value, sealed)"
     mechanism = mechanism_label(c)
     if c.privacy_mode != "local":  # counts move by whole batches: no per-second rate, no commit time
         st = replace(st, rate=0.0, updated=None, window_updated={})
