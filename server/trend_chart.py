@@ -157,12 +157,15 @@ def trend_chart(lines: Sequence[Line], counts: Sequence[Count], window_seconds: 
         out.append(f'<text class="tick x-tick" x="{_num(tx)}" y="{height - 10}" '
                    f'text-anchor="{anchor}">{escape(tick_label(t))}</text>')
     out.append("</svg>")
-    return Markup("".join(out))
+    axis = y_axis(lines, top, lines_bottom, left, height) if lines else Markup("")
+    return axis + Markup("".join(out))
 
 
-def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bottom: float, left: float,
-           right: float, window_label: Callable[[int], str], y_label: str,
-           value_text: Callable[[float], str]) -> list[str]:
+Scale = Callable[[float], float]
+
+
+def _y_scale(lines: Sequence[Line], top: float, bottom: float) -> tuple[list[float], Scale]:
+    """The value ticks of ``lines`` and the value → y map."""
     values = [v for ln in lines for p in ln.points for v in (p.estimate, p.ci_low, p.ci_high) if _finite(v)]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     if lo >= 0 and hi > 0 and lo < hi / 3:
@@ -171,6 +174,29 @@ def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bott
 
     def sy(v: float) -> float:
         return bottom - (v - ticks[0]) / (ticks[-1] - ticks[0]) * (bottom - top)
+
+    return ticks, sy
+
+
+def y_axis(lines: Sequence[Line], top: float, bottom: float, left: float, height: float) -> Markup:
+    """The value axis alone (``svg.chart.trend-y-axis``, same scale as the chart): on a phone the
+    chart scrolls sideways inside its box and the page keeps this one at the box's left edge
+    (``position: sticky``; issue 35: at 390 px the trend lost its y-axis). Hidden on wider screens."""
+    ticks, sy = _y_scale(lines, top, bottom)
+    out = [f'<svg class="chart trend-y-axis" xmlns="http://www.w3.org/2000/svg" '
+           f'viewBox="0 0 {left} {height}" width="{left}" height="{height}" aria-hidden="true">'
+           f'<rect x="0" y="0" width="{left}" height="{_num(bottom + 6)}" fill="#ffffff"/>']
+    for t in ticks:
+        out.append(f'<text class="tick" x="{left - 6}" y="{_num(sy(t) + 4)}" '
+                   f'text-anchor="end">{fmt_compact(t)}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bottom: float, left: float,
+           right: float, window_label: Callable[[int], str], y_label: str,
+           value_text: Callable[[float], str]) -> list[str]:
+    ticks, sy = _y_scale(lines, top, bottom)
 
     out = []
     several = len({ln.version for ln in lines}) > 1

@@ -98,6 +98,7 @@ def test_trend_colours_labels_and_width(browser, history_site) -> None:  # noqa:
         ctx.close()
 
 
+TRANSFORMS = "tds => tds.map(td => getComputedStyle(td, '::before').textTransform)"
 MARKERS = """gs => gs.map(g => [g.dataset.version, g.querySelector('text').textContent,
                                 g.querySelector('line').x1.baseVal.value])"""
 
@@ -149,6 +150,9 @@ def test_campaign_list_at_390px_is_cards(browser, history_site, history_shots: P
         labels = page.eval_on_selector_all(f"{cards}:first-child td:not(.name)",
                                            "tds => tds.map(td => getComputedStyle(td, '::before').content)")
         assert '"Aggregator lag"' in labels
+        # issue 35: an uppercase transform showed "ε per report" as "Ε PER REPORT" ("E PER REPORT")
+        transforms = page.eval_on_selector_all(f"{cards}:first-child td:not(.name)", TRANSFORMS)
+        assert set(transforms) == {"none"} and '"ε per report"' in labels, transforms
         page.screenshot(path=str(history_shots / "campaigns-390.png"), full_page=True)
         page.set_viewport_size({"width": 1440, "height": 900})
         page.screenshot(path=str(history_shots / "campaigns-1440.png"), full_page=True)

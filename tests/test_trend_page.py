@@ -155,6 +155,15 @@ def test_page_is_usable_at_390px(browser, trend_site, trend_shots: Path) -> None
             for sel in ("svg.chart text.tick", "svg.chart text.label"):
                 heights = page.evaluate(FONT_PX, sel)
                 assert heights and min(heights) >= 10, (name, sel, min(heights or [0]))
+            if name == "platform":  # issue 35: scrolled to the newest windows, the y-axis stays in view
+                box = page.locator("section.trend .chart-box")
+                assert box.evaluate("b => b.scrollLeft") > 0  # the chart is scrolled to the right
+                axis, frame = page.locator("svg.chart.trend-y-axis").bounding_box(), box.bounding_box()
+                assert axis is not None and frame is not None
+                assert abs(axis["x"] - frame["x"]) <= 2, (axis, frame)
+                ticks = page.eval_on_selector_all("svg.chart.trend-y-axis text.tick",
+                                                  "ts => ts.map(t => t.textContent)")
+                assert len(ticks) >= 3 and ticks[0] == "0", ticks
             page.screenshot(path=str(trend_shots / f"{name}-390.png"), full_page=True)
     finally:
         ctx.close()
