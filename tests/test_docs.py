@@ -205,3 +205,24 @@ def run_js_examples(port: int, tmp: Path, env: dict[str, str]) -> None:
         ctx.close()
     assert result["result"]["accepted"] == 2 and result["result"]["pending"] == 0, result
     assert result["health"]["ok"], result
+
+
+def test_issue_35_small_doc_fixes() -> None:
+    """Issue 35 item 10: the README names every demo campaign (it left out ``demo-sealed``) and no
+    longer says "a few seconds" for the first table (45 s measured); the SDK's dependency lists
+    name platformdirs (its data directory); the shipped files point at docs/, not at README
+    sections that moved; http-api.md says ``/metrics`` needs a token (it answers 401 without)."""
+    readme = README.read_text()
+    demo = tomllib.loads((ROOT / "examples" / "demo.toml").read_text())
+    assert "demo-sealed" in readme and "In a few seconds" not in readme
+    assert any(c["name"] == "demo-sealed" for c in demo["campaigns"])
+    sdk = [ln for ln in readme.splitlines() if ln.startswith("| `pip install ldptel` |")]
+    assert sdk and "platformdirs" in sdk[0]
+    assert "platformdirs" in (ROOT / "docs" / "sdk.md").read_text().split("\n\n", 2)[1]
+    for shipped in (ROOT / "deploy" / "ldptel.env", ROOT / "examples" / "ldptel.toml"):
+        assert "README" not in shipped.read_text(), shipped
+    api = (ROOT / "docs" / "http-api.md").read_text()
+    assert re.search(r"^\| `GET /metrics` \| admin or export", api, re.M)
+    from ldptel.server.health import metrics
+
+    assert getattr(metrics, "__wrapped__", None) is not None  # behind require_token: 401 without one
