@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import signal
 import subprocess
@@ -252,3 +253,12 @@ def test_node_10000_reports_exactly_once_through_a_kill(stack: Collector, tmp_pa
     print(f"after the kill: {last['result']['accepted']} accepted, "
           f"{last['result']['duplicates']} duplicates (a chunk in flight at the kill)")
     counted_exactly(url, "node", 10_000)
+
+
+def doc_example(marker: str) -> str:
+    """The block of docs/sdk-js.md after ``<!-- marker: … -->`` (test_sdk_js_sealed runs the
+    sealed one)."""
+    text = (ROOT / "docs" / "sdk-js.md").read_text()
+    match = re.search(rf"<!-- {marker}: [^>]*-->\s*```\w+\n(.*?)```", text, re.S)
+    assert match, f"docs/sdk-js.md has no {marker}"
+    return match.group(1)
