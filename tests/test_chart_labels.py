@@ -64,3 +64,23 @@ def test_issue_35_labels() -> None:
     svg = str(trend_chart.trend_chart([], counts, 10, str, markers=[
         trend_chart.Marker(T0 + 50, 3, "v3: rollback to v1 (ε 1 → 2)")]))
     assert re.search(r'<text x="[\d.]+" y="[\d.]+" text-anchor="end">v3: rollback', svg), svg
+
+
+def test_issue_35_central_labels() -> None:
+    """"between 1 and 1", "(1 windows)", "1 releases", and δ written "1e-6" beside "10⁻⁶"."""
+    from ldptel.server.pages import mode_labels
+
+    privacy = {"privacy_mode": "shuffled-fakes", "batches": [1000], "central_delta": 1e-6,
+               "central_epsilon_lower": 1.0, "central_epsilon": 1.0, "central_bound": "PLD",
+               "cumulative_epsilon": 1.5, "releases_composed": 1}
+    note = str(mode_labels.central_note(privacy))
+    assert "between" not in note and "with ε = 1 (" in note and "δ = 10⁻⁶" in note, note
+    assert "(1 window)" in note and "1 windows" not in note, note
+    assert mode_labels.central_head(privacy) == "· shuffled-fakes: central ε = 1 (δ = 10⁻⁶)"
+    wider = {**privacy, "central_epsilon_lower": 0.5, "releases_composed": 3}
+    assert "between 0.5 (an explicit attack reaches it) and 1" in str(mode_labels.central_note(wider))
+    assert "(3 windows)" in str(mode_labels.central_note(wider))
+    one = {"status": "done", "campaigns": [{"name": "s"}], "releases": 1, "epsilon": 1.0, "delta": 1e-6,
+           "unbounded": []}
+    text = str(mode_labels.composition_note(one))
+    assert "— 1 release in all —" in text and "(δ = 10⁻⁶)" in text, text
