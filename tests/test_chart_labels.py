@@ -56,6 +56,12 @@ def test_issue_35_labels() -> None:
     fakes = dataclasses.replace(camp("10s"), epsilon=None, privacy_mode="shuffled-fakes")
     view = status_view(Status(fakes, {}, 0, T0, 0, 0, 0, 0, None, None))
     assert view["epsilon"] == "∞ (the true value, sealed)"
+    # 20,000 released reports of a shuffled campaign: not "Last update: never", not "last minute"
+    released = status_view(Status(fakes, {T0: 20_000}, 20_000, T0 + 10, 0, 20_000, 0, 0, None, None))
+    assert released["updated"] == "with each whole batch" and "last minute" not in released["rate_note"]
+    assert view["updated"] == "never" and released["any_reports"] and not view["any_reports"]
+    local = status_view(Status(camp("10s"), {T0: 9_450}, 9_450, T0 + 10, 0, 9_450, 0, 0, 0.0, None))
+    assert local["rate_note"] == "accepted by the collector, last minute" and local["any_reports"]
     with pytest.raises(ConfigError, match=r"below 0\.01 no campaign gets a usable estimate") as info:
         parse_campaign({"name": "c", "oracle": "grr", "epsilon": 0, "domain_size": 4}, "campaigns[c]")
     assert ".py" not in str(info.value)

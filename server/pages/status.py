@@ -163,7 +163,14 @@ def status_view(st: Status) -> dict[str, Any]:
         "rate": "whole batches" if c.privacy_mode != "local" else "measuring…" if st.rate is None else
         "0 reports/s" if st.rate == 0 else f"{charts.fmt_rate(st.rate)} reports/s",
         "lag": lag, "lag_note": lag_note, "lag_ok": lag_class != "lagging", "lag_class": lag_class,
-        "updated": ago(st.updated), "updated_utc": utc(st.updated),
+        # a shuffled campaign's counts move by whole releases, which carry no commit time: "never"
+        # beside 20,000 released reports read as broken (issue 35)
+        "updated": ago(st.updated) if c.privacy_mode == "local" or not st.counted
+        else "with each whole batch",
+        "updated_utc": utc(st.updated),
+        "rate_note": "accepted by the collector, last minute" if c.privacy_mode == "local"
+        else "counted in whole shuffled batches: no per-second rate",
+        "any_reports": st.counted > 0,
         "min_reports": charts.fmt_count(c.min_reports), "released": st.released,
         "progress": min(1.0, st.current_reports / max(c.min_reports, 1)),
     }
