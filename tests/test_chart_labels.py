@@ -60,6 +60,13 @@ def test_issue_35_labels() -> None:
     released = status_view(Status(fakes, {T0: 20_000}, 20_000, T0 + 10, 0, 20_000, 0, 0, None, None))
     assert released["updated"] == "with each whole batch" and "last minute" not in released["rate_note"]
     assert view["updated"] == "never" and released["any_reports"] and not view["any_reports"]
+    # batches waiting while the aggregator commits (no "no aggregator has committed" note): the
+    # normal flow, not amber (issue 35); with the note, amber
+    flowing = status_view(Status(camp("10s"), {T0: 9_000}, 9_000, T0, 9_000, 9_100, 3, 100, 10.0, T0))
+    assert flowing["lag_class"] == "holding" and flowing["lag_ok"], flowing
+    stuck = status_view(Status(camp("10s"), {T0: 9_000}, 9_000, T0, 9_000, 9_100, 3, 100, 10.0, T0,
+                               quiet="no aggregator has committed for 40 s"))
+    assert stuck["lag_class"] == "lagging" and not stuck["lag_ok"], stuck
     local = status_view(Status(camp("10s"), {T0: 9_450}, 9_450, T0 + 10, 0, 9_450, 0, 0, 0.0, None))
     assert local["rate_note"] == "accepted by the collector, last minute" and local["any_reports"]
     with pytest.raises(ConfigError, match=r"below 0\.01 no campaign gets a usable estimate") as info:

@@ -141,8 +141,11 @@ def status_view(st: Status) -> dict[str, Any]:
     lag = "; ".join(parts) or "up to date"
     lag_note = (f"released at {charts.fmt_count(c.shuffle_min_reports)} reports or after "
                 f"{c.shuffle_max_delay}" if st.held_batches else "accepted batches not yet counted")
-    lag_class = ("ok" if st.lag_entries == 0 else "holding" if not queued and not st.held_late
-                 else "lagging")
+    # amber only when something is late: batches waiting with no commit for QUIET_AFTER_S (or
+    # none yet), or the shuffler holding past its delay; batches waiting while the aggregator
+    # commits every few seconds are the normal flow (issue 35: they were amber all along)
+    late = st.held_late or (queued > 0 and st.quiet is not None)
+    lag_class = "ok" if st.lag_entries == 0 else "lagging" if late else "holding"
     # no local ε (shuffled-fakes without local_epsilon): the true value, sealed to the aggregator;
     # "none" read as "no privacy cost" (issue 35)
     eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "∞ (the true value, sealed)"
