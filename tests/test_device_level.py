@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, write_config
+from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, signed_in, write_config
 
 from ldptel import tally
 from ldptel.aggregator.worker import Worker
@@ -117,6 +117,13 @@ def test_ten_thousand_simulated_devices(stack, redis_client: redis.Redis, tmp_pa
     print(f"unique devices: truth 10,000; estimates {seen[0]:.0f} (1–50 events each), "
           f"{seen[1]:.0f} (10–500 events each), std error {row['std_error']:.0f}")
     assert abs(seen[1] - seen[0]) < 4 * row["std_error"]  # ten times the events: the same devices
+    # issue 35: the day in progress said "0 of 10 … reports needed" all day: its devices report
+    # once it has ended, and the pages say so
+    cookie = {"Cookie": signed_in(s)}
+    status, _, page = s.request("GET", f"/campaigns/crash-seen?window={today - DAY}", headers=cookie)
+    assert status == 200 and "devices report a window once it has ended" in page.decode()
+    status, _, listing = s.request("GET", "/", headers=cookie)
+    assert status == 200 and "reported after the window ends" in listing.decode()
 
 
 def test_real_devices_send_one_report_per_window(stack, redis_client: redis.Redis, tmp_path: Path) -> None:

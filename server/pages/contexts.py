@@ -19,6 +19,7 @@ from markupsafe import Markup
 
 from ldptel import published, tally
 from ldptel.config import Campaign
+from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
 from ldptel.server.documents import (
@@ -212,7 +213,10 @@ def _in_progress(c: Campaign, st: Status, shown: int) -> dict[str, Any] | None:
         return None
     return {"label": labels.window_label(c, st.current_window), "n": charts.fmt_count(st.current_reports),
             "min": charts.fmt_count(c.min_reports), "waiting": charts.fmt_count(st.lag_reports or 0),
-            "released": st.current_reports >= c.min_reports}
+            "released": st.current_reports >= c.min_reports,
+            # a device-level kind's devices report a window once it has ended: "0 of 200" all day
+            # read as "nothing arrives" (issue 35)
+            "device_level": c.kind in DEVICE_LEVEL_KINDS}
 
 
 def _version(window: int, n: int, pub: published.Published | None) -> str:

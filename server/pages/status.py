@@ -26,6 +26,7 @@ from typing import Any
 
 from ldptel import tally
 from ldptel.config import Campaign
+from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
 from ldptel.redis_client import AnyRedis
 from ldptel.server import charts
 from ldptel.server.pages.labels import KIND_LABELS, ago, domain_label, mechanism_label, utc, window_label
@@ -174,6 +175,7 @@ def status_view(st: Status) -> dict[str, Any]:
         "rate_note": "accepted by the collector, last minute" if c.privacy_mode == "local"
         else "counted in whole shuffled batches: no per-second rate",
         "any_reports": st.counted > 0,
+        "device_level": c.kind in DEVICE_LEVEL_KINDS,
         "min_reports": charts.fmt_count(c.min_reports), "released": st.released,
         "progress": min(1.0, st.current_reports / max(c.min_reports, 1)),
     }
