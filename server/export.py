@@ -46,6 +46,7 @@ from ldptel.config import Campaign
 from ldptel.server import breakdowns, parquet
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
+    WINDOW_COLUMNS,
     WITH_PARQUET,
     Params,
     Published,
@@ -117,7 +118,9 @@ def published_response(name: str, validate: Validators, rows: Callable[[dict], l
                                     lambda: parquet_file(campaign, window, doc, by), parquet.MIMETYPE,
                                     attachment=f"{file}.parquet")
     if fmt == "csv" and campaign.dimensions is not None:
-        cols = (*breakdowns.columns(campaign, by), "window", "complete")
+        # the same last columns as every other document's CSV (issue 35: a campaign with
+        # dimensions ended "…, n_reports, window", the others "…, window, n_reports")
+        cols = (*breakdowns.columns(campaign, by)[:-1], *WINDOW_COLUMNS)
         done = csv_bool(doc.get("complete"))
         return conditional_response(pub.etag, pub.decoded_at, headers, lambda: csv_text(
             ({**r, "window": window, "complete": done} for r in breakdowns.rows(campaign, doc, by)), cols),

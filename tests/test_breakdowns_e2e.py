@@ -186,6 +186,11 @@ def test_csv_and_parquet_carry_the_same_rows(stack) -> None:
     status, _, body = get(collector, "/v1/campaigns/checkout/estimates?by=platform,arm&format=csv")
     assert status == 200
     rows = list(csv.DictReader(io.StringIO(body.decode())))
+    # issue 35: the same last columns as a campaign without dimensions ("…, window, n_reports, complete")
+    header = body.decode().split("\n", 1)[0].split(",")
+    assert header[-3:] == ["window", "n_reports", "complete"] and header[:2] == ["platform", "arm"], header
+    plain = get(collector, "/v1/campaigns/checkout/estimates?format=csv")[2].decode().split("\n", 1)[0]
+    assert plain.split(",")[-3:] == ["window", "n_reports", "complete"], plain
     status, _, data = get(collector, "/v1/campaigns/checkout/estimates?by=platform,arm&format=parquet")
     assert status == 200 and data[:4] == b"PAR1"
     path = Path(tmp) / "checkout.parquet"
