@@ -3,7 +3,7 @@
 # (pytest, ruff, mypy, import-linter, Playwright, locust, grpcio-tools) and runs the conflict-marker
 # guard, ruff, the import contract (`lint-imports`), mypy, `ldptel audit` on the example config
 # (each campaign's privacy claim checked on its mechanism) and the whole suite.
-# Each creates the local virtualenv first. `pip install ldptel` alone is the SDK (numpy, xxhash,
+# Each creates the local virtualenv first. `pip install ldptel` alone is the SDK (numpy, xxhash, platformdirs,
 # protobuf).
 #
 # The install is setuptools' strict editable mode: build/__editable__.*/ is a tree of symlinks that

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -69,13 +70,15 @@ def is_device_level(cfg: Mapping[str, Any]) -> bool:
     return cfg.get("kind") in DEVICE_LEVEL_KINDS
 
 
-def increment(cfg: Mapping[str, Any], value: Any) -> float:
+def increment(cfg: Mapping[str, Any], value: Any, count: bool | None = None) -> float:
     """What one ``report(campaign, value)`` adds to the window's ``events``: 1, or for
-    ``per_device_count`` the number ``value`` (≥ 0; ``ValueError`` naming the campaign)."""
-    if cfg.get("kind") != "per_device_count":
+    ``per_device_count`` (``count``: whatever the kind, as ``simulated`` reads a number of
+    events) the number ``value`` (≥ 0, NumPy numbers too; ``ValueError`` naming the campaign and
+    its kind)."""
+    if not (cfg.get("kind") == "per_device_count" if count is None else count):
         return 1.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"campaign {cfg['name']!r}: a per_device_count value is the number of events "
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not float(value) >= 0:
+        raise ValueError(f"campaign {cfg['name']!r}: a {cfg.get('kind')} value is the number of events "
                          f"to add (a number >= 0), got {value!r}")
     return float(value)
 
@@ -118,7 +121,7 @@ def simulated(cfg: Mapping[str, Any], value: Any) -> Any:
             counts[key] = counts.get(key, 0) + 1
         return aggregate(kind, len(events), counts, None)
     n = len(value) if isinstance(value, (list, tuple, np.ndarray)) else value
-    return aggregate(kind, increment({**cfg, "kind": "per_device_count"}, n), {}, None)
+    return aggregate(kind, increment(cfg, n, count=True), {}, None)
 
 
 class DeviceClient(Protocol):

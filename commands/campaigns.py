@@ -41,10 +41,11 @@ from typing import Any
 
 import redis as redis_lib
 
-from ldptel.campaigns.config import ConfigError, load_config
+from ldptel.campaigns.config import Campaign, ConfigError, load_config
 from ldptel.commands.connect import NoRedis, hint, redis_url_of, resolve
 from ldptel.credentials import CredentialsError
 from ldptel.logs import redact_url
+from ldptel.privacy.modes import Shuffled, ShuffledFakes
 from ldptel.store import registry
 from ldptel.store.redis_client import AnyRedis, connect
 
@@ -140,9 +141,18 @@ def _act(args: argparse.Namespace, r: AnyRedis, config: Any, changes: dict[str, 
         except ConfigError as exc:
             print(f"{name}\tbroken\t{exc}")
             continue
-        eps = "-" if latest.epsilon is None else f"{latest.epsilon:g}"
-        print(f"{name}\t{latest.status}\tversion {latest.version}\t{latest.kind}\tepsilon {eps}")
+        print(f"{name}\t{latest.status}\tversion {latest.version}\t{latest.kind}\t{privacy_text(latest)}")
     return 0
+
+
+def privacy_text(c: Campaign) -> str:
+    """``epsilon 2`` (local), or the mode with its central target and the local ε (issue 35: a
+    shuffled-fakes campaign printed ``epsilon -``)."""
+    local = "no local epsilon (the true value, sealed)" if c.epsilon is None else f"epsilon {c.epsilon:g}"
+    mode = c.mode
+    if not isinstance(mode, (Shuffled, ShuffledFakes)):
+        return local
+    return f"{mode.name}: central epsilon {mode.central_epsilon:g} (delta {mode.central_delta:g}), {local}"
 
 
 def _unknown(name: str) -> int:

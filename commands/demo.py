@@ -232,6 +232,13 @@ def wait_for_room(window_seconds: int, room: float = BURST_ROOM_S) -> None:
         time.sleep(left + 0.05)
 
 
+def wait_ended(window: int | None, window_seconds: int) -> None:
+    """Sleep until the first table's window has ended, so that ``window=latest`` (the newest
+    window that has ended) answers from the moment the access lines are printed."""
+    if window is not None and window_seconds:
+        time.sleep(max(0.0, window + window_seconds - time.time()) + 0.05)
+
+
 def wait_counted(stack: Stack, sent: dict[str, int], timeout: float) -> None:
     """Until the aggregator has counted ``sent`` reports per campaign and published them."""
 
@@ -282,6 +289,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"ldptel demo: embedded Redis {stack.redis_server.url}, collector {stack.url}, "
               f"shuffler and aggregator running; campaigns of {WINDOW} windows")
         first_table(args, stack, http, client, secs, rng)
+        wait_ended(http.window, stack.config.campaigns[0].window_seconds)
         print_access(args, stack, config, time.perf_counter() - t_start)
         if args.exit:
             return 0

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ldptel.store import tally
+
 BREAKDOWN_TITLE = ("breakdowns: per platform and experiment arm, each cell released on its own; "
                    "treatment − control with 95% CIs (+5 points on card)")
 NAME = "demo-checkout"
@@ -56,8 +58,11 @@ def live_report(client: Any, n: int, rng: np.random.Generator) -> None:
 
 def breakdown_report(stack: Any, http: Any, truth: dict[str, Any]) -> None:
     token = stack.config.server.export_tokens[0]
-    # window=latest: its devices reported last, perhaps after the window of the first table
-    path = f"/v1/campaigns/{NAME}/estimates?by=arm&compare=treatment&window=latest"
+    # the window its devices reported in (they report last, perhaps after the window of the first
+    # table, perhaps in the window still in progress: not window=latest, the newest ended one)
+    counts = tally.window_counts(stack.redis, stack.config.campaign(NAME))
+    window = max(counts, key=lambda w: counts[w]) if counts else "current"
+    path = f"/v1/campaigns/{NAME}/estimates?by=arm&compare=treatment&window={window}"
     status, body = http.request("GET", path, None, {"Authorization": f"Bearer {token}"})
     if status != 200:
         print(f"{NAME}: the export API answered {status}: {body[:120]!r}")

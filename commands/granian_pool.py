@@ -89,6 +89,7 @@ def run(config_path: str, redis_url: str, host: str, port: int, workers: int, su
                        ENV_SUPERVISED: "1" if supervised else "0"})
     Granian("ldptel.commands.granian_pool:collector", address=host, port=port, interface=Interfaces.WSGI,
             factory=True, workers=workers, blocking_threads=THREADS,
+            websockets=False,  # WSGI has none: else granian logs "Websockets are not supported"
             log_level=LogLevels(logs.current_level()), log_dictconfig=log_config(),
             respawn_failed_workers=True, respawn_interval=0.5, workers_kill_timeout=10).serve()
 

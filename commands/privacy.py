@@ -9,9 +9,10 @@ import math
 import sys
 from typing import Any
 
+from ldptel.campaigns.modes import SHUFFLED_ORACLES
 from ldptel.errors import UncertifiableTarget
 
-ORACLE_CHOICES = ("grr", "oue", "sue", "olh", "hadamard", "rappor", "histogram")
+ORACLE_CHOICES = ("grr", "oue", "sue", "olh", "hadamard", "rappor", "histogram")  # refused: config_refusal
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +39,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
 
 
+def config_refusal(mode: str, oracle: str, local_epsilon: float | None) -> str | None:
+    """Why a campaign config with this mode and oracle is refused (``ldptel.campaigns.modes``), or
+    None: the command prints no plan a config cannot use (issue 35: it planned rappor in
+    ``shuffled``, which the config then refused)."""
+    if mode == "shuffled" and oracle not in SHUFFLED_ORACLES:
+        return (f"--oracle must be one of {', '.join(SHUFFLED_ORACLES)} with --mode shuffled (a campaign's "
+                f"privacy_mode = \"shuffled\" takes these), got {oracle!r}")
+    grr_needs_local = (oracle == "grr") != (local_epsilon is not None)
+    if mode == "shuffled-fakes" and (oracle not in ("histogram", "grr") or grr_needs_local):
+        return ("--mode shuffled-fakes sends an index: --oracle histogram (no local randomization), or "
+                f"--oracle grr with --local-epsilon (as a campaign's config); got {oracle!r}"
+                + ("" if local_epsilon is None else f" with --local-epsilon {local_epsilon:g}"))
+    if mode == "shuffled" and local_epsilon is not None:
+        return "--local-epsilon applies to --mode shuffled-fakes (shuffled plans the local ε₀)"
+    return None
+
+
 def run_privacy(args: argparse.Namespace) -> int:
     from ldptel.privacy import plan  # through the plan cache: a plan is computed once per machine
 
+    refused = config_refusal(args.mode, args.oracle, args.local_epsilon)
+    if refused is not None:
+        print(f"ldptel privacy plan: {refused}", file=sys.stderr)
+        return 2
     try:
         result = plan(args.mode, args.oracle, args.domain_size, args.central_epsilon, args.central_delta,
                       args.batch_min, args.windows, local_epsilon=args.local_epsilon)

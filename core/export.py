@@ -12,7 +12,8 @@
     api.estimates("checkout", by="platform,arm", compare="treatment")["differences"]
     api.table("checkout", by="platform")    # format=parquet as a pandas DataFrame (or as_="arrow")
 
-Every document method takes ``window`` (``"latest"``, the default: the newest released window,
+Every document method takes ``window`` (``"latest"``, the default: the newest released window
+that has ended, ``"current"``: the window in progress; every document says ``complete``,
 or a window start) and ``version`` (``"latest"``, a number, or ``"all"`` where the endpoint
 takes it) and returns the endpoint's JSON document (``GET /v1/campaigns/<name>/…``; docs/http-api.md
 lists every key).
@@ -51,7 +52,7 @@ Document = dict[str, Any]  # a JSON document of the export API
 __all__ = ["SERIES_COLUMNS", "Client", "Document", "ExportError", "Version", "When"]
 
 SERIES_COLUMNS = ("window_start", "window", "version", "item", "estimate", "std_error", "ci_low",
-                  "ci_high", "estimate_normalized", "n_reports", "status")
+                  "ci_high", "estimate_normalized", "n_reports", "status", "complete")
 
 
 def _when(value: When) -> str | None:

@@ -11,6 +11,7 @@ To add an API, append its module to ``BLUEPRINT_MODULES`` or pass ``blueprints=`
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import logging
 import time
 from collections.abc import Iterable
@@ -178,7 +179,36 @@ def create_app(config: Config, redis_url: str, blueprints: Iterable[Blueprint] |
         from ldptel.server.report_route import ReportRoute
 
         app.wsgi_app = ReportRoute(app.extensions["ldptel"], app.wsgi_app)  # type: ignore[method-assign]
+    if config.server.trusted_proxies:  # outermost: every route sees the scheme the client used
+        app.wsgi_app = ForwardedProto(config.server.trusted_proxies, app.wsgi_app)  # type: ignore[method-assign]
     return app
+
+
+class ForwardedProto:
+    """WSGI middleware, as werkzeug's ``ProxyFix(x_proto=1)`` but only for a request whose peer
+    (``REMOTE_ADDR``) is one of ``trusted`` (``server.trusted_proxies``: addresses or networks):
+    its last ``X-Forwarded-Proto`` (``http``/``https``, the one the nearest proxy set) becomes
+    the request's scheme, so the operator session cookie gets ``Secure`` behind the documented
+    nginx, which terminates TLS. Anyone else's header is ignored: a client cannot claim HTTPS."""
+
+    def __init__(self, trusted: Iterable[str], app: Any) -> None:
+        self.trusted = [ipaddress.ip_network(t, strict=False) for t in trusted]
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        proto = environ.get("HTTP_X_FORWARDED_PROTO")
+        if proto and self._trusted(environ.get("REMOTE_ADDR")):
+            last = proto.split(",")[-1].strip().lower()
+            if last in ("http", "https"):
+                environ["wsgi.url_scheme"] = last
+        return self.app(environ, start_response)
+
+    def _trusted(self, addr: str | None) -> bool:
+        try:
+            ip = ipaddress.ip_address(addr or "")
+        except ValueError:
+            return False
+        return any(ip in net for net in self.trusted)
 
 
 def _install_hooks(app: Flask) -> None:

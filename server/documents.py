@@ -7,9 +7,10 @@ start from:
 - ``versions.find_campaign(name)``: the campaign version the request's ``version=`` names (default: the
   latest with reports; ``ApiError`` 404 ``not_found``);
 - ``resolve_window(campaign, window)``: ``window=`` → a window start; ``latest`` (the default)
-  is the newest *released* window (``latest_released``: enough reports, published), never the
-  window in progress while it is below ``min_reports``, so ``window=latest`` does not go to 409
-  at every window start (the pages show the window in progress apart);
+  is the newest *ended* released window (``latest_released``: the window is over, enough reports,
+  published), never the window in progress, so a client polling ``latest`` only ever stores
+  complete windows (issue 35); ``current`` is the window in progress (the pages show it apart);
+  a campaign with ``window = "all"`` has one window, 0, which never ends;
 - ``load_released(campaign, window)``: the window's start and its publication
   (``ldptel.store.published``: the document the aggregator decoded, tagged with the report
   count and state digest it was decoded from), or ``ApiError`` 400 ``bad_window``, 409
@@ -26,17 +27,21 @@ this process), and are written with ``json_text`` and ``csv_text`` (every CSV th
 of ``columns``, then one line per row, missing values empty; a text cell that a spreadsheet would
 run as a formula gets a leading ``'``: ``csv_cell``). Numbers are printed as shortest
 round-trip floats in both, so JSON and CSV agree exactly. A document's CSV (``document_csv``)
-is its rows with the document's ``window`` and ``n_reports`` as the last two columns
-(``WINDOW_COLUMNS``), so a file on its own says which window and how many reports it holds;
+is its rows with the document's ``window``, ``n_reports`` and ``complete`` as the last three
+columns (``WINDOW_COLUMNS``), so a file on its own says which window, how many reports it holds
+and whether the window had ended;
 ``format_param`` reads ``format=json|csv``.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import hashlib
 import json
 import math
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -52,11 +57,11 @@ from ldptel.server.errors import ApiError, BadParameter
 from ldptel.store import published, tally
 from ldptel.store.published import Published, finite_row
 
-Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "", None: newest)
+Window = int | str | None  # a window start, or a ``window=`` query value ("latest", "current", "", None)
 Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args``)
 __all__ = ["FORMATS", "WINDOW_COLUMNS", "WITH_PARQUET", "Params", "Published", "Window",
-           "conditional_response", "csv_cell", "csv_text", "document_csv", "finite_row", "format_param",
-           "json_text", "latest_released",
+           "conditional_response", "csv_bool", "csv_cell", "csv_text", "document_csv", "finite_row",
+           "format_param", "json_text", "latest_released", "window_complete", "with_complete",
            "load_released", "not_modified", "read_published", "read_published_many", "request_published",
            "require_kind", "resolve_window"]
 
@@ -122,15 +127,40 @@ def request_published(campaign: Campaign, start: int) -> Published | None:
     return loaded[at]
 
 
-LATEST_TRIED = 3  # newest windows over min_reports checked for a publication
+LATEST_TRIED = 3  # newest ended windows over min_reports checked for a publication
 
 
-def latest_released(campaign: Campaign, counts: Mapping[int, int]) -> int | None:
-    """The newest released window: at least ``min_reports`` counted reports and a publication
-    (of the newest ``LATEST_TRIED`` such windows: one just past the threshold may not be
-    published yet), or None. The window in progress is it once it is released; before that the
-    previous released window is."""
-    ready = [w for w, n in sorted(counts.items()) if n >= campaign.min_reports]
+def window_complete(campaign: Campaign, window: int, now: float | None = None) -> bool:
+    """Whether ``window`` has ended: no report received from then on falls in it (a campaign with
+    ``window = "all"`` has one window, which never ends). Its publication may still take in the
+    few reports the shuffler or the aggregator held at the end (its ETag then changes)."""
+    length = campaign.window_seconds
+    return bool(length) and window + length <= (time.time() if now is None else now)
+
+
+def with_complete(pub: Published, complete: bool) -> Published:
+    """``pub`` with ``complete`` in its document (last key) and, for a window in progress, a
+    digest (so an ETag) of its own: the same publication is another document once its window
+    has ended."""
+    if pub.doc is None:
+        return pub
+    doc = {**pub.doc, "complete": complete}
+    text = pub.doc_json if pub.doc_json is not None else json.dumps(pub.doc, allow_nan=False)
+    if text.endswith("}") and "complete" not in pub.doc:
+        text = text[:-1] + (", " if pub.doc else "") + f'"complete": {json.dumps(complete)}}}'
+    else:
+        text = json.dumps(doc, allow_nan=False)
+    digest = pub.digest if complete else hashlib.sha256(f"in progress:{pub.digest}".encode()).hexdigest()
+    return dataclasses.replace(pub, doc=doc, doc_json=text, digest=digest)
+
+
+def latest_released(campaign: Campaign, counts: Mapping[int, int], now: float | None = None) -> int | None:
+    """The newest released window that has ended (``window_complete``): at least ``min_reports``
+    counted reports and a publication (of the newest ``LATEST_TRIED`` such windows: one just past
+    the threshold may not be published yet), or None. The window in progress never is."""
+    now = time.time() if now is None else now
+    ready = [w for w, n in sorted(counts.items())
+             if n >= campaign.min_reports and window_complete(campaign, w, now)]
     for w in reversed(ready[-LATEST_TRIED:]):
         pub = request_published(campaign, w)
         if pub is not None and pub.doc is not None:
@@ -139,16 +169,23 @@ def latest_released(campaign: Campaign, counts: Mapping[int, int]) -> int | None
 
 
 def resolve_window(campaign: Campaign, window: Window, counts: Mapping[int, int] | None = None) -> int:
-    """``window=`` → the window start (``tally.resolve_window``), ``latest``/empty/None meaning
-    the newest released window (``latest_released``), else, while none is released, the newest
-    window with reports (``counts``: the reports per window, if already read); ``WindowError``."""
+    """``window=`` → the window start (``tally.resolve_window``): ``current`` the window in
+    progress; ``latest``/empty/None the newest ended released window (``latest_released``), else,
+    while none is released, the newest ended window with reports, else the window in progress
+    (``counts``: the reports per window, if already read); ``WindowError``."""
     st = state()
     spec = None if window is None else str(window)
+    if spec == "current":
+        return tally.current_window(campaign)
     if spec in (None, "", "latest") and campaign.window_seconds:
         counts = tally.window_counts(st.redis, campaign) if counts is None else counts
         newest = latest_released(campaign, counts)
         if newest is not None:
             return newest
+        now = time.time()
+        ended = {w: n for w, n in counts.items() if window_complete(campaign, w, now)}
+        if any(n > 0 for n in ended.values()):
+            counts = ended
     return tally.resolve_window(st.redis, campaign, spec, None if counts is None else dict(counts))
 
 
@@ -173,6 +210,13 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
         start = resolve_window(campaign, window)
     except tally.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
+    complete = window_complete(campaign, start)
+    if str(window) in ("None", "", "latest") and campaign.window_seconds and not complete:
+        raise ApiError(409, "no_complete_window",
+                       {"window": start, "n_reports": tally.window_count(st.redis, campaign, start),
+                        "min_reports": campaign.min_reports,
+                        "message": "no window of this campaign has ended with its estimates released yet; "
+                                   "the window in progress is window=current"})
     pub = request_published(campaign, start)
     n = pub.n if pub is not None and pub.doc is not None else tally.window_count(st.redis, campaign, start)
     if cells_withheld(campaign, pub, n):
@@ -185,11 +229,16 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
         waiting = waiting_reports(campaign) if current else 0
         more = (f"; {waiting} more accepted and waiting in the shuffler or the aggregator"
                 if waiting else "")
+        holders = other_versions_holding(campaign, start)
+        if holders:
+            more += "; " + "; ".join(f"version {v} holds {k:,} reports of this window (version={v})"
+                                     for v, k in holders.items())
         raise ApiError(409, "below_threshold",
                        {"n_reports": n, "min_reports": campaign.min_reports, "window": start,
-                        "waiting": waiting,
-                        "message": f"estimates are withheld until {campaign.min_reports} "
-                                   f"reports are counted ({n} so far{more})"})
+                        "waiting": waiting, "version": campaign.version,
+                        "versions_with_reports": [{"version": v, "n_reports": k} for v, k in holders.items()],
+                        "message": f"estimates of version {campaign.version} are withheld until "
+                                   f"{campaign.min_reports} reports are counted ({n:,} so far{more})"})
     if pub is not None and pub.error is not None and pub.doc is None:
         raise ApiError(503, "publication_failed",
                        {"n_reports": n, "window": start, "error": pub.error,
@@ -202,7 +251,20 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
                        {"n_reports": n, "window": start,
                         "message": "the aggregator has not published this window's estimates yet"},
                        headers={"Retry-After": str(retry)})
-    return start, pub
+    return start, with_complete(pub, complete)
+
+
+def other_versions_holding(campaign: Campaign, window: int) -> dict[int, int]:
+    """The campaign's other versions with counted reports in ``window``: version → reports (the
+    409 of a window read under the wrong version names them, issue 35)."""
+    st = state()
+    out = {}
+    for v in st.config.versions(campaign.name):
+        if v.version != campaign.version and v.window_seconds == campaign.window_seconds:
+            k = tally.window_count(st.redis, v, window)
+            if k > 0:
+                out[v.version] = k
+    return out
 
 
 def cells_withheld(campaign: Campaign, pub: Published | None, n: int) -> bool:
@@ -262,7 +324,7 @@ def require_kind(campaign: Campaign, kind: str, what: str) -> None:
 
 FORMATS = ("json", "csv")
 WITH_PARQUET = ("json", "csv", "parquet")  # the estimate documents and series (``server.parquet``)
-WINDOW_COLUMNS = ("window", "n_reports")
+WINDOW_COLUMNS = ("window", "n_reports", "complete")
 
 
 def format_param(params: Params, allowed: Sequence[str] = FORMATS) -> str:
@@ -275,10 +337,16 @@ def format_param(params: Params, allowed: Sequence[str] = FORMATS) -> str:
 
 
 def document_csv(doc: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """CSV of a document's ``rows`` (``columns``), each with the document's ``window`` and
-    ``n_reports`` appended (``WINDOW_COLUMNS``)."""
-    extra = {k: doc[k] for k in WINDOW_COLUMNS}
+    """CSV of a document's ``rows`` (``columns``), each with the document's ``window``,
+    ``n_reports`` and ``complete`` appended (``WINDOW_COLUMNS``)."""
+    extra = {k: doc.get(k) for k in WINDOW_COLUMNS}
+    extra["complete"] = csv_bool(extra["complete"])
     return csv_text(({**row, **extra} for row in rows), (*columns, *WINDOW_COLUMNS))
+
+
+def csv_bool(value: Any) -> str | None:
+    """A boolean as CSV writes it: ``true``/``false`` as in the JSON (None: empty)."""
+    return None if value is None else ("true" if value else "false")
 
 
 def json_text(doc: Mapping[str, Any]) -> str:

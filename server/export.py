@@ -47,11 +47,13 @@ from ldptel.campaigns.config import Campaign
 from ldptel.server import breakdowns, parquet
 from ldptel.server.auth import require_token
 from ldptel.server.documents import (
+    WINDOW_COLUMNS,
     WITH_PARQUET,
     Params,
     Published,
     Window,
     conditional_response,
+    csv_bool,
     csv_text,
     document_csv,
     format_param,
@@ -118,10 +120,13 @@ def published_response(name: str, validate: Validators,
                                     lambda: parquet_file(campaign, window, doc, by), parquet.MIMETYPE,
                                     attachment=f"{file}.parquet")
     if fmt == "csv" and campaign.dimensions is not None:
-        cols = (*breakdowns.columns(campaign, by), "window")
+        # the same last columns as every other document's CSV (issue 35: a campaign with
+        # dimensions ended "…, n_reports, window", the others "…, window, n_reports")
+        cols = (*breakdowns.columns(campaign, by)[:-1], *WINDOW_COLUMNS)
+        done = csv_bool(doc.get("complete"))
         return conditional_response(pub.etag, pub.decoded_at, headers, lambda: csv_text(
-            ({**r, "window": window} for r in breakdowns.rows(campaign, doc, by)), cols), "text/csv",
-            attachment=f"{file}.csv")
+            ({**r, "window": window, "complete": done} for r in breakdowns.rows(campaign, doc, by)), cols),
+            "text/csv", attachment=f"{file}.csv")
     if fmt == "csv":
         return conditional_response(pub.etag, pub.decoded_at, headers,
                                     lambda: document_csv(doc, rows(doc), columns), "text/csv",
@@ -133,7 +138,8 @@ def published_response(name: str, validate: Validators,
 def parquet_file(campaign: Campaign, window: int, doc: dict[str, Any], by: tuple[str, ...] | None) -> bytes:
     """One window's document (``breakdowns.rows``) as a Parquet file (``server.parquet``)."""
     return parquet.parquet_bytes((parquet.row(window, campaign.window_seconds, campaign.version,
-                                              doc.get("privacy"), r.pop("status"), r)
+                                              doc.get("privacy"), r.pop("status"),
+                                              {**r, "complete": doc.get("complete")})
                                   for r in breakdowns.rows(campaign, doc, by)), by or ())
 
 

@@ -21,6 +21,10 @@ n_reports              int64, nullable              reports of the window (or ce
 status                 string                       ``released``, ``withheld`` or ``pending``
 epsilon_local          float64                      ε of one report (``privacy.epsilon_report``)
 epsilon_central        float64, nullable            central ε the document states, if any
+complete               bool                         whether the window had ended when the file
+                                                    was made (false: the window in progress,
+                                                    and a ``window = "all"`` campaign's one
+                                                    window, which never ends)
 =====================  ===========================  ==============================================
 """
 
@@ -35,7 +39,7 @@ from ldptel.server.errors import BadParameter
 
 FIXED_HEAD = ("window_start", "window_end", "window", "version")
 FIXED_TAIL = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized", "n_reports",
-              "status", "epsilon_local", "epsilon_central")
+              "status", "epsilon_local", "epsilon_central", "complete")
 MIMETYPE = "application/vnd.apache.parquet"
 
 
@@ -56,16 +60,17 @@ def schema(dims: Sequence[str]) -> Any:
     pa = _pyarrow()
     ts = pa.timestamp("ms", tz="UTC")  # Parquet has no second unit: ms is what a file holds
     types = {"window_start": ts, "window_end": ts, "window": pa.int64(), "version": pa.int32(),
-             "value": pa.string(), "n_reports": pa.int64(), "status": pa.string()}
+             "value": pa.string(), "n_reports": pa.int64(), "status": pa.string(), "complete": pa.bool_()}
     return pa.schema([pa.field(c, types.get(c, pa.string() if c in dims else pa.float64()),
-                               nullable=c not in ("window", "version", "status", "epsilon_local"))
+                               nullable=c not in ("window", "version", "status", "epsilon_local", "complete"))
                       for c in columns(dims)])
 
 
 def row(window: int, window_seconds: int, version: int, privacy: Mapping[str, Any] | None,
         status: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """One file row: the window's columns, then ``values`` (an estimate row, its dimensions and
-    ``n_reports``; ``statistic`` becomes ``value``), the status and the ε of ``privacy``."""
+    ``n_reports`` and ``complete``; ``statistic`` becomes ``value``), the status and the ε of
+    ``privacy``."""
     privacy = privacy or {}
     out = {"window_start": 1000 * window if window_seconds else None,
            "window_end": 1000 * (window + window_seconds) if window_seconds else None,

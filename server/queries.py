@@ -149,7 +149,9 @@ class Query:
         return load_released(campaign, window)[1], parsed
 
     def document(self, campaign: Campaign, pub: Published, parsed: Any) -> dict[str, Any]:
-        return {**pub.header(), **self.answer(campaign, _estimate(campaign, pub), parsed)}
+        assert pub.doc is not None
+        return {**pub.header(), "complete": pub.doc.get("complete"),
+                **self.answer(campaign, _estimate(campaign, pub), parsed)}
 
     def __call__(self, campaign: Campaign, window: Window, params: Params) -> dict[str, Any]:
         return self.document(campaign, *self.released(campaign, window, params))

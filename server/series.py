@@ -2,15 +2,18 @@
 
 - ``GET /v1/campaigns/<name>/windows?from=&to=&version=&format=json|csv`` → ``{"campaign",
   "kind", "window_length", "window_seconds", "min_reports", "version", "windows": [{"window",
-  "window_start", "version", "n_reports", "status", "decoded_at"}]}``: every window with counted
-  reports (oldest first), ``status`` ``released`` (a published estimate), ``withheld`` (fewer than
-  ``min_reports`` reports: nothing is released) or ``pending`` (enough reports, not published yet).
+  "window_start", "version", "n_reports", "status", "decoded_at", "complete"}]}``: every window
+  with counted reports (oldest first), ``status`` ``released`` (a published estimate), ``withheld``
+  (fewer than ``min_reports`` reports: nothing is released) or ``pending`` (enough reports, not
+  published yet); ``complete``: the window has ended (false for the window in progress, whose
+  numbers still grow, and for the one window of a ``window = "all"`` campaign).
 - ``GET /v1/campaigns/<name>/series?from=&to=&items=&version=&format=json|csv`` → the same header
   and ``"rows"``: long-form rows ``SERIES_COLUMNS``, one per (window, item) of a released window
   (frequency: every item of the domain or ``items``; heavy hitters: the strings each window's
   publication holds, or those of ``items``; range: the per-value count of each value of ``items``,
   which is required there), and one row with no item for a withheld or pending window, so a gap
-  in the series is marked, never silently skipped.
+  in the series is marked, never silently skipped; each row says whether its window is
+  ``complete``.
 
 ``format=parquet`` (``/series``): the rows as one Parquet file (``server.parquet``: window start
 and end, version, value, estimate, std error, CI, n_reports, status, local and central ε). ``by``
@@ -58,12 +61,14 @@ from ldptel.server.documents import (
     Params,
     Published,
     cells_withheld,
+    csv_bool,
     csv_text,
     finite_row,
     format_param,
     json_text,
     not_modified,
     read_published_many,
+    window_complete,
 )
 from ldptel.server.errors import BadParameter
 from ldptel.server.versions import campaign_versions, find_campaign
@@ -74,7 +79,7 @@ bp = Blueprint("series", __name__)
 MAX_WINDOWS = 1000  # windows per answer: narrow from/to beyond
 MAX_RANGE_ITEMS = 256  # values of a range campaign's series
 NEVER = datetime.max.replace(tzinfo=UTC)  # Last-Modified that no If-Modified-Since matches
-WINDOW_COLUMNS = ("window_start", "window", "version", "n_reports", "status", "decoded_at")
+WINDOW_COLUMNS = ("window_start", "window", "version", "n_reports", "status", "decoded_at", "complete")
 VALUE_COLUMNS = SERIES_COLUMNS[4:9]  # what a released row takes from an estimate row
 
 
@@ -87,6 +92,7 @@ class WindowInfo:
     status: str  # released | withheld | pending
     pub: Published | None
     campaign: Campaign  # the version whose window it is
+    complete: bool = False  # the window had ended when listed (``documents.window_complete``)
 
     @property
     def version(self) -> int:
@@ -99,7 +105,8 @@ class WindowInfo:
     def row(self) -> dict[str, Any]:
         return {"window_start": self.start(), "window": self.window, "version": self.version,
                 "n_reports": self.n, "status": self.status,
-                "decoded_at": self.pub.decoded_at if self.pub is not None else None}
+                "decoded_at": self.pub.decoded_at if self.pub is not None else None,
+                "complete": self.complete}
 
 
 def iso(epoch: int) -> str:
@@ -189,11 +196,12 @@ def list_windows(campaign: Campaign, params: Params, newest: int | None = None,
 
 
 def _window_info(window: int, n: int, pub: Published | None, campaign: Campaign) -> WindowInfo:
+    complete = window_complete(campaign, window)
     if n < campaign.min_reports or cells_withheld(campaign, pub, n):
-        return WindowInfo(window, n, "withheld", None, campaign)
+        return WindowInfo(window, n, "withheld", None, campaign, complete)
     if pub is None or pub.doc is None:
-        return WindowInfo(window, n, "pending", None, campaign)
-    return WindowInfo(window, pub.n, "released", pub, campaign)
+        return WindowInfo(window, n, "pending", None, campaign, complete)
+    return WindowInfo(window, pub.n, "released", pub, campaign, complete)
 
 
 def header(campaign: Campaign, params: Params, infos: list[WindowInfo]) -> dict[str, Any]:
@@ -257,13 +265,14 @@ def series_rows(infos: list[WindowInfo], items: list[str] | None,
     for info in infos:
         base = {"window_start": info.start(), "window": info.window, "version": info.version,
                 "n_reports": info.n, "status": info.status}
+        done = {"complete": info.complete}
         if info.pub is None:
-            rows.append({**base, "item": None, **dict.fromkeys(VALUE_COLUMNS)})
+            rows.append({**base, "item": None, **dict.fromkeys(VALUE_COLUMNS), **done})
         elif by is not None:
-            rows += _cell_rows(info, base, items, by)
+            rows += [{**r, **done} for r in _cell_rows(info, base, items, by)]
         else:
             for est in _estimate_rows(info.campaign, info.pub, items):
-                rows.append({**base, "item": est["item"], **{k: est.get(k) for k in VALUE_COLUMNS}})
+                rows.append({**base, "item": est["item"], **{k: est.get(k) for k in VALUE_COLUMNS}, **done})
     return rows
 
 
@@ -291,7 +300,7 @@ def series_parquet(campaign: Campaign, doc: dict[str, Any], infos: list[WindowIn
     return parquet.parquet_bytes(
         (parquet.row(r["window"], lengths.get(r["version"], campaign.window_seconds), r["version"],
                      privacy.get((r["window"], r["version"])), r["status"],
-                     {**{k: r.get(k) for k in (*(by or ()), *VALUE_COLUMNS, "n_reports")},
+                     {**{k: r.get(k) for k in (*(by or ()), *VALUE_COLUMNS, "n_reports", "complete")},
                       "value": r["item"]})
          for r in doc["rows"]), by or ())
 
@@ -311,11 +320,12 @@ def _series_check(campaign: Campaign, params: Params) -> None:
 
 
 def etag(versions: list[Campaign], infos: list[WindowInfo], query: str) -> str:
-    """Changes exactly when an answer can: the versions' parameters, each window's count, status
-    and publication digest, and the ``query`` (endpoint and query string)."""
+    """Changes exactly when an answer can: the versions' parameters, each window's count, status,
+    completeness and publication digest, and the ``query`` (endpoint and query string)."""
     h = hashlib.sha256(f"{':'.join(published.config_digest(v) for v in versions)}:{query}".encode())
     for i in infos:
-        h.update(f"|{i.window}:{i.version}:{i.n}:{i.status}:{i.pub.digest if i.pub else ''}".encode())
+        h.update(f"|{i.window}:{i.version}:{i.n}:{i.status}:{i.complete}:{i.pub.digest if i.pub else ''}"
+                 .encode())
     return f'"{h.hexdigest()[:32]}"'
 
 
@@ -347,7 +357,8 @@ def _view(document: Callable[[Campaign, Params, list[WindowInfo]], dict[str, Any
                 body = series_parquet(campaign, doc, infos, by)
             else:
                 cols = (*columns[:3], *(by or ()), *columns[3:])
-                body = (csv_text(doc[key], cols) if fmt == "csv" else json_text(doc)).encode()
+                body = (csv_text(({**r, "complete": csv_bool(r["complete"])} for r in doc[key]), cols)
+                        if fmt == "csv" else json_text(doc)).encode()
             body_cache.CACHE.put(cached, body)
         mimetype = {"csv": "text/csv", "parquet": parquet.MIMETYPE}.get(fmt, "application/json")
         return Response(body, mimetype=mimetype, headers=headers)

@@ -15,7 +15,9 @@ stylesheet rule may set the fill or stroke of ``circle.point``, ``path.trend-lin
 Class names the browser tests rely on: ``svg.chart.trend``, ``path.trend-band`` and
 ``path.trend-line`` (``data-item``, ``data-version``), ``circle.point``, ``rect.n-bar``
 (``data-window``, ``data-n``, ``data-version``; plus ``withheld`` below the release threshold),
-``g.version-marker`` (``data-version``), ``text.x-tick``.
+``g.version-marker`` (``data-version``), ``text.x-tick``. A point of the window in progress (not
+complete: its numbers still grow) is drawn hollow: ``circle.point.in-progress``, filled white with
+the line's colour as stroke, and its tooltip says so.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ldptel.server.charts import _finite, _num, fmt_compact, fmt_count, nice_tic
 PALETTE = ("#2f6fde", "#e0752d", "#1a9b6c", "#b03fb5", "#c9a100", "#5b6b86")
 WIDTH, HEIGHT = 1100, 380
 X_TICKS = 6
+MARKER_CHAR_PX = 7.5  # a marker label's width per character (bold 12 px; a safe overestimate)
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Point:
     estimate: float | None
     ci_low: float | None
     ci_high: float | None
+    complete: bool = True  # False: the window in progress (drawn hollow)
 
 
 @dataclass
@@ -88,12 +92,12 @@ def _runs(points: Sequence[Point]) -> list[list[tuple[int, float, float, float]]
 
 def x_ticks(windows: Sequence[int], step: int, wanted: int = X_TICKS) -> list[int]:
     """About ``wanted`` evenly spaced window starts from the first to the last (every window when
-    there are fewer)."""
+    there are at most one more)."""
     if not windows:
         return []
     w0, w1 = min(windows), max(windows)
     count = (w1 - w0) // step + 1
-    if count <= wanted:
+    if count <= wanted + 1:  # every one (one more than wanted: every other one would be too few)
         return [w0 + i * step for i in range(count)]
     every = -(-(count - 1) // (wanted - 1))  # ceil: at most ``wanted`` ticks, the last at w1
     ticks = list(range(w0, w1 + 1, every * step))
@@ -135,11 +139,15 @@ def trend_chart(lines: Sequence[Line], counts: Sequence[Count], window_seconds: 
                       value_text or (lambda v: f"{fmt_count(v)} devices"))
     out += _bars(counts, sx, slot, bars_top, bars_bottom, left, window_label)
     for m in markers:
-        x = _num(sx(m.window) - slot / 2)
+        at = sx(m.window) - slot / 2
+        x = _num(at)
+        # a label that would run past the right edge is drawn to the left of its line
+        end = at + 4 + MARKER_CHAR_PX * len(m.label) > width
+        text = (f'<text x="{_num(at - 4)}" y="{top - 10 + 12}" text-anchor="end">' if end
+                else f'<text x="{_num(at + 4)}" y="{top - 10 + 12}">')
         out.append(f'<g class="version-marker" data-version="{m.version}"><line x1="{x}" y1="{top - 8}" '
-                   f'x2="{x}" y2="{bars_bottom}"/><text x="{_num(sx(m.window) - slot / 2 + 4)}" '
-                   f'y="{top - 10 + 12}">{escape(m.label)}</text><title>{escape(m.label)}: from '
-                   f'{escape(window_label(m.window))}</title></g>')
+                   f'x2="{x}" y2="{bars_bottom}"/>{text}{escape(m.label)}</text><title>{escape(m.label)}: '
+                   f'from {escape(window_label(m.window))}</title></g>')
     out.append(f'<line class="axis" x1="{left}" y1="{bars_bottom}" x2="{right}" y2="{bars_bottom}"/>')
     ticks = x_ticks([c.window for c in counts] + [m.window for m in markers], step)
     for t in ticks:
@@ -149,12 +157,15 @@ def trend_chart(lines: Sequence[Line], counts: Sequence[Count], window_seconds: 
         out.append(f'<text class="tick x-tick" x="{_num(tx)}" y="{height - 10}" '
                    f'text-anchor="{anchor}">{escape(tick_label(t))}</text>')
     out.append("</svg>")
-    return Markup("".join(out))
+    axis = y_axis(lines, top, lines_bottom, left, height) if lines else Markup("")
+    return axis + Markup("".join(out))
 
 
-def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bottom: float, left: float,
-           right: float, window_label: Callable[[int], str], y_label: str,
-           value_text: Callable[[float], str]) -> list[str]:
+Scale = Callable[[float], float]
+
+
+def _y_scale(lines: Sequence[Line], top: float, bottom: float) -> tuple[list[float], Scale]:
+    """The value ticks of ``lines`` and the value → y map."""
     values = [v for ln in lines for p in ln.points for v in (p.estimate, p.ci_low, p.ci_high) if _finite(v)]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     if lo >= 0 and hi > 0 and lo < hi / 3:
@@ -163,6 +174,29 @@ def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bott
 
     def sy(v: float) -> float:
         return bottom - (v - ticks[0]) / (ticks[-1] - ticks[0]) * (bottom - top)
+
+    return ticks, sy
+
+
+def y_axis(lines: Sequence[Line], top: float, bottom: float, left: float, height: float) -> Markup:
+    """The value axis alone (``svg.chart.trend-y-axis``, same scale as the chart): on a phone the
+    chart scrolls sideways inside its box and the page keeps this one at the box's left edge
+    (``position: sticky``; issue 35: at 390 px the trend lost its y-axis). Hidden on wider screens."""
+    ticks, sy = _y_scale(lines, top, bottom)
+    out = [f'<svg class="chart trend-y-axis" xmlns="http://www.w3.org/2000/svg" '
+           f'viewBox="0 0 {left} {height}" width="{left}" height="{height}" aria-hidden="true">'
+           f'<rect x="0" y="0" width="{left}" height="{_num(bottom + 6)}" fill="#ffffff"/>']
+    for t in ticks:
+        out.append(f'<text class="tick" x="{left - 6}" y="{_num(sy(t) + 4)}" '
+                   f'text-anchor="end">{fmt_compact(t)}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bottom: float, left: float,
+           right: float, window_label: Callable[[int], str], y_label: str,
+           value_text: Callable[[float], str]) -> list[str]:
+    ticks, sy = _y_scale(lines, top, bottom)
 
     out = []
     several = len({ln.version for ln in lines}) > 1
@@ -175,6 +209,7 @@ def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bott
                f'(95% CI bands)</text>')
     for ln in lines:
         item, color = escape(ln.label), ln.color
+        open_windows = {p.window for p in ln.points if not p.complete}
         for est in _runs(ln.points):
             upper = [(sx(w), sy(h)) for w, _, _, h in est]
             lower = [(sx(w), sy(lo)) for w, _, lo, _ in reversed(est)]
@@ -187,6 +222,11 @@ def _lines(lines: Sequence[Line], sx: Callable[[float], float], top: float, bott
                 name = f"{ln.label} (v{ln.version})" if several else ln.label
                 low, high = value_text(lo).split(" ")[0], value_text(hi).split(" ")[0]
                 tip = f"{name}, {window_label(w)}: {value_text(e)} (95% CI {low} to {high})"
+                if w in open_windows:
+                    out.append(f'<circle class="point in-progress" cx="{_num(sx(w))}" cy="{_num(sy(e))}" '
+                               f'r="4" fill="#ffffff" stroke="{color}" stroke-width="2"><title>'
+                               f'{escape(tip)}; in progress: not complete, still growing</title></circle>')
+                    continue
                 out.append(f'<circle class="point" cx="{_num(sx(w))}" cy="{_num(sy(e))}" r="3" '
                            f'fill="{color}"><title>{escape(tip)}</title></circle>')
     return out

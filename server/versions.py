@@ -45,6 +45,7 @@ from ldptel.server.documents import (
     load_released,
     not_modified,
     resolve_window,
+    window_complete,
 )
 from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.validation import mechanism_of
@@ -142,6 +143,12 @@ def combined(name: str, window: str | None) -> tuple[dict[str, Any], str]:
         start = resolve_window(base, window)
     except tally.WindowError as exc:
         raise ApiError(400, "bad_window", str(exc)) from None
+    complete = window_complete(base, start)
+    if str(window) in ("None", "", "latest") and base.window_seconds and not complete:
+        raise ApiError(409, "no_complete_window",
+                       {"window": start, "message": "no window of this campaign has ended with its "
+                                                    "estimates released yet; the window in progress "
+                                                    "is window=current"})
     members = [v for v in versions if v.kind == "frequency" and v.labels() == base.labels()]
     check_same_windows(members)
     parts, used, withheld, digests, decoded = [], [], [], [], 0.0
@@ -167,7 +174,7 @@ def combined(name: str, window: str | None) -> tuple[dict[str, Any], str]:
     doc = {"campaign": name, "version": "all", "versions": used, "withheld_versions": withheld,
            "other_domain_versions": [v.version for v in versions if v not in members],
            "kind": "frequency", "combination": "inverse_variance", "n_reports": est.n, "window": start,
-           "decoded_at": decoded, "items": [finite_row(r) for r in est.items()]}
+           "decoded_at": decoded, "complete": complete, "items": [finite_row(r) for r in est.items()]}
     etag = hashlib.sha256(":".join(digests).encode()).hexdigest()[:32]
     return doc, f'"{etag}"'
 

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CODE = {"sh", "python", "toml", "json", "yaml"}
 PICTURES = {"text", "mermaid"}
-# the JavaScript SDK's browser and Node examples: run by tests/test_sdk_js.py (a page in Chromium,
-# a Node process, against a real serve), only in docs/sdk-js.md
+# the JavaScript SDK's browser and Node examples: run by tests/test_docs.py against the demo (a page
+# in Chromium, a Node process) and the sealed one by tests/test_sdk_js_sealed.py, only in docs/sdk-js.md
 JS = {"html", "js"}
 JS_DOC = ROOT / "docs" / "sdk-js.md"
 FENCE = re.compile(r"^```(\S*)\s*(.*)$")

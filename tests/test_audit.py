@@ -65,6 +65,6 @@ def test_broken_mechanisms_are_flagged() -> None:
 def test_cli_on_the_example_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--config", str(EXAMPLE), "--campaign", "homepage", "--reports", "50000"]) == 0
     out = capsys.readouterr().out
-    assert "homepage (GRR" in out and "per-report ε₁: claimed 1" in out and "1 of 1 campaigns" in out
+    assert "homepage (GRR" in out and "per-report ε₁: claimed 1" in out and "1 of 1 audited campaigns" in out
     assert main(["audit", "--config", str(EXAMPLE), "--campaign", "nope"]) == 2
     assert "no campaign 'nope'" in capsys.readouterr().err

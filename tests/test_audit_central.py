@@ -44,4 +44,19 @@ def test_audit_command(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "shuffled-fakes" in out.stdout and "central claim at n = 300" in out.stdout
-    assert "1 of 1 campaigns keep their claims" in out.stdout
+    assert "1 of 1 audited campaigns keep their claims" in out.stdout
+
+
+@pytest.mark.slow
+def test_audit_counts_the_campaigns_it_leaves_out(tmp_path: Path) -> None:
+    """Issue 35: the audit said "9 of 9" for a config with 11 campaigns (numeric ones are not
+    audited yet); it now says how many it left out and which."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[server]\ningest_tokens = ["ingest-token-x"]\n'
+                   '[[campaigns]]\nname = "f"\noracle = "grr"\nepsilon = 1.0\ndomain_size = 4\n'
+                   '[[campaigns]]\nname = "m"\nkind = "numeric"\nepsilon = 1.0\nlower = 0\nupper = 1\n')
+    out = subprocess.run([sys.executable, "-m", "ldptel.commands.cli", "audit", "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ("1 of 1 audited campaigns keep their claims (1 of the config's 2 not audited: numeric, m)"
+            in out.stdout), out.stdout

@@ -103,6 +103,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str):
 
 
 def get(collector, path: str) -> tuple[int, object, bytes]:
+    if "/series" not in path and "window=" not in path:  # the hour the devices report in, in progress
+        path += ("&" if "?" in path else "?") + "window=current"
     reply = http_request(collector.url, "GET", path, headers={"Authorization": f"Bearer {EXPORT_TOKEN}"})
     json_body = "json" in reply.headers.get("content-type", "")
     return reply.status, reply.parsed() if json_body else None, reply.body
@@ -184,6 +186,11 @@ def test_csv_and_parquet_carry_the_same_rows(stack) -> None:
     status, _, body = get(collector, "/v1/campaigns/checkout/estimates?by=platform,arm&format=csv")
     assert status == 200
     rows = list(csv.DictReader(io.StringIO(body.decode())))
+    # issue 35: the same last columns as a campaign without dimensions ("…, window, n_reports, complete")
+    header = body.decode().split("\n", 1)[0].split(",")
+    assert header[-3:] == ["window", "n_reports", "complete"] and header[:2] == ["platform", "arm"], header
+    plain = get(collector, "/v1/campaigns/checkout/estimates?format=csv")[2].decode().split("\n", 1)[0]
+    assert plain.split(",")[-3:] == ["window", "n_reports", "complete"], plain
     status, _, data = get(collector, "/v1/campaigns/checkout/estimates?by=platform,arm&format=parquet")
     assert status == 200 and data[:4] == b"PAR1"
     path = Path(tmp) / "checkout.parquet"
@@ -192,7 +199,8 @@ def test_csv_and_parquet_carry_the_same_rows(stack) -> None:
     assert table.schema.names == ["window_start", "window_end", "window", "version", "platform", "arm",
                                   "value", "estimate", "std_error", "ci_low", "ci_high",
                                   "estimate_normalized", "n_reports", "status", "epsilon_local",
-                                  "epsilon_central"]
+                                  "epsilon_central", "complete"]
+    assert set(table.column("complete").to_pylist()) == {False}  # the hour in progress (issue 35)
     assert str(table.schema.field("window_start").type) == "timestamp[ms, tz=UTC]"
     frame = pd.read_parquet(path)
     assert len(frame) == len(rows) == 4 * 4 + 3  # released cells × values, one row per withheld cell
@@ -211,10 +219,12 @@ def test_csv_and_parquet_carry_the_same_rows(stack) -> None:
     assert series.schema.names[4] == "arm"
     assert set(series.column("arm").to_pylist()) == {"control", "treatment", "other"}
     api = Client(collector.url, EXPORT_TOKEN)
-    assert api.table("checkout", by=["platform", "arm"]).equals(frame)
-    assert api.table("checkout", as_="arrow").num_rows == 4
-    assert api.table("basket", "mean", by="arm")["value"].tolist()[:2] == ["mean", "sum"]
-    assert api.estimates("checkout", by="arm", compare="treatment")["comparison"]["withheld"] is False
+    now = "current"
+    assert api.table("checkout", by=["platform", "arm"], window=now).equals(frame)
+    assert api.table("checkout", as_="arrow", window=now).num_rows == 4
+    assert api.table("basket", "mean", by="arm", window=now)["value"].tolist()[:2] == ["mean", "sum"]
+    compared = api.estimates("checkout", window=now, by="arm", compare="treatment")
+    assert compared["comparison"]["withheld"] is False and compared["complete"] is False
 
 
 def test_collector_maps_odd_dimensions_to_other(stack) -> None:

@@ -71,6 +71,9 @@ def test_campaigns_find_serves_redis(served) -> None:
     by_config = ldptel("campaigns", "list", "--config", str(cfg))
     assert by_config.returncode == 0, by_config.stderr
     assert "homepage\tactive\tversion 1" in by_config.stdout
+    # issue 35: "epsilon -" for a shuffled-fakes campaign; its mode and central target instead
+    assert ("search-category\tactive\tversion 1\tfrequency\tshuffled-fakes: central epsilon 1 (delta 1e-08), "
+            "no local epsilon (the true value, sealed)") in by_config.stdout, by_config.stdout
 
 
 def test_campaigns_by_the_url_serve_prints(served) -> None:

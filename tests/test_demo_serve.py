@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +55,15 @@ def test_demo_exit_prints_table() -> None:
     assert re.search(r"shuffled-fakes.*\n(.*\n)*.*central ε between", out.stdout)
 
 
+POLLED = ("demo-olh", "demo-grr", "demo-search", "demo-session-seconds")  # 10 s windows each
+LATEST_PATHS = {"demo-search": "heavy-hitters", "demo-session-seconds": "mean"}
+
+
 def test_demo_keeps_running_and_serves_the_export_api() -> None:
+    """Issue 35: a data team polling ``window=latest`` every 5 s while the demo's devices report
+    never receives a window in progress: every document is ``complete``, its window has ended
+    when it is answered (JSON and CSV), and the window in progress is ``window=current``,
+    ``complete: false``."""
     port = free_port()
     cmd = [sys.executable, "-m", "ldptel.commands.cli", "demo", "--users", "2000", "--port", str(port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -64,12 +75,39 @@ def test_demo_keeps_running_and_serves_the_export_api() -> None:
                 break
         text = "".join(lines)
         token = re.search(r"export token: (\S+)", text).group(1)
-        url, path = f"http://127.0.0.1:{port}", "/v1/campaigns/demo-olh/estimates"
-        status, doc = get_json(url, path, token)
-        assert status == 200 and doc["n_reports"] == 2000 and len(doc["items"]) == 64
-        assert get_json(url, path, "nope-nope")[0] == 401
         drain = threading.Thread(target=proc.communicate, daemon=True)  # no pipe may fill up
         drain.start()
+        url, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
+        assert get_json(url, "/v1/campaigns/demo-olh/estimates", "nope-nope")[0] == 401
+        answered: dict[str, set[int]] = {name: set() for name in POLLED}
+        polls = 0
+        for _ in range(7):  # 30 s: three windows end
+            for name in POLLED:
+                path = f"/v1/campaigns/{name}/{LATEST_PATHS.get(name, 'estimates')}"
+                asked = time.time()
+                status, doc = get_json(url, path, token)
+                polls += 1
+                if status == 409:  # before the first window has ended: never the window in progress
+                    assert doc["error"] == "no_complete_window", doc
+                    continue
+                assert status == 200, (name, status, doc)
+                assert doc["complete"] is True and doc["window"] + 10 <= asked + 1, (name, doc)
+                assert doc["n_reports"] >= 1000
+                answered[name].add(doc["window"])
+            reply = http_request(url, "GET", "/v1/campaigns/demo-olh/estimates?format=csv", headers=auth,
+                                 timeout=10)
+            if reply.status == 200:
+                rows = list(csv.DictReader(io.StringIO(reply.body.decode())))
+                assert {r["complete"] for r in rows} == {"true"}
+            time.sleep(5)
+        status, doc = get_json(url, "/v1/campaigns/demo-olh/estimates?window=current", token)
+        if status == 200:  # the window in progress, once released: said to be in progress
+            assert doc["complete"] is False and doc["window"] + 10 > time.time() - 1
+        else:
+            assert status in (409, 503), doc
+        print(f"{polls} polls of window=latest: windows answered per campaign "
+              f"{ {k: len(v) for k, v in answered.items()} }, none in progress")
+        assert all(len(v) >= 2 for v in answered.values()), answered  # it moved on as windows ended
         proc.send_signal(signal.SIGINT)
         # the shuffler and aggregator finish their current step first (a cold numba cache: seconds)
         assert proc.wait(timeout=90) == 0

@@ -66,6 +66,19 @@ def test_units_and_env_file_agree() -> None:
                         "LDPTEL_LOG_FORMAT", "LDPTEL_LOG_LEVEL", "LDPTEL_ACCESS_LOG"}
 
 
+def shipped_redis_password() -> str:
+    [password] = re.findall(r"(?m)^requirepass (\S+)$", (DEPLOY / "redis.conf").read_text())
+    return password
+
+
+def test_redis_needs_a_password_and_redis_url_has_it() -> None:
+    """Issue 35: the shipped redis.conf had no password, so on a shared host the per-role users
+    restricted nothing (the default user could do everything without one)."""
+    password = shipped_redis_password()
+    url = env_file(DEPLOY / "ldptel.env")["REDIS_URL"]
+    assert url.startswith(f"redis://:{password}@"), url
+
+
 def test_proxy_body_limit_matches_max_body_bytes() -> None:
     conf = (DEPLOY / "nginx.conf").read_text()
     [limit] = re.findall(r"^\s*client_max_body_size\s+(\d+);", conf, re.M)
@@ -113,8 +126,9 @@ def test_layout_from_the_unit_files_counts_sdk_reports(tmp_path: Path) -> None:
     redis_conf.write_text(re.sub(r"(?m)^dir .*$", f"dir {tmp_path / 'redis-data'}",
                                  re.sub(r"(?m)^port .*$", f"port {redis_port}",
                                         (DEPLOY / "redis.conf").read_text())))
+    password = shipped_redis_password()
     env = {**env_file(DEPLOY / "ldptel.env"),
-           "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "LDPTEL_CONFIG": str(config),
+           "REDIS_URL": f"redis://:{password}@127.0.0.1:{redis_port}/0", "LDPTEL_CONFIG": str(config),
            "LDPTEL_PORT": str(http_port), "LDPTEL_WORKERS": "1",
            "LDPTEL_INGEST_TOKENS": INGEST, "LDPTEL_EXPORT_TOKENS": EXPORT,
            "LDPTEL_SECRET_KEY": "deploy-test-secret-key"}
@@ -131,8 +145,10 @@ def test_layout_from_the_unit_files_counts_sdk_reports(tmp_path: Path) -> None:
 
     try:
         start("redis", "ldptel-redis.service")
-        client = redis.Redis(port=redis_port)
+        client = redis.Redis(port=redis_port, password=password)
         wait_until(lambda: _pings(client), 20, "redis-server")
+        with pytest.raises(redis.AuthenticationError):  # issue 35: no password, nothing
+            redis.Redis(port=redis_port).get("x")
         start("serve", "ldptel-serve.service")
         url = f"http://127.0.0.1:{http_port}"
         wait_until(lambda: answers(url, "/healthz", 200), 60, "ldptel serve")

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, write_config
+from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, signed_in, write_config
 
 from ldptel.aggregator.worker import Worker
 from ldptel.campaigns.config import ConfigError, parse_campaign
 from ldptel.client import TelemetryClient
-from ldptel.client.device_level import aggregate, increment
+from ldptel.client.device_level import aggregate, increment, simulated
 from ldptel.store import tally
 
 DAY = 86400
@@ -46,6 +46,19 @@ def test_aggregates_of_a_window() -> None:
     with pytest.raises(ValueError, match="crashes"):
         increment({"name": "crashes", "kind": "per_device_count"}, -1)
     assert increment({"kind": "unique_devices"}, "anything") == 1.0
+
+
+def test_report_many_takes_numpy_event_counts() -> None:
+    """Issue 35: ``report_many`` on ``unique_devices`` with NumPy integers raised "a
+    per_device_count value … got np.int64(2)" (the wrong kind, and a number refused)."""
+    unique = {"name": "crash-seen", "kind": "unique_devices"}
+    counts = {"name": "crashes", "kind": "per_device_count"}
+    assert [simulated(unique, v) for v in np.array([0, 2, 7], dtype=np.int64)] == [0, 1, 1]
+    assert simulated(counts, np.float32(2.5)) == 2.5 and simulated(counts, np.int32(3)) == 3.0
+    with pytest.raises(ValueError, match="'crash-seen': a unique_devices value is the number of events"):
+        simulated(unique, -1)
+    with pytest.raises(ValueError, match="unique_devices"):
+        simulated(unique, np.bool_(True))
 
 
 @pytest.mark.parametrize(("extra", "key"), [({"window": "2d"}, "window"), ({"window": "all"}, "window"),
@@ -104,6 +117,13 @@ def test_ten_thousand_simulated_devices(stack, redis_client: redis.Redis, tmp_pa
     print(f"unique devices: truth 10,000; estimates {seen[0]:.0f} (1–50 events each), "
           f"{seen[1]:.0f} (10–500 events each), std error {row['std_error']:.0f}")
     assert abs(seen[1] - seen[0]) < 4 * row["std_error"]  # ten times the events: the same devices
+    # issue 35: the day in progress said "0 of 10 … reports needed" all day: its devices report
+    # once it has ended, and the pages say so
+    cookie = {"Cookie": signed_in(s)}
+    status, _, page = s.request("GET", f"/campaigns/crash-seen?window={today - DAY}", headers=cookie)
+    assert status == 200 and "devices report a window once it has ended" in page.decode()
+    status, _, listing = s.request("GET", "/", headers=cookie)
+    assert status == 200 and "reported after the window ends" in listing.decode()
 
 
 def test_real_devices_send_one_report_per_window(stack, redis_client: redis.Redis, tmp_path: Path) -> None:

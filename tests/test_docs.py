@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -60,7 +61,7 @@ def test_every_block_is_code_that_loads() -> None:
     no_run = [b.where for b in found if b.no_run]
     assert len(no_run) <= MAX_NO_RUN, no_run
     for b in found:
-        if b.lang in JS:  # tests/test_sdk_js.py::test_docs_examples_run runs these
+        if b.lang in JS:  # run against the demo (run_js_examples) or a serve (tests/test_sdk_js_sealed.py)
             assert b.path == JS_DOC, f"{b.where}: a {b.lang} block outside docs/sdk-js.md runs nowhere"
             continue
         assert b.lang in CODE | PICTURES, f"{b.where}: a fence needs a language ({sorted(CODE | PICTURES)})"
@@ -142,5 +143,86 @@ def test_every_block_runs_against_the_demo(tmp_path: Path) -> None:
     try:
         for block in runnable():
             run_block(block, port, env)
+        run_js_examples(port, tmp_path, env)
     finally:
         stop_demo(proc)
+
+
+def js_block(marker: str) -> str:
+    """The block of docs/sdk-js.md after ``<!-- marker: … -->``."""
+    match = re.search(rf"<!-- {marker}: [^>]*-->\s*```\w+\n(.*?)```", JS_DOC.read_text(), re.S)
+    assert match, f"docs/sdk-js.md has no {marker}"
+    return match.group(1)
+
+
+def run_js_examples(port: int, tmp: Path, env: dict[str, str]) -> None:
+    """Issue 35: the Node and browser examples of docs/sdk-js.md as written, against the demo's
+    campaigns: the package installed as the docs say (``npm install ./client-js`` from an app's
+    folder: its ``prepare`` script builds ``dist/``), the Node example's file in the user's data
+    directory, the browser example's page in Chromium on the collector's origin."""
+    from browser_support import REQUIRE_BROWSER, launched, missing
+
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        assert not REQUIRE_BROWSER, "node/npm not found (the JS examples need Node ≥ 20)"
+        print("node/npm not found: the JS examples of docs/sdk-js.md were not run")
+        return
+    app = tmp / "app"
+    app.mkdir()
+    (app / "package.json").write_text('{"name": "docs-example", "private": true, "type": "module"}\n')
+    install = next(b for b in all_blocks() if b.path == JS_DOC and "npm install ./client-js" in b.text)
+    out = subprocess.run(["bash", "-eu", "-c", install.text.replace("./client-js", str(ROOT / "client-js"))],
+                         cwd=app, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, f"{install.where}: {out.stderr[-2000:]}"
+    (app / "example.mjs").write_text(js_block("node-example"))
+    data_home = tmp / "data-home"
+    node_env = {**env, "LDPTEL_URL": f"http://127.0.0.1:{port}", "XDG_DATA_HOME": str(data_home)}
+    out = subprocess.run(["node", "example.mjs"], cwd=app, capture_output=True, text=True, timeout=120,
+                         env=node_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    assert doc["result"]["accepted"] == 4 and doc["result"]["pending"] == 0, doc
+    assert doc["health"]["ok"] and not any(doc["health"]["dropped"].values()), doc
+    assert len(list((data_home / "ldptel").glob("queue-*.jsonl"))) == 1  # the data directory, not ~/.cache
+    if missing() is not None and not REQUIRE_BROWSER:
+        print(f"the browser example of docs/sdk-js.md was not run: {missing()}")
+        return
+    html = js_block("browser-example").replace("YOUR-INGEST-TOKEN", "demo-ingest-token")
+    bundle = (ROOT / "client-js" / "dist" / "ldptel.browser.min.js").read_bytes()
+    url = f"http://127.0.0.1:{port}"
+
+    def handle(route) -> None:  # the page and the bundle on the collector's origin
+        name = route.request.url.rsplit("/", 1)[1]
+        body, kind = (bundle, "text/javascript") if name.endswith(".js") else (html.encode(), "text/html")
+        route.fulfill(status=200, content_type=kind, body=body)
+
+    with launched() as browser:
+        ctx = browser.new_context()
+        ctx.route(f"{url}/sdk/**", handle)
+        page = ctx.new_page()
+        page.goto(f"{url}/sdk/example.html")
+        page.wait_for_function("() => document.body.dataset.result !== undefined", timeout=30_000)
+        result = json.loads(page.evaluate("() => document.body.dataset.result"))
+        ctx.close()
+    assert result["result"]["accepted"] == 2 and result["result"]["pending"] == 0, result
+    assert result["health"]["ok"], result
+
+
+def test_issue_35_small_doc_fixes() -> None:
+    """Issue 35 item 10: the README names every demo campaign (it left out ``demo-sealed``) and no
+    longer says "a few seconds" for the first table (45 s measured); the SDK's dependency lists
+    name platformdirs (its data directory); the shipped files point at docs/, not at README
+    sections that moved; http-api.md says ``/metrics`` needs a token (it answers 401 without)."""
+    readme = README.read_text()
+    demo = tomllib.loads((ROOT / "examples" / "demo.toml").read_text())
+    assert "demo-sealed" in readme and "In a few seconds" not in readme
+    assert any(c["name"] == "demo-sealed" for c in demo["campaigns"])
+    sdk = [ln for ln in readme.splitlines() if ln.startswith("| `pip install ldptel` |")]
+    assert sdk and "platformdirs" in sdk[0]
+    assert "platformdirs" in (ROOT / "docs" / "sdk.md").read_text().split("\n\n", 2)[1]
+    for shipped in (ROOT / "deploy" / "ldptel.env", ROOT / "examples" / "ldptel.toml"):
+        assert "README" not in shipped.read_text(), shipped
+    api = (ROOT / "docs" / "http-api.md").read_text()
+    assert re.search(r"^\| `GET /metrics` \| admin or export", api, re.M)
+    from ldptel.server.health import metrics
+
+    assert getattr(metrics, "__wrapped__", None) is not None  # behind require_token: 401 without one

@@ -114,8 +114,8 @@ def test_export_contract(redis_client: redis.Redis, redis_url: str, tmp_path: Pa
         assert status == 200 and headers["content-type"].startswith("application/json")
         doc = json.loads(body)
         assert list(doc) == ["campaign", "version", "kind", "oracle", "epsilon", "n_reports", "window",
-                             "decoded_at", "privacy", "items"]
-        assert doc["version"] == 1
+                             "decoded_at", "privacy", "items", "complete"]
+        assert doc["version"] == 1 and doc["complete"] is False  # "all": the one window never ends
         assert doc["campaign"] == "colors" and doc["kind"] == "frequency" and doc["oracle"] == "oue"
         assert doc["epsilon"] == 2.0 and doc["n_reports"] == 3000 and doc["window"] == 0
         assert [list(it) for it in doc["items"]] == [list(ITEM_COLUMNS)] * 4
@@ -127,11 +127,11 @@ def test_export_contract(redis_client: redis.Redis, redis_url: str, tmp_path: Pa
         status, csv_headers, csv_body = stack.get(path + "?format=csv")
         assert status == 200 and csv_headers["content-type"].startswith("text/csv")
         rows = list(csv.reader(io.StringIO(csv_body.decode())))
-        assert tuple(rows[0]) == (*ITEM_COLUMNS, "window", "n_reports") and len(rows) == 5
+        assert tuple(rows[0]) == (*ITEM_COLUMNS, "window", "n_reports", "complete") and len(rows) == 5
         for row, it in zip(rows[1:], doc["items"], strict=True):
             assert row[0] == it["value"]
             assert [float(x) for x in row[1:len(ITEM_COLUMNS)]] == [it[k] for k in ITEM_COLUMNS[1:]]
-            assert row[len(ITEM_COLUMNS):] == ["0", "3000"]
+            assert row[len(ITEM_COLUMNS):] == ["0", "3000", "false"]
         assert csv_headers["x-ldptel-n-reports"] == "3000" and csv_headers["etag"] == headers["etag"]
         assert stack.get(path + "?format=json&window=latest")[2] == body
         assert stack.get(path + "?window=0")[2] == body
@@ -154,6 +154,7 @@ def test_export_contract(redis_client: redis.Redis, redis_url: str, tmp_path: Pa
         # windows
         hp = "/v1/campaigns/hourly/estimates"
         assert json.loads(stack.get(hp)[2])["window"] == 7200
+        assert json.loads(stack.get(hp)[2])["complete"] is True  # ended (in 1970)
         assert json.loads(stack.get(hp + "?window=3600")[2])["n_reports"] == 400
         assert json.loads(stack.get(hp + "?window=7200")[2])["n_reports"] == 300
         for bad in ("abc", "1800", "-1", "3600.0", "latest2"):

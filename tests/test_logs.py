@@ -119,6 +119,7 @@ def test_collector_logs_and_access_log(tmp_path: Path, redis_url: str) -> None:
         assert any(server in line for line in lines), log
         assert all(TEXT_LINE.match(line) for line in lines if "gunicorn." in line or "_granian" in line), log
     assert _access_lines(seen["off"]) == []
+    assert "Websockets are not supported" not in seen["off"]  # issue 35: granian said so at every start
     [line] = [ln for ln in _access_lines(seen["on"]) if "/v1/campaigns" in ln]
     assert re.search(r'\]: "GET /v1/campaigns" 401 \d+ \d+ms$', line), line  # no address, no query
     assert "127.0.0.1" not in line

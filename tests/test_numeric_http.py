@@ -250,7 +250,8 @@ def test_campaign_page_panel(stack) -> None:
     assert float(raw) == doc["mean"]["estimate"]  # the page shows the API's number
     # the trend draws the mean: one point per released window, joined by a line inside its CI
     # band (issue 25: the numeric trend was an empty 0–1 axis)
-    assert page.count('<circle class="point"') == HOURS
+    assert page.count('<circle class="point') == HOURS
+    assert page.count('<circle class="point in-progress"') == 1  # the hour in progress: hollow (issue 35)
     assert 'data-lines="1"' in page and '<path class="trend-band"' in page
     assert '<path class="trend-line" data-item="mean"' in page
     status, headers, body = s.request("GET", "/campaigns/latency_ms/download/mean.csv",

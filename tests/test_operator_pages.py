@@ -352,7 +352,7 @@ def test_downloads_are_the_export_api_output(page, site: Site) -> None:
     assert got == site.api("/v1/campaigns/colors/estimates?format=csv")
     rows = list(csv.reader(io.StringIO(got.decode())))
     assert rows[0] == ["value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized",
-                       "window", "n_reports"]
+                       "window", "n_reports", "complete"]
     assert [r[0] for r in rows[1:]] == COLORS
     with page.expect_download() as dl:
         page.click('a[data-download="json"]')
@@ -455,9 +455,9 @@ def test_range_page_cdf_quantiles_and_range_form(page, site: Site, shots: Path) 
 
 
 def test_auto_refresh_replaces_fragments_without_reloading(page, site: Site, shots: Path) -> None:
-    page.goto("/campaigns/hourly")
+    page.goto("/campaigns/hourly?window=current")  # the hour in progress (issue 35: not "latest")
     windows = page.eval_on_selector_all("select#window option", "os => os.map(o => o.value)")
-    assert len(windows) == 3  # latest + the current and the previous hour
+    assert windows[:2] == ["latest", "current"] and len(windows) == 4  # + the current and the previous hour
     assert page.inner_text('[data-stat="n"]') == "600"
     page.evaluate("window.__not_reloaded = true")
     before = table_rows(page)
@@ -470,15 +470,15 @@ def test_auto_refresh_replaces_fragments_without_reloading(page, site: Site, sho
     assert page.evaluate("window.__not_reloaded") is True
     after = table_rows(page)
     assert after != before
-    doc = site.api_json("/v1/campaigns/hourly/estimates")
-    assert doc["n_reports"] == 1000
+    doc = site.api_json("/v1/campaigns/hourly/estimates?window=current")
+    assert doc["n_reports"] == 1000 and doc["complete"] is False
     check_rows_equal_api(after, doc["items"])
     assert "Live · updated" in page.inner_text("#live-status")
     shoot(page, shots, "12-after-refresh")
 
     with page.expect_navigation():  # choosing a window submits the form (a full navigation)
-        page.select_option("select#window", windows[2])  # the previous hour
-    assert f"window={windows[2]}" in page.url and page.inner_text('[data-stat="n"]') == "400"
+        page.select_option("select#window", windows[3])  # the previous hour
+    assert f"window={windows[3]}" in page.url and page.inner_text('[data-stat="n"]') == "400"
 
 
 def test_rappor_page_and_a_bad_window(page, site: Site, shots: Path) -> None:
@@ -605,16 +605,17 @@ def test_downloads_answer_as_the_api_does(site: Site) -> None:
     assert status == 200
     assert headers["content-disposition"] == 'attachment; filename="search-heavy-hitters-latest.csv"'
     rows = list(csv.reader(io.StringIO(body.decode())))
-    assert rows[0] == [*doc["items"][0], "window", "n_reports"] and len(rows) == len(doc["items"]) + 1
+    assert rows[0] == [*doc["items"][0], "window", "n_reports", "complete"]
+    assert len(rows) == len(doc["items"]) + 1
     assert rows[1:] == [["" if v is None else str(v) for v in it.values()]
-                        + [str(doc["window"]), str(doc["n_reports"])] for it in doc["items"]]
+                        + [str(doc["window"]), str(doc["n_reports"]), "false"] for it in doc["items"]]
     q = "q=0.1,0.5,0.9"
     status, _, body = site.request("GET", f"/campaigns/latency/download/quantiles.json?{q}", None, cookie)
     assert status == 200 and json.loads(body) == site.api_json(f"/v1/campaigns/latency/quantiles?{q}")
     status, _, body = site.request("GET", "/campaigns/latency/download/cdf.csv", None, cookie)
     rows = list(csv.reader(io.StringIO(body.decode())))
     assert status == 200 and len(rows) == 1025
-    assert rows[0] == ["value", "cdf", "cdf_ci_low", "cdf_ci_high", "window", "n_reports"]
+    assert rows[0] == ["value", "cdf", "cdf_ci_low", "cdf_ci_high", "window", "n_reports", "complete"]
     values = np.array([r[:4] for r in rows[1:]], dtype=float)
     assert (np.diff(values[:, 1]) >= 0).all() and (values[:, 2] <= values[:, 1]).all()
     assert (values[:, 1] <= values[:, 3]).all() and values[:, 2:].min() >= 0 and values[:, 2:].max() <= 1

@@ -90,6 +90,10 @@ def test_breakdown_table_and_experiment_chart(browser, site, shots: Path, width:
         assert "card" in marked and "paypal" not in marked
         box = chart.bounding_box()
         assert box is not None and box["x"] >= 0
+        # issue 35: scaled down to 390 px the chart's text was ~5 px; it keeps its drawn size
+        heights = page.eval_on_selector_all("section.experiment svg.chart.bars text",
+                                            "ts => ts.map(t => t.getBoundingClientRect().height)")
+        assert heights and min(heights) >= 10, min(heights or [0])
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         page.screenshot(path=str(shots / f"checkout-{width}.png"), full_page=True)
         page.goto("/campaigns/basket?compare=bigger-button")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ldptel.campaigns.campaign import parse_campaign
+from ldptel.campaigns.config import parse_config
 from ldptel.commands.cli import main
 from ldptel.errors import ConfigError, UncertifiableTarget
 from ldptel.mechanisms.grr import perturb_categorical
@@ -79,6 +80,29 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
                 "central_delta", "batch_min", "std_error", "bound", "cumulative_epsilon"):
         assert key in doc
     assert doc["local_epsilon"] is None and doc["central_epsilon"] <= 1.0
+
+
+@pytest.mark.parametrize(("mode", "oracle", "extra", "refused"), [
+    ("shuffled", "rappor", [], "--oracle must be one of grr, oue, sue, olh, hadamard with --mode shuffled"),
+    ("shuffled", "histogram", [], "--oracle must be one of"),
+    ("shuffled", "grr", ["--local-epsilon", "2"], "--local-epsilon applies to --mode shuffled-fakes"),
+    ("shuffled-fakes", "oue", [], "sends an index"),
+    ("shuffled-fakes", "grr", [], "sends an index"),
+])
+def test_cli_refuses_what_a_config_refuses(capsys: pytest.CaptureFixture[str], mode: str, oracle: str,
+                                           extra: list[str], refused: str, tmp_path) -> None:
+    """Issue 35: ``privacy plan --mode shuffled --oracle rappor`` printed a plan that the config
+    then refused; the command refuses every (mode, oracle) a campaign config refuses."""
+    rc = main(["privacy", "plan", "--mode", mode, "--oracle", oracle, "--domain-size", "64",
+               "--central-epsilon", "1", "--central-delta", "1e-6", "--batch-min", "10000", *extra])
+    out = capsys.readouterr()
+    assert rc == 2 and refused in out.err and out.out == "", out
+    table = {"name": "x", "kind": "frequency", "domain_size": 64, "privacy_mode": mode, "oracle": oracle,
+             "central_epsilon": 1.0, "central_delta": 1e-6, "batch_min": 10000}
+    if "--local-epsilon" in extra:
+        table["local_epsilon"] = 2.0
+    with pytest.raises(ConfigError):  # the config refuses the same
+        parse_config({"campaigns": [table]})
 
 
 def test_cli_text_and_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:

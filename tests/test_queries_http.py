@@ -161,9 +161,9 @@ def test_csv_on_every_query_endpoint(stack, path: str, columns: tuple[str, ...])
     status, csv_headers, csv_body = s.get(path + "&format=csv")
     assert status == 200 and csv_headers["content-type"].startswith("text/csv"), csv_body[:200]
     got = list(csv.reader(io.StringIO(csv_body.decode())))
-    assert tuple(got[0]) == (*columns, "window", "n_reports") and len(got) == len(rows) + 1
+    assert tuple(got[0]) == (*columns, "window", "n_reports", "complete") and len(got) == len(rows) + 1
     for line, row in zip(got[1:], rows, strict=True):
-        assert line == [str(row[c]) for c in columns] + [str(doc["window"]), str(N)]
+        assert line == [str(row[c]) for c in columns] + [str(doc["window"]), str(N), "false"]  # "all"
     assert csv_headers["etag"] == headers["etag"]
     assert s.get(path + "&format=csv", headers={"If-None-Match": headers["etag"]})[0] == 304
     status, err = get_json(s, path + "&format=xml")

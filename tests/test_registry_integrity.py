@@ -195,7 +195,9 @@ def test_history_names_who_and_rollback_makes_an_old_version_new(http: HttpStack
         ("new_version", 2, "alice", "admin"), ("paused", 2, "alice", "admin"),
         ("rollback", 3, "alice", "admin")]
     assert history[1]["changed"] == {"values": {"min_reports": [10, 5000]}}
-    assert history[2]["changed"] == {"keys": ["epsilon"]} and history[4]["to"] == 1
+    # issue 35: a new version's entry said {"keys": ["epsilon"]} without "1 → 4"
+    assert history[2]["changed"] == {"keys": ["epsilon"], "values": {"epsilon": [1.0, 4.0]}}
+    assert history[4]["to"] == 1
     assert all(abs(e["at"] - time.time()) < 60 for e in history)
 
 

@@ -7,8 +7,10 @@ collector, shuffler, aggregator):
 - an offline page queues its reports in IndexedDB; after reconnecting, a new page delivers them:
   the collector counts each exactly once;
 - a Node process queues 10,000 reports in its file queue, a second one is killed (SIGKILL) in the
-  middle of its flush, a third finishes: exactly 10,000 reports are counted;
-- the browser and Node examples of docs/sdk-js.md, run as written (token and URL filled in).
+  middle of its flush, a third finishes: exactly 10,000 reports are counted.
+
+The browser and Node examples of docs/sdk-js.md run as written against the demo's campaigns in
+tests/test_docs.py.
 
 The page is served by Playwright's request routing on the collector's own origin (the collector
 sends no CORS headers; in production a reverse proxy plays that part); every ``/v1/`` request
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import signal
@@ -54,8 +55,6 @@ CAMPAIGNS = [
      "mechanism": "piecewise", **COMMON},
     {"name": "offline", "oracle": "oue", "epsilon": 1.0, "domain_size": 16, **COMMON},
     {"name": "node", "oracle": "olh", "epsilon": 1.0, "domain_size": 16, **COMMON},
-    {"name": "homepage", "oracle": "grr", "epsilon": 1.0, "domain": LABELS, **COMMON},
-    {"name": "font-size", "oracle": "olh", "epsilon": 2.0, "domain_size": 64, **COMMON},
 ]
 
 PAGE = """<!doctype html><title>ldptel SDK test</title><body><script type="module">
@@ -257,34 +256,9 @@ def test_node_10000_reports_exactly_once_through_a_kill(stack: Collector, tmp_pa
 
 
 def doc_example(marker: str) -> str:
+    """The block of docs/sdk-js.md after ``<!-- marker: … -->`` (test_sdk_js_sealed runs the
+    sealed one)."""
     text = (ROOT / "docs" / "sdk-js.md").read_text()
     match = re.search(rf"<!-- {marker}: [^>]*-->\s*```\w+\n(.*?)```", text, re.S)
     assert match, f"docs/sdk-js.md has no {marker}"
     return match.group(1)
-
-
-def test_docs_examples_run(stack: Collector, browser, tmp_path: Path) -> None:
-    url = stack.url
-    modules = tmp_path / "node_modules" / "@ldptel"
-    modules.mkdir(parents=True)
-    (modules / "client").symlink_to(JS)
-    (tmp_path / "example.mjs").write_text(doc_example("node-example"))
-    out = subprocess.run(["node", "example.mjs"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "LDPTEL_URL": url, "LDPTEL_TOKEN": INGEST_TOKEN,
-                                           "LDPTEL_QUEUE": str(tmp_path / "q.jsonl")})
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
-    assert doc["result"]["accepted"] == 101 and doc["result"]["pending"] == 0, doc
-    assert doc["ledger"]["campaigns"]["font-size"]["reports"] == 100, doc
-    html = doc_example("browser-example").replace("YOUR-INGEST-TOKEN", INGEST_TOKEN)
-    ctx = browser.new_context()
-    try:
-        serve_pages(ctx, url, {"example.html": html})
-        page = ctx.new_page()
-        page.goto(f"{url}/sdk/example.html")
-        page.wait_for_function("() => document.body.dataset.result !== undefined", timeout=30_000)
-        result = json.loads(page.evaluate("() => document.body.dataset.result"))
-    finally:
-        ctx.close()
-    assert result["result"]["accepted"] == 21 and result["result"]["pending"] == 0, result
-    assert result["health"]["ok"], result

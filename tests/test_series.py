@@ -69,7 +69,8 @@ def test_windows_lists_counts_and_release(stack) -> None:
     status, _, body = s.get("/v1/campaigns/hourly/windows?format=csv")
     rows = list(csv.reader(io.StringIO(body.decode())))
     assert status == 200 and tuple(rows[0]) == WINDOW_COLUMNS and len(rows) == 4
-    assert rows[2] == ["1970-01-01T02:00:00Z", "7200", "1", "100", "withheld", ""]
+    assert rows[2] == ["1970-01-01T02:00:00Z", "7200", "1", "100", "withheld", "", "true"]
+    assert all(w["complete"] is True for w in doc["windows"])  # every window ended (in 1970)
 
 
 def test_series_rows_are_the_published_estimates(stack) -> None:
@@ -95,7 +96,8 @@ def test_series_rows_are_the_published_estimates(stack) -> None:
     assert status == 200 and headers["content-type"].startswith("text/csv")
     assert tuple(lines[0]) == SERIES_COLUMNS and len(lines) == len(rows) + 1
     for line, r in zip(lines[1:], rows, strict=True):
-        assert line == ["" if r[c] is None else str(r[c]) for c in SERIES_COLUMNS]
+        assert line == ["" if r[c] is None else str(r[c]).lower() if isinstance(r[c], bool) else str(r[c])
+                        for c in SERIES_COLUMNS]
 
 
 def test_series_filters(stack) -> None:
@@ -121,7 +123,8 @@ def test_pending_window_is_marked(stack) -> None:
         rows = get_json(s, "/v1/campaigns/hourly/series?from=10800")[2]["rows"]
         assert rows == [{"window_start": "1970-01-01T03:00:00Z", "window": 10800, "version": 1, "item": None,
                          "estimate": None, "std_error": None, "ci_low": None, "ci_high": None,
-                         "estimate_normalized": None, "n_reports": 400, "status": "pending"}]
+                         "estimate_normalized": None, "n_reports": 400, "status": "pending",
+                         "complete": True}]
     finally:
         r.restore(keys.published_key("hourly", 10800), 0, saved)
 

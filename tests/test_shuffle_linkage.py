@@ -146,7 +146,7 @@ def state_and_estimates(r: redis.Redis, cfg: Config, redis_url: str) -> tuple[di
         state[w] = (n, {k: np.asarray(v).tolist() for k, v in acc.state.items()})
     stack = HttpStack(cfg, redis_url)
     try:
-        status, _, body = stack.get("/v1/campaigns/link/estimates")
+        status, _, body = stack.get("/v1/campaigns/link/estimates?window=current")  # the hour in progress
     finally:
         stack.close()
     assert status == 200, body

@@ -1,4 +1,5 @@
-"""The campaign page's trend view, the window selector's "Latest" entry and the page at 390 px,
+"""The campaign page's trend view, the window selector's "Latest complete" and "In progress"
+entries and the page at 390 px,
 in a real headless Chromium against ``ldptel serve`` (the browser fixtures of
 test_operator_pages.py). Twelve hourly windows of a frequency campaign are stored as the
 collector stores them (one below ``min_reports``) and counted by the real worker. Screenshots go
@@ -80,6 +81,12 @@ def test_trend_chart_shows_every_window(browser, trend_site, trend_shots: Path) 
         assert page.locator("svg.chart.trend path.trend-band").count() == 6
         released = [r for r in series if r["status"] == "released"]
         assert page.locator("svg.chart.trend circle.point").count() == len(released) == 3 * (HOURS - 1)
+        # the hour in progress (issue 35): its points hollow (white, stroked), and the hint says so
+        hollow = page.locator("svg.chart.trend circle.point.in-progress")
+        assert hollow.count() == 3 and {c.get_attribute("fill") for c in hollow.all()} == {"#ffffff"}
+        assert [r["complete"] for r in released if r["window"] == newest] == [False] * 3
+        assert all(r["complete"] for r in released if r["window"] != newest)
+        assert page.locator('[data-stat="trend-in-progress"]').is_visible()
         tips = page.eval_on_selector_all("svg.chart.trend circle.point title",
                                          "ts => ts.map(t => t.textContent)")
         camp = site.config.campaign("platform")
@@ -87,6 +94,8 @@ def test_trend_chart_shows_every_window(browser, trend_site, trend_shots: Path) 
             label = window_label(camp, r["window"])
             tip = (f"{r['item']}, {label}: {charts.fmt_count(r['estimate'])} devices "
                    f"(95% CI {charts.fmt_count(r['ci_low'])} to {charts.fmt_count(r['ci_high'])})")
+            if r["window"] == newest:
+                tip += "; in progress: not complete, still growing"
             assert tip in tips, tip
         # legend: the newest window's items by decreasing estimate
         newest_rows = sorted((r for r in released if r["window"] == newest), key=lambda r: -r["estimate"])
@@ -100,7 +109,9 @@ def test_trend_chart_shows_every_window(browser, trend_site, trend_shots: Path) 
         ctx.close()
 
 
-def test_latest_entry_names_the_newest_window(browser, trend_site) -> None:  # noqa: F811
+def test_latest_entry_names_the_newest_ended_window(browser, trend_site, trend_shots: Path) -> None:  # noqa: F811
+    """Issue 35: "Latest" is the newest window that has ended (the current hour, released, is in
+    progress: offered apart as "In progress", and said to be when shown)."""
     site, newest = trend_site
     camp = site.config.campaign("platform")
     older = newest - 5 * 3600
@@ -108,20 +119,19 @@ def test_latest_entry_names_the_newest_window(browser, trend_site) -> None:  # n
     try:
         page.goto(f"/campaigns/platform?window={older}")
         latest = page.inner_text('#window option[value="latest"]')
-        assert latest == f"Latest: {window_label(camp, newest)}", latest
+        assert latest == f"Latest complete: {window_label(camp, newest - 3600)}", latest
+        current = page.inner_text('#window option[value="current"]')
+        assert current == f"In progress: {window_label(camp, newest)}", current
         assert page.eval_on_selector("#window", "s => s.value") == str(older)
-        # a newer window starts: the live update renames the entry (and lists the window)
-        page.evaluate("window.__not_reloaded = true")
-        xadd_batches(site.redis, camp, random_batches(camp, 400, 100, seed=77), window=newest + 3600)
-        Worker(site.config, site.redis).run(once=True)
-        want = f"Latest: {window_label(camp, newest + 3600)}"
-        deadline = time.monotonic() + 15  # the page polls every 5 s
-        while page.inner_text('#window option[value="latest"]') != want:
-            assert time.monotonic() < deadline, "the selector was not updated"
-            page.wait_for_timeout(200)
-        assert page.evaluate("window.__not_reloaded") is True
-        assert page.eval_on_selector("#window", "s => s.value") == str(older)  # still the viewed one
-        assert page.locator(f'#window option[value="{newest + 3600}"]').count() == 1
+        assert page.locator('[data-stat="in-progress-shown"]').count() == 0
+        page.goto("/campaigns/platform")  # latest: the hour before this one, complete
+        assert page.inner_text(".card-sub >> nth=0") == window_label(camp, newest - 3600)
+        assert page.locator('[data-stat="in-progress-shown"]').count() == 0
+        page.goto("/campaigns/platform?window=current")  # the hour in progress, released: said so
+        assert page.eval_on_selector("#window", "s => s.value") == "current"
+        assert window_label(camp, newest) in page.inner_text(".card-sub >> nth=0")
+        assert page.locator('[data-stat="in-progress-shown"]').is_visible()
+        page.screenshot(path=str(trend_shots / "in-progress-1440.png"), full_page=True)
     finally:
         ctx.close()
 
@@ -145,6 +155,15 @@ def test_page_is_usable_at_390px(browser, trend_site, trend_shots: Path) -> None
             for sel in ("svg.chart text.tick", "svg.chart text.label"):
                 heights = page.evaluate(FONT_PX, sel)
                 assert heights and min(heights) >= 10, (name, sel, min(heights or [0]))
+            if name == "platform":  # issue 35: scrolled to the newest windows, the y-axis stays in view
+                box = page.locator("section.trend .chart-box")
+                assert box.evaluate("b => b.scrollLeft") > 0  # the chart is scrolled to the right
+                axis, frame = page.locator("svg.chart.trend-y-axis").bounding_box(), box.bounding_box()
+                assert axis is not None and frame is not None
+                assert abs(axis["x"] - frame["x"]) <= 2, (axis, frame)
+                ticks = page.eval_on_selector_all("svg.chart.trend-y-axis text.tick",
+                                                  "ts => ts.map(t => t.textContent)")
+                assert len(ticks) >= 3 and ticks[0] == "0", ticks
             page.screenshot(path=str(trend_shots / f"{name}-390.png"), full_page=True)
     finally:
         ctx.close()

@@ -1,11 +1,11 @@
 // TelemetryClient against a fake collector: queueing, batching, retries that deduplicate, what is
 // dropped and why, the ledger, refusals, and the file store across restarts.
-import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { MemoryBackend, TelemetryClient } from "../src/index.js";
-import { FileBackend, openClient } from "../src/node.js";
+import { defaultQueuePath, FileBackend, legacyQueuePath, openClient, userDataDir } from "../src/node.js";
 import { campaign, FakeCollector } from "./fakeCollector.js";
 
 const CAMPAIGNS = [
@@ -231,6 +231,43 @@ describe("TelemetryClient", () => {
     expect(client.health().storage).toBe("file");
     await client.close();
     expect(readFileSync(path, "utf8").length).toBeGreaterThan(0);
+  });
+
+  it("the default file is in the user's data directory; an older SDK's file in the cache directory is moved there", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ldptel-"));
+    const saved = { data: process.env.XDG_DATA_HOME, cache: process.env.XDG_CACHE_HOME };
+    process.env.XDG_DATA_HOME = join(dir, "data");
+    process.env.XDG_CACHE_HOME = join(dir, "cache");
+    try {
+      const url = "http://collector.test";
+      expect(userDataDir({ XDG_DATA_HOME: "/d" }, "linux")).toBe("/d/ldptel");
+      expect(userDataDir({ LOCALAPPDATA: "C:/L" }, "win32")).toBe(join("C:/L", "ldptel"));
+      expect(userDataDir({}, "darwin")).toContain(join("Library", "Application Support", "ldptel"));
+      expect(defaultQueuePath(url).startsWith(join(dir, "data", "ldptel", "queue-"))).toBe(true);
+      const fake = new FakeCollector(CAMPAIGNS);
+      const opts = { url, token: "t", fetch: fake.fetch as typeof fetch };
+      // an older SDK's file in the cache directory (the issue-35 default): its secret and ledger
+      let client = await openClient({ ...opts, queuePath: legacyQueuePath(url) });
+      const secret = client.campaignSecret("rappor");
+      await client.report("once", 1);
+      await client.report("once", 1);
+      await client.close(null);
+      expect(existsSync(legacyQueuePath(url))).toBe(true);
+      client = await openClient(opts); // the default path: the file moved, the device unchanged
+      expect(existsSync(legacyQueuePath(url))).toBe(false);
+      expect(existsSync(defaultQueuePath(url))).toBe(true);
+      expect(client.campaignSecret("rappor")).toEqual(secret);
+      expect(await client.report("once", 1)).toBe(false); // the ledger's window cap came along
+      await client.close(null);
+    } finally {
+      for (const [k, v] of [
+        ["XDG_DATA_HOME", saved.data],
+        ["XDG_CACHE_HOME", saved.cache],
+      ] as const) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
   });
 
   it("an unusable store drops reports and says why", async () => {

@@ -245,7 +245,8 @@ def _parse_campaign(raw: Any, where: str) -> Campaign:
         raise fail(f"{where}.epsilon", "is required (no default: choose the privacy budget)")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not MIN_EPSILON <= eps <= MAX_EPSILON:
         raise fail(f"{where}.epsilon", f"must be a number with {MIN_EPSILON:g} <= epsilon <= {MAX_EPSILON:g} "
-                                       f"(mechanisms/base.py says why), got {eps!r}")
+                                       "(below 0.01 no campaign gets a usable estimate; above 10 a report "
+                                       f"is all but the true value), got {eps!r}")
     camp.epsilon = float(eps)
     if kind in DEVICE_LEVEL_KINDS:
         device_level_params(raw, where, camp)

@@ -114,7 +114,8 @@ class ServerConfig:
     # ingest requests per client address per minute (0: no per-address limit), counted besides
     # the token's rate_limit_per_minute; a request refused here spends nothing of the token's
     rate_limit_per_address_per_minute: int = 600
-    # proxies whose X-Forwarded-For names the client (addresses or networks); none: the peer is
+    # proxies whose X-Forwarded-For (client address) and X-Forwarded-Proto (https: Secure cookies)
+    # are believed (addresses or networks); none: the peer is
     trusted_proxies: tuple[str, ...] = ()
     max_unfinished_bodies_per_address: int = 4  # bodies still arriving, per address and process
 

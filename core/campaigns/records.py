@@ -42,7 +42,8 @@ repairs it: such versions are kept, stamped ``"unreadable": reason`` and skipped
 Every write also yields one history entry (``entry``), kept apart from the record (the processes
 that follow the registry never load it): when, who (the admin token's name, or the command),
 through what (``admin``, ``apply``, ``serve``, ``cli``), the action, the version, and what changed
-(in-place keys with their values before and after; new versions with the keys that differ).
+(in-place keys with their values before and after; new versions with the keys that differ and
+their values before and after).
 """
 
 from __future__ import annotations
@@ -349,7 +350,9 @@ def put_table(record: Mapping[str, Any] | None, table: Mapping[str, Any], now: f
         last["superseded_at"] = last.get("superseded_at") or now
         rec["versions"].append(new_entry(version, table, new, now))
         rec["updated_at"] = now
-        return rec, Change(new.name, "new_version", version, changed), {"keys": changed}
+        # issue 35: the history said {"keys": ["epsilon"]} without "2 → 1"
+        values = {} if before is None else {k: [before.get(k), after.get(k)] for k in changed}
+        return rec, Change(new.name, "new_version", version, changed), {"keys": changed, "values": values}
     assert latest is not None
     # (a shuffled campaign's PLAN_KEYS reach here only with their effective value unchanged,
     # e.g. central_delta written out at its default: the identity holds them)

@@ -124,7 +124,7 @@ def resolve_window(r: AnyRedis, campaign: Campaign, spec: str | None,
         return windows[-1] if windows else current_window(campaign)
     parsed = ascii_int(spec, 12)
     if parsed is None:
-        raise WindowError(f"window must be 'latest' or an epoch start in seconds, got {spec!r}")
+        raise WindowError(f"window must be 'latest', 'current' or an epoch start in seconds, got {spec!r}")
     w = parsed
     length = campaign.window_seconds
     if length == 0 and w != 0:

@@ -9,6 +9,7 @@ were decoded and from how many reports.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -17,16 +18,24 @@ from flask import current_app, render_template
 from markupsafe import Markup
 
 from ldptel.campaigns.config import Campaign
+from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
 from ldptel.privacy.modes import is_shuffled
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
-from ldptel.server.documents import latest_released, load_released, request_published, resolve_window
+from ldptel.server.documents import (
+    latest_released,
+    load_released,
+    request_published,
+    resolve_window,
+    window_complete,
+)
 from ldptel.server.errors import ApiError, BadParameter
 from ldptel.server.pages import labels
 from ldptel.server.pages.breakdown import breakdown_context
 from ldptel.server.pages.numeric import numeric_context
 from ldptel.server.pages.status import Status, campaign_status, status_view
 from ldptel.server.pages.trend import trend_html
+from ldptel.server.versions import find_campaign
 from ldptel.store import published, tally
 
 TOP_N = 25  # items shown before "show all"
@@ -36,11 +45,20 @@ MAX_WINDOWS = 500  # newest windows offered in the selector
 RATES_EXTENSION = "ldptel_ingest_rates"  # app.extensions key of the app's ``IngestRates``
 
 
+PAIR = re.compile(r"(\d{1,12})-v(\d{1,9})")  # a (window, version) of the selector: "1700000000-v1"
+
+
 class PageArgs:
-    """The campaign page's query parameters (kept across links and by the auto-refresh)."""
+    """The campaign page's query parameters (kept across links and by the auto-refresh):
+    ``window`` (``latest``, ``current``, a window start, or the selector's "<start>-v<version>")
+    and ``version`` (as on the export API; the pair's version wins)."""
 
     def __init__(self, args: Mapping[str, str]) -> None:
         self.window = args.get("window") or "latest"
+        self.version: str | None = args.get("version") or None
+        pair = PAIR.fullmatch(self.window)
+        if pair:
+            self.window, self.version = pair.group(1), pair.group(2)
         self.view = "normalized" if args.get("view") == "normalized" else "raw"
         self.sort = "item" if args.get("sort") == "item" else "estimate"
         self.show_all = args.get("show") == "all"
@@ -48,7 +66,8 @@ class PageArgs:
         self.compare = args.get("compare") or None  # the experiment arm compared (``pages.breakdown``)
 
     def query(self, **changes: Any) -> dict[str, Any]:
-        cur = {"window": None if self.window == "latest" else self.window, "compare": self.compare,
+        cur = {"version": self.version, "window": None if self.window == "latest" else self.window,
+               "compare": self.compare,
                "view": None if self.view == "raw" else self.view,
                "sort": None if self.sort == "estimate" else self.sort,
                "show": "all" if self.show_all else None, "lo": self.lo or None, "hi": self.hi or None}
@@ -57,6 +76,37 @@ class PageArgs:
 
     def qs(self, **changes: Any) -> str:
         return "?" + urlencode(self.query(**changes))
+
+
+def page_campaign(name: str, a: PageArgs) -> Campaign:
+    """The version the page shows: ``a.version`` as ``version=`` of the export API; without one,
+    for a window the default version has no reports in, the newest version that has (issue 35:
+    a window of an old version read as empty). ``ApiError`` as ``find_campaign``."""
+    c = find_campaign(name, a.version or "")
+    if a.version is None and a.window.isdigit() and c.window_seconds:
+        r, w = state().redis, int(a.window)
+        if tally.window_count(r, c, w) == 0:
+            for v in reversed(state().config.versions(name)):
+                if v.window_seconds == c.window_seconds and tally.window_count(r, v, w) > 0:
+                    return v
+    return c
+
+
+def window_options(c: Campaign, a: PageArgs, counts: Mapping[int, int]) -> list[tuple[str, str, bool]]:
+    """The selector's windows, newest first (at most ``MAX_WINDOWS``): (value, label, selected)
+    of each (version, window) with reports of the versions of ``c``'s window length (issue 35:
+    old versions' windows were left out); the value is the window start alone for a campaign
+    with one version, else "<start>-v<version>"."""
+    versions = [v for v in state().config.versions(c.name) if v.window_seconds == c.window_seconds]
+    r = state().redis
+    pairs = [(w, v) for v in versions
+             for w, n in (counts if v.version == c.version else tally.window_counts(r, v)).items() if n > 0]
+    pairs.sort(key=lambda p: (p[0], p[1].version), reverse=True)
+    several = len({v.version for _, v in pairs} | {c.version}) > 1
+    return [(f"{w}-v{v.version}" if several else str(w),
+             labels.window_label(c, w) + (f" · version {v.version}" if several else ""),
+             a.window == str(w) and v.version == c.version)
+            for w, v in pairs[:MAX_WINDOWS]]
 
 
 def status(c: Campaign) -> Status:
@@ -151,11 +201,10 @@ CONTENTS_KEPT = 128
 
 
 def _latest(c: Campaign, counts: dict[int, int]) -> int:
-    """What ``window=latest`` shows: the newest released window, else the newest with reports."""
+    """What ``window=latest`` shows: the newest ended released window, else the window
+    ``resolve_window`` falls back to."""
     found = latest_released(c, counts) if c.window_seconds else 0
-    if found is not None:
-        return found
-    return max((w for w, k in counts.items() if k > 0), default=tally.current_window(c))
+    return found if found is not None else resolve_window(c, None, counts)
 
 
 def _in_progress(c: Campaign, st: Status, shown: int) -> dict[str, Any] | None:
@@ -165,7 +214,10 @@ def _in_progress(c: Campaign, st: Status, shown: int) -> dict[str, Any] | None:
         return None
     return {"label": labels.window_label(c, st.current_window), "n": charts.fmt_count(st.current_reports),
             "min": charts.fmt_count(c.min_reports), "waiting": charts.fmt_count(st.lag_reports or 0),
-            "released": st.current_reports >= c.min_reports}
+            "released": st.current_reports >= c.min_reports,
+            # a device-level kind's devices report a window once it has ended: "0 of 200" all day
+            # read as "nothing arrives" (issue 35)
+            "device_level": c.kind in DEVICE_LEVEL_KINDS}
 
 
 def _version(window: int, n: int, pub: published.Published | None) -> str:
@@ -188,10 +240,14 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
     ctx: dict[str, Any] = {
         "c": c, "a": a, "s": status_view(st), "window": window,
         "window_label": labels.window_label(c, window), "window_error": window_error,
+        # the window shown has not ended: its numbers still grow (the summary and the selector say so)
+        "shown_in_progress": bool(c.window_seconds) and not window_complete(c, window),
+        "current_label": labels.window_label(c, st.current_window) if c.window_seconds else None,
         "window_length": labels.window_length_label(c),
         "n": n, "n_fmt": charts.fmt_count(n),
         "released": n >= c.min_reports, "epsilon_note": labels.epsilon_note(c),
-        "windows": [(w, labels.window_label(c, w)) for w in sorted(st.windows, reverse=True)[:MAX_WINDOWS]],
+        "windows": window_options(c, a, st.windows),
+        "n_versions": len(state().config.versions(c.name)),
         # the selector's "Latest" entry names the newest released window, whichever is viewed
         "latest_label": labels.window_label(c, _latest(c, st.windows)),
         "in_progress": _in_progress(c, st, window),

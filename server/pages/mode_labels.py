@@ -6,6 +6,7 @@ L and U", with the batches it rests on and the cumulative ε over the retention 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +23,12 @@ def _eps(x: float | None) -> str:
 
 
 def _delta(x: float) -> str:
-    return f"{x:.0e}".replace("e-0", "e-")
+    """δ as the other labels write it (``labels.fmt_delta``): ``10⁻⁶`` for a power of ten (issue 35:
+    this note said "1e-6" beside "10⁻⁶"), else 2 significant digits."""
+    exp = round(math.log10(x))
+    if math.isclose(x, 10.0 ** exp, rel_tol=1e-9):
+        return "10" + str(exp).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{x:.2g}"
 
 
 def epsilon_note(c: Campaign) -> Markup:
@@ -70,19 +76,28 @@ def central_note(privacy: Mapping[str, Any]) -> Markup:
     """A published window's claim in words."""
     batches = privacy.get("batches") or []
     sizes = ", ".join(charts.fmt_count(int(b)) for b in batches) or charts.DASH
+    lo, hi = _eps(privacy.get("central_epsilon_lower")), _eps(privacy.get("central_epsilon"))
+    if lo == hi:  # "between 1 and 1" (issue 35)
+        claim = Markup("with ε = {hi} (an explicit attack reaches it, and it is certified: {bound})")
+    else:
+        claim = Markup("with the true ε between {lo} (an explicit attack reaches it) and {hi} (certified: "
+                       "{bound})")
     text = Markup("This window's estimates come from {k} shuffled batch{es} of {sizes} devices: for any "
-                  "one device they are (ε, δ = {d})-DP with the true ε between {lo} (an explicit attack "
-                  "reaches it) and {hi} (certified: {bound}).").format(
+                  "one device they are (ε, δ = {d})-DP ").format(
                       k=len(batches), es="" if len(batches) == 1 else "es", sizes=sizes,
-                      d=_delta(float(privacy["central_delta"])),
-                      lo=_eps(privacy.get("central_epsilon_lower")), hi=_eps(privacy.get("central_epsilon")),
-                      bound=privacy.get("central_bound", ""))
+                      d=_delta(float(privacy["central_delta"])))
+    text += claim.format(lo=lo, hi=hi, bound=privacy.get("central_bound", "")) + Markup(".")
     if privacy.get("cumulative_epsilon") is not None:
-        text += Markup(" A device that reports in every window over the retention period ({t} windows) "
+        text += Markup(" A device that reports in every window over the retention period ({t}) "
                        "reveals at most ε = {c} at the same δ (composed by a privacy-loss-distribution "
-                       "accountant).").format(t=privacy["releases_composed"],
+                       "accountant).").format(t=plural(int(privacy["releases_composed"]), "window"),
                                               c=_eps(privacy["cumulative_epsilon"]))
     return text
+
+
+def plural(n: int, word: str) -> str:
+    """"1 window", "2 windows", "1,000 releases" (issue 35: "1 releases", "(1 windows)")."""
+    return f"{charts.fmt_count(n)} {word}{'' if n == 1 else 's'}"
 
 
 def composition_note(composition: Mapping[str, Any]) -> Markup | None:
@@ -96,17 +111,19 @@ def composition_note(composition: Mapping[str, Any]) -> Markup | None:
                       "cumulative central ε across them is bounded.")
     elif composition["status"] == "computing":
         text = Markup("A device's cumulative central ε across the {k} shuffled campaign{s} is being computed "
-                      "(a privacy-loss-distribution accountant over their {t} releases); reload in a few "
-                      "seconds.").format(k=len(parts), s="" if len(parts) == 1 else "s", t=total)
+                      "(a privacy-loss-distribution accountant over their {t}); reload in a few "
+                      "seconds.").format(k=len(parts), s="" if len(parts) == 1 else "s",
+                                         t=plural(total, "release"))
     elif composition["status"] == "failed":
         text = Markup("A device's cumulative central ε across the {k} shuffled campaign{s} could not be "
                       "computed ({reason}).").format(k=len(parts), s="" if len(parts) == 1 else "s",
                                                      reason=composition.get("reason", "see the log"))
     else:
         text = Markup("A device that reports to every shuffled campaign ({names}) in every window over their "
-                      "retention periods — {t} releases in all — reveals at most central ε = {e} (δ = {d}) "
+                      "retention periods — {t} in all — reveals at most central ε = {e} (δ = {d}) "
                       "through their published estimates, composed by a privacy-loss-distribution "
-                      "accountant.").format(names=", ".join(p["name"] for p in parts), t=total,
+                      "accountant.").format(names=", ".join(p["name"] for p in parts),
+                                            t=plural(total, "release"),
                                             e=_eps(composition["epsilon"]),
                                             d=_delta(float(composition["delta"])))
     if composition["unbounded"]:
@@ -124,8 +141,9 @@ def decoded_note(decoded_at: float, n: int) -> str:
 
 def central_head(privacy: Mapping[str, Any]) -> str:
     """The claim for the page head."""
-    return (f"· {privacy['privacy_mode']}: central ε between {_eps(privacy.get('central_epsilon_lower'))} "
-            f"and {_eps(privacy.get('central_epsilon'))} (δ = {_delta(float(privacy['central_delta']))})")
+    lo, hi = _eps(privacy.get("central_epsilon_lower")), _eps(privacy.get("central_epsilon"))
+    claim = f"central ε = {hi}" if lo == hi else f"central ε between {lo} and {hi}"
+    return f"· {privacy['privacy_mode']}: {claim} (δ = {_delta(float(privacy['central_delta']))})"
 
 
 __all__ = ["central_head", "central_note", "composition_note", "epsilon_note", "index_label"]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ldptel.campaigns.config import Campaign
+from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
 from ldptel.privacy.modes import Shuffled, ShuffledFakes, is_shuffled
 from ldptel.server import charts
 from ldptel.server.pages.labels import KIND_LABELS, ago, domain_label, mechanism_label, utc, window_label
@@ -142,9 +143,14 @@ def status_view(st: Status) -> dict[str, Any]:
     lag = "; ".join(parts) or "up to date"
     lag_note = (f"released at {charts.fmt_count(c.shuffle_min_reports)} reports or after "
                 f"{c.shuffle_max_delay}" if st.held_batches else "accepted batches not yet counted")
-    lag_class = ("ok" if st.lag_entries == 0 else "holding" if not queued and not st.held_late
-                 else "lagging")
-    eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "none"
+    # amber only when something is late: batches waiting with no commit for QUIET_AFTER_S (or
+    # none yet), or the shuffler holding past its delay; batches waiting while the aggregator
+    # commits every few seconds are the normal flow (issue 35: they were amber all along)
+    late = st.held_late or (queued > 0 and st.quiet is not None)
+    lag_class = "ok" if st.lag_entries == 0 else "lagging" if late else "holding"
+    # no local ε (shuffled-fakes without local_epsilon): the true value, sealed to the aggregator;
+    # "none" read as "no privacy cost" (issue 35)
+    eps = charts.fmt_eps(c.epsilon) if c.epsilon is not None else "∞ (the true value, sealed)"
     mechanism = mechanism_label(c)
     if isinstance(c.mode, (Shuffled, ShuffledFakes)):  # counts move by whole batches: no per-second rate
         st = replace(st, rate=0.0, updated=None, window_updated={})  # (nor a commit time)
@@ -162,7 +168,15 @@ def status_view(st: Status) -> dict[str, Any]:
         "rate": "whole batches" if is_shuffled(c) else "measuring…" if st.rate is None else
         "0 reports/s" if st.rate == 0 else f"{charts.fmt_rate(st.rate)} reports/s",
         "lag": lag, "lag_note": lag_note, "lag_ok": lag_class != "lagging", "lag_class": lag_class,
-        "updated": ago(st.updated), "updated_utc": utc(st.updated),
+        # a shuffled campaign's counts move by whole releases, which carry no commit time: "never"
+        # beside 20,000 released reports read as broken (issue 35)
+        "updated": ago(st.updated) if not is_shuffled(c) or not st.counted
+        else "with each whole batch",
+        "updated_utc": utc(st.updated),
+        "rate_note": "accepted by the collector, last minute" if not is_shuffled(c)
+        else "counted in whole shuffled batches: no per-second rate",
+        "any_reports": st.counted > 0,
+        "device_level": c.kind in DEVICE_LEVEL_KINDS,
         "min_reports": charts.fmt_count(c.min_reports), "released": st.released,
         "progress": min(1.0, st.current_reports / max(c.min_reports, 1)),
     }

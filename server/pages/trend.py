@@ -8,9 +8,13 @@ ETag of ``/series`` — and sent with every live update.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from flask import render_template
 from markupsafe import Markup
 
+from ldptel import keys
 from ldptel.campaigns.config import Campaign
 from ldptel.server import charts, series, trend_chart
 from ldptel.server.pages import labels
@@ -38,19 +42,32 @@ def top_items(campaign: Campaign, infos: list[series.WindowInfo]) -> list[str]:
     return [str(r["value"]) for r in ranked[:TREND_ITEMS]]
 
 
-def change_label(before: Campaign, after: Campaign) -> str:
-    """"v2: ε 2 → 1": what changed from one version to the next (its public parameters)."""
-    old, new = before.public(), after.public()
+SKIPPED = ("version", "window_seconds")  # public keys that say nothing about a change
+
+
+def _params(c: Campaign) -> dict[str, Any]:
+    return {k: v for k, v in c.public().items() if k not in SKIPPED}
+
+
+def change_label(before: Campaign, after: Campaign, earlier: Sequence[Campaign] = ()) -> str:
+    """"v2: ε 2 → 1": what changed from one version to the next (its public parameters); a
+    version equal to one of ``earlier`` (the versions before ``before``) is a rollback: "v3:
+    rollback to v1 (ε 1 → 2)"."""
+    old, new = _params(before), _params(after)
     parts = []
     for key in sorted(set(old) | set(new)):
-        if key in ("version", "window_seconds") or old.get(key) == new.get(key):
+        if old.get(key) == new.get(key):
             continue
         a, b = old.get(key), new.get(key)
         if isinstance(a, list) or isinstance(b, list):
             parts.append(f"{CHANGE_NAMES.get(key, key)} {len(a or [])} → {len(b or [])} items")
         else:
             parts.append(f"{CHANGE_NAMES.get(key, key)} {_short(a)} → {_short(b)}")
-    return f"v{after.version}: " + (", ".join(parts[:2]) + (" …" if len(parts) > 2 else "") or "new version")
+    text = ", ".join(parts[:2]) + (" …" if len(parts) > 2 else "") or "new version"
+    same = next((e.version for e in reversed(earlier) if _params(e) == new), None)
+    if same is not None:
+        return f"v{after.version}: rollback to v{same} ({text})"
+    return f"v{after.version}: {text}"
 
 
 def _short(value: object) -> str:
@@ -62,14 +79,19 @@ def _short(value: object) -> str:
 
 def markers(versions: list[Campaign], infos: list[series.WindowInfo],
             current: int) -> list[trend_chart.Marker]:
-    """A marker at the first window of each version after the first drawn (the current window
-    for a version without reports yet), if it falls in the drawn range."""
+    """A marker where each version after the first starts, if it falls in the drawn range: the
+    window its predecessor was superseded in (the version's creation, issue 35: a version without
+    reports in the drawn windows was marked at the right edge, after newer versions' markers), or
+    its first window with reports if that is earlier; the current window if neither is known."""
     first = min((i.window for i in infos), default=current)
     out = []
-    for before, after in zip(versions, versions[1:], strict=False):
-        start = min((i.window for i in infos if i.version == after.version), default=current)
+    for k, (before, after) in enumerate(zip(versions, versions[1:], strict=False)):
+        known = [i.window for i in infos if i.version == after.version]
+        if before.superseded_at is not None and after.window_seconds:
+            known.append(keys.window_start(before.superseded_at, after.window_seconds))
+        start = min(known, default=current)
         if start >= first:
-            out.append(trend_chart.Marker(start, after.version, change_label(before, after)))
+            out.append(trend_chart.Marker(start, after.version, change_label(before, after, versions[:k])))
     return out
 
 
@@ -97,7 +119,7 @@ def _render(versions: list[Campaign], infos: list[series.WindowInfo]) -> Markup:
         (item, v.version): trend_chart.Line(item, version=v.version, color=colors[item])
         for v in versions for item in items}
     for r in series.series_rows(infos, items) if items else []:
-        point = trend_chart.Point(r["window"], r["estimate"], r["ci_low"], r["ci_high"])
+        point = trend_chart.Point(r["window"], r["estimate"], r["ci_low"], r["ci_high"], r["complete"])
         targets = [ln for (_, v), ln in lines.items() if v == r["version"]] if r["item"] is None \
             else [lines.get((str(r["item"]), r["version"]))]
         for ln in targets:
@@ -108,14 +130,17 @@ def _render(versions: list[Campaign], infos: list[series.WindowInfo]) -> Markup:
     drawn = [ln for ln in lines.values() if ln.points]
     numeric = campaign.estimate_kind == "numeric"
     y_label = "mean value per window" if numeric else "estimated devices per window"
+    marked = markers(versions, infos, current)
     chart = trend_chart.trend_chart(
         drawn, counts, campaign.window_seconds, lambda w: labels.window_label(campaign, w),
-        lambda w: labels.tick_label(campaign, w), markers=markers(versions, infos, current),
+        lambda w: labels.tick_label(campaign, w), markers=marked,
         y_label=y_label, aria_label=f"Estimates over windows for {campaign.name}",
         value_text=charts.fmt_compact if campaign.estimate_kind == "numeric" else None)
     windows = len({i.window for i in infos})
     return Markup(render_template("operator_trend.html", c=campaign, chart=chart,
                                   legend=list(colors.items()), windows=windows,
                                   released=len({i.window for i in infos if i.status == "released"}),
-                                  newest=TREND_WINDOWS, versions=len({i.version for i in infos}),
+                                  newest=TREND_WINDOWS,
+                                  versions=len({i.version for i in infos} | {m.version for m in marked}),
+                                  in_progress=any(i.status == "released" and not i.complete for i in infos),
                                   numeric=campaign.estimate_kind == "numeric"))

@@ -32,7 +32,14 @@ from ldptel.server.app import state
 from ldptel.server.auth import token_ok
 from ldptel.server.errors import ApiError, PageError, render
 from ldptel.server.pages import downloads
-from ldptel.server.pages.contexts import RATES_EXTENSION, PageArgs, add_content, campaign_context, list_rows
+from ldptel.server.pages.contexts import (
+    RATES_EXTENSION,
+    PageArgs,
+    add_content,
+    campaign_context,
+    list_rows,
+    page_campaign,
+)
 from ldptel.server.pages.mode_labels import composition_note
 from ldptel.server.pages.session import (
     csrf_ok,
@@ -111,13 +118,13 @@ def _template_globals() -> dict[str, Any]:
             "signed_in": request.endpoint not in PUBLIC_ENDPOINTS and signed_in()}
 
 
-def _campaign_or_404(name: str) -> Campaign:
+def _campaign_or_404(name: str, a: PageArgs | None = None) -> Campaign:
     """The campaign version the page shows: ``?version=`` as on the export API (default: the
-    latest version with reports)."""
+    latest version with reports; ``a``: the page's arguments, ``contexts.page_campaign``)."""
     if state().config.campaign(name) is None:
         raise PageError(404, "Unknown campaign", f"There is no campaign named “{name}”.", back=True)
     try:
-        return find_campaign(name)
+        return find_campaign(name) if a is None else page_campaign(name, a)
     except ApiError as exc:
         raise PageError(exc.status, "Unknown version", str(exc.detail), back=True) from None
 
@@ -189,8 +196,8 @@ def campaigns_live() -> Response:
 
 @bp.get("/campaigns/<name>")
 def campaign(name: str) -> str:
-    c = _campaign_or_404(name)
     a = PageArgs(request.args)
+    c = _campaign_or_404(name, a)
     ctx = campaign_context(c, a)
     live = url_for("pages.campaign_live", name=c.name) + a.qs()
     return render_template("operator_campaign.html", live_url=live, refresh=REFRESH_SECONDS, **ctx)
@@ -198,7 +205,8 @@ def campaign(name: str) -> str:
 
 @bp.get("/campaigns/<name>/live")
 def campaign_live(name: str) -> Response:
-    ctx = campaign_context(find_campaign(name), PageArgs(request.args), with_content=False)
+    a = PageArgs(request.args)
+    ctx = campaign_context(page_campaign(name, a), a, with_content=False)
     changed = request.args.get("v") != ctx["version"]
     if changed:
         add_content(ctx)
