@@ -70,18 +70,18 @@ def _number(v: Any) -> TypeGuard[float]:
 def fake_rate_problem(cfg: dict) -> str | None:
     """Why a shuffled-fakes config's λ = ``fake_rate`` cannot be used, or None: λ must be a finite
     number in [0, ``MAX_FAKE_RATE``], agree with the planned λ of its ``privacy`` claim (the rate
-    the claim was computed from), and give μ = λ·``batch_min``/``domain_size`` of at most
-    ``MAX_FAKES_PER_BUCKET`` (the planner never plans more): λ = μ·d/``batch_min``."""
+    the claim was computed from, when it carries one), and give μ = λ·``batch_min``/``domain_size``
+    of at most ``MAX_FAKES_PER_BUCKET`` (the planner never plans more): λ = μ·d/``batch_min`` (the
+    collector's configs carry both)."""
     rate, n, d = cfg.get("fake_rate"), cfg.get("batch_min"), cfg.get("domain_size")
     if not _number(rate) or rate < 0:
         return f"fake_rate = {rate!r} (a finite number of at least 0 is needed)"
     if rate > MAX_FAKE_RATE:
         return f"fake_rate = {rate:g} (at most {MAX_FAKE_RATE:g} fake messages per report are planned)"
     for key, v in (("batch_min", n), ("domain_size", d)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            return f"{key} = {v!r} (an integer of at least 1 is needed with a fake_rate)"
-    assert isinstance(n, int) and isinstance(d, int)
-    if rate * n / d > MAX_FAKES_PER_BUCKET:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            return f"{key} = {v!r} (an integer of at least 1 is needed)"
+    if isinstance(n, int) and isinstance(d, int) and rate * n / d > MAX_FAKES_PER_BUCKET:
         return (f"fake_rate = {rate:g}: μ = fake_rate·batch_min/domain_size = {rate * n / d:g} fakes per "
                 f"bucket (at most {MAX_FAKES_PER_BUCKET:g} are planned)")
     privacy = cfg.get("privacy")

@@ -35,7 +35,7 @@ import { rowLayout } from "../sealed/rows.js";
 import { ascii, concat, derive } from "../secret.js";
 import { backoff, classify, errorCode, HttpStatus, request, type Action, type FlushResult } from "./delivery.js";
 import { DeviceWindows, eventKey, increment, type Built } from "./deviceLevel.js";
-import { envelopeFor, fakeRate, NoAnalyzerKey, plainEnvelope, SealingUnavailable, windowStart, type Envelope, type Sealed } from "./envelope.js";
+import { envelopeFor, fakeRate, fakeRateProblem, NoAnalyzerKey, plainEnvelope, SealingUnavailable, windowStart, type Envelope, type Sealed } from "./envelope.js";
 import { Counter, type Health } from "./health.js";
 import { IndexedDbBackend } from "./idb.js";
 import { Ledger, REFUSALS, type Refusal, type Scope } from "./ledger.js";
@@ -386,6 +386,8 @@ export class TelemetryClient {
       if (rowLayout(mech) === null) throw new Refused("bad_config", `campaign ${name}: oracle ${mech.name} cannot be sealed (no row layout)`);
       const rate = cfg.fake_rate ?? 0;
       if (typeof rate !== "number" || !Number.isFinite(rate) || rate < 0) throw new Refused("bad_config", `campaign ${name}: fake_rate ${String(rate)}`);
+      const problem = cfg.privacy_mode === "shuffled-fakes" ? fakeRateProblem(cfg) : null;
+      if (problem !== null) throw new Refused("bad_config", `campaign ${name}: the collector's config has ${problem}`);
       if (fakeRate(cfg) > 0 && !["grr", "histogram"].includes(mech.name)) {
         throw new Refused("bad_config", `campaign ${name}: fake messages are indices (oracle histogram or grr), not ${mech.name}`);
       }
@@ -657,6 +659,9 @@ export class TelemetryClient {
     } catch (err) {
       if (err instanceof Refused && err.reason === NOT_FETCHED) return { action: "retry", error: err.message };
       if (err instanceof Refused) {
+        // a config this SDK refuses (a fake_rate over its bounds, …): never sealed with it; the chunk
+        // waits for a usable config, as in the Python SDK
+        if (err.reason === "bad_config") return { action: "retry", error: err.message };
         const counted = ["version_retired", "campaign_retired"].includes(err.reason) ? err.reason : "";
         return { action: "drop", reason: err.message, code: counted };
       }
