@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from ldptel.campaigns.limits import MAX_DEVICE_ANSWER_BYTES
 from ldptel.client.delivery import AUTH_STATUS, HttpStatus
@@ -36,6 +37,12 @@ MAX_ANSWER_BYTES = MAX_DEVICE_ANSWER_BYTES  # a larger GET /v1/campaigns is refu
 # public config keys the SDK computes with, and their smallest value (the mechanism checks the rest)
 INT_KEYS = {"version": 1, "window_seconds": 0, "reports_per_window": 1}
 MAX_ASKED = 32  # old versions asked for per fetch (the collector's ``MAX_ASKED_VERSIONS``)
+# The most fake messages per report a shuffled-fakes config may ask for: the planner's limits
+# (``ldptel.privacy.planner.MAX_FAKE_RATE`` and ``MAX_MU``, checked equal by the tests; the SDK
+# does not import the planner). A collector sending more (2×10⁷ once made ``flush()`` seal for
+# minutes or raise MemoryError, at every flush) is refused: ``bad_config`` (issue 36 item 6).
+MAX_FAKE_RATE = 100.0
+MAX_FAKES_PER_BUCKET = 1e6
 
 
 def check_config(campaign: str, cfg: Any) -> None:
@@ -49,6 +56,39 @@ def check_config(campaign: str, cfg: Any) -> None:
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise BadConfig(f"campaign {campaign!r}: the collector's config has {key} = {v!r} (an "
                             f"integer of at least {low} is needed); its reports are dropped")
+    if cfg.get("privacy_mode") == "shuffled-fakes":
+        why = fake_rate_problem(cfg)
+        if why is not None:
+            raise BadConfig(f"campaign {campaign!r}: the collector's config has {why}; its reports are "
+                            "dropped")
+
+
+def _number(v: Any) -> TypeGuard[float]:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def fake_rate_problem(cfg: dict) -> str | None:
+    """Why a shuffled-fakes config's λ = ``fake_rate`` cannot be used, or None: λ must be a finite
+    number in [0, ``MAX_FAKE_RATE``], agree with the planned λ of its ``privacy`` claim (the rate
+    the claim was computed from, when it carries one), and give μ = λ·``batch_min``/``domain_size``
+    of at most ``MAX_FAKES_PER_BUCKET`` (the planner never plans more): λ = μ·d/``batch_min`` (the
+    collector's configs carry both)."""
+    rate, n, d = cfg.get("fake_rate"), cfg.get("batch_min"), cfg.get("domain_size")
+    if not _number(rate) or rate < 0:
+        return f"fake_rate = {rate!r} (a finite number of at least 0 is needed)"
+    if rate > MAX_FAKE_RATE:
+        return f"fake_rate = {rate:g} (at most {MAX_FAKE_RATE:g} fake messages per report are planned)"
+    for key, v in (("batch_min", n), ("domain_size", d)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            return f"{key} = {v!r} (an integer of at least 1 is needed)"
+    if isinstance(n, int) and isinstance(d, int) and rate * n / d > MAX_FAKES_PER_BUCKET:
+        return (f"fake_rate = {rate:g}: μ = fake_rate·batch_min/domain_size = {rate * n / d:g} fakes per "
+                f"bucket (at most {MAX_FAKES_PER_BUCKET:g} are planned)")
+    privacy = cfg.get("privacy")
+    planned = privacy.get("fake_rate") if isinstance(privacy, dict) else None
+    if planned is not None and (not _number(planned) or not math.isclose(planned, rate, rel_tol=1e-9)):
+        return f"fake_rate = {rate:g}, but its privacy claim was planned with {planned!r}"
+    return None
 
 
 def version_config(cfg: dict[str, Any], version: int | None) -> dict[str, Any] | None:

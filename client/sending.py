@@ -168,7 +168,8 @@ class Sender:
             return Attempt(Action.DROP, reason=str(exc), code=exc.reason)
         except (UnknownCampaign, CampaignRefused) as exc:
             return Attempt(Action.DROP, reason=str(exc))
-        except TelemetryError as exc:  # no campaign configs yet: retry later
+        except TelemetryError as exc:  # no campaign configs yet, or a config the SDK refuses
+            # (``BadConfig``: a fake_rate over its bound, …; never sealed with it): retry later
             return Attempt(Action.RETRY, error=str(exc))
         except ValueError as exc:  # rows that no longer match the campaign's config
             return Attempt(Action.DROP, reason=f"undecodable queued reports: {exc}")
@@ -199,6 +200,9 @@ class Sender:
         except TelemetryError:  # no usable analyzer key in the configs held (the aggregator had
             c._configs.refresh_in_background()  # published none yet): ask again; ``attempt`` retries
             raise
+        except (MemoryError, OverflowError) as exc:  # never raised from flush(); not kept to fail again
+            why = f"campaign {chunk.campaign!r}: cannot seal its reports ({type(exc).__name__}: {exc})"
+            return Attempt(Action.DROP, error=why, reason=why, code="bad_config")
         if stale:
             why = f"campaign {chunk.campaign!r}: {stale} reports of a window the collector no longer takes"
             log.warning("dropping %s", why)

@@ -50,6 +50,7 @@ from typing import Any
 from flask import Response, g, request
 
 from ldptel.campaigns.config import Campaign
+from ldptel.privacy.modes import is_shuffled
 from ldptel.server import body_cache
 from ldptel.server.app import state
 from ldptel.server.body_cache import cache_key
@@ -200,10 +201,20 @@ def waiting_reports(campaign: Campaign) -> int:
     return max(summ.lag_reports or 0, held)
 
 
+def coarse_waiting(campaign: Campaign, waiting: int) -> int:
+    """``waiting`` as answered: for a campaign in a shuffled privacy mode rounded down to whole
+    ``batch_min`` units (one device's sealed report moved it 0→1 at once, the arrival signal an
+    n−1 attacker waits for; issue 36 item 5), else exact."""
+    if not is_shuffled(campaign) or not campaign.batch_min:
+        return waiting
+    return waiting // campaign.batch_min * campaign.batch_min
+
+
 def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
     """(window start, publication) of ``window`` (``resolve_window``) once it holds at least
     ``min_reports`` reports; ``ApiError`` 400 ``bad_window``, 409 ``below_threshold`` (with
-    ``waiting``: reports accepted and not yet counted, for the window in progress) or 503
+    ``waiting``: reports accepted and not yet counted, for the window in progress; in whole
+    ``batch_min`` units for a shuffled campaign, ``coarse_waiting``) or 503
     ``not_yet_published``."""
     st = state()
     try:
@@ -226,7 +237,7 @@ def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
                                    f"reports ({n} are counted, spread over the campaign's cells)"})
     if n < campaign.min_reports:
         current = start == tally.current_window(campaign)
-        waiting = waiting_reports(campaign) if current else 0
+        waiting = coarse_waiting(campaign, waiting_reports(campaign)) if current else 0
         more = (f"; {waiting} more accepted and waiting in the shuffler or the aggregator"
                 if waiting else "")
         holders = other_versions_holding(campaign, start)

@@ -1,7 +1,10 @@
 """``GET /healthz`` (each stage's state and lag) and ``GET /metrics`` (Prometheus text format, see
 ``server.metrics``). ``/healthz`` needs no token, ``/metrics`` an admin or export token;
 neither exposes a report, and with a campaign in a shuffled privacy mode ``/healthz`` leaves out
-the age of the last commit (the time of a release). Both read Redis through
+the age of the last commit (the time of a release), and its ingress counts hold only the other
+campaigns' entries (issue 36 item 5: one device's sealed report moved ``ingress_batches`` 0→1, the
+arrival signal an n−1 attacker waits for; ``/metrics``, with a token, keeps the exact counts, the
+shuffled campaigns' summed under ``campaign="(shuffled)"``). Both read Redis through
 ``server.probe`` (fresh, unless another thread of the process is reading: then its last snapshot),
 so they answer within about a second whatever Redis does.
 
@@ -15,7 +18,9 @@ so they answer within about a second whatever Redis does.
   refuses no other group): ``degraded`` lists those campaigns with their full groups, and the
   answer stays 200 — a full group is one campaign's trouble, not the collector's (issue 34). With
   ``ingress_batches`` (every ingress stream), ``ingress_fullest`` (the fullest shard's) and
-  ``ingress_group_fullest`` (the fullest group's);
+  ``ingress_group_fullest`` (the fullest group's), each over the campaigns in the ``local`` mode
+  only (a full group of a shuffled campaign holds ``max_ingress_batches`` ≥ 2·``batch_min``
+  entries: it is still named in ``degraded``);
 - ``redis``: ``down`` when it does not answer;
 - ``shuffler`` (with ``[shuffler] enabled``): ``down`` (no heartbeat for the stall threshold) or
   ``lagging`` when its ``lag_seconds`` — since it last ended a round with nothing overdue — passes
@@ -104,9 +109,11 @@ def stage_status(gauges: dict[str, float | None], max_lag: float, supervised: bo
 aggregator_status = stage_status  # the name callers and tests know
 
 
-def ingress_gauges(snap: Snapshot) -> dict[str, int]:
-    """Entries in every ingress stream, in the fullest shard's and in the fullest group's."""
-    per = snap.campaign_counters.values()
+def ingress_gauges(snap: Snapshot, shuffled: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Entries in every ingress stream, in the fullest shard's and in the fullest group's — of
+    the campaigns not in ``shuffled`` (a shuffled privacy mode: one device's sealed report moved
+    ``ingress_batches`` 0→1 at once, the arrival signal an n−1 attacker needs; issue 36 item 5)."""
+    per = [c for name, c in snap.campaign_counters.items() if name not in shuffled]
     return {"ingress_batches": sum(c.get("ingress_entries", 0) for c in per),
             "ingress_fullest": max((c.get("ingress_shard_max", 0) for c in per), default=0),
             "ingress_group_fullest": max((c.get("ingress_group_max", 0) for c in per), default=0)}
@@ -149,9 +156,10 @@ def healthz() -> tuple[Response, int]:
     gauges = aggregator_gauges(snap, cfg.aggregator.block_ms, now)
     max_lag = cfg.server.max_aggregator_lag_seconds
     agg = stage_status(gauges, max_lag, st.supervised_aggregator)
-    if any(is_shuffled(c) for c in cfg.campaigns):  # a commit's time is a release's time
+    shuffled = frozenset(c.name for c in cfg.campaigns if is_shuffled(c))
+    if shuffled:  # a commit's time is a release's time
         gauges.pop("last_commit_age_seconds")
-    ingress = ingress_gauges(snap)
+    ingress = ingress_gauges(snap, shuffled)  # no count that moves with one sealed report
     degraded = full_groups(snap) if cfg.shuffler.enabled else {}
     components: dict[str, dict[str, Any]] = {
         "collector": {"status": "degraded" if degraded else "ok", "pid": os.getpid(), **ingress,

@@ -47,6 +47,7 @@ import {
   type Envelope,
   envelopeFor,
   fakeRate,
+  fakeRateProblem,
   NoAnalyzerKey,
   plainEnvelope,
   type Sealed,
@@ -455,6 +456,8 @@ export class TelemetryClient {
       const rate = cfg.fake_rate ?? 0;
       if (typeof rate !== "number" || !Number.isFinite(rate) || rate < 0)
         throw new Refused("bad_config", `campaign ${name}: fake_rate ${String(rate)}`);
+      const problem = cfg.privacy_mode === "shuffled-fakes" ? fakeRateProblem(cfg) : null;
+      if (problem !== null) throw new Refused("bad_config", `campaign ${name}: the collector's config has ${problem}`);
       if (fakeRate(cfg) > 0 && !["grr", "histogram"].includes(mech.name)) {
         throw new Refused(
           "bad_config",
@@ -771,6 +774,9 @@ export class TelemetryClient {
     } catch (err) {
       if (err instanceof Refused && err.reason === NOT_FETCHED) return { action: "retry", error: err.message };
       if (err instanceof Refused) {
+        // a config this SDK refuses (a fake_rate over its bounds, …): never sealed with it; the chunk
+        // waits for a usable config, as in the Python SDK
+        if (err.reason === "bad_config") return { action: "retry", error: err.message };
         const counted = ["version_retired", "campaign_retired"].includes(err.reason) ? err.reason : "";
         return { action: "drop", reason: err.message, code: counted };
       }

@@ -113,6 +113,46 @@ export function envelopeBatchId(chunkId: Uint8Array, window: number): Uint8Array
   return sha256(concat(chunkId, u64be(window))).slice(0, 16);
 }
 
+/** The most fake messages per report a shuffled-fakes config may ask for: the planner's limits
+ * (`ldptel.privacy.planner.MAX_FAKE_RATE` and `MAX_MU`, as `ldptel.client.configs`). A collector
+ * sending more (2×10⁷ once made every flush seal for minutes) is refused: `bad_config`. */
+export const MAX_FAKE_RATE = 100;
+export const MAX_FAKES_PER_BUCKET = 1e6;
+
+const isCount = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v) && v >= 1;
+
+/** Why a shuffled-fakes config's λ = `fake_rate` cannot be used, or null (`configs.fake_rate_problem`):
+ * a finite number in [0, `MAX_FAKE_RATE`], μ = λ·`batch_min`/`domain_size` at most
+ * `MAX_FAKES_PER_BUCKET` (λ = μ·d/`batch_min`; the collector's configs carry both), and the λ its
+ * `privacy` claim was planned with (when it carries one). */
+export function fakeRateProblem(cfg: Record<string, unknown>): string | null {
+  const rate = cfg.fake_rate,
+    n = cfg.batch_min,
+    d = cfg.domain_size;
+  if (typeof rate !== "number" || !Number.isFinite(rate) || rate < 0)
+    return `fake_rate = ${String(rate)} (a finite number of at least 0 is needed)`;
+  if (rate > MAX_FAKE_RATE)
+    return `fake_rate = ${rate} (at most ${MAX_FAKE_RATE} fake messages per report are planned)`;
+  if (n !== undefined && !isCount(n)) return `batch_min = ${String(n)} (an integer of at least 1 is needed)`;
+  if (d !== undefined && !isCount(d)) return `domain_size = ${String(d)} (an integer of at least 1 is needed)`;
+  if (isCount(n) && isCount(d) && (rate * n) / d > MAX_FAKES_PER_BUCKET) {
+    return `fake_rate = ${rate}: μ = fake_rate·batch_min/domain_size = ${(rate * n) / d} fakes per bucket (at most ${MAX_FAKES_PER_BUCKET} are planned)`;
+  }
+  const privacy = cfg.privacy;
+  const planned =
+    privacy !== null && typeof privacy === "object" ? (privacy as Record<string, unknown>).fake_rate : undefined;
+  if (
+    planned !== undefined &&
+    planned !== null &&
+    (typeof planned !== "number" ||
+      !Number.isFinite(planned) ||
+      Math.abs(planned - rate) > 1e-9 * Math.max(Math.abs(planned), Math.abs(rate)))
+  ) {
+    return `fake_rate = ${rate}, but its privacy claim was planned with ${String(planned)}`;
+  }
+  return null;
+}
+
 /** The fake rate λ of a config (0 unless shuffled-fakes). */
 export function fakeRate(cfg: Record<string, unknown>): number {
   return cfg.privacy_mode === "shuffled-fakes" ? Number(cfg.fake_rate ?? 0) || 0 : 0;
