@@ -67,7 +67,7 @@ def _number(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def fake_rate_problem(cfg: dict) -> str | None:
+def fake_rate_problem(cfg: dict[str, Any]) -> str | None:
     """Why a shuffled-fakes config's λ = ``fake_rate`` cannot be used, or None: λ must be a finite
     number in [0, ``MAX_FAKE_RATE``], agree with the planned λ of its ``privacy`` claim (the rate
     the claim was computed from, when it carries one), and give μ = λ·``batch_min``/``domain_size``

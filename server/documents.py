@@ -50,7 +50,7 @@ from typing import Any
 from flask import Response, g, request
 
 from ldptel.campaigns.config import Campaign
-from ldptel.privacy.modes import is_shuffled
+from ldptel.privacy.modes import Shuffled, ShuffledFakes
 from ldptel.server import body_cache
 from ldptel.server.app import state
 from ldptel.server.body_cache import cache_key
@@ -205,9 +205,10 @@ def coarse_waiting(campaign: Campaign, waiting: int) -> int:
     """``waiting`` as answered: for a campaign in a shuffled privacy mode rounded down to whole
     ``batch_min`` units (one device's sealed report moved it 0→1 at once, the arrival signal an
     n−1 attacker waits for; issue 36 item 5), else exact."""
-    if not is_shuffled(campaign) or not campaign.batch_min:
+    mode = campaign.mode
+    if not isinstance(mode, (Shuffled, ShuffledFakes)):
         return waiting
-    return waiting // campaign.batch_min * campaign.batch_min
+    return waiting // mode.batch_min * mode.batch_min
 
 
 def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:

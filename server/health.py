@@ -178,9 +178,8 @@ def healthz() -> tuple[Response, int]:
         bad.append(shf in ("down", "lagging"))
     components["aggregator"] = {"status": agg, "supervised": st.supervised_aggregator,
                                 "max_lag_seconds": max_lag, **{k: _rounded(v) for k, v in gauges.items()}}
-    shuffled = sorted({c.name for c in cfg.campaigns if is_shuffled(c)})
     if shuffled:
-        components["analyzer_keys"] = analyzer_keys_component(st, shuffled, now)
+        components["analyzer_keys"] = analyzer_keys_component(st, sorted(shuffled), now)
     ok = not any(bad)
     body = {"status": ("degraded" if degraded else "ok") if ok else "unavailable",
             "redis": components["redis"]["status"],
