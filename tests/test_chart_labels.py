@@ -46,14 +46,15 @@ def test_issue_35_labels() -> None:
     """"ε = none" for shuffled-fakes read as "no privacy cost" (it sends the true value, sealed);
     the ε error pointed at a source file; a trend of 7 windows had 4 time labels; a version
     marker's label at the right edge ran off the chart."""
-    import dataclasses
 
     import pytest
 
     from ldptel.errors import ConfigError
     from ldptel.server.pages.status import Status, status_view
 
-    fakes = dataclasses.replace(camp("10s"), epsilon=None, privacy_mode="shuffled-fakes")
+    fakes = parse_campaign({"name": "c", "privacy_mode": "shuffled-fakes", "central_epsilon": 1.0,
+                            "batch_min": 1000, "domain_size": 4, "window": "10s"}, "campaigns[c]")
+    assert fakes.epsilon is None  # the true index, sealed
     view = status_view(Status(fakes, {}, 0, T0, 0, 0, 0, 0, None, None))
     assert view["epsilon"] == "∞ (the true value, sealed)"
     # 20,000 released reports of a shuffled campaign: not "Last update: never", not "last minute"
