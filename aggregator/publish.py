@@ -135,6 +135,8 @@ def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = Non
                     decoded_at=decoded_at, doc=None)
     if breakdown.releasable(campaign, acc):
         pub.doc, pub.arrays = document(campaign, window, acc, decoded_at, shuffled, batches)
+        if is_shuffled(campaign):  # messages dropped as replays (``aggregator.sealed``)
+            pub.doc["replayed_messages"] = store.replayed_messages(r, campaign, window)
         pub.doc_json = json.dumps(pub.doc, allow_nan=False)
     return pub
 
