@@ -88,3 +88,21 @@ def test_a_replayed_envelope_counts_once(redis_client: redis.Redis, redis_url: s
         assert kid not in ring.public and not redis_client.exists(record)
     finally:
         stack.close()
+
+
+def test_the_record_is_idempotent_per_release(redis_client: redis.Redis) -> None:
+    """A release decoded again (its worker died between the record and the commit) keeps its own
+    messages; another release holding them (a replay) gets none; the record expires at the key's
+    deletion."""
+    from ldptel.store import opened
+
+    encs = [os.urandom(32) for _ in range(5)]
+    first = opened.release_tag("{ldptel:c:0}:reports", b"1700000000000-1", b"r" * 16)
+    again = opened.release_tag("{ldptel:c:0}:reports", b"1700000000000-1", b"r" * 16)
+    replay = opened.release_tag("{ldptel:c:1}:reports", b"1700000000000-1", b"r" * 16)  # another shard
+    gone = time.time() + 3600
+    assert opened.claim(redis_client, 7, first, encs[:3], gone) == [True] * 3
+    assert opened.claim(redis_client, 7, again, encs, gone) == [True] * 5
+    assert opened.claim(redis_client, 7, replay, encs[::-1], gone) == [False] * 5
+    assert opened.claim(redis_client, 8, replay, encs[:1], None) == [True]  # another key: its own record
+    assert 3595 <= redis_client.ttl(keys.opened_key(7)) <= 3601 and redis_client.ttl(keys.opened_key(8)) == -1
