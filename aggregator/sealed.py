@@ -201,7 +201,9 @@ class SealedReleases:
             whole.sync()
         acc = whole
         rejected = failed + (m - good)
-        extra: list[Any] = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports]
+        # a release of replays only counted nothing: no batch of the window's claim
+        extra: list[Any] = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports] \
+            if reports or not replayed else []
         if replayed:
             extra += [f"{keys.REPLAYED_PREFIX}{window}:{bytes(first.release).hex()}", replayed]
         done = self.commit_release(slot, camp, window, ids, acc, rejected, extra, time.perf_counter() - t0)
