@@ -11,7 +11,9 @@ Rotation (``Keyring.ensure``, at the worker's start and every upkeep): when no k
 new one is made, current for ``key_rotation`` and accepted ``key_overlap`` longer; a private key
 is deleted ``key_overlap`` after it stopped being accepted (what was sealed to it and is still on
 its way through the shuffler has that long to be released and decoded) and its public half is
-withdrawn from Redis once it is no longer accepted.
+withdrawn from Redis once it is no longer accepted. The record of the messages opened with a key
+(``ldptel.store.opened``: what makes a replayed message count once) expires at that deletion
+(``forget_at``) and is deleted with the key.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ldptel import sealing
 from ldptel.campaigns.config import AnalyzerConfig
 from ldptel.credentials import data_dir
 from ldptel.durations import parse_duration
-from ldptel.store import analyzer_keys
+from ldptel.store import analyzer_keys, opened
 from ldptel.store.analyzer_keys import PublicKey
 from ldptel.store.redis_client import AnyRedis
 
@@ -76,12 +78,15 @@ class Keyring:
             self.load()
             if not any(at < k.current_until for k in self.public.values()):
                 self._create(at)
+            deleted = []
             for kid, key in list(self.public.items()):
                 if at >= key.accepted_until + self.overlap:
                     for suffix in (".key", ".json"):
                         (self.dir / f"{kid:08x}{suffix}").unlink(missing_ok=True)
                     del self.public[kid], self.private[kid]
+                    deleted.append(kid)
         if r is not None:
+            opened.forget(r, deleted)  # without r, the record expires at ``forget_at`` anyway
             self.publish(r, at)
 
     def _create(self, at: float) -> None:
@@ -107,6 +112,12 @@ class Keyring:
         live = [k for k in self.public.values() if at < k.accepted_until]
         stale = [kid for kid in analyzer_keys.read(r) if kid not in {k.key_id for k in live}]
         analyzer_keys.publish(r, live, stale)
+
+    def forget_at(self, key_id: int) -> float | None:
+        """Epoch s at which the private key of ``key_id`` is deleted (``accepted_until`` +
+        ``key_overlap``), None when it is not known."""
+        pub = self.public.get(key_id)
+        return None if pub is None else pub.accepted_until + self.overlap
 
     def key(self, key_id: int) -> X25519PrivateKey | None:
         """The private key of ``key_id`` (the directory read again once if it is not known)."""

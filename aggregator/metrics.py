@@ -15,6 +15,9 @@ REPORTS = Counter("ldptel_aggregator_reports", "Reports counted by the aggregato
 REJECTED = Counter("ldptel_aggregator_rejected_entries",
                    "Stream entries the aggregator could not decode (acknowledged, not counted).",
                    ["campaign"])
+REPLAYED = Counter("ldptel_aggregator_replayed_messages",
+                   "Sealed messages dropped because they had been opened before (re-posted under new "
+                   "batch ids: replays); each message is counted once.", ["campaign"])
 DECODE_SECONDS = Histogram("ldptel_aggregator_decode_seconds",
                            "Time to decode one read of a stream into accumulator deltas.",
                            ["campaign"], buckets=LATENCY_BUCKETS)

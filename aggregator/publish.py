@@ -128,13 +128,19 @@ def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = Non
     acc, n = store.load_accumulator(r, campaign, window)
     decoded_at = round(time.time() if now is None else now, 3)
     batches = None
+    replayed = 0
+    digest = state_digest(campaign, window, acc)
     if is_shuffled(campaign):
         batches = store.release_sizes(r, campaign, window)
         decoded_at = coarse_time(decoded_at, len(batches))
-    pub = Published(n=n, digest=state_digest(campaign, window, acc), config=config_digest(campaign),
-                    decoded_at=decoded_at, doc=None)
+        replayed = store.replayed_messages(r, campaign, window)  # dropped (``aggregator.sealed``)
+        if replayed:  # the document says it: so must its digest (the ETag, the body cache's key)
+            digest = hashlib.sha256(f"{digest}:replayed:{replayed}".encode()).hexdigest()
+    pub = Published(n=n, digest=digest, config=config_digest(campaign), decoded_at=decoded_at, doc=None)
     if breakdown.releasable(campaign, acc):
         pub.doc, pub.arrays = document(campaign, window, acc, decoded_at, shuffled, batches)
+        if is_shuffled(campaign):
+            pub.doc["replayed_messages"] = replayed
         pub.doc_json = json.dumps(pub.doc, allow_nan=False)
     return pub
 

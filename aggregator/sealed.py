@@ -7,8 +7,14 @@ A release reaches the analysis stream as ``release_parts`` entries (``shuffler.s
 to this consumer, never acknowledged) until it holds them all, then:
 
 1. opens every message with the key of ``key_id`` and the ``info`` of (campaign, version, window,
-   key id) (``sealing.open_all``; a message that does not open — tampered, or sealed under another
-   binding — is counted as rejected and left out);
+   key id) (``sealing.open_each``; a message that does not open — tampered, or sealed under another
+   binding — is counted as rejected and left out), and keeps each message once, ever
+   (``open_once``): the encapsulated keys (``enc``) of the messages it opened are recorded per
+   analyzer key in Redis (``ldptel.store.opened``), and a message whose ``enc`` another release
+   recorded (re-posted under a new batch id: a replay) or that a release holds twice is dropped and
+   counted (``replayed:<window>:<release id>``, the metric
+   ``ldptel_aggregator_replayed_messages``, a warning); the release's real reports are lowered by
+   the replays dropped;
 2. turns all plaintexts into the mechanism's columns with one ``np.frombuffer``
    (``mechanisms.rows.from_rows``) and drops rows the mechanism refuses (``valid_rows``: a device
    can put anything inside its ciphertext; the collector could not check it);
@@ -41,11 +47,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ldptel import keys, sealing
+from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator import retention
 from ldptel.aggregator.decoders.cells import CellAccumulator
 from ldptel.aggregator.decoders.fakes import FakesAccumulator
 from ldptel.mechanisms.rows import from_rows, row_dtype, select, valid_rows
 from ldptel.proto import ReportBatch, SealedBatch
+from ldptel.store import opened
 
 if TYPE_CHECKING:
     from ldptel.aggregator.decoders import Accumulator
@@ -77,8 +85,10 @@ class SealedReleases:
 
     def __init__(self, r: AnyRedis, consumer: str, idle_s: float,
                  private_key: Callable[[int], X25519PrivateKey | None], warn: Callable[[str], None],
-                 reject: Callable[[Slot, int, list[bytes]], int], commit: CommitRelease) -> None:
+                 reject: Callable[[Slot, int, list[bytes]], int], commit: CommitRelease,
+                 forget_at: Callable[[int], float | None] = lambda _key_id: None) -> None:
         self.r, self.consumer, self.idle_s = r, consumer, idle_s
+        self.forget_at = forget_at  # key id → epoch s of its deletion (``Keyring.forget_at``)
         self.private_key, self.warn, self.reject, self.commit_release = private_key, warn, reject, commit
         self.partial: dict[tuple[str, bytes], Partial] = {}
         self._warned: set[int] = set()
@@ -171,12 +181,17 @@ class SealedReleases:
             acc = whole.cell(whole.cells.cell_of({d.name: d.value for d in first.dimensions}))
         width = row_dtype(acc.mech).itemsize
         info = sealing.info(camp.name, version, int(first.window), int(first.key_id))
-        plain, failed = sealing.open_all([m for p in parts for m in p.messages], private, info, width)
+        plain, failed, replayed = self.open_once([m for p in parts for m in p.messages], private, info,
+                                                 width, opened.release_tag(slot.stream, _first_id(ids),
+                                                                           bytes(first.release)),
+                                                 int(first.key_id))
         cols, m = from_rows(acc.mech, plain)
         ok = valid_rows(acc.mech, cols, m)
         good = int(ok.sum())
         cols = select(cols, ok) if good < m else cols
-        reports = int(first.release_reports)
+        # the release's real reports less the replays dropped: exact when every message is one
+        # report (shuffled), a lower bound with fakes (a dropped envelope took its fakes along)
+        reports = max(int(first.release_reports) - replayed, 0)
         if isinstance(acc, FakesAccumulator):
             acc.add_release(cols, good, reports)
         else:
@@ -186,9 +201,41 @@ class SealedReleases:
             whole.sync()
         acc = whole
         rejected = failed + (m - good)
-        extra: list[Any] = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports]
-        return self.commit_release(slot, camp, window, ids, acc, rejected, extra,
-                                   time.perf_counter() - t0)
+        # a release of replays only counted nothing: no batch of the window's claim
+        extra: list[Any] = [f"{keys.RELEASE_PREFIX}{window}:{bytes(first.release).hex()}", reports] \
+            if reports or not replayed else []
+        if replayed:
+            extra += [f"{keys.REPLAYED_PREFIX}{window}:{bytes(first.release).hex()}", replayed]
+        done = self.commit_release(slot, camp, window, ids, acc, rejected, extra, time.perf_counter() - t0)
+        if replayed and done:
+            agg_metrics.REPLAYED.labels(camp.name).inc(replayed)
+            self.warn(f"aggregate: a release of {camp.name!r} (window {window}) held {replayed} "
+                      "messages opened before (replayed under new batch ids): dropped, counted once")
+        return done
+
+    def open_once(self, messages: list[bytes], private: X25519PrivateKey, info: bytes, width: int,
+                  tag: bytes, key_id: int) -> tuple[bytes, int, int]:
+        """Open ``messages`` and keep each message once, ever (``ldptel.store.opened``): the
+        plaintexts kept (concatenated), the messages that did not open, and the replays dropped
+        (opened before by another release, or twice in this one)."""
+        plain = sealing.open_each(messages, private, info, width)
+        first: dict[bytes, bytes] = {}  # enc → plaintext of its first copy
+        for message, p in zip(messages, plain, strict=True):
+            if p is not None:
+                first.setdefault(sealing.enc_of(message), p)
+        mine = opened.claim(self.r, key_id, tag, list(first), self.forget_at(key_id))
+        failed = sum(p is None for p in plain)
+        kept = [p for p, ok in zip(first.values(), mine, strict=True) if ok]
+        return b"".join(kept), failed, len(messages) - failed - len(kept)
+
+
+def _first_id(ids: list[bytes]) -> bytes:
+    """The smallest of stream entry ids ``<ms>-<seq>`` (a release's part 0: its ids are consecutive)."""
+    def order(e: bytes | str) -> tuple[int, int]:
+        ms, seq = (e.decode() if isinstance(e, bytes) else e).split("-")
+        return int(ms), int(seq)
+    low = min(ids, key=order)
+    return low if isinstance(low, bytes) else str(low).encode()
 
 
 def _part(batch: ReportBatch) -> SealedBatch | None:

@@ -88,6 +88,18 @@ def release_sizes(r: AnyRedis, campaign: Campaign, window: int) -> list[int]:
     return sorted(sizes)
 
 
+def replayed_messages(r: AnyRedis, campaign: Campaign, window: int) -> int:
+    """Sealed messages of ``window`` dropped as replays (``replayed:<window>:<release id>`` fields
+    of every shard's counts hash, ``aggregator.sealed``)."""
+    prefix = f"{keys.REPLAYED_PREFIX}{window}:".encode()
+    total = 0
+    for key in counts_keys(campaign):
+        fields = [f for f in cast(list[bytes], r.hkeys(key)) if f.startswith(prefix)]
+        if fields:
+            total += sum(int(v) for v in cast(list[bytes], r.hmget(key, fields)) if v is not None)
+    return total
+
+
 def decode_accumulator(campaign: Campaign, data: bytes, template: Accumulator | None = None) -> Accumulator:
     """Accumulator bytes of ``campaign`` back into an object (``ValueError`` if they do not fit
     the campaign's current parameters, e.g. a changed domain size)."""

@@ -108,6 +108,14 @@ Process-wide keys (no hash tag):
                                            (``ANALYZER_KEYS_KEY``; written by the aggregator,
                                            ``ldptel.store.analyzer_keys``; the private keys never leave
                                            its data directory).
+- ``ldptel:analyzer:opened:<key id hex>``  hash: the messages the aggregator opened with one analyzer
+                                           key (``opened_key``; ``ldptel.store.opened``): field = a
+                                           message's encapsulated key (``enc``, its first 32 bytes),
+                                           value = 8 bytes naming the release that counted it. A
+                                           message whose ``enc`` is there under another release is a
+                                           replay and is never counted again. It expires when the
+                                           key's private half is deleted (``accepted_until`` +
+                                           ``key_overlap``) and is deleted with it.
 - ``ldptel:aggregator:heartbeat``          hash, one field per running aggregator worker (its
                                            consumer name): ``"<beat ms> <last commit ms>
                                            <caught-up ms>"`` (``HEARTBEAT_KEY``; written by
@@ -149,6 +157,7 @@ N_PREFIX = "n:"
 ENTRIES_PREFIX = "entries:"
 UPDATED_PREFIX = "updated:"
 RELEASE_PREFIX = "rel:"  # rel:<window>:<release id> = real reports of one shuffled release
+REPLAYED_PREFIX = "replayed:"  # replayed:<window>:<release id> = messages of it dropped as replays
 SHUFFLE_DISCARDED = "discarded_reports"  # {…}:shuffled: shuffled* reports of windows below batch_min
 REJECTED = "rejected"
 EXPIRED_ENTRIES = "expired_entries"
@@ -170,6 +179,7 @@ SESSION_PREFIX = "ldptel:operator:session"
 AUTH_FAILURE_TAG = "{ldptel:authfail}"
 HEARTBEAT_KEY = "ldptel:aggregator:heartbeat"
 ANALYZER_KEYS_KEY = "ldptel:analyzer:keys"
+OPENED_PREFIX = "ldptel:analyzer:opened"
 SHUFFLER_HEARTBEAT_KEY = "ldptel:shuffler:heartbeat"
 REGISTRY_KEY = "{ldptel:registry}:campaigns"
 REGISTRY_REVISION_KEY = "{ldptel:registry}:revision"
@@ -179,6 +189,12 @@ REGISTRY_HISTORY_PREFIX = "{ldptel:registry}:history"
 def registry_history_key(campaign: str) -> str:
     """The history list of ``campaign`` (same hash tag as the registry: one script writes both)."""
     return f"{REGISTRY_HISTORY_PREFIX}:{campaign}"
+
+
+def opened_key(key_id: int | str) -> str:
+    """The ``enc`` of every message opened with analyzer key ``key_id`` (a u32; ``"*"`` in an ACL
+    pattern)."""
+    return f"{OPENED_PREFIX}:{key_id:08x}" if isinstance(key_id, int) else f"{OPENED_PREFIX}:{key_id}"
 
 
 def shard_of(batch_id: bytes, shards: int) -> int:

@@ -73,24 +73,37 @@ def seal(rows: Iterable[bytes], public: X25519PublicKey, info_bytes: bytes) -> l
     return [_SUITE.encrypt(row, public, info=info_bytes) for row in rows]
 
 
-def open_all(messages: Sequence[bytes], private: X25519PrivateKey, info_bytes: bytes,
-             row_bytes: int) -> tuple[bytes, int]:
-    """The plaintexts of ``messages`` concatenated, and how many did not open (a wrong length,
-    a failed tag: sealed under another key or ``info``, or tampered with); those are left out."""
-    good: list[bytes] = []
+def enc_of(message: bytes) -> bytes:
+    """The encapsulated key of a sealed message (its first ``ENC_BYTES``): drawn afresh for every
+    message, so it names the message (the aggregator refuses one it has opened before)."""
+    return message[:ENC_BYTES]
+
+
+def open_each(messages: Sequence[bytes], private: X25519PrivateKey, info_bytes: bytes,
+              row_bytes: int) -> list[bytes | None]:
+    """The plaintext of each of ``messages``, None for one that does not open (a wrong length, a
+    failed tag: sealed under another key or ``info``, or tampered with)."""
+    out: list[bytes | None] = []
     size = ciphertext_length(row_bytes)
-    bad = 0
     for message in messages:
         if len(message) != size:
-            bad += 1
+            out.append(None)
             continue
         try:
-            good.append(_SUITE.decrypt(message, private, info=info_bytes))
+            out.append(_SUITE.decrypt(message, private, info=info_bytes))
         except (InvalidTag, ValueError):
-            bad += 1
-    return b"".join(good), bad
+            out.append(None)
+    return out
 
 
-__all__ = ["ENC_BYTES", "INFO_LABEL", "SUITE_ID", "SUITE_NAME", "TAG_BYTES", "ciphertext_length", "info",
-           "key_id", "load_private", "load_public", "new_private", "open_all", "private_bytes",
-           "public_bytes", "seal"]
+def open_all(messages: Sequence[bytes], private: X25519PrivateKey, info_bytes: bytes,
+             row_bytes: int) -> tuple[bytes, int]:
+    """The plaintexts of ``messages`` concatenated, and how many did not open (``open_each``);
+    those are left out."""
+    opened = open_each(messages, private, info_bytes, row_bytes)
+    return b"".join(p for p in opened if p is not None), sum(p is None for p in opened)
+
+
+__all__ = ["ENC_BYTES", "INFO_LABEL", "SUITE_ID", "SUITE_NAME", "TAG_BYTES", "ciphertext_length", "enc_of",
+           "info", "key_id", "load_private", "load_public", "new_private", "open_all", "open_each",
+           "private_bytes", "public_bytes", "seal"]

@@ -18,6 +18,10 @@ finer than the campaign's window, a batch id, or the grouping of reports as a de
 - dedupe markers (``keys.seen_key``) hold ``"1"`` and expire at a multiple of max(window, 1 day),
   at least 7 days ahead; their name is the batch id by design: nothing else holds one, so it links
   to no report;
+- the aggregator's record of opened messages (``keys.opened_key``, one per analyzer key): every
+  field is a 32-byte encapsulated key (random, as in the message it begins), every value an 8-byte
+  release tag; it expires when the key's private half is deleted (a time of the key, not of a
+  report);
 - every other number in a report-related key, hash field, value or published JSON document that
   reads as an epoch time (seconds, milliseconds or minutes within 20 years of now) must be a
   multiple of the window; every TTL must be the marker's or an allowed one.
@@ -219,7 +223,8 @@ class Audit:
             self.hash(key, self.window(m["c"]), r"acc:\d+:.+")
         elif m and re.fullmatch(rf"counts{VERSIONED}", rest):
             self.hash(key, self.window(m["c"]), r"(n:\d+|entries:\d+|updated:\d+|rejected"
-                                                r"|expired_entries|expired_reports|rel:\d+:[0-9a-f]{32})")
+                                                r"|expired_entries|expired_reports|rel:\d+:[0-9a-f]{32}"
+                                                r"|replayed:\d+:[0-9a-f]{32})")
         elif m and rest in ("ingress_top", "reports_top"):  # the last id the collector wrote
             self.check_id(key, "last id", self.r.get(key), self.window(m["c"]))
         elif m and re.fullmatch(rf"published{VERSIONED}:\d+", rest):
@@ -229,6 +234,12 @@ class Audit:
             self.flag(key, "a release in progress (shuffler.release): the shuffler has not finished it")
         elif m and rest in ("metrics", "shuffled"):
             self.hash(key, self.window(m["c"]), r"[a-z_]+")
+        elif re.fullmatch(re.escape(keys.OPENED_PREFIX) + r":[0-9a-f]{8}", key):
+            for name, value in self.r.hgetall(key).items():
+                if len(name) != 32 or len(value) != 8:
+                    self.flag(key, f"a field of {len(name)} bytes or a value of {len(value)}: not an enc "
+                                   "and a release tag")
+            ttl_ok = True  # the key's deletion (accepted_until + key_overlap): no report's time
         elif key == keys.GLOBAL_METRICS_KEY:
             self.hash(key, 0, r".+")
         elif key == keys.REGISTRY_REVISION_KEY:

@@ -47,7 +47,8 @@ PUBLISHED = keys.published_key(CAMPAIGN, 0)
 # a value for every parameter name of a key function in ldptel.keys
 SAMPLE_ARGS: dict[str, Any] = {"campaign": "camp-1_x", "shard": 3, "window": 1_700_000_000, "version": 2,
                                "batch_id": b"\x01\xab", "token_id": "tok", "minute": 29_000_000,
-                               "kind": "addr", "digest": "0123abcd", "session_digest": "feed"}
+                               "kind": "addr", "digest": "0123abcd", "session_digest": "feed",
+                               "key_id": 0xfd6a0569}
 
 
 def sample_keys() -> dict[str, str]:
@@ -127,6 +128,7 @@ def test_who_touches_what(config_path: Path) -> None:
         keys.release_key("c", 1): {"shuffler"},  # a journaled release (shuffler.release)
         keys.release_batches_key("c", 1): {"shuffler"},
         keys.release_ids_key("c", 1): {"shuffler"},
+        keys.opened_key(0x1234): {"aggregator"},  # the messages opened per analyzer key
     }
     for key, roles in expect.items():
         assert granted(config_path, key) == roles, key

@@ -55,8 +55,8 @@ def mine(camp: Campaign, where: str) -> bool:
 
 
 def values_of(r: redis.Redis) -> list[tuple[str, bytes]]:
-    """Every value in the database: strings, hash fields, stream entry fields, and each message of
-    every serialized ``SealedBatch`` found there."""
+    """Every value in the database: strings, hash fields (names and values), stream entry fields,
+    and each message of every serialized ``SealedBatch`` found there."""
     out: list[tuple[str, bytes]] = []
     for raw in r.scan_iter(count=1000):
         key = raw.decode()
@@ -64,7 +64,9 @@ def values_of(r: redis.Redis) -> list[tuple[str, bytes]]:
         if kind == "string":
             out.append((key, r.get(key)))
         elif kind == "hash":
-            out += [(f"{key}[{f.decode()}]", v) for f, v in r.hgetall(key).items()]
+            for f, v in r.hgetall(key).items():  # a field name may be data (keys.opened_key: an enc)
+                name = f.decode(errors="backslashreplace")
+                out += [(f"{key}[{name}]", v), (f"{key}<{name}>", f)]
         elif kind == "stream":
             out += [(f"{key}#{eid.decode()}[{f.decode()}]", v) for eid, fields in r.xrange(key)
                     for f, v in fields.items()]

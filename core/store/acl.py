@@ -66,6 +66,7 @@ AUTH_FAILURE = keys.auth_failure_key(ANY, ANY)
 SESSION = keys.session_key(ANY)
 REGISTRY = (keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY)
 REGISTRY_HISTORY = keys.registry_history_key(ANY)  # the admin's alone
+OPENED = keys.opened_key(ANY)  # the messages opened per analyzer key (the aggregator's alone)
 
 
 @dataclass(frozen=True)
@@ -106,8 +107,9 @@ def roles(config: Config) -> list[Role]:
               "xpending", "xautoclaim", "xclaim", "xinfo|groups", "xinfo|consumers", "xtrim", "xlen",
               "hkeys", "hscan", "hget", "hmget", "hgetall", "hset", "hsetnx", "hdel", "hincrby", "hexists",
               "hstrlen",
-              "get", "set", "del"),
-             (STREAM, STATE, COUNTS, PUBLISHED, PUBLISH_CLAIM, keys.HEARTBEAT_KEY, keys.ANALYZER_KEYS_KEY)),
+              "get", "set", "del", "expireat"),
+             (STREAM, STATE, COUNTS, PUBLISHED, PUBLISH_CLAIM, keys.HEARTBEAT_KEY, keys.ANALYZER_KEYS_KEY,
+              OPENED)),
         Role("reader", "export API, pages, /healthz and /metrics, every process's registry reads: "
                        "published estimates and counters, never raw state or entries",
              ("get", "hget", "hmget", "hgetall", "hkeys", "hvals", "xlen"),

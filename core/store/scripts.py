@@ -330,7 +330,8 @@ return {r[1], #r[2]}
 # totals ``expired_reports`` (sum of n:<w>) and ``expired_entries`` (sum of entries:<w>).
 # Returns the number of fields deleted.
 EXPIRE_WINDOWS = """
-local gone, kinds = {}, {acc = true, n = true, entries = true, updated = true, rel = true}
+local gone, kinds = {}, {acc = true, n = true, entries = true, updated = true, rel = true,
+                     replayed = true}
 for _, w in ipairs(ARGV) do gone[w] = true end
 local deleted = 0
 for k = 1, 2 do
@@ -348,6 +349,32 @@ for k = 1, 2 do
   end
 end
 return deleted
+"""
+
+# Record the messages one sealed release opened with one analyzer key (ldptel.store.opened): each
+# encapsulated key (enc) not yet recorded is recorded for this release; one recorded for this release
+# before (the same release decoded again after a worker died before its commit) is still its own;
+# one recorded for another release is a replay. Idempotent per release, so exactly once without
+# sharing the commit's hash tag.
+# KEYS[1] the key's record (keys.opened_key); ARGV[1] the release's tag, ARGV[2] epoch s at which
+# the record expires (the key's deletion: the same for every call of one key; '' for none), then
+# the encs
+# Returns one character per enc: '1' this release's, '0' a replay.
+OPENED_CLAIM = """
+local out = {}
+for i = 3, #ARGV do
+  local cur = redis.call('HGET', KEYS[1], ARGV[i])
+  if not cur then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[1])
+    out[#out + 1] = '1'
+  elseif cur == ARGV[1] then
+    out[#out + 1] = '1'
+  else
+    out[#out + 1] = '0'
+  end
+end
+if ARGV[2] ~= '' and #out > 0 then redis.call('EXPIREAT', KEYS[1], ARGV[2]) end
+return table.concat(out)
 """
 
 # Move the counters a state hash held before they got their own hash (keys.counts_key): sums
@@ -379,7 +406,7 @@ SOURCES: dict[str, str] = {
     "AUTH_FAILURE": AUTH_FAILURE,
     "READ_WINDOW": READ_WINDOW, "COMMIT": COMMIT, "PUBLISH": PUBLISH, "PUBLISH_CLAIM": PUBLISH_CLAIM,
     "REGISTRY_PUT": REGISTRY_PUT, "DELCONSUMER": DELCONSUMER, "AUTOCLAIM": AUTOCLAIM,
-    "EXPIRE_WINDOWS": EXPIRE_WINDOWS, "MOVE_COUNTERS": MOVE_COUNTERS,
+    "EXPIRE_WINDOWS": EXPIRE_WINDOWS, "MOVE_COUNTERS": MOVE_COUNTERS, "OPENED_CLAIM": OPENED_CLAIM,
     "RELEASE_BEGIN": release_scripts.RELEASE_BEGIN, "RELEASE_STAGE": release_scripts.RELEASE_STAGE,
     "RELEASE_COMMIT": release_scripts.RELEASE_COMMIT, "RELEASE_ABORT": release_scripts.RELEASE_ABORT,
     "RELEASE_STEP": release_scripts.release_step(_NEXT_ID + _GROUP_DONE),
