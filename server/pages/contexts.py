@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import current_app, render_template
+from flask import render_template
 from markupsafe import Markup
 
 from ldptel.campaigns.config import Campaign
@@ -42,7 +42,6 @@ TOP_N = 25  # items shown before "show all"
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 CDF_POINTS = 512  # points of the CDF line and band on the chart
 MAX_WINDOWS = 500  # newest windows offered in the selector
-RATES_EXTENSION = "ldptel_ingest_rates"  # app.extensions key of the app's ``IngestRates``
 
 
 PAIR = re.compile(r"(\d{1,12})-v(\d{1,9})")  # a (window, version) of the selector: "1700000000-v1"
@@ -110,9 +109,9 @@ def window_options(c: Campaign, a: PageArgs, counts: Mapping[int, int]) -> list[
 
 
 def status(c: Campaign) -> Status:
-    """``campaign_status`` with this app's ingest-rate readings."""
+    """``campaign_status`` with this process's ingest-rate readings (its probe's)."""
     older = [v for v in state().config.versions(c.name) if v.version != c.version]
-    return campaign_status(state().redis, c, current_app.extensions[RATES_EXTENSION], older=older,
+    return campaign_status(state().redis, c, state().probe.ingest_rates(), older=older,
                            shuffled=state().config.shuffler.enabled)
 
 
