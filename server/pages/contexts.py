@@ -18,7 +18,7 @@ from flask import render_template
 from markupsafe import Markup
 
 from ldptel.campaigns.config import Campaign
-from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
+from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS, UNIQUE_LABELS
 from ldptel.privacy.modes import is_shuffled
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
@@ -154,6 +154,27 @@ def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
             "breakdown": breakdown_context(c, doc, a.compare)}
 
 
+def unique_devices_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
+    """What a ``unique_devices`` campaign estimates: the devices with the event in the window (the
+    item ``at_least_once`` of ``export.estimates``, with its 95% CI), and that as a share of the
+    reporting devices (issue 35: the page drew the two GRR items, ``none`` and ``at_least_once``,
+    as a two-bar histogram); the breakdown of a campaign with dimensions."""
+    by = {"by": ",".join(c.dimensions.names)} if c.dimensions is not None else {}
+    doc = export.estimates(c, window, by)
+    row = next(it for it in doc["items"] if it["value"] == UNIQUE_LABELS[1])
+    n = max(int(doc.get("n_reports") or 0), 1)
+
+    def share(x: float | None) -> float | None:
+        return None if x is None else x / n
+
+    cols = ("estimate", "std_error", "ci_low", "ci_high")
+    return {"devices": {k: row[k] for k in (*cols, "estimate_normalized")},
+            "share": {k: share(row[k]) for k in cols},
+            # the raw estimate is unbiased and may leave [0, reports]; Norm-Sub's stays inside
+            "outside": not 0 <= (row["estimate"] or 0) <= n,
+            "breakdown": breakdown_context(c, doc, a.compare)}
+
+
 def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
     """Rows and bar chart of ``queries.heavy_hitters`` (every string the walk kept)."""
     doc = queries.heavy_hitters(c, window, {})
@@ -193,7 +214,7 @@ def range_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
 
 CONTENT: dict[str, Callable[[Campaign, int, PageArgs], dict[str, Any]]] = {
     "frequency": frequency_context, "heavy_hitters": heavy_hitters_context, "range": range_context,
-    "numeric": numeric_context}
+    "numeric": numeric_context, "unique_devices": unique_devices_context}
 # (campaign, window, publication digest, page arguments) → the rendered content fragment
 _contents: dict[tuple[str, int, str, str], Markup] = {}
 CONTENTS_KEPT = 128
@@ -291,7 +312,7 @@ def add_content(ctx: dict[str, Any]) -> dict[str, Any]:
             if key not in _contents:
                 if len(_contents) >= CONTENTS_KEPT:
                     _contents.pop(next(iter(_contents)), None)
-                ctx["content"] = CONTENT[c.estimate_kind](c, ctx["window"], ctx["a"])
+                ctx["content"] = CONTENT.get(c.kind, CONTENT[c.estimate_kind])(c, ctx["window"], ctx["a"])
                 _contents[key] = Markup(render_template("operator_content.html", **ctx))
             ctx["content_html"] = _contents[key]
             return ctx
