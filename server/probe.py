@@ -191,13 +191,16 @@ class Probe:
             pipe.xlen(keys.ingress_key(name, s))
             pipe.hget(keys.counts_key(name, s, versions[name]), f"{keys.N_PREFIX}{last[name]}")
             pipe.hvals(keys.ingress_groups_key(name, s))
+            # the reports the shuffler discarded: the pages' accepted count is net of them (``tally.summary``)
+            pipe.hget(keys.shuffle_metrics_key(name, s), keys.SHUFFLE_DISCARDED)
         res: list[Any] = pipe.execute()
         bound = self._config().shuffler.max_ingress_batches
         per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0, "ingress_entries": 0,
                                                    "ingress_shard_max": 0, "last_window_reports": 0,
                                                    "ingress_group_max": 0, "ingress_groups_full": 0,
                                                    "min_reports": c.min_reports} for c in campaigns}
-        n = 5  # replies per shard
+        n = 6  # replies per shard
+        discarded = {c.name: 0 for c in campaigns}
         for i, (name, _) in enumerate(shards):
             for k, v in res[3 + n * i].items():
                 per[name][k.decode()] = per[name].get(k.decode(), 0) + int(v)
@@ -209,9 +212,10 @@ class Probe:
             groups = [int(v) for v in res[7 + n * i]]  # entries per (version, window, cell) group
             per[name]["ingress_group_max"] = max([per[name]["ingress_group_max"], *groups])
             per[name]["ingress_groups_full"] += sum(g >= bound for g in groups)
+            discarded[name] += int(res[8 + n * i] or 0)
         for c in campaigns:  # the pages' ingest rates (module doc); none of a shuffled campaign
             if not is_shuffled(c):
-                self.rates.record(c.name, per[c.name].get(keys.ACCEPTED_REPORTS, 0), now)
+                self.rates.record(c.name, per[c.name].get(keys.ACCEPTED_REPORTS, 0) - discarded[c.name], now)
         return Snapshot(taken=now, redis_ok=True, read_at=now, beats=heartbeat.parse(res[1]),
                         shuffler_beats=heartbeat.parse(res[2]),
                         global_counters={k.decode(): v.decode() for k, v in res[0].items()},
