@@ -738,6 +738,7 @@ def test_ingest_rate_in_a_worker_never_asked_before(redis_url: str, tmp_path: Pa
     assert shown.endswith(" reports/s"), shown  # was "measuring…"
     rate = float(shown.removesuffix(" reports/s").replace(",", ""))
     # 400 reports since b's first reading (at its start, before them), from 2 s to `elapsed` ago
+    print(f"first view of a second worker: {shown} (400 reports, {elapsed:.1f} s after its start)")
     assert 400 / elapsed * 0.95 <= rate <= 400 / 2.0 * 1.05, shown
 
 
