@@ -12,11 +12,13 @@
     api.estimates("checkout", by="platform,arm", compare="treatment")["differences"]
     api.table("checkout", by="platform")    # format=parquet as a pandas DataFrame (or as_="arrow")
 
-Every document method takes ``window`` (``"latest"``, the default: the newest released window
-that has ended, ``"current"``: the window in progress; every document says ``complete``,
-or a window start) and ``version`` (``"latest"``, a number, or ``"all"`` where the endpoint
-takes it) and returns the endpoint's JSON document (``GET /v1/campaigns/<name>/…``; docs/http-api.md
-lists every key).
+Every document method takes ``window`` (None, the default: the server's, ``latest`` for a
+campaign with windows and the one window of a ``window = "all"`` campaign; ``"latest"``: the
+newest released window that has ended, a 409 ``no_complete_window`` ``ExportError`` on a
+``window = "all"`` campaign, whose one window never ends; ``"current"``: the window in
+progress; every document says ``complete``; or a window start) and ``version`` (``"latest"``,
+a number, or ``"all"`` where the endpoint takes it) and returns the endpoint's JSON document
+(``GET /v1/campaigns/<name>/…``; docs/http-api.md lists every key).
 
 ``series`` returns the long-form rows of ``GET /v1/campaigns/<name>/series`` (dicts with
 ``window_start``, ``window``, ``version``, ``item``, ``estimate``, ``std_error``, ``ci_low``,
@@ -126,7 +128,7 @@ class Client:
                        {"from": _when(start), "to": _when(end), "version": version})
         return list(doc["windows"])
 
-    def estimates(self, name: str, window: int | str = "latest", version: Version = None,
+    def estimates(self, name: str, window: int | str | None = None, version: Version = None,
                   by: str | Iterable[str] | None = None, compare: str | None = None) -> Document:
         """The estimate document of one window (frequency campaigns): ``items`` with
         ``value``, ``estimate``, ``std_error``, ``ci_low``, ``ci_high``, ``estimate_normalized``;
@@ -135,7 +137,7 @@ class Client:
         experiment, with ``by`` holding it): ``differences`` against the control."""
         return self._doc(name, "estimates", window, version, by=_names(by), compare=compare)
 
-    def mean(self, name: str, window: int | str = "latest", version: Version = None,
+    def mean(self, name: str, window: int | str | None = None, version: Version = None,
              by: str | Iterable[str] | None = None, compare: str | None = None) -> Document:
         """The mean document of a numeric campaign: ``mean`` and ``sum``, each with
         ``estimate``, ``std_error``, ``ci_low``, ``ci_high`` (``by``, ``compare``: as
@@ -154,24 +156,24 @@ class Client:
         if what == "series":
             params.update({"from": _when(start), "to": _when(end)})
         else:
-            params["window"] = "latest" if window is None else window
+            params["window"] = window  # None: the server's default
         data = self.get_bytes(self._campaign(name, what), params)
         table = _module("pyarrow.parquet", "table").read_table(io.BytesIO(data))
         return table if as_ == "arrow" else table.to_pandas()
 
-    def heavy_hitters(self, name: str, k: int | None = None, window: int | str = "latest",
+    def heavy_hitters(self, name: str, k: int | None = None, window: int | str | None = None,
                       version: Version = None) -> Document:
         """The ``k`` most frequent strings of a heavy-hitter campaign (``items``: ``value``,
         ``estimate``, ``std_error``, ``ci_low``, ``ci_high``), most frequent first."""
         return self._doc(name, "heavy-hitters", window, version, k=k)
 
-    def range(self, name: str, lo: int, hi: int, window: int | str = "latest",
+    def range(self, name: str, lo: int, hi: int, window: int | str | None = None,
               version: Version = None) -> Document:
         """Devices with a value in [``lo``, ``hi``] of a range campaign: ``estimate``,
         ``std_error``, ``ci_low``, ``ci_high``."""
         return self._doc(name, "range", window, version, lo=lo, hi=hi)
 
-    def quantiles(self, name: str, q: Iterable[float] = (0.5, 0.9, 0.99), window: int | str = "latest",
+    def quantiles(self, name: str, q: Iterable[float] = (0.5, 0.9, 0.99), window: int | str | None = None,
                   version: Version = None) -> Document:
         """Quantiles of a range campaign (``items``: ``q``, ``value``, ``ci_low``, ``ci_high``)."""
         return self._doc(name, "quantiles", window, version, q=",".join(map(str, q)))
@@ -181,7 +183,8 @@ class Client:
         ``superseded_at``, ``accepted_until``, ``n_reports``, ``config``)."""
         return dict(self.get(self._campaign(name, "versions")))
 
-    def _doc(self, name: str, what: str, window: int | str, version: Version, **params: Any) -> Document:
+    def _doc(self, name: str, what: str, window: int | str | None, version: Version,
+             **params: Any) -> Document:
         query = {"window": window, "version": version, **params}
         return dict(self.get(self._campaign(name, what), query))
 

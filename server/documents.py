@@ -10,7 +10,9 @@ start from:
   is the newest *ended* released window (``latest_released``: the window is over, enough reports,
   published), never the window in progress, so a client polling ``latest`` only ever stores
   complete windows (issue 35); ``current`` is the window in progress (the pages show it apart);
-  a campaign with ``window = "all"`` has one window, 0, which never ends;
+  a campaign with ``window = "all"`` has one window, 0, which never ends: ``current`` and no
+  ``window=`` answer it (``complete: false``), an explicit ``latest`` answers 409
+  ``no_complete_window`` (``no_window_ends``), so ``latest`` never answers a window in progress;
 - ``load_released(campaign, window)``: the window's start and its publication
   (``ldptel.store.published``: the document the aggregator decoded, tagged with the report
   count and state digest it was decoded from), or ``ApiError`` 400 ``bad_window``, 409
@@ -63,8 +65,8 @@ Params = Mapping[str, str]  # a document's query parameters (e.g. ``request.args
 __all__ = ["FORMATS", "WINDOW_COLUMNS", "WITH_PARQUET", "Params", "Published", "Window",
            "conditional_response", "csv_bool", "csv_cell", "csv_text", "document_csv", "finite_row",
            "format_param", "json_text", "latest_released", "window_complete", "with_complete",
-           "load_released", "not_modified", "read_published", "read_published_many", "request_published",
-           "require_kind", "resolve_window"]
+           "load_released", "no_window_ends", "not_modified", "read_published", "read_published_many",
+           "request_published", "require_kind", "resolve_window"]
 
 
 # (campaign, version, window) → its last publication read
@@ -211,13 +213,32 @@ def coarse_waiting(campaign: Campaign, waiting: int) -> int:
     return waiting // mode.batch_min * mode.batch_min
 
 
+ONE_WINDOW_MESSAGE = ('this campaign has window = "all": one window, which never ends, so none is complete; '
+                      'its one window is window=current (also what no window= answers), complete: false')
+
+
+def no_window_ends(campaign: Campaign, n: int | None = None) -> ApiError:
+    """The 409 ``no_complete_window`` of ``window=latest`` on a campaign with ``window = "all"``:
+    its one window never ends, so ``latest`` (the newest *ended* window) has nothing to answer,
+    and a client polling ``latest`` never receives ``complete: false`` (issue 35); the detail
+    points at ``window=current``."""
+    detail: dict[str, Any] = {"window": 0, "current": "window=current", "message": ONE_WINDOW_MESSAGE}
+    if n is not None:
+        detail.update(n_reports=n, min_reports=campaign.min_reports)
+    return ApiError(409, "no_complete_window", detail)
+
+
 def load_released(campaign: Campaign, window: Window) -> tuple[int, Published]:
     """(window start, publication) of ``window`` (``resolve_window``) once it holds at least
-    ``min_reports`` reports; ``ApiError`` 400 ``bad_window``, 409 ``below_threshold`` (with
+    ``min_reports`` reports; ``ApiError`` 400 ``bad_window``, 409 ``no_complete_window`` (``latest``
+    while no window has ended with estimates, or ever on a ``window = "all"`` campaign:
+    ``no_window_ends``), 409 ``below_threshold`` (with
     ``waiting``: reports accepted and not yet counted, for the window in progress; in whole
     ``batch_min`` units for a shuffled campaign, ``coarse_waiting``) or 503
     ``not_yet_published``."""
     st = state()
+    if str(window) == "latest" and not campaign.window_seconds:
+        raise no_window_ends(campaign, tally.window_count(st.redis, campaign, 0))
     try:
         start = resolve_window(campaign, window)
     except tally.WindowError as exc:

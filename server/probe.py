@@ -9,12 +9,21 @@ A reading is a PING and one pipelined round trip, on a client of its own with
 thread is reading, else returns the last one at once. A failed reading keeps the last-known
 counters and heartbeats, marked ``redis_ok=False``; a snapshot older than ``STALE_S`` (a reader
 is stuck) counts as Redis not answering.
+
+Each successful reading also feeds ``Probe.rates`` (``IngestRates``) with every local
+campaign's accepted-reports counter, so every worker process holds readings of the last minute
+from the moment it starts, whether or not a page was asked of it: the operator pages' ingest rate
+is a real number in any worker (issue 35: a worker not asked before showed "measuring…", 47 s
+after the last report). The readings stay in this process's memory (nothing is written to Redis)
+and are of the collector's cumulative counter, never of a report; campaigns in a shuffled privacy
+mode are not read into them (their counts move by whole releases; issue 36).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -26,6 +35,7 @@ from redis.retry import Retry
 
 from ldptel import keys
 from ldptel.campaigns.config import Config
+from ldptel.privacy.modes import is_shuffled
 from ldptel.server.background import ProcessThread
 from ldptel.store import heartbeat, tally
 from ldptel.store.redis_client import AnyRedis, connect
@@ -33,6 +43,11 @@ from ldptel.store.redis_client import AnyRedis, connect
 PROBE_TIMEOUT_S = 0.5
 REFRESH_S = 1.0
 STALE_S = 3.0
+RATE_GAP_S = 2.0  # readings kept at least this far apart
+RATE_SPAN_S = 60.0  # the rate covers about this much
+RATE_SLACK_S = 5.0
+RATE_READINGS = 64  # readings kept per campaign (at RATE_GAP_S: about two minutes)
+RATE_FORGET_S = 3600.0  # readings older than this are dropped
 
 
 @dataclass(frozen=True)
@@ -55,11 +70,52 @@ def last_ended_window(campaign: Any, now: float) -> int:
     return 0 if not length else tally.current_window(campaign, now) - length
 
 
+class IngestRates:
+    """Per-campaign readings (time, accepted reports) of the collector's counter, newest first,
+    at least ``RATE_GAP_S`` apart (thread-safe). Fed by ``Probe``'s background reading every
+    ``REFRESH_S`` and by each status read of the pages."""
+
+    def __init__(self) -> None:
+        self._readings: dict[str, deque[tuple[float, int]]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, name: str, accepted: int, now: float) -> None:
+        """Keep the reading ``accepted`` at ``now`` if the newest kept one is ``RATE_GAP_S`` old
+        (a reading older than the newest kept one is ignored); forget readings over
+        ``RATE_FORGET_S`` old."""
+        with self._lock:
+            self._record(name, accepted, now)
+
+    def _record(self, name: str, accepted: int, now: float) -> deque[tuple[float, int]]:
+        readings = self._readings.setdefault(name, deque(maxlen=RATE_READINGS))
+        while readings and now - readings[-1][0] > RATE_FORGET_S:
+            readings.pop()
+        if not readings or now - readings[0][0] >= RATE_GAP_S:
+            readings.appendleft((now, accepted))
+        return readings
+
+    def rate(self, name: str, accepted: int, now: float) -> float | None:
+        """Record the reading ``accepted`` at ``now`` (as ``record``) and return
+        (accepted − c₀) / (now − t₀) for the oldest kept reading (t₀, c₀) from ``RATE_GAP_S`` to
+        ``RATE_SPAN_S`` (+ slack) ago, or else the newest one older than that; None while there
+        is none."""
+        with self._lock:
+            readings = self._record(name, accepted, now)
+            older = [(t, c) for t, c in readings if RATE_GAP_S <= now - t <= RATE_SPAN_S + RATE_SLACK_S]
+            if not older:
+                older = [(t, c) for t, c in readings if now - t >= RATE_GAP_S][:1]
+        if not older:
+            return None
+        t0, c0 = min(older)
+        return max(0.0, (accepted - c0) / (now - t0))
+
+
 class Probe:
     """Cached reads of Redis for the health and metrics endpoints (thread-safe)."""
 
     def __init__(self, config: Callable[[], Config], redis_url: str) -> None:
         self._config = config  # the current snapshot (``registry.Live``)
+        self.rates = IngestRates()  # the pages' ingest rates, fed by every reading
         self.redis_url = redis_url
         self._client: AnyRedis | None = None
         self._snap: Snapshot | None = None
@@ -73,6 +129,12 @@ class Probe:
                                    socket_connect_timeout=PROBE_TIMEOUT_S, retry=Retry(NoBackoff(), 0),
                                    health_check_interval=0)
         return self._client
+
+    def ingest_rates(self) -> IngestRates:
+        """``rates``, with this process's reading thread running (it starts on first use after a
+        fork)."""
+        self._thread.ensure()
+        return self.rates
 
     def snapshot(self, max_age: float = REFRESH_S) -> Snapshot:
         """The last snapshot, read again first if it is older than ``max_age`` and no other
@@ -129,13 +191,16 @@ class Probe:
             pipe.xlen(keys.ingress_key(name, s))
             pipe.hget(keys.counts_key(name, s, versions[name]), f"{keys.N_PREFIX}{last[name]}")
             pipe.hvals(keys.ingress_groups_key(name, s))
+            # the reports the shuffler discarded: the pages' accepted count is net of them (``tally.summary``)
+            pipe.hget(keys.shuffle_metrics_key(name, s), keys.SHUFFLE_DISCARDED)
         res: list[Any] = pipe.execute()
         bound = self._config().shuffler.max_ingress_batches
         per: dict[str, dict[str, int]] = {c.name: {"stream_entries": 0, "ingress_entries": 0,
                                                    "ingress_shard_max": 0, "last_window_reports": 0,
                                                    "ingress_group_max": 0, "ingress_groups_full": 0,
                                                    "min_reports": c.min_reports} for c in campaigns}
-        n = 5  # replies per shard
+        n = 6  # replies per shard
+        discarded = {c.name: 0 for c in campaigns}
         for i, (name, _) in enumerate(shards):
             for k, v in res[3 + n * i].items():
                 per[name][k.decode()] = per[name].get(k.decode(), 0) + int(v)
@@ -147,6 +212,10 @@ class Probe:
             groups = [int(v) for v in res[7 + n * i]]  # entries per (version, window, cell) group
             per[name]["ingress_group_max"] = max([per[name]["ingress_group_max"], *groups])
             per[name]["ingress_groups_full"] += sum(g >= bound for g in groups)
+            discarded[name] += int(res[8 + n * i] or 0)
+        for c in campaigns:  # the pages' ingest rates (module doc); none of a shuffled campaign
+            if not is_shuffled(c):
+                self.rates.record(c.name, per[c.name].get(keys.ACCEPTED_REPORTS, 0) - discarded[c.name], now)
         return Snapshot(taken=now, redis_ok=True, read_at=now, beats=heartbeat.parse(res[1]),
                         shuffler_beats=heartbeat.parse(res[2]),
                         global_counters={k.decode(): v.decode() for k, v in res[0].items()},

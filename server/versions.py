@@ -43,6 +43,7 @@ from ldptel.server.documents import (
     format_param,
     json_text,
     load_released,
+    no_window_ends,
     not_modified,
     resolve_window,
     window_complete,
@@ -139,6 +140,8 @@ def combined(name: str, window: str | None) -> tuple[dict[str, Any], str]:
     if latest.kind != "frequency":
         raise BadParameter("version", f"'all' combines frequency campaigns; {name!r} is {latest.kind}")
     base = resolve_version(name, None)  # the latest version with reports: its domain and window
+    if str(window) == "latest" and not base.window_seconds:
+        raise no_window_ends(base)
     try:
         start = resolve_window(base, window)
     except tally.WindowError as exc:

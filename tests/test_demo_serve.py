@@ -56,6 +56,7 @@ def test_demo_exit_prints_table() -> None:
 
 
 POLLED = ("demo-olh", "demo-grr", "demo-search", "demo-session-seconds")  # 10 s windows each
+ONE_WINDOW = "demo-sealed"  # window = "all": its one window never ends, so `latest` has none
 LATEST_PATHS = {"demo-search": "heavy-hitters", "demo-session-seconds": "mean"}
 
 
@@ -63,7 +64,9 @@ def test_demo_keeps_running_and_serves_the_export_api() -> None:
     """Issue 35: a data team polling ``window=latest`` every 5 s while the demo's devices report
     never receives a window in progress: every document is ``complete``, its window has ended
     when it is answered (JSON and CSV), and the window in progress is ``window=current``,
-    ``complete: false``."""
+    ``complete: false``. ``demo-sealed`` (``window = "all"``: one window that never ends) answers
+    ``latest`` with 409 ``no_complete_window`` pointing at ``window=current`` (it answered its one
+    window, ``complete: false``)."""
     port = free_port()
     cmd = [sys.executable, "-m", "ldptel.commands.cli", "demo", "--users", "2000", "--port", str(port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -82,11 +85,15 @@ def test_demo_keeps_running_and_serves_the_export_api() -> None:
         answered: dict[str, set[int]] = {name: set() for name in POLLED}
         polls = 0
         for _ in range(7):  # 30 s: three windows end
-            for name in POLLED:
-                path = f"/v1/campaigns/{name}/{LATEST_PATHS.get(name, 'estimates')}"
+            for name in (*POLLED, ONE_WINDOW):
+                path = f"/v1/campaigns/{name}/{LATEST_PATHS.get(name, 'estimates')}?window=latest"
                 asked = time.time()
                 status, doc = get_json(url, path, token)
                 polls += 1
+                if name == ONE_WINDOW:  # never its one window, which never ends
+                    assert status == 409 and doc["error"] == "no_complete_window", (status, doc)
+                    assert doc["detail"]["window"] == 0 and "window=current" in doc["detail"]["message"]
+                    continue
                 if status == 409:  # before the first window has ended: never the window in progress
                     assert doc["error"] == "no_complete_window", doc
                     continue
@@ -105,8 +112,14 @@ def test_demo_keeps_running_and_serves_the_export_api() -> None:
             assert doc["complete"] is False and doc["window"] + 10 > time.time() - 1
         else:
             assert status in (409, 503), doc
+        status, doc = get_json(url, f"/v1/campaigns/{ONE_WINDOW}/estimates?window=current", token)
+        if status == 200:  # its one window, once released in whole batches: never complete
+            assert doc["complete"] is False and doc["window"] == 0, doc
+        else:
+            assert status in (409, 503), doc
         print(f"{polls} polls of window=latest: windows answered per campaign "
-              f"{ {k: len(v) for k, v in answered.items()} }, none in progress")
+              f"{ {k: len(v) for k, v in answered.items()} }, none in progress; {ONE_WINDOW}: 409 "
+              f"no_complete_window at every poll, window=current answered {status}")
         assert all(len(v) >= 2 for v in answered.values()), answered  # it moved on as windows ended
         proc.send_signal(signal.SIGINT)
         # the shuffler and aggregator finish their current step first (a cold numba cache: seconds)

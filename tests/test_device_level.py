@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, signed_in, write_config
+from agg_support import INGEST_TOKEN, HttpStack, shuffle_once, signed_in, write_config, xadd_batches
+from browser_support import artifacts
+from test_operator_pages import browser, signed_in_page  # noqa: F401  (fixture)
 
 from ldptel.aggregator.worker import Worker
 from ldptel.campaigns.config import ConfigError, parse_campaign
@@ -124,6 +126,52 @@ def test_ten_thousand_simulated_devices(stack, redis_client: redis.Redis, tmp_pa
     assert status == 200 and "devices report a window once it has ended" in page.decode()
     status, _, listing = s.request("GET", "/", headers=cookie)
     assert status == 200 and "reported after the window ends" in listing.decode()
+
+
+@pytest.fixture(scope="module")
+def device_level_shots() -> Path:
+    return artifacts("device-level-screenshots")
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_unique_devices_page_shows_the_devices_with_their_interval(
+        browser, stack, redis_client: redis.Redis, device_level_shots: Path, width: int) -> None:  # noqa: F811
+    """Issue 35: a ``unique_devices`` campaign's page drew the two GRR items (``none``,
+    ``at_least_once``) as a two-bar histogram; it shows what the campaign estimates, the devices
+    with the event with their 95% interval and share, and the trend draws that one line."""
+    cfg, s = stack
+    camp = cfg.campaign("crash-seen")
+    day = int(time.time()) // DAY * DAY - DAY
+    rng = np.random.default_rng(35)
+    values = rng.permutation(np.r_[np.ones(2000, dtype=int), np.zeros(4000, dtype=int)])  # 2,000 of 6,000
+    xadd_batches(redis_client, camp, [camp.mechanism().encode_batch(values[i:i + 500], rng=rng,
+                                                                    campaign=camp.name)
+                                      for i in range(0, len(values), 500)], window=day)
+    Worker(cfg, redis_client, log=lambda _m: None).run(once=True)
+    truth = estimate(s, "crash-seen", day)["at_least_once"]
+    assert abs(truth["estimate"] - 2000) < 4 * truth["std_error"], truth
+    ctx, page = signed_in_page(browser, s, width)
+    try:
+        page.goto(f"/campaigns/crash-seen?window={day}")
+        panel = page.locator('section[data-kind="unique_devices"]')
+        assert panel.count() == 1
+        shown = panel.locator('[data-stat="unique-devices"] [data-col="estimate"]')
+        assert float(shown.get_attribute("data-raw")) == truth["estimate"]
+        assert shown.inner_text() == f"{truth['estimate']:,.0f}"
+        interval = panel.locator('[data-stat="unique-devices"] [data-col="interval"]')
+        assert (float(interval.get_attribute("data-low")), float(interval.get_attribute("data-high"))) == \
+            (truth["ci_low"], truth["ci_high"])
+        share = panel.locator('tr[data-statistic="share"] td[data-col="estimate"]').inner_text()
+        assert share == f"{100 * truth['estimate'] / 6000:.1f}%", share
+        # no histogram of the two GRR items: no bar chart, no "none" row
+        assert page.locator("svg.chart.bars").count() == 0
+        assert "none" not in [t.strip() for t in panel.locator("td").all_inner_texts()]
+        legend = page.locator("section.trend ul.legend li").all_inner_texts()
+        assert legend == ["devices with the event"], legend  # one line: what it estimates
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        page.screenshot(path=str(device_level_shots / f"unique-devices-{width}.png"), full_page=True)
+    finally:
+        ctx.close()
 
 
 def test_real_devices_send_one_report_per_window(stack, redis_client: redis.Redis, tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ LOCAL = {"name": "diff-local", "oracle": "grr", "epsilon": 8.0, "domain_size": D
 
 
 def counts(stack: HttpStack, name: str) -> tuple[np.ndarray, dict, str]:
-    status, headers, body = stack.get(f"/v1/campaigns/{name}/estimates?window=latest")
+    status, headers, body = stack.get(f"/v1/campaigns/{name}/estimates?window=current")
     assert status == 200, body
     doc = json.loads(body)
     return np.array([row["estimate"] for row in doc["items"]]), doc, headers.get("etag", "")

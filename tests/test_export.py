@@ -133,8 +133,17 @@ def test_export_contract(redis_client: redis.Redis, redis_url: str, tmp_path: Pa
             assert [float(x) for x in row[1:len(ITEM_COLUMNS)]] == [it[k] for k in ITEM_COLUMNS[1:]]
             assert row[len(ITEM_COLUMNS):] == ["0", "3000", "false"]
         assert csv_headers["x-ldptel-n-reports"] == "3000" and csv_headers["etag"] == headers["etag"]
-        assert stack.get(path + "?format=json&window=latest")[2] == body
+        assert stack.get(path + "?format=json&window=current")[2] == body
         assert stack.get(path + "?window=0")[2] == body
+        # issue 35: `latest` is the newest window that has ended; the one window of a window = "all"
+        # campaign never ends, so `latest` answers none (it answered it, complete: false) and
+        # points at window=current; so does version=all
+        for query in ("?window=latest", "?format=csv&window=latest", "?window=latest&version=all"):
+            status, _, err = stack.get(path + query)
+            assert status == 409, (query, status, err)
+            detail = json.loads(err)
+            assert detail["error"] == "no_complete_window" and detail["detail"]["window"] == 0, detail
+            assert "window=current" in detail["detail"]["message"]
 
         # conditional requests
         assert stack.get(path, headers={"If-None-Match": headers["etag"]})[0] == 304

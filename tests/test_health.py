@@ -25,8 +25,8 @@ from ldptel.aggregator.worker import Worker
 from ldptel.campaigns.config import load_config, parse_config
 from ldptel.client import create_mechanism
 from ldptel.server.health import aggregator_gauges, aggregator_status
-from ldptel.server.pages.status import IngestRates, campaign_status, status_view
-from ldptel.server.probe import Snapshot
+from ldptel.server.pages.status import campaign_status, status_view
+from ldptel.server.probe import IngestRates, Snapshot
 from ldptel.store import heartbeat
 
 

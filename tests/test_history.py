@@ -113,7 +113,8 @@ def test_withheld_counts_reports_waiting_in_the_shuffler(site) -> None:
 def test_shuffler_holding_is_not_a_warning(site) -> None:
     """Reports the shuffler holds until shuffle_min_reports are its normal state: the pages said
     "1 batch waiting" in warning amber; they now say the shuffler holds them, in a neutral colour."""
-    from ldptel.server.pages.status import IngestRates, campaign_status, status_view
+    from ldptel.server.pages.status import campaign_status, status_view
+    from ldptel.server.probe import IngestRates
 
     stack, r, _ = site
     camp = stack.app.extensions["ldptel"].live.config.campaign("quiet")

@@ -24,7 +24,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from agg_support import EXPORT_TOKEN, INGEST_TOKEN, random_batches, shuffle_once, write_config, xadd_batches
+from agg_support import (
+    EXPORT_TOKEN,
+    INGEST_TOKEN,
+    HttpStack,
+    random_batches,
+    shuffle_once,
+    signed_in,
+    write_config,
+    xadd_batches,
+)
 from browser_support import artifacts, launched
 from http_support import http_request, start_collector
 
@@ -33,7 +42,7 @@ from ldptel.campaigns.config import Config
 from ldptel.keys import GLOBAL_METRICS_KEY, SESSION_SECRET_KEY, published_key
 from ldptel.privacy.clones import shuffle_epsilon
 from ldptel.server import charts
-from ldptel.server.pages.status import RATE_FORGET_S, IngestRates
+from ldptel.server.probe import RATE_FORGET_S, IngestRates
 from ldptel.store.redis_server import free_port
 
 LONG_NAME = "android-settings-theme-choice-by-device-model-and-region-eu-2025"  # 64 characters
@@ -677,11 +686,12 @@ def test_ingest_rate_from_the_counter_and_page_views_write_nothing(redis_url: st
     r = redis.Redis.from_url(redis_url)
     probe = {"name": "rate-probe", "oracle": "grr", "epsilon": 1.0, "domain_size": 4, "min_reports": 10}
     cfg = write_config(tmp_path / "c.toml", [probe])
+    t0 = time.time()  # the app's probe takes its first reading as it starts
     app = create_app(cfg, redis_url)
     client = _signed_in_client(app)
     stat = re.compile(r'data-stat="rate">([^<]*)<')
-    t0 = time.time()
-    assert stat.search(client.get("/campaigns/rate-probe").get_data(as_text=True)).group(1) == "measuring…"
+    first = stat.search(client.get("/campaigns/rate-probe").get_data(as_text=True)).group(1)
+    assert first in ("measuring…", "0 reports/s")  # "0" once the app is RATE_GAP_S old
     camp = cfg.campaign("rate-probe")
     rng = np.random.default_rng(1)
     batch = camp.mechanism().encode_batch(np.arange(400) % 4, rng=rng, campaign=camp.name)
@@ -701,6 +711,35 @@ def test_ingest_rate_from_the_counter_and_page_views_write_nothing(redis_url: st
     assert 400 / elapsed * 0.95 <= rate <= 400 / 2.1 * 1.05, shown
     app.extensions["ldptel"].metrics.flush()
     assert _redis_snapshot(r) == before  # page views wrote nothing (request metrics aside)
+
+
+def test_ingest_rate_in_a_worker_never_asked_before(redis_url: str, tmp_path: Path) -> None:
+    """Issue 35: each worker process kept its own readings, taken at page views only, so a worker
+    not asked before said "measuring…" (47 s after the last report); now every worker's probe
+    reads the counter in the background from its start. Two apps on one Redis are two workers:
+    reports go to ``a``, and ``b``'s first page view shows their rate."""
+    probe = {"name": "rate-probe", "oracle": "grr", "epsilon": 1.0, "domain_size": 4, "min_reports": 10}
+    cfg = write_config(tmp_path / "c.toml", [probe])
+    t0 = time.time()
+    a, b = HttpStack(cfg, redis_url), HttpStack(cfg, redis_url)
+    try:
+        cookie = signed_in(a)  # the session is in Redis: good for both
+        camp = cfg.campaign("rate-probe")
+        a.post_batch(camp.mechanism().encode_batch(np.arange(400) % 4, rng=np.random.default_rng(1),
+                                                   campaign=camp.name))
+        time.sleep(2.5)  # RATE_GAP_S, and b's probe reads every second meanwhile
+        status, _, body = b.get("/campaigns/rate-probe", token=None, headers={"Cookie": cookie})
+        elapsed = time.time() - t0
+    finally:
+        a.close()
+        b.close()
+    assert status == 200
+    shown = re.search(r'data-stat="rate">([^<]*)<', body.decode()).group(1)
+    assert shown.endswith(" reports/s"), shown  # was "measuring…"
+    rate = float(shown.removesuffix(" reports/s").replace(",", ""))
+    # 400 reports since b's first reading (at its start, before them), from 2 s to `elapsed` ago
+    print(f"first view of a second worker: {shown} (400 reports, {elapsed:.1f} s after its start)")
+    assert 400 / elapsed * 0.95 <= rate <= 400 / 2.0 * 1.05, shown
 
 
 def test_ingest_rate_readings() -> None:

@@ -248,7 +248,7 @@ def test_shuffled_grr_page(stack: Collector, browser, tmp_path: Path) -> None:
 def mean_doc(url: str, name: str, n: int) -> dict:
     deadline = time.monotonic() + 90
     while True:
-        status, doc = get_json(url, f"/v1/campaigns/{name}/mean?window=latest")
+        status, doc = get_json(url, f"/v1/campaigns/{name}/mean?window=current")
         if status == 200 and doc.get("n_reports") == n:
             return doc
         assert time.monotonic() < deadline, (status, doc)

@@ -27,7 +27,7 @@ def sealed_stack(redis_client: redis.Redis, redis_url: str, tmp_path: Path):
 
 
 def estimate(stack: HttpStack, name: str) -> dict:
-    status, _, body = stack.get(f"/v1/campaigns/{name}/estimates?window=latest")
+    status, _, body = stack.get(f"/v1/campaigns/{name}/estimates?window=current")
     assert status == 200, body
     return json.loads(body)
 
@@ -73,7 +73,7 @@ def test_below_batch_min_is_never_released(sealed_stack, redis_client: redis.Red
     shuffle_and_aggregate(cfg, redis_client)
     assert redis_client.xlen(keys.stream_key("sf-hist", 0)) == 0  # held: below batch_min
     assert redis_client.xlen(keys.ingress_key("sf-hist", 0)) > 0
-    status, _, _ = stack.get("/v1/campaigns/sf-hist/estimates?window=latest")
+    status, _, _ = stack.get("/v1/campaigns/sf-hist/estimates?window=current")
     assert status in (404, 409, 503)
 
 

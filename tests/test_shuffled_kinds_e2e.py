@@ -64,12 +64,12 @@ def test_ranges_quantiles_means_and_pages(stack, redis_client: redis.Redis, tmp_
 
     for name, mode in (("r-fakes", "shuffled-fakes"), ("r-grr", "shuffled")):
         for lo, hi in ((0, 9), (10, 40), (0, 63)):
-            doc = get(http, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}&window=latest")
+            doc = get(http, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}&window=current")
             claim_ok(doc, mode)
             truth = int(((values >= lo) & (values <= hi)).sum())
             assert doc["method"] == "histogram" and doc["n_reports"] == 800
             assert abs(doc["estimate"] - truth) <= Z * doc["std_error"] + 1e-6, (name, lo, hi, doc)
-        quant = get(http, f"/v1/campaigns/{name}/quantiles?q=0.25,0.5,0.9&window=latest")
+        quant = get(http, f"/v1/campaigns/{name}/quantiles?q=0.25,0.5,0.9&window=current")
         claim_ok(quant, mode)
         for row in quant["items"]:  # the rank of the value found is within 4.5 rank std errors of q
             x = row["value"]
@@ -79,14 +79,14 @@ def test_ranges_quantiles_means_and_pages(stack, redis_client: redis.Redis, tmp_
 
     clipped = np.clip(reals, 0, 100)
     for name, mode in (("m-fakes", "shuffled-fakes"), ("m-oue", "shuffled")):
-        doc = get(http, f"/v1/campaigns/{name}/mean?window=latest")
+        doc = get(http, f"/v1/campaigns/{name}/mean?window=current")
         claim_ok(doc, mode)
         assert doc["mechanism"] == "grid" and doc["grid_points"] == (16 if name == "m-fakes" else 32)
         assert abs(doc["mean"]["estimate"] - clipped.mean()) <= Z * doc["mean"]["std_error"], doc
         assert doc["sum"]["estimate"] == pytest.approx(800 * doc["mean"]["estimate"])
     # the histogram's std error is the rounding and the fakes only: √(n·h²/4 + F·σ²_g)/n, F the
     # release's fakes, Poisson(λ·n)
-    fakes_doc = get(http, "/v1/campaigns/m-fakes/mean?window=latest")
+    fakes_doc = get(http, "/v1/campaigns/m-fakes/mean?window=current")
     h, grid_var = 100 / 15, np.var(np.linspace(0, 100, 16))
     mean_f = cfg.campaign("m-fakes").mode.fake_rate * 800
     low, high = (np.sqrt(800 * h * h / 4 + f * grid_var) / 800

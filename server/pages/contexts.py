@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import current_app, render_template
+from flask import render_template
 from markupsafe import Markup
 
 from ldptel.campaigns.config import Campaign
-from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
+from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS, UNIQUE_LABELS
 from ldptel.privacy.modes import is_shuffled
 from ldptel.server import charts, export, queries
 from ldptel.server.app import state
@@ -42,7 +42,6 @@ TOP_N = 25  # items shown before "show all"
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 CDF_POINTS = 512  # points of the CDF line and band on the chart
 MAX_WINDOWS = 500  # newest windows offered in the selector
-RATES_EXTENSION = "ldptel_ingest_rates"  # app.extensions key of the app's ``IngestRates``
 
 
 PAIR = re.compile(r"(\d{1,12})-v(\d{1,9})")  # a (window, version) of the selector: "1700000000-v1"
@@ -110,9 +109,9 @@ def window_options(c: Campaign, a: PageArgs, counts: Mapping[int, int]) -> list[
 
 
 def status(c: Campaign) -> Status:
-    """``campaign_status`` with this app's ingest-rate readings."""
+    """``campaign_status`` with this process's ingest-rate readings (its probe's)."""
     older = [v for v in state().config.versions(c.name) if v.version != c.version]
-    return campaign_status(state().redis, c, current_app.extensions[RATES_EXTENSION], older=older,
+    return campaign_status(state().redis, c, state().probe.ingest_rates(), older=older,
                            shuffled=state().config.shuffler.enabled)
 
 
@@ -155,6 +154,27 @@ def frequency_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
             "breakdown": breakdown_context(c, doc, a.compare)}
 
 
+def unique_devices_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
+    """What a ``unique_devices`` campaign estimates: the devices with the event in the window (the
+    item ``at_least_once`` of ``export.estimates``, with its 95% CI), and that as a share of the
+    reporting devices (issue 35: the page drew the two GRR items, ``none`` and ``at_least_once``,
+    as a two-bar histogram); the breakdown of a campaign with dimensions."""
+    by = {"by": ",".join(c.dimensions.names)} if c.dimensions is not None else {}
+    doc = export.estimates(c, window, by)
+    row = next(it for it in doc["items"] if it["value"] == UNIQUE_LABELS[1])
+    n = max(int(doc.get("n_reports") or 0), 1)
+
+    def share(x: float | None) -> float | None:
+        return None if x is None else x / n
+
+    cols = ("estimate", "std_error", "ci_low", "ci_high")
+    return {"devices": {k: row[k] for k in (*cols, "estimate_normalized")},
+            "share": {k: share(row[k]) for k in cols},
+            # the raw estimate is unbiased and may leave [0, reports]; Norm-Sub's stays inside
+            "outside": not 0 <= (row["estimate"] or 0) <= n,
+            "breakdown": breakdown_context(c, doc, a.compare)}
+
+
 def heavy_hitters_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
     """Rows and bar chart of ``queries.heavy_hitters`` (every string the walk kept)."""
     doc = queries.heavy_hitters(c, window, {})
@@ -194,7 +214,7 @@ def range_context(c: Campaign, window: int, a: PageArgs) -> dict[str, Any]:
 
 CONTENT: dict[str, Callable[[Campaign, int, PageArgs], dict[str, Any]]] = {
     "frequency": frequency_context, "heavy_hitters": heavy_hitters_context, "range": range_context,
-    "numeric": numeric_context}
+    "numeric": numeric_context, "unique_devices": unique_devices_context}
 # (campaign, window, publication digest, page arguments) → the rendered content fragment
 _contents: dict[tuple[str, int, str, str], Markup] = {}
 CONTENTS_KEPT = 128
@@ -292,7 +312,7 @@ def add_content(ctx: dict[str, Any]) -> dict[str, Any]:
             if key not in _contents:
                 if len(_contents) >= CONTENTS_KEPT:
                     _contents.pop(next(iter(_contents)), None)
-                ctx["content"] = CONTENT[c.estimate_kind](c, ctx["window"], ctx["a"])
+                ctx["content"] = CONTENT.get(c.kind, CONTENT[c.estimate_kind])(c, ctx["window"], ctx["a"])
                 _contents[key] = Markup(render_template("operator_content.html", **ctx))
             ctx["content_html"] = _contents[key]
             return ctx

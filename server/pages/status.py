@@ -3,10 +3,13 @@ ingest rate (no decoding).
 
 The ingest rate is accepted reports per second over about the last minute, from the collector's
 accepted-reports counter (``tally.summary``: summed over shards, written by the ingest script).
-``IngestRates`` keeps, in this process's memory, the readings of that counter every status read
-makes anyway: a page view writes nothing to Redis. The counter counts the reports of every
-worker, so the readings of any one process give the collector's rate; a process answers once it
-has two readings ``RATE_GAP_S`` apart (until then the page shows "measuring…").
+``IngestRates`` (``ldptel.server.probe``) keeps, in this process's memory, the readings of that
+counter that the process's probe thread takes every second anyway (and those every status read
+makes): a page view writes nothing to Redis. The counter counts the reports of every worker, so
+the readings of any one process give the collector's rate; since the probe reads from the
+process's start, any worker answers with a real rate ("measuring…" only in a worker's first
+``RATE_GAP_S``; issue 35: a worker not asked before said "measuring…" 47 s after the last
+report). No reading is taken of a campaign in a shuffled privacy mode (no per-second rate).
 
 While batches wait and the campaign's last commit is ``QUIET_AFTER_S`` old (or there has been
 none), the lag says "no aggregator has committed for N s" (or "… yet"). Batches the shuffler
@@ -17,9 +20,7 @@ campaign's last commit is older than ``shuffle_max_delay`` plus ``HELD_SLACK_S``
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -29,44 +30,12 @@ from ldptel.mechanisms.builder import DEVICE_LEVEL_KINDS
 from ldptel.privacy.modes import Shuffled, ShuffledFakes, is_shuffled
 from ldptel.server import charts
 from ldptel.server.pages.labels import KIND_LABELS, ago, domain_label, mechanism_label, utc, window_label
+from ldptel.server.probe import IngestRates
 from ldptel.store import tally
 from ldptel.store.redis_client import AnyRedis
 
-RATE_GAP_S = 2.0  # readings kept at least this far apart
-RATE_SPAN_S = 60.0  # the rate covers about this much
-RATE_SLACK_S = 5.0
-RATE_READINGS = 64  # readings kept per campaign
-RATE_FORGET_S = 3600.0  # readings older than this are dropped
 QUIET_AFTER_S = 10.0  # batches waiting and no commit for this long: say so
 HELD_SLACK_S = 30.0  # held by the shuffler past shuffle_max_delay + this, with no commit: a warning
-
-
-class IngestRates:
-    """Per-campaign readings (time, accepted reports) of the collector's counter, newest first
-    (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._readings: dict[str, deque[tuple[float, int]]] = {}
-        self._lock = threading.Lock()
-
-    def rate(self, name: str, accepted: int, now: float) -> float | None:
-        """Record the reading ``accepted`` at ``now`` (if the newest kept one is ``RATE_GAP_S``
-        old) and return (accepted − c₀) / (now − t₀) for the oldest kept reading (t₀, c₀) from
-        ``RATE_GAP_S`` to ``RATE_SPAN_S`` (+ slack) ago, or else the newest one older than
-        that; None while there is none."""
-        with self._lock:
-            readings = self._readings.setdefault(name, deque(maxlen=RATE_READINGS))
-            while readings and now - readings[-1][0] > RATE_FORGET_S:
-                readings.pop()
-            if not readings or now - readings[0][0] >= RATE_GAP_S:
-                readings.appendleft((now, accepted))
-            older = [(t, c) for t, c in readings if RATE_GAP_S <= now - t <= RATE_SPAN_S + RATE_SLACK_S]
-            if not older:
-                older = [(t, c) for t, c in readings if now - t >= RATE_GAP_S][:1]
-        if not older:
-            return None
-        t0, c0 = min(older)
-        return max(0.0, (accepted - c0) / (now - t0))
 
 
 @dataclass
@@ -101,13 +70,14 @@ def campaign_status(r: AnyRedis, campaign: Campaign, rates: IngestRates, now: fl
     ``[shuffler] enabled``, so batches not yet taken from ingress are held by the shuffler)."""
     now = time.time() if now is None else now
     summ = tally.summary(r, campaign, older)
+    rate = None if is_shuffled(campaign) else rates.rate(campaign.name, summ.accepted_reports, now)
     cur = tally.current_window(campaign, now)
     held = min(summ.held_batches, summ.lag_entries) if shuffled else 0
     late = campaign.shuffle_max_delay_seconds + HELD_SLACK_S
     return Status(campaign=campaign, windows=summ.windows, counted=sum(summ.windows.values()),
                   current_window=cur, current_reports=summ.windows.get(cur, 0),
                   accepted=summ.accepted_reports, lag_entries=summ.lag_entries, lag_reports=summ.lag_reports,
-                  rate=rates.rate(campaign.name, summ.accepted_reports, now), updated=summ.updated,
+                  rate=rate, updated=summ.updated,
                   quiet=aggregator_quiet(summ.lag_entries - held, summ.updated, now),
                   window_updated=summ.window_updated, held_batches=held,
                   held_reports=summ.held_reports if held else 0,

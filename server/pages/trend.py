@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from ldptel import keys
 from ldptel.campaigns.config import Campaign
+from ldptel.mechanisms.builder import UNIQUE_LABELS
 from ldptel.server import charts, series, trend_chart
 from ldptel.server.pages import labels
 from ldptel.store import tally
@@ -31,12 +32,15 @@ CHANGE_NAMES = {"epsilon": "ε", "epsilon_inf": "ε∞", "domain_size": "d", "do
 def top_items(campaign: Campaign, infos: list[series.WindowInfo]) -> list[str]:
     """The ``TREND_ITEMS`` items with the largest estimates in the newest released window of the
     newest version that has one; a numeric campaign's line is its mean; none for range campaigns
-    (their trend is the reports per window)."""
+    (their trend is the reports per window); a ``unique_devices`` campaign's line is its devices
+    with the event (``at_least_once``)."""
     if campaign.estimate_kind == "numeric":
         return ["mean"]
     newest = next((i for i in reversed(infos) if i.pub is not None and i.pub.doc is not None), None)
     if newest is None or campaign.kind == "range":
         return []
+    if campaign.kind == "unique_devices":  # what it estimates: the devices with the event
+        return [UNIQUE_LABELS[1]]
     assert newest.pub is not None and newest.pub.doc is not None
     ranked = sorted(newest.pub.doc["items"], key=lambda r: -(r["estimate"] or 0.0))
     return [str(r["value"]) for r in ranked[:TREND_ITEMS]]
@@ -129,6 +133,7 @@ def _render(versions: list[Campaign], infos: list[series.WindowInfo]) -> Markup:
     current = tally.current_window(campaign)
     drawn = [ln for ln in lines.values() if ln.points]
     numeric = campaign.estimate_kind == "numeric"
+    unique = campaign.kind == "unique_devices"
     y_label = "mean value per window" if numeric else "estimated devices per window"
     marked = markers(versions, infos, current)
     chart = trend_chart.trend_chart(
@@ -138,9 +143,10 @@ def _render(versions: list[Campaign], infos: list[series.WindowInfo]) -> Markup:
         value_text=charts.fmt_compact if campaign.estimate_kind == "numeric" else None)
     windows = len({i.window for i in infos})
     return Markup(render_template("operator_trend.html", c=campaign, chart=chart,
-                                  legend=list(colors.items()), windows=windows,
+                                  legend=[("devices with the event" if unique else item, color)
+                                          for item, color in colors.items()], windows=windows,
                                   released=len({i.window for i in infos if i.status == "released"}),
                                   newest=TREND_WINDOWS,
                                   versions=len({i.version for i in infos} | {m.version for m in marked}),
                                   in_progress=any(i.status == "released" and not i.complete for i in infos),
-                                  numeric=campaign.estimate_kind == "numeric"))
+                                  numeric=campaign.estimate_kind == "numeric", unique=unique))

@@ -33,7 +33,6 @@ from ldptel.server.auth import token_ok
 from ldptel.server.errors import ApiError, PageError, render
 from ldptel.server.pages import downloads
 from ldptel.server.pages.contexts import (
-    RATES_EXTENSION,
     PageArgs,
     add_content,
     campaign_context,
@@ -52,7 +51,6 @@ from ldptel.server.pages.session import (
     sign_out,
     signed_in,
 )
-from ldptel.server.pages.status import IngestRates
 from ldptel.server.versions import find_campaign
 
 log = logging.getLogger("ldptel.server.pages")
@@ -68,7 +66,6 @@ LIVE_ENDPOINTS = {"pages.campaigns_live", "pages.campaign_live"}  # JSON for the
 @bp.record_once
 def _setup(setup_state: BlueprintSetupState) -> None:
     install_sessions(cast(Flask, setup_state.app))  # a Blueprint is registered on a Flask app
-    setup_state.app.extensions[RATES_EXTENSION] = IngestRates()
 
 
 @bp.before_request
