@@ -190,8 +190,8 @@ def run_audit(args: argparse.Namespace) -> int:
     bad = [r.campaign for r in results if r.violated]
     # issue 35: "9 of 9" for a config of 11 campaigns: the count now says what was left out
     print(f"{len(results) - len(bad)} of {len(results)} audited campaigns keep their claims"
-          + (f" ({len(skipped)} of the config's {len(campaigns)} not audited: numeric, "
-             f"{', '.join(skipped)})" if skipped else "")
+          + (f" ({len(skipped)} of the config's {len(campaigns)} not audited, the numeric "
+             f"campaign{'s' if len(skipped) > 1 else ''} {', '.join(skipped)})" if skipped else "")
           + (f"; VIOLATED: {', '.join(bad)}" if bad else ""))
     return 1 if bad else 0
 
