@@ -84,7 +84,7 @@ def main() -> None:
             t_send = send(url, stack.tmp / f"{name}.sqlite", name, values.tolist())
             t_shuffle = stack.ldptel("shuffle")
             t_agg = stack.ldptel("aggregate")
-            doc = get(url, f"/v1/campaigns/{name}/estimates?window=latest")
+            doc = get(url, f"/v1/campaigns/{name}/estimates?window=current")
             est = np.array([row["estimate"] for row in doc["items"]])
             errors.append(est - truth)
             stated.append(np.mean([row["std_error"] for row in doc["items"]]))

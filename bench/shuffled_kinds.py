@@ -80,7 +80,7 @@ def main() -> None:
                 send(url, stack.tmp / f"{name}-{run}.sqlite", name, data)
             stack.ldptel("shuffle")
             stack.ldptel("aggregate")
-            window = "window=latest"
+            window = "window=current"  # window = "all": one window, never complete
             for name in ("range-fakes", "range-grr"):
                 for lo, hi in RANGES:
                     doc = get(url, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}&{window}")

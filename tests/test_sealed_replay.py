@@ -38,7 +38,7 @@ def replay(stack: HttpStack, envelope: SealedBatch, times: int) -> None:
 
 
 def estimate(stack: HttpStack, name: str) -> dict:
-    status, _, body = stack.get(f"/v1/campaigns/{name}/estimates?window=latest")
+    status, _, body = stack.get(f"/v1/campaigns/{name}/estimates?window=current")
     assert status == 200, body
     return json.loads(body)
 
