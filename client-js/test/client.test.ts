@@ -4,9 +4,9 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { MemoryBackend, TelemetryClient } from "../src/index.js";
+import { TelemetryClient } from "../src/index.js";
 import { defaultQueuePath, FileBackend, legacyQueuePath, openClient, userDataDir } from "../src/node.js";
-import { campaign, FakeCollector } from "./fakeCollector.js";
+import { campaign, FakeCollector, openTestClient } from "./fakeCollector.js";
 
 const CAMPAIGNS = [
   campaign("grr", { oracle: "grr", epsilon: 2.0, domain: ["a", "b", "c"], domain_size: 3 }),
@@ -58,16 +58,7 @@ const CAMPAIGNS = [
   }),
 ];
 
-const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) =>
-  TelemetryClient.open({
-    url: "http://collector.test",
-    token: "t",
-    storage: new MemoryBackend(),
-    fetch: fake.fetch as typeof fetch,
-    backoffBaseS: 0.001,
-    maxBackoffS: 0.01,
-    ...extra,
-  });
+const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) => openTestClient(fake, extra);
 
 describe("TelemetryClient", () => {
   it("queues randomized reports and delivers them in batches per campaign", async () => {

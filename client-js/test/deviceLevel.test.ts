@@ -8,9 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Draws } from "../src/draws.js";
-import { MemoryBackend, TelemetryClient } from "../src/index.js";
+import type { TelemetryClient } from "../src/index.js";
 import { openClient } from "../src/node.js";
-import { campaign, FakeCollector } from "./fakeCollector.js";
+import { campaign, FakeCollector, openTestClient } from "./fakeCollector.js";
 
 const DAY = 86400;
 const D0 = 1_700_006_400; // a day's start
@@ -45,16 +45,7 @@ const COUNT = campaign("count", {
 });
 
 const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) =>
-  TelemetryClient.open({
-    url: "http://collector.test",
-    token: "t",
-    storage: new MemoryBackend(),
-    fetch: fake.fetch as typeof fetch,
-    backoffBaseS: 0.001,
-    maxBackoffS: 0.01,
-    draws: keep,
-    ...extra,
-  });
+  openTestClient(fake, { draws: keep, ...extra });
 
 async function at(fake: FakeCollector, client: TelemetryClient, t: number): Promise<void> {
   fake.serverTime = t;

@@ -6,8 +6,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { MAX_FAKE_RATE, MAX_FAKES_PER_BUCKET } from "../src/client/envelope.js";
-import { MemoryBackend, TelemetryClient } from "../src/index.js";
-import { campaign, FakeCollector } from "./fakeCollector.js";
+import { campaign, FakeCollector, openTestClient } from "./fakeCollector.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const analyzer = (JSON.parse(readFileSync(new URL("../../testvectors/sealed.json", import.meta.url), "utf8")) as any)
@@ -28,16 +27,7 @@ const fakes = (rate: number) =>
     privacy: { fake_rate: HONEST, batch_min: 300 },
   });
 
-const open = (fake: FakeCollector) =>
-  TelemetryClient.open({
-    url: "http://collector.test",
-    token: "t",
-    storage: new MemoryBackend(),
-    fetch: fake.fetch as typeof fetch,
-    backoffBaseS: 0.001,
-    maxBackoffS: 0.01,
-    acceptUnrandomized: true,
-  });
+const open = (fake: FakeCollector) => openTestClient(fake, { acceptUnrandomized: true });
 
 describe("fake_rate bounds", () => {
   it("are the planner's", () => {

@@ -4,6 +4,7 @@
 // failures.
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import { toHex } from "../src/draws.js";
+import { MemoryBackend, TelemetryClient } from "../src/index.js";
 
 export interface Batch {
   campaign: string;
@@ -153,3 +154,16 @@ export const campaign = (name: string, extra: Record<string, unknown>) => ({
   reports_per_window: 1_000_000,
   ...extra,
 });
+
+/** A client of `fake` as the unit tests open it: memory storage, millisecond backoff; `extra`
+ * overrides or adds options. */
+export const openTestClient = (fake: FakeCollector, extra: Record<string, unknown> = {}) =>
+  TelemetryClient.open({
+    url: "http://collector.test",
+    token: "t",
+    storage: new MemoryBackend(),
+    fetch: fake.fetch as typeof fetch,
+    backoffBaseS: 0.001,
+    maxBackoffS: 0.01,
+    ...extra,
+  });

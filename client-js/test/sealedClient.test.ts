@@ -6,9 +6,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it, vi } from "vitest";
 import { type Draws, fromHex } from "../src/draws.js";
-import { MemoryBackend, TelemetryClient } from "../src/index.js";
 import { info, keyId, suite } from "../src/sealed/sealing.js";
-import { type Batch, campaign, FakeCollector } from "./fakeCollector.js";
+import { type Batch, campaign, FakeCollector, openTestClient } from "./fakeCollector.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const analyzer = (JSON.parse(readFileSync(new URL("../../testvectors/sealed.json", import.meta.url), "utf8")) as any)
@@ -43,16 +42,7 @@ async function openAll(b: Batch, pair: CryptoKeyPair): Promise<Uint8Array[]> {
 
 const u32 = (row: Uint8Array) => new DataView(row.buffer, row.byteOffset).getUint32(0, true);
 
-const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) =>
-  TelemetryClient.open({
-    url: "http://collector.test",
-    token: "t",
-    storage: new MemoryBackend(),
-    fetch: fake.fetch as typeof fetch,
-    backoffBaseS: 0.001,
-    maxBackoffS: 0.01,
-    ...extra,
-  });
+const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) => openTestClient(fake, extra);
 
 const fakes = (extra: Record<string, unknown> = {}) =>
   campaign("sf", {
