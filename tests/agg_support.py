@@ -42,6 +42,7 @@ def write_config(path: Path, campaigns: list[dict], aggregator: dict | None = No
     """Write a TOML config and return it parsed."""
     server = {"ingest_tokens": [INGEST_TOKEN], "export_tokens": [EXPORT_TOKEN],
               "rate_limit_per_address_per_minute": 0,  # every test client sends from one address
+              "max_unfinished_bodies_per_address": 64,  # … and posts concurrently from it
               **(server or {})}
     lines = ["[server]"] + [f"{k} = {_toml_value(v)}" for k, v in server.items()]
     if aggregator:

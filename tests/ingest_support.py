@@ -71,8 +71,11 @@ candidates = ["a", "b", "c", "d"]
 def config_text(rate_limit: int = 1_000_000, max_body: int = 1 << 20, max_reports: int = 10_000,
                 extra: str = "", per_address: int | None = 0) -> str:
     """The collector config of the tests; ``per_address``: ``rate_limit_per_address_per_minute``
-    (0: off, as every test client sends from one loopback address; None: the default)."""
+    (0: off, as every test client sends from one loopback address, and then room for 64 unfinished
+    bodies from it: a whole fleet's concurrent posts; None: the defaults of both)."""
     address_limit = "" if per_address is None else f"rate_limit_per_address_per_minute = {per_address}"
+    if per_address == 0:
+        address_limit += "\nmax_unfinished_bodies_per_address = 64"
     return f"""
 [server]
 ingest_tokens = ["{INGEST_TOKEN}", "{INGEST_TOKEN_2}"]

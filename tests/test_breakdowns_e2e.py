@@ -37,6 +37,8 @@ SIZES = {"android": 12_000, "ios": 8_000, "web": 300}  # devices per arm
 ODD = 25  # reports with a platform outside the list ("blackberry") and no arm: cell (other, other)
 CONFIG = f"""
 [server]
+rate_limit_per_address_per_minute = 0   # the test's fleet sends from one loopback address
+max_unfinished_bodies_per_address = 64  # … concurrently
 ingest_tokens = ["{INGEST_TOKEN}"]
 export_tokens = ["{EXPORT_TOKEN}"]
 

@@ -36,6 +36,8 @@ CONFIG = f"""
 ingest_tokens = ["{INGEST}"]
 export_tokens = ["{EXPORT}"]
 admin_tokens = ["{ADMIN}"]
+rate_limit_per_address_per_minute = 0   # the whole fleet sends from one loopback address
+max_unfinished_bodies_per_address = 64  # … concurrently
 
 [aggregator]
 publish_interval = 0.5

@@ -29,6 +29,8 @@ from ldptel.store import tally
 DELAY_S = 4
 CONFIG = f"""
 [server]
+rate_limit_per_address_per_minute = 0   # the test's fleet sends from one loopback address
+max_unfinished_bodies_per_address = 64  # … concurrently
 ingest_tokens = ["{INGEST_TOKEN}"]
 [shuffler]
 max_ingress_batches = 400

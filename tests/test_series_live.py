@@ -23,6 +23,8 @@ SHARES = (40, 30, 20, 10)  # every flush sends exactly these counts, so a window
 PER_FLUSH = sum(SHARES)
 CONFIG = f"""
 [server]
+rate_limit_per_address_per_minute = 0   # the test's fleet sends from one loopback address
+max_unfinished_bodies_per_address = 64  # … concurrently
 ingest_tokens = ["{INGEST_TOKEN}"]
 export_tokens = ["{EXPORT_TOKEN}"]
 
