@@ -299,13 +299,20 @@ def _largest_epsilon0(oracle: str, d: int, target: float, delta: float, n: int, 
     bad = top
     if oracle == "grr":  # the blanket bound costs ~10 ms an evaluation: bracket it with the attack
         good, bad = _attack_bracket(d, target, delta, pair_n, good, bad, certified)
+    good, bad = _bisect_steps(good, bad, certified)
+    return round(good * EPS0_STEP, 6) if good * EPS0_STEP > target else min(target, MAX_EPSILON)
+
+
+def _bisect_steps(good: int, bad: int, holds: Callable[[int], bool]) -> tuple[int, int]:
+    """(good, bad) narrowed to adjacent steps by bisection, ``holds(good)`` and not ``holds(bad)``
+    kept (``holds`` monotone: true below a threshold, false above)."""
     while bad - good > 1:
         mid = (good + bad) // 2
-        if certified(mid):
+        if holds(mid):
             good = mid
         else:
             bad = mid
-    return round(good * EPS0_STEP, 6) if good * EPS0_STEP > target else min(target, MAX_EPSILON)
+    return good, bad
 
 
 def _attack_bracket(d: int, target: float, delta: float, n: int, good: int, bad: int,
@@ -317,13 +324,7 @@ def _attack_bracket(d: int, target: float, delta: float, n: int, good: int, bad:
     def possible(k: int) -> bool:
         return attack_pairs("grr", k * EPS0_STEP, d, n)[0].delta(target, upper=False) <= delta
 
-    lo, hi = good, bad  # possible(lo) (certified); hi not certified
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if possible(mid):
-            lo = mid
-        else:
-            hi = mid
+    lo, hi = _bisect_steps(good, bad, possible)  # possible(good) (certified); bad not certified
     step = 1
     bad = hi
     while True:
