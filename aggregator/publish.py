@@ -80,9 +80,10 @@ def document(campaign: Campaign, window: int, acc: Accumulator, decoded_at: floa
              shuffled: bool = False, batches: list[int] | None = None
              ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
     """Decode ``acc`` (``Accumulator.estimate``): the kind's document and, for range campaigns,
-    the estimate's arrays. Its ``privacy`` is ``Campaign.privacy()`` plus the central ε of the
-    window's ``acc.n`` reports (``central_privacy.release_claim``; ``shuffled``: the reports came
-    through the shuffler). With breakdown dimensions: ``breakdown.document``."""
+    the estimate's arrays. Its ``privacy`` is ``Campaign.privacy()`` plus the central claim: a
+    shuffled mode's whole releases (``release_claims.window_claim``), or for a local campaign no
+    central ε and why (``central_privacy.release_claim``: republished per report; ``shuffled``:
+    the reports came through the shuffler). With breakdown dimensions: ``breakdown.document``."""
     if isinstance(acc, CellAccumulator):
         return breakdown.document(campaign, window, acc, decoded_at, shuffled,
                                   lambda c, w, a, t, s: document(c, w, a, t, s, batches)[0]), None
@@ -94,7 +95,7 @@ def document(campaign: Campaign, window: int, acc: Accumulator, decoded_at: floa
     if is_shuffled(campaign):  # whole releases: "central ε between L and U" of the worst batch
         privacy = {**campaign.privacy(), **window_claim(campaign, batches or [])}
     else:
-        privacy = {**campaign.privacy(), **release_claim(campaign, acc.n, shuffled)}
+        privacy = {**campaign.privacy(), **release_claim(acc.n, shuffled)}
     doc: dict[str, Any] = {"campaign": campaign.name, "version": campaign.version, "kind": campaign.kind,
                            "epsilon": campaign.epsilon, "n_reports": acc.n, "window": window,
                            "decoded_at": decoded_at, "privacy": privacy, **extra}
@@ -121,10 +122,26 @@ def coarse_time(now: float, releases: int) -> float:
     return float(int(now // 3600) * 3600 + min(releases, 3599))
 
 
+def counted_time(now: float, previous: Published | None, digest: str) -> float:
+    """``decoded_at`` of a local campaign's window published through the shuffler: the hour, plus
+    the window's publications in that hour in seconds (the previous publication's ``decoded_at``
+    plus one; the same while the state is) — it changes with every publication
+    (``Last-Modified``) but says no more about when a report came than its hour (issue 36: it was
+    the decode time to the millisecond, a publication a few seconds after each release)."""
+    if previous is not None and previous.digest == digest:
+        return previous.decoded_at
+    hour = float(int(now // 3600) * 3600)
+    if previous is None or previous.decoded_at < hour:
+        return hour
+    return min(previous.decoded_at + 1, hour + 3599)
+
+
 def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = None,
            shuffled: bool = False) -> Published:
     """Decode what is counted for ``campaign`` in ``window`` (``store.load_accumulator``; the
-    document only from ``min_reports`` reports on; ``shuffled``: see ``document``)."""
+    document only from ``min_reports`` reports on; ``shuffled``: see ``document``). ``decoded_at``
+    is never finer than the hour when the reports came through the shuffler (``coarse_time``,
+    ``counted_time``); with the shuffler off, the decode time."""
     acc, n = store.load_accumulator(r, campaign, window)
     decoded_at = round(time.time() if now is None else now, 3)
     batches = None
@@ -136,6 +153,8 @@ def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = Non
         replayed = store.replayed_messages(r, campaign, window)  # dropped (``aggregator.sealed``)
         if replayed:  # the document says it: so must its digest (the ETag, the body cache's key)
             digest = hashlib.sha256(f"{digest}:replayed:{replayed}".encode()).hexdigest()
+    elif shuffled:
+        decoded_at = counted_time(decoded_at, published.read(r, campaign, window, tag_only=True), digest)
     pub = Published(n=n, digest=digest, config=config_digest(campaign), decoded_at=decoded_at, doc=None)
     if breakdown.releasable(campaign, acc):
         pub.doc, pub.arrays = document(campaign, window, acc, decoded_at, shuffled, batches)

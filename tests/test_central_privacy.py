@@ -1,8 +1,9 @@
-"""The central ε of shuffled releases (issue 15, item 3): every published document's ``privacy``
-object states ``shuffle_epsilon(ε₀, n, δ)`` for its window's n (computed at publication by the
-real worker on a real Redis), says why when the bound certifies nothing or the shuffler is off,
-and states what the bound covers; ``GET /v1/campaigns`` (real app over HTTP) states the bound of
-one shuffler release of ``shuffle_min_reports`` reports."""
+"""The central ε of shuffled releases of local campaigns (issue 15, item 3; issue 36, reproduction
+7): a published document's ``privacy`` object states no central ε (the window is republished per
+report, so two publications can differ by one report: ``tests/test_differencing.py``) and says why
+— the shuffler is off, or "republished per report" (computed at publication by the real worker on
+a real Redis); ``GET /v1/campaigns`` (real app over HTTP) states the bound of one shuffler release
+of ``shuffle_min_reports`` reports and what it covers."""
 
 from __future__ import annotations
 
@@ -63,28 +64,24 @@ def _publish_all(cfg: Config, r: redis.Redis) -> dict[str, dict]:
     return out
 
 
-def test_published_documents_state_the_central_epsilon_of_their_n(redis_client: redis.Redis,
-                                                                  tmp_path: Path) -> None:
+def test_published_documents_state_no_central_epsilon(redis_client: redis.Redis, tmp_path: Path) -> None:
     cfg = _config(tmp_path)
     assert cfg.shuffler.enabled  # the default
     claims = _publish_all(cfg, redis_client)
     for camp in cfg.campaigns:
         p = claims[camp.name]
         assert set(p) == LOCAL | CENTRAL
-        delta = camp.central_delta if camp.central_delta is not None else default_central_delta(N)
-        assert p["shuffled"] is True and p["central_n"] == N and p["central_delta"] == delta
-        assert p["central_epsilon"] == shuffle_epsilon(p["epsilon_report"], N, delta), camp.name
-    assert claims["three"]["central_delta"] == 1e-5 and claims["fresh"]["central_delta"] == 1e-6
-    # ε₀ = 1, n = 400: amplified, well below ε₀; reason only when there is no number
-    assert 0 < claims["fresh"]["central_epsilon"] < 0.5 and claims["fresh"]["central_reason"] is None
-    # RAPPOR: ε₀ is the per-report ε₁ (the chain), not ε∞
-    memo = claims["memo"]
-    assert memo["central_epsilon"] == shuffle_epsilon(memo["epsilon_report"], N, 1e-6)
-    assert memo["epsilon_report"] < memo["epsilon_inf"]
-    wide = claims["wide"]
-    assert wide["central_epsilon"] is None and shuffle_epsilon(8.0, N, 1e-6) is None
-    assert wide["central_reason"].startswith("no amplification: for 400 shuffled reports of ε₀ = 8 ")
-    assert "only the local ε holds" in wide["central_reason"]
+        assert p["shuffled"] is True and p["central_n"] == N
+        assert p["central_epsilon"] is None and p["central_delta"] is None and p["central_scope"] is None
+        assert p["central_reason"] == central_privacy.REPUBLISHED, camp.name
+    # what the old documents claimed here, from the window's n (ε₀ = 1, n = 400: 0.30)
+    assert 0 < shuffle_epsilon(1.0, N, 1e-6) < 0.5
+    assert central_privacy.REPUBLISHED.startswith("republished per report: differencing two publications "
+                                                  "isolates single reports")
+    for camp in cfg.campaigns:  # the hour plus the window's publications (one): no finer time
+        window = 0 if camp.window == "all" else 86400 * 20_000
+        pub = published.read(redis_client, camp, window)
+        assert pub is not None and pub.decoded_at % 3600 == 0 and pub.doc["decoded_at"] == pub.decoded_at
 
 
 def test_disabled_shuffler_claims_no_central_epsilon(redis_client: redis.Redis, tmp_path: Path) -> None:
@@ -100,17 +97,17 @@ def test_scope_group_privacy_and_memoized(tmp_path: Path) -> None:
     cfg = _config(tmp_path)
     three, memo, fresh = (cfg.campaign(n) for n in ("three", "memo", "fresh"))
     assert three is not None and memo is not None and fresh is not None
-    claim = central_privacy.release_claim(three, 20_000, True)
-    eps, delta = claim["central_epsilon"], claim["central_delta"]
+    claim = central_privacy.stored_claim(three, True)
+    eps, delta = claim["stored_central_epsilon"], claim["stored_central_delta"]
     # group privacy over k = 3 reports, by chaining (ε, δ) three times:
     # P ≤ e^ε(e^ε(e^ε Q + δ) + δ) + δ = e^(3ε) Q + δ(1 + e^ε + e^(2ε))
     group = (3 * eps, delta * (1 + math.exp(eps) + math.exp(2 * eps)))
     assert f"= ({group[0]:.4g}, {group[1]:.3g})-DP" in claim["central_scope"]
     assert "up to 3 reports in a window: by group privacy" in claim["central_scope"]
     assert "compose by adding" in claim["central_scope"]
-    one = central_privacy.release_claim(fresh, 20_000, True)["central_scope"]
+    one = central_privacy.stored_claim(fresh, True)["central_scope"]
     assert one.startswith("one report per device in one release") and "group privacy" not in one
-    text = central_privacy.release_claim(memo, 20_000, True)["central_scope"]
+    text = central_privacy.stored_claim(memo, True)["central_scope"]
     assert "Memoized" in text and "permanent randomized response" in text
     assert f"local ε∞ = {memo.privacy()['epsilon_inf']:.4g} only" in text
     assert "compose by adding (ε, δ)" not in text  # releases of memoized reports do not add up
@@ -160,29 +157,29 @@ def test_group_privacy_of_many_reports_is_stated_without_overflow(tmp_path: Path
     assert many is not None and some is not None
     text = central_privacy.stored_claim(many, True)["central_scope"]
     assert "group privacy gives no δ below 1 for 1000000 reports" in text and "k·ε₀ = 1e+06" in text
-    claim = central_privacy.release_claim(some, 10**6, True)
-    eps, delta = claim["central_epsilon"], claim["central_delta"]
+    eps, delta, _ = central_privacy.central_bound(some, 10**6, True)
+    assert eps is not None and delta is not None
+    scope = central_privacy.central_scope(some, eps, delta)
     group_delta = delta * sum(math.exp(i * eps) for i in range(40))
-    assert group_delta < 1 and f"= ({40 * eps:.4g}, {group_delta:.3g})-DP" in claim["central_scope"]
+    assert group_delta < 1 and f"= ({40 * eps:.4g}, {group_delta:.3g})-DP" in scope
 
 
 def test_page_words_of_each_case(tmp_path: Path) -> None:
-    """The campaign page's words (``labels.central_note`` / ``central_head``) for the three cases
+    """The campaign page's words (``labels.central_note`` / ``central_head``) for the two cases, for
+    an older publication that still states a number (no central ε either: it was not certified)
     and for a publication made before the central fields existed (nothing said)."""
     cfg = _config(tmp_path)
-    fresh, wide = cfg.campaign("fresh"), cfg.campaign("wide")
-    assert fresh is not None and wide is not None
-    on = {**fresh.privacy(), **central_privacy.release_claim(fresh, 2_000_000, True)}
-    eps_c = shuffle_epsilon(1.0, 2_000_000, 5e-8)
-    assert on["central_delta"] == 5e-8 and eps_c is not None
-    assert (f"the released estimates from 2,000,000 shuffled reports are (ε<sub>c</sub> = {eps_c:.3g}, "
-            f"δ = 5e-08)-DP for anyone who sees only them") in str(labels.central_note(on))
-    assert labels.central_head(on) == f"· central ε = {eps_c:.3g} (δ = 5e-08) over 2,000,000 shuffled reports"
-    none = {**wide.privacy(), **central_privacy.release_claim(wide, 300, True)}
-    assert "300 reports are too few for ε = 8 per report" in str(labels.central_note(none))
-    off = {**fresh.privacy(), **central_privacy.release_claim(fresh, 300, False)}
+    fresh = cfg.campaign("fresh")
+    assert fresh is not None
+    on = {**fresh.privacy(), **central_privacy.release_claim(2_000_000, True)}
+    old = {**on, "central_epsilon": 0.0053, "central_delta": 5e-8, "central_reason": None}
+    for privacy in (on, old):
+        note = str(labels.central_note(privacy))
+        assert "comparing two publications can isolate one report, so no central ε is claimed" in note
+        assert "each report's own ε = 1 is the guarantee" in note and "0.0053" not in note
+        assert labels.central_head(privacy) == "· no central ε (republished per report)"
+    off = {**fresh.privacy(), **central_privacy.release_claim(300, False)}
     assert str(labels.central_note(off)).startswith("The shuffler is off: reports reach the aggregator as "
                                                     "devices sent them, so there is no central ε")
     assert labels.central_head(off) == ""
     assert labels.central_note(fresh.privacy()) is None and labels.central_head(fresh.privacy()) == ""
-    assert [labels.fmt_delta(x) for x in (1e-6, 1e-10, 5e-7, 2.5e-5)] == ["10⁻⁶", "10⁻¹⁰", "5e-07", "2.5e-05"]

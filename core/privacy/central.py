@@ -9,21 +9,30 @@ the multiset of its n reports. By Feldman–McMillan–Talwar's amplification
 where ε₀ is the per-report ε (``epsilon_report``: ε₁ for memoized campaigns and RAPPOR, the
 ε of the report given the value, the permanent response not fixed).
 
-``release_claim`` — added to every published document's ``privacy`` object, computed once per
-publication by ``ldptel.aggregator.publish`` (``shuffle_epsilon`` caches per (ε₀, n-bucket, δ)):
+``release_claim`` — added to every published document's ``privacy`` object of a ``local``
+campaign (``ldptel.aggregator.publish``): **no central ε** (issue 36, reproduction 7). The
+aggregator republishes a local window as the shuffler's releases arrive, and the shuffler releases a
+local group once it holds ``shuffle_min_reports`` *or* its first report waited
+``shuffle_max_delay`` (a latency bound), so a release may hold a single report and two successive
+publications may differ by exactly one report: their difference is that report, whatever n the
+window holds. A bound on "the n reports of the window" says nothing about that difference, so the
+document states none:
 
 - ``shuffled``: the shuffler is enabled (``[shuffler] enabled`` of the publishing aggregator);
-- ``central_n``: the window's report count n the bound was computed for;
-- ``central_delta``: δ = the campaign's ``central_delta``, else ``default_central_delta(n)``;
-- ``central_epsilon``: ``shuffle_epsilon(ε₀, n, δ)``; None when the shuffler is off or the bound
-  certifies no amplification, ``central_reason`` then says which (None when there is a number);
-- ``central_scope``: what the bound covers (one report per device in one release; see below).
+- ``central_n``: the window's report count;
+- ``central_epsilon``, ``central_delta``: None;
+- ``central_reason``: ``REPUBLISHED`` (shuffler on) or ``NOT_SHUFFLED`` (off);
+- ``central_scope``: None.
 
-``stored_claim`` — added to ``GET /v1/campaigns``' ``privacy`` object: the same bound for one
-release of the shuffler, ``shuffle_min_reports`` reports (``stored_central_epsilon``,
-``stored_central_delta``, ``stored_central_n``, ``stored_central_reason``): what a reader of the
-analysis stream in Redis faces. A release forced by ``shuffle_max_delay`` may hold fewer reports
-(a larger ε); reports still in the ingress stream are not covered at all (only the local ε).
+A central claim on published estimates needs whole releases of a known minimum size: the shuffled
+privacy modes (``ldptel.privacy.release_claims``: whole batches of ≥ ``batch_min`` devices).
+
+``stored_claim`` — added to ``GET /v1/campaigns``' ``privacy`` object: the bound
+(``central_bound``) of one release of the shuffler, ``shuffle_min_reports`` reports
+(``stored_central_epsilon``, ``stored_central_delta``, ``stored_central_n``,
+``stored_central_reason``): what a reader of the analysis stream in Redis faces. A release forced
+by ``shuffle_max_delay`` may hold fewer reports (a larger ε); reports still in the ingress stream
+are not covered at all (only the local ε).
 
 Scope. The bound is about neighbouring sets that differ in one report. A device that sends k
 reports in a window (``reports_per_window`` = k > 1, fresh randomness) changes k of them: by
@@ -46,6 +55,11 @@ from ldptel.privacy.subject import Claimed
 
 NOT_SHUFFLED = ("the shuffler is disabled: the aggregator reads reports as devices sent them, so "
                 "only the local ε of each report holds")
+REPUBLISHED = ("republished per report: differencing two publications isolates single reports (the "
+               "aggregator republishes a local campaign's window as the shuffler's releases arrive, and "
+               "a release forced by shuffle_max_delay may hold one report), so only the local ε of each "
+               "report holds; a central ε needs a shuffled privacy mode (whole batches of at least "
+               "batch_min devices)")
 
 
 Bound = tuple[float | None, float | None, str | None]  # (ε_c, δ, why ε_c is None)
@@ -106,12 +120,11 @@ def _log_expm1(x: float) -> float:
     return x + math.log(-math.expm1(-x))
 
 
-def release_claim(campaign: Claimed, n: int, shuffled: bool) -> dict[str, Any]:
-    """The central fields of a published document's ``privacy`` object (module docstring)."""
-    eps, delta, reason = central_bound(campaign, n, shuffled)
-    scope = central_scope(campaign, eps, delta) if shuffled else None
-    return {"shuffled": shuffled, "central_epsilon": eps, "central_delta": delta, "central_n": n,
-            "central_reason": reason, "central_scope": scope}
+def release_claim(n: int, shuffled: bool) -> dict[str, Any]:
+    """The central fields of a local campaign's published document: no central ε, and why
+    (module docstring); ``n``: the window's reports."""
+    return {"shuffled": shuffled, "central_epsilon": None, "central_delta": None, "central_n": n,
+            "central_reason": REPUBLISHED if shuffled else NOT_SHUFFLED, "central_scope": None}
 
 
 def stored_claim(campaign: Claimed, shuffled: bool) -> dict[str, Any]:
@@ -124,4 +137,4 @@ def stored_claim(campaign: Claimed, shuffled: bool) -> dict[str, Any]:
             "stored_central_n": n, "stored_central_reason": reason, "central_scope": scope}
 
 
-__all__ = ["NOT_SHUFFLED", "central_bound", "central_scope", "release_claim", "stored_claim"]
+__all__ = ["NOT_SHUFFLED", "REPUBLISHED", "central_bound", "central_scope", "release_claim", "stored_claim"]

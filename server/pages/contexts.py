@@ -278,7 +278,9 @@ def campaign_context(c: Campaign, a: PageArgs, with_content: bool = True) -> dic
         # a shuffled campaign's commit times are its releases'
         "window_updated": ("with each whole batch" if is_shuffled(c)
                            else labels.ago(st.window_updated.get(window))),
-        "decoded": labels.decoded_note(pub.decoded_at, pub.n, shuffled=is_shuffled(c))
+        # through the shuffler, decoded_at is the hour plus a count (``aggregator.publish``)
+        "decoded": labels.decoded_note(pub.decoded_at, pub.n,
+                                       shuffled=is_shuffled(c) or state().config.shuffler.enabled)
         if pub is not None and pub.n >= c.min_reports else None,
         "central_note": None, "central_head": "",  # the released window's central ε (add_content)
     }

@@ -117,8 +117,10 @@ def over_time_note(c: Campaign) -> Markup:
 
 
 def central_note(privacy: Mapping[str, Any] | None) -> Markup | None:
-    """The central ε of a published window in words, from its document's ``privacy`` object
-    (``ldptel.privacy.central.release_claim``); None for a publication made before it had one."""
+    """The central claim of a published window in words, from its document's ``privacy`` object
+    (a shuffled mode: ``mode_labels``; a local campaign: no central ε, and why —
+    ``ldptel.privacy.central.release_claim``, whatever an older publication stated); None for a
+    publication made before it had one."""
     if privacy and "privacy_mode" in privacy:
         return mode_labels.central_note(privacy)
     if not privacy or "shuffled" not in privacy:
@@ -127,43 +129,20 @@ def central_note(privacy: Mapping[str, Any] | None) -> Markup | None:
     if not privacy["shuffled"]:
         return Markup("The shuffler is off: reports reach the aggregator as devices sent them, so there is "
                       "no central ε; each report's own ε = {e} is the guarantee.").format(e=eps)
-    n, delta = charts.fmt_count(privacy["central_n"]), fmt_delta(privacy["central_delta"])
-    if privacy["central_epsilon"] is None:
-        return Markup("Reports pass through the shuffler, but {n} reports are too few for ε = {e} per "
-                      "report: the shuffle bound certifies no central ε below ε = {e} at δ = {d}, so these "
-                      "estimates are protected by each report's own ε only.").format(n=n, e=eps, d=delta)
-    central = fmt_central(privacy["central_epsilon"])
-    return Markup("Reports reach the aggregator only through the shuffler, which strips who sent them and "
-                  "mixes them across devices: the released estimates from {n} shuffled reports are "
-                  "(ε<sub>c</sub> = {c}, δ = {d})-DP for anyone who sees only them, against ε = {e} for one "
-                  "report on its own. This covers {scope}.").format(
-                      n=n, c=central, d=delta, e=eps, scope=privacy["central_scope"])
+    return Markup("Reports pass through the shuffler, which strips who sent them and mixes them across "
+                  "devices, but this window is republished as the shuffler's releases arrive and a release "
+                  "may hold a single report: comparing two publications can isolate one report, so no "
+                  "central ε is claimed and each report's own ε = {e} is the guarantee (a shuffled privacy "
+                  "mode publishes whole batches only, and claims a central ε).").format(e=eps)
 
 
 def central_head(privacy: Mapping[str, Any] | None) -> str:
-    """The central ε for the page head, beside ε and ε∞ ("" without one)."""
+    """The central claim for the page head, beside ε and ε∞ ("" without the shuffler)."""
     if privacy and "privacy_mode" in privacy:
         return mode_labels.central_head(privacy)
     if not privacy or not privacy.get("shuffled"):
         return ""
-    if privacy["central_epsilon"] is None:
-        return f"· no central amplification at {charts.fmt_count(privacy['central_n'])} reports"
-    central, delta = fmt_central(privacy["central_epsilon"]), fmt_delta(privacy["central_delta"])
-    n = charts.fmt_count(privacy["central_n"])
-    return f"· central ε = {central} (δ = {delta}) over {n} shuffled reports"
-
-
-def fmt_central(x: float) -> str:
-    """A central ε to 3 significant digits (``0.005290`` → ``"0.00529"``)."""
-    return f"{x:.3g}"
-
-
-def fmt_delta(x: float) -> str:
-    """δ as ``10⁻⁶`` when a power of ten, else 2 significant digits (``5e-07`` → ``"5e-07"``)."""
-    exp = round(math.log10(x))
-    if math.isclose(x, 10.0 ** exp, rel_tol=1e-9):
-        return "10" + str(exp).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
-    return f"{x:.2g}"
+    return "· no central ε (republished per report)"
 
 
 def window_label(c: Campaign, w: int) -> str:
@@ -203,7 +182,8 @@ def tick_label(c: Campaign, w: int) -> str:
 
 def decoded_note(decoded_at: float, n: int, now: float | None = None, shuffled: bool = False) -> str:
     """"decoded 3 s ago from 12,345 reports" (seconds up to a minute, then ``ago``); a campaign in
-    a shuffled privacy mode publishes no time finer than the hour (``mode_labels.decoded_note``)."""
+    a shuffled privacy mode, and any campaign whose reports come through the shuffler, publishes no
+    time finer than the hour (``shuffled``: ``mode_labels.decoded_note``)."""
     if shuffled:
         return mode_labels.decoded_note(decoded_at, n)
     dt = max(0.0, (time.time() if now is None else now) - decoded_at)

@@ -23,7 +23,7 @@ def _eps(x: float | None) -> str:
 
 
 def _delta(x: float) -> str:
-    """δ as the other labels write it (``labels.fmt_delta``): ``10⁻⁶`` for a power of ten (issue 35:
+    """δ as the pages write it: ``10⁻⁶`` for a power of ten (issue 35:
     this note said "1e-6" beside "10⁻⁶"), else 2 significant digits."""
     exp = round(math.log10(x))
     if math.isclose(x, 10.0 ** exp, rel_tol=1e-9):
@@ -134,7 +134,8 @@ def composition_note(composition: Mapping[str, Any]) -> Markup | None:
 
 def decoded_note(decoded_at: float, n: int) -> str:
     """"decoded in the hour from 13:00 UTC from 12,345 reports": ``decoded_at`` of a shuffled
-    campaign is the hour plus the number of releases (``aggregator.publish.coarse_time``)."""
+    campaign is the hour plus the number of releases (``aggregator.publish.coarse_time``), of a
+    local one through the shuffler the hour plus its publications (``counted_time``)."""
     hour = time.strftime("%Y-%m-%d %H:00 UTC", time.gmtime(decoded_at - decoded_at % 3600))
     return f"decoded in the hour from {hour}, from {n:,} reports"
 
