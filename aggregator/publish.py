@@ -133,7 +133,7 @@ def counted_time(now: float, previous: Published | None, digest: str) -> float:
     hour = float(int(now // 3600) * 3600)
     if previous is None or previous.decoded_at < hour:
         return hour
-    return min(previous.decoded_at + 1, hour + 3599)
+    return min(float(int(previous.decoded_at)) + 1, hour + 3599)  # (int: after an older ldptel's ms)
 
 
 def decode(r: AnyRedis, campaign: Campaign, window: int, now: float | None = None,

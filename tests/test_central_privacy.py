@@ -7,6 +7,7 @@ of ``shuffle_min_reports`` reports and what it covers."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, random_batches, write_config, xadd_batches
 
+from ldptel import keys
 from ldptel.aggregator.worker import Worker
 from ldptel.campaigns.config import Config, load_config
 from ldptel.privacy import central as central_privacy
@@ -183,3 +185,25 @@ def test_page_words_of_each_case(tmp_path: Path) -> None:
                                                     "devices sent them, so there is no central ε")
     assert labels.central_head(off) == ""
     assert labels.central_note(fresh.privacy()) is None and labels.central_head(fresh.privacy()) == ""
+
+
+def test_an_older_claim_is_published_again(redis_client: redis.Redis, tmp_path: Path) -> None:
+    """A window published by an older ldptel (its claim a number from the window's n, its config
+    digest without ``DOCUMENT_VERSION``) is stale: a starting worker publishes it again, with no
+    central ε, though no report arrived."""
+    cfg = _config(tmp_path)
+    _publish_all(cfg, redis_client)
+    fresh = cfg.campaign("fresh")
+    assert fresh is not None
+    key = keys.published_key("fresh", 0, fresh.version)
+    old = json.loads(redis_client.hget(key, keys.PUB_DOC))
+    old["privacy"].update(central_epsilon=0.3, central_delta=1e-6, central_reason=None)
+    before = json.dumps([fresh.public(), fresh.labels(), fresh.min_reports], sort_keys=True, default=str)
+    redis_client.hset(key, mapping={keys.PUB_DOC: json.dumps(old),  # the digest before issue 36
+                                    keys.PUB_CONFIG: hashlib.sha256(before.encode()).hexdigest()})
+    assert published.stale_windows(redis_client, fresh) == [0]
+    Worker(cfg, redis_client).run(once=True)
+    pub = published.read(redis_client, fresh, 0)
+    assert pub is not None and pub.config == published.config_digest(fresh) and pub.doc is not None
+    assert pub.doc["privacy"]["central_epsilon"] is None
+    assert pub.doc["privacy"]["central_reason"] == central_privacy.REPUBLISHED

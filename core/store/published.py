@@ -35,11 +35,17 @@ FAILED_RETRY_S = 300  # the aggregator tries a window whose publication failed a
 HEADER = ("campaign", "version", "kind", "epsilon", "n_reports", "window", "decoded_at", "privacy")
 
 
+# what the aggregator's documents claim, beyond the config: a change makes every stored publication
+# stale (``stale_windows``), so each window is published again with the current claim. 2 (issue 36):
+# a local campaign's documents claim no central ε (``ldptel.privacy.central.release_claim``)
+DOCUMENT_VERSION = 2
+
+
 def config_digest(campaign: Campaign) -> str:
     """SHA-256 over what a document depends on besides the state: the campaign's public config,
-    labels and release threshold."""
-    blob = json.dumps([campaign.public(), campaign.labels(), campaign.min_reports], sort_keys=True,
-                      default=str)
+    labels and release threshold, and ``DOCUMENT_VERSION``."""
+    blob = json.dumps([campaign.public(), campaign.labels(), campaign.min_reports, DOCUMENT_VERSION],
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
