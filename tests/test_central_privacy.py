@@ -140,6 +140,8 @@ def test_campaigns_listing_states_the_bound_of_one_shuffler_release(redis_client
         assert p["stored_central_delta"] == delta
         assert p["stored_central_epsilon"] == shuffle_epsilon(p["epsilon_report"], m, delta)
     if enabled:
+        assert "a release forced by shuffle_max_delay may hold fewer (down to one report: its local ε only)" \
+            in claims["fresh"]["central_scope"]
         assert claims["three"]["stored_central_n"] == 5000 and claims["fresh"]["stored_central_n"] == 1000
         assert claims["wide"]["stored_central_epsilon"] is None  # ε₀ = 8 at 1,000 reports: no amplification
         assert claims["wide"]["stored_central_reason"].startswith("no amplification: for 1,000 shuffled")

@@ -132,7 +132,12 @@ def stored_claim(campaign: Claimed, shuffled: bool) -> dict[str, Any]:
     ``shuffle_min_reports`` reports (module docstring)."""
     n = campaign.shuffle_min_reports
     eps, delta, reason = central_bound(campaign, n, shuffled)
-    scope = central_scope(campaign, eps, delta) if shuffled else None
+    scope = None
+    if shuffled:
+        scope = (f"{central_scope(campaign, eps, delta)}. This is the bound of a release of {n:,} reports, "
+                 f"as a reader of the analysis stream sees it; a release forced by shuffle_max_delay may "
+                 f"hold fewer (down to one report: its local ε only), and the published estimates claim no "
+                 f"central ε (republished per report)")
     return {"shuffled": shuffled, "stored_central_epsilon": eps, "stored_central_delta": delta,
             "stored_central_n": n, "stored_central_reason": reason, "central_scope": scope}
 
