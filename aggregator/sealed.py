@@ -7,14 +7,14 @@ A release reaches the analysis stream as ``release_parts`` entries (``shuffler.s
 to this consumer, never acknowledged) until it holds them all, then:
 
 1. opens every message with the key of ``key_id`` and the ``info`` of (campaign, version, window,
-   key id) (``sealing.open_each``; a message that does not open — tampered, or sealed under another
-   binding — is counted as rejected and left out), and keeps each message once, ever
-   (``open_once``): the encapsulated keys (``enc``) of the messages it opened are recorded per
-   analyzer key in Redis (``ldptel.store.opened``), and a message whose ``enc`` another release
-   recorded (re-posted under a new batch id: a replay) or that a release holds twice is dropped and
-   counted (``replayed:<window>:<release id>``, the metric
-   ``ldptel_aggregator_replayed_messages``, a warning); the release's real reports are lowered by
-   the replays dropped;
+   key id) (``sealing.open_each``, on every core for a large release: ``aggregator.opening``; a
+   message that does not open — tampered, or sealed under another binding — is counted as rejected
+   and left out), and keeps each message once, ever (``open_once``): the encapsulated keys
+   (``enc``) of the messages it opened are recorded per analyzer key in Redis
+   (``ldptel.store.opened``), and a message whose ``enc`` another release recorded (re-posted under
+   a new batch id: a replay) or that a release holds twice is dropped and counted
+   (``replayed:<window>:<release id>``, the metric ``ldptel_aggregator_replayed_messages``, a
+   warning); the release's real reports are lowered by the replays dropped;
 2. turns all plaintexts into the mechanism's columns with one ``np.frombuffer``
    (``mechanisms.rows.from_rows``) and drops rows the mechanism refuses (``valid_rows``: a device
    can put anything inside its ciphertext; the collector could not check it);
@@ -33,14 +33,15 @@ claims it once idle.
 
 ``SealedReleases`` is given what it uses and nothing more: the Redis client and consumer name (to
 claim parts), the idle time after which a partial release is forgotten, the key lookup, a warning
-sink, and the worker's two commits (``reject``: acknowledge entries as rejected; ``commit``: one
-whole release's accumulator, ``Worker.commit_release``).
+sink, the opener (``aggregator.opening``: a large release opens on every core), and the worker's
+two commits (``reject``: acknowledge entries as rejected; ``commit``: one whole release's
+accumulator, ``Worker.commit_release``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
     from ldptel.aggregator.slots import Parsed, Slot
     from ldptel.campaigns.campaign import Campaign
     from ldptel.store.redis_client import AnyRedis
+
+
+OpenEach = Callable[[Sequence[bytes], X25519PrivateKey, bytes, int], list[bytes | None]]
 
 
 class CommitRelease(Protocol):
@@ -86,8 +90,10 @@ class SealedReleases:
     def __init__(self, r: AnyRedis, consumer: str, idle_s: float,
                  private_key: Callable[[int], X25519PrivateKey | None], warn: Callable[[str], None],
                  reject: Callable[[Slot, int, list[bytes]], int], commit: CommitRelease,
-                 forget_at: Callable[[int], float | None] = lambda _key_id: None) -> None:
+                 forget_at: Callable[[int], float | None] = lambda _key_id: None,
+                 open_each: OpenEach = sealing.open_each) -> None:
         self.r, self.consumer, self.idle_s = r, consumer, idle_s
+        self.open_each = open_each  # ``aggregator.opening.Opener.open_each``: every core
         self.forget_at = forget_at  # key id → epoch s of its deletion (``Keyring.forget_at``)
         self.private_key, self.warn, self.reject, self.commit_release = private_key, warn, reject, commit
         self.partial: dict[tuple[str, bytes], Partial] = {}
@@ -218,7 +224,7 @@ class SealedReleases:
         """Open ``messages`` and keep each message once, ever (``ldptel.store.opened``): the
         plaintexts kept (concatenated), the messages that did not open, and the replays dropped
         (opened before by another release, or twice in this one)."""
-        plain = sealing.open_each(messages, private, info, width)
+        plain = self.open_each(messages, private, info, width)
         first: dict[bytes, bytes] = {}  # enc → plaintext of its first copy
         for message, p in zip(messages, plain, strict=True):
             if p is not None:

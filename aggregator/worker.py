@@ -51,6 +51,7 @@ from ldptel.aggregator import metrics as agg_metrics
 from ldptel.aggregator import publish, retention, store, upkeep
 from ldptel.aggregator.decoders import Accumulator
 from ldptel.aggregator.keyring import Keyring
+from ldptel.aggregator.opening import Opener
 from ldptel.aggregator.sealed import SealedReleases
 from ldptel.aggregator.slots import ClusterReads, Parsed, Slot, build_slots, every_version, split_by_version
 from ldptel.campaigns.config import Campaign, Config
@@ -103,11 +104,12 @@ class Worker:
         self._pulse = heartbeat.Pulse(self.consumer)
         self.keyring = Keyring(config.analyzer)  # campaigns in a shuffled mode: ``aggregator.sealed``
         self.keys_error: str | None = None  # why the keys directory failed (``ensure_keys``)
+        self.opener = Opener(config.analyzer.open_processes)  # a large release opens on every core
         self._keys_logged = 0.0
         self.sealed = SealedReleases(
             r, self.consumer, self.cfg.claim_idle_ms / 1000, self.keyring.key, lambda msg: self.warn(msg),
             reject=lambda slot, version, ids: self.commit_version(slot, version, [], ids),
-            commit=self.commit_release, forget_at=self.keyring.forget_at)
+            commit=self.commit_release, forget_at=self.keyring.forget_at, open_each=self.opener.open_each)
 
     @property
     def config(self) -> Config:
@@ -213,6 +215,7 @@ class Worker:
                 heartbeat.forget(self.r, self.consumer)
             except redis_lib.RedisError:
                 pass
+        self.opener.close()
         return self.stats
 
     def recover(self, exc: Exception, backoff: Backoff, once: bool) -> float:

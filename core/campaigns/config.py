@@ -41,7 +41,8 @@ SERVER_KEYS = {
 SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds",
                  "max_ingress_batches"}
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
-ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir"}
+MAX_OPEN_PROCESSES = 256  # [analyzer] open_processes
+ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir", "open_processes"}
 
 
 def _tokens(d: dict[str, Any], key: str, env: str) -> list[str]:
@@ -151,10 +152,12 @@ class AnalyzerConfig:
     """``[analyzer]``: the aggregator's HPKE key pairs for campaigns in a shuffled privacy mode
     (``ldptel.aggregator.keyring``): a new key every ``key_rotation``, the previous one still
     accepted for ``key_overlap``; private keys in ``keys_dir`` (default
-    ``<LDPTEL_DATA_DIR>/analyzer-keys``), never in Redis."""
+    ``<LDPTEL_DATA_DIR>/analyzer-keys``), never in Redis; a release's messages are opened on
+    ``open_processes`` processes (0: every core; ``aggregator.opening``)."""
     key_rotation: str = "30d"
     key_overlap: str = "7d"
     keys_dir: str | None = None
+    open_processes: int = 0
 
 
 def _analyzer(raw: Any) -> AnalyzerConfig:
@@ -176,7 +179,8 @@ def _analyzer(raw: Any) -> AnalyzerConfig:
     keys_dir = raw.get("keys_dir")
     if keys_dir is not None and (not isinstance(keys_dir, str) or not keys_dir):
         raise fail("analyzer.keys_dir", "must be a non-empty path")
-    return AnalyzerConfig(keys_dir=keys_dir, **out)
+    return AnalyzerConfig(keys_dir=keys_dir, open_processes=read_int(raw, "open_processes", "analyzer", 0, 0,
+                                                                     MAX_OPEN_PROCESSES), **out)
 
 
 @dataclass(frozen=True)
