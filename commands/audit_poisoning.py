@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from ldptel.commands.poisoning_sim import Row, Setting
 
 def table(s: Setting, rows: list[Row]) -> str:
-    head = (f"poisoning: β = {s.beta:g} ({s.fakes:,} fake beside {s.users:,} genuine devices), "
+    head = (f"poisoning: β = {s.beta:g} ({s.fakes:,} fake beside {s.users:,} genuine devices: "
+            f"β = {s.fakes / (s.fakes + s.users):.5f} in the closed forms), "
             f"r = {s.targets} targets (f_T = {s.target_frequency:g}), d = {s.domain_size:,}, "
             f"ε = {s.epsilon:g} (shuffled modes: central, batch_min = {s.batch_min:,}, "
             f"δ = {s.central_delta:g}); floor β(1 − f_T) = {rows[0].floor if rows else 0:.4f}")
@@ -113,7 +114,7 @@ def run_poisoning(args: argparse.Namespace) -> int:
         print(f"ldptel audit poisoning: {exc}", file=sys.stderr)
         return 2
     if args.format == "json":
-        doc = {"setting": asdict(s) | {"fakes": s.fakes},
+        doc = {"setting": asdict(s) | {"fakes": s.fakes, "simulated_beta": s.fakes / (s.fakes + s.users)},
                "floor": rows[0].floor if rows else None,
                "rows": [asdict(r) | {"times_floor": r.times_floor} for r in rows]}
         print(json.dumps(doc, indent=2))

@@ -110,6 +110,7 @@ def simulate_mode(s: Setting, mech: Mechanism, oracle: str, mode: str, attacks: 
     targets = np.sort(rng.choice(s.domain_size, s.targets, replace=False))
     values = genuine_values(s, targets, rng)
     n, m, r, f_t = s.users, s.fakes, s.targets, s.target_frequency
+    beta = m / (n + m)  # the simulated β (m is rounded): the closed forms are at the same β
     columns, messages = mech.randomize(values, rng), n
     if fake_rate is not None:  # each genuine device adds Poisson(λ) uniform fake indices
         extra = fake_indices(rng, int(poisson_counts(rng, fake_rate, n).sum()), s.domain_size)
@@ -120,7 +121,7 @@ def simulate_mode(s: Setting, mech: Mechanism, oracle: str, mode: str, attacks: 
     f_before = float(before.counts[targets].sum()) / n
     # the targets' counts are independent or negatively correlated (multinomial), so Σ var bounds
     var_before = float((before.std_error[targets] ** 2).sum()) / n**2
-    floor = floor_gain(s.beta, f_t)
+    floor = floor_gain(beta, f_t)
     sources: list[str | None] = ["shuffler", "devices"] if fake_rate is not None else [None]
     together: int | None = None
     olh_note, olh_reports = "", None
@@ -152,8 +153,8 @@ def simulate_mode(s: Setting, mech: Mechanism, oracle: str, mode: str, attacks: 
             rows.append(Row(
                 oracle=oracle, mode=mode, epsilon=None if isinstance(mech, Histogram) else mech.epsilon,
                 attack=attack, fake_source=source,
-                closed=closed_gain(mech, attack, s.beta, r, f_t, extra_messages, together, checked=False),
-                closed_checked=closed_gain(mech, attack, s.beta, r, f_t, extra_messages, together),
+                closed=closed_gain(mech, attack, beta, r, f_t, extra_messages, together, checked=False),
+                closed_checked=closed_gain(mech, attack, beta, r, f_t, extra_messages, together),
                 simulated=f_after - f_before, sd=sd, accepted=accepted, floor=floor, note=note))
     return rows
 
