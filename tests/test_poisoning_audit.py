@@ -15,7 +15,9 @@ from ldptel.commands import poisoning_sim
 from ldptel.commands.cli import main
 from ldptel.commands.poisoning_sim import Row, Setting, audit_poisoning
 from ldptel.mechanisms import GRR, OLH, OUE, Hadamard
-from ldptel.privacy.poisoning_attacks import closed_gain, floor_gain
+from ldptel.mechanisms.checks import rejected
+from ldptel.mechanisms.errors import InvalidReport
+from ldptel.privacy.poisoning_attacks import closed_gain, fake_columns, floor_gain
 
 SEED = 37
 ISSUE = Setting(beta=0.05, targets=10, domain_size=1024, epsilon=1.0, target_frequency=0.05,
@@ -80,6 +82,24 @@ def test_the_bit_count_check_refuses_unpadded_reports_and_keeps_padded_ones(rows
         assert padded.accepted == 1.0 and padded.simulated > 25 * padded.floor  # ~0 % of the gain removed
 
 
+def test_report_checks_refuse_what_validate_columns_refuses() -> None:
+    """The audit's per-report mask (``report_checks``) against the collector's ``validate_columns``
+    on each report alone, for reports of every attack on OUE (weights 10, ~256, ~512)."""
+    mech, rng = OUE(1.0, 1024), np.random.default_rng(SEED)
+    targets = np.arange(0, 1000, 100)
+    rows = np.concatenate([fake_columns(mech, attack, targets, 20, rng)[0]["bits"]
+                           for attack in ("mga", "mga-a", "ria", "rpa")])
+    mask = rejected(mech.report_checks({"bits": rows}), len(rows))
+    for i, row in enumerate(rows):
+        try:
+            mech.validate_columns({"bits": row[None, :]}, 1)
+            refused = False
+        except InvalidReport:
+            refused = True
+        assert refused == mask[i], i
+    assert mask[:20].all() and not mask[20:60].any() and mask[60:].all()
+
+
 def test_shuffled_fakes_gain_is_the_floor_when_a_device_sends_one_message(rows: list[Row]) -> None:
     for attack in ("mga", "ria"):
         row = pick(rows, "histogram", "shuffled-fakes", attack, "shuffler")
@@ -114,13 +134,19 @@ def test_negative_control_an_attack_that_does_nothing_fails_the_checks(
 
 
 def test_cli_prints_json_and_names_a_bad_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["audit", "poisoning", "--format", "json", "--seed", "1", "--modes", "local",
-                 "--oracles", "oue", "--users", "20000"]) == 0
+    """The command itself (JSON): the must-be-true figures, and a bad flag named (exit 2)."""
+    assert main(["audit", "poisoning", "--format", "json", "--seed", "1", "--modes", "local,shuffled-fakes",
+                 "--oracles", "grr,oue,olh", "--users", "20000"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["floor"] == pytest.approx(0.0475, rel=1e-3)
     assert doc["setting"]["fakes"] == 1053
-    row = next(r for r in doc["rows"] if r["attack"] == "mga-a")
-    assert row["closed"] == pytest.approx(1.5795, rel=1e-3) and row["times_floor"] > 30
+    rows = {(r["oracle"], r["attack"], r["fake_source"]): r for r in doc["rows"]}
+    oue = rows["oue", "mga-a", None]
+    assert oue["closed"] == pytest.approx(1.5795, rel=1e-3) and oue["times_floor"] > 30
+    for key in (("oue", "mga-a", None), ("olh", "mga", None), ("grr", "mga", None)):
+        assert abs(rows[key]["simulated"] - rows[key]["closed"]) <= 0.1 * rows[key]["closed"], key
+    fakes = rows["histogram", "mga", "shuffler"]
+    assert fakes["times_floor"] <= 1.1 and fakes["simulated"] >= 0.9 * doc["floor"]
     assert main(["audit", "poisoning", "--beta", "1.5"]) == 2
     assert "--beta must be in (0, 1)" in capsys.readouterr().err
     assert main(["audit", "poisoning", "--oracles", "rappor"]) == 2
