@@ -63,6 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-min", type=int, default=10_000, help="shuffled modes: the plan's batch_min")
     p.add_argument("--central-delta", type=float, default=None,
                    help="shuffled modes: δ (default: min(1/(10·batch_min), 1e-6), as a campaign's)")
+    p.add_argument("--fakes-local-epsilon", type=float, default=None,
+                   help="shuffled-fakes: GRR at this ε on the index (default: the index as it is)")
     p.add_argument("--oracles", default="grr,oue,olh,sue,hadamard", help="comma-separated oracles")
     p.add_argument("--modes", default="local,shuffled,shuffled-fakes",
                    help="comma-separated privacy modes")
@@ -96,7 +98,7 @@ def setting_of(args: argparse.Namespace) -> Setting:
         raise ValueError(f"--batch-min must be at least 2, got {args.batch_min}")
     delta = args.central_delta if args.central_delta is not None else min(1 / (10 * args.batch_min), 1e-6)
     return Setting(args.beta, args.targets, args.domain_size, args.epsilon, args.target_frequency,
-                   args.users, args.batch_min, delta)
+                   args.users, args.batch_min, delta, args.fakes_local_epsilon)
 
 
 def run_poisoning(args: argparse.Namespace) -> int:

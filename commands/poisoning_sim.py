@@ -18,6 +18,7 @@ from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.checks import rejected
 from ldptel.mechanisms.estimates import FrequencyEstimate
 from ldptel.mechanisms.fakes import envelope_message_limit, fake_indices, poisson_counts
+from ldptel.mechanisms.grr import GRR
 from ldptel.mechanisms.histogram import Histogram
 from ldptel.mechanisms.olh import OLH
 from ldptel.privacy import plan
@@ -44,6 +45,7 @@ class Setting:
     users: int
     batch_min: int
     central_delta: float
+    fakes_local_epsilon: float | None = None  # shuffled-fakes: GRR at this ε on the index, else none
 
     @property
     def fakes(self) -> int:
@@ -166,8 +168,11 @@ def audit_poisoning(s: Setting, oracles: tuple[str, ...] = ORACLES, modes: tuple
     rows: list[Row] = []
     for mode in modes:
         if mode == "shuffled-fakes":
-            pl = plan("shuffled-fakes", "histogram", s.domain_size, s.epsilon, s.central_delta, s.batch_min)
-            rows += simulate_mode(s, Histogram(s.domain_size), "histogram", mode, attacks, rng,
+            eps_l = s.fakes_local_epsilon
+            index: Mechanism = Histogram(s.domain_size) if eps_l is None else GRR(eps_l, s.domain_size)
+            pl = plan("shuffled-fakes", index.name, s.domain_size, s.epsilon, s.central_delta, s.batch_min,
+                      local_epsilon=eps_l)
+            rows += simulate_mode(s, index, index.name, mode, attacks, rng,
                                   fake_rate=float(pl.fake_rate or 0.0))
             continue
         for oracle in oracles:

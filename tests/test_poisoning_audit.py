@@ -109,6 +109,18 @@ def test_shuffled_fakes_gain_is_the_floor_when_a_device_sends_one_message(rows: 
     assert padded.simulated > 10 * padded.floor and "messages in a fake device's envelope" in padded.note
 
 
+def test_shuffled_fakes_with_grr_on_the_index_is_grr_again() -> None:
+    """``local_epsilon`` (GRR on the index): a fake message counts (e^ε + d − 1)/(e^ε − 1) times,
+    as in local GRR; simulation and closed form agree within their variance."""
+    setting = Setting(**{**ISSUE.__dict__, "fakes_local_epsilon": 2.0})
+    rows = audit_poisoning(setting, modes=("shuffled-fakes",), seed=SEED)
+    assert {r.oracle for r in rows} == {"grr"} and len(rows) == 7
+    assert all(abs(r.simulated - r.closed_checked) <= Z * r.sd + 1e-9 for r in rows)
+    mga = pick(rows, "grr", "shuffled-fakes", "mga", "shuffler")
+    e, d, b = math.exp(2.0), 1024, mga.floor / (1 - 0.05)
+    assert mga.closed == pytest.approx(b * (1 - 0.05) + b * (d - 10) / (e - 1))
+
+
 def test_shuffled_mode_plans_a_larger_epsilon0_and_a_smaller_gain(rows: list[Row]) -> None:
     local, shuffled = pick(rows, "oue", "local", "mga-a"), pick(rows, "oue", "shuffled", "mga-a")
     assert shuffled.epsilon is not None and shuffled.epsilon > 1.0

@@ -26,7 +26,8 @@ Attacks (u per oracle):
   collector's bit-count check (``mechanisms.poisoning``) with probability 1 − 10⁻⁹; s = r still.
   With ``shuffled-fakes`` and fakes drawn on the device, the fake device fills its envelope up to
   the collector's message limit K (``mechanisms.fakes.envelope_message_limit``) with targets; the
-  decoder subtracts the K − 1 extra messages as fakes spread over d buckets, so u = K − r(K − 1)/d.
+  decoder subtracts the K − 1 extra messages as fakes spread over d buckets, so
+  u = (K − r(K − 1)/d − r·q)/(p − q) (an index as it is: p = 1, q = 0; or GRR at ``local_epsilon``).
   Elsewhere there is nothing to pad: as ``mga``.
 - ``ria`` (random item): a target at random, encoded honestly: u = 1 for every oracle, so
   G = β(1 − f_T) — the input-manipulation floor (``floor_gain``), what lying about one's value gets.
@@ -78,11 +79,6 @@ def per_fake(mech: Mechanism, attack: str, r: int, extra_messages: int = 0,
         raise ValueError(f"attack must be one of {', '.join(ATTACKS)}, got {attack!r}")
     if isinstance(mech, Hadamard):
         return {"mga": mech.scale * r, "mga-a": mech.scale * r, "ria": 1.0, "rpa": 0.0}[attack]
-    if isinstance(mech, Histogram):
-        if attack == "mga-a":
-            k = 1 + extra_messages
-            return k - r * (k - 1) / d
-        return {"mga": 1.0, "ria": 1.0, "rpa": r / d}[attack]
     if not isinstance(mech, PureMechanism):
         raise ValueError(f"no poisoning model for {type(mech).__name__}")
     p, q = mech.p, mech.q
@@ -92,7 +88,10 @@ def per_fake(mech: Mechanism, attack: str, r: int, extra_messages: int = 0,
         s = r / 2 if attack == "rpa" else float(r)
     elif isinstance(mech, OLH):
         s = r * q if attack == "rpa" else float(r if together is None else together)
-    elif isinstance(mech, GRR):
+    elif isinstance(mech, GRR | Histogram):  # an index: K = 1 + extra messages, the extras as fakes
+        if attack == "mga-a" and extra_messages:
+            k = 1 + extra_messages
+            return (k - r * (k - 1) / d - r * q) / (p - q)
         s = r / d if attack == "rpa" else 1.0
     else:
         raise ValueError(f"no poisoning model for {type(mech).__name__}")
@@ -138,7 +137,7 @@ def contribution_variance(mech: Mechanism, attack: str, r: int) -> float:
     S ∈ {0, 1} (GRR, an index) s(1 − s)/(p − q)²; unary ``ria`` (p(1 − p) + (r − 1)q(1 − q))/(p − q)²
     and ``rpa`` (r/4)/(p − q)² (independent bits); Hadamard E[k²(Σ_t H[j,t])²] = k²·r (rows
     orthogonal), a bound; OLH Popoviciu's (r/(p − q))²/4, a bound."""
-    if attack in ("mga", "mga-a") or (isinstance(mech, Histogram) and attack == "ria"):
+    if attack in ("mga", "mga-a"):
         return 0.0
     if isinstance(mech, Hadamard):
         return mech.scale**2 * r
@@ -194,17 +193,13 @@ def fake_columns(mech: Mechanism, attack: str, targets: np.ndarray, m: int, rng:
     searched here."""
     r, d = targets.size, mech.domain_size
     pick = targets[rng.integers(0, r, m)]
-    if attack == "ria" or (attack in ("mga", "mga-a") and isinstance(mech, Histogram)
-                           and not (attack == "mga-a" and extra_messages)):
+    if attack == "ria":
         return mech.randomize(pick, rng), m
-    if isinstance(mech, Histogram):
+    if isinstance(mech, GRR | Histogram):
         if attack == "rpa":
             return {"values": rng.integers(0, d, m).astype(np.uint32)}, m
-        k = m * (1 + extra_messages)
+        k = m * (1 + extra_messages) if attack == "mga-a" else m
         return {"values": targets[rng.integers(0, r, k)].astype(np.uint32)}, k
-    if isinstance(mech, GRR):
-        values = rng.integers(0, d, m) if attack == "rpa" else pick
-        return {"values": values.astype(np.uint32)}, m
     if isinstance(mech, UnaryEncoding):
         return {"bits": _unary_rows(mech, attack, targets, m, rng)}, m
     if isinstance(mech, OLH):
