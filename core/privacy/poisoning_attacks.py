@@ -198,7 +198,9 @@ def fake_columns(mech: Mechanism, attack: str, targets: np.ndarray, m: int, rng:
     if isinstance(mech, GRR | Histogram):
         if attack == "rpa":
             return {"values": rng.integers(0, d, m).astype(np.uint32)}, m
-        k = m * (1 + extra_messages) if attack == "mga-a" else m
+        if attack == "mga" or not extra_messages:
+            return {"values": pick.astype(np.uint32)}, m
+        k = m * (1 + extra_messages)
         return {"values": targets[rng.integers(0, r, k)].astype(np.uint32)}, k
     if isinstance(mech, UnaryEncoding):
         return {"bits": _unary_rows(mech, attack, targets, m, rng)}, m
