@@ -15,12 +15,12 @@ from ldptel.aggregator.decoders.base import Accumulator
 from ldptel.aggregator.decoders.fakes import FakesAccumulator
 from ldptel.mechanisms import create_mechanism
 from ldptel.mechanisms.base import Mechanism
-from ldptel.mechanisms.checks import rejected
 from ldptel.mechanisms.estimates import FrequencyEstimate
 from ldptel.mechanisms.fakes import envelope_message_limit, fake_indices, poisson_counts
 from ldptel.mechanisms.grr import GRR
 from ldptel.mechanisms.histogram import Histogram
 from ldptel.mechanisms.olh import OLH
+from ldptel.mechanisms.rows import valid_rows
 from ldptel.privacy import plan
 from ldptel.privacy.poisoning_attacks import (
     ATTACKS,
@@ -138,7 +138,9 @@ def simulate_mode(s: Setting, mech: Mechanism, oracle: str, mode: str, attacks: 
             if source == "shuffler" and attack == "mga-a":
                 continue  # nothing to pad: one message per device
             cols, msgs = fake_columns(mech, attack, targets, m, rng, extra_messages, olh_reports)
-            keep = ~rejected(mech.report_checks(cols), msgs) if fake_rate is None else np.ones(msgs, bool)
+            # the checks a report meets (the collector's, or the aggregator's on a sealed row): a
+            # device sends its reports one per batch, so each is refused alone
+            keep = valid_rows(mech, cols, msgs) if fake_rate is None else np.ones(msgs, bool)
             kept = int(keep.sum())
             accepted = kept / msgs if msgs else 1.0
             devices = kept if fake_rate is None else m
