@@ -6,7 +6,8 @@ Each row has the closed form twice (the paper's, every fake report counted; and 
 collector's checks) and a simulation through the shipped parts: n genuine devices encoded by the
 mechanism's own ``randomize`` (shuffled-fakes: their index plus Poisson(λ) fake indices,
 ``mechanisms.fakes``), the fake reports checked by the mechanism's collector checks
-(``report_checks``: a refused report counts for nothing) and both decoded by the aggregator's
+(``mechanisms.rows.valid_rows``, as the collector checks a report and the aggregator a sealed
+row: a refused report counts for nothing) and both decoded by the aggregator's
 decoders (``accumulator_for``, ``FakesAccumulator``). The simulated gain is
 Σ_T f̂(after, n + m devices) − Σ_T f̂(before, n devices) on the same genuine reports; ``sd`` bounds
 its standard deviation (``contribution_variance`` for the fakes; the decoder's variances of the

@@ -21,9 +21,10 @@ Attacks (u per oracle):
   s = r (OUE: G = β(2r·e^ε/(e^ε − 1) − f_T)). OLH: a seed hashing all r targets to one value y,
   reported with y (s = r; ``olh_seeds`` searches for it). Hadamard: j = 0 (H[0, v] = 1 for every v)
   with b = +1, u = k·r. An index sent as it is (``shuffled-fakes``): one target, u = 1.
-- ``mga-a`` (adaptive: padded to the honest weight): unary reports also set random non-target
-  bits up to a weight W drawn from the honest law Bernoulli(p) + Binomial(d − 1, q), so they pass the
-  collector's bit-count check (``mechanisms.poisoning``) with probability 1 − 10⁻⁹; s = r still.
+- ``mga-a`` (adaptive, the MGA-A / APA of issue 37: padded to the honest weight): unary reports
+  also set random non-target bits up to a weight W drawn from the honest law Bernoulli(p) +
+  Binomial(d − 1, q), so they pass the collector's bit-count check (``mechanisms.poisoning``) with
+  probability 1 − 10⁻⁹; s = r still.
   With ``shuffled-fakes`` and fakes drawn on the device, the fake device fills its envelope up to
   the collector's message limit K (``mechanisms.fakes.envelope_message_limit``) with targets; the
   decoder subtracts the K − 1 extra messages as fakes spread over d buckets, so
