@@ -166,7 +166,13 @@ def audit_campaigns(campaigns: Sequence[Campaign], n: int = N_REPORTS) -> list[A
 
 def run_audit(args: argparse.Namespace) -> int:
     """The ``audit`` command: 0 when every claim holds, 1 when one is violated, 2 on a bad config
-    or campaign name."""
+    or campaign name. ``ldptel audit poisoning``: ``commands.audit_poisoning``."""
+    if getattr(args, "audit_command", None) == "poisoning":
+        from ldptel.commands.audit_poisoning import run_poisoning
+
+        return run_poisoning(args)
+    if args.config is None:
+        raise ConfigError("ldptel audit needs --config FILE (or a subcommand: poisoning)")
     config = load_config(args.config)
     campaigns = config.campaigns
     if args.campaign is not None:

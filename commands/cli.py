@@ -111,10 +111,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit = command("audit", "check each campaign's privacy claim on its mechanism as configured: "
                              "the per-report ratio test and the averaging attack (exit 1 if violated)")
-    audit.add_argument("--config", required=True, help="TOML config file")
+    audit.add_argument("--config", default=None, help="TOML config file (required without a subcommand)")
     audit.add_argument("--campaign", default=None, help="only this campaign (default: all)")
     audit.add_argument("--reports", type=int, default=200_000,
                        help="reports per input of the ratio test")
+    audit_sub = audit.add_subparsers(dest="audit_command", metavar="SUBCOMMAND")
+    poison = audit_sub.add_parser(
+        "poisoning", formatter_class=HelpFormatter,
+        help="gain of data-poisoning attacks (MGA, MGA-A, RIA, RPA) per oracle and privacy mode "
+             "beside the input-manipulation floor",
+        description="the gain of data-poisoning attacks (Cao, Jia, Gong 2021) on the summed "
+                    "frequency of r target items, per oracle and privacy mode, at a fake-device "
+                    "fraction β: closed form and simulated through the real randomizers, "
+                    "collector checks and decoders, beside the floor β(1 − f_T)")
+    from ldptel.commands.audit_poisoning import add_arguments as poisoning_arguments  # argparse only
+
+    poisoning_arguments(poison)
     camps = command("campaigns", "the campaign registry in Redis: list, show NAME, history NAME, "
                                  "set NAME KEY=VALUE…, apply --config FILE, rollback NAME --to VERSION")
     campaigns_arguments(camps, HelpFormatter)

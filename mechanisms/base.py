@@ -92,6 +92,11 @@ class Mechanism(ABC):
         ``InvalidReport`` for the lowest-indexed report that is missing, out of range or
         implausible for an honest device."""
 
+    def report_checks(self, columns: dict[str, Any]) -> list[Any]:
+        """The per-report value checks of ``validate_columns`` (``checks.Check`` tuples: mask,
+        reason), for columns of the right lengths; ``checks.rejected`` turns them into a mask."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-report checks")
+
     def checked_columns(self, batch: ReportBatch) -> dict[str, Any]:
         """The columns of a batch from an untrusted client, checked: ``columns`` (the wire shape)
         then ``validate_columns``; raises ``InvalidReport`` naming the lowest bad index."""

@@ -75,6 +75,15 @@ def reject_first(checks: Iterable[Check]) -> None:
         raise exc(index, reason(index))
 
 
+def rejected(checks: Iterable[Check], count: int) -> np.ndarray:
+    """The mask of the reports any of ``checks`` flags (what ``reject_first`` would refuse one by
+    one if each report came in a batch of its own)."""
+    bad = np.zeros(count, dtype=bool)
+    for mask, *_ in checks:
+        bad |= mask
+    return bad
+
+
 def out_of_range(values: np.ndarray, limit: np.ndarray | int, what: str,
                  limit_name: str | None = None) -> Check:
     """The check 0 ≤ value < limit (``limit`` per report, or one for all), with the reason

@@ -48,6 +48,14 @@ def poisson_counts(rng: np.random.Generator | OsRandom, lam: float, n: int) -> n
     return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1).astype(np.int64)
 
 
+def envelope_message_limit(fake_rate: float, reports: int) -> int:
+    """The most messages the collector takes in an envelope of ``reports`` devices that each add
+    Poisson(λ = ``fake_rate``) fakes: reports + ⌈Λ + 8√Λ + 16⌉, Λ = λ·reports (an honest envelope
+    exceeds it with probability below 10⁻¹², ``server.sealed_ingest``)."""
+    lam = fake_rate * reports
+    return reports + int(math.ceil(lam + 8 * math.sqrt(lam) + 16))
+
+
 def fake_indices(rng: np.random.Generator | OsRandom, count: int, domain_size: int) -> np.ndarray:
     """``count`` indices uniform over [0, d)."""
     if count == 0:
@@ -55,4 +63,4 @@ def fake_indices(rng: np.random.Generator | OsRandom, count: int, domain_size: i
     return np.asarray(rng.integers(0, domain_size, size=count), dtype=np.int64)
 
 
-__all__ = ["fake_indices", "poisson_cdf", "poisson_counts"]
+__all__ = ["envelope_message_limit", "fake_indices", "poisson_cdf", "poisson_counts"]

@@ -49,7 +49,10 @@ class IndexColumns:
     def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` values, each in [0, d)."""
         check_lengths(columns, count, ["values"])
-        reject_first([out_of_range(columns["values"], self.domain_size, "value")])
+        reject_first(self.report_checks(columns))
+
+    def report_checks(self, columns: dict[str, Any]) -> list[Any]:
+        return [out_of_range(columns["values"], self.domain_size, "value")]
 
 
 class GRR(IndexColumns, PureMechanism):

@@ -95,7 +95,10 @@ class Hadamard(SignResponse, Mechanism):
     def validate_columns(self, columns: dict[str, Any], count: int) -> None:
         """``count`` (j, sign) pairs with j in [0, D) (``columns`` checked the sign bytes)."""
         check_lengths(columns, count, ["indices", "signs"])
-        reject_first([out_of_range(columns["indices"], self.D, "index", f"D = {self.D}")])
+        reject_first(self.report_checks(columns))
+
+    def report_checks(self, columns: dict[str, Any]) -> list[Any]:
+        return [out_of_range(columns["indices"], self.D, "index", f"D = {self.D}")]
 
     def public_params(self) -> dict[str, Any]:
         return {**super().public_params(), "D": self.D}

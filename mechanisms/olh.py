@@ -97,8 +97,11 @@ class OLH(LocalHashing):
         """``count`` (seed, y) pairs with y in [0, g); every uint32 seed is valid (the wire type
         bounds it to [0, 2^32))."""
         check_lengths(columns, count, ["seeds", "values"])
-        reject_first([out_of_range(columns["values"], self.g, "hash value", f"g = {self.g}"),
-                      out_of_range(columns["seeds"], 1 << 32, "seed", "2^32")])
+        reject_first(self.report_checks(columns))
+
+    def report_checks(self, columns: dict[str, Any]) -> list[Any]:
+        return [out_of_range(columns["values"], self.g, "hash value", f"g = {self.g}"),
+                out_of_range(columns["seeds"], 1 << 32, "seed", "2^32")]
 
     def public_params(self) -> dict[str, Any]:
         return {**super().public_params(), "g": self.g}

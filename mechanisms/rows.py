@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.checks import rejected
 
 ROW_ORACLES = ("grr", "histogram", "olh", "hadamard", "sue", "oue", "rappor")
 
@@ -80,13 +81,21 @@ def from_rows(mech: Mechanism, data: bytes | np.ndarray) -> tuple[dict[str, Any]
 
 def valid_rows(mech: Mechanism, columns: dict[str, Any], count: int) -> np.ndarray:
     """A boolean mask of the rows ``mech.validate_columns`` accepts (all of them in one vectorized
-    call when every row is valid; row by row only when some are not: a device that sent a bad
-    row inside its ciphertext)."""
+    call when every row is valid). When some are not (a device that sent a bad row inside its
+    ciphertext: a poisoner's unpadded report) the mechanism's per-report checks
+    (``report_checks``) give the mask at once, confirmed by one ``validate_columns`` of the rows
+    kept; row by row only for a mechanism without them."""
     ok = np.ones(count, dtype=bool)
     try:
         mech.validate_columns(columns, count)
         return ok
     except Exception:  # noqa: BLE001 - InvalidReport: find every bad row
+        pass
+    try:
+        keep = ~rejected(mech.report_checks(columns), count)
+        mech.validate_columns(select(columns, keep), int(keep.sum()))
+        return keep
+    except Exception:  # noqa: BLE001 - no per-report checks, or a stage they do not cover
         pass
     for i in range(count):
         one = {k: v[i:i + 1] for k, v in columns.items()}

@@ -73,7 +73,10 @@ class UnaryEncoding(PureMechanism):
         """``count`` rows of ceil(d/8) bytes (as ``columns`` returns them), zero padding, a
         plausible number of set bits."""
         check_lengths(columns, count, ["bits"])
-        reject_first(check_bit_rows(columns["bits"], self.domain_size, self.weight_bounds()))
+        reject_first(self.report_checks(columns))
+
+    def report_checks(self, columns: dict[str, Any]) -> list[Any]:
+        return check_bit_rows(columns["bits"], self.domain_size, self.weight_bounds())
 
 
 class SUE(UnaryEncoding):

@@ -37,6 +37,7 @@ from google.protobuf.message import DecodeError
 
 from ldptel import keys, sealing
 from ldptel.campaigns.config import Campaign, Config
+from ldptel.mechanisms.fakes import envelope_message_limit
 from ldptel.mechanisms.rows import row_dtype
 from ldptel.privacy.modes import ShuffledFakes, is_shuffled
 from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
@@ -79,8 +80,7 @@ def max_messages(campaign: Campaign, reports: int) -> int:
     """The most messages an honest envelope of ``reports`` devices holds (module docstring)."""
     if not isinstance(campaign.mode, ShuffledFakes):
         return reports
-    lam = campaign.mode.fake_rate * reports
-    return reports + int(math.ceil(lam + 8 * math.sqrt(lam) + 16))
+    return envelope_message_limit(campaign.mode.fake_rate, reports)
 
 
 def validate_sealed(body: bytes, config: Config, mechanisms: dict[tuple[str, int], Any],
