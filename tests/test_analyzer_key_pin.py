@@ -18,6 +18,7 @@ import base64
 import dataclasses
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -31,14 +32,14 @@ from sealed_support import FAKES, publish_keys, sealed_config
 from test_sdk_js import JS, bundle  # noqa: F401 (bundle: a fixture)
 
 from ldptel import key_signing, sealing
-from ldptel.aggregator.keyring import SIGNING_FILE
+from ldptel.aggregator.keyring import SIGNING_FILE, Keyring
 from ldptel.client import TelemetryClient
+from ldptel.client.errors import KeyNotTrusted
+from ldptel.client.sealed import pinned_key
 from ldptel.commands.cli import main as cli_main
 from ldptel.server.sealed_ingest import KEY_CACHE_SECONDS
 from ldptel.store import analyzer_keys
 from ldptel.store.analyzer_keys import PublicKey
-
-pytestmark = pytest.mark.integration
 
 NODE_SEALED = JS / "test" / "e2e" / "node-sealed.mjs"
 
@@ -57,6 +58,7 @@ def serve_own_key(r: redis.Redis, honest: dict[int, PublicKey], attacker: Public
     time.sleep(KEY_CACHE_SECONDS + 0.1)  # the collector's key cache sees it
 
 
+@pytest.mark.integration
 def test_a_collector_cannot_substitute_the_analyzer_key(redis_client: redis.Redis, redis_url: str,
                                                         tmp_path: Path, bundle, capsys) -> None:  # noqa: F811
     cfg = sealed_config(tmp_path, [FAKES])
@@ -124,3 +126,41 @@ def test_a_collector_cannot_substitute_the_analyzer_key(redis_client: redis.Redi
             assert js["result"]["accepted"] == 1 and js["health"]["sealingError"] is None, js
     finally:
         stack.close()
+
+
+def test_pinned_key_checks_signature_times_and_expiry() -> None:
+    """``client.sealed.pinned_key`` on the vectors' signed analyzer key: trusted under the vectors'
+    signing key; refused (``KeyNotTrusted`` saying why) without a pinned key (naming the option),
+    under another key, with a changed time or id, or once ``accepted_until`` has passed on the
+    device's clock. A malformed ``analyzer_signing_key`` is the app's mistake (``ValueError``)."""
+    doc = json.loads((Path(__file__).resolve().parents[1] / "testvectors" / "sealed.json").read_text())
+    a = doc["analyzer"]
+    cfg = {"analyzer_key": a["config"]}
+    pinned = key_signing.signing_public(a["signing"]["public"])
+    assert pinned_key(cfg, "c", pinned, now=1_900_000_000.0)[1] == a["key_id"]
+    cases = [(None, cfg, 0.0, "analyzer_signing_key="),
+             (Ed25519PrivateKey.generate().public_key(), cfg, 0.0, "not signed by the pinned"),
+             (pinned, {"analyzer_key": {**a["config"], "accepted_until": 2_100_000_000}}, 0.0, "not signed"),
+             (pinned, {"analyzer_key": {**a["config"], "signature": None}}, 0.0, "not signed (no signature)"),
+             (pinned, cfg, 2_000_000_000.0, "expired")]
+    for key, config, now, why in cases:
+        with pytest.raises(KeyNotTrusted, match=re.escape(why)):
+            pinned_key(config, "c", key, now=now)
+    with pytest.raises(ValueError, match="analyzer_signing_key"):
+        TelemetryClient("http://127.0.0.1:9", INGEST_TOKEN, analyzer_signing_key="AAAA")
+
+
+def test_signing_key_made_once_and_kept_across_rotations(tmp_path: Path) -> None:
+    """The keys directory's Ed25519 key: made with the first key (0600), the same after an HPKE
+    rotation, and every key the keyring holds (old and new) is signed by it."""
+    cfg = sealed_config(tmp_path, [FAKES])
+    ring = Keyring(cfg.analyzer)
+    ring.ensure(None, now=1_800_000_000.0)
+    first, path = ring.pinned, tmp_path / "keys" / SIGNING_FILE
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    ring.ensure(None, now=1_800_000_000.0 + 38 * 86400)  # past key_rotation: a new HPKE key
+    assert len(ring.public) == 2 and ring.pinned == first
+    again = Keyring(cfg.analyzer)
+    again.load()
+    assert again.pinned == first and set(again.public) == set(ring.public)
+    assert all(k.verifies(key_signing.signing_public(first)) for k in again.public.values())

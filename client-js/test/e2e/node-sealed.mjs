@@ -19,3 +19,4 @@ for (let i = 0; i < Number(n); i++) if (await client.report(campaign, i % 16)) q
 const result = await client.flush(Number(flushMs));
 console.log(JSON.stringify({ queued, result, health: client.health() }));
 await client.close(null);
+process.exit(0); // not waiting for idle keep-alive connections to close
