@@ -174,7 +174,15 @@ class Keyring:
         """Publish the accepted keys' public halves; withdraw the others."""
         at = time.time() if now is None else now
         live = [k for k in self.public.values() if at < k.accepted_until]
-        stale = [kid for kid in analyzer_keys.read(r) if kid not in {k.key_id for k in live}]
+        published = analyzer_keys.read(r)
+        stale = [kid for kid in published if kid not in {k.key_id for k in live}]
+        other = [k.key_id for k in live if k.key_id in published and published[k.key_id].signature
+                 and published[k.key_id].signature != k.signature]
+        if other:  # Ed25519 is deterministic: another signature means another signing key
+            LOG.error("analyzer: key(s) %s were published signed by another signing key than %s: every "
+                      "aggregator host must hold the same keys directory (docs/operations.md#analyzer-keys); "
+                      "apps pinning the other key refuse these signatures",
+                      ", ".join(f"{kid:08x}" for kid in other), self.dir / SIGNING_FILE)
         analyzer_keys.publish(r, live, stale)
 
     def forget_at(self, key_id: int) -> float | None:

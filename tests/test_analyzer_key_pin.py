@@ -150,9 +150,11 @@ def test_pinned_key_checks_signature_times_and_expiry() -> None:
         TelemetryClient("http://127.0.0.1:9", INGEST_TOKEN, analyzer_signing_key="AAAA")
 
 
-def test_signing_key_made_once_and_kept_across_rotations(tmp_path: Path) -> None:
+def test_signing_key_made_once_and_kept_across_rotations(tmp_path: Path, redis_client: redis.Redis,
+                                                          caplog) -> None:
     """The keys directory's Ed25519 key: made with the first key (0600), the same after an HPKE
-    rotation, and every key the keyring holds (old and new) is signed by it."""
+    rotation, and every key the keyring holds (old and new) is signed by it. A host whose copy of
+    the directory has another signing key says so in its log when it publishes."""
     cfg = sealed_config(tmp_path, [FAKES])
     ring = Keyring(cfg.analyzer)
     ring.ensure(None, now=1_800_000_000.0)
@@ -164,3 +166,8 @@ def test_signing_key_made_once_and_kept_across_rotations(tmp_path: Path) -> None
     again.load()
     assert again.pinned == first and set(again.public) == set(ring.public)
     assert all(k.verifies(key_signing.signing_public(first)) for k in again.public.values())
+    again.publish(redis_client, now=1_800_000_000.0 + 38 * 86400)
+    (tmp_path / "keys" / SIGNING_FILE).unlink()  # a host that made its own signing key
+    stray = Keyring(cfg.analyzer)
+    stray.ensure(redis_client, now=1_800_000_000.0 + 38 * 86400)
+    assert stray.pinned != first and "signed by another signing key" in caplog.text
