@@ -18,7 +18,7 @@ def run_analyzer_key(args: argparse.Namespace) -> int:
         return 0
     print(f"analyzer signing key (Ed25519, public half; embed it in the app): {value}")
     print(f"  TelemetryClient(..., analyzer_signing_key=\"{value}\")")
-    print(f"  new TelemetryClient({{..., analyzerSigningKey: \"{value}\"}})")
+    print(f"  TelemetryClient.open({{..., analyzerSigningKey: \"{value}\"}})")
     print(f"private half: {signing_path(config.analyzer)} (keep it: every pinned app trusts it; "
           "back it up with the keys directory, never rotated)")
     return 0
