@@ -3,7 +3,12 @@ data directory, public halves published in Redis (``ldptel.store.analyzer_keys``
 
 Files in ``[analyzer] keys_dir`` (default ``<LDPTEL_DATA_DIR>/analyzer-keys``, mode 0700): per key
 ``<key id hex>.key`` (the raw 32-byte X25519 private key, mode 0600) and ``<key id hex>.json``
-(``created``, ``current_until``, ``accepted_until``). Several workers of one host share the
+(``created``, ``current_until``, ``accepted_until``), and once for the directory
+``signing.ed25519``: the raw 32-byte Ed25519 private key (mode 0600) that signs every published
+key (``ldptel.key_signing``). It is made the first time the directory is used (or by
+``ldptel analyzer-key show``, which prints its public half for apps to pin) and never rotated:
+the HPKE rotation below leaves it alone, and deleting it makes every pinned app refuse the new
+signatures until it ships the new public half. Several workers of one host share the
 directory (key creation takes an ``flock``); workers on several hosts must share it too (a worker
 that lacks the key of a release leaves it pending for one that has it, and logs so).
 
@@ -18,6 +23,7 @@ withdrawn from Redis once it is no longer accepted. The record of the messages o
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import logging
@@ -25,9 +31,11 @@ import os
 import time
 from pathlib import Path
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldptel import sealing
+from ldptel import key_signing, sealing
 from ldptel.campaigns.config import AnalyzerConfig
 from ldptel.credentials import data_dir
 from ldptel.durations import parse_duration
@@ -36,10 +44,46 @@ from ldptel.store.analyzer_keys import PublicKey
 from ldptel.store.redis_client import AnyRedis
 
 LOG = logging.getLogger("ldptel.aggregator")
+SIGNING_FILE = "signing.ed25519"
 
 
 def keys_dir(cfg: AnalyzerConfig) -> Path:
     return Path(cfg.keys_dir) if cfg.keys_dir else data_dir() / "analyzer-keys"
+
+
+def signing_path(cfg: AnalyzerConfig) -> Path:
+    return keys_dir(cfg) / SIGNING_FILE
+
+
+def ensure_signing_key(cfg: AnalyzerConfig) -> Ed25519PrivateKey:
+    """The directory's Ed25519 signing key, made (OS randomness, mode 0600) if it has none."""
+    folder = keys_dir(cfg)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with (folder / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _signing_key(folder, create=True)  # type: ignore[return-value]
+
+
+def _signing_key(folder: Path, create: bool = False) -> Ed25519PrivateKey | None:
+    path = folder / SIGNING_FILE
+    try:
+        return Ed25519PrivateKey.from_private_bytes(path.read_bytes())
+    except FileNotFoundError:
+        if not create:
+            return None
+    key = Ed25519PrivateKey.generate()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                                   serialization.NoEncryption()))
+    LOG.info("analyzer: new signing key %s (%s); apps pin its public half: %s", path,
+             "never rotated", key_signing.public_text(key.public_key()))
+    return key
+
+
+def signing_public_text(cfg: AnalyzerConfig) -> str:
+    """What an app passes as ``analyzer_signing_key`` (the key is made if there is none)."""
+    return key_signing.public_text(ensure_signing_key(cfg).public_key())
 
 
 class Keyring:
@@ -51,10 +95,27 @@ class Keyring:
         self.overlap = parse_duration(cfg.key_overlap)
         self.private: dict[int, X25519PrivateKey] = {}
         self.public: dict[int, PublicKey] = {}
+        self.signing: Ed25519PrivateKey | None = None
+
+    @property
+    def pinned(self) -> str:
+        """The signing key's public half as apps pin it (base64; ``ensure`` makes the key)."""
+        if self.signing is None:
+            raise LookupError(f"{self.dir}: no signing key yet (Keyring.ensure makes it)")
+        return key_signing.public_text(self.signing.public_key())
+
+    def _signed(self, pub: PublicKey) -> PublicKey:
+        if self.signing is None:
+            return pub
+        sig = key_signing.sign(self.signing, sealing.SUITE_ID, pub.public, pub.key_id, pub.current_until,
+                               pub.accepted_until)
+        return dataclasses.replace(pub, signature=sig)
 
     def load(self) -> None:
         """Read every key file of the directory."""
         private, public = {}, {}
+        if self.dir.is_dir() and self.signing is None:
+            self.signing = _signing_key(self.dir)
         if self.dir.is_dir():
             for meta in self.dir.glob("*.json"):
                 try:
@@ -65,8 +126,9 @@ class Keyring:
                 raw = sealing.public_bytes(key.public_key())
                 kid = sealing.key_id(raw)
                 private[kid] = key
-                public[kid] = PublicKey(kid, raw, float(doc["created"]), float(doc["current_until"]),
-                                        float(doc["accepted_until"]))
+                pub = PublicKey(kid, raw, float(doc["created"]), float(doc["current_until"]),
+                                float(doc["accepted_until"]))
+                public[kid] = self._signed(pub)
         self.private, self.public = private, public
 
     def ensure(self, r: AnyRedis | None = None, now: float | None = None) -> None:
@@ -75,6 +137,7 @@ class Keyring:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with (self.dir / ".lock").open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            self.signing = _signing_key(self.dir, create=True)
             self.load()
             if not any(at < k.current_until for k in self.public.values()):
                 self._create(at)
@@ -98,7 +161,8 @@ class Keyring:
         with os.fdopen(fd, "wb") as fh:
             fh.write(sealing.private_bytes(key))
         created = float(int(at))
-        pub = PublicKey(kid, raw, created, created + self.rotation, created + self.rotation + self.overlap)
+        pub = self._signed(PublicKey(kid, raw, created, created + self.rotation,
+                                     created + self.rotation + self.overlap))
         meta = {"created": pub.created, "current_until": pub.current_until,
                 "accepted_until": pub.accepted_until}
         (self.dir / f"{kid:08x}.json").write_text(json.dumps(meta))
@@ -110,7 +174,15 @@ class Keyring:
         """Publish the accepted keys' public halves; withdraw the others."""
         at = time.time() if now is None else now
         live = [k for k in self.public.values() if at < k.accepted_until]
-        stale = [kid for kid in analyzer_keys.read(r) if kid not in {k.key_id for k in live}]
+        published = analyzer_keys.read(r)
+        stale = [kid for kid in published if kid not in {k.key_id for k in live}]
+        other = [k.key_id for k in live if k.key_id in published and published[k.key_id].signature
+                 and published[k.key_id].signature != k.signature]
+        if other:  # Ed25519 is deterministic: another signature means another signing key
+            LOG.error("analyzer: key(s) %s were published signed by another signing key than %s: every "
+                      "aggregator host must hold the same keys directory (docs/operations.md#analyzer-keys); "
+                      "apps pinning the other key refuse these signatures",
+                      ", ".join(f"{kid:08x}" for kid in other), self.dir / SIGNING_FILE)
         analyzer_keys.publish(r, live, stale)
 
     def forget_at(self, key_id: int) -> float | None:
@@ -126,4 +198,4 @@ class Keyring:
         return self.private.get(key_id)
 
 
-__all__ = ["Keyring", "keys_dir"]
+__all__ = ["SIGNING_FILE", "Keyring", "ensure_signing_key", "keys_dir", "signing_path", "signing_public_text"]

@@ -4,6 +4,7 @@ published first, the CLI, the export API and the SDK as a device fleet."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -37,12 +38,13 @@ def get(url: str, path: str) -> dict:
         return json.loads(resp.read())
 
 
-def send(url: str, queue: Path, name: str, values: list) -> float:
-    """``values`` reported to campaign ``name`` by the SDK and flushed, every one accepted; the
-    wall seconds of report + flush (sealing included)."""
+def send(url: str, queue: Path, name: str, values: list, signing_key: str | None = None) -> float:
+    """``values`` reported to campaign ``name`` by the SDK (pinning ``signing_key``, the analyzer
+    signing key: ``Served.signing_key``) and flushed, every one accepted; the wall seconds of
+    report + flush (sealing included)."""
     t0 = time.perf_counter()
     with TelemetryClient(url, INGEST, queue_path=queue, accept_unrandomized=True, batch_size=1000,
-                         timeout=60) as client:
+                         timeout=60, analyzer_signing_key=signing_key) as client:
         client.report_many(name, values)
         result = client.flush(timeout=600)
         assert result.pending == 0 and result.accepted == len(values), result
@@ -55,6 +57,7 @@ class Served:
     redis_url: str
     config: Path
     tmp: Path  # a directory removed at the end
+    signing_key: str = ""  # what devices pin (``ldptel analyzer-key show``)
 
     def ldptel(self, command: str) -> float:
         """``ldptel shuffle|aggregate --once`` on this stack; its wall seconds."""
@@ -71,6 +74,10 @@ def served(config_text: Callable[[Path], str]) -> Iterator[Served]:
         os.environ["LDPTEL_DATA_DIR"] = str(tmp / "data")
         stack = Served(f"http://127.0.0.1:{free_port()}", redis.url, cfg, tmp)
         stack.ldptel("aggregate")  # publishes the analyzer key
+        shown = subprocess.run([sys.executable, "-m", "ldptel.commands.cli", "analyzer-key", "show",
+                                "--config", str(cfg), "--quiet"],
+                               check=True, capture_output=True, text=True, timeout=60)
+        stack = dataclasses.replace(stack, signing_key=shown.stdout.strip())
         serve = subprocess.Popen([sys.executable, "-m", "ldptel.commands.cli", "serve", "--config", str(cfg),
                                   "--redis-url", redis.url, "--port", stack.url.rsplit(":", 1)[1],
                                   "--workers", "2"],

@@ -81,7 +81,7 @@ def main() -> None:
         errors, stated, timing = [], [], []
         for i in range(args.runs):
             name = f"fakes-{i}"
-            t_send = send(url, stack.tmp / f"{name}.sqlite", name, values.tolist())
+            t_send = send(url, stack.tmp / f"{name}.sqlite", name, values.tolist(), stack.signing_key)
             t_shuffle = stack.ldptel("shuffle")
             t_agg = stack.ldptel("aggregate")
             doc = get(url, f"/v1/campaigns/{name}/estimates?window=current")

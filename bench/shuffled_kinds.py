@@ -77,7 +77,7 @@ def main() -> None:
             t0 = time.perf_counter()
             for name in CAMPAIGNS:
                 data = values.tolist() if name.startswith("range") else reals.tolist()
-                send(url, stack.tmp / f"{name}-{run}.sqlite", name, data)
+                send(url, stack.tmp / f"{name}-{run}.sqlite", name, data, stack.signing_key)
             stack.ldptel("shuffle")
             stack.ldptel("aggregate")
             window = "window=current"  # window = "all": one window, never complete

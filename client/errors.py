@@ -38,9 +38,15 @@ class BadConfig(TelemetryError):
     ``bad_config`` by ``report()``, never raised into the app (``mechanism()`` raises it)."""
 
 
+class KeyNotTrusted(TelemetryError):
+    """The analyzer key in a shuffled campaign's config is not one the SDK may seal to: no
+    ``analyzer_signing_key`` is pinned, or the key's signature does not verify under it, or it
+    has expired. Its reports wait in the queue (``health().sealing_error`` says why)."""
+
+
 class QueueUnavailable(TelemetryError):
     """The SDK's queue file cannot be opened (e.g. a read-only directory)."""
 
 
-__all__ = ["BadConfig", "CampaignRefused", "QueueUnavailable", "TelemetryError", "UnknownCampaign",
-           "VersionClosed"]
+__all__ = ["BadConfig", "CampaignRefused", "KeyNotTrusted", "QueueUnavailable", "TelemetryError",
+           "UnknownCampaign", "VersionClosed"]

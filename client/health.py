@@ -27,7 +27,10 @@ class Health:
     secret and privacy ledger with it, so new reports are dropped until the app restarts);
     ``dropped``: reports dropped on the device since the client started, by reason;
     ``last_error``: the error of the last drop; ``pending``: reports queued; ``clipped``: values
-    of numeric campaigns outside [lower, upper], reported clipped to the range, by campaign."""
+    of numeric campaigns outside [lower, upper], reported clipped to the range, by campaign;
+    ``sealing_error``: why reports of shuffled campaigns wait in the queue unsealed (no
+    ``analyzer_signing_key`` pinned, or the collector's analyzer key not signed by it or expired:
+    ``client.sealed.pinned_key``), None when every such campaign seals."""
 
     ok: bool
     queue_error: str | None
@@ -37,6 +40,7 @@ class Health:
     pending: int = 0
     clipped: dict[str, int] = field(default_factory=dict)
     store_error: str | None = None
+    sealing_error: str | None = None
 
 
 class DropCounter:

@@ -11,7 +11,10 @@
   ``SealedBatch`` (batch id derived from the chunk's, so a retry is deduplicated), fakes drawn with
   OS randomness for ``shuffled-fakes`` (Poisson(λ) per report, uniform over the domain), the
   envelope's messages shuffled, each row sealed on its own to the campaign's ``analyzer_key``
-  (``ldptel.sealing``) with the campaign, version, window and key id bound. Envelopes whose window
+  (``ldptel.sealing``) with the campaign, version, window and key id bound — only once that key
+  is the aggregator's (``pinned_key``: its ``signature`` verifies under the app's
+  ``analyzer_signing_key``, ``ldptel.key_signing``, and ``accepted_until`` has not passed on the
+  device's clock); otherwise the chunk waits in the queue (``KeyNotTrusted``). Envelopes whose window
   the collector no longer takes (neither the current nor the previous one) are dropped, counted.
 
 A device reports at most once per campaign window (``reports_per_window = 1``, the ledger), so a
@@ -28,10 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
-from ldptel import keys, sealing
-from ldptel.client.errors import TelemetryError
+from ldptel import key_signing, keys, sealing
+from ldptel.client.errors import KeyNotTrusted, TelemetryError
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.fakes import fake_indices, poisson_counts
 from ldptel.mechanisms.randomness import OsRandom, permutation, resolve
@@ -108,11 +112,47 @@ def analyzer_key(cfg: dict[str, Any], campaign: str) -> tuple[X25519PublicKey, i
     return public, key_id
 
 
-def seal_rows(cfg: dict[str, Any], mech: Mechanism, campaign: str, version: int, batch_id: bytes,
-              rows: list[bytes], now: float, rng: np.random.Generator | None = None
-              ) -> tuple[list[Sealed], int]:
-    """A chunk's unsealed envelopes → (the envelopes to post, reports dropped as stale)."""
+PIN_HINT = ("pass analyzer_signing_key= to TelemetryClient (the value `ldptel analyzer-key show` "
+            "prints); until then its reports wait in the queue, never sealed")
+
+
+def pinned_key(cfg: dict[str, Any], campaign: str, signing_key: Ed25519PublicKey | None,
+               now: float | None = None) -> tuple[X25519PublicKey, int]:
+    """``analyzer_key`` once it is the aggregator's: its ``signature`` verifies under the
+    pinned ``signing_key`` over its suite, key, id, ``current_until`` and ``accepted_until``, and
+    ``now`` (the device's clock, not the collector's) is before ``accepted_until``.
+    ``KeyNotTrusted`` saying why otherwise (no pinned key, a bad or missing signature, expired)."""
+    if signing_key is None:
+        raise KeyNotTrusted(f"campaign {campaign!r} is in a shuffled privacy mode and no analyzer "
+                            f"signing key is pinned: {PIN_HINT}")
     public, key_id = analyzer_key(cfg, campaign)
+    key = cfg["analyzer_key"]
+    try:
+        signature = key_signing.decode_signature(key.get("signature"))
+        current_until, accepted_until = key.get("current_until"), key.get("accepted_until")
+        for name, value in (("current_until", current_until), ("accepted_until", accepted_until)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} {value!r} is not an integer")
+    except ValueError as exc:
+        raise KeyNotTrusted(f"campaign {campaign!r}: the collector's analyzer_key is not signed ({exc}); "
+                            "not sealed to it") from None
+    raw = sealing.public_bytes(public)
+    if not key_signing.verify_key(key.get("suite", sealing.SUITE_ID), raw, key_id, current_until,
+                                  accepted_until, signature, signing_key):
+        raise KeyNotTrusted(f"campaign {campaign!r}: the collector's analyzer_key {key_id} is not signed by "
+                            "the pinned analyzer_signing_key; not sealed to it")
+    if (time.time() if now is None else now) >= accepted_until:
+        raise KeyNotTrusted(f"campaign {campaign!r}: the collector's analyzer_key {key_id} expired at "
+                            f"{accepted_until} (accepted_until, on this device's clock); not sealed to it")
+    return public, key_id
+
+
+def seal_rows(cfg: dict[str, Any], mech: Mechanism, campaign: str, version: int, batch_id: bytes,
+              rows: list[bytes], now: float, rng: np.random.Generator | None = None,
+              signing_key: Ed25519PublicKey | None = None) -> tuple[list[Sealed], int]:
+    """A chunk's unsealed envelopes → (the envelopes to post, reports dropped as stale); sealed
+    only to a key that ``pinned_key`` trusts under ``signing_key``."""
+    public, key_id = pinned_key(cfg, campaign, signing_key)
     windows = accepted_windows(cfg, now)
     by_window: dict[int, list[SealedBatch]] = {}  # a chunk's rows share their dimension values
     stale = 0
@@ -151,4 +191,5 @@ def _with_fakes(cfg: dict[str, Any], mech: Mechanism, plain: bytes, reports: int
     return row_bytes(rows[permutation(rng, reports + fakes)])
 
 
-__all__ = ["ClockOffset", "Sealed", "accepted_windows", "analyzer_key", "is_sealed", "seal_rows", "unsealed"]
+__all__ = ["PIN_HINT", "ClockOffset", "Sealed", "accepted_windows", "analyzer_key", "is_sealed", "pinned_key",
+           "seal_rows", "unsealed"]

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ldptel.client import delivery
 from ldptel.client.configs import CampaignConfigs
@@ -32,6 +33,7 @@ from ldptel.client.delivery import CONTENT_TYPE, Action, Attempt, BodyCutOff, Fl
 from ldptel.client.envelope import copy_envelope
 from ldptel.client.errors import (
     CampaignRefused,
+    KeyNotTrusted,
     QueueUnavailable,
     TelemetryError,
     UnknownCampaign,
@@ -61,6 +63,8 @@ class FlushingClient(Protocol):
     max_backoff: float
     _configs: CampaignConfigs
     _dropped: DropCounter
+    _sealing_errors: dict[str, str]
+    analyzer_signing_key: Ed25519PublicKey | None
 
     @property
     def queue(self) -> ReportQueue: ...
@@ -149,7 +153,7 @@ class Sender:
         result.pending = c.pending()
         result.held = {name: queue.pending(name) for name in held}
         for name, why in held.items():
-            log.info("campaign %s is paused (%s): %d reports wait in the queue", name, why,
+            log.info("campaign %s is held (%s): %d reports wait in the queue", name, why,
                      result.held[name])
         if result.pending == 0:
             result.error = None
@@ -196,13 +200,21 @@ class Sender:
         c = self.client
         try:
             envelopes, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, chunk.batch_id,
-                                         chunk.batches, c.clock.now(), c.rng)
+                                         chunk.batches, c.clock.now(), c.rng, c.analyzer_signing_key)
+        except KeyNotTrusted as exc:  # never sealed to a key the pinned signing key did not sign:
+            if c._sealing_errors.get(chunk.campaign) != str(exc):  # logged once per reason
+                log.warning("%s", exc)
+            c._sealing_errors[chunk.campaign] = str(exc)  # held in the queue, said in health()
+            if c.analyzer_signing_key is not None:  # a rotation may bring a signed key
+                c._configs.refresh_in_background()
+            return Attempt(Action.HOLD, error=str(exc))
         except TelemetryError:  # no usable analyzer key in the configs held (the aggregator had
             c._configs.refresh_in_background()  # published none yet): ask again; ``attempt`` retries
             raise
         except (MemoryError, OverflowError) as exc:  # never raised from flush(); not kept to fail again
             why = f"campaign {chunk.campaign!r}: cannot seal its reports ({type(exc).__name__}: {exc})"
             return Attempt(Action.DROP, error=why, reason=why, code="bad_config")
+        c._sealing_errors.pop(chunk.campaign, None)
         if stale:
             why = f"campaign {chunk.campaign!r}: {stale} reports of a window the collector no longer takes"
             log.warning("dropping %s", why)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ldptel import key_signing
 from ldptel.client import delivery, reporting
 from ldptel.client.configs import MAX_ANSWER_BYTES as ANSWER_CAP
 from ldptel.client.configs import MAX_ASKED, META_KEY, CampaignConfigs, config_for, version_config
@@ -84,7 +85,10 @@ class TelemetryClient:
     naming it and nothing of it is sent. ``accept_unrandomized``: also report to
     ``shuffled-fakes`` campaigns without local randomization, whose report is the true index
     (sealed to the analyzer; its privacy is central only: the shuffler, the fakes and the
-    encryption, docs/privacy.md); refused by default.
+    encryption, docs/privacy.md); refused by default. ``analyzer_signing_key``: the aggregator's
+    Ed25519 public key (base64, ``ldptel analyzer-key show``) the app pins; reports of shuffled
+    campaigns are sealed only to an analyzer key signed by it (without it they wait in the queue
+    and ``health().sealing_error`` names the option; ``ldptel.client.sealed.pinned_key``).
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class TelemetryClient:
         scope: str = "campaign",
         accept_unrandomized: bool = False,
         dimensions: Mapping[str, Any] | None = None,
+        analyzer_signing_key: str | bytes | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
@@ -116,6 +121,9 @@ class TelemetryClient:
         if isinstance(max_epsilon, bool) or not isinstance(max_epsilon, (int, float)) or not max_epsilon > 0:
             raise ValueError(f"max_epsilon must be a positive number, got {max_epsilon!r}")
         self.max_epsilon = float(max_epsilon)
+        self.analyzer_signing_key = (None if analyzer_signing_key is None
+                                     else key_signing.signing_public(analyzer_signing_key))
+        self._sealing_errors: dict[str, str] = {}  # campaign → why its reports are not sealed
         self.lifetime_epsilon, self.scope = check_limit(lifetime_epsilon, scope)
         self._ledger: PrivacyLedger | None = None
         self.url = url.rstrip("/")
@@ -195,10 +203,13 @@ class TelemetryClient:
         """Whether reports are being queued, and what was dropped on the device and why."""
         config_error = None if self._configs.configs else (self._configs.last_error or "no configs yet")
         store_error = self._queue.lost() if self._queue is not None else None
-        return Health(ok=self._queue_error is None and config_error is None and store_error is None,
+        sealing_error = "; ".join(v for _, v in sorted(self._sealing_errors.items())) or None
+        return Health(ok=self._queue_error is None and config_error is None and store_error is None
+                      and sealing_error is None,
                       queue_error=self._queue_error, config_error=config_error,
                       dropped=self._dropped.snapshot(), last_error=self._dropped.last_error,
-                      pending=self.pending(), clipped=self._clipped.snapshot(), store_error=store_error)
+                      pending=self.pending(), clipped=self._clipped.snapshot(), store_error=store_error,
+                      sealing_error=sealing_error)
 
     # --- campaign configs ---------------------------------------------------------------------
     def campaigns(self, refresh: bool = False) -> dict[str, dict[str, Any]]:

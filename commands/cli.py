@@ -136,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, kwargs in ACL_OPTIONS.items():
         acl.add_argument(flag, **kwargs)
 
+    akey = command("analyzer-key", "the aggregator's signing key: `show` prints the public half apps pin "
+                                   "(analyzer_signing_key) and the private key's file")
+    akey_actions = akey.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = akey_actions.add_parser("show", help="print the value to embed and the file path",
+                                   formatter_class=HelpFormatter)
+    show.add_argument("--config", required=True, help="TOML config file (its [analyzer] keys_dir)")
+    show.add_argument("--quiet", action="store_true", help="print the value alone")
+
     privacy = command("privacy", "central-DP planning: the local ε₀ or fake-message rate that certifies "
                                  "a central (ε, δ) target, with its lower bound and standard error")
     from ldptel.commands.privacy import add_arguments as privacy_arguments  # argparse only: light
@@ -149,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--url", required=True, help="collector base URL")
     sim.add_argument("--token", required=True, help="ingest token")
     sim.add_argument("--seed", type=int, default=None, help="seeded randomness (simulation only)")
+    sim.add_argument("--analyzer-signing-key", default=None,
+                     help="the pinned analyzer signing key (`ldptel analyzer-key show`): needed for "
+                          "campaigns in a shuffled privacy mode")
     return parser
 
 
@@ -234,6 +245,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "campaigns": ("ldptel.commands.campaigns", "run_campaigns"),
     "redis-acl": ("ldptel.commands.acl_admin", "run_redis_acl"),
     "privacy": ("ldptel.commands.privacy", "run_privacy"),
+    "analyzer-key": ("ldptel.commands.analyzer_key", "run_analyzer_key"),
     "simulate": ("ldptel.commands.simulate", "run_simulate"),
 }
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ldptel.aggregator.keyring import signing_public_text
 from ldptel.campaigns.config import Config, parse_config
 from ldptel.client.transport import TelemetryClient
 from ldptel.commands.demo_live import LiveDevices
@@ -284,7 +285,8 @@ def run_demo(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     ingest = config.server.ingest_tokens[0]
     client = TelemetryClient(stack.url, ingest, queue_path=workdir / "device-queue.sqlite",
-                             batch_size=BATCH, rng=rng, accept_unrandomized=True)
+                             batch_size=BATCH, rng=rng, accept_unrandomized=True,
+                             analyzer_signing_key=signing_public_text(config.analyzer))
     try:
         print(f"ldptel demo: embedded Redis {stack.redis_server.url}, collector {stack.url}, "
               f"shuffler and aggregator running; campaigns of {WINDOW} windows")

@@ -80,7 +80,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ldptel-simulate-") as tmp:
         # simulated values: the unrandomized index of a shuffled-fakes campaign reveals no real device
         client = TelemetryClient(args.url, args.token, queue_path=Path(tmp) / "queue.sqlite", rng=rng,
-                                 accept_unrandomized=True)
+                                 accept_unrandomized=True, analyzer_signing_key=args.analyzer_signing_key)
         try:
             client.report_many(campaign.name, values)
             result = client.flush(timeout=120.0)

@@ -11,7 +11,7 @@ import numpy as np
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, write_config
 
-from ldptel.aggregator.keyring import Keyring
+from ldptel.aggregator.keyring import SIGNING_FILE, Keyring
 from ldptel.aggregator.worker import Worker
 from ldptel.campaigns.config import Config
 from ldptel.client import TelemetryClient
@@ -35,13 +35,25 @@ def publish_keys(config: Config, r: redis.Redis) -> Keyring:
     return ring
 
 
+def pinned(tmp: Path) -> str:
+    """The analyzer signing key's public half (``analyzer_signing_key``) of the keys directory
+    ``sealed_config`` gives (``tmp/keys``), made by ``publish_keys``."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from ldptel import key_signing
+
+    raw = (tmp / "keys" / SIGNING_FILE).read_bytes()
+    return key_signing.public_text(Ed25519PrivateKey.from_private_bytes(raw).public_key())
+
+
 def devices(stack: HttpStack, tmp: Path, name: str, campaign: str, values, seed: int | None = None,
             batch_size: int = 1000) -> int:
     """Report ``values`` (each one simulated device) through the SDK and flush; returns reports
-    accepted."""
+    accepted. The devices pin the signing key of ``tmp/keys`` (``pinned``)."""
     rng = None if seed is None else np.random.default_rng(seed)
     with TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp / f"{name}.sqlite", rng=rng,
-                         accept_unrandomized=True, batch_size=batch_size) as client:
+                         accept_unrandomized=True, batch_size=batch_size,
+                         analyzer_signing_key=pinned(tmp)) as client:
         client.report_many(campaign, list(values))
         result = client.flush(timeout=60)
         assert result.pending == 0, result

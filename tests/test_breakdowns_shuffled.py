@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack
-from sealed_support import FAKES, SHUFFLED, publish_keys, sealed_config, shuffle_and_aggregate
+from sealed_support import FAKES, SHUFFLED, pinned, publish_keys, sealed_config, shuffle_and_aggregate
 
 from ldptel import keys
 from ldptel.client import TelemetryClient
@@ -35,7 +35,7 @@ def stack(redis_client: redis.Redis, redis_url: str, tmp_path: Path):
 
 def send(stack: HttpStack, tmp: Path, name: str, campaign: str, values, dims: dict, seed: int = 1) -> int:
     with TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp / f"{name}.sqlite", accept_unrandomized=True,
-                         rng=np.random.default_rng(seed)) as client:
+                         rng=np.random.default_rng(seed), analyzer_signing_key=pinned(tmp)) as client:
         assert client.report_many(campaign, list(values), dimensions=dims) == len(values)
         result = client.flush(timeout=60)
         assert result.pending == 0, result

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack, write_config
-from sealed_support import SHUFFLED, publish_keys
+from sealed_support import SHUFFLED, pinned, publish_keys
 
 from ldptel import keys, sealing
 from ldptel.client import TelemetryClient
@@ -85,7 +85,7 @@ def healthz(s: HttpStack) -> tuple[int, dict]:
 def honest(s: HttpStack, tmp: Path, name: str, campaign: str, n: int, dims: dict | None = None) -> int:
     """``n`` honest devices through the SDK (sealed, one flush); returns the reports accepted."""
     with TelemetryClient(s.url, INGEST_TOKEN, queue_path=tmp / f"{name}.sqlite", accept_unrandomized=True,
-                         rng=np.random.default_rng(3)) as client:
+                         rng=np.random.default_rng(3), analyzer_signing_key=pinned(tmp)) as client:
         client.report_many(campaign, [1] * n, **({"dimensions": dims} if dims else {}))
         result = client.flush(timeout=30)
         return result.accepted

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack
-from sealed_support import FAKES, publish_keys, sealed_config
+from sealed_support import FAKES, pinned, publish_keys, sealed_config
 
 from ldptel.client import TelemetryClient
 from ldptel.privacy.planner import MAX_FAKE_RATE as PLANNER_RATE
@@ -74,7 +74,7 @@ def test_a_huge_fake_rate_is_refused(proxied, tmp_path: Path) -> None:
     config, it is sent."""
     stack, proxy = proxied
     client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite",
-                             accept_unrandomized=True)
+                             accept_unrandomized=True, analyzer_signing_key=pinned(tmp_path))
     try:  # closed without a last flush: on the old SDK it would seal 2×10⁷ fakes
         honest = client.campaigns()["sf-hist"]["fake_rate"]
         assert 0 < honest < 10

@@ -29,6 +29,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,12 +76,12 @@ CAMPAIGNS += [
 SEALED_NAMES = [c["name"] for c in CAMPAIGNS if "privacy_mode" in c]
 
 # devices: [[value, platform or null], …]; `batch` devices at a time, each its own client
-DEVICES_JS = """async ([url, token, campaign, devices, batch]) => {
+DEVICES_JS = """async ([url, token, campaign, devices, batch, analyzerSigningKey]) => {
   const out = { queued: 0, accepted: 0, duplicates: 0, pending: 0, dropped: {}, errors: [] };
   for (let i = 0; i < devices.length; i += batch) {
     await Promise.all(devices.slice(i, i + batch).map(async ([value, platform]) => {
       const c = await ldptel.TelemetryClient.open({ url, token, storage: new ldptel.MemoryBackend(),
-        acceptUnrandomized: true, backoffBaseS: 0.05, maxBackoffS: 1,
+        acceptUnrandomized: true, backoffBaseS: 0.05, maxBackoffS: 1, analyzerSigningKey,
         ...(platform === null ? {} : { dimensions: { platform } }) });
       if (await c.report(campaign, value)) out.queued += 1;
       const r = await c.flush(60000);
@@ -100,8 +101,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory, bundle: Path) -> Iterator[Co
     write_config(tmp / "serve.toml", CAMPAIGNS, aggregator={"block_ms": 100}, shuffler={"batch_reports": 400})
     col = start_collector(tmp / "serve", (tmp / "serve.toml").read_text(), None, workers=2,
                           env={"LDPTEL_DATA_DIR": str(tmp / "data")}, timeout=60)
+    PINNED[col.url] = analyzer_key_show(col.config_path, tmp / "data")
     yield col
     col.stop()
+
+
+PINNED: dict[str, str] = {}  # collector URL → its analyzer signing key (what the devices pin)
+
+
+def analyzer_key_show(config: Path, data_dir: Path) -> str:
+    """``ldptel analyzer-key show --quiet`` for the serve's config (its keys directory)."""
+    out = subprocess.run([sys.executable, "-m", "ldptel.commands.cli", "analyzer-key", "show",
+                          "--config", str(config), "--quiet"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "LDPTEL_DATA_DIR": str(data_dir)}, check=True)
+    return out.stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +162,7 @@ def send_js(browser, url: str, campaign: str, devices: list[list]) -> dict:
         serve_pages(ctx, url, {"page.html": PAGE})
         page = open_page(ctx, url)
         started = time.monotonic()
-        out = page.evaluate(DEVICES_JS, [url, INGEST_TOKEN, campaign, devices, 25])
+        out = page.evaluate(DEVICES_JS, [url, INGEST_TOKEN, campaign, devices, 25, PINNED[url]])
         print(f"{campaign}: {len(devices)} JS devices in {time.monotonic() - started:.1f} s")
     finally:
         ctx.close()
@@ -161,7 +174,8 @@ def send_js(browser, url: str, campaign: str, devices: list[list]) -> dict:
 def send_py(url: str, tmp: Path, campaign: str, values: list[str], dims: dict | None = None,
             seed: int = 1) -> None:
     with TelemetryClient(url, INGEST_TOKEN, queue_path=tmp / f"{campaign}-{seed}.sqlite",
-                         accept_unrandomized=True, rng=np.random.default_rng(seed)) as client:
+                         accept_unrandomized=True, rng=np.random.default_rng(seed),
+                         analyzer_signing_key=PINNED[url]) as client:
         assert client.report_many(campaign, values, dimensions=dims) == len(values)
         assert client.flush(timeout=60).pending == 0
 
@@ -264,7 +278,8 @@ def test_shuffled_numeric_page_rounds_to_the_grid(stack: Collector, browser, tmp
     out = send_js(browser, url, "js-mean", [[x, None] for x in reals])
     assert out["accepted"] == N_MEAN
     with TelemetryClient(url, INGEST_TOKEN, queue_path=tmp_path / "py-mean.sqlite",
-                         accept_unrandomized=True, rng=np.random.default_rng(12)) as client:
+                         accept_unrandomized=True, rng=np.random.default_rng(12),
+                         analyzer_signing_key=PINNED[url]) as client:
         assert client.report_many("py-mean", reals) == N_MEAN
         assert client.flush(timeout=60).pending == 0
     js, py = mean_doc(url, "js-mean", N_MEAN)["mean"], mean_doc(url, "py-mean", N_MEAN)["mean"]
@@ -335,7 +350,8 @@ def test_docs_sealed_example_runs(stack: Collector, tmp_path: Path) -> None:
     (tmp_path / "example.mjs").write_text(doc_example("sealed-example"))
     out = subprocess.run(["node", "example.mjs"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "LDPTEL_URL": stack.url, "LDPTEL_TOKEN": INGEST_TOKEN,
-                              "LDPTEL_QUEUE": str(tmp_path / "q.jsonl")})
+                              "LDPTEL_QUEUE": str(tmp_path / "q.jsonl"),
+                              "LDPTEL_ANALYZER_SIGNING_KEY": PINNED[stack.url]})
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["result"]["accepted"] == 2 and doc["result"]["pending"] == 0, doc

@@ -48,7 +48,7 @@ def post(stack: HttpStack, body: bytes) -> tuple[int, dict]:
 def test_rotated_key_is_refused_then_sealed_again(sealed, redis_client: redis.Redis, tmp_path: Path) -> None:
     cfg, stack, ring = sealed
     client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite",
-                             accept_unrandomized=True)
+                             accept_unrandomized=True, analyzer_signing_key=ring.pinned)
     try:
         assert client.report_many("sf-hist", list(range(16)) * 20) == 320
         old = client.campaigns()["sf-hist"]["analyzer_key"]["id"]
@@ -77,7 +77,7 @@ def test_configs_fetched_before_the_first_key_are_fetched_again(sealed, redis_cl
     redis_client.delete(keys.ANALYZER_KEYS_KEY)
     time.sleep(KEY_CACHE_SECONDS + 0.1)  # the collector's key cache has seen none
     client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "q.sqlite",
-                             accept_unrandomized=True)
+                             accept_unrandomized=True, analyzer_signing_key=ring.pinned)
     try:
         assert client.campaigns()["sf-hist"]["analyzer_key"] is None
         assert client.report_many("sf-hist", list(range(16)) * 20) == 320
@@ -101,11 +101,11 @@ def test_unrandomized_needs_consent(sealed, tmp_path: Path) -> None:
 def test_stale_window_dropped_and_counted(sealed, redis_client: redis.Redis, tmp_path: Path) -> None:
     (tmp_path / "w").mkdir()
     cfg = sealed_config(tmp_path / "w", [{**FAKES, "name": "sf-day", "window": "1d"}])
-    publish_keys(cfg, redis_client)
+    ring = publish_keys(cfg, redis_client)
     stack = HttpStack(cfg, sealed[1].app.extensions["ldptel"].redis_url)
     try:
         client = TelemetryClient(stack.url, INGEST_TOKEN, queue_path=tmp_path / "w.sqlite",
-                                 accept_unrandomized=True)
+                                 accept_unrandomized=True, analyzer_signing_key=ring.pinned)
         client.campaigns()
         client.clock.offset = -3 * 86400  # the device reported three days ago (its clock says)
         assert client.report_many("sf-day", [1, 2, 3]) == 3

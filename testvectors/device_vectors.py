@@ -10,6 +10,10 @@
   from its draws, its row, and each posted envelope (window, derived batch id, ``info``, the
   messages in their shuffled order — real rows and fakes — with each one's ephemeral key, and
   the ``SealedBatch`` bytes).
+- ``analyzer_key_signature.json``: the analyzer key's signed statement (``ldptel.key_signing``)
+  under a fixed Ed25519 signing key: fields → statement bytes → signature, and changed fields
+  (or another signer, or a flipped signature bit) that must not verify. ``sealed.json``'s analyzer
+  key is signed by the same key (``analyzer.signing``), and its ``seal_rows`` runs pinned to it.
 - ``dimensions.json``: public dimension lists, what a report's values map to on the device
   (``client.reporting.dimension_pairs``: closed lists, version buckets, ``other``, name order;
   an undeclared name is refused), and malformed lists.
@@ -33,6 +37,8 @@ from unittest import mock
 import hpke_fixed
 import numpy as np
 from cases import ENCODE_CASES
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from device_cases import (
     DIMENSION_CONFIGS,
     DIMENSION_GIVEN,
@@ -43,7 +49,7 @@ from device_cases import (
     WINDOW_EVENTS,
 )
 
-from ldptel import sealing
+from ldptel import key_signing, sealing
 from ldptel.client.device_level import aggregate, event_key, increment
 from ldptel.client.envelope import set_envelope
 from ldptel.client.reporting import dimension_pairs
@@ -106,13 +112,81 @@ def rfc9180() -> dict[str, str]:
     return dict(v)
 
 
+# RFC 8032, section 7.1, TEST 1 (the empty message): the Ed25519 both SDKs use is the RFC's
+RFC8032_TEST1 = {
+    "secret": "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+    "public": "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+    "message": "",
+    "signature": "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb882"
+                 "1590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+}
+
+
+def signing_key() -> Ed25519PrivateKey:
+    """The vectors' fixed analyzer signing key (Ed25519, RFC 8032: the seed is the private key)."""
+    return Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"ldptel/testvectors/signing").digest())
+
+
+def signing_doc() -> dict[str, Any]:
+    key = signing_key()
+    seed = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                             serialization.NoEncryption())
+    return {"seed": seed.hex(), "public": key_signing.public_text(key.public_key())}
+
+
 def analyzer() -> dict[str, Any]:
     ikm = hashlib.sha256(b"ldptel/testvectors/analyzer").digest()
     sk, pk = hpke_fixed.derive_key_pair(ikm)
     kid = sealing.key_id(pk)
+    current, accepted = 1_999_000_000, 2_000_000_000
+    signature = key_signing.sign(signing_key(), sealing.SUITE_ID, pk, kid, current, accepted)
     return {"ikm": ikm.hex(), "private": sk.hex(), "public": pk.hex(), "key_id": kid,
+            "signing": signing_doc(),
             "config": {"id": kid, "public": base64.b64encode(pk).decode(), "suite": sealing.SUITE_ID,
-                       "accepted_until": 2_000_000_000}}
+                       "current_until": current, "accepted_until": accepted,
+                       "signature": key_signing.encode(signature)}}
+
+
+def signature_vectors() -> dict[str, Any]:
+    """``analyzer_key_signature.json``: the signed statement of analyzer keys
+    (``ldptel.key_signing``) under the fixed signing key: per case the fields, the statement's
+    bytes and the signature; then each case with one field changed (or another signing key),
+    which must not verify."""
+    key = signing_key()
+    rng = np.random.default_rng(2636)
+    publics = [bytes.fromhex(analyzer()["public"]), bytes(32), bytes([255] * 32)]
+    publics += [rng.bytes(32) for _ in range(3)]
+    times = [(1_999_000_000, 2_000_000_000), (0, 0), (1, 2**32), (2**32 - 1, 2**53 - 1),
+             (1_767_225_600, 1_769_817_600), (2**40, 2**40 + 86_400)]
+    cases = []
+    for pk, (current, accepted) in zip(publics, times, strict=True):
+        kid = sealing.key_id(pk)
+        cases.append({"suite": sealing.SUITE_ID, "public": pk.hex(), "key_id": kid, "current_until": current,
+                      "accepted_until": accepted,
+                      "statement": key_signing.statement(sealing.SUITE_ID, pk, kid, current, accepted).hex(),
+                      "signature": key_signing.encode(
+                          key_signing.sign(key, sealing.SUITE_ID, pk, kid, current, accepted))})
+    other = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"ldptel/testvectors/other signer").digest())
+    first = cases[0]
+    flipped = bytes.fromhex(first["public"])
+    changes = [("public", (bytes([flipped[0] ^ 1]) + flipped[1:]).hex()), ("key_id", first["key_id"] ^ 1),
+               ("current_until", first["current_until"] + 1),
+               ("accepted_until", first["accepted_until"] + 86_400),
+               ("suite", "x25519-hkdf-sha256-chacha20poly1305")]
+    invalid = [{**first, field: value, "changed": field} for field, value in changes]
+    raw = bytes.fromhex(first["public"])
+    invalid.append({**first, "changed": "signer", "signature": key_signing.encode(key_signing.sign(
+        other, sealing.SUITE_ID, raw, first["key_id"], first["current_until"], first["accepted_until"]))})
+    bad_sig = bytearray(base64.b64decode(first["signature"]))
+    bad_sig[10] ^= 0x40
+    invalid.append({**first, "changed": "signature", "signature": key_signing.encode(bytes(bad_sig))})
+    for case in invalid:
+        case.pop("statement")
+        assert not key_signing.verify_key(case["suite"], bytes.fromhex(case["public"]), case["key_id"],
+                                          case["current_until"], case["accepted_until"],
+                                          base64.b64decode(case["signature"]), key.public_key())
+    return {"format": FORMAT, "label": key_signing.STATEMENT_LABEL.decode(), "signing": signing_doc(),
+            "cases": cases, "invalid": invalid, "rfc8032_test1": RFC8032_TEST1}
 
 
 def poisson_vectors() -> list[dict[str, Any]]:
@@ -221,7 +295,7 @@ def sealed_case(i: int, case: dict[str, Any], key: dict[str, Any], private: byte
 
     with mock.patch.object(sealing, "seal", fixed_seal):
         envelopes, stale = seal_rows(cfg, mech, name, version, BATCH_ID, queued, now,
-                                     np.random.default_rng(7_000 + i))
+                                     np.random.default_rng(7_000 + i), signing_key().public_key())
     posted = []
     for env, call in zip(envelopes, calls, strict=True):
         body = SealedBatch.FromString(env.body)

@@ -53,7 +53,12 @@ DEFAULT_MAX_EPSILON = 8.0  # TelemetryClient's default
 sys.path.insert(0, str(HERE))
 from cases import CONFIGS, ENCODE_CASES  # noqa: E402
 from device_cases import NEW_CONFIGS  # noqa: E402
-from device_vectors import device_level_vectors, dimension_vectors, sealed_vectors  # noqa: E402
+from device_vectors import (  # noqa: E402
+    device_level_vectors,
+    dimension_vectors,
+    sealed_vectors,
+    signature_vectors,
+)
 
 
 def hashing_vectors() -> dict[str, Any]:
@@ -248,7 +253,8 @@ def encode_vectors() -> dict[str, Any]:
 
 FILES = {"hashing.json": hashing_vectors, "secrets.json": secret_vectors,
          "configs.json": config_vectors, "encode.json": encode_vectors, "sealed.json": sealed_vectors,
-         "dimensions.json": dimension_vectors, "device_level.json": device_level_vectors}
+         "dimensions.json": dimension_vectors, "device_level.json": device_level_vectors,
+         "analyzer_key_signature.json": signature_vectors}
 
 
 def render(make: Any) -> str:

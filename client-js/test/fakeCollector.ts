@@ -3,8 +3,35 @@
 // ids; sealed batches checked as the collector does: the analyzer key, the window), with scripted
 // failures.
 import { BinaryReader } from "@bufbuild/protobuf/wire";
-import { toHex } from "../src/draws.js";
+// a JSON import (bundled by Vite): this module also runs in the browser tests, without node:fs
+import sealedVectors from "../../testvectors/sealed.json";
+import { fromHex, toHex } from "../src/draws.js";
 import { MemoryBackend, TelemetryClient } from "../src/index.js";
+import { statement } from "../src/sealed/keySigning.js";
+import { concat } from "../src/secret.js";
+
+/** The test vectors' analyzer signing key (`testvectors/sealed.json`: `analyzer.signing`): its
+ * Ed25519 seed and the public half the test clients pin. */
+export const SIGNING = (sealedVectors as { analyzer: { signing: { seed: string; public: string } } }).analyzer.signing;
+
+/** An analyzer key config signed by the Ed25519 key of `seed` (default: the vectors' signing
+ * key) as the aggregator signs it (`ldptel.key_signing`), `current_until` defaulting to
+ * `accepted_until` − 1 day. */
+export async function signedKey(
+  config: Record<string, unknown>,
+  seed: string = SIGNING.seed,
+): Promise<Record<string, unknown>> {
+  const accepted = Number(config.accepted_until);
+  const current = Number(config.current_until ?? accepted - 86400);
+  const raw = Uint8Array.from(atob(String(config.public)), (c) => c.charCodeAt(0));
+  const pkcs8 = concat(fromHex("302e020100300506032b657004220420"), fromHex(seed)); // RFC 8410
+  const key = await crypto.subtle.importKey("pkcs8", pkcs8 as Uint8Array<ArrayBuffer>, { name: "Ed25519" }, false, [
+    "sign",
+  ]);
+  const bytes = statement(String(config.suite), raw, Number(config.id), current, accepted);
+  const sig = new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, key, bytes as Uint8Array<ArrayBuffer>));
+  return { ...config, current_until: current, signature: btoa(String.fromCharCode(...sig)) };
+}
 
 export interface Batch {
   campaign: string;
@@ -165,5 +192,6 @@ export const openTestClient = (fake: FakeCollector, extra: Record<string, unknow
     fetch: fake.fetch as typeof fetch,
     backoffBaseS: 0.001,
     maxBackoffS: 0.01,
+    analyzerSigningKey: SIGNING.public,
     ...extra,
   });

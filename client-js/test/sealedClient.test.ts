@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it, vi } from "vitest";
 import { type Draws, fromHex } from "../src/draws.js";
 import { info, keyId, suite } from "../src/sealed/sealing.js";
-import { type Batch, campaign, FakeCollector, openTestClient } from "./fakeCollector.js";
+import { type Batch, campaign, FakeCollector, openTestClient, signedKey } from "./fakeCollector.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const analyzer = (JSON.parse(readFileSync(new URL("../../testvectors/sealed.json", import.meta.url), "utf8")) as any)
@@ -20,12 +20,12 @@ async function keyPair(ikm: Uint8Array) {
   const raw = new Uint8Array(await suite().kem.serializePublicKey(pair.publicKey));
   return {
     pair,
-    config: {
+    config: await signedKey({
       id: keyId(raw),
       public: btoa(String.fromCharCode(...raw)),
       suite: "x25519-hkdf-sha256-aes128gcm",
       accepted_until: 2e9,
-    },
+    }),
   };
 }
 
@@ -96,7 +96,7 @@ describe("shuffled-fakes", () => {
     fake.acceptedKeys = [rotated.config.id];
     const result = await client.flush();
     expect(result).toMatchObject({ accepted: 30, pending: 0 });
-    expect(fake.stored.map((b) => b.keyId)).toEqual([rotated.config.id]);
+    expect(fake.stored.map((b) => b.keyId)).toEqual([rotated.config.id as number]);
     expect((await openAll(fake.stored[0]!, rotated.pair)).length).toBe(fake.stored[0]!.messages.length);
     expect(fake.posts).toBe(2);
   });

@@ -9,6 +9,10 @@ its data directory); it publishes each key's public half here with its validity:
   takes batches sealed to it (a device that fetched its config before a rotation); after it, or
   for a key id never published, the collector answers 400 ``unknown_key`` (the SDK refreshes its
   config and seals again; nothing is dropped silently).
+
+Each key carries ``signature``: the aggregator's Ed25519 signature over its suite, raw key, id and
+both times (``ldptel.key_signing``); a device seals only to a key whose signature verifies under
+the signing key its app pinned, so the collector serving this record cannot substitute a key.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ldptel import keys, sealing
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from ldptel import key_signing, keys, sealing
 from ldptel.store.redis_client import AnyRedis
 
 
@@ -32,22 +38,32 @@ class PublicKey:
     created: float
     current_until: float
     accepted_until: float
+    signature: bytes = b""  # Ed25519 over ``key_signing.statement`` (empty: not signed)
 
     def config(self) -> dict[str, Any]:
         """What a device gets in a campaign's config (``analyzer_key``)."""
         return {"id": self.key_id, "public": base64.b64encode(self.public).decode(),
-                "suite": sealing.SUITE_ID, "accepted_until": int(self.accepted_until)}
+                "suite": sealing.SUITE_ID, "current_until": int(self.current_until),
+                "accepted_until": int(self.accepted_until),
+                "signature": base64.b64encode(self.signature).decode()}
+
+    def verifies(self, signing_key: Ed25519PublicKey) -> bool:
+        """Whether its signature is the signing key's (``key_signing.verify_key``)."""
+        return key_signing.verify_key(sealing.SUITE_ID, self.public, self.key_id, self.current_until,
+                                      self.accepted_until, self.signature, signing_key)
 
     def record(self) -> str:
         return json.dumps({"public": base64.b64encode(self.public).decode(), "created": int(self.created),
                            "current_until": int(self.current_until),
-                           "accepted_until": int(self.accepted_until)}, sort_keys=True)
+                           "accepted_until": int(self.accepted_until),
+                           "signature": base64.b64encode(self.signature).decode()}, sort_keys=True)
 
 
 def parse(key_id: int, record: str | bytes) -> PublicKey:
     doc = json.loads(record)
     return PublicKey(key_id, base64.b64decode(doc["public"]), float(doc["created"]),
-                     float(doc["current_until"]), float(doc["accepted_until"]))
+                     float(doc["current_until"]), float(doc["accepted_until"]),
+                     base64.b64decode(doc.get("signature", "")))
 
 
 def read(r: AnyRedis) -> dict[int, PublicKey]:

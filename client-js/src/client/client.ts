@@ -39,6 +39,7 @@ import { cryptoDraws, type Draws } from "../draws.js";
 import { type Cell, InvalidConfig, type Mechanism, type Report } from "../mechanisms/base.js";
 import { Grid } from "../mechanisms/grid.js";
 import { Numeric } from "../mechanisms/numeric.js";
+import { fromBase64, importSigningKey } from "../sealed/keySigning.js";
 import { rowLayout } from "../sealed/rows.js";
 import { ascii, concat, derive } from "../secret.js";
 import { type Action, backoff, classify, errorCode, type FlushResult, HttpStatus, request } from "./delivery.js";
@@ -48,6 +49,7 @@ import {
   envelopeFor,
   fakeRate,
   fakeRateProblem,
+  KeyNotTrusted,
   NoAnalyzerKey,
   plainEnvelope,
   type Sealed,
@@ -93,6 +95,11 @@ export interface ClientOptions {
    * true value (sealed to the analyzer; its privacy is central only). Refused by default
    * (`campaign_refused`), as the Python SDK's `accept_unrandomized`. */
   acceptUnrandomized?: boolean;
+  /** The aggregator's Ed25519 signing key, public half (base64 of 32 bytes, as `ldptel
+   * analyzer-key show` prints it), pinned by the app: reports of shuffled campaigns are sealed
+   * only to an analyzer key signed by it (`sealed/keySigning.ts`). Without it they wait in the
+   * queue and `health().sealingError` names this option. */
+  analyzerSigningKey?: string | Uint8Array;
 }
 
 export interface ReportOptions {
@@ -233,6 +240,11 @@ export class TelemetryClient {
   private deviceSecret!: Uint8Array;
   private readonly defaults: Record<string, unknown>;
   private readonly acceptUnrandomized: boolean;
+  /** The pinned analyzer signing key (null: none given, or this runtime cannot import it). */
+  private signingKey: CryptoKey | null = null;
+  /** Campaign → why its sealed reports wait in the queue (`health().sealingError`). */
+  private readonly sealingErrors = new Map<string, string>();
+  private pinError: string | null = null;
   /** The collector's clock − this device's, in seconds (`server_time` of `/v1/campaigns`). */
   private clockOffset = 0;
   private windows!: DeviceWindows;
@@ -288,7 +300,21 @@ export class TelemetryClient {
       storageError = `cannot open the ${backend.kind} store: ${String(err)}`;
       store = await Store.open(new MemoryBackend());
     }
+    let signingKey: CryptoKey | null = null,
+      pinError: string | null = null;
+    if (opts.analyzerSigningKey !== undefined) {
+      const given = opts.analyzerSigningKey;
+      if (typeof given === "string") fromBase64(given, "analyzerSigningKey"); // the app's mistake: throws
+      try {
+        signingKey = await importSigningKey(given);
+      } catch (err) {
+        if (err instanceof TypeError) throw err;
+        pinError = `this runtime cannot verify the analyzer key's signature (Web Crypto Ed25519): ${String(err)}`;
+      }
+    }
     const client = new TelemetryClient(store, opts, lifetime, scope);
+    client.signingKey = signingKey;
+    client.pinError = pinError;
     client.openError = storageError;
     await client.init();
     if (opts.flushIntervalMs) client.start(opts.flushIntervalMs);
@@ -662,8 +688,14 @@ export class TelemetryClient {
   health(): Health {
     const configError = Object.keys(this.configs).length ? null : this.configError;
     const storageError = this.storageError ?? this.openError;
+    const sealingError =
+      [...this.sealingErrors.entries()]
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([, why]) => why)
+        .join("; ") || null;
     return {
-      ok: storageError === null && configError === null,
+      ok: storageError === null && configError === null && sealingError === null,
+      sealingError,
       storageError,
       configError,
       dropped: { ...this.dropped.counts },
@@ -796,8 +828,16 @@ export class TelemetryClient {
         dimensions: dims,
         now: this.now(),
         draws: this.draws,
+        signingKey: this.signingKey,
       });
     } catch (err) {
+      if (err instanceof KeyNotTrusted) {
+        // never sealed to a key the pinned signing key did not sign: held, said in health()
+        const why = this.pinError === null ? err.message : `campaign ${chunk.campaign}: ${this.pinError}`;
+        this.sealingErrors.set(chunk.campaign, why);
+        if (this.signingKey !== null) void this.refreshInBackground(); // a rotation may bring a signed key
+        return { action: "hold", error: why };
+      }
       if (err instanceof NoAnalyzerKey) {
         void this.refreshInBackground();
         return { action: "retry", error: err.message };
@@ -844,6 +884,7 @@ export class TelemetryClient {
         return { action: "retry", error: String(err) };
       }
     }
+    this.sealingErrors.delete(chunk.campaign);
     if (sealed.stale) {
       this.dropped.add(
         "stale_window",
@@ -858,12 +899,13 @@ export class TelemetryClient {
     const result: FlushResult = { accepted: 0, duplicates: 0, dropped: 0, pending: 0, error: null };
     const deadline = Date.now() + timeoutMs;
     const deferred = new Set<string>();
+    const held = new Set<string>(); // chunks whose campaign cannot be sealed now: not tried again in this flush
     let attempt = 0,
       streak = 0;
     let retryAfter: number | null = null;
     try {
       for (;;) {
-        const next = await this.nextChunk(deferred);
+        const next = await this.nextChunk(held.size ? new Set([...deferred, ...held]) : deferred);
         if (next === null && deferred.size === 0) break;
         if (next === null || streak >= 2) {
           const delay = backoff(attempt, this.backoffBaseS, this.maxBackoffS, retryAfter) * 1000;
@@ -897,6 +939,8 @@ export class TelemetryClient {
           await this.release(chunk, rows);
         } else if (out.action === "stop") {
           break;
+        } else if (out.action === "hold") {
+          held.add(chunk.id);
         } else {
           deferred.add(chunk.id);
           streak += 1;

@@ -4,7 +4,9 @@ import { cryptoDraws } from "../draws.js";
 
 export const RETRY_STATUS = new Set([408, 425, 429, 500, 502, 503, 504]);
 export const AUTH_STATUS = new Set([401, 403]);
-export type Action = "sent" | "retry" | "drop" | "regroup" | "stop";
+/** `hold`: the chunk stays queued and this flush goes on without it (a sealed campaign whose
+ * analyzer key the device does not trust). */
+export type Action = "sent" | "retry" | "drop" | "regroup" | "stop" | "hold";
 
 export function classify(status: number, reports = 1): Action {
   if (AUTH_STATUS.has(status)) return "stop";

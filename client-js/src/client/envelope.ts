@@ -20,6 +20,7 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import type { Draws } from "../draws.js";
 import type { Mechanism, Report } from "../mechanisms/base.js";
 import { fakeIndices, permutation } from "../sealed/fakes.js";
+import { untrustedBecause } from "../sealed/keySigning.js";
 import { indexRow, rowOf } from "../sealed/rows.js";
 import { analyzerKey, info, recipientKey, seal } from "../sealed/sealing.js";
 import { concat } from "../secret.js";
@@ -46,6 +47,9 @@ export interface Sealable {
   /** The collector's clock, epoch seconds. */
   now: number;
   draws: Draws;
+  /** The pinned analyzer signing key (`analyzerSigningKey`), or null when the app passed none:
+   * a sealed campaign's chunk then waits (`KeyNotTrusted`). */
+  signingKey: CryptoKey | null;
 }
 
 export interface Message {
@@ -71,6 +75,14 @@ export interface Envelope {
 /** The analyzer key of a sealed campaign's config is missing or fails its checks: the chunk
  * waits (the configs are fetched again), nothing is dropped. */
 export class NoAnalyzerKey extends Error {}
+
+/** The config's analyzer key is not one to seal to: no `analyzerSigningKey` is pinned, or the
+ * key's signature does not verify under it, or it expired. The chunk waits in the queue, never
+ * sealed to it; `health().sealingError` says why. */
+export class KeyNotTrusted extends Error {}
+
+export const PIN_HINT =
+  "pass analyzerSigningKey to TelemetryClient.open (the value `ldptel analyzer-key show` prints); until then its reports wait in the queue, never sealed";
 
 /** The runtime cannot seal (no Web Crypto X25519): the chunk is dropped and counted
  * (`sealing_unavailable`), never sent in the clear. */
@@ -177,6 +189,10 @@ export function withFakes(
 export const sealedEnvelope: Envelope = {
   mode: "shuffled",
   async seal(c: Sealable): Promise<Sealed> {
+    if (c.signingKey === null)
+      throw new KeyNotTrusted(
+        `campaign ${c.campaign} is in a shuffled privacy mode and no analyzer signing key is pinned: ${PIN_HINT}`,
+      );
     let key: ReturnType<typeof analyzerKey>;
     try {
       key = analyzerKey(c.config);
@@ -186,6 +202,21 @@ export const sealedEnvelope: Envelope = {
       );
     }
     if (key === null) throw new NoAnalyzerKey(`campaign ${c.campaign}: the collector has no analyzer key yet`);
+    let why: string | null;
+    try {
+      why = await untrustedBecause(
+        c.config.analyzer_key as Record<string, unknown>,
+        key.raw,
+        key.id,
+        c.signingKey,
+        Date.now() / 1000,
+      );
+    } catch (err) {
+      throw new SealingUnavailable(
+        `campaign ${c.campaign}: this runtime cannot verify (Web Crypto Ed25519): ${String(err)}`,
+      );
+    }
+    if (why !== null) throw new KeyNotTrusted(`campaign ${c.campaign}: the collector's ${why}; not sealed to it`);
     const length = typeof c.config.window_seconds === "number" ? c.config.window_seconds : 0;
     const current = windowStart(c.now, length);
     const accepted = length === 0 ? [current] : [current, current - length];

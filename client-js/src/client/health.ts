@@ -6,6 +6,9 @@ export interface Health {
   storageError: string | null;
   /** Why no campaign config is known, or null. */
   configError: string | null;
+  /** Why reports of shuffled campaigns wait in the queue unsealed (no `analyzerSigningKey`, or
+   * the collector's analyzer key not signed by it or expired), or null. */
+  sealingError: string | null;
   /** Reports dropped on the device since the client started, by reason. */
   dropped: Record<string, number>;
   lastError: string | null;
