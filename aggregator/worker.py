@@ -255,8 +255,10 @@ class Worker:
         shuffled = sorted({c.name for c in every_version(self.config) if is_shuffled(c)})
         if not shuffled:
             return
+        streams = sorted({(c.name, s) for c in every_version(self.config) if is_shuffled(c)
+                          for s in range(c.shards)})
         try:
-            self.keyring.ensure(self.r)
+            self.keyring.ensure(self.r, streams=streams)
         except OSError as exc:
             agg_metrics.ANALYZER_KEYS_FAILING.set(1)
             now = time.monotonic()

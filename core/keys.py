@@ -19,6 +19,13 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``SHUFFLE_REFUSED`` (releases refused: their entries had been moved),
                        ``SHUFFLE_DISCARDED`` (reports of a shuffled campaign's window that closed
                        below ``batch_min``: deleted by ``scripts.DISCARD``, never released).
+- ``{…}:sealed_keys``  hash (``sealed_keys_key``; shuffled campaigns): what of this stream still
+                       needs an analyzer key's private half (issue 36), field ``k:<key id hex>``
+                       = ingress entries sealed to that key (``scripts.INGEST`` +1; the shuffler's
+                       moves and discards lower it, the field goes at 0) and ``a:<key id hex>`` =
+                       the last analysis entry id of a release holding messages sealed to it
+                       (needed until the aggregator acknowledged every entry up to it:
+                       ``ldptel.store.key_refs``). Two fields per live key.
 - ``{…}:release``, ``{…}:release_batches``, ``{…}:release_ids`` (``release_key`` …): a release
                        too large for one bounded script call, in progress (``shuffler.release``):
                        a hash (its id, ``staging`` or ``committed``, sizes, progress), the staged
@@ -225,6 +232,11 @@ def ingress_group(version: int, window: int, cell: tuple[tuple[str, str], ...] =
     canonical dimension values, in name order, as the collector stores them)."""
     tail = ",".join(f"{n}={v}" for n, v in cell)
     return f"{version}:{window}:{tail}" if tail else f"{version}:{window}"
+
+
+def sealed_keys_key(campaign: str, shard: int = 0) -> str:
+    """Hash: the analyzer keys the stream's sealed entries and releases still need (module docstring)."""
+    return f"{tag(campaign, shard)}:sealed_keys"
 
 
 def shuffle_lease_key(campaign: str, shard: int = 0) -> str:

@@ -7,9 +7,10 @@ Per (campaign, shard) a shuffler (``ldptel shuffle``, or ``ldptel serve``'s chil
 1. holds a lease (``keys.shuffle_lease_key``, ``scripts.LEASE``: ``SET PX``, renewed each round);
    while another shuffler holds it, this one skips the stream. Safety does not depend on it.
 2. reads the ingress stream (``keys.ingress_key``) after the last entry it read, ``READ_COUNT``
-   entries per XRANGE, and holds the entries in memory grouped by (campaign version, window)
-   (``held.Held``); an entry of a version this process does not know is held aside until the
-   registry (``registry.Live``) knows it (logged once).
+   entries per XRANGE, and holds the entries in memory grouped by (campaign version, window, cell)
+   (``held.Held``; sealed envelopes of every analyzer key in one group); an entry of a version
+   this process does not know is held aside until the registry (``registry.Live``) knows it
+   (logged once).
 3. releases a group when it holds ≥ ``shuffle_min_reports`` reports, its first report waited
    ``shuffle_max_delay``, it holds ``[shuffler] max_held_reports``, or on ``once`` (a drain):
    ``repack.repack`` (one uniform permutation of all the group's reports, re-packed without batch
@@ -50,7 +51,7 @@ from ldptel.shuffler import metrics, release, sealed
 from ldptel.shuffler.held import Group, Held
 from ldptel.shuffler.release import Mover
 from ldptel.shuffler.repack import repack
-from ldptel.store import heartbeat, registry, scripts
+from ldptel.store import heartbeat, key_refs, registry, scripts
 from ldptel.store.redis_client import AnyRedis
 from ldptel.store.runner import UNAVAILABLE, Backoff, retry_wait
 
@@ -315,7 +316,8 @@ class Shuffler:
         return cached[1]
 
     def release_sealed(self, held: Held, group: Group) -> bool:
-        """Release one sealed group as one whole batch (``shuffler.sealed.repack``)."""
+        """Release one sealed group as one whole batch (``shuffler.sealed.repack``): its messages of
+        every analyzer key together, each with its key id."""
         camp = self.config.campaign_version(held.campaign, group.version)
         assert camp is not None and group.key_id is not None
         t0 = time.perf_counter()
@@ -330,13 +332,18 @@ class Shuffler:
         step = release.CALL_IDS
         for s in range(0, len(group.ids), step):
             ids = group.ids[s:s + step]
-            reports = sum(int(env.reports) for env in group.batches[s:s + step])
+            envs = group.batches[s:s + step]
+            reports = sum(int(env.reports) for env in envs)
+            per_key: dict[int, int] = {}
+            for env in envs:
+                per_key[env.key_id] = per_key.get(env.key_id, 0) + 1
             res: Any = self._scripts.call(
                 "DISCARD", keys=[keys.ingress_key(held.campaign, held.shard),
                                  keys.shuffle_metrics_key(held.campaign, held.shard),
                                  keys.release_key(held.campaign, held.shard),
-                                 keys.ingress_groups_key(held.campaign, held.shard)],
-                args=[reports, group.ingress_group, *ids])
+                                 keys.ingress_groups_key(held.campaign, held.shard),
+                                 keys.sealed_keys_key(held.campaign, held.shard)],
+                args=[reports, group.ingress_group, key_refs.spec(per_key), *ids])
             status = res[0].decode() if isinstance(res[0], bytes) else res[0]
             if status != "ok":
                 self.stats.refused += 1
@@ -363,7 +370,8 @@ class Shuffler:
         """The new batches to the analysis stream, the ingress entries gone (``release.Mover``:
         one ``scripts.SHUFFLE``, or bounded journaled steps for a large release)."""
         mover = Mover(self.r, held.campaign, held.shard)
-        status = mover.move(group.ids, group.reports, group.window, batches, group.ingress_group)
+        status = mover.move(group.ids, group.reports, group.window, batches, group.ingress_group,
+                            key_refs.spec(group.key_entries))
         if status != "ok":
             self.stats.refused += 1
             metrics.REFUSED.labels(camp.name).inc()

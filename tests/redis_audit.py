@@ -77,7 +77,7 @@ ALLOWED: list[tuple[str, str, str]] = [
      "the analyzer's public keys and when each was made and stops being current or accepted"),
 ]
 SEALED_FIELDS = {"campaign", "schema_version", "campaign_version", "key_id", "window", "messages", "release",
-                 "release_parts", "release_reports", "release_part"}
+                 "release_parts", "release_reports", "release_part", "key_ids"}
 # consumer idle times (XINFO CONSUMERS) are the aggregator's last read: allowed for the same
 # reason as its heartbeat
 
