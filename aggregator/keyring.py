@@ -11,13 +11,14 @@ Rotation (``Keyring.ensure``, at the worker's start and every upkeep): when no k
 new one is made, current for ``key_rotation`` and accepted ``key_overlap`` longer; its public half
 is withdrawn from Redis once it is no longer accepted. A private key is deleted at the earliest
 ``key_overlap`` after it stopped being accepted (requests in flight, clocks apart), and only once no
-message sealed to it still waits (issue 36): no ingress entry of a shuffled campaign's stream is
-sealed to it and the aggregator acknowledged every release holding its messages
-(``ldptel.store.key_refs``, read for the ``streams`` given to ``ensure``). A window sealed to it
+message sealed to it still waits (issue 36): the shuffler answered that no ingress entry of a
+shuffled campaign's stream is sealed to it and the aggregator acknowledged every release holding
+its messages (``ldptel.store.key_refs``, asked of the ``streams`` given to ``ensure``). A window sealed to it
 therefore keeps it until the window is released or discarded, however long (``window = "all"``:
 until its group reaches ``batch_min``). The record of the messages opened with a key
-(``ldptel.store.opened``: what makes a replayed message count once) expires at the key's earliest
-deletion (``forget_at``), made persistent while the key is kept past it, and is deleted with the key.
+(``ldptel.store.opened``: what makes a replayed message count once) expires ``key_overlap`` after
+the key's earliest deletion (``forget_at``), is made persistent while the key is kept past it, and
+is deleted with the key.
 """
 
 from __future__ import annotations
@@ -87,11 +88,11 @@ class Keyring:
             self.load()
             if not any(at < k.current_until for k in self.public.values()):
                 self._create(at)
-            past = [kid for kid, key in self.public.items() if at >= key.accepted_until]
+            past = [kid for kid, key in self.public.items() if at >= key.accepted_until + self.overlap]
             self.kept = key_refs.held(r, streams, past) if r is not None else set()
             deleted = []
             for kid in past:
-                if at >= self.public[kid].accepted_until + self.overlap and kid not in self.kept:
+                if kid not in self.kept:
                     for suffix in (".key", ".json"):
                         (self.dir / f"{kid:08x}{suffix}").unlink(missing_ok=True)
                     del self.public[kid], self.private[kid]
@@ -128,11 +129,12 @@ class Keyring:
         analyzer_keys.publish(r, live, stale)
 
     def forget_at(self, key_id: int) -> float | None:
-        """Epoch s at which the private key of ``key_id`` is deleted at the earliest
-        (``accepted_until`` + ``key_overlap``), None when it is not known or kept past it for
-        waiting messages (``ensure``)."""
+        """Epoch s at which the record of the messages opened with ``key_id`` expires by itself:
+        ``key_overlap`` after the key's earliest deletion (``accepted_until`` + ``key_overlap``),
+        so that ``ensure``, which deletes it with the key or makes it persistent while the key is
+        kept for waiting messages, runs before; None when the key is not known or kept."""
         pub = self.public.get(key_id)
-        return None if pub is None or key_id in self.kept else pub.accepted_until + self.overlap
+        return None if pub is None or key_id in self.kept else pub.accepted_until + 2 * self.overlap
 
     def key(self, key_id: int) -> X25519PrivateKey | None:
         """The private key of ``key_id`` (the directory read again once if it is not known)."""

@@ -19,13 +19,16 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``SHUFFLE_REFUSED`` (releases refused: their entries had been moved),
                        ``SHUFFLE_DISCARDED`` (reports of a shuffled campaign's window that closed
                        below ``batch_min``: deleted by ``scripts.DISCARD``, never released).
-- ``{…}:sealed_keys``  hash (``sealed_keys_key``; shuffled campaigns): what of this stream still
-                       needs an analyzer key's private half (issue 36), field ``k:<key id hex>``
-                       = ingress entries sealed to that key (``scripts.INGEST`` +1; the shuffler's
-                       moves and discards lower it, the field goes at 0) and ``a:<key id hex>`` =
-                       the last analysis entry id of a release holding messages sealed to it
-                       (needed until the aggregator acknowledged every entry up to it:
-                       ``ldptel.store.key_refs``). Two fields per live key.
+- ``{…}:sealed_keys``  hash (``sealed_keys_key``; shuffled campaigns): ``k:<key id hex>`` = ingress
+                       entries sealed to that analyzer key (``scripts.INGEST`` +1; the shuffler's
+                       moves and discards lower it, the field goes at 0). The collector's and
+                       shuffler's only: it moves with every arrival, so the aggregator never reads it.
+- ``{…}:key_holds``    hash (``key_holds_key``): what the aggregator's keyring may read about a key
+                       (``ldptel.store.key_refs``): ``a:<key id hex>`` = the last analysis entry id of
+                       a release holding messages sealed to it (the shuffler's moves), ``q:<key id
+                       hex>`` = the keyring asks whether a key past its grace is free, ``f:<key id
+                       hex>`` = the shuffler's answer: no ingress entry is sealed to it (final: the
+                       collector no longer takes it). At most three fields per live key.
 - ``{…}:release``, ``{…}:release_batches``, ``{…}:release_ids`` (``release_key`` …): a release
                        too large for one bounded script call, in progress (``shuffler.release``):
                        a hash (its id, ``staging`` or ``committed``, sizes, progress), the staged
@@ -237,6 +240,11 @@ def ingress_group(version: int, window: int, cell: tuple[tuple[str, str], ...] =
 def sealed_keys_key(campaign: str, shard: int = 0) -> str:
     """Hash: the analyzer keys the stream's sealed entries and releases still need (module docstring)."""
     return f"{tag(campaign, shard)}:sealed_keys"
+
+
+def key_holds_key(campaign: str, shard: int = 0) -> str:
+    """Hash: the keyring's questions and the shuffler's answers about analyzer keys (module docstring)."""
+    return f"{tag(campaign, shard)}:key_holds"
 
 
 def shuffle_lease_key(campaign: str, shard: int = 0) -> str:

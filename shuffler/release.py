@@ -61,7 +61,7 @@ class Mover:
         self.ingress, self.analysis = keys.ingress_key(campaign, shard), keys.stream_key(campaign, shard)
         self.counters = keys.shuffle_metrics_key(campaign, shard)
         self.groups = keys.ingress_groups_key(campaign, shard)
-        self.refs = keys.sealed_keys_key(campaign, shard)
+        self.refs = (keys.sealed_keys_key(campaign, shard), keys.key_holds_key(campaign, shard))
         self.journal = keys.release_key(campaign, shard)
         self.staged = (self.journal, keys.release_batches_key(campaign, shard),
                        keys.release_ids_key(campaign, shard))
@@ -78,7 +78,7 @@ class Mover:
             for data, count in batches:
                 args += [data, count]
             return _status(self.scripts.call("SHUFFLE", keys=[self.ingress, self.analysis, self.counters,
-                                                               self.journal, self.groups, self.refs],
+                                                               self.journal, self.groups, *self.refs],
                                              args=[*args, group, key_spec]))
         rid = os.urandom(8).hex()
         begun = self.scripts.call("RELEASE_BEGIN", keys=self.staged,
@@ -113,7 +113,7 @@ class Mover:
         while True:
             res = self.scripts.call("RELEASE_STEP",
                                     keys=[*self.staged, self.ingress, self.analysis, self.counters,
-                                          self.groups, self.refs],
+                                          self.groups, *self.refs],
                                     args=[CALL_BATCHES, CALL_BYTES, CALL_IDS])
             status = _status(res)
             if status in ("done", "none", "staging"):

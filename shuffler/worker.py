@@ -57,6 +57,7 @@ from ldptel.store.runner import UNAVAILABLE, Backoff, retry_wait
 
 READ_COUNT = 1000  # ingress entries per XRANGE
 READ_PAGES = 20  # XRANGEs per stream and round (a round then releases what is due)
+ANSWER_INTERVAL_S = 5.0  # the keyring's questions about analyzer keys (``key_refs.answer``), per stream
 BEAT_INTERVAL_S = 0.25  # the shuffler's heartbeat (``/healthz``: a hung shuffler shows within 2 × delay)
 LOG = logging.getLogger("ldptel.shuffler")
 
@@ -101,6 +102,7 @@ class Shuffler:
         self._versions: dict[tuple[str, int], Campaign | None] = {}
         self._versions_of: Config | None = None
         self._scripts = scripts.of(r)
+        self._answered: dict[tuple[str, int], float] = {}  # stream → monotonic s of its last answer
         self.pulse = heartbeat.Pulse(f"{socket.gethostname()}:{os.getpid()}:{self.owner}",
                                      keys.SHUFFLER_HEARTBEAT_KEY, BEAT_INTERVAL_S)
         self.caught_up: float | None = None  # epoch s: the end of the last round that left nothing overdue
@@ -186,7 +188,17 @@ class Shuffler:
                 if not held.settled:  # a release left by a shuffler that died (or was refused)
                     held.settled = Mover(self.r, camp.name, shard).settle() == "none"
                 done += self.read(held) + self.release_due(camp, held, once)
+                self.answer_keyring(camp.name, shard)
         return done
+
+    def answer_keyring(self, campaign: str, shard: int) -> None:
+        """Answer the aggregator keyring's questions about the stream (``key_refs.answer``: which
+        analyzer keys past their grace no ingress entry is sealed to any more), at most every
+        ``ANSWER_INTERVAL_S`` per stream, after this round's releases."""
+        now = time.monotonic()
+        if now - self._answered.get((campaign, shard), -ANSWER_INTERVAL_S) >= ANSWER_INTERVAL_S:
+            key_refs.answer(self.r, campaign, shard)
+            self._answered[campaign, shard] = now
 
     # --- lease ------------------------------------------------------------------------------
     def take_lease(self, held: Held) -> bool:

@@ -232,6 +232,15 @@ class Audit:
             self.hash(key, self.window(m["c"]), r"n|digest|config|decoded_at|doc|arrays|error")
         elif m and rest in ("release", "release_batches", "release_ids"):  # keys.release_key …
             self.flag(key, "a release in progress (shuffler.release): the shuffler has not finished it")
+        elif m and rest in ("sealed_keys", "key_holds"):  # what still needs each analyzer key
+            for field, value in self.r.hgetall(key).items():
+                name = field.decode()
+                if re.fullmatch(r"a:[0-9a-f]{8}", name):  # a release's last analysis entry id
+                    self.check_id(key, name, value, self.window(m["c"]))
+                elif re.fullmatch(r"[kqf]:[0-9a-f]{8}", name):  # entries sealed to it; question, answer
+                    self.check_numbers(key, name, value, self.window(m["c"]))
+                else:
+                    self.flag(key, f"unexpected field {name!r}")
         elif m and rest in ("metrics", "shuffled"):
             self.hash(key, self.window(m["c"]), r"[a-z_]+")
         elif re.fullmatch(re.escape(keys.OPENED_PREFIX) + r":[0-9a-f]{8}", key):

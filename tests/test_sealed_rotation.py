@@ -1,7 +1,8 @@
 """Issue 36, rotation without loss (its item 7, reproduction 6): devices before and after an
 analyzer-key rotation form ONE group of their (version, window, cell), released as one batch whose
-messages carry their key ids; the old key's private half is kept while messages sealed to it wait,
-and deleted once they are opened — through the real collector over HTTP, the SDK, the shuffler, the
+messages carry their key ids; the old key's private half is kept while messages sealed to it wait
+(the shuffler answers the keyring's question once none is left in ingress), and deleted once they
+are opened — through the real collector over HTTP, the SDK, the shuffler, the
 aggregator and Redis. Before: two groups of 25 that never reach batch_min 40, and the old key
 deleted at accepted_until + key_overlap under its waiting messages."""
 
@@ -23,6 +24,7 @@ from ldptel.proto import SealedBatch
 from ldptel.server.sealed_ingest import KEY_CACHE_SECONDS
 from ldptel.shuffler import release
 from ldptel.shuffler.worker import Shuffler
+from ldptel.store import acl
 
 ROT = {**SHUFFLED, "name": "rot-grr", "batch_min": 40, "window": "all"}
 
@@ -91,7 +93,12 @@ def test_a_rotation_inside_a_group_loses_nothing(redis_client: redis.Redis, redi
         ring.ensure(redis_client, now=pub.accepted_until + ring.overlap + 1, streams=streams)
         assert old not in ring.private and not (ring.dir / f"{old:08x}.key").exists()
         assert not redis_client.exists(keys.opened_key(old))
-        assert not redis_client.hexists(keys.sealed_keys_key(ROT["name"]), f"a:{old:08x}")
+        assert not redis_client.hkeys(keys.sealed_keys_key(ROT["name"]))  # no ingress entry left
+        holds = {f.decode() for f in redis_client.hkeys(keys.key_holds_key(ROT["name"]))}
+        assert not {f for f in holds if f.endswith(f"{old:08x}")}, holds  # its fields gone with it
         assert new in ring.private
+        # the per-key ingress counts move with every arrival: the aggregator may not read them
+        (agg,) = [role for role in acl.roles(cfg) if role.name == "aggregator"]
+        assert acl.SEALED_KEYS not in agg.keys and acl.KEY_HOLDS in agg.keys
     finally:
         stack.close()

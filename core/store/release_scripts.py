@@ -62,7 +62,7 @@ redis.call('HINCRBY', KEYS[2], 'discarded_reports', ARGV[1])
 if KEYS[4] and ARGV[2] ~= '' and redis.call('HINCRBY', KEYS[4], ARGV[2], -#ids) <= 0 then
   redis.call('HDEL', KEYS[4], ARGV[2])
 end
-if KEYS[5] then keys_done(KEYS[5], ARGV[3], '') end
+if KEYS[5] then keys_done(KEYS[5], nil, ARGV[3], '') end
 return {'ok', tostring(#ids)}
 """
 
@@ -152,9 +152,9 @@ def release_step(next_id: str) -> str:
     KEYS[1] journal, KEYS[2] staged batches, KEYS[3] staged ids, KEYS[4] ingress stream,
          KEYS[5] analysis stream (keys.stream_key), KEYS[6] shuffler counters, KEYS[7] (optional)
          the ingress groups hash (keys.ingress_groups_key: the journal's group lowered by its ids
-         in the step that ends the release), KEYS[8] (optional) the stream's analyzer-key hash
-         (keys.sealed_keys_key: the journal's keys lowered in that step, with the release's last
-         analysis entry id)
+         in the step that ends the release), KEYS[8], KEYS[9] (optional) the stream's
+         keys.sealed_keys_key and keys.key_holds_key (the journal's keys lowered in that step, the
+         release's last analysis entry id recorded)
     ARGV[1] most batches, ARGV[2] most bytes of batches, ARGV[3] most ingress ids per step
     Returns {'none'} (no release), {'staging', id}, {'moved', n} (batches to the analysis stream),
     {'deleted', n} (ingress ids), or {'done', id}: counters bumped, journal and staged keys gone."""
@@ -193,7 +193,8 @@ redis.call('HINCRBY', KEYS[6], 'ingress_reports', j[4])
 redis.call('HINCRBY', KEYS[6], 'analysis_batches', j[5])
 redis.call('HINCRBY', KEYS[6], 'analysis_reports', j[6])
 group_done(KEYS[7], redis.call('HGET', KEYS[1], 'group'), j[3])
-keys_done(KEYS[8], redis.call('HGET', KEYS[1], 'keys'), redis.call('HGET', KEYS[1], 'last'))
+local spec, last = redis.call('HGET', KEYS[1], 'keys'), redis.call('HGET', KEYS[1], 'last')
+keys_done(KEYS[8], KEYS[9], spec, last)
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return {'done', id}
 """

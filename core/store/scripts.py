@@ -72,15 +72,16 @@ end
 
 # Lower the ingress entries sealed to each analyzer key (keys.sealed_keys_key, field k:<key id hex>)
 # by the entries a move or discard deleted, ``spec`` = "<key id hex>=<entries>,…" (the field goes at
-# 0); with ``last`` (a release's last analysis entry id) also record it as a:<key id hex>: the key is
-# needed until the aggregator acknowledged every entry up to it (ldptel.store.key_refs).
+# 0); with ``last`` (a release's last analysis entry id) also record it as a:<key id hex> in
+# ``holds`` (keys.key_holds_key): the key is needed until the aggregator acknowledged every entry
+# up to it (ldptel.store.key_refs).
 _KEYS_DONE = """
-local function keys_done(refs, spec, last)
+local function keys_done(refs, holds, spec, last)
   if not refs or not spec or spec == '' then return end
   for kid, n in string.gmatch(spec, '(%x+)=(%d+)') do
     local field = 'k:' .. kid
     if redis.call('HINCRBY', refs, field, -tonumber(n)) <= 0 then redis.call('HDEL', refs, field) end
-    if last and last ~= '' then redis.call('HSET', refs, 'a:' .. kid, last) end
+    if holds and last and last ~= '' then redis.call('HSET', holds, 'a:' .. kid, last) end
   end
 end
 """
@@ -142,8 +143,8 @@ return id
 # KEYS[1] ingress stream (keys.ingress_key), KEYS[2] analysis stream (keys.stream_key),
 #      KEYS[3] shuffler counters (keys.shuffle_metrics_key: keys.INGRESS_*, keys.ANALYSIS_*,
 #      keys.SHUFFLE_REFUSED), KEYS[4] (optional) the stream's release journal (keys.release_key),
-#      KEYS[5] (optional) the ingress groups hash (keys.ingress_groups_key), KEYS[6] (optional, a
-#      sealed release) the stream's analyzer-key hash (keys.sealed_keys_key)
+#      KEYS[5] (optional) the ingress groups hash (keys.ingress_groups_key), KEYS[6], KEYS[7]
+#      (optional, a sealed release) the stream's keys.sealed_keys_key and keys.key_holds_key
 # ARGV[1] n_ids, ARGV[2] reports in those ingress entries, ARGV[3] window start (epoch s),
 #      ARGV[4] n_batches, then n_ids ingress entry ids, then n_batches (batch, count) pairs, then
 #      (optional, with KEYS[5]) the entries' group (keys.ingress_group): lowered by n_ids, then
@@ -182,7 +183,8 @@ for s = 1, #ids, 1000 do
   redis.call('XDEL', KEYS[1], unpack(ids, s, math.min(s + 999, #ids)))
 end
 group_done(KEYS[5], ARGV[a + 1], n_ids)
-keys_done(KEYS[6], ARGV[a + 2], n_batches > 0 and string.format('%d-%d', ms, seq - 1) or '')
+local last = n_batches > 0 and string.format('%d-%d', ms, seq - 1) or ''
+keys_done(KEYS[6], KEYS[7], ARGV[a + 2], last)
 redis.call('HINCRBY', KEYS[3], 'ingress_batches', n_ids)
 redis.call('HINCRBY', KEYS[3], 'ingress_reports', ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'analysis_batches', n_batches)
@@ -372,12 +374,13 @@ end
 return deleted
 """
 
-# Whether a stream still needs analyzer keys (ldptel.store.key_refs), read-only: a key is needed
-# while an ingress entry is sealed to it (k:<id> > 0), or while an analysis entry up to the last one
-# of a release holding its messages (a:<id>) is not yet acknowledged by the aggregator's group
-# (not yet delivered to it, or pending).
-# KEYS[1] the stream's analyzer-key hash (keys.sealed_keys_key), KEYS[2] the analysis stream
-#      (keys.stream_key); ARGV[1] the aggregator's consumer group (keys.GROUP), then key ids (hex)
+# Whether a stream still needs analyzer keys past their grace (ldptel.store.key_refs), the keyring's
+# side: a key is needed until the shuffler answered that no ingress entry is sealed to it (f:<id>;
+# else the question q:<id> is asked), and while an analysis entry up to the last one of a release
+# holding its messages (a:<id>) is not yet acknowledged by the aggregator's group (not yet delivered
+# to it, or pending).
+# KEYS[1] the stream's keys.key_holds_key, KEYS[2] the analysis stream (keys.stream_key)
+# ARGV[1] the aggregator's consumer group (keys.GROUP), then key ids (hex)
 # Returns one character per key id: '1' needed, '0' not.
 KEYS_HELD = """
 local function before(a, b)  -- stream id a < b
@@ -400,7 +403,8 @@ end
 local out = {}
 for i = 2, #ARGV do
   local kid, need = ARGV[i], '0'
-  if tonumber(redis.call('HGET', KEYS[1], 'k:' .. kid) or '0') > 0 then
+  if redis.call('HEXISTS', KEYS[1], 'f:' .. kid) == 0 then
+    redis.call('HSET', KEYS[1], 'q:' .. kid, '1')
     need = '1'
   else
     local last = redis.call('HGET', KEYS[1], 'a:' .. kid)
@@ -415,6 +419,24 @@ for i = 2, #ARGV do
   out[#out + 1] = need
 end
 return table.concat(out)
+"""
+
+# The shuffler's answer to the keyring's questions (KEYS_HELD): each asked key (q:<id>) to which no
+# ingress entry is sealed any more gets f:<id>. Asked only of keys the collector no longer takes,
+# so the answer is final; the aggregator learns nothing about arrivals of the keys in use.
+# KEYS[1] the stream's keys.sealed_keys_key, KEYS[2] its keys.key_holds_key
+# Returns the number of keys answered.
+KEYS_FREE = """
+local answered = 0
+for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
+  local kid = string.match(f, '^q:(%x+)$')
+  if kid and tonumber(redis.call('HGET', KEYS[1], 'k:' .. kid) or '0') <= 0 then
+    redis.call('HSET', KEYS[2], 'f:' .. kid, '1')
+    redis.call('HDEL', KEYS[2], f)
+    answered = answered + 1
+  end
+end
+return answered
 """
 
 # Record the messages one sealed release opened with one analyzer key (ldptel.store.opened): each
@@ -477,7 +499,7 @@ SOURCES: dict[str, str] = {
     "RELEASE_BEGIN": release_scripts.RELEASE_BEGIN, "RELEASE_STAGE": release_scripts.RELEASE_STAGE,
     "RELEASE_COMMIT": release_scripts.RELEASE_COMMIT, "RELEASE_ABORT": release_scripts.RELEASE_ABORT,
     "RELEASE_STEP": release_scripts.release_step(_NEXT_ID + _GROUP_DONE + _KEYS_DONE),
-    "KEYS_HELD": KEYS_HELD,
+    "KEYS_HELD": KEYS_HELD, "KEYS_FREE": KEYS_FREE,
 }
 
 
