@@ -23,6 +23,14 @@ script or MULTI touching them runs on one Redis Cluster node:
                        entries sealed to that analyzer key (``scripts.INGEST`` +1; the shuffler's
                        moves and discards lower it, the field goes at 0). The collector's and
                        shuffler's only: it moves with every arrival, so the aggregator never reads it.
+- ``{…:0}:handed:<hex id>`` string ``"1"`` (``handed_key``; shard 0's tag only, shuffled
+                       campaigns with several shards): the sealed envelope of that batch id was
+                       handed from its shard to shard 0 (``scripts.HANDOFF``: exactly once); it
+                       expires as a dedupe marker does (``dedupe_expire_at``).
+- ``{…:0}:handoff``    hash (``handoff_key``): ``read:<shard>`` = a window start at or before which
+                       that shard's shuffler began a read that reached its ingress stream's end and
+                       handed off all it read; shard 0 releases a closed window only once every
+                       other shard's mark is past the window's close (``shuffler.handoff``).
 - ``{…}:key_holds``    hash (``key_holds_key``): what the aggregator's keyring may read about a key
                        (``ldptel.store.key_refs``): ``a:<key id hex>`` = the last analysis entry id of
                        a release holding messages sealed to it (the shuffler's moves), ``q:<key id
@@ -245,6 +253,18 @@ def sealed_keys_key(campaign: str, shard: int = 0) -> str:
 def key_holds_key(campaign: str, shard: int = 0) -> str:
     """Hash: the keyring's questions and the shuffler's answers about analyzer keys (module docstring)."""
     return f"{tag(campaign, shard)}:key_holds"
+
+
+def handed_key(campaign: str, batch_id: bytes) -> str:
+    """Marker (shard 0's tag): the sealed envelope ``batch_id`` was handed to shard 0 (``HANDOFF``)."""
+    return f"{tag(campaign, 0)}:handed:{batch_id.hex()}"
+
+
+def handoff_key(campaign: str) -> str:
+    """Hash (shard 0's tag): ``read:<shard>`` = the window start (of the latest version's window
+    length) at or before which that shard's shuffler began a read that reached the end of its
+    ingress stream and handed off everything it read (``shuffler.handoff``)."""
+    return f"{tag(campaign, 0)}:handoff"
 
 
 def shuffle_lease_key(campaign: str, shard: int = 0) -> str:

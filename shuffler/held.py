@@ -18,7 +18,7 @@ from typing import Any
 
 from ldptel import keys
 from ldptel.campaigns.config import Campaign
-from ldptel.proto import ReportBatch
+from ldptel.proto import ReportBatch, SealedBatch
 
 
 @dataclass
@@ -73,6 +73,11 @@ class Held:
     groups: dict[tuple[Any, ...], Group] = field(default_factory=dict)
     unknown: dict[bytes, tuple[int, ReportBatch, int]] = field(default_factory=dict)  # version unknown
     settled: bool = False  # no journaled release of another shuffler holds the stream (``release``)
+    # sealed envelopes read on a shard ≠ 0 of a campaign with several shards, to hand to shard 0
+    # (``shuffler.handoff``): (entry id, window, envelope, ingress group)
+    outgoing: list[tuple[bytes, int, Any, str]] = field(default_factory=list)
+    read_start: float = 0.0  # epoch s at which the last read began
+    read_all: bool = False  # whether it reached the stream's end
 
     def reset(self) -> None:
         """Forget everything (it is all still in ingress): read again from the start, after
@@ -81,6 +86,7 @@ class Held:
         self.cursor = "-"
         self.groups.clear()
         self.unknown.clear()
+        self.outgoing.clear()
 
     def add(self, eid: bytes, window: int, version: int, batch, count: int,
             key_id: int | None = None) -> None:
@@ -99,6 +105,6 @@ class Held:
         return sum(g.reports for g in self.groups.values())
 
 
-def cell_of(batch: ReportBatch) -> tuple[tuple[str, str], ...]:
+def cell_of(batch: ReportBatch | SealedBatch) -> tuple[tuple[str, str], ...]:
     """A batch's cell: its dimension values as (name, value) pairs (empty without)."""
     return tuple((d.name, d.value) for d in batch.dimensions)

@@ -15,6 +15,9 @@ moves, atomically):
   half its ``[shuffler] max_ingress_batches`` (the collector refuses more: a batch must be released
   before it fills; the config refuses a ``batch_min`` over that half), or the campaign has one
   window (``"all"``), or on a drain (``--once``); never below ``batch_min``, whatever the delay;
+- a campaign with several shards: every shard hands its envelopes to shard 0, which releases
+  (``shuffler.handoff``): a group is the union of the shards', and a closed window is released or
+  discarded only once every shard has handed it off;
 - a window that closes below ``batch_min`` is **discarded**: its ingress entries are deleted
   (``scripts.DISCARD``) and counted (``keys.SHUFFLE_DISCARDED`` of ``{…}:shuffled``); its
   devices' reports are never decoded (the window's publication holds the batches released
@@ -48,12 +51,15 @@ from ldptel.shuffler.repack import split_sizes
 
 
 def due(campaign: Campaign, window: int, reports: int, max_held: int, once: bool,
-        now: float | None = None, filling: bool = False) -> str | None:
+        now: float | None = None, filling: bool = False, settled: bool = True) -> str | None:
     """Why a sealed group is released (``"batch"``) or discarded (``"discard"``) now, or None
-    (module docstring); ``filling``: the ingress stream holds half its ``max_ingress_batches``."""
+    (module docstring); ``filling``: the ingress stream holds half its ``max_ingress_batches``;
+    ``settled``: every other shard handed off its envelopes of the window (``handoff.settled``:
+    until then a closed window is neither released nor discarded)."""
     assert isinstance(campaign.mode, (Shuffled, ShuffledFakes)), "sealed groups are of shuffled campaigns"
     batch_min = campaign.mode.batch_min
-    closed = (time.time() if now is None else now) >= window_close(window, campaign.window_seconds)
+    closed = settled and (time.time() if now is None else now) >= window_close(window,
+                                                                               campaign.window_seconds)
     if reports >= batch_min and (closed or once or filling or campaign.window_seconds == 0
                                  or reports >= max(2 * batch_min, max_held)):
         return "batch"

@@ -47,8 +47,8 @@ from ldptel.mechanisms.base import Mechanism
 from ldptel.ops import prom
 from ldptel.privacy.modes import is_shuffled
 from ldptel.proto import ReportBatch, SealedBatch, batch_version
-from ldptel.shuffler import metrics, release, sealed
-from ldptel.shuffler.held import Group, Held
+from ldptel.shuffler import handoff, metrics, release, sealed
+from ldptel.shuffler.held import Group, Held, cell_of
 from ldptel.shuffler.release import Mover
 from ldptel.shuffler.repack import repack
 from ldptel.store import heartbeat, key_refs, registry, scripts
@@ -164,10 +164,14 @@ class Shuffler:
             latest = self.config.campaign(held.campaign)
             if latest is None:
                 continue
+            marks: dict[int, int] | None = None
             for g in held.groups.values():
                 if g.sealed:
                     camp = self.config.campaign_version(held.campaign, g.version) or latest
-                    if sealed.due(camp, g.window, g.reports, self.cfg.max_held_reports, False):
+                    if marks is None:
+                        marks = handoff.marks(self.r, held.campaign) if camp.shards > 1 else {}
+                    if sealed.due(camp, g.window, g.reports, self.cfg.max_held_reports, False,
+                                  settled=handoff.settled(marks, camp.shards, g.window, camp.window_seconds)):
                         return True
                 elif g.due(latest, self.cfg.max_held_reports, now):
                     return True
@@ -178,7 +182,7 @@ class Shuffler:
         (everything with ``once``). Returns the ingress entries read or released."""
         done = 0
         for camp in list(self.config.campaigns):
-            for shard in range(camp.shards):
+            for shard in reversed(range(camp.shards)):  # shard 0 last: it gets this round's handoffs
                 held = self.held.get((camp.name, shard))
                 if held is None:
                     held = self.held[camp.name, shard] = Held(camp.name, shard)
@@ -187,9 +191,24 @@ class Shuffler:
                     continue
                 if not held.settled:  # a release left by a shuffler that died (or was refused)
                     held.settled = Mover(self.r, camp.name, shard).settle() == "none"
-                done += self.read(held) + self.release_due(camp, held, once)
+                done += self.read(held)
+                if held.outgoing or (held.read_all and shard != handoff.OWNER):
+                    self.hand_off(camp, held)
+                done += self.release_due(camp, held, once)
                 self.answer_keyring(camp.name, shard)
         return done
+
+    def hand_off(self, camp: Campaign, held: Held) -> None:
+        """Hand the sealed envelopes read on a shard ≠ 0 to shard 0 (``shuffler.handoff``); once
+        a read reached the stream's end with all of it handed off, mark the shard settled up to
+        that read's start. A refused handoff (a journaled release holds the stream): read again."""
+        if held.outgoing:
+            if not handoff.hand_off(self.r, camp, held.shard, held.outgoing):
+                held.reset()
+                return
+            held.outgoing.clear()
+        if held.read_all and is_shuffled(camp):
+            handoff.mark(self.r, camp, held.shard, held.read_start)
 
     def answer_keyring(self, campaign: str, shard: int) -> None:
         """Answer the aggregator keyring's questions about the stream (``key_refs.answer``: which
@@ -218,9 +237,10 @@ class Shuffler:
     def read(self, held: Held) -> int:
         """Read new ingress entries into ``held``; returns how many."""
         stream = keys.ingress_key(held.campaign, held.shard)
-        if not held.groups and not held.unknown:
+        if not held.groups and not held.unknown and not held.outgoing:
             held.cursor = "-"  # nothing held: all the stream holds is new (also after a data reset)
         got = 0
+        held.read_start, held.read_all = time.time(), False
         for _ in range(READ_PAGES):
             start = "-" if held.cursor == "-" else f"({held.cursor}"
             entries: Any = self.r.xrange(stream, min=start, max="+", count=READ_COUNT)
@@ -231,6 +251,7 @@ class Shuffler:
                 last = entries[-1][0]
                 held.cursor = last.decode() if isinstance(last, bytes) else last
             if len(entries) < READ_COUNT:
+                held.read_all = True
                 break
         return got
 
@@ -264,6 +285,9 @@ class Shuffler:
         camp = self.version(held.campaign, version)
         if camp is not None and is_shuffled(camp):
             env = SealedBatch.FromString(batch.SerializeToString())
+            if camp.shards > 1 and held.shard != handoff.OWNER:  # released by shard 0 (issue 38)
+                held.outgoing.append((eid, window, env, keys.ingress_group(version, window, cell_of(env))))
+                return
             held.add(eid, window, version, env, env.reports, key_id=env.key_id)
             return
         held.add(eid, window, version, batch, count)
@@ -298,6 +322,8 @@ class Shuffler:
         moved = 0
         half = self.cfg.max_ingress_batches // 2  # the collector's bound is per ingress group
         filling: dict[str, int] = {}
+        marks = (handoff.marks(self.r, held.campaign)
+                 if latest.shards > 1 and any(g.sealed for g in held.groups.values()) else {})
         for g in held.groups.values():
             field = g.ingress_group
             filling[field] = filling.get(field, 0) + len(g.ids)
@@ -305,7 +331,9 @@ class Shuffler:
             if group.sealed:
                 camp = self.config.campaign_version(held.campaign, group.version) or latest
                 why = sealed.due(camp, group.window, group.reports, self.cfg.max_held_reports, once,
-                                 filling=filling[group.ingress_group] >= half)
+                                 filling=filling[group.ingress_group] >= half,
+                                 settled=handoff.settled(marks, camp.shards, group.window,
+                                                         camp.window_seconds))
             else:
                 why = "once" if once else group.due(latest, self.cfg.max_held_reports, now)
             if why is None:

@@ -232,6 +232,11 @@ class Audit:
             self.hash(key, self.window(m["c"]), r"n|digest|config|decoded_at|doc|arrays|error")
         elif m and rest in ("release", "release_batches", "release_ids"):  # keys.release_key …
             self.flag(key, "a release in progress (shuffler.release): the shuffler has not finished it")
+        elif m and re.fullmatch(r"handed:[0-9a-f]{32}", rest):  # keys.handed_key: a dedupe-like marker
+            self.marker(key, self.window(m["c"]))
+            ttl_ok = True
+        elif m and rest == "handoff":  # keys.handoff_key: window starts
+            self.hash(key, self.window(m["c"]), r"read:\d+")
         elif m and rest in ("sealed_keys", "key_holds"):  # what still needs each analyzer key
             for field, value in self.r.hgetall(key).items():
                 name = field.decode()

@@ -102,3 +102,77 @@ def test_a_rotation_inside_a_group_loses_nothing(redis_client: redis.Redis, redi
         assert acl.SEALED_KEYS not in agg.keys and acl.KEY_HOLDS in agg.keys
     finally:
         stack.close()
+
+
+@pytest.mark.parametrize("clients,per_client,batch_min", [(8, 7, 40), (10, 1000, 2000)],
+                         ids=["small", "1e4-devices"])
+def test_one_release_per_group_across_shards_and_keys(redis_client: redis.Redis, redis_url: str,
+                                                      tmp_path: Path, clients: int, per_client: int,
+                                                      batch_min: int) -> None:
+    """Issue 38 (its item 1, the suite's shape): 4 shards, a rotation inside the window: every
+    shard's envelopes are handed to shard 0, which releases the union once, no device lost or
+    doubled. Small: batch_min 40 and no shard alone reaches it (before: nothing published);
+    10⁴ devices (the largest lean shape: ~10 s)."""
+    n = clients * per_client
+    camp = {**ROT, "name": "rot-sharded", "shards": 4, "batch_min": batch_min}
+    cfg = sealed_config(tmp_path, [camp])
+    ring = publish_keys(cfg, redis_client)
+    (old,) = ring.public
+    stack = HttpStack(cfg, redis_url)
+    try:
+        values = np.random.default_rng(5).integers(0, 8, size=n)
+        for i in range(clients):  # each client's envelopes go to a random shard
+            if i == clients // 2:  # the aggregator rotates inside the window
+                ring.ensure(redis_client, now=ring.public[old].current_until + 1)
+                time.sleep(KEY_CACHE_SECONDS + 0.1)
+            chunk = values[per_client * i:per_client * (i + 1)]
+            assert devices(stack, tmp_path, f"d{i}", camp["name"], chunk, seed=i) == per_client
+        sealed = [sealed_to(redis_client, keys.ingress_key(camp["name"], s)) for s in range(4)]
+        per_shard = [len(devs) for devs in sealed]
+        assert sum(per_shard) == n, per_shard
+        if n < 100:
+            assert max(per_shard) < batch_min, per_shard  # no shard alone reaches batch_min
+        assert sum(1 for n in per_shard if n) >= 2, per_shard
+        by_key = sorted(k for devs in sealed for k in devs)
+        assert len(set(by_key)) == 2  # sealed to both keys
+
+        Shuffler(cfg, redis_client).run(once=True)
+        assert all(redis_client.xlen(keys.ingress_key(camp["name"], s)) == 0 for s in range(4))
+        assert all(redis_client.xlen(keys.stream_key(camp["name"], s)) == 0 for s in range(1, 4))
+        released = sealed_to(redis_client, keys.stream_key(camp["name"], 0))  # one message per device
+        assert sorted(released) == by_key  # every device once, with its key
+        parts = [SealedBatch.FromString(f[keys.ENTRY_BATCH])
+                 for _, f in redis_client.xrange(keys.stream_key(camp["name"], 0))]
+        assert len({p.release for p in parts}) == 1
+        Worker(cfg, redis_client, log=lambda _m: None).run(once=True)
+        status, _, body = stack.get(f"/v1/campaigns/{camp['name']}/estimates?window=current")
+        assert status == 200, body
+        doc = json.loads(body)
+        assert doc["n_reports"] == n and doc["privacy"]["batches"] == [n]  # one release, all devices
+        # the shards' ingress groups and key counts are back to nothing
+        for s in range(4):
+            assert not redis_client.hkeys(keys.ingress_groups_key(camp["name"], s))
+            assert not redis_client.hkeys(keys.sealed_keys_key(camp["name"], s))
+    finally:
+        stack.close()
+
+
+def test_a_closed_window_waits_for_every_shard() -> None:
+    """Shard 0 neither releases nor discards a closed window before every other shard's handoff
+    mark is past the window's close (``shuffler.handoff``): a late shard's envelopes join the one
+    release instead of making a second one, or being discarded as a remainder below batch_min."""
+    from ldptel.campaigns.config import parse_config
+    from ldptel.shuffler import handoff, sealed
+
+    cfg = parse_config({"campaigns": [{**ROT, "name": "daily", "window": "1d", "shards": 4}]})
+    c = cfg.campaigns[0]
+    w, day = 86400 * 100, 86400
+    after = w + 2 * day + 10  # the collector takes nothing more for window w
+    late = {1: w + 2 * day, 2: w + 2 * day, 3: w + day}  # shard 3's last full read began before the close
+    assert not handoff.settled(late, 4, w, day)
+    assert handoff.settled({**late, 3: w + 2 * day}, 4, w, day)
+    assert handoff.settled({}, 1, w, day) and handoff.settled({}, 4, 0, 0)  # one shard; "all"
+    assert sealed.due(c, w, 45, 10**6, False, now=after, settled=False) is None
+    assert sealed.due(c, w, 30, 10**6, False, now=after, settled=False) is None  # not discarded yet
+    assert sealed.due(c, w, 45, 10**6, False, now=after) == "batch"
+    assert sealed.due(c, w, 30, 10**6, False, now=after) == "discard"

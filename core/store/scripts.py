@@ -138,6 +138,60 @@ redis.call('HINCRBY', KEYS[3], 'accepted_reports', ARGV[4])
 return id
 """
 
+# A shard's sealed envelopes handed to shard 0 (ldptel.shuffler.handoff: a shuffled campaign's
+# (version, window, cell) group is released once, by shard 0, across shards), the first of two
+# steps: add each envelope to shard 0's ingress unless its marker says it was added before.
+# KEYS[1] shard 0's ingress stream, KEYS[2] its top key (keys.ingress_top_key), KEYS[3] its ingress
+#      groups hash, KEYS[4] its keys.sealed_keys_key, KEYS[5..] one marker per envelope
+#      (keys.handed_key, by batch id)
+# ARGV[1] marker expiry (epoch s), then per envelope: serialized envelope, window start, reports,
+#      group (keys.ingress_group), analyzer key id (hex)
+# Returns the envelopes added (a marker already set: skipped, it was added by an earlier call).
+# Exactly once: the marker is set with the XADD in one atomic script, so an envelope is added to
+# shard 0 at most once, however often a shuffler retries (its source entry is deleted after, by
+# HANDOFF_DEL: a crash in between leaves it in its shard, and the retry finds the marker).
+HANDOFF = _TRACKED_ID + """
+local added = 0
+for i = 5, #KEYS do
+  local a = 2 + (i - 5) * 5
+  if redis.call('SET', KEYS[i], '1', 'NX') then
+    redis.call('EXPIREAT', KEYS[i], ARGV[1])
+    local ms, seq = tracked_id(KEYS[2], ARGV[a + 1])
+    local fields = {'batch', ARGV[a], 'window', ARGV[a + 1], 'count', ARGV[a + 2]}
+    local id = redis.pcall('XADD', KEYS[1], string.format('%d-%d', ms, seq), unpack(fields))
+    if type(id) == 'table' and id.err then
+      seq = seq + 1099511627776
+      id = redis.call('XADD', KEYS[1], string.format('%d-%d', ms, seq), unpack(fields))
+    end
+    redis.call('SET', KEYS[2], id)
+    redis.call('HINCRBY', KEYS[3], ARGV[a + 3], 1)
+    redis.call('HINCRBY', KEYS[4], 'k:' .. ARGV[a + 4], 1)
+    added = added + 1
+  end
+end
+return added
+"""
+
+# The second step of a handoff (HANDOFF): delete the handed envelopes from their shard's ingress.
+# KEYS[1] the shard's ingress stream, KEYS[2] its ingress groups hash, KEYS[3] its
+#      keys.sealed_keys_key, KEYS[4] its release journal (keys.release_key)
+# ARGV: per entry (entry id, group, analyzer key id hex)
+# Returns {'ok', n deleted} (an entry already gone was deleted by another shuffler, which lowered
+# the counts: skipped), or {'busy'} while a journaled release holds the stream (nothing written).
+HANDOFF_DEL = """
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'busy'} end
+local n = 0
+for a = 1, #ARGV, 3 do
+  if redis.call('XDEL', KEYS[1], ARGV[a]) == 1 then
+    if redis.call('HINCRBY', KEYS[2], ARGV[a + 1], -1) <= 0 then redis.call('HDEL', KEYS[2], ARGV[a + 1]) end
+    local field = 'k:' .. ARGV[a + 2]
+    if redis.call('HINCRBY', KEYS[3], field, -1) <= 0 then redis.call('HDEL', KEYS[3], field) end
+    n = n + 1
+  end
+end
+return {'ok', tostring(n)}
+"""
+
 # The shuffler's release (ldptel.shuffler): move one (version, window) group of ingress entries,
 # permuted and re-packed into new batches, to the analysis stream — all or nothing.
 # KEYS[1] ingress stream (keys.ingress_key), KEYS[2] analysis stream (keys.stream_key),
@@ -499,7 +553,7 @@ SOURCES: dict[str, str] = {
     "RELEASE_BEGIN": release_scripts.RELEASE_BEGIN, "RELEASE_STAGE": release_scripts.RELEASE_STAGE,
     "RELEASE_COMMIT": release_scripts.RELEASE_COMMIT, "RELEASE_ABORT": release_scripts.RELEASE_ABORT,
     "RELEASE_STEP": release_scripts.release_step(_NEXT_ID + _GROUP_DONE + _KEYS_DONE),
-    "KEYS_HELD": KEYS_HELD, "KEYS_FREE": KEYS_FREE,
+    "KEYS_HELD": KEYS_HELD, "KEYS_FREE": KEYS_FREE, "HANDOFF": HANDOFF, "HANDOFF_DEL": HANDOFF_DEL,
 }
 
 
