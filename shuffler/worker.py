@@ -10,7 +10,8 @@ Per (campaign, shard) a shuffler (``ldptel shuffle``, or ``ldptel serve``'s chil
    entries per XRANGE, and holds the entries in memory grouped by (campaign version, window, cell)
    (``held.Held``; sealed envelopes of every analyzer key in one group); an entry of a version
    this process does not know is held aside until the registry (``registry.Live``) knows it
-   (logged once).
+   (logged once). A shuffled campaign's sealed envelopes read on a shard ≠ 0 are handed to shard
+   0, which releases them (``shuffler.handoff``).
 3. releases a group when it holds ≥ ``shuffle_min_reports`` reports, its first report waited
    ``shuffle_max_delay``, it holds ``[shuffler] max_held_reports``, or on ``once`` (a drain):
    ``repack.repack`` (one uniform permutation of all the group's reports, re-packed without batch

@@ -24,7 +24,7 @@ from ldptel.proto import SealedBatch
 from ldptel.server.sealed_ingest import KEY_CACHE_SECONDS
 from ldptel.shuffler import release
 from ldptel.shuffler.worker import Shuffler
-from ldptel.store import acl
+from ldptel.store import acl, scripts
 
 ROT = {**SHUFFLED, "name": "rot-grr", "batch_min": 40, "window": "all"}
 
@@ -176,3 +176,38 @@ def test_a_closed_window_waits_for_every_shard() -> None:
     assert sealed.due(c, w, 30, 10**6, False, now=after, settled=False) is None  # not discarded yet
     assert sealed.due(c, w, 45, 10**6, False, now=after) == "batch"
     assert sealed.due(c, w, 30, 10**6, False, now=after) == "discard"
+
+
+def test_a_retried_handoff_adds_nothing(redis_client: redis.Redis) -> None:
+    """The handoff's two steps run in two hash slots: a shuffler that dies between them hands the
+    same envelopes again; shard 0's markers make the retry add nothing, and the deletion lowers the
+    shard's counts once (exactly once: docs/architecture.md)."""
+    from ldptel.campaigns.config import parse_config
+    from ldptel.shuffler import handoff
+
+    camp = parse_config({"campaigns": [{**ROT, "name": "ho", "shards": 2}]}).campaigns[0]
+    src, dst = keys.ingress_key("ho", 1), keys.ingress_key("ho", 0)
+    envs = [SealedBatch(campaign="ho", batch_id=bytes([i]) * 16, reports=1, schema_version=2,
+                        campaign_version=1, key_id=7, messages=[b"m" * 8]) for i in range(3)]
+    group = keys.ingress_group(1, 0)
+    entries = []
+    for env in envs:  # as INGEST leaves them in shard 1
+        eid = redis_client.xadd(src, {"batch": env.SerializeToString(), "window": 0, "count": 1})
+        redis_client.hincrby(keys.ingress_groups_key("ho", 1), group, 1)
+        redis_client.hincrby(keys.sealed_keys_key("ho", 1), "k:00000007", 1)
+        entries.append((eid, 0, env, group))
+    owner = [dst, keys.ingress_top_key("ho", 0), keys.ingress_groups_key("ho", 0),
+             keys.sealed_keys_key("ho", 0)]
+    args: list = [2**40]
+    for env in envs:
+        args += [env.SerializeToString(), 0, 1, group, "00000007"]
+    markers = [keys.handed_key("ho", bytes(e.batch_id)) for e in envs]
+    run = scripts.of(redis_client)
+    assert run.call("HANDOFF", keys=[*owner, *markers], args=args) == 3  # then the shuffler dies
+    assert handoff.hand_off(redis_client, camp, 1, entries)  # its successor hands them again
+    assert redis_client.xlen(dst) == 3 and redis_client.xlen(src) == 0
+    assert redis_client.hget(keys.ingress_groups_key("ho", 0), group) == b"3"
+    assert redis_client.hget(keys.sealed_keys_key("ho", 0), "k:00000007") == b"3"
+    assert not redis_client.hkeys(keys.ingress_groups_key("ho", 1))
+    assert not redis_client.hkeys(keys.sealed_keys_key("ho", 1))
+    assert handoff.hand_off(redis_client, camp, 1, entries) and redis_client.xlen(dst) == 3  # again: nothing
