@@ -13,12 +13,17 @@ directory (key creation takes an ``flock``); workers on several hosts must share
 that lacks the key of a release leaves it pending for one that has it, and logs so).
 
 Rotation (``Keyring.ensure``, at the worker's start and every upkeep): when no key is current a
-new one is made, current for ``key_rotation`` and accepted ``key_overlap`` longer; a private key
-is deleted ``key_overlap`` after it stopped being accepted (what was sealed to it and is still on
-its way through the shuffler has that long to be released and decoded) and its public half is
-withdrawn from Redis once it is no longer accepted. The record of the messages opened with a key
-(``ldptel.store.opened``: what makes a replayed message count once) expires at that deletion
-(``forget_at``) and is deleted with the key.
+new one is made, current for ``key_rotation`` and accepted ``key_overlap`` longer; its public half
+is withdrawn from Redis once it is no longer accepted. A private key is deleted at the earliest
+``key_overlap`` after it stopped being accepted (requests in flight, clocks apart), and only once no
+message sealed to it still waits (issue 36): the shuffler answered that no ingress entry of a
+shuffled campaign's stream is sealed to it and the aggregator acknowledged every release holding
+its messages (``ldptel.store.key_refs``, asked of the ``streams`` given to ``ensure``). A window sealed to it
+therefore keeps it until the window is released or discarded, however long (``window = "all"``:
+until its group reaches ``batch_min``). The record of the messages opened with a key
+(``ldptel.store.opened``: what makes a replayed message count once) expires ``key_overlap`` after
+the key's earliest deletion (``forget_at``), is made persistent while the key is kept past it, and
+is deleted with the key.
 """
 
 from __future__ import annotations
@@ -29,17 +34,18 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldptel import key_signing, sealing
+from ldptel import key_signing, keys, sealing
 from ldptel.campaigns.config import AnalyzerConfig
 from ldptel.credentials import data_dir
 from ldptel.durations import parse_duration
-from ldptel.store import analyzer_keys, opened
+from ldptel.store import analyzer_keys, key_refs, opened
 from ldptel.store.analyzer_keys import PublicKey
 from ldptel.store.redis_client import AnyRedis
 
@@ -110,6 +116,7 @@ class Keyring:
         sig = key_signing.sign(self.signing, sealing.SUITE_ID, pub.public, pub.key_id, pub.current_until,
                                pub.accepted_until)
         return dataclasses.replace(pub, signature=sig)
+        self.kept: set[int] = set()  # keys no longer accepted that waiting messages still need
 
     def load(self) -> None:
         """Read every key file of the directory."""
@@ -131,8 +138,11 @@ class Keyring:
                 public[kid] = self._signed(pub)
         self.private, self.public = private, public
 
-    def ensure(self, r: AnyRedis | None = None, now: float | None = None) -> None:
-        """Rotate if no key is current, delete keys past their grace, publish (``r``)."""
+    def ensure(self, r: AnyRedis | None = None, now: float | None = None,
+               streams: Sequence[tuple[str, int]] = ()) -> None:
+        """Rotate if no key is current, delete keys past their grace that no waiting message of
+        ``streams`` (the shuffled campaigns' (name, shard); ``key_refs.held``) needs, publish
+        (``r``)."""
         at = time.time() if now is None else now
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with (self.dir / ".lock").open("a") as lock:
@@ -141,15 +151,20 @@ class Keyring:
             self.load()
             if not any(at < k.current_until for k in self.public.values()):
                 self._create(at)
+            past = [kid for kid, key in self.public.items() if at >= key.accepted_until + self.overlap]
+            self.kept = key_refs.held(r, streams, past) if r is not None else set()
             deleted = []
-            for kid, key in list(self.public.items()):
-                if at >= key.accepted_until + self.overlap:
+            for kid in past:
+                if kid not in self.kept:
                     for suffix in (".key", ".json"):
                         (self.dir / f"{kid:08x}{suffix}").unlink(missing_ok=True)
                     del self.public[kid], self.private[kid]
                     deleted.append(kid)
         if r is not None:
+            for kid in self.kept:  # its record lives as long as the key
+                r.persist(keys.opened_key(kid))
             opened.forget(r, deleted)  # without r, the record expires at ``forget_at`` anyway
+            key_refs.forget(r, streams, deleted)
             self.publish(r, at)
 
     def _create(self, at: float) -> None:
@@ -186,10 +201,12 @@ class Keyring:
         analyzer_keys.publish(r, live, stale)
 
     def forget_at(self, key_id: int) -> float | None:
-        """Epoch s at which the private key of ``key_id`` is deleted (``accepted_until`` +
-        ``key_overlap``), None when it is not known."""
+        """Epoch s at which the record of the messages opened with ``key_id`` expires by itself:
+        ``key_overlap`` after the key's earliest deletion (``accepted_until`` + ``key_overlap``),
+        so that ``ensure``, which deletes it with the key or makes it persistent while the key is
+        kept for waiting messages, runs before; None when the key is not known or kept."""
         pub = self.public.get(key_id)
-        return None if pub is None else pub.accepted_until + self.overlap
+        return None if pub is None or key_id in self.kept else pub.accepted_until + 2 * self.overlap
 
     def key(self, key_id: int) -> X25519PrivateKey | None:
         """The private key of ``key_id`` (the directory read again once if it is not known)."""

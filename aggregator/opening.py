@@ -1,9 +1,9 @@
 """Opening a release's sealed messages on every core.
 
-HPKE open (``sealing.open_each``) costs ~40 µs a message and is the aggregator's bottleneck for
+HPKE open (``sealing.open_keyed``) costs ~40 µs a message and is the aggregator's bottleneck for
 campaigns in a shuffled mode; the library holds the GIL, so threads do not help. ``Opener`` splits
 a large release into one contiguous chunk per process and opens the chunks in a pool of processes,
-then joins the plaintexts in message order: the result is exactly ``sealing.open_each``'s.
+then joins the plaintexts in message order: the result is exactly ``sealing.open_keyed``'s.
 
 - ``[analyzer] open_processes``: 0 (default) is every core this process may run on
   (``os.sched_getaffinity``), 1 opens in this process, k uses k processes.
@@ -12,7 +12,7 @@ then joins the plaintexts in message order: the result is exactly ``sealing.open
 - The pool starts (``forkserver``: a child inherits no Redis connection, thread or lock) with the
   first large release and lives until ``close`` (the worker's end, and ``atexit``). A child that
   dies breaks the pool: that release opens in this process and the next one starts a new pool.
-- The private key reaches a child as its raw 32 bytes over the pool's pipe: it stays on this host,
+- The private keys reach a child as their raw 32 bytes over the pool's pipe: it stays on this host,
   in memory, as in this process; no file or log holds it.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -42,9 +42,11 @@ def processes_for(setting: int) -> int:
         return max(os.cpu_count() or 1, 1)
 
 
-def _open_chunk(private: bytes, info: bytes, width: int, messages: list[bytes]) -> list[bytes | None]:
-    """A child's work: ``sealing.open_each`` on one chunk."""
-    return sealing.open_each(messages, sealing.load_private(private), info, width)
+def _open_chunk(private: dict[int, bytes], infos: dict[int, bytes], width: int, messages: list[bytes],
+                key_ids: list[int]) -> list[bytes | None]:
+    """A child's work: ``sealing.open_keyed`` on one chunk."""
+    keys = {kid: sealing.load_private(raw) for kid, raw in private.items()}
+    return sealing.open_keyed(messages, key_ids, keys, infos, width)
 
 
 def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
@@ -60,31 +62,40 @@ def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 class Opener:
-    """``open_each`` over a pool of processes (module docstring)."""
+    """``sealing.open_keyed`` over a pool of processes (module docstring)."""
 
     def __init__(self, processes: int = 0) -> None:
         self.processes = processes_for(processes)
         self._pool: ProcessPoolExecutor | None = None
         self._atexit = False
 
-    def open_each(self, messages: Sequence[bytes], private: X25519PrivateKey, info: bytes,
-                  width: int) -> list[bytes | None]:
-        """``sealing.open_each(messages, private, info, width)``, on every process for a large
-        release."""
+    def open_keyed(self, messages: Sequence[bytes], key_ids: Sequence[int],
+                   private: Mapping[int, X25519PrivateKey], infos: Mapping[int, bytes],
+                   width: int) -> list[bytes | None]:
+        """``sealing.open_keyed(messages, key_ids, private, infos, width)``, on every process for a
+        large release."""
         if self.processes < 2 or len(messages) < MIN_PARALLEL:
-            return sealing.open_each(messages, private, info, width)
-        raw = sealing.private_bytes(private)
+            return sealing.open_keyed(messages, key_ids, private, infos, width)
+        needed = set(key_ids)
+        raw = {kid: sealing.private_bytes(key) for kid, key in private.items() if kid in needed}
+        info = {kid: v for kid, v in infos.items() if kid in needed}
         bounds = chunk_bounds(len(messages), self.processes)
         try:
             pool = self._started()
-            futures = [pool.submit(_open_chunk, raw, info, width, list(messages[a:b])) for a, b in bounds]
+            futures = [pool.submit(_open_chunk, raw, info, width, list(messages[a:b]), list(key_ids[a:b]))
+                       for a, b in bounds]
             out: list[bytes | None] = []
             for fut in futures:
                 out += fut.result()
             return out
         except (BrokenProcessPool, OSError):
             self.close()
-            return sealing.open_each(messages, private, info, width)
+            return sealing.open_keyed(messages, key_ids, private, infos, width)
+
+    def open_each(self, messages: Sequence[bytes], private: X25519PrivateKey, info: bytes,
+                  width: int) -> list[bytes | None]:
+        """``open_keyed`` of messages all sealed to one key."""
+        return self.open_keyed(messages, [0] * len(messages), {0: private}, {0: info}, width)
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:

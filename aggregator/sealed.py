@@ -6,15 +6,17 @@ A release reaches the analysis stream as ``release_parts`` entries (``shuffler.s
 ``SealedBatch`` part naming the release. ``SealedReleases.take`` keeps a release's parts (pending
 to this consumer, never acknowledged) until it holds them all, then:
 
-1. opens every message with the key of ``key_id`` and the ``info`` of (campaign, version, window,
-   key id) (``sealing.open_each``, on every core for a large release: ``aggregator.opening``; a
-   message that does not open — tampered, or sealed under another binding — is counted as rejected
-   and left out), and keeps each message once, ever (``open_once``): the encapsulated keys
-   (``enc``) of the messages it opened are recorded per analyzer key in Redis
-   (``ldptel.store.opened``), and a message whose ``enc`` another release recorded (re-posted under
-   a new batch id: a replay) or that a release holds twice is dropped and counted
-   (``replayed:<window>:<release id>``, the metric ``ldptel_aggregator_replayed_messages``, a
-   warning); the release's real reports are lowered by the replays dropped;
+1. opens every message with the key of its key id (the part's ``key_ids``, parallel to its
+   messages, when the release holds messages sealed to several keys around a rotation; else the
+   part's ``key_id``: ``message_keys``) and the ``info`` of (campaign, version, window, key id)
+   (``sealing.open_keyed``, on every core for a large release: ``aggregator.opening``; a message
+   that does not open — tampered, or sealed under another binding — is counted as rejected and left
+   out), and keeps each message once, ever (``open_once``): the encapsulated keys (``enc``) of the
+   messages it opened are recorded per analyzer key in Redis (``ldptel.store.opened``), and a
+   message whose ``enc`` another release recorded (re-posted under a new batch id: a replay) or
+   that a release holds twice is dropped and counted (``replayed:<window>:<release id>``, the
+   metric ``ldptel_aggregator_replayed_messages``, a warning); the release's real reports are
+   lowered by the replays dropped;
 2. turns all plaintexts into the mechanism's columns with one ``np.frombuffer``
    (``mechanisms.rows.from_rows``) and drops rows the mechanism refuses (``valid_rows``: a device
    can put anything inside its ciphertext; the collector could not check it);
@@ -29,7 +31,7 @@ Several workers: the parts of one release may be delivered to two of them. The w
 0 claims the others (``claim_rest``: their entry ids follow part 0's); the other worker's copies are
 then no longer pending to it and are forgotten after ``claim_idle_ms``. A release whose key this
 worker lacks stays pending (logged once): a worker holding the key (a shared keys directory)
-claims it once idle.
+claims it once idle (a release needs every key it names).
 
 ``SealedReleases`` is given what it uses and nothing more: the Redis client and consumer name (to
 claim parts), the idle time after which a partial release is forgotten, the key lookup, a warning
@@ -41,7 +43,7 @@ accumulator, ``Worker.commit_release``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,7 +65,8 @@ if TYPE_CHECKING:
     from ldptel.store.redis_client import AnyRedis
 
 
-OpenEach = Callable[[Sequence[bytes], X25519PrivateKey, bytes, int], list[bytes | None]]
+OpenKeyed = Callable[[Sequence[bytes], Sequence[int], Mapping[int, X25519PrivateKey], Mapping[int, bytes], int],
+                     list[bytes | None]]
 
 
 class CommitRelease(Protocol):
@@ -91,9 +94,9 @@ class SealedReleases:
                  private_key: Callable[[int], X25519PrivateKey | None], warn: Callable[[str], None],
                  reject: Callable[[Slot, int, list[bytes]], int], commit: CommitRelease,
                  forget_at: Callable[[int], float | None] = lambda _key_id: None,
-                 open_each: OpenEach = sealing.open_each) -> None:
+                 open_keyed: OpenKeyed = sealing.open_keyed) -> None:
         self.r, self.consumer, self.idle_s = r, consumer, idle_s
-        self.open_each = open_each  # ``aggregator.opening.Opener.open_each``: every core
+        self.open_keyed = open_keyed  # ``aggregator.opening.Opener.open_keyed``: every core
         self.forget_at = forget_at  # key id → epoch s of its deletion (``Keyring.forget_at``)
         self.private_key, self.warn, self.reject, self.commit_release = private_key, warn, reject, commit
         self.partial: dict[tuple[str, bytes], Partial] = {}
@@ -169,13 +172,16 @@ class SealedReleases:
         camp = slot.versions[version]
         parts = list(held.parts.values())
         first = parts[0]
-        private = self.private_key(first.key_id)
-        if private is None:
-            if first.key_id not in self._warned:
-                self._warned.add(first.key_id)
-                self.warn(f"aggregate: a release of {camp.name!r} is sealed to analyzer key "
-                          f"{first.key_id:08x}, which this worker does not hold; left pending for a worker "
-                          "that does")
+        key_ids = message_keys(parts)
+        private = {kid: self.private_key(kid) for kid in sorted(set(key_ids))}
+        missing = [kid for kid, key in private.items() if key is None]
+        if missing:
+            for kid in missing:
+                if kid not in self._warned:
+                    self._warned.add(kid)
+                    self.warn(f"aggregate: a release of {camp.name!r} is sealed to analyzer key "
+                              f"{kid:08x}, which this worker does not hold; left pending for a worker "
+                              "that does")
             return None
         window = int(first.window)
         ids = list(held.parts)
@@ -186,11 +192,11 @@ class SealedReleases:
         if isinstance(whole, CellAccumulator):  # a release is one cell's (issue 28)
             acc = whole.cell(whole.cells.cell_of({d.name: d.value for d in first.dimensions}))
         width = row_dtype(acc.mech).itemsize
-        info = sealing.info(camp.name, version, int(first.window), int(first.key_id))
-        plain, failed, replayed = self.open_once([m for p in parts for m in p.messages], private, info,
+        infos = {kid: sealing.info(camp.name, version, window, kid) for kid in private}
+        plain, failed, replayed = self.open_once([m for p in parts for m in p.messages], key_ids,
+                                                 {k: v for k, v in private.items() if v is not None}, infos,
                                                  width, opened.release_tag(slot.stream, _first_id(ids),
-                                                                           bytes(first.release)),
-                                                 int(first.key_id))
+                                                                           bytes(first.release)))
         cols, m = from_rows(acc.mech, plain)
         ok = valid_rows(acc.mech, cols, m)
         good = int(ok.sum())
@@ -219,20 +225,38 @@ class SealedReleases:
                       "messages opened before (replayed under new batch ids): dropped, counted once")
         return done
 
-    def open_once(self, messages: list[bytes], private: X25519PrivateKey, info: bytes, width: int,
-                  tag: bytes, key_id: int) -> tuple[bytes, int, int]:
-        """Open ``messages`` and keep each message once, ever (``ldptel.store.opened``): the
-        plaintexts kept (concatenated), the messages that did not open, and the replays dropped
-        (opened before by another release, or twice in this one)."""
-        plain = self.open_each(messages, private, info, width)
-        first: dict[bytes, bytes] = {}  # enc → plaintext of its first copy
-        for message, p in zip(messages, plain, strict=True):
+    def open_once(self, messages: list[bytes], key_ids: list[int], private: dict[int, X25519PrivateKey],
+                  infos: dict[int, bytes], width: int, tag: bytes) -> tuple[bytes, int, int]:
+        """Open ``messages`` (message i with the key of ``key_ids[i]``: ``sealing.open_keyed``)
+        and keep each message once, ever (``ldptel.store.opened``, per key): the plaintexts kept
+        (concatenated), the messages that did not open, and the replays dropped (opened before by
+        another release, or twice in this one)."""
+        plain = self.open_keyed(messages, key_ids, private, infos, width)
+        first: dict[int, dict[bytes, bytes]] = {}  # key id → enc → plaintext of its first copy
+        for message, kid, p in zip(messages, key_ids, plain, strict=True):
             if p is not None:
-                first.setdefault(sealing.enc_of(message), p)
-        mine = opened.claim(self.r, key_id, tag, list(first), self.forget_at(key_id))
+                first.setdefault(kid, {}).setdefault(sealing.enc_of(message), p)
+        kept: list[bytes] = []
+        for kid, by_enc in first.items():
+            mine = opened.claim(self.r, kid, tag, list(by_enc), self.forget_at(kid))
+            kept += [p for p, ok in zip(by_enc.values(), mine, strict=True) if ok]
         failed = sum(p is None for p in plain)
-        kept = [p for p, ok in zip(first.values(), mine, strict=True) if ok]
         return b"".join(kept), failed, len(messages) - failed - len(kept)
+
+
+def message_keys(parts: list[SealedBatch]) -> list[int]:
+    """The analyzer key id of each message of ``parts`` in order: a part's ``key_ids`` (a release
+    holding several keys), else its ``key_id`` for every message; a part whose ``key_ids`` does
+    not match its messages names key 0 for them (they do not open: rejected)."""
+    out: list[int] = []
+    for p in parts:
+        if not p.key_ids:
+            out += [int(p.key_id)] * len(p.messages)
+        elif len(p.key_ids) == len(p.messages):
+            out += [int(k) for k in p.key_ids]
+        else:
+            out += [0] * len(p.messages)
+    return out
 
 
 def _first_id(ids: list[bytes]) -> bytes:

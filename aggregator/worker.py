@@ -109,7 +109,8 @@ class Worker:
         self.sealed = SealedReleases(
             r, self.consumer, self.cfg.claim_idle_ms / 1000, self.keyring.key, lambda msg: self.warn(msg),
             reject=lambda slot, version, ids: self.commit_version(slot, version, [], ids),
-            commit=self.commit_release, forget_at=self.keyring.forget_at, open_each=self.opener.open_each)
+            commit=self.commit_release, forget_at=self.keyring.forget_at, 
+            open_keyed=self.opener.open_keyed)
 
     @property
     def config(self) -> Config:
@@ -258,8 +259,10 @@ class Worker:
         shuffled = sorted({c.name for c in every_version(self.config) if is_shuffled(c)})
         if not shuffled:
             return
+        streams = sorted({(c.name, s) for c in every_version(self.config) if is_shuffled(c)
+                          for s in range(c.shards)})
         try:
-            self.keyring.ensure(self.r)
+            self.keyring.ensure(self.r, streams=streams)
         except OSError as exc:
             agg_metrics.ANALYZER_KEYS_FAILING.set(1)
             now = time.monotonic()

@@ -19,6 +19,24 @@ script or MULTI touching them runs on one Redis Cluster node:
                        ``SHUFFLE_REFUSED`` (releases refused: their entries had been moved),
                        ``SHUFFLE_DISCARDED`` (reports of a shuffled campaign's window that closed
                        below ``batch_min``: deleted by ``scripts.DISCARD``, never released).
+- ``{…}:sealed_keys``  hash (``sealed_keys_key``; shuffled campaigns): ``k:<key id hex>`` = ingress
+                       entries sealed to that analyzer key (``scripts.INGEST`` +1; the shuffler's
+                       moves and discards lower it, the field goes at 0). The collector's and
+                       shuffler's only: it moves with every arrival, so the aggregator never reads it.
+- ``{…:0}:handed:<hex id>`` string ``"1"`` (``handed_key``; shard 0's tag only, shuffled
+                       campaigns with several shards): the sealed envelope of that batch id was
+                       handed from its shard to shard 0 (``scripts.HANDOFF``: exactly once); it
+                       expires as a dedupe marker does (``dedupe_expire_at``).
+- ``{…:0}:handoff``    hash (``handoff_key``): ``read:<shard>`` = a window start at or before which
+                       that shard's shuffler began a read that reached its ingress stream's end and
+                       handed off all it read; shard 0 releases a closed window only once every
+                       other shard's mark is past the window's close (``shuffler.handoff``).
+- ``{…}:key_holds``    hash (``key_holds_key``): what the aggregator's keyring may read about a key
+                       (``ldptel.store.key_refs``): ``a:<key id hex>`` = the last analysis entry id of
+                       a release holding messages sealed to it (the shuffler's moves), ``q:<key id
+                       hex>`` = the keyring asks whether a key past its grace is free, ``f:<key id
+                       hex>`` = the shuffler's answer: no ingress entry is sealed to it (final: the
+                       collector no longer takes it). At most three fields per live key.
 - ``{…}:release``, ``{…}:release_batches``, ``{…}:release_ids`` (``release_key`` …): a release
                        too large for one bounded script call, in progress (``shuffler.release``):
                        a hash (its id, ``staging`` or ``committed``, sizes, progress), the staged
@@ -225,6 +243,28 @@ def ingress_group(version: int, window: int, cell: tuple[tuple[str, str], ...] =
     canonical dimension values, in name order, as the collector stores them)."""
     tail = ",".join(f"{n}={v}" for n, v in cell)
     return f"{version}:{window}:{tail}" if tail else f"{version}:{window}"
+
+
+def sealed_keys_key(campaign: str, shard: int = 0) -> str:
+    """Hash: the analyzer keys the stream's sealed entries and releases still need (module docstring)."""
+    return f"{tag(campaign, shard)}:sealed_keys"
+
+
+def key_holds_key(campaign: str, shard: int = 0) -> str:
+    """Hash: the keyring's questions and the shuffler's answers about analyzer keys (module docstring)."""
+    return f"{tag(campaign, shard)}:key_holds"
+
+
+def handed_key(campaign: str, batch_id: bytes) -> str:
+    """Marker (shard 0's tag): the sealed envelope ``batch_id`` was handed to shard 0 (``HANDOFF``)."""
+    return f"{tag(campaign, 0)}:handed:{batch_id.hex()}"
+
+
+def handoff_key(campaign: str) -> str:
+    """Hash (shard 0's tag): ``read:<shard>`` = the window start (of the latest version's window
+    length) at or before which that shard's shuffler began a read that reached the end of its
+    ingress stream and handed off everything it read (``shuffler.handoff``)."""
+    return f"{tag(campaign, 0)}:handoff"
 
 
 def shuffle_lease_key(campaign: str, shard: int = 0) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke, serialization
@@ -79,21 +79,30 @@ def enc_of(message: bytes) -> bytes:
     return message[:ENC_BYTES]
 
 
-def open_each(messages: Sequence[bytes], private: X25519PrivateKey, info_bytes: bytes,
-              row_bytes: int) -> list[bytes | None]:
-    """The plaintext of each of ``messages``, None for one that does not open (a wrong length, a
-    failed tag: sealed under another key or ``info``, or tampered with)."""
+def open_keyed(messages: Sequence[bytes], key_ids: Sequence[int], private: Mapping[int, X25519PrivateKey],
+               infos: Mapping[int, bytes], row_bytes: int) -> list[bytes | None]:
+    """The plaintext of each of ``messages``, message i opened with ``private[key_ids[i]]`` and
+    ``infos[key_ids[i]]`` (a release may hold messages sealed to several analyzer keys); None for
+    one that does not open (a wrong length, a key not given, a failed tag: sealed under another
+    key or ``info``, or tampered with). The one place messages are opened."""
     out: list[bytes | None] = []
     size = ciphertext_length(row_bytes)
-    for message in messages:
-        if len(message) != size:
+    for message, kid in zip(messages, key_ids, strict=True):
+        key, info_bytes = private.get(kid), infos.get(kid)
+        if len(message) != size or key is None or info_bytes is None:
             out.append(None)
             continue
         try:
-            out.append(_SUITE.decrypt(message, private, info=info_bytes))
+            out.append(_SUITE.decrypt(message, key, info=info_bytes))
         except (InvalidTag, ValueError):
             out.append(None)
     return out
+
+
+def open_each(messages: Sequence[bytes], private: X25519PrivateKey, info_bytes: bytes,
+              row_bytes: int) -> list[bytes | None]:
+    """``open_keyed`` of messages all sealed to one key."""
+    return open_keyed(messages, [0] * len(messages), {0: private}, {0: info_bytes}, row_bytes)
 
 
 def open_all(messages: Sequence[bytes], private: X25519PrivateKey, info_bytes: bytes,
@@ -106,4 +115,4 @@ def open_all(messages: Sequence[bytes], private: X25519PrivateKey, info_bytes: b
 
 __all__ = ["ENC_BYTES", "INFO_LABEL", "SUITE_ID", "SUITE_NAME", "TAG_BYTES", "ciphertext_length", "enc_of",
            "info", "key_id", "load_private", "load_public", "new_private", "open_all", "open_each",
-           "private_bytes", "public_bytes", "seal"]
+           "open_keyed", "private_bytes", "public_bytes", "seal"]

@@ -37,7 +37,7 @@ from ldptel.campaigns.config import Config
 from ldptel.proto import SEALED_SCHEMA_VERSION, schema_version_of
 from ldptel.server.bodies import drain_environ
 from ldptel.server.errors import API_CSP
-from ldptel.server.sealed_ingest import sealed_keys, validate_sealed
+from ldptel.server.sealed_ingest import SealedValid, sealed_keys, validate_sealed
 from ldptel.server.throttle import AuthThrottle
 from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 from ldptel.store import scripts
@@ -214,6 +214,9 @@ class ReportRoute:
             bound = cfg.shuffler.max_ingress_batches
             script_keys.append(keys.ingress_groups_key(camp.name, shard))
             args += [bound, group]
+            if isinstance(valid, SealedValid):  # what still needs its analyzer key (``store.key_refs``)
+                script_keys.append(keys.sealed_keys_key(camp.name, shard))
+                args.append(f"{valid.key_id:08x}")
         entry = scripts.of(st.collector_redis).call("INGEST", keys=script_keys, args=args)
         if entry == b"full":  # a stopped shuffler, or a group below batch_min: refused, never trimmed
             st.metrics.reject(camp.name, "ingress_full")

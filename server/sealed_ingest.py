@@ -73,7 +73,10 @@ class KeyCache:
 
 @dataclass
 class SealedValid(ValidBatch):
-    """A valid sealed batch (``window``: the one its messages are bound to)."""
+    """A valid sealed batch (``window``: the one its messages are bound to; ``key_id``: the
+    analyzer key they are sealed to)."""
+
+    key_id: int = 0
 
 
 def max_messages(campaign: Campaign, reports: int) -> int:
@@ -143,9 +146,10 @@ def validate_sealed(body: bytes, config: Config, mechanisms: dict[tuple[str, int
     batch.ClearField("release_parts")
     batch.ClearField("release_reports")
     batch.ClearField("release_part")
+    batch.ClearField("key_ids")  # the shuffler's alone: a device's messages are sealed to key_id
     return SealedValid(campaign=camp, batch_id=bytes(batch.batch_id), count=int(reports),
                        data=batch.SerializeToString(), window=int(batch.window),
-                       cell=tuple((d.name, d.value) for d in batch.dimensions))
+                       cell=tuple((d.name, d.value) for d in batch.dimensions), key_id=int(batch.key_id))
 
 
 def sealed_keys(st, force: bool = False) -> dict[int, PublicKey]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ldptel import keys
 from ldptel.campaigns.config import Campaign
-from ldptel.proto import ReportBatch
+from ldptel.proto import ReportBatch, SealedBatch
 
 
 @dataclass
@@ -30,24 +30,25 @@ class Group:
     cell: tuple[tuple[str, str], ...] = ()  # the dimension values (name, value) of its batches
     first_seen: float = field(default_factory=time.monotonic)
     ids: list[bytes] = field(default_factory=list)
-    batches: list[Any] = field(default_factory=list)  # ReportBatch, or SealedBatch when ``key_id`` is set
+    batches: list[Any] = field(default_factory=list)  # ReportBatch, or SealedBatch when ``sealed``
     reports: int = 0
-    key_id: int | None = None  # sealed envelopes (privacy_mode shuffled*) of this analyzer key
-
-    @property
-    def sealed(self) -> bool:
-        return self.key_id is not None
+    sealed: bool = False  # sealed envelopes (privacy_mode shuffled*), of any analyzer key
+    key_id: int | None = None  # sealed: the analyzer key of the envelope read last (the newest)
+    key_entries: dict[int, int] = field(default_factory=dict)  # sealed: analyzer key id → entries
 
     @property
     def ingress_group(self) -> str:
         """The collector's group of these entries (``keys.ingress_group``: its bound, lowered
-        with each move or discard); a sealed group of one analyzer key is part of one."""
+        with each move or discard): the same (version, window, cell)."""
         return keys.ingress_group(self.version, self.window, self.cell)
 
-    def add(self, eid: bytes, batch: ReportBatch, count: int) -> None:
+    def add(self, eid: bytes, batch: ReportBatch, count: int, key_id: int | None = None) -> None:
         self.ids.append(eid)
         self.batches.append(batch)
         self.reports += count
+        if key_id is not None:
+            self.key_id = key_id
+            self.key_entries[key_id] = self.key_entries.get(key_id, 0) + 1
 
     def due(self, campaign: Campaign, max_held: int, now: float) -> str | None:
         """Why the group is released now (``min_reports``, ``max_delay``, ``max_held``), or None:
@@ -72,6 +73,11 @@ class Held:
     groups: dict[tuple[Any, ...], Group] = field(default_factory=dict)
     unknown: dict[bytes, tuple[int, ReportBatch, int]] = field(default_factory=dict)  # version unknown
     settled: bool = False  # no journaled release of another shuffler holds the stream (``release``)
+    # sealed envelopes read on a shard ≠ 0 of a campaign with several shards, to hand to shard 0
+    # (``shuffler.handoff``): (entry id, window, envelope, ingress group)
+    outgoing: list[tuple[bytes, int, Any, str]] = field(default_factory=list)
+    read_start: float = 0.0  # epoch s at which the last read began
+    read_all: bool = False  # whether it reached the stream's end
 
     def reset(self) -> None:
         """Forget everything (it is all still in ingress): read again from the start, after
@@ -80,23 +86,25 @@ class Held:
         self.cursor = "-"
         self.groups.clear()
         self.unknown.clear()
+        self.outgoing.clear()
 
     def add(self, eid: bytes, window: int, version: int, batch, count: int,
             key_id: int | None = None) -> None:
-        """Hold one entry in its (version, window, cell) group; sealed envelopes by (version,
-        window, cell, analyzer key): messages of different keys never share a release."""
+        """Hold one entry in its (version, window, cell) group. A sealed envelope (``key_id``: the
+        analyzer key it is sealed to) joins the same group whatever its key: a key rotation never
+        splits a group (issue 36), the release carries each message's key id."""
         cell = cell_of(batch)
-        key = (version, window, cell) if key_id is None else (version, window, cell, key_id)
+        key = (version, window, cell)
         group = self.groups.get(key)
         if group is None:
-            group = self.groups[key] = Group(version, window, cell, key_id=key_id)
-        group.add(eid, batch, count)
+            group = self.groups[key] = Group(version, window, cell, sealed=key_id is not None)
+        group.add(eid, batch, count, key_id)
 
     @property
     def reports(self) -> int:
         return sum(g.reports for g in self.groups.values())
 
 
-def cell_of(batch: ReportBatch) -> tuple[tuple[str, str], ...]:
+def cell_of(batch: ReportBatch | SealedBatch) -> tuple[tuple[str, str], ...]:
     """A batch's cell: its dimension values as (name, value) pairs (empty without)."""
     return tuple((d.name, d.value) for d in batch.dimensions)

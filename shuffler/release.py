@@ -61,27 +61,29 @@ class Mover:
         self.ingress, self.analysis = keys.ingress_key(campaign, shard), keys.stream_key(campaign, shard)
         self.counters = keys.shuffle_metrics_key(campaign, shard)
         self.groups = keys.ingress_groups_key(campaign, shard)
+        self.refs = (keys.sealed_keys_key(campaign, shard), keys.key_holds_key(campaign, shard))
         self.journal = keys.release_key(campaign, shard)
         self.staged = (self.journal, keys.release_batches_key(campaign, shard),
                        keys.release_ids_key(campaign, shard))
 
     def move(self, ids: list[bytes], reports: int, window: int, batches: list[tuple[bytes, int]],
-             group: str = "") -> str:
+             group: str = "", key_spec: str = "") -> str:
         """Move a release: ``"ok"``, ``"refused"`` (an entry was gone: nothing moved) or
         ``"busy"`` (another release holds the stream: nothing moved; ``settle`` it). ``group``:
-        the ids' ingress group (``keys.ingress_group``), lowered by them with their deletion."""
+        the ids' ingress group (``keys.ingress_group``), lowered by them with their deletion;
+        ``key_spec``: their entries per analyzer key (``key_refs.spec``), lowered the same way."""
         if (len(ids) <= CALL_IDS and len(batches) <= CALL_BATCHES
                 and sum(len(b) for b, _ in batches) <= CALL_BYTES):
             args: list[Any] = [len(ids), reports, window, len(batches), *ids]
             for data, count in batches:
                 args += [data, count]
             return _status(self.scripts.call("SHUFFLE", keys=[self.ingress, self.analysis, self.counters,
-                                                               self.journal, self.groups],
-                                             args=[*args, group]))
+                                                               self.journal, self.groups, *self.refs],
+                                             args=[*args, group, key_spec]))
         rid = os.urandom(8).hex()
         begun = self.scripts.call("RELEASE_BEGIN", keys=self.staged,
                                   args=[rid, len(ids), len(batches), reports, window, STAGING_TTL_MS,
-                                        group])
+                                        group, key_spec])
         if _status(begun) != "ok":
             return "busy"
         for part_ids, part_batches in chunks(ids, batches):
@@ -111,7 +113,7 @@ class Mover:
         while True:
             res = self.scripts.call("RELEASE_STEP",
                                     keys=[*self.staged, self.ingress, self.analysis, self.counters,
-                                          self.groups],
+                                          self.groups, *self.refs],
                                     args=[CALL_BATCHES, CALL_BYTES, CALL_IDS])
             status = _status(res)
             if status in ("done", "none", "staging"):

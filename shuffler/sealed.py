@@ -2,12 +2,12 @@
 sealed messages.
 
 The shuffler cannot read a message (each is sealed to the analyzer, ``ldptel.sealing``); it holds
-the envelopes of one (campaign version, window, cell, analyzer key) — a cell is the envelopes'
-dimension values (issue 28), so each cell is released on its own and ``batch_min`` holds per cell; a
-key's messages only ever mix with messages sealed to the same key, so that the key id partitions
-nothing inside a release — and releases them only as a **whole batch of at least ``batch_min`` real
-reports** (devices: the sum of the envelopes' ``reports``), each batch once (``scripts.SHUFFLE``
-deletes the ingress entries it moves, atomically):
+the envelopes of one (campaign version, window, cell) — a cell is the envelopes' dimension values
+(issue 28), so each cell is released on its own and ``batch_min`` holds per cell — whatever analyzer
+key each is sealed to (a key rotation inside a window never splits its group: issue 36), and
+releases them only as a **whole batch of at least ``batch_min`` real reports** (devices: the sum of
+the envelopes' ``reports``), each batch once (``scripts.SHUFFLE`` deletes the ingress entries it
+moves, atomically):
 
 - ``due``: a group is released when it holds ≥ ``batch_min`` reports and its window is closed
   (``durations.window_close``: the collector takes nothing more for it), or it holds
@@ -15,6 +15,9 @@ deletes the ingress entries it moves, atomically):
   half its ``[shuffler] max_ingress_batches`` (the collector refuses more: a batch must be released
   before it fills; the config refuses a ``batch_min`` over that half), or the campaign has one
   window (``"all"``), or on a drain (``--once``); never below ``batch_min``, whatever the delay;
+- a campaign with several shards: every shard hands its envelopes to shard 0, which releases
+  (``shuffler.handoff``): a group is the union of the shards', and a closed window is released or
+  discarded only once every shard has handed it off;
 - a window that closes below ``batch_min`` is **discarded**: its ingress entries are deleted
   (``scripts.DISCARD``) and counted (``keys.SHUFFLE_DISCARDED`` of ``{…}:shuffled``); its
   devices' reports are never decoded (the window's publication holds the batches released
@@ -23,7 +26,12 @@ deletes the ingress entries it moves, atomically):
   randomness), split into parts of about ``[shuffler] batch_reports`` messages, each a
   ``SealedBatch`` without batch id carrying the release id (16 random bytes), the number of parts,
   the part's index and the release's real reports, so the aggregator can commit the whole release
-  at once (``scripts.SHUFFLE`` gives the parts consecutive entry ids).
+  at once (``scripts.SHUFFLE`` gives the parts consecutive entry ids). A release of messages sealed
+  to several keys carries each message's key id (``key_ids``, parallel to ``messages``, permuted
+  with them; ``key_id`` = the key of the envelope read last); a release of one key leaves
+  ``key_ids`` empty (``key_id`` names it), as before. What the key id tells the aggregator is what
+  opening tells it anyway: which key a message was sealed to, i.e. at most whether its device
+  sealed before or after a rotation (docs/privacy.md).
 """
 
 from __future__ import annotations
@@ -43,12 +51,15 @@ from ldptel.shuffler.repack import split_sizes
 
 
 def due(campaign: Campaign, window: int, reports: int, max_held: int, once: bool,
-        now: float | None = None, filling: bool = False) -> str | None:
+        now: float | None = None, filling: bool = False, settled: bool = True) -> str | None:
     """Why a sealed group is released (``"batch"``) or discarded (``"discard"``) now, or None
-    (module docstring); ``filling``: the ingress stream holds half its ``max_ingress_batches``."""
+    (module docstring); ``filling``: the ingress stream holds half its ``max_ingress_batches``;
+    ``settled``: every other shard handed off its envelopes of the window (``handoff.settled``:
+    until then a closed window is neither released nor discarded)."""
     assert isinstance(campaign.mode, (Shuffled, ShuffledFakes)), "sealed groups are of shuffled campaigns"
     batch_min = campaign.mode.batch_min
-    closed = (time.time() if now is None else now) >= window_close(window, campaign.window_seconds)
+    closed = settled and (time.time() if now is None else now) >= window_close(window,
+                                                                               campaign.window_seconds)
     if reports >= batch_min and (closed or once or filling or campaign.window_seconds == 0
                                  or reports >= max(2 * batch_min, max_held)):
         return "batch"
@@ -62,19 +73,27 @@ def repack(envelopes: list[SealedBatch], campaign: str, version: int, window: in
            cell: Sequence[tuple[str, str]] = ()) -> tuple[list[tuple[bytes, int]], int]:
     """The release's parts as (serialized ``SealedBatch``, count) — count = the release's real
     reports on the first part, 0 on the others, so the analysis counters add up to it — and the
-    number of real reports. ``cell``: the envelopes' dimension values (issue 28), on every part."""
+    number of real reports. ``cell``: the envelopes' dimension values (issue 28), on every part.
+    Each message keeps the key id of its envelope (``key_ids`` when the release holds several
+    keys); ``key_id``: the parts' ``key_id`` when it does."""
     messages = [m for env in envelopes for m in env.messages]
+    per_message = np.repeat(np.array([env.key_id for env in envelopes], dtype=np.uint32),
+                            [len(env.messages) for env in envelopes])
+    mixed = len(np.unique(per_message)) > 1
     reports = sum(env.reports for env in envelopes)
     order = permutation(rng, len(messages))
     release = os.urandom(16)
     sizes = split_sizes(len(messages), batch_reports)
+    single = int(per_message[0]) if len(per_message) and not mixed else key_id
     parts = []
     start = 0
     for i, size in enumerate(sizes):
+        take = order[start:start + size]
         part = SealedBatch(campaign=campaign, campaign_version=version, schema_version=SEALED_SCHEMA_VERSION,
-                           key_id=key_id, window=window, release=release, release_parts=len(sizes),
+                           key_id=single, window=window, release=release, release_parts=len(sizes),
                            release_reports=reports, release_part=i,
-                           messages=[messages[j] for j in order[start:start + size]],
+                           messages=[messages[j] for j in take],
+                           key_ids=per_message[take].tolist() if mixed else [],
                            dimensions=[Dimension(name=k, value=v) for k, v in cell])
         parts.append((part.SerializeToString(), reports if i == 0 else 0))
         start += size

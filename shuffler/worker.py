@@ -7,9 +7,11 @@ Per (campaign, shard) a shuffler (``ldptel shuffle``, or ``ldptel serve``'s chil
 1. holds a lease (``keys.shuffle_lease_key``, ``scripts.LEASE``: ``SET PX``, renewed each round);
    while another shuffler holds it, this one skips the stream. Safety does not depend on it.
 2. reads the ingress stream (``keys.ingress_key``) after the last entry it read, ``READ_COUNT``
-   entries per XRANGE, and holds the entries in memory grouped by (campaign version, window)
-   (``held.Held``); an entry of a version this process does not know is held aside until the
-   registry (``registry.Live``) knows it (logged once).
+   entries per XRANGE, and holds the entries in memory grouped by (campaign version, window, cell)
+   (``held.Held``; sealed envelopes of every analyzer key in one group); an entry of a version
+   this process does not know is held aside until the registry (``registry.Live``) knows it
+   (logged once). A shuffled campaign's sealed envelopes read on a shard ≠ 0 are handed to shard
+   0, which releases them (``shuffler.handoff``).
 3. releases a group when it holds ≥ ``shuffle_min_reports`` reports, its first report waited
    ``shuffle_max_delay``, it holds ``[shuffler] max_held_reports``, or on ``once`` (a drain):
    ``repack.repack`` (one uniform permutation of all the group's reports, re-packed without batch
@@ -46,16 +48,17 @@ from ldptel.mechanisms.base import Mechanism
 from ldptel.ops import prom
 from ldptel.privacy.modes import is_shuffled
 from ldptel.proto import ReportBatch, SealedBatch, batch_version
-from ldptel.shuffler import metrics, release, sealed
-from ldptel.shuffler.held import Group, Held
+from ldptel.shuffler import handoff, metrics, release, sealed
+from ldptel.shuffler.held import Group, Held, cell_of
 from ldptel.shuffler.release import Mover
 from ldptel.shuffler.repack import repack
-from ldptel.store import heartbeat, registry, scripts
+from ldptel.store import heartbeat, key_refs, registry, scripts
 from ldptel.store.redis_client import AnyRedis
 from ldptel.store.runner import UNAVAILABLE, Backoff, retry_wait
 
 READ_COUNT = 1000  # ingress entries per XRANGE
 READ_PAGES = 20  # XRANGEs per stream and round (a round then releases what is due)
+ANSWER_INTERVAL_S = 5.0  # the keyring's questions about analyzer keys (``key_refs.answer``), per stream
 BEAT_INTERVAL_S = 0.25  # the shuffler's heartbeat (``/healthz``: a hung shuffler shows within 2 × delay)
 LOG = logging.getLogger("ldptel.shuffler")
 
@@ -100,6 +103,7 @@ class Shuffler:
         self._versions: dict[tuple[str, int], Campaign | None] = {}
         self._versions_of: Config | None = None
         self._scripts = scripts.of(r)
+        self._answered: dict[tuple[str, int], float] = {}  # stream → monotonic s of its last answer
         self.pulse = heartbeat.Pulse(f"{socket.gethostname()}:{os.getpid()}:{self.owner}",
                                      keys.SHUFFLER_HEARTBEAT_KEY, BEAT_INTERVAL_S)
         self.caught_up: float | None = None  # epoch s: the end of the last round that left nothing overdue
@@ -161,10 +165,14 @@ class Shuffler:
             latest = self.config.campaign(held.campaign)
             if latest is None:
                 continue
+            marks: dict[int, int] | None = None
             for g in held.groups.values():
                 if g.sealed:
                     camp = self.config.campaign_version(held.campaign, g.version) or latest
-                    if sealed.due(camp, g.window, g.reports, self.cfg.max_held_reports, False):
+                    if marks is None:
+                        marks = handoff.marks(self.r, held.campaign) if camp.shards > 1 else {}
+                    if sealed.due(camp, g.window, g.reports, self.cfg.max_held_reports, False,
+                                  settled=handoff.settled(marks, camp.shards, g.window, camp.window_seconds)):
                         return True
                 elif g.due(latest, self.cfg.max_held_reports, now):
                     return True
@@ -175,7 +183,7 @@ class Shuffler:
         (everything with ``once``). Returns the ingress entries read or released."""
         done = 0
         for camp in list(self.config.campaigns):
-            for shard in range(camp.shards):
+            for shard in reversed(range(camp.shards)):  # shard 0 last: it gets this round's handoffs
                 held = self.held.get((camp.name, shard))
                 if held is None:
                     held = self.held[camp.name, shard] = Held(camp.name, shard)
@@ -184,8 +192,33 @@ class Shuffler:
                     continue
                 if not held.settled:  # a release left by a shuffler that died (or was refused)
                     held.settled = Mover(self.r, camp.name, shard).settle() == "none"
-                done += self.read(held) + self.release_due(camp, held, once)
+                done += self.read(held)
+                if held.outgoing or (held.read_all and shard != handoff.OWNER):
+                    self.hand_off(camp, held)
+                done += self.release_due(camp, held, once)
+                self.answer_keyring(camp.name, shard)
         return done
+
+    def hand_off(self, camp: Campaign, held: Held) -> None:
+        """Hand the sealed envelopes read on a shard ≠ 0 to shard 0 (``shuffler.handoff``); once
+        a read reached the stream's end with all of it handed off, mark the shard settled up to
+        that read's start. A refused handoff (a journaled release holds the stream): read again."""
+        if held.outgoing:
+            if not handoff.hand_off(self.r, camp, held.shard, held.outgoing):
+                held.reset()
+                return
+            held.outgoing.clear()
+        if held.read_all and is_shuffled(camp):
+            handoff.mark(self.r, camp, held.shard, held.read_start)
+
+    def answer_keyring(self, campaign: str, shard: int) -> None:
+        """Answer the aggregator keyring's questions about the stream (``key_refs.answer``: which
+        analyzer keys past their grace no ingress entry is sealed to any more), at most every
+        ``ANSWER_INTERVAL_S`` per stream, after this round's releases."""
+        now = time.monotonic()
+        if now - self._answered.get((campaign, shard), -ANSWER_INTERVAL_S) >= ANSWER_INTERVAL_S:
+            key_refs.answer(self.r, campaign, shard)
+            self._answered[campaign, shard] = now
 
     # --- lease ------------------------------------------------------------------------------
     def take_lease(self, held: Held) -> bool:
@@ -205,9 +238,10 @@ class Shuffler:
     def read(self, held: Held) -> int:
         """Read new ingress entries into ``held``; returns how many."""
         stream = keys.ingress_key(held.campaign, held.shard)
-        if not held.groups and not held.unknown:
+        if not held.groups and not held.unknown and not held.outgoing:
             held.cursor = "-"  # nothing held: all the stream holds is new (also after a data reset)
         got = 0
+        held.read_start, held.read_all = time.time(), False
         for _ in range(READ_PAGES):
             start = "-" if held.cursor == "-" else f"({held.cursor}"
             entries: Any = self.r.xrange(stream, min=start, max="+", count=READ_COUNT)
@@ -218,6 +252,7 @@ class Shuffler:
                 last = entries[-1][0]
                 held.cursor = last.decode() if isinstance(last, bytes) else last
             if len(entries) < READ_COUNT:
+                held.read_all = True
                 break
         return got
 
@@ -251,6 +286,9 @@ class Shuffler:
         camp = self.version(held.campaign, version)
         if camp is not None and is_shuffled(camp):
             env = SealedBatch.FromString(batch.SerializeToString())
+            if camp.shards > 1 and held.shard != handoff.OWNER:  # released by shard 0 (issue 38)
+                held.outgoing.append((eid, window, env, keys.ingress_group(version, window, cell_of(env))))
+                return
             held.add(eid, window, version, env, env.reports, key_id=env.key_id)
             return
         held.add(eid, window, version, batch, count)
@@ -285,6 +323,8 @@ class Shuffler:
         moved = 0
         half = self.cfg.max_ingress_batches // 2  # the collector's bound is per ingress group
         filling: dict[str, int] = {}
+        marks = (handoff.marks(self.r, held.campaign)
+                 if latest.shards > 1 and any(g.sealed for g in held.groups.values()) else {})
         for g in held.groups.values():
             field = g.ingress_group
             filling[field] = filling.get(field, 0) + len(g.ids)
@@ -292,7 +332,9 @@ class Shuffler:
             if group.sealed:
                 camp = self.config.campaign_version(held.campaign, group.version) or latest
                 why = sealed.due(camp, group.window, group.reports, self.cfg.max_held_reports, once,
-                                 filling=filling[group.ingress_group] >= half)
+                                 filling=filling[group.ingress_group] >= half,
+                                 settled=handoff.settled(marks, camp.shards, group.window,
+                                                         camp.window_seconds))
             else:
                 why = "once" if once else group.due(latest, self.cfg.max_held_reports, now)
             if why is None:
@@ -315,7 +357,8 @@ class Shuffler:
         return cached[1]
 
     def release_sealed(self, held: Held, group: Group) -> bool:
-        """Release one sealed group as one whole batch (``shuffler.sealed.repack``)."""
+        """Release one sealed group as one whole batch (``shuffler.sealed.repack``): its messages of
+        every analyzer key together, each with its key id."""
         camp = self.config.campaign_version(held.campaign, group.version)
         assert camp is not None and group.key_id is not None
         t0 = time.perf_counter()
@@ -330,13 +373,18 @@ class Shuffler:
         step = release.CALL_IDS
         for s in range(0, len(group.ids), step):
             ids = group.ids[s:s + step]
-            reports = sum(int(env.reports) for env in group.batches[s:s + step])
+            envs = group.batches[s:s + step]
+            reports = sum(int(env.reports) for env in envs)
+            per_key: dict[int, int] = {}
+            for env in envs:
+                per_key[env.key_id] = per_key.get(env.key_id, 0) + 1
             res: Any = self._scripts.call(
                 "DISCARD", keys=[keys.ingress_key(held.campaign, held.shard),
                                  keys.shuffle_metrics_key(held.campaign, held.shard),
                                  keys.release_key(held.campaign, held.shard),
-                                 keys.ingress_groups_key(held.campaign, held.shard)],
-                args=[reports, group.ingress_group, *ids])
+                                 keys.ingress_groups_key(held.campaign, held.shard),
+                                 keys.sealed_keys_key(held.campaign, held.shard)],
+                args=[reports, group.ingress_group, key_refs.spec(per_key), *ids])
             status = res[0].decode() if isinstance(res[0], bytes) else res[0]
             if status != "ok":
                 self.stats.refused += 1
@@ -363,7 +411,8 @@ class Shuffler:
         """The new batches to the analysis stream, the ingress entries gone (``release.Mover``:
         one ``scripts.SHUFFLE``, or bounded journaled steps for a large release)."""
         mover = Mover(self.r, held.campaign, held.shard)
-        status = mover.move(group.ids, group.reports, group.window, batches, group.ingress_group)
+        status = mover.move(group.ids, group.reports, group.window, batches, group.ingress_group,
+                            key_refs.spec(group.key_entries))
         if status != "ok":
             self.stats.refused += 1
             metrics.REFUSED.labels(camp.name).inc()

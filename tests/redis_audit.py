@@ -77,7 +77,7 @@ ALLOWED: list[tuple[str, str, str]] = [
      "the analyzer's public keys and when each was made and stops being current or accepted"),
 ]
 SEALED_FIELDS = {"campaign", "schema_version", "campaign_version", "key_id", "window", "messages", "release",
-                 "release_parts", "release_reports", "release_part"}
+                 "release_parts", "release_reports", "release_part", "key_ids"}
 # consumer idle times (XINFO CONSUMERS) are the aggregator's last read: allowed for the same
 # reason as its heartbeat
 
@@ -232,6 +232,20 @@ class Audit:
             self.hash(key, self.window(m["c"]), r"n|digest|config|decoded_at|doc|arrays|error")
         elif m and rest in ("release", "release_batches", "release_ids"):  # keys.release_key …
             self.flag(key, "a release in progress (shuffler.release): the shuffler has not finished it")
+        elif m and re.fullmatch(r"handed:[0-9a-f]{32}", rest):  # keys.handed_key: a dedupe-like marker
+            self.marker(key, self.window(m["c"]))
+            ttl_ok = True
+        elif m and rest == "handoff":  # keys.handoff_key: window starts
+            self.hash(key, self.window(m["c"]), r"read:\d+")
+        elif m and rest in ("sealed_keys", "key_holds"):  # what still needs each analyzer key
+            for field, value in self.r.hgetall(key).items():
+                name = field.decode()
+                if re.fullmatch(r"a:[0-9a-f]{8}", name):  # a release's last analysis entry id
+                    self.check_id(key, name, value, self.window(m["c"]))
+                elif re.fullmatch(r"[kqf]:[0-9a-f]{8}", name):  # entries sealed to it; question, answer
+                    self.check_numbers(key, name, value, self.window(m["c"]))
+                else:
+                    self.flag(key, f"unexpected field {name!r}")
         elif m and rest in ("metrics", "shuffled"):
             self.hash(key, self.window(m["c"]), r"[a-z_]+")
         elif re.fullmatch(re.escape(keys.OPENED_PREFIX) + r":[0-9a-f]{8}", key):

@@ -57,6 +57,10 @@ STATE = keys.state_key(ANY, ANY) + "*"  # version 1's ``…:state`` and ``…:st
 COUNTS = keys.counts_key(ANY, ANY) + "*"  # the state's counters (``…:counts``, ``…:counts:v<n>``)
 INGRESS_TOP = keys.ingress_top_key(ANY, ANY)
 INGRESS_GROUPS = keys.ingress_groups_key(ANY, ANY)  # entries in ingress per (version, window, cell)
+SEALED_KEYS = keys.sealed_keys_key(ANY, ANY)  # ingress entries per analyzer key (``store.key_refs``)
+KEY_HOLDS = keys.key_holds_key(ANY, ANY)  # the keyring's questions, the shuffler's answers
+HANDED = _tagged("handed:*")  # keys.handed_key: envelopes handed to shard 0 (hex of bytes: no call)
+HANDOFF = keys.handoff_key(ANY)  # the shards' handoff marks
 STREAM_TOP = keys.stream_top_key(ANY, ANY)
 PUBLISHED = keys.published_key(ANY, ANY)  # ``{ldptel:*:0}:published:*`` (every version)
 PUBLISH_CLAIM = keys.publish_claim_key(ANY, ANY)
@@ -95,13 +99,13 @@ def roles(config: Config) -> list[Role]:
              (*SCRIPT_COMMANDS, "exists", "xadd", "xlen", "set", "get", "incr", "incrby", "decrby",
               "hget", "hincrby", "expire", "expireat", "ttl"),
              (target, INGRESS_TOP, STREAM_TOP, SEEN, COUNTERS, keys.GLOBAL_METRICS_KEY, RATELIMIT,
-              AUTH_FAILURE, INGRESS_GROUPS)),
+              AUTH_FAILURE, INGRESS_GROUPS, SEALED_KEYS)),
         Role("shuffler", "move ingress batches, shuffled, to the analysis stream; its heartbeat",
              (*SCRIPT_COMMANDS, "xrange", "xdel", "xadd", "xlen", "xinfo|stream", "get", "set", "del",
-              "unlink", "exists", "hincrby", "hset", "hget", "hmget", "hdel", "hgetall", "pexpire", "persist",
-              "pttl", "rpush", "lrange", "ltrim", "llen"),
+              "unlink", "exists", "hincrby", "hset", "hget", "hmget", "hdel", "hgetall", "hkeys", "pexpire",
+              "persist", "pttl", "expireat", "rpush", "lrange", "ltrim", "llen"),
              (INGRESS, STREAM, SHUFFLE_LEASE, SHUFFLED, *RELEASE, keys.SHUFFLER_HEARTBEAT_KEY,
-              INGRESS_GROUPS)),
+              INGRESS_GROUPS, SEALED_KEYS, KEY_HOLDS, HANDED, HANDOFF)),
         Role("aggregator", "consume the analysis stream; state, publications, heartbeat",
              (*SCRIPT_COMMANDS, "xreadgroup", "xack", "xgroup|create", "xgroup|delconsumer",
               "xpending", "xautoclaim", "xclaim", "xinfo|groups", "xinfo|consumers", "xtrim", "xlen",
@@ -109,7 +113,7 @@ def roles(config: Config) -> list[Role]:
               "hstrlen",
               "get", "set", "del", "expireat"),
              (STREAM, STATE, COUNTS, PUBLISHED, PUBLISH_CLAIM, keys.HEARTBEAT_KEY, keys.ANALYZER_KEYS_KEY,
-              OPENED)),
+              OPENED, KEY_HOLDS)),
         Role("reader", "export API, pages, /healthz and /metrics, every process's registry reads: "
                        "published estimates and counters, never raw state or entries",
              ("get", "hget", "hmget", "hgetall", "hkeys", "hvals", "xlen"),

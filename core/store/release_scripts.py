@@ -28,18 +28,23 @@ deleted once, whoever runs the steps and whenever a process dies.
 
 from __future__ import annotations
 
-# The shuffler discards the ingress entries of a sealed group (privacy_mode shuffled*) whose
-# window closed below batch_min (ldptel.shuffler.sealed): they are deleted, never released.
-# KEYS[1] ingress stream (keys.ingress_key), KEYS[2] shuffler counters (keys.shuffle_metrics_key),
-#      KEYS[3] (optional) the stream's release journal (keys.release_key), KEYS[4] (optional) the
-#      ingress groups hash (keys.ingress_groups_key)
-# ARGV[1] real reports of the entries, with KEYS[4] ARGV[2] their group (keys.ingress_group, lowered
-#      by the entries deleted), then the entry ids
-# Returns {'ok', n}, {'refused', id} (an entry already gone: nothing written but 'refused'), or
-# {'busy'} while a journaled release holds the stream (nothing written).
-DISCARD = """
+
+def discard(keys_done: str) -> str:
+    """The shuffler discards the ingress entries of a sealed group (privacy_mode shuffled*) whose
+    window closed below batch_min (ldptel.shuffler.sealed): they are deleted, never released
+    (``keys_done``: ``scripts._KEYS_DONE``).
+    KEYS[1] ingress stream (keys.ingress_key), KEYS[2] shuffler counters (keys.shuffle_metrics_key),
+         KEYS[3] (optional) the stream's release journal (keys.release_key), KEYS[4] (optional) the
+         ingress groups hash (keys.ingress_groups_key), KEYS[5] (optional) the stream's
+         analyzer-key hash (keys.sealed_keys_key)
+    ARGV[1] real reports of the entries, with KEYS[4] ARGV[2] their group (keys.ingress_group,
+         lowered by the entries deleted), with KEYS[5] ARGV[3] the entries per analyzer key
+         ("<key id hex>=<n>,…", lowered), then the entry ids
+    Returns {'ok', n}, {'refused', id} (an entry already gone: nothing written but 'refused'), or
+    {'busy'} while a journaled release holds the stream (nothing written)."""
+    return keys_done + """
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {'busy'} end
-local first = KEYS[4] and 3 or 2
+local first = KEYS[5] and 4 or (KEYS[4] and 3 or 2)
 local ids = {}
 for i = first, #ARGV do
   if #redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) == 0 then
@@ -57,6 +62,7 @@ redis.call('HINCRBY', KEYS[2], 'discarded_reports', ARGV[1])
 if KEYS[4] and ARGV[2] ~= '' and redis.call('HINCRBY', KEYS[4], ARGV[2], -#ids) <= 0 then
   redis.call('HDEL', KEYS[4], ARGV[2])
 end
+if KEYS[5] then keys_done(KEYS[5], nil, ARGV[3], '') end
 return {'ok', tostring(#ids)}
 """
 
@@ -65,7 +71,8 @@ return {'ok', tostring(#ids)}
 #      KEYS[3] staged ingress ids (keys.release_ids_key)
 # ARGV[1] release id, ARGV[2] ingress ids, ARGV[3] analysis batches, ARGV[4] ingress reports,
 #      ARGV[5] window start (epoch s), ARGV[6] TTL while staging (ms), ARGV[7] (optional) the
-#      ingress ids' group (keys.ingress_group: RELEASE_STEP lowers it when the release is done)
+#      ingress ids' group (keys.ingress_group: RELEASE_STEP lowers it when the release is done),
+#      ARGV[8] (optional) their entries per analyzer key ("<key id hex>=<n>,…": the same)
 # Returns {'ok'}, or {'busy', state, id} when a release holds the stream (nothing written).
 RELEASE_BEGIN = """
 local cur = redis.call('HGET', KEYS[1], 'id')
@@ -73,7 +80,7 @@ if cur then return {'busy', redis.call('HGET', KEYS[1], 'state') or '', cur} end
 redis.call('UNLINK', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'state', 'staging', 'ids', ARGV[2], 'batches', ARGV[3],
            'reports', ARGV[4], 'window', ARGV[5], 'staged', 0, 'moved', 0, 'moved_reports', 0,
-           'group', ARGV[7] or '')
+           'group', ARGV[7] or '', 'keys', ARGV[8] or '', 'last', '')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {'ok'}
 """
@@ -140,12 +147,14 @@ return {'ok'}
 
 
 def release_step(next_id: str) -> str:
-    """One bounded step of a committed release (``next_id``: ``scripts._NEXT_ID`` and
-    ``scripts._GROUP_DONE``).
+    """One bounded step of a committed release (``next_id``: ``scripts._NEXT_ID``,
+    ``scripts._GROUP_DONE`` and ``scripts._KEYS_DONE``).
     KEYS[1] journal, KEYS[2] staged batches, KEYS[3] staged ids, KEYS[4] ingress stream,
          KEYS[5] analysis stream (keys.stream_key), KEYS[6] shuffler counters, KEYS[7] (optional)
          the ingress groups hash (keys.ingress_groups_key: the journal's group lowered by its ids
-         in the step that ends the release)
+         in the step that ends the release), KEYS[8], KEYS[9] (optional) the stream's
+         keys.sealed_keys_key and keys.key_holds_key (the journal's keys lowered in that step, the
+         release's last analysis entry id recorded)
     ARGV[1] most batches, ARGV[2] most bytes of batches, ARGV[3] most ingress ids per step
     Returns {'none'} (no release), {'staging', id}, {'moved', n} (batches to the analysis stream),
     {'deleted', n} (ingress ids), or {'done', id}: counters bumped, journal and staged keys gone."""
@@ -166,6 +175,7 @@ if #staged > 0 then
     done[#done + 1] = e[1]
   end
   redis.call('XDEL', KEYS[2], unpack(done))
+  redis.call('HSET', KEYS[1], 'last', string.format('%d-%d', ms, seq - 1))
   redis.call('HINCRBY', KEYS[1], 'moved', #done)
   redis.call('HINCRBY', KEYS[1], 'moved_reports', reports)
   return {'moved', tostring(#done)}
@@ -183,6 +193,8 @@ redis.call('HINCRBY', KEYS[6], 'ingress_reports', j[4])
 redis.call('HINCRBY', KEYS[6], 'analysis_batches', j[5])
 redis.call('HINCRBY', KEYS[6], 'analysis_reports', j[6])
 group_done(KEYS[7], redis.call('HGET', KEYS[1], 'group'), j[3])
+local spec, last = redis.call('HGET', KEYS[1], 'keys'), redis.call('HGET', KEYS[1], 'last')
+keys_done(KEYS[8], KEYS[9], spec, last)
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return {'done', id}
 """

@@ -70,16 +70,34 @@ local function group_done(groups, field, n)
 end
 """
 
+# Lower the ingress entries sealed to each analyzer key (keys.sealed_keys_key, field k:<key id hex>)
+# by the entries a move or discard deleted, ``spec`` = "<key id hex>=<entries>,…" (the field goes at
+# 0); with ``last`` (a release's last analysis entry id) also record it as a:<key id hex> in
+# ``holds`` (keys.key_holds_key): the key is needed until the aggregator acknowledged every entry
+# up to it (ldptel.store.key_refs).
+_KEYS_DONE = """
+local function keys_done(refs, holds, spec, last)
+  if not refs or not spec or spec == '' then return end
+  for kid, n in string.gmatch(spec, '(%x+)=(%d+)') do
+    local field = 'k:' .. kid
+    if redis.call('HINCRBY', refs, field, -tonumber(n)) <= 0 then redis.call('HDEL', refs, field) end
+    if holds and last and last ~= '' then redis.call('HSET', holds, 'a:' .. kid, last) end
+  end
+end
+"""
+
 # Store one batch unless its batch_id was seen; count accepted / duplicate batches and reports.
 # KEYS[1] dedupe marker (keys.seen_key), KEYS[2] target stream: the ingress stream
 #      (keys.ingress_key) with the shuffler enabled, else the analysis stream (keys.stream_key),
 #      KEYS[3] collector counters (keys.metrics_key: fields keys.ACCEPTED_* / keys.DUPLICATE_*),
 #      KEYS[4] the target's top key (keys.ingress_top_key / stream_top_key),
-#      KEYS[5] (optional) the ingress groups hash (keys.ingress_groups_key)
+#      KEYS[5] (optional) the ingress groups hash (keys.ingress_groups_key), KEYS[6] (optional, a
+#      sealed envelope) the stream's analyzer-key hash (keys.sealed_keys_key)
 # ARGV[1] marker expiry, epoch s (keys.dedupe_expire_at: a multiple of max(window, 1 day)),
 #      ARGV[2] serialized ReportBatch, ARGV[3] window start (epoch s), ARGV[4] reports in the batch,
 #      ARGV[5] the most entries the target may hold (0: no bound; [shuffler] max_ingress_batches),
-#      ARGV[6] with KEYS[5]: the batch's group (keys.ingress_group)
+#      ARGV[6] with KEYS[5]: the batch's group (keys.ingress_group), ARGV[7] with KEYS[6]: the
+#      analyzer key id (hex) the envelope is sealed to (field k:<id> bumped with the XADD)
 # Returns the new entry id, nil for a duplicate, or 'full' (nothing written) when the bound is
 # reached: with KEYS[5] the batch's (version, window, cell) group holds ARGV[5] entries (issue 34:
 # one group that cannot reach batch_min never refuses another group), without it the target
@@ -112,6 +130,7 @@ if type(id) == 'table' and id.err then
 end
 redis.call('SET', KEYS[4], id)
 if KEYS[5] then redis.call('HINCRBY', KEYS[5], ARGV[6], 1) end
+if KEYS[6] then redis.call('HINCRBY', KEYS[6], 'k:' .. ARGV[7], 1) end
 redis.call('SET', KEYS[1], '1')
 redis.call('EXPIREAT', KEYS[1], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'accepted_batches', 1)
@@ -119,15 +138,71 @@ redis.call('HINCRBY', KEYS[3], 'accepted_reports', ARGV[4])
 return id
 """
 
+# A shard's sealed envelopes handed to shard 0 (ldptel.shuffler.handoff: a shuffled campaign's
+# (version, window, cell) group is released once, by shard 0, across shards), the first of two
+# steps: add each envelope to shard 0's ingress unless its marker says it was added before.
+# KEYS[1] shard 0's ingress stream, KEYS[2] its top key (keys.ingress_top_key), KEYS[3] its ingress
+#      groups hash, KEYS[4] its keys.sealed_keys_key, KEYS[5..] one marker per envelope
+#      (keys.handed_key, by batch id)
+# ARGV[1] marker expiry (epoch s), then per envelope: serialized envelope, window start, reports,
+#      group (keys.ingress_group), analyzer key id (hex)
+# Returns the envelopes added (a marker already set: skipped, it was added by an earlier call).
+# Exactly once: the marker is set with the XADD in one atomic script, so an envelope is added to
+# shard 0 at most once, however often a shuffler retries (its source entry is deleted after, by
+# HANDOFF_DEL: a crash in between leaves it in its shard, and the retry finds the marker).
+HANDOFF = _TRACKED_ID + """
+local added = 0
+for i = 5, #KEYS do
+  local a = 2 + (i - 5) * 5
+  if redis.call('SET', KEYS[i], '1', 'NX') then
+    redis.call('EXPIREAT', KEYS[i], ARGV[1])
+    local ms, seq = tracked_id(KEYS[2], ARGV[a + 1])
+    local fields = {'batch', ARGV[a], 'window', ARGV[a + 1], 'count', ARGV[a + 2]}
+    local id = redis.pcall('XADD', KEYS[1], string.format('%d-%d', ms, seq), unpack(fields))
+    if type(id) == 'table' and id.err then
+      seq = seq + 1099511627776
+      id = redis.call('XADD', KEYS[1], string.format('%d-%d', ms, seq), unpack(fields))
+    end
+    redis.call('SET', KEYS[2], id)
+    redis.call('HINCRBY', KEYS[3], ARGV[a + 3], 1)
+    redis.call('HINCRBY', KEYS[4], 'k:' .. ARGV[a + 4], 1)
+    added = added + 1
+  end
+end
+return added
+"""
+
+# The second step of a handoff (HANDOFF): delete the handed envelopes from their shard's ingress.
+# KEYS[1] the shard's ingress stream, KEYS[2] its ingress groups hash, KEYS[3] its
+#      keys.sealed_keys_key, KEYS[4] its release journal (keys.release_key)
+# ARGV: per entry (entry id, group, analyzer key id hex)
+# Returns {'ok', n deleted} (an entry already gone was deleted by another shuffler, which lowered
+# the counts: skipped), or {'busy'} while a journaled release holds the stream (nothing written).
+HANDOFF_DEL = """
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'busy'} end
+local n = 0
+for a = 1, #ARGV, 3 do
+  if redis.call('XDEL', KEYS[1], ARGV[a]) == 1 then
+    if redis.call('HINCRBY', KEYS[2], ARGV[a + 1], -1) <= 0 then redis.call('HDEL', KEYS[2], ARGV[a + 1]) end
+    local field = 'k:' .. ARGV[a + 2]
+    if redis.call('HINCRBY', KEYS[3], field, -1) <= 0 then redis.call('HDEL', KEYS[3], field) end
+    n = n + 1
+  end
+end
+return {'ok', tostring(n)}
+"""
+
 # The shuffler's release (ldptel.shuffler): move one (version, window) group of ingress entries,
 # permuted and re-packed into new batches, to the analysis stream — all or nothing.
 # KEYS[1] ingress stream (keys.ingress_key), KEYS[2] analysis stream (keys.stream_key),
 #      KEYS[3] shuffler counters (keys.shuffle_metrics_key: keys.INGRESS_*, keys.ANALYSIS_*,
 #      keys.SHUFFLE_REFUSED), KEYS[4] (optional) the stream's release journal (keys.release_key),
-#      KEYS[5] (optional) the ingress groups hash (keys.ingress_groups_key)
+#      KEYS[5] (optional) the ingress groups hash (keys.ingress_groups_key), KEYS[6], KEYS[7]
+#      (optional, a sealed release) the stream's keys.sealed_keys_key and keys.key_holds_key
 # ARGV[1] n_ids, ARGV[2] reports in those ingress entries, ARGV[3] window start (epoch s),
 #      ARGV[4] n_batches, then n_ids ingress entry ids, then n_batches (batch, count) pairs, then
-#      (optional, with KEYS[5]) the entries' group (keys.ingress_group): lowered by n_ids
+#      (optional, with KEYS[5]) the entries' group (keys.ingress_group): lowered by n_ids, then
+#      (with KEYS[6]) the entries per analyzer key, "<key id hex>=<n>,…" (_KEYS_DONE)
 # Returns {'ok', n_batches}; if an ingress entry is gone, {'refused', id} with nothing written
 # but the 'refused' counter; {'busy'} (nothing written) while a journaled release holds the stream
 # (ldptel.store.release_scripts: releases too large for one bounded call).
@@ -138,7 +213,7 @@ return id
 # atomic (also in the AOF): a crash before it leaves every report in ingress, after it every
 # report in the analysis stream; no state in between exists. So a report is moved exactly once,
 # whatever dies when, and however many shufflers race.
-SHUFFLE = _NEXT_ID + _GROUP_DONE + """
+SHUFFLE = _NEXT_ID + _GROUP_DONE + _KEYS_DONE + """
 if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then return {'busy'} end
 local n_ids, n_batches = tonumber(ARGV[1]), tonumber(ARGV[4])
 local ids = {}
@@ -162,6 +237,8 @@ for s = 1, #ids, 1000 do
   redis.call('XDEL', KEYS[1], unpack(ids, s, math.min(s + 999, #ids)))
 end
 group_done(KEYS[5], ARGV[a + 1], n_ids)
+local last = n_batches > 0 and string.format('%d-%d', ms, seq - 1) or ''
+keys_done(KEYS[6], KEYS[7], ARGV[a + 2], last)
 redis.call('HINCRBY', KEYS[3], 'ingress_batches', n_ids)
 redis.call('HINCRBY', KEYS[3], 'ingress_reports', ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'analysis_batches', n_batches)
@@ -351,6 +428,71 @@ end
 return deleted
 """
 
+# Whether a stream still needs analyzer keys past their grace (ldptel.store.key_refs), the keyring's
+# side: a key is needed until the shuffler answered that no ingress entry is sealed to it (f:<id>;
+# else the question q:<id> is asked), and while an analysis entry up to the last one of a release
+# holding its messages (a:<id>) is not yet acknowledged by the aggregator's group (not yet delivered
+# to it, or pending).
+# KEYS[1] the stream's keys.key_holds_key, KEYS[2] the analysis stream (keys.stream_key)
+# ARGV[1] the aggregator's consumer group (keys.GROUP), then key ids (hex)
+# Returns one character per key id: '1' needed, '0' not.
+KEYS_HELD = """
+local function before(a, b)  -- stream id a < b
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am < bm or (am == bm and as < bs)
+end
+local delivered = nil
+local info = redis.pcall('XINFO', 'GROUPS', KEYS[2])
+if info.err == nil then
+  for _, g in ipairs(info) do
+    local name, last = nil, nil
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then last = g[i + 1] end
+    end
+    if name == ARGV[1] then delivered = last end
+  end
+end
+local out = {}
+for i = 2, #ARGV do
+  local kid, need = ARGV[i], '0'
+  if redis.call('HEXISTS', KEYS[1], 'f:' .. kid) == 0 then
+    redis.call('HSET', KEYS[1], 'q:' .. kid, '1')
+    need = '1'
+  else
+    local last = redis.call('HGET', KEYS[1], 'a:' .. kid)
+    if last then
+      if not delivered or before(delivered, last) then
+        need = '1'
+      elseif #redis.call('XPENDING', KEYS[2], ARGV[1], '-', last, 1) > 0 then
+        need = '1'
+      end
+    end
+  end
+  out[#out + 1] = need
+end
+return table.concat(out)
+"""
+
+# The shuffler's answer to the keyring's questions (KEYS_HELD): each asked key (q:<id>) to which no
+# ingress entry is sealed any more gets f:<id>. Asked only of keys the collector no longer takes,
+# so the answer is final; the aggregator learns nothing about arrivals of the keys in use.
+# KEYS[1] the stream's keys.sealed_keys_key, KEYS[2] its keys.key_holds_key
+# Returns the number of keys answered.
+KEYS_FREE = """
+local answered = 0
+for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
+  local kid = string.match(f, '^q:(%x+)$')
+  if kid and tonumber(redis.call('HGET', KEYS[1], 'k:' .. kid) or '0') <= 0 then
+    redis.call('HSET', KEYS[2], 'f:' .. kid, '1')
+    redis.call('HDEL', KEYS[2], f)
+    answered = answered + 1
+  end
+end
+return answered
+"""
+
 # Record the messages one sealed release opened with one analyzer key (ldptel.store.opened): each
 # encapsulated key (enc) not yet recorded is recorded for this release; one recorded for this release
 # before (the same release decoded again after a worker died before its commit) is still its own;
@@ -402,14 +544,16 @@ return moved
 # --- the registry: every script registered once per Redis client, called by name ------------
 
 SOURCES: dict[str, str] = {
-    "INGEST": INGEST, "SHUFFLE": SHUFFLE, "DISCARD": release_scripts.DISCARD, "LEASE": LEASE,
+    "INGEST": INGEST, "SHUFFLE": SHUFFLE, "DISCARD": release_scripts.discard(_KEYS_DONE),
+    "LEASE": LEASE,
     "AUTH_FAILURE": AUTH_FAILURE,
     "READ_WINDOW": READ_WINDOW, "COMMIT": COMMIT, "PUBLISH": PUBLISH, "PUBLISH_CLAIM": PUBLISH_CLAIM,
     "REGISTRY_PUT": REGISTRY_PUT, "DELCONSUMER": DELCONSUMER, "AUTOCLAIM": AUTOCLAIM,
     "EXPIRE_WINDOWS": EXPIRE_WINDOWS, "MOVE_COUNTERS": MOVE_COUNTERS, "OPENED_CLAIM": OPENED_CLAIM,
     "RELEASE_BEGIN": release_scripts.RELEASE_BEGIN, "RELEASE_STAGE": release_scripts.RELEASE_STAGE,
     "RELEASE_COMMIT": release_scripts.RELEASE_COMMIT, "RELEASE_ABORT": release_scripts.RELEASE_ABORT,
-    "RELEASE_STEP": release_scripts.release_step(_NEXT_ID + _GROUP_DONE),
+    "RELEASE_STEP": release_scripts.release_step(_NEXT_ID + _GROUP_DONE + _KEYS_DONE),
+    "KEYS_HELD": KEYS_HELD, "KEYS_FREE": KEYS_FREE, "HANDOFF": HANDOFF, "HANDOFF_DEL": HANDOFF_DEL,
 }
 
 

@@ -117,7 +117,7 @@ class ReportBatch(_message.Message):
     def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., count: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., window: _Optional[int] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ..., grr: _Optional[_Union[GrrPayload, _Mapping]] = ..., unary: _Optional[_Union[UnaryPayload, _Mapping]] = ..., olh: _Optional[_Union[OlhPayload, _Mapping]] = ..., hadamard: _Optional[_Union[HadamardPayload, _Mapping]] = ..., rappor: _Optional[_Union[RapporPayload, _Mapping]] = ..., heavy_hitters: _Optional[_Union[HeavyHitterPayload, _Mapping]] = ..., range: _Optional[_Union[RangePayload, _Mapping]] = ..., numeric: _Optional[_Union[NumericPayload, _Mapping]] = ...) -> None: ...
 
 class SealedBatch(_message.Message):
-    __slots__ = ("campaign", "batch_id", "reports", "schema_version", "campaign_version", "key_id", "window", "messages", "release", "release_parts", "release_reports", "release_part", "dimensions")
+    __slots__ = ("campaign", "batch_id", "reports", "schema_version", "campaign_version", "key_id", "window", "messages", "release", "release_parts", "release_reports", "release_part", "dimensions", "key_ids")
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     REPORTS_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +131,7 @@ class SealedBatch(_message.Message):
     RELEASE_REPORTS_FIELD_NUMBER: _ClassVar[int]
     RELEASE_PART_FIELD_NUMBER: _ClassVar[int]
     DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    KEY_IDS_FIELD_NUMBER: _ClassVar[int]
     campaign: str
     batch_id: bytes
     reports: int
@@ -144,4 +145,5 @@ class SealedBatch(_message.Message):
     release_reports: int
     release_part: int
     dimensions: _containers.RepeatedCompositeFieldContainer[Dimension]
-    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., reports: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., key_id: _Optional[int] = ..., window: _Optional[int] = ..., messages: _Optional[_Iterable[bytes]] = ..., release: _Optional[bytes] = ..., release_parts: _Optional[int] = ..., release_reports: _Optional[int] = ..., release_part: _Optional[int] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ...) -> None: ...
+    key_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., reports: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., key_id: _Optional[int] = ..., window: _Optional[int] = ..., messages: _Optional[_Iterable[bytes]] = ..., release: _Optional[bytes] = ..., release_parts: _Optional[int] = ..., release_reports: _Optional[int] = ..., release_part: _Optional[int] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ..., key_ids: _Optional[_Iterable[int]] = ...) -> None: ...
