@@ -65,8 +65,8 @@ if TYPE_CHECKING:
     from ldptel.store.redis_client import AnyRedis
 
 
-OpenKeyed = Callable[[Sequence[bytes], Sequence[int], Mapping[int, X25519PrivateKey], Mapping[int, bytes], int],
-                     list[bytes | None]]
+OpenKeyed = Callable[[Sequence[bytes], Sequence[int], Mapping[int, X25519PrivateKey], Mapping[int, bytes],
+                      int], list[bytes | None]]
 
 
 class CommitRelease(Protocol):

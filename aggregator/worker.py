@@ -109,7 +109,7 @@ class Worker:
         self.sealed = SealedReleases(
             r, self.consumer, self.cfg.claim_idle_ms / 1000, self.keyring.key, lambda msg: self.warn(msg),
             reject=lambda slot, version, ids: self.commit_version(slot, version, [], ids),
-            commit=self.commit_release, forget_at=self.keyring.forget_at, 
+            commit=self.commit_release, forget_at=self.keyring.forget_at,
             open_keyed=self.opener.open_keyed)
 
     @property
