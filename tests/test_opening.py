@@ -63,3 +63,21 @@ def test_open_processes_accepted(value: int) -> None:
 def test_open_processes_refused(value: object) -> None:
     with pytest.raises(ConfigError, match="analyzer.open_processes"):
         parse_config({**BASE, "analyzer": {"open_processes": value}})
+
+
+def test_pool_opens_a_release_sealed_to_two_keys() -> None:
+    """A release around a rotation: message i opens with the key of ``key_ids[i]``."""
+    old, new = sealing.new_private(), sealing.new_private()
+    infos = {1: sealing.info("c", 1, 0, 1), 2: sealing.info("c", 1, 0, 2)}
+    n = MIN_PARALLEL + 100
+    ids = [1 + (i % 3 == 0) for i in range(n)]
+    messages = [sealing.seal([i.to_bytes(4, "big")], (old if k == 1 else new).public_key(), infos[k])[0]
+                for i, k in enumerate(ids)]
+    ids[7] = 2 if ids[7] == 1 else 1  # named with the other key: does not open
+    opener = Opener(2)
+    try:
+        pooled = opener.open_keyed(messages, ids, {1: old, 2: new}, infos, 4)
+    finally:
+        opener.close()
+    assert pooled == sealing.open_keyed(messages, ids, {1: old, 2: new}, infos, 4)
+    assert [i for i, p in enumerate(pooled) if p is None] == [7]
