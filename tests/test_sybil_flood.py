@@ -137,7 +137,7 @@ def test_simulated_attacks_stay_within_the_certified_claim() -> None:
     claim = adversarial_bound(mu, d, mode.central_delta)
     assert claim.epsilon <= 1.0
     bound = math.exp(claim.epsilon) / d + mode.central_delta
-    attacks = 2000
+    attacks = 1000
     rate = _attack_rate(mu, d, mode.batch_min - 1, attacks, seed=3)
     # at most the bound plus 3.3 binomial standard deviations (one-sided, p ≈ 5e-4)
     assert rate <= bound + 3.3 * math.sqrt(bound * (1 - bound) / attacks), (rate, bound)
@@ -181,3 +181,26 @@ def test_fake_source_config() -> None:
     assert again.mode.shuffler_fakes == 0
     with pytest.raises(ConfigError, match="plan"):
         parse_campaign({**BASE, "name": "c", "fake_source": "shuffler"}, at, pinned=old)
+
+
+def test_shuffler_fakes_are_sealed_as_a_devices() -> None:
+    """Same row format, length and HPKE ``info`` as a device's message (``client.sealed``), a fresh
+    encapsulated key each, Poisson(μ) per bucket (mean and variance within 4 standard errors)."""
+    from ldptel.mechanisms.histogram import Histogram
+    from ldptel.shuffler.fakes import sealed_fakes
+
+    d, mu = 64, 30.0
+    mech = Histogram(d)
+    private = sealing.new_private()
+    info = sealing.info("c", 3, 86400, sealing.key_id(sealing.public_bytes(private.public_key())))
+    fakes = sealed_fakes(mech, mu, private.public_key(), info, np.random.default_rng(5))
+    device = sealing.seal(row_bytes(to_rows(mech, {"values": np.array([7])}, 1)), private.public_key(), info)
+    assert {len(m) for m in fakes} == {len(device[0])} == {sealing.ciphertext_length(4)}
+    assert len({sealing.enc_of(m) for m in fakes}) == len(fakes)
+    plain, failed = sealing.open_all(fakes, private, info, 4)
+    assert failed == 0
+    cols, m = from_rows(mech, plain)
+    counts = np.bincount(cols["values"], minlength=d)
+    assert abs(counts.mean() - mu) <= 4 * math.sqrt(mu / d)
+    assert abs(counts.var(ddof=1) / mu - 1) <= 4 * math.sqrt(2 / (d - 1))
+    assert sealing.open_all(fakes[:3], private, sealing.info("c", 3, 0, 1), 4)[1] == 3  # bound to info
