@@ -93,6 +93,7 @@ class Shuffler:
         self.live = registry.Live(config, registry_r or r)
         self.keys_r = registry_r or r  # reads the published analyzer keys (the reader role: read only)
         self.rng = rng
+        self._unpublished: set[int] = set()  # analyzer keys warned of (not published)
         self.cfg = config.shuffler
         self.r = r
         self.owner = secrets.token_hex(8)
@@ -305,6 +306,8 @@ class Shuffler:
                 continue
             done = (self.discard(held, group) if why == "discard" else
                     self.release_sealed(held, group) if group.sealed else self.release(held, group, why))
+            if done is None:  # waits, held (the release's analyzer key is not published)
+                continue
             if not done:
                 held.reset()  # another shuffler moved some of it: read again from the start
                 return moved
@@ -320,14 +323,15 @@ class Shuffler:
             cached = self._mechanisms[camp.name, camp.version] = (camp, camp.mechanism())
         return cached[1]
 
-    def release_sealed(self, held: Held, group: Group) -> bool:
-        """Release one sealed group as one whole batch (``shuffler.sealed.repack``)."""
+    def release_sealed(self, held: Held, group: Group) -> bool | None:
+        """Release one sealed group as one whole batch (``shuffler.sealed.repack``); None when it
+        waits (its fakes cannot be sealed: the key is not published)."""
         camp = self.config.campaign_version(held.campaign, group.version)
         assert camp is not None and group.key_id is not None
         t0 = time.perf_counter()
         added = self.fakes(camp, group)
         if added is None:
-            return False
+            return None
         parts, reports = sealed.repack(group.batches, camp.name, group.version, group.window,
                                        group.key_id, self.cfg.batch_reports, cell=group.cell, fakes=added)
         return self._move(held, group, camp, parts, t0, "batch")
@@ -342,9 +346,12 @@ class Shuffler:
         assert group.key_id is not None
         public = fakes.release_public_key(self.keys_r, group.key_id)
         if public is None:
-            self.warn(f"shuffle: analyzer key {group.key_id:08x} of a release of {camp.name!r} is not "
-                      "published; the release waits (its fakes are sealed to it)")
+            if group.key_id not in self._unpublished:  # once per key and process
+                self._unpublished.add(group.key_id)
+                self.warn(f"shuffle: analyzer key {group.key_id:08x} of a release of {camp.name!r} is "
+                          "not published; the release waits (its fakes are sealed to it)")
             return None
+        self._unpublished.discard(group.key_id)
         t0 = time.perf_counter()
         info = sealing.info(camp.name, group.version, group.window, group.key_id)
         out = fakes.sealed_fakes(self.mechanism(camp), mode.shuffler_fakes, public, info, self.rng)

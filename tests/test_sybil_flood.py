@@ -204,3 +204,35 @@ def test_shuffler_fakes_are_sealed_as_a_devices() -> None:
     assert abs(counts.mean() - mu) <= 4 * math.sqrt(mu / d)
     assert abs(counts.var(ddof=1) / mu - 1) <= 4 * math.sqrt(2 / (d - 1))
     assert sealing.open_all(fakes[:3], private, sealing.info("c", 3, 0, 1), 4)[1] == 3  # bound to info
+
+
+def test_a_release_waits_for_its_key(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
+    """No release without its fakes: while the release's analyzer key is not published the group
+    stays in ingress; once it is, the release holds the devices' messages and the shuffler's fakes."""
+    small = {**BASE, "name": "sybil-key", "fake_source": "shuffler", "domain_size": 8, "batch_min": 5,
+             "window": "all"}
+    cfg = sealed_config(tmp_path, [small])
+    ring = publish_keys(cfg, redis_client)
+    stack = HttpStack(cfg, redis_url)
+    try:
+        assert devices(stack, tmp_path, "k", "sybil-key", [1, 2, 3, 4, 5], seed=2) == 5
+        published = redis_client.hgetall(keys.ANALYZER_KEYS_KEY)
+        redis_client.delete(keys.ANALYZER_KEYS_KEY)
+        waiting = redis_client.xlen(keys.ingress_key("sybil-key", 0))
+        assert waiting >= 1
+        warned: list[str] = []
+        Shuffler(cfg, redis_client, log=warned.append, rng=np.random.default_rng(1)).run(once=True)
+        assert redis_client.xlen(keys.ingress_key("sybil-key", 0)) == waiting
+        assert redis_client.xlen(keys.stream_key("sybil-key", 0)) == 0
+        assert any("is not published" in w for w in warned), warned
+        redis_client.hset(keys.ANALYZER_KEYS_KEY, mapping=published)
+        Shuffler(cfg, redis_client, rng=np.random.default_rng(1)).run(once=True)
+        assert redis_client.xlen(keys.ingress_key("sybil-key", 0)) == 0
+        parts = [SealedBatch.FromString(f[keys.ENTRY_BATCH])
+                 for _, f in redis_client.xrange(keys.stream_key("sybil-key", 0))]
+        messages = sum(len(p.messages) for p in parts)
+        mu = cfg.campaign("sybil-key").mode.shuffler_fakes
+        assert parts[0].release_reports == 5 and messages - 5 > 8 * mu - 6 * math.sqrt(8 * mu)
+        assert len(ring.public) == 1
+    finally:
+        stack.close()
