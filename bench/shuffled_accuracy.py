@@ -3,7 +3,8 @@ shuffle`` and ``ldptel aggregate`` on an embedded Redis, at central ε = 1, δ =
 
 - ``shuffled-fakes``: ``--runs`` campaigns of one batch of ``--devices`` (10⁵) devices each, every
   device's true index plus Poisson(λ) fakes sealed by the SDK (OS randomness), released by the
-  shuffler as one batch, decrypted and decoded by the aggregator, read from the export API. The
+  shuffler as one batch with its own Poisson(μ_s) fakes per bucket (``--fake-source``: both, the
+  default, shuffler or devices), decrypted and decoded by the aggregator, read from the export API. The
   empirical standard error per count is √(mean (estimate − truth)²) over every bucket of every run
   (runs × 1,024 errors), beside the mean std error the documents state.
 - ``shuffled`` GRR at n = 10⁶: the plan's ε₀ and std error (``ldptel.privacy.plan``), and the decode
@@ -33,7 +34,7 @@ from ldptel.privacy import plan
 D, EPS, DELTA = 1024, 1.0, 1e-8
 
 
-def config_text(runs: int, devices: int, keys_dir: Path) -> str:
+def config_text(runs: int, devices: int, keys_dir: Path, fake_source: str = "both") -> str:
     lines = ["[server]", f'ingest_tokens = ["{INGEST}"]', f'export_tokens = ["{EXPORT}"]',
              "[shuffler]", "batch_reports = 2000", f"max_held_reports = {10 * devices}",
              f"max_ingress_batches = {max(10_000, 4 * devices)}",
@@ -41,7 +42,7 @@ def config_text(runs: int, devices: int, keys_dir: Path) -> str:
     for i in range(runs):
         lines += ["[[campaigns]]", f'name = "fakes-{i}"', 'privacy_mode = "shuffled-fakes"',
                   f"domain_size = {D}", f"central_epsilon = {EPS}", f"central_delta = {DELTA}",
-                  f"batch_min = {devices}", "min_reports = 1"]
+                  f"batch_min = {devices}", "min_reports = 1", f'fake_source = "{fake_source}"']
     lines += ["[[campaigns]]", 'name = "local-oue"', 'oracle = "oue"', f"epsilon = {EPS}",
               f"domain_size = {D}", "min_reports = 1"]
     return "\n".join(lines) + "\n"
@@ -72,11 +73,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--devices", type=int, default=100_000)
+    ap.add_argument("--fake-source", choices=("devices", "shuffler", "both"), default="both",
+                    help="who adds the fakes (the campaigns' fake_source)")
     args = ap.parse_args()
     rng = np.random.default_rng(2026)
     values = population(rng, args.devices)
     truth = np.bincount(values, minlength=D)
-    with served(lambda keys: config_text(args.runs, args.devices, keys)) as stack:
+    with served(lambda keys: config_text(args.runs, args.devices, keys, args.fake_source)) as stack:
         url = stack.url
         errors, stated, timing = [], [], []
         for i in range(args.runs):
@@ -93,17 +96,20 @@ def main() -> None:
             run_se = np.sqrt(np.mean(errors[-1] ** 2))
             print(f"run {i + 1}: batches {p['batches']}, central ε between "
                   f"{p['central_epsilon_lower']:.4f} and {p['central_epsilon']:.4f} "
-                  f"(δ = {p['central_delta']:g}), λ = {p['fake_rate']:.4f}, empirical std error "
+                  f"(δ = {p['central_delta']:g}), fake_source {p.get('fake_source', 'devices')}: λ = "
+                  f"{p['fake_rate']:.4f}, shuffler μ_s = {p.get('shuffler_fakes_per_bucket', 0):.2f}; "
+                  "empirical std error "
                   f"{run_se:.3f}, stated {stated[-1]:.3f}; send {t_send:.1f} s, shuffle "
                   f"{t_shuffle:.1f} s, aggregate {t_agg:.1f} s", flush=True)
         lam = doc["privacy"]["fake_rate"]
-        messages = args.devices * (1 + lam)
+        messages = args.devices * (1 + lam) + D * doc["privacy"].get("shuffler_fakes_per_bucket", 0)
         t_local_send = send(url, stack.tmp / "local-oue.sqlite", "local-oue", values.tolist())
         t_local_shuffle = stack.ldptel("shuffle")
         t_local_agg = stack.ldptel("aggregate")
     fakes_se = float(np.sqrt(np.mean(np.concatenate(errors) ** 2)))
     oue_se, oue_stated = simulated_error(create_mechanism("oue", epsilon=EPS, domain_size=D), values, rng)
-    print(f"\nshuffled-fakes, {args.devices:,} devices, d = {D}: empirical std error per count "
+    print(f"\nshuffled-fakes (fake_source {args.fake_source}), {args.devices:,} devices, d = {D}: "
+          "empirical std error per count "
           f"{fakes_se:.3f} "
           f"over {args.runs} runs × {D} counts (stated {np.mean(stated):.3f}; plan √μ = "
           f"{plan('shuffled-fakes', 'histogram', D, EPS, DELTA, args.devices).std_error:.3f})")

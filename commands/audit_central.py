@@ -26,6 +26,7 @@ import numpy as np
 from ldptel.campaigns.config import Campaign
 from ldptel.mechanisms.fakes import poisson_counts
 from ldptel.privacy.modes import Shuffled, ShuffledFakes
+from ldptel.privacy.release_claims import fake_split
 
 N_DEVICES = 200  # when a campaign has no batch_min
 TRIALS = 40_000
@@ -66,9 +67,10 @@ def _counts(campaign: Campaign, target: int, n: int, trials: int, rng: np.random
     others = rng.multinomial(n - 1, [q, q, 1 - 2 * q], size=trials) if q > 0 else np.zeros((trials, 3), int)
     na = hit_a.astype(np.int64) + others[:, 0]
     nb = hit_b.astype(np.int64) + others[:, 1]
-    rate = campaign.mode.fake_rate if fakes and isinstance(campaign.mode, ShuffledFakes) else 0.0
-    if rate > 0:
-        total = poisson_counts(rng, rate * n, trials)
+    mode = campaign.mode
+    mu = fake_split(mode).honest_mu(n, d) if fakes and isinstance(mode, ShuffledFakes) else 0.0
+    if mu > 0:  # the devices' and the shuffler's fakes (``fake_source``): Poisson(d·μ) in all
+        total = poisson_counts(rng, mu * d, trials)
         spread = rng.multinomial(total, [1 / d, 1 / d, 1 - 2 / d])
         na, nb = na + spread[:, 0], nb + spread[:, 1]
     return na, nb
@@ -81,8 +83,8 @@ def _certified(campaign: Campaign, n: int):
     match campaign.mode:
         case Shuffled(local_epsilon=eps0):
             return shuffled_curve(str(campaign.oracle), eps0, d, n).delta
-        case ShuffledFakes(fake_rate=rate, local_epsilon=eps):
-            return fakes_curve(rate * n / d, eps, d).delta
+        case ShuffledFakes(local_epsilon=eps) as mode:
+            return fakes_curve(fake_split(mode).honest_mu(n, d), eps, d).delta
     raise ValueError(f"campaign {campaign.name!r} has no central claim (privacy_mode local)")
 
 

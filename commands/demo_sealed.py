@@ -1,6 +1,7 @@
 """``ldptel demo``'s shuffled-fakes section: a campaign in ``privacy_mode = "shuffled-fakes"``
 (docs/privacy.md) — every device seals its true item plus Poisson fakes to the analyzer, the
-shuffler releases whole batches of at least ``batch_min`` devices, the aggregator decrypts and
+shuffler releases whole batches of at least ``batch_min`` devices with fakes of its own
+(``fake_source = "both"``: half the planned fakes each), the aggregator decrypts and
 subtracts the fakes — printed against the truth, with the claim "central ε between L and U" and
 the local OUE error at ε = 1 on the same devices for comparison."""
 
@@ -17,7 +18,7 @@ SEALED_TITLE = ("shuffled-fakes: the true item sealed to the analyzer plus Poiss
 NAME, DOMAIN = "demo-sealed", 64
 SEALED_CAMPAIGN = {"name": NAME, "kind": "frequency", "privacy_mode": "shuffled-fakes",
                    "domain_size": DOMAIN, "central_epsilon": 1.0, "central_delta": 1e-6, "batch_min": 1000,
-                   "window": "all",
+                   "window": "all", "fake_source": "both",
                    "description": "true item + Poisson fakes, HPKE-sealed, shuffled in batches of ≥ 1,000"}
 
 
@@ -56,6 +57,13 @@ def sealed_report(stack: Any, http: Any, truth: dict[str, Any]) -> None:
           f"(δ = {p['central_delta']:g}); "
           f"std error per count {np.mean(se):.1f} (measured rms {np.sqrt(np.mean((est - t) ** 2)):.1f} over "
           f"{d} items) against {oue:.1f} for local OUE at ε = 1 on the same devices")
+    adversarial = next((c for c in p.get("claims", []) if c["against"] == "adversarial_devices"), None)
+    if adversarial is not None:
+        eps = adversarial["central_epsilon"]
+        print(f"fake_source = {p.get('fake_source')}: the shuffler adds "
+              f"{p.get('shuffler_fakes_per_bucket', 0):.1f} fakes per bucket to every batch; if every other "
+              "device of a batch were one attacker's, central ε "
+              + ("is not certified" if eps is None else f"≤ {eps:.3f}") + " still holds")
 
 
 __all__ = ["SEALED_TITLE", "sealed_campaigns", "sealed_report", "sealed_simulate"]

@@ -1,6 +1,7 @@
 """The shuffler's own metrics (``prometheus_client``; exported by the collector's ``/metrics`` when
 ``ldptel serve`` runs the shuffler, see ``ldptel.ops.prom``): ingress batches and reports released,
-analysis batches written, refused releases, and the time of one release, per campaign. The
+analysis batches written, refused releases, the shuffler's own fakes and their sealing time,
+and the time of one release, per campaign. The
 totals of every shuffler are also in Redis (``keys.shuffle_metrics_key``)."""
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ REPORTS = _counter("reports", "Reports the shuffler released.")
 ANALYSIS_BATCHES = _counter("analysis_batches", "Re-packed batches written to the analysis stream.")
 REFUSED = _counter("refused_releases",
                    "Releases refused because an ingress entry had been moved by another shuffler.")
+FAKES = _counter("fakes", "Fake messages the shuffler drew and sealed (fake_source shuffler or both).")
+FAKES_SECONDS = _counter("fakes_seconds", "CPU-bound seconds spent drawing and sealing the shuffler's fakes.")
 RELEASE_SECONDS = Histogram("ldptel_shuffler_release_seconds",
                             "Time of one release (parse, permute, re-pack, the SHUFFLE script).",
                             ["campaign"], buckets=LATENCY_BUCKETS)
@@ -31,3 +34,9 @@ def observe(campaign: str, ingress_batches: int, reports: int, analysis_batches:
     REPORTS.labels(campaign).inc(reports)
     ANALYSIS_BATCHES.labels(campaign).inc(analysis_batches)
     RELEASE_SECONDS.labels(campaign).observe(seconds)
+
+
+def observe_fakes(campaign: str, fakes: int, seconds: float) -> None:
+    """Record the shuffler's fakes of one release of ``campaign`` (how many, the time to seal them)."""
+    FAKES.labels(campaign).inc(fakes)
+    FAKES_SECONDS.labels(campaign).inc(seconds)

@@ -22,7 +22,9 @@ moves, atomically):
   (``scripts.DISCARD``) and counted (``keys.SHUFFLE_DISCARDED`` of ``{…}:shuffled``); its
   devices' reports are never decoded (the window's publication holds the batches released
   before, or none). With ``window = "all"`` nothing is discarded: a group waits for ``batch_min``.
-- ``repack``: every message of every envelope, permuted by ONE uniform permutation (OS
+- ``repack``: every message of every envelope (and, for a ``shuffled-fakes`` campaign whose
+  ``fake_source`` is ``shuffler`` or ``both``, the shuffler's own sealed fakes: ``shuffler.fakes``),
+  permuted by ONE uniform permutation (OS
   randomness), split into parts of about ``[shuffler] batch_reports`` messages, each a
   ``SealedBatch`` without batch id carrying the release id (16 random bytes), the number of parts,
   the part's index and the release's real reports, so the aggregator can commit the whole release
@@ -70,15 +72,20 @@ def due(campaign: Campaign, window: int, reports: int, max_held: int, once: bool
 
 def repack(envelopes: list[SealedBatch], campaign: str, version: int, window: int, key_id: int,
            batch_reports: int, rng: np.random.Generator | OsRandom = OS_RANDOM,
-           cell: Sequence[tuple[str, str]] = ()) -> tuple[list[tuple[bytes, int]], int]:
+           cell: Sequence[tuple[str, str]] = (), fakes: Sequence[bytes] = ()
+           ) -> tuple[list[tuple[bytes, int]], int]:
     """The release's parts as (serialized ``SealedBatch``, count) — count = the release's real
     reports on the first part, 0 on the others, so the analysis counters add up to it — and the
     number of real reports. ``cell``: the envelopes' dimension values (issue 28), on every part.
     Each message keeps the key id of its envelope (``key_ids`` when the release holds several
-    keys); ``key_id``: the parts' ``key_id`` when it does."""
+    keys); ``key_id``: the parts' ``key_id`` when it does not, and the key ``fakes`` are sealed to.
+    ``fakes``: the shuffler's sealed fakes (``shuffler.fakes``), permuted with the rest."""
     messages = [m for env in envelopes for m in env.messages]
-    per_message = np.repeat(np.array([env.key_id for env in envelopes], dtype=np.uint32),
-                            [len(env.messages) for env in envelopes])
+    messages.extend(fakes)
+    per_message = np.concatenate([
+        np.repeat(np.array([env.key_id for env in envelopes], dtype=np.uint32),
+                  [len(env.messages) for env in envelopes]),
+        np.full(len(fakes), key_id, dtype=np.uint32)])
     mixed = len(np.unique(per_message)) > 1
     reports = sum(env.reports for env in envelopes)
     order = permutation(rng, len(messages))

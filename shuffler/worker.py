@@ -40,15 +40,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import redis as redis_lib
 
-from ldptel import keys
+from ldptel import keys, sealing
 from ldptel.campaigns.config import Campaign, Config
 from ldptel.mechanisms.base import Mechanism
+from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom
 from ldptel.ops import prom
-from ldptel.privacy.modes import is_shuffled
+from ldptel.privacy.modes import ShuffledFakes, is_shuffled
 from ldptel.proto import ReportBatch, SealedBatch, batch_version
-from ldptel.shuffler import handoff, metrics, release, sealed
+from ldptel.shuffler import fakes, handoff, metrics, release, sealed
 from ldptel.shuffler.held import Group, Held, cell_of
 from ldptel.shuffler.release import Mover
 from ldptel.shuffler.repack import repack
@@ -85,11 +87,16 @@ class Shuffler:
     ``step()`` does one round over every stream."""
 
     def __init__(self, config: Config, r: AnyRedis, log: Callable[[str], None] | None = None,
-                 registry_r: AnyRedis | None = None) -> None:
+                 registry_r: AnyRedis | None = None,
+                 rng: np.random.Generator | OsRandom = OS_RANDOM) -> None:
         """``registry_r``: the client that reads the campaign registry (``ldptel.store.acl``: the
         ``reader`` role, when ``r`` is the ``shuffler`` role, which holds no registry key);
-        default ``r``."""
+        default ``r``. ``rng``: the randomness of the shuffler's own fakes (OS randomness; a
+        seeded generator in tests only)."""
         self.live = registry.Live(config, registry_r or r)
+        self.keys_r = registry_r or r  # reads the published analyzer keys (the reader role: read only)
+        self.rng = rng
+        self._unpublished: set[int] = set()  # analyzer keys warned of (not published)
         self.cfg = config.shuffler
         self.r = r
         self.owner = secrets.token_hex(8)
@@ -341,6 +348,8 @@ class Shuffler:
                 continue
             done = (self.discard(held, group) if why == "discard" else
                     self.release_sealed(held, group) if group.sealed else self.release(held, group, why))
+            if done is None:  # waits, held (the release's analyzer key is not published)
+                continue
             if not done:
                 held.reset()  # another shuffler moved some of it: read again from the start
                 return moved
@@ -356,15 +365,42 @@ class Shuffler:
             cached = self._mechanisms[camp.name, camp.version] = (camp, camp.mechanism())
         return cached[1]
 
-    def release_sealed(self, held: Held, group: Group) -> bool:
+    def release_sealed(self, held: Held, group: Group) -> bool | None:
         """Release one sealed group as one whole batch (``shuffler.sealed.repack``): its messages of
-        every analyzer key together, each with its key id."""
+        every analyzer key together, each with its key id, and the shuffler's fakes sealed to the
+        group's newest key; None when it waits (its fakes cannot be sealed: the key is not
+        published)."""
         camp = self.config.campaign_version(held.campaign, group.version)
         assert camp is not None and group.key_id is not None
         t0 = time.perf_counter()
+        added = self.fakes(camp, group)
+        if added is None:
+            return None
         parts, reports = sealed.repack(group.batches, camp.name, group.version, group.window,
-                                       group.key_id, self.cfg.batch_reports, cell=group.cell)
+                                       group.key_id, self.cfg.batch_reports, cell=group.cell, fakes=added)
         return self._move(held, group, camp, parts, t0, "batch")
+
+    def fakes(self, camp: Campaign, group: Group) -> list[bytes] | None:
+        """The shuffler's sealed fakes of one release (``shuffler.fakes``; none unless the version
+        is ``shuffled-fakes`` with ``fake_source`` shuffler or both); None when the release's
+        analyzer key is not published (nothing is released without its fakes)."""
+        mode = camp.mode
+        if not isinstance(mode, ShuffledFakes) or mode.shuffler_fakes <= 0:
+            return []
+        assert group.key_id is not None
+        public = fakes.release_public_key(self.keys_r, group.key_id)
+        if public is None:
+            if group.key_id not in self._unpublished:  # once per key and process
+                self._unpublished.add(group.key_id)
+                self.warn(f"shuffle: analyzer key {group.key_id:08x} of a release of {camp.name!r} is "
+                          "not published; the release waits (its fakes are sealed to it)")
+            return None
+        self._unpublished.discard(group.key_id)
+        t0 = time.perf_counter()
+        info = sealing.info(camp.name, group.version, group.window, group.key_id)
+        out = fakes.sealed_fakes(self.mechanism(camp), mode.shuffler_fakes, public, info, self.rng)
+        metrics.observe_fakes(camp.name, len(out), time.perf_counter() - t0)
+        return out
 
     def discard(self, held: Held, group: Group) -> bool:
         """Delete a sealed group whose window closed below ``batch_min`` (``scripts.DISCARD``,

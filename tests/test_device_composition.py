@@ -47,7 +47,7 @@ def test_composes_windows_and_campaigns() -> None:
     assert doc["status"] == "ready" and doc["delta"] == 1e-7
     assert [(c["name"], c["releases"]) for c in doc["campaigns"]] == [("f", 7), ("g", 24)]
     assert doc["releases"] == 31 and doc["unbounded"] == []
-    mu = f.mode.fake_rate * 300 / 16
+    mu = f.mode.plan.fakes_per_bucket  # μ at batch_min = 300, the devices' and the shuffler's
     grr = shuffled_curve("grr", g.epsilon, 8, 300)
     expected = cumulative_epsilon([(fakes_curve(mu), 7), (grr, 24)], 1e-7)
     assert doc["epsilon"] == pytest.approx(expected)

@@ -15,6 +15,7 @@ from agg_support import HttpStack
 from sealed_support import FAKES, LOCAL, SHUFFLED, devices, publish_keys, sealed_config, shuffle_and_aggregate
 
 from ldptel import keys
+from ldptel.privacy.release_claims import fake_split
 
 
 @pytest.fixture
@@ -48,7 +49,8 @@ def test_shuffled_fakes_end_to_end(sealed_stack, redis_client: redis.Redis, tmp_
     truth = np.bincount(values, minlength=16)
     est = np.array([row["estimate"] for row in doc["items"]])
     se = np.array([row["std_error"] for row in doc["items"]])
-    mu = FAKES["central_epsilon"] and cfg.campaign("sf-hist").mode.fake_rate * 700 / 16
+    mu = fake_split(cfg.campaign("sf-hist").mode).honest_mu(700, 16)  # the shuffler's and the devices'
+    assert privacy["fake_source"] == "both" and privacy["shuffler_fakes_per_bucket"] > 0
     assert np.allclose(se, np.sqrt(mu * (1 - 1 / 16)), rtol=0.25)
     assert np.all(np.abs(est - truth) < 6 * se + 1)
 
@@ -135,6 +137,7 @@ def test_pages_show_the_mode_and_the_claim(sealed_stack, redis_client: redis.Red
     assert re.search(claim, text), text[-3000:]
     assert "1 shuffled batch of 350 devices" in text
     assert "must not collude" in text and "fake values" in text
+    assert "fake_source = both" in text  # the shuffler's fakes (issue 36)
 
 
 def test_two_workers_split_a_release(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:

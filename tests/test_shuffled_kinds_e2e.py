@@ -17,6 +17,8 @@ import redis
 from agg_support import EXPORT_TOKEN, HttpStack, signed_in
 from sealed_support import devices, publish_keys, sealed_config, shuffle_and_aggregate
 
+from ldptel.privacy.release_claims import fake_split
+
 pytestmark = pytest.mark.slow
 
 COMMON = {"central_epsilon": 1.0, "central_delta": 1e-6, "batch_min": 600, "min_reports": 1}
@@ -85,10 +87,10 @@ def test_ranges_quantiles_means_and_pages(stack, redis_client: redis.Redis, tmp_
         assert abs(doc["mean"]["estimate"] - clipped.mean()) <= Z * doc["mean"]["std_error"], doc
         assert doc["sum"]["estimate"] == pytest.approx(800 * doc["mean"]["estimate"])
     # the histogram's std error is the rounding and the fakes only: √(n·h²/4 + F·σ²_g)/n, F the
-    # release's fakes, Poisson(λ·n)
+    # release's fakes, Poisson(d·μ) with μ = μ_s + λ·n/d (the shuffler's and the devices')
     fakes_doc = get(http, "/v1/campaigns/m-fakes/mean?window=current")
     h, grid_var = 100 / 15, np.var(np.linspace(0, 100, 16))
-    mean_f = cfg.campaign("m-fakes").mode.fake_rate * 800
+    mean_f = fake_split(cfg.campaign("m-fakes").mode).honest_mu(800, 16) * 16
     low, high = (np.sqrt(800 * h * h / 4 + f * grid_var) / 800
                  for f in (mean_f - Z * np.sqrt(mean_f), mean_f + Z * np.sqrt(mean_f)))
     assert low <= fakes_doc["mean"]["std_error"] <= high, (low, fakes_doc["mean"], high)

@@ -9,6 +9,10 @@
 - ``shuffled-fakes``: every device sends its index (the true one, or through GRR at
   ``local_epsilon``) plus Poisson(λ) fake indices uniform over the domain, each message sealed;
   λ = ``fake_rate`` is planned (the smallest that certifies the target at ``batch_min``).
+  ``fake_source`` (``devices``, ``shuffler`` or ``both``, default ``both``; shuffled-fakes only)
+  says who adds the planned μ fakes per bucket (``ldptel.privacy.fake_sources.split``): the
+  devices (λ), the shuffler (Poisson(μ_s) per bucket in every release) or half each. A pinned
+  plan without the key was made with ``devices``; a table's explicit key must match its pin.
 
 Both shuffled modes: frequency campaigns (oracles grr, oue, sue, olh, hadamard for ``shuffled``;
 the histogram for ``shuffled-fakes``), and range and numeric campaigns as a histogram over their
@@ -40,9 +44,10 @@ from ldptel.config_values import fail, read_int
 from ldptel.errors import UncertifiableTarget
 from ldptel.mechanisms.errors import argument_of
 from ldptel.mechanisms.shuffled_kinds import INDEX_KINDS
+from ldptel.privacy.fake_sources import DEFAULT_FAKE_SOURCE, FAKE_SOURCES, split
 from ldptel.privacy.modes import MODES, Local, Pinned, PlanInputs, Shuffled, ShuffledFakes
 
-MODE_KEYS = ("privacy_mode", "central_epsilon", "batch_min", "local_epsilon", "grid_points")
+MODE_KEYS = ("privacy_mode", "central_epsilon", "batch_min", "local_epsilon", "grid_points", "fake_source")
 SHUFFLED_ORACLES = ("grr", "oue", "sue", "olh", "hadamard")
 MAX_BATCH_MIN = 10**7
 # the planner's arguments that are also config keys (any other bad argument is the target's)
@@ -177,6 +182,9 @@ def _shuffled(raw: dict[str, Any], at: str, kind: str, build: Callable[[str, flo
                    f"\"shuffled\", got {oracle!r}")
     if "local_epsilon" in raw:
         raise fail(f"{at}.local_epsilon", "applies to shuffled-fakes (shuffled plans epsilon)")
+    if "fake_source" in raw:
+        raise fail(f"{at}.fake_source", 'applies to privacy_mode = "shuffled-fakes" only (shuffled '
+                   "reports carry no fakes)")
     pin = planned(oracle)
     largest = pin.local_epsilon
     assert largest is not None  # Pinned.from_json and the planner: a shuffled plan has its ε₀
@@ -207,7 +215,10 @@ def _fakes(raw: dict[str, Any], at: str, kind: str, build: Callable[[str, float 
                               or not 0 < local <= 10):
         raise fail(f"{at}.local_epsilon", f"must be a number with 0 < local_epsilon <= 10, got {local!r}")
     local_epsilon = None if local is None else float(local)
-    pin = planned(oracle, local_epsilon)
+    source = raw.get("fake_source")
+    if source is not None and source not in FAKE_SOURCES:
+        raise fail(f"{at}.fake_source", f"must be one of {', '.join(FAKE_SOURCES)}, got {source!r}")
+    pin = _with_source(planned(oracle, local_epsilon), source, at)
     assert pin.fake_rate is not None  # Pinned.from_json and the planner: a fakes plan has its λ
     # the base parser validates a frequency campaign's keys with GRR's; the histogram has no ε
     if kind == "frequency":
@@ -216,15 +227,33 @@ def _fakes(raw: dict[str, Any], at: str, kind: str, build: Callable[[str, float 
         camp = build(oracle, local_epsilon)
     inputs = pin.inputs
     mode = ShuffledFakes(inputs.central_epsilon, inputs.central_delta, inputs.batch_min, pin.fake_rate,
-                         local_epsilon, pin)
+                         local_epsilon, pin, str(pin.fake_source), pin.shuffler_fakes)
     return dataclasses.replace(camp, central_delta=inputs.central_delta, mode=mode, oracle=oracle,
                                epsilon=local_epsilon)
+
+
+def _with_source(pin: Pinned, source: str | None, at: str) -> Pinned:
+    """A fakes plan with its ``fake_source``: a new plan (``fake_source`` None) split as the
+    table's key says (default ``both``); a pinned one keeps its own, which an explicit key must
+    match (``fake_source`` is part of what a version is)."""
+    if pin.fake_source is None:  # made now: λ and μ_s from the planner's μ
+        mu = pin.fakes_per_bucket
+        assert mu is not None
+        inputs = pin.inputs
+        made = split(mu, source or DEFAULT_FAKE_SOURCE, inputs.domain_size, inputs.batch_min)
+        return dataclasses.replace(pin, fake_rate=made.device_rate, shuffler_fakes=made.shuffler_mu,
+                                   fake_source=made.source)
+    if source is not None and source != pin.fake_source:
+        raise fail(f"{at}.plan", f"the version's stored plan has fake_source = {pin.fake_source!r}, not "
+                   f"its table's {source!r} (a new version takes a new fake_source)")
+    return pin
 
 
 def public_fields(campaign: Any) -> dict[str, Any]:
     """What a shuffled campaign adds to ``Campaign.public()`` (nothing for ``local``, so local
     campaigns' public configs and digests are unchanged): the mode, the target, ``batch_min``
-    and, for shuffled-fakes, ``fake_rate`` (λ)."""
+    and, for shuffled-fakes, ``fake_rate`` (λ, the devices'; 0 with ``fake_source = "shuffler"``)
+    with ``fake_source`` and the shuffler's μ per bucket (``shuffler_fakes_per_bucket``)."""
     mode = campaign.mode
     if not isinstance(mode, (Shuffled, ShuffledFakes)):
         return {}
@@ -233,6 +262,9 @@ def public_fields(campaign: Any) -> dict[str, Any]:
                            "batch_min": mode.batch_min}
     if isinstance(mode, ShuffledFakes):
         out["fake_rate"] = mode.fake_rate
+        if mode.fake_source != "devices":  # (configs of device-only versions unchanged)
+            out["fake_source"] = mode.fake_source
+            out["shuffler_fakes_per_bucket"] = mode.shuffler_fakes
     return out
 
 

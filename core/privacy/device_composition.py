@@ -61,6 +61,7 @@ class Release:
     fake_rate: float | None
     delta: float
     releases: int
+    shuffler_fakes: float = 0.0  # μ_s per bucket per release (``fake_sources``)
 
 
 def releases_of(campaigns: Sequence[Claimed]) -> tuple[list[Release], list[str]]:
@@ -79,7 +80,8 @@ def releases_of(campaigns: Sequence[Claimed]) -> tuple[list[Release], list[str]]
         parts.append(Release(c.name, mode.name, str(c.oracle), c.epsilon, int(c.domain_size or 0),
                              n_bucket(max(mode.batch_min, 2)),
                              mode.fake_rate if isinstance(mode, ShuffledFakes) else None,
-                             mode.central_delta, t))
+                             mode.central_delta, t,
+                             mode.shuffler_fakes if isinstance(mode, ShuffledFakes) else 0.0))
     return parts, unbounded
 
 
@@ -90,12 +92,14 @@ def _key(parts: list[Release]) -> str:
 def compose(parts: list[Release]) -> float | None:
     """ε_device of the module docstring (None when no ε reaches δ)."""
     from ldptel.privacy.accounting import cumulative_epsilon
+    from ldptel.privacy.fake_sources import FakeSplit
     from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
     curves = []
     for p in parts:
         curve = (shuffled_curve(p.oracle, float(p.epsilon or 0.0), p.domain_size, p.n) if p.mode == "shuffled"
-                 else fakes_curve(float(p.fake_rate or 0.0) * p.n / p.domain_size, p.epsilon, p.domain_size))
+                 else fakes_curve(FakeSplit("", float(p.fake_rate or 0.0), p.shuffler_fakes).honest_mu(
+                     p.n, p.domain_size), p.epsilon, p.domain_size))
         curves.append((curve, p.releases))
     value = cumulative_epsilon(curves, min(p.delta for p in parts))
     return value if math.isfinite(value) else None

@@ -9,8 +9,9 @@ or on optional fields that one mode has and another has not.
   devices; the claim is central (amplification by shuffling) at (``central_epsilon``,
   ``central_delta``);
 - ``ShuffledFakes``: the device's index (true, or through GRR at ``local_epsilon``; None: the
-  index as it is) plus Poisson(``fake_rate``) fake indices, each sealed; the claim is central (the
-  fakes' noise).
+  index as it is) plus Poisson(``fake_rate``) fake indices, each sealed, and the shuffler's
+  Poisson(``shuffler_fakes``) fakes per bucket in every release (``fake_source``,
+  ``ldptel.privacy.fake_sources``); the claim is central (the fakes' noise).
 
 A shuffled mode also holds its ``Pinned`` plan: what the planner chose when the version was
 created (ε₀, fake rate, μ, the bound's name, the planner's version), stored in the version's
@@ -48,7 +49,10 @@ class Pinned:
     ``local_epsilon``: the ε₀ the planner chose (shuffled) or the GRR's ε (shuffled-fakes, an
     input); ``fake_rate``: λ (shuffled-fakes); ``fakes_per_bucket``: μ = λ·batch_min/d;
     ``bound``: the name of the bound that certified it; ``planner_version``: the planner's
-    version then (``ldptel.privacy.plan_cache.VERSION``); ``inputs``: what it is a plan of."""
+    version then (``ldptel.privacy.plan_cache.VERSION``); ``inputs``: what it is a plan of.
+    ``fake_source`` (shuffled-fakes): who adds the fakes (``ldptel.privacy.fake_sources``), with
+    ``fake_rate`` the devices' λ and ``shuffler_fakes`` the shuffler's μ per bucket per release;
+    a plan stored before the key existed reads as ``"devices"`` (what it was made with)."""
 
     inputs: PlanInputs
     local_epsilon: float | None
@@ -56,11 +60,15 @@ class Pinned:
     fakes_per_bucket: float | None
     bound: str
     planner_version: int
+    fake_source: str | None = None  # shuffled-fakes: "devices", "shuffler" or "both"
+    shuffler_fakes: float = 0.0  # μ per bucket the shuffler adds to every release
 
     def to_json(self) -> dict[str, Any]:
         """The ``plan`` object of a version entry in the registry record."""
         out = asdict(self)
         out["for"] = out.pop("inputs")
+        if self.fake_source is None:  # (a shuffled plan: no fake keys)
+            del out["fake_source"], out["shuffler_fakes"]
         return out
 
     @classmethod
@@ -76,7 +84,9 @@ class Pinned:
                                   _int(inputs["batch_min"]), _optional(inputs["local_epsilon"])),
                 local_epsilon=_optional(doc["local_epsilon"]), fake_rate=_optional(doc["fake_rate"]),
                 fakes_per_bucket=_optional(doc["fakes_per_bucket"]), bound=str(doc["bound"]),
-                planner_version=_int(doc["planner_version"]))
+                planner_version=_int(doc["planner_version"]),
+                fake_source=_source(doc, str(inputs["mode"])),
+                shuffler_fakes=_number(doc.get("shuffler_fakes", 0.0)))
         except KeyError as exc:
             raise ValueError(f"has no {exc.args[0]!r}") from None
         if pinned.inputs.mode == "shuffled" and pinned.local_epsilon is None:
@@ -84,6 +94,17 @@ class Pinned:
         if pinned.inputs.mode == "shuffled-fakes" and pinned.fake_rate is None:
             raise ValueError("a shuffled-fakes plan needs fake_rate")
         return pinned
+
+
+def _source(doc: Mapping[str, Any], mode: str) -> str | None:
+    """A stored plan's ``fake_source``: as stored, else ``"devices"`` for shuffled-fakes (a plan
+    made before the key existed: only devices added fakes then), None for shuffled."""
+    source = doc.get("fake_source")
+    if source is None:
+        return "devices" if mode == "shuffled-fakes" else None
+    if source not in ("devices", "shuffler", "both"):
+        raise ValueError(f"fake_source must be devices, shuffler or both, got {source!r}")
+    return str(source)
 
 
 def _number(v: Any) -> float:
@@ -129,9 +150,11 @@ class ShuffledFakes:
     central_epsilon: float
     central_delta: float
     batch_min: int
-    fake_rate: float  # λ, fake messages per device
+    fake_rate: float  # λ, fake messages per device (0 with fake_source "shuffler")
     local_epsilon: float | None  # the GRR's ε, or None: the index as it is (oracle "histogram")
     plan: Pinned
+    fake_source: str = "devices"  # who adds fakes (``ldptel.privacy.fake_sources``)
+    shuffler_fakes: float = 0.0  # μ_s: fakes per bucket the shuffler adds to every release
 
 
 PrivacyMode: TypeAlias = Local | Shuffled | ShuffledFakes

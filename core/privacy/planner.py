@@ -177,6 +177,27 @@ def fakes_bound(mu: float, domain_size: int, n: int, delta: float,
     return CentralBound(epsilon=upper, epsilon_lower=0.0, delta=delta, bound=name)
 
 
+@lru_cache(maxsize=1024)
+def adversarial_bound(mu: float, domain_size: int, delta: float,
+                      local_epsilon: float | None = None) -> CentralBound:
+    """Central ε of one device's message when every other message of its release is the
+    attacker's (``ldptel.privacy.fake_sources``): only the Poisson(μ) fakes per bucket it cannot
+    see and the device's own ε_l-LDP randomization (GRR, or the ε₀ of a ``shuffled`` report) are
+    left; no amplification by other devices is counted. ε = inf (no claim) when neither certifies."""
+    candidates = [(math.inf, BOUND_FAKES)]
+    lower = 0.0
+    if local_epsilon is not None:
+        candidates.append((local_epsilon, BOUND_LOCAL))
+    if mu > 0:
+        if local_epsilon is None:
+            candidates.append((fake_epsilon(mu, delta), BOUND_FAKES))
+            lower = fake_epsilon(mu, delta, upper=False)
+        else:
+            candidates.append((_local_fake_epsilon(mu, local_epsilon, domain_size, delta), BOUND_FAKES_LOCAL))
+    upper, name = min(candidates)
+    return CentralBound(epsilon=upper, epsilon_lower=min(lower, upper), delta=delta, bound=name)
+
+
 def _local_fake_epsilon(mu: float, local_epsilon: float, domain_size: int, delta: float) -> float:
     lo, hi = 1e-6, local_epsilon
     if local_fake_delta(hi, mu, local_epsilon, domain_size) > delta:
@@ -352,5 +373,6 @@ def _up(x: float) -> float:
 
 
 __all__ = ["BOUND_FAKES", "BOUND_FAKES_LOCAL", "BOUND_FMT21", "BOUND_LOCAL", "FAKE_ORACLES",
-           "MAX_FAKE_RATE", "MAX_MU", "MIN_DELTA", "MODES", "CentralBound", "PrivacyPlan", "compute_plan",
-           "fakes_bound", "fakes_curve", "shuffled_bound", "shuffled_curve", "std_error"]
+           "MAX_FAKE_RATE", "MAX_MU", "MIN_DELTA", "MODES", "CentralBound", "PrivacyPlan",
+           "adversarial_bound", "compute_plan", "fakes_bound", "fakes_curve", "shuffled_bound",
+           "shuffled_curve", "std_error"]

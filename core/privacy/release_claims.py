@@ -3,8 +3,11 @@ published window says about one device, from the real reports of each shuffled b
 the window holds.
 
 - each batch of n devices is (U, δ)-DP with U from ``planner.shuffled_bound`` (ε₀-LDP reports
-  of the oracle) or ``planner.fakes_bound`` (μ = λ·n/d fakes per bucket; with the GRR of
-  ``local_epsilon`` on top), and its true central ε is at least L (an explicit attack);
+  of the oracle) or ``planner.fakes_bound`` (μ = μ_s + λ·n/d fakes per bucket: the shuffler's and
+  the devices', ``fake_sources``; with the GRR of ``local_epsilon`` on top), and its true central
+  ε is at least L (an explicit attack); that claim assumes honest devices, and ``claims`` (a list)
+  states it beside the claim against adversarial devices (``fake_sources.claims``: every other
+  device of the batch the attacker's), each with its ``assumes``;
 - a device reports once per window (``reports_per_window = 1``), so it is in exactly one batch of
   the window: the window's claim is the worst over its batches, "central ε between max L and
   max U" (the smallest batch is the worst: every bound falls in n);
@@ -33,6 +36,7 @@ from functools import lru_cache
 from typing import Any
 
 from ldptel.privacy.accounting import MAX_RELEASES
+from ldptel.privacy.fake_sources import FakeSplit
 from ldptel.privacy.modes import Shuffled, ShuffledFakes, ShuffledMode
 from ldptel.privacy.subject import Claimed
 
@@ -55,7 +59,12 @@ def _bound(mode: ShuffledMode, oracle: str, d: int, n: int) -> Any:
 
     if isinstance(mode, Shuffled):
         return shuffled_bound(oracle, mode.local_epsilon, d, n, mode.central_delta)
-    return fakes_bound(mode.fake_rate * n / d, d, n, mode.central_delta, mode.local_epsilon)
+    return fakes_bound(fake_split(mode).honest_mu(n, d), d, n, mode.central_delta, mode.local_epsilon)
+
+
+def fake_split(mode: ShuffledFakes) -> FakeSplit:
+    """The mode's ``FakeSplit``: the devices' λ and the shuffler's μ per bucket."""
+    return FakeSplit(mode.fake_source, mode.fake_rate, mode.shuffler_fakes)
 
 
 def batch_bound(campaign: Claimed, n: int) -> Any:
@@ -77,8 +86,9 @@ def releases_composed(campaign: Claimed) -> int | None:
 
 def _key(mode: ShuffledMode, oracle: str, d: int, n: int, releases: int) -> str:
     fake_rate = mode.fake_rate if isinstance(mode, ShuffledFakes) else None
+    shuffler = [mode.shuffler_fakes] if isinstance(mode, ShuffledFakes) and mode.shuffler_fakes else []
     return json.dumps(["cumulative", 1, mode.name, oracle, mode.local_epsilon, d, n, mode.central_delta,
-                       fake_rate, releases])
+                       fake_rate, releases, *shuffler])
 
 
 @lru_cache(maxsize=512)
@@ -97,7 +107,7 @@ def _cumulative(mode: ShuffledMode, oracle: str, d: int, n: int, releases: int) 
     from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
     curve = (shuffled_curve(oracle, mode.local_epsilon, d, n) if isinstance(mode, Shuffled)
-             else fakes_curve(mode.fake_rate * n / d, mode.local_epsilon, d))
+             else fakes_curve(fake_split(mode).honest_mu(n, d), mode.local_epsilon, d))
     value = cumulative_epsilon([(curve, releases)], mode.central_delta)
     plan_cache.store(key, {"epsilon": value if math.isfinite(value) else None})
     return value if math.isfinite(value) else None
@@ -170,10 +180,27 @@ def window_claim(campaign: Claimed, batches: list[int], compose: bool = True) ->
                              "batch per window); the window's claim is its worst batch; "
                              + (f"cumulative over {releases} windows (the retention period) by a PLD "
                                 "accountant" if releases else "windows are kept forever: no cumulative "
-                                "figure (set retention)"))}
+                                "figure (set retention)")),
+           "claims": source_claims(campaign, worst, max(bounds, key=lambda b: b.epsilon))}
+    if isinstance(mode, ShuffledFakes):
+        out["fake_source"] = mode.fake_source
+        out["shuffler_fakes_per_bucket"] = mode.shuffler_fakes
     if not compose:
         out["cumulative_status"] = status
     return out
+
+
+def source_claims(campaign: Claimed, n: int, honest: Any) -> list[dict[str, Any]]:
+    """The release's two claims (``fake_sources.claims``): against adversarial devices (every
+    other device of the batch the attacker's) and with honest devices (``honest``: the bound of
+    the window's worst batch, of ``n`` devices), each with what it ``assumes``."""
+    from ldptel.privacy.fake_sources import claims
+
+    mode = shuffled_mode(campaign)
+    d = int(campaign.domain_size or 0)
+    if isinstance(mode, Shuffled):
+        return claims(None, d, n, mode.central_delta, mode.local_epsilon, honest)
+    return claims(fake_split(mode), d, n, mode.central_delta, mode.local_epsilon, honest)
 
 
 def version_claims(campaign: Claimed) -> dict[str, Any]:
@@ -188,5 +215,5 @@ def planned_claim(campaign: Claimed) -> dict[str, Any]:
     return window_claim(campaign, [shuffled_mode(campaign).batch_min], compose=False)
 
 
-__all__ = ["MAX_RELEASES_COMPOSED", "batch_bound", "cumulative", "planned_claim", "releases_composed",
-           "shuffled_mode", "version_claims", "window_claim"]
+__all__ = ["MAX_RELEASES_COMPOSED", "batch_bound", "cumulative", "fake_split", "planned_claim",
+           "releases_composed", "shuffled_mode", "source_claims", "version_claims", "window_claim"]

@@ -50,14 +50,33 @@ def epsilon_note(c: Campaign) -> Markup:
     elif mode.local_epsilon is None:
         value = ("its value rounded at random to one of the grid points" if c.kind == "numeric"
                  else "its true value")
-        local = Markup("Each device sends {v} plus on average {r} fake values (uniform over the "
-                       "domain); they are not randomized on the device, so its guarantee is central only: "
-                       "the shuffler must also keep every fake.").format(v=value, r=f"{mode.fake_rate:.3g}")
+        local = Markup("Each device sends {v}{f}; it is not randomized on the device, so its guarantee "
+                       "is central only: the shuffler must also keep every fake.").format(
+                           v=value, f=_device_fakes(mode))
     else:
-        local = Markup("Each device sends its value through GRR at ε = {e} (its local guarantee) plus on "
-                       "average {r} fake values.").format(e=charts.fmt_eps(mode.local_epsilon),
-                                                          r=f"{mode.fake_rate:.3g}")
+        local = Markup("Each device sends its value through GRR at ε = {e} (its local guarantee){f}.").format(
+            e=charts.fmt_eps(mode.local_epsilon), f=_device_fakes(mode))
+    if isinstance(mode, ShuffledFakes):
+        local += " " + _shuffler_fakes(mode)
     return local + " " + sealed + " " + target
+
+
+def _device_fakes(mode: ShuffledFakes) -> Markup:
+    if mode.fake_rate <= 0:
+        return Markup(" and no fake values")
+    return Markup(" plus on average {r} fake values (uniform over the domain)").format(
+        r=f"{mode.fake_rate:.3g}")
+
+
+def _shuffler_fakes(mode: ShuffledFakes) -> Markup:
+    """What ``fake_source`` adds (``ldptel.privacy.fake_sources``), in words."""
+    if mode.shuffler_fakes <= 0:
+        return Markup("Fakes come from the devices only (fake_source = devices): a batch whose other "
+                      "devices are one attacker's protects a device with its own fakes only.")
+    return Markup("The shuffler adds on average {m} fake values per bucket to every batch, sealed as a "
+                  "device's (fake_source = {s}), so a device keeps a central guarantee even when every "
+                  "other device of its batch is an attacker's.").format(
+                      m=f"{mode.shuffler_fakes:.3g}", s=mode.fake_source)
 
 
 def index_label(c: Campaign) -> str:
@@ -87,12 +106,27 @@ def central_note(privacy: Mapping[str, Any]) -> Markup:
                       k=len(batches), es="" if len(batches) == 1 else "es", sizes=sizes,
                       d=_delta(float(privacy["central_delta"])))
     text += claim.format(lo=lo, hi=hi, bound=privacy.get("central_bound", "")) + Markup(".")
+    text += _adversarial_note(privacy)
     if privacy.get("cumulative_epsilon") is not None:
         text += Markup(" A device that reports in every window over the retention period ({t}) "
                        "reveals at most ε = {c} at the same δ (composed by a privacy-loss-distribution "
                        "accountant).").format(t=plural(int(privacy["releases_composed"]), "window"),
                                               c=_eps(privacy["cumulative_epsilon"]))
     return text
+
+
+def _adversarial_note(privacy: Mapping[str, Any]) -> Markup:
+    """The claim against adversarial devices (``claims``, ``ldptel.privacy.fake_sources``), in words."""
+    adversarial = next((c for c in privacy.get("claims") or [] if c.get("against") == "adversarial_devices"),
+                       None)
+    if adversarial is None:
+        return Markup("")
+    if adversarial.get("central_epsilon") is None:
+        return Markup(" That assumes honest devices beside it; if every other device of its batch were one "
+                      "attacker's, nothing central is certified.")
+    return Markup(" That assumes honest devices beside it; if every other device of its batch were one "
+                  "attacker's, ε = {e} at the same δ still holds ({bound}).").format(
+                      e=_eps(adversarial["central_epsilon"]), bound=adversarial.get("central_bound", ""))
 
 
 def plural(n: int, word: str) -> str:
