@@ -10,14 +10,17 @@ the shuffler from a device's message or fake: same length, same ``info``, fresh 
 Cost: drawing is numpy (d Poisson counts, ``np.repeat``); sealing is one HPKE seal per fake (the
 ``cryptography`` package), ~d·μ_s per release: ``bench/shuffler_fakes.py`` measures it.
 
-``release_public_key`` is the one place the shuffler gets the key it seals to (the published
-record in Redis, ``ldptel.store.analyzer_keys``); a check that the key is the aggregator's
-(a signature) belongs there.
+``release_public_key`` is the one place the shuffler gets the key it seals to: the published
+record in Redis (``ldptel.store.analyzer_keys``), whose id must be its key's, and, with
+``[shuffler] analyzer_signing_key`` set, whose signature must verify under the aggregator's signing
+key (``ldptel.key_signing``) — so a host that can write Redis cannot make the shuffler seal its
+fakes to a key of its own (it could then open and subtract them).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from ldptel import keys, sealing
@@ -29,15 +32,17 @@ from ldptel.store import analyzer_keys
 from ldptel.store.redis_client import AnyRedis
 
 
-def release_public_key(r: AnyRedis, key_id: int) -> X25519PublicKey | None:
+def release_public_key(r: AnyRedis, key_id: int, signing: Ed25519PublicKey | None = None
+                       ) -> X25519PublicKey | None:
     """The published analyzer key ``key_id`` (the one a release's envelopes are sealed to), or
-    None when it is not published (or its record does not match its id)."""
+    None when it is not published (or its record does not match its id, or, given ``signing``,
+    its signature does not verify under it)."""
     record = r.hget(keys.ANALYZER_KEYS_KEY, str(key_id))
     if record is None:
         return None
     try:
         key = analyzer_keys.parse(key_id, record)
-        if sealing.key_id(key.public) != key_id:
+        if sealing.key_id(key.public) != key_id or (signing is not None and not key.verifies(signing)):
             return None
         return sealing.load_public(key.public)
     except (ValueError, KeyError, TypeError):

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import redis as redis_lib
 
-from ldptel import keys, sealing
+from ldptel import key_signing, keys, sealing
 from ldptel.campaigns.config import Campaign, Config
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.randomness import OS_RANDOM, OsRandom
@@ -388,12 +388,15 @@ class Shuffler:
         if not isinstance(mode, ShuffledFakes) or mode.shuffler_fakes <= 0:
             return []
         assert group.key_id is not None
-        public = fakes.release_public_key(self.keys_r, group.key_id)
+        signing = self.config.shuffler.analyzer_signing_key
+        public = fakes.release_public_key(self.keys_r, group.key_id,
+                                          key_signing.signing_public(signing) if signing else None)
         if public is None:
             if group.key_id not in self._unpublished:  # once per key and process
                 self._unpublished.add(group.key_id)
                 self.warn(f"shuffle: analyzer key {group.key_id:08x} of a release of {camp.name!r} is "
-                          "not published; the release waits (its fakes are sealed to it)")
+                          "not published (or not signed by [shuffler] analyzer_signing_key); the release "
+                          "waits (its fakes are sealed to it)")
             return None
         self._unpublished.discard(group.key_id)
         t0 = time.perf_counter()

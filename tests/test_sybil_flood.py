@@ -8,6 +8,7 @@ fakes of before, and the negative control) it does not."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 import os
@@ -18,9 +19,10 @@ import numpy as np
 import pytest
 import redis
 from agg_support import INGEST_TOKEN, HttpStack
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sealed_support import devices, publish_keys, sealed_config
 
-from ldptel import keys, sealing
+from ldptel import key_signing, keys, sealing
 from ldptel.aggregator.decoders.fakes import FakesAccumulator
 from ldptel.aggregator.worker import Worker
 from ldptel.campaigns.campaign import parse_campaign
@@ -226,7 +228,17 @@ def test_a_release_waits_for_its_key(redis_client: redis.Redis, redis_url: str, 
         assert redis_client.xlen(keys.stream_key("sybil-key", 0)) == 0
         assert any("is not published" in w for w in warned), warned
         redis_client.hset(keys.ANALYZER_KEYS_KEY, mapping=published)
-        Shuffler(cfg, redis_client, rng=np.random.default_rng(1)).run(once=True)
+        # [shuffler] analyzer_signing_key: a key signed by another signing key is not sealed to
+        other = key_signing.public_text(Ed25519PrivateKey.generate().public_key())
+        wrong = dataclasses.replace(cfg, shuffler=dataclasses.replace(cfg.shuffler,
+                                                                      analyzer_signing_key=other))
+        warned.clear()
+        Shuffler(wrong, redis_client, log=warned.append, rng=np.random.default_rng(1)).run(once=True)
+        assert redis_client.xlen(keys.ingress_key("sybil-key", 0)) == waiting
+        assert any("analyzer_signing_key" in w for w in warned), warned
+        pinned = dataclasses.replace(cfg, shuffler=dataclasses.replace(cfg.shuffler,
+                                                                       analyzer_signing_key=ring.pinned))
+        Shuffler(pinned, redis_client, rng=np.random.default_rng(1)).run(once=True)
         assert redis_client.xlen(keys.ingress_key("sybil-key", 0)) == 0
         parts = [SealedBatch.FromString(f[keys.ENTRY_BATCH])
                  for _, f in redis_client.xrange(keys.stream_key("sybil-key", 0))]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ldptel import key_signing
 from ldptel.campaigns.campaign import (
     CAMPAIGN_STATUSES,
     IN_PLACE_KEYS,
@@ -39,7 +40,7 @@ SERVER_KEYS = {
     "trusted_proxies", "max_unfinished_bodies_per_address",
 }
 SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds",
-                 "max_ingress_batches"}
+                 "max_ingress_batches", "analyzer_signing_key"}
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 MAX_OPEN_PROCESSES = 256  # [analyzer] open_processes
 ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir", "open_processes"}
@@ -145,6 +146,9 @@ class ShufflerConfig:
     # the collector refuses new batches (503, Retry-After) while a campaign shard's ingress stream
     # holds this many (a stopped shuffler): bounded, and no accepted report is ever trimmed
     max_ingress_batches: int = 100_000
+    # the aggregator's signing key (``ldptel analyzer-key show``): the shuffler seals its fakes only
+    # to a published key signed by it; unset: checked by key id only (``shuffler.fakes``)
+    analyzer_signing_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -232,7 +236,21 @@ def _shuffler(shf: Any) -> ShufflerConfig:
         max_held_reports=read_int(shf, "max_held_reports", "shuffler", 100_000, 1, 10_000_000),
         aof_rewrite_seconds=read_int(shf, "aof_rewrite_seconds", "shuffler", 600, 1, 86400),
         max_ingress_batches=read_int(shf, "max_ingress_batches", "shuffler", 100_000, 1, 10**8),
+        analyzer_signing_key=_signing_key_text(shf.get("analyzer_signing_key")),
     )
+
+
+def _signing_key_text(value: Any) -> str | None:
+    """``[shuffler] analyzer_signing_key``: None, or the base64 Ed25519 public key (checked)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise fail("shuffler.analyzer_signing_key", f"must be a string, got {value!r}")
+    try:
+        key_signing.signing_public(value)
+    except ValueError as exc:
+        raise fail("shuffler.analyzer_signing_key", str(exc)) from None
+    return value
 
 
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
