@@ -48,6 +48,16 @@ def poisson_counts(rng: np.random.Generator | OsRandom, lam: float, n: int) -> n
     return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1).astype(np.int64)
 
 
+def max_fakes(lam: float, reports: int = 1) -> int:
+    """The most fake messages an honest envelope of ``reports`` real reports carries at rate λ:
+    ⌈λr + 8√(λr) + 16⌉ (a Poisson(λr) count exceeds it with probability below 10⁻¹²). The one
+    definition: the collector refuses an envelope with more (400 ``invalid_batch``, field
+    ``messages``) and the SDKs never draw more (a draw above it is cut to it; the JS SDK's
+    ``maxFakes`` is checked equal against ``testvectors/``)."""
+    m = max(float(lam), 0.0) * reports
+    return int(math.ceil(m + 8 * math.sqrt(m) + 16))
+
+
 def fake_indices(rng: np.random.Generator | OsRandom, count: int, domain_size: int) -> np.ndarray:
     """``count`` indices uniform over [0, d)."""
     if count == 0:
@@ -55,4 +65,4 @@ def fake_indices(rng: np.random.Generator | OsRandom, count: int, domain_size: i
     return np.asarray(rng.integers(0, domain_size, size=count), dtype=np.int64)
 
 
-__all__ = ["fake_indices", "poisson_cdf", "poisson_counts"]
+__all__ = ["fake_indices", "max_fakes", "poisson_cdf", "poisson_counts"]

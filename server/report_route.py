@@ -34,10 +34,10 @@ from werkzeug.wsgi import get_content_length
 
 from ldptel import keys
 from ldptel.campaigns.config import Config
-from ldptel.proto import SEALED_SCHEMA_VERSION, schema_version_of
+from ldptel.proto import ENVELOPES_SCHEMA_VERSION, SEALED_SCHEMA_VERSION, schema_version_of
 from ldptel.server.bodies import drain_environ
 from ldptel.server.errors import API_CSP
-from ldptel.server.sealed_ingest import sealed_keys, validate_sealed
+from ldptel.server.sealed_ingest import sealed_keys, validate_envelopes, validate_sealed
 from ldptel.server.throttle import AuthThrottle
 from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 from ldptel.store import scripts
@@ -83,11 +83,30 @@ def campaigns_digest(config: Config) -> str:
     return value
 
 
-def validate(st: Any, body: bytes) -> ValidBatch:
-    """The batch of ``body``, parsed once as what its ``schema_version`` says it is
-    (``proto.schema_version_of``): a ``ReportBatch`` (``_validate_plain``) or, schema_version 2, a
-    ``SealedBatch`` (``sealed_ingest``); ``Rejection`` otherwise."""
-    if schema_version_of(body) != SEALED_SCHEMA_VERSION:
+def validate(st: Any, body: bytes) -> list[ValidBatch]:
+    """The batches of ``body``, parsed once as what its ``schema_version`` says it is
+    (``proto.schema_version_of``): a ``ReportBatch`` (``_validate_plain``), schema_version 2 a
+    ``SealedBatch``, schema_version 3 a ``SealedEnvelopes`` (each envelope one device:
+    ``sealed_ingest``); ``Rejection`` otherwise."""
+    version = schema_version_of(body)
+    if version == ENVELOPES_SCHEMA_VERSION:
+        return _validate_envelopes(st, body)
+    return [_validate_one(st, body, version)]
+
+
+def _validate_envelopes(st: Any, body: bytes) -> list[ValidBatch]:
+    limit = st.config.server.max_reports_per_batch
+    try:
+        return list(validate_envelopes(body, st.config, st.mechanisms, sealed_keys(st), limit))
+    except Rejection as rej:
+        if rej.error not in ("unknown_key", "unknown_campaign", "unknown_version"):
+            raise
+        st.refresh()
+        return list(validate_envelopes(body, st.config, st.mechanisms, sealed_keys(st, force=True), limit))
+
+
+def _validate_one(st: Any, body: bytes, version: int) -> ValidBatch:
+    if version != SEALED_SCHEMA_VERSION:
         try:
             return _validate_plain(st, body)
         except Rejection as rej:
@@ -195,7 +214,15 @@ class ReportRoute:
         body = st.body_guard.read(environ, srv.max_body_bytes, address)
         environ["ldptel.body_read"] = True
         valid = validate(st, body)
-        return self._store(valid)
+        if len(valid) == 1 and schema_version_of(body) != ENVELOPES_SCHEMA_VERSION:
+            return self._store(valid[0])
+        accepted = duplicates = 0  # a SealedEnvelopes body: each envelope stored on its own
+        for one in valid:
+            _, doc = self._store(one)
+            accepted += doc["accepted"]
+            duplicates += bool(doc["duplicate"])
+        return 202, {"accepted": accepted, "duplicate": duplicates == len(valid), "envelopes": len(valid),
+                     "duplicates": duplicates}
 
     def _store(self, valid: ValidBatch) -> tuple[int, dict[str, Any]]:
         st = self.st

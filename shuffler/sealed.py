@@ -6,8 +6,10 @@ the envelopes of one (campaign version, window, cell, analyzer key) — a cell i
 dimension values (issue 28), so each cell is released on its own and ``batch_min`` holds per cell; a
 key's messages only ever mix with messages sealed to the same key, so that the key id partitions
 nothing inside a release — and releases them only as a **whole batch of at least ``batch_min`` real
-reports** (devices: the sum of the envelopes' ``reports``), each batch once (``scripts.SHUFFLE``
-deletes the ingress entries it moves, atomically):
+reports** — devices, i.e. **envelopes**: the collector takes one device's report per envelope
+(``server.sealed_ingest``) and the shuffler counts envelopes, never the envelope's ``reports``
+field, which a hostile device writes (issue 36) — each batch once (``scripts.SHUFFLE`` deletes the
+ingress entries it moves, atomically):
 
 - ``due``: a group is released when it holds ≥ ``batch_min`` reports and its window is closed
   (``durations.window_close``: the collector takes nothing more for it), or it holds
@@ -22,8 +24,9 @@ deletes the ingress entries it moves, atomically):
 - ``repack``: every message of every envelope, permuted by ONE uniform permutation (OS
   randomness), split into parts of about ``[shuffler] batch_reports`` messages, each a
   ``SealedBatch`` without batch id carrying the release id (16 random bytes), the number of parts,
-  the part's index and the release's real reports, so the aggregator can commit the whole release
-  at once (``scripts.SHUFFLE`` gives the parts consecutive entry ids).
+  the part's index and the release's envelope count (``release_reports``: its devices, which the
+  aggregator re-checks against ``batch_min``), so the aggregator can commit the whole release at
+  once (``scripts.SHUFFLE`` gives the parts consecutive entry ids).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def repack(envelopes: list[SealedBatch], campaign: str, version: int, window: in
     reports on the first part, 0 on the others, so the analysis counters add up to it — and the
     number of real reports. ``cell``: the envelopes' dimension values (issue 28), on every part."""
     messages = [m for env in envelopes for m in env.messages]
-    reports = sum(env.reports for env in envelopes)
+    reports = len(envelopes)  # one device per envelope (issue 36): never the claimed ``reports``
     order = permutation(rng, len(messages))
     release = os.urandom(16)
     sizes = split_sizes(len(messages), batch_reports)

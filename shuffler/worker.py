@@ -251,7 +251,8 @@ class Shuffler:
         camp = self.version(held.campaign, version)
         if camp is not None and is_shuffled(camp):
             env = SealedBatch.FromString(batch.SerializeToString())
-            held.add(eid, window, version, env, env.reports, key_id=env.key_id)
+            # one envelope is one device (issue 36): counted as 1, never as its claimed ``reports``
+            held.add(eid, window, version, env, 1, key_id=env.key_id)
             return
         held.add(eid, window, version, batch, count)
 
@@ -330,7 +331,7 @@ class Shuffler:
         step = release.CALL_IDS
         for s in range(0, len(group.ids), step):
             ids = group.ids[s:s + step]
-            reports = sum(int(env.reports) for env in group.batches[s:s + step])
+            reports = len(ids)  # envelopes: one device each
             res: Any = self._scripts.call(
                 "DISCARD", keys=[keys.ingress_key(held.campaign, held.shard),
                                  keys.shuffle_metrics_key(held.campaign, held.shard),
