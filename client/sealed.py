@@ -45,7 +45,6 @@ from ldptel.proto import (
     SEALED_SCHEMA_VERSION,
     ReportBatch,
     SealedBatch,
-    SealedEnvelopes,
 )
 
 SHUFFLED_MODES = ("shuffled", "shuffled-fakes")
@@ -180,12 +179,25 @@ def bodies(envelopes: list[Sealed], max_bytes: int, max_envelopes: int) -> list[
     return out
 
 
+_SCHEMA_FIELD = bytes([4 << 3, ENVELOPES_SCHEMA_VERSION])  # SealedEnvelopes.schema_version (varint)
+_ENVELOPE_TAG = bytes([(21 << 3 | 2) & 0x7F | 0x80, (21 << 3 | 2) >> 7])  # SealedEnvelopes.envelopes
+
+
 def _body(group: list[bytes]) -> tuple[bytes, int]:
+    """One envelope as itself; several as a ``SealedEnvelopes`` written field by field (the bytes
+    ``SealedEnvelopes.SerializeToString`` gives, without parsing the envelopes again)."""
     if len(group) == 1:
         return group[0], 1
-    many = SealedEnvelopes(schema_version=ENVELOPES_SCHEMA_VERSION,
-                           envelopes=[SealedBatch.FromString(b) for b in group])
-    return many.SerializeToString(), len(group)
+    return _SCHEMA_FIELD + b"".join(_ENVELOPE_TAG + _varint(len(b)) + b for b in group), len(group)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _varint_len(n: int) -> int:

@@ -216,17 +216,22 @@ class ReportRoute:
         valid = validate(st, body)
         if len(valid) == 1 and schema_version_of(body) != ENVELOPES_SCHEMA_VERSION:
             return self._store(valid[0])
-        accepted = duplicates = 0  # a SealedEnvelopes body: each envelope stored on its own
-        for one in valid:
-            _, doc = self._store(one)
+        # a SealedEnvelopes body: each envelope stored on its own (its batch id, shard, group), the
+        # INGEST calls in one round trip; an ingress_full answer refuses the body (what was stored
+        # of it is deduplicated when the device sends it again)
+        calls = [self._ingest_call(one) for one in valid]
+        entries = scripts.of(self.st.collector_redis).call_many("INGEST", [c[:2] for c in calls])
+        accepted = duplicates = 0
+        for one, (_, _, window), entry in zip(valid, calls, entries, strict=True):
+            _, doc = self._answer(one, window, entry)
             accepted += doc["accepted"]
             duplicates += bool(doc["duplicate"])
         return 202, {"accepted": accepted, "duplicate": duplicates == len(valid), "envelopes": len(valid),
                      "duplicates": duplicates}
 
-    def _store(self, valid: ValidBatch) -> tuple[int, dict[str, Any]]:
-        st = self.st
-        camp, cfg = valid.campaign, st.config
+    def _ingest_call(self, valid: ValidBatch) -> tuple[list[Any], list[Any], int]:
+        """The ``scripts.INGEST`` keys and args of ``valid``, and its window."""
+        camp, cfg = valid.campaign, self.st.config
         shard = keys.shard_of(valid.batch_id, camp.shards)
         now = time.time()
         window = keys.window_start(now, camp.window_seconds) if valid.window is None else valid.window
@@ -235,13 +240,21 @@ class ReportRoute:
         top = keys.ingress_top_key if shuffled else keys.stream_top_key
         script_keys = [keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
                        keys.metrics_key(camp.name, shard), top(camp.name, shard)]
-        args = [keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count]
-        group = keys.ingress_group(camp.version, window, valid.cell)
+        args: list[Any] = [keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count]
         if shuffled:  # the bound is per (version, window, cell) group (issue 34)
-            bound = cfg.shuffler.max_ingress_batches
             script_keys.append(keys.ingress_groups_key(camp.name, shard))
-            args += [bound, group]
-        entry = scripts.of(st.collector_redis).call("INGEST", keys=script_keys, args=args)
+            args += [cfg.shuffler.max_ingress_batches, keys.ingress_group(camp.version, window, valid.cell)]
+        return script_keys, args, window
+
+    def _store(self, valid: ValidBatch) -> tuple[int, dict[str, Any]]:
+        script_keys, args, window = self._ingest_call(valid)
+        entry = scripts.of(self.st.collector_redis).call("INGEST", keys=script_keys, args=args)
+        return self._answer(valid, window, entry)
+
+    def _answer(self, valid: ValidBatch, window: int, entry: Any) -> tuple[int, dict[str, Any]]:
+        """The answer to one stored batch (``Refused`` 503 when its ingress group is full)."""
+        st, camp = self.st, valid.campaign
+        bound = st.config.shuffler.max_ingress_batches
         if entry == b"full":  # a stopped shuffler, or a group below batch_min: refused, never trimmed
             st.metrics.reject(camp.name, "ingress_full")
             raise Refused(503, "ingress_full", {

@@ -17,6 +17,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from redis.cluster import RedisCluster
+
 from ldptel.store import release_scripts
 
 # The next entry id of a stream for entries of window ``window_s`` (epoch s), shared by INGEST and
@@ -420,12 +422,25 @@ class Scripts:
     evaluates Lua; one per client (``of``), so a script is hashed once per client."""
 
     def __init__(self, client: Any) -> None:
+        self._client = client
         self._by_name = {name: client.register_script(src) for name, src in SOURCES.items()}
 
     def call(self, name: str, keys: Sequence[Any], args: Sequence[Any] = ()) -> Any:
         """Run script ``name`` with ``keys`` (KEYS) and ``args`` (ARGV); ``KeyError`` for an
         unknown name."""
         return self._by_name[name](keys=list(keys), args=list(args))
+
+    def call_many(self, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
+        """Run script ``name`` once per (keys, args) of ``calls``, in order, and return each
+        result: one round trip (a non-transactional pipeline: each call is atomic on its own, as
+        with ``call``) on a single Redis, one call after another on a cluster."""
+        script = self._by_name[name]
+        if len(calls) < 2 or isinstance(self._client, RedisCluster):
+            return [script(keys=list(k), args=list(a)) for k, a in calls]
+        pipe = self._client.pipeline(transaction=False)
+        for k, a in calls:
+            script(keys=list(k), args=list(a), client=pipe)
+        return list(pipe.execute())
 
 
 _registries: weakref.WeakKeyDictionary[Any, Scripts] = weakref.WeakKeyDictionary()
