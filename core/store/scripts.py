@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
 
 from ldptel.store import release_scripts
 
@@ -437,10 +438,19 @@ class Scripts:
         script = self._by_name[name]
         if len(calls) < 2 or isinstance(self._client, RedisCluster):
             return [script(keys=list(k), args=list(a)) for k, a in calls]
+        # plain EVALSHA in the pipeline (redis-py's pipelined scripts send SCRIPT EXISTS, which the
+        # services' ACL users may not run, ``store.acl``); a call the server does not know the
+        # script for ran nothing and is made again alone (``call`` loads the script)
         pipe = self._client.pipeline(transaction=False)
         for k, a in calls:
-            script(keys=list(k), args=list(a), client=pipe)
-        return list(pipe.execute())
+            pipe.evalsha(script.sha, len(k), *k, *a)
+        out = list(pipe.execute(raise_on_error=False))
+        for i, res in enumerate(out):
+            if isinstance(res, NoScriptError):
+                out[i] = script(keys=list(calls[i][0]), args=list(calls[i][1]))
+            elif isinstance(res, Exception):
+                raise res
+        return out
 
 
 _registries: weakref.WeakKeyDictionary[Any, Scripts] = weakref.WeakKeyDictionary()
