@@ -138,3 +138,24 @@ def test_replay_padding_is_never_published(redis_client: redis.Redis, redis_url:
                    for w in warnings), warnings
     finally:
         stack.close()
+
+
+def test_pipelined_ingest_loads_its_script(redis_client: redis.Redis) -> None:
+    """``call_many`` (a SealedEnvelopes body's INGEST calls in one round trip) gives what one call
+    per envelope gives, also when the server has no copy of the script (it runs nothing, then the
+    calls are made again alone, which load it)."""
+    from ldptel.store import scripts
+
+    redis_client.script_flush()
+    run = scripts.of(redis_client)
+
+    def call(i: int) -> tuple[list, list]:
+        return ([f"seen:{i}", "{c:0}:ingress", "{c:0}:metrics", "{c:0}:top"],
+                [2_000_000_000, f"batch {i}", 0, 1])
+
+    first = run.call_many("INGEST", [call(i) for i in range(3)])
+    assert all(isinstance(e, bytes) and b"-" in e for e in first) and len(set(first)) == 3
+    again = run.call_many("INGEST", [call(i) for i in (1, 2, 3)])  # the script is loaded now
+    assert again[:2] == [None, None] and isinstance(again[2], bytes)  # duplicates, then a new one
+    assert redis_client.xlen("{c:0}:ingress") == 4
+    assert redis_client.hget("{c:0}:metrics", "duplicate_batches") == b"2"
