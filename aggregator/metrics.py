@@ -18,6 +18,9 @@ REJECTED = Counter("ldptel_aggregator_rejected_entries",
 REPLAYED = Counter("ldptel_aggregator_replayed_messages",
                    "Sealed messages dropped because they had been opened before (re-posted under new "
                    "batch ids: replays); each message is counted once.", ["campaign"])
+REFUSED_RELEASES = Counter("ldptel_aggregator_refused_releases",
+                           "Sealed releases never published: fewer than batch_min envelopes (the "
+                           "shuffler's count) or messages opened once (issue 36).", ["campaign"])
 DECODE_SECONDS = Histogram("ldptel_aggregator_decode_seconds",
                            "Time to decode one read of a stream into accumulator deltas.",
                            ["campaign"], buckets=LATENCY_BUCKETS)

@@ -20,7 +20,13 @@ to this consumer, never acknowledged) until it holds them all, then:
 2. turns all plaintexts into the mechanism's columns with one ``np.frombuffer``
    (``mechanisms.rows.from_rows``) and drops rows the mechanism refuses (``valid_rows``: a device
    can put anything inside its ciphertext; the collector could not check it);
-3. decodes them into a fresh accumulator (shuffled: the oracle's; shuffled-fakes: the fake-message
+3. re-checks the release's size (issue 36, ``below_batch_min``): fewer than ``batch_min``
+   envelopes (``release_reports``: the shuffler counts envelopes, one device each, less the replays
+   dropped) or fewer than ``batch_min`` messages opened once, and the release is never published:
+   its entries are acknowledged as rejected, counted (``ldptel_aggregator_refused_releases``) and
+   logged. It never learns which messages shared an envelope (that would link a device's real
+   message with its own fakes);
+4. decodes them into a fresh accumulator (shuffled: the oracle's; shuffled-fakes: the fake-message
    histogram, ``decoders.fakes``; with dimensions: the inner accumulator of the release's cell,
    whose values every part carries in the clear) counting the release's real reports as its devices,
    and commits the whole release at once (``store.commit``: one ``COMMIT`` that acknowledges every
@@ -100,6 +106,7 @@ class SealedReleases:
         self.forget_at = forget_at  # key id → epoch s of its deletion (``Keyring.forget_at``)
         self.private_key, self.warn, self.reject, self.commit_release = private_key, warn, reject, commit
         self.partial: dict[tuple[str, bytes], Partial] = {}
+        self.refused = 0  # releases refused below batch_min (``below_batch_min``)
         self._warned: set[int] = set()
 
     def take(self, slot: Slot, version: int, items: list[Parsed]) -> int:
@@ -198,12 +205,16 @@ class SealedReleases:
                                                  width, opened.release_tag(slot.stream, _first_id(ids),
                                                                            bytes(first.release)))
         cols, m = from_rows(acc.mech, plain)
+        # the release's devices: its envelopes (the shuffler's count) less the replays dropped:
+        # exact when every message is one report (shuffled), a lower bound with fakes (a dropped
+        # envelope took its fakes along)
+        reports = max(int(first.release_reports) - replayed, 0)
+        short = below_batch_min(camp, reports, m)
+        if short is not None:  # never published; its messages stay recorded as opened (burnt)
+            return self.refuse(slot, camp, version, window, ids, first, failed + m, replayed, short, t0)
         ok = valid_rows(acc.mech, cols, m)
         good = int(ok.sum())
         cols = select(cols, ok) if good < m else cols
-        # the release's real reports less the replays dropped: exact when every message is one
-        # report (shuffled), a lower bound with fakes (a dropped envelope took its fakes along)
-        reports = max(int(first.release_reports) - replayed, 0)
         if isinstance(acc, FakesAccumulator):
             acc.add_release(cols, good, reports)
         else:
@@ -223,6 +234,23 @@ class SealedReleases:
             agg_metrics.REPLAYED.labels(camp.name).inc(replayed)
             self.warn(f"aggregate: a release of {camp.name!r} (window {window}) held {replayed} "
                       "messages opened before (replayed under new batch ids): dropped, counted once")
+        return done
+
+    def refuse(self, slot: Slot, camp: Campaign, version: int, window: int, ids: list[bytes],
+               first: SealedBatch, rejected: int, replayed: int, why: str, t0: float) -> int:
+        """Commit a release below ``batch_min`` as nothing (an empty accumulator: no batch of the
+        window's claim, every message rejected, its replays counted), counted and logged."""
+        extra: list[Any] = [f"{keys.REPLAYED_PREFIX}{window}:{bytes(first.release).hex()}", replayed] \
+            if replayed else []
+        done = self.commit_release(slot, camp, window, ids, slot.fresh(version), rejected, extra,
+                                   time.perf_counter() - t0)
+        if done:
+            self.refused += 1
+            agg_metrics.REFUSED_RELEASES.labels(camp.name).inc()
+            if replayed:
+                agg_metrics.REPLAYED.labels(camp.name).inc(replayed)
+            self.warn(f"aggregate: a release of {camp.name!r} (window {window}) refused, never published: "
+                      f"{why}")
         return done
 
     def open_once(self, messages: list[bytes], key_ids: list[int], private: dict[int, X25519PrivateKey],
@@ -259,6 +287,19 @@ def message_keys(parts: list[SealedBatch]) -> list[int]:
     return out
 
 
+def below_batch_min(camp: Campaign, envelopes: int, opened_messages: int) -> str | None:
+    """Why a release must not be published, or None: it holds fewer than the campaign's
+    ``batch_min`` envelopes (the shuffler's count, less the replays dropped) or fewer messages that
+    opened once. The aggregator never learns which messages shared an envelope, only how many
+    envelopes the release had (issue 36)."""
+    batch_min = int(getattr(camp.mode, "batch_min", 0) or 0)
+    if envelopes < batch_min:
+        return f"{envelopes} envelopes (devices) < batch_min {batch_min}"
+    if opened_messages < batch_min:
+        return f"{opened_messages} messages opened once < batch_min {batch_min}"
+    return None
+
+
 def _first_id(ids: list[bytes]) -> bytes:
     """The smallest of stream entry ids ``<ms>-<seq>`` (a release's part 0: its ids are consecutive)."""
     def order(e: bytes | str) -> tuple[int, int]:
@@ -275,4 +316,4 @@ def _part(batch: ReportBatch) -> SealedBatch | None:
         return None
 
 
-__all__ = ["CommitRelease", "SealedReleases"]
+__all__ = ["CommitRelease", "SealedReleases", "below_batch_min"]

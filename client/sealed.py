@@ -7,18 +7,22 @@
   whose ``window`` is the window of the report time on the collector's clock
   (``ClockOffset``: ``/v1/campaigns``' ``server_time``). The queue file therefore holds what the
   device would send, before encryption.
-- ``seal_rows`` (at flush time) turns a chunk's envelopes into what is posted: per window one
-  ``SealedBatch`` (batch id derived from the chunk's, so a retry is deduplicated), fakes drawn with
-  OS randomness for ``shuffled-fakes`` (Poisson(λ) per report, uniform over the domain), the
-  envelope's messages shuffled, each row sealed on its own to the campaign's ``analyzer_key``
+- ``seal_rows`` (at flush time) turns a chunk's envelopes into what is posted: ONE ``SealedBatch``
+  per report, i.e. per device (``reports`` = 1; ``report_many``'s simulated devices each get their
+  own; batch id ``envelope_batch_id``: derived from the chunk's, the window and the report's index,
+  so a retry is deduplicated), fakes drawn with OS randomness for ``shuffled-fakes`` (Poisson(λ)
+  per report, cut to ``mechanisms.fakes.max_fakes``, uniform over the domain), the envelope's
+  messages shuffled, each row sealed on its own to the campaign's ``analyzer_key``
   (``ldptel.sealing``) with the campaign, version, window and key id bound — only once that key
   is the aggregator's (``pinned_key``: its ``signature`` verifies under the app's
   ``analyzer_signing_key``, ``ldptel.key_signing``, and ``accepted_until`` has not passed on the
   device's clock); otherwise the chunk waits in the queue (``KeyNotTrusted``). Envelopes whose window
   the collector no longer takes (neither the current nor the previous one) are dropped, counted.
+- ``bodies`` packs several envelopes into one POST (``SealedEnvelopes``, schema_version 3) within
+  ``max_body_bytes``: the collector checks and stores each on its own, each one claimed device.
 
-A device reports at most once per campaign window (``reports_per_window = 1``, the ledger), so a
-release of n envelopes' reports holds n devices.
+A device reports at most once per campaign window (``reports_per_window = 1``, the ledger), and the
+collector takes one device's report per envelope, so a release of n envelopes holds n devices.
 """
 
 from __future__ import annotations
@@ -37,10 +41,15 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 from ldptel import key_signing, keys, sealing
 from ldptel.client.errors import KeyNotTrusted, TelemetryError
 from ldptel.mechanisms.base import Mechanism
-from ldptel.mechanisms.fakes import fake_indices, poisson_counts
-from ldptel.mechanisms.randomness import OsRandom, permutation, resolve
-from ldptel.mechanisms.rows import from_rows, row_bytes, to_rows
-from ldptel.proto import SEALED_SCHEMA_VERSION, ReportBatch, SealedBatch
+from ldptel.mechanisms.fakes import fake_indices, max_fakes, poisson_counts
+from ldptel.mechanisms.randomness import OsRandom, resolve
+from ldptel.mechanisms.rows import from_rows, row_bytes, row_dtype, to_rows
+from ldptel.proto import (
+    ENVELOPES_SCHEMA_VERSION,
+    SEALED_SCHEMA_VERSION,
+    ReportBatch,
+    SealedBatch,
+)
 
 SHUFFLED_MODES = ("shuffled", "shuffled-fakes")
 
@@ -147,49 +156,118 @@ def pinned_key(cfg: dict[str, Any], campaign: str, signing_key: Ed25519PublicKey
     return public, key_id
 
 
+
+def envelope_batch_id(batch_id: bytes, window: int, index: int) -> bytes:
+    """The batch id of the chunk's ``index``-th report's envelope: SHA-256(chunk batch id ‖ window
+    (u64) ‖ index (u32))[:16], the same at every attempt (a retry is deduplicated)."""
+    return hashlib.sha256(batch_id + window.to_bytes(8, "big") + index.to_bytes(4, "big")).digest()[:16]
+
+
 def seal_rows(cfg: dict[str, Any], mech: Mechanism, campaign: str, version: int, batch_id: bytes,
               rows: list[bytes], now: float, rng: np.random.Generator | None = None,
               signing_key: Ed25519PublicKey | None = None) -> tuple[list[Sealed], int]:
-    """A chunk's unsealed envelopes → (the envelopes to post, reports dropped as stale); sealed
-    only to a key that ``pinned_key`` trusts under ``signing_key``."""
+    """A chunk's unsealed envelopes → (the envelopes to post, reports dropped as stale): ONE
+    envelope per report — one device's (issue 36: the collector takes ``reports`` = 1 and the
+    shuffler counts envelopes) — in the chunk's report order, with its own fakes; sealed only to a
+    key that ``pinned_key`` trusts under ``signing_key``."""
     public, key_id = pinned_key(cfg, campaign, signing_key)
     windows = accepted_windows(cfg, now)
-    by_window: dict[int, list[SealedBatch]] = {}  # a chunk's rows share their dimension values
-    stale = 0
+    width = row_dtype(mech).itemsize
+    source: np.random.Generator | OsRandom = resolve(rng)
+    kept: list[bytes] = []  # the rows of the reports kept, with their window, index and dimensions
+    meta: list[tuple[int, int, Any]] = []
+    stale = index = 0
     for raw in rows:
         env = SealedBatch.FromString(raw)
-        if env.window in windows:
-            by_window.setdefault(env.window, []).append(env)
-        else:
+        plain = b"".join(env.messages)
+        if len(plain) != env.reports * width:
+            raise ValueError(f"{len(plain) // max(width, 1)} rows for {env.reports} reports")
+        if env.window not in windows:
             stale += env.reports
-    source: np.random.Generator | OsRandom = resolve(rng)
+        else:
+            kept.append(plain)
+            meta += [(int(env.window), index + j, env.dimensions) for j in range(env.reports)]
+        index += env.reports
+    messages = _each_with_fakes(cfg, mech, b"".join(kept), len(meta), source)
     out = []
-    for window, envs in sorted(by_window.items()):
-        reports = sum(e.reports for e in envs)
-        plain = b"".join(m for e in envs for m in e.messages)
-        messages = _with_fakes(cfg, mech, plain, reports, source)
-        info = sealing.info(campaign, version, window, key_id)
+    for (window, i, dims), plain_msgs in zip(meta, messages, strict=True):
         body = SealedBatch(campaign=campaign, campaign_version=version, schema_version=SEALED_SCHEMA_VERSION,
-                           batch_id=hashlib.sha256(batch_id + window.to_bytes(8, "big")).digest()[:16],
-                           reports=reports, key_id=key_id, window=window,
-                           messages=sealing.seal(messages, public, info), dimensions=envs[0].dimensions)
-        out.append(Sealed(bytes(body.batch_id), body.SerializeToString(), reports))
+                           batch_id=envelope_batch_id(batch_id, window, i), reports=1, key_id=key_id,
+                           window=window, dimensions=dims,
+                           messages=sealing.seal(plain_msgs, public, sealing.info(campaign, version, window,
+                                                                                 key_id)))
+        out.append(Sealed(bytes(body.batch_id), body.SerializeToString(), 1))
     return out, stale
 
 
-def _with_fakes(cfg: dict[str, Any], mech: Mechanism, plain: bytes, reports: int,
-                rng: np.random.Generator | OsRandom) -> list[bytes]:
-    """The envelope's real rows plus its fakes (shuffled-fakes), in a uniformly random order."""
+def bodies(envelopes: list[Sealed], max_bytes: int, max_envelopes: int) -> list[tuple[bytes, int]]:
+    """The POST bodies carrying ``envelopes``: one alone as its ``SealedBatch``, several as
+    ``SealedEnvelopes`` (schema_version 3) of at most ``max_envelopes`` and ``max_bytes`` each —
+    each envelope still one claimed device at the collector. (body, envelopes) pairs; an
+    envelope too large alone is its own body (the caller refuses it)."""
+    out: list[tuple[bytes, int]] = []
+    group: list[bytes] = []
+    size = 2  # the schema_version field
+    for env in envelopes:
+        cost = len(env.body) + 2 + _varint_len(len(env.body))  # tag 21 takes two bytes
+        if group and (size + cost > max_bytes or len(group) >= max_envelopes):
+            out.append(_body(group))
+            group, size = [], 2
+        group.append(env.body)
+        size += cost
+    if group:
+        out.append(_body(group))
+    return out
+
+
+_SCHEMA_FIELD = bytes([4 << 3, ENVELOPES_SCHEMA_VERSION])  # SealedEnvelopes.schema_version (varint)
+_ENVELOPE_TAG = bytes([(21 << 3 | 2) & 0x7F | 0x80, (21 << 3 | 2) >> 7])  # SealedEnvelopes.envelopes
+
+
+def _body(group: list[bytes]) -> tuple[bytes, int]:
+    """One envelope as itself; several as a ``SealedEnvelopes`` written field by field (the bytes
+    ``SealedEnvelopes.SerializeToString`` gives, without parsing the envelopes again)."""
+    if len(group) == 1:
+        return group[0], 1
+    return _SCHEMA_FIELD + b"".join(_ENVELOPE_TAG + _varint(len(b)) + b for b in group), len(group)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _varint_len(n: int) -> int:
+    return max(1, (n.bit_length() + 6) // 7)
+
+
+def _each_with_fakes(cfg: dict[str, Any], mech: Mechanism, plain: bytes, reports: int,
+                     rng: np.random.Generator | OsRandom) -> list[list[bytes]]:
+    """Per report (one envelope each): its real row plus its own fakes (shuffled-fakes: Poisson(λ),
+    cut to ``mechanisms.fakes.max_fakes``, the collector's cap; uniform over the domain), in a
+    uniformly random order — drawn for the whole chunk at once (one sort by (envelope, random key))."""
     cols, n = from_rows(mech, plain)
     if n != reports:
         raise ValueError(f"{n} rows for {reports} reports")
+    if reports == 0:
+        return []
     rate = float(cfg.get("fake_rate") or 0.0) if cfg.get("privacy_mode") == "shuffled-fakes" else 0.0
-    fakes = int(poisson_counts(rng, rate, reports).sum()) if rate > 0 else 0
-    if fakes:
-        cols = {"values": np.concatenate([cols["values"], fake_indices(rng, fakes, mech.domain_size)])}
-    rows = to_rows(mech, cols, reports + fakes)
-    return row_bytes(rows[permutation(rng, reports + fakes)])
+    counts = np.zeros(reports, dtype=np.int64)
+    if rate > 0:
+        counts = np.minimum(poisson_counts(rng, rate, reports), max_fakes(rate))
+        fakes = fake_indices(rng, int(counts.sum()), mech.domain_size)
+        cols = {"values": np.concatenate([cols["values"], fakes])}
+    total = reports + int(counts.sum())
+    owner = np.concatenate([np.arange(reports), np.repeat(np.arange(reports), counts)])
+    order = np.lexsort((np.asarray(rng.random(total), dtype=np.float64), owner))
+    flat = row_bytes(to_rows(mech, cols, total)[order])
+    ends = np.cumsum(counts + 1).tolist()
+    return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
-__all__ = ["PIN_HINT", "ClockOffset", "Sealed", "accepted_windows", "analyzer_key", "is_sealed", "pinned_key",
-           "seal_rows", "unsealed"]
+__all__ = ["PIN_HINT", "ClockOffset", "Sealed", "accepted_windows", "analyzer_key", "bodies",
+           "envelope_batch_id", "is_sealed", "pinned_key", "seal_rows", "unsealed"]

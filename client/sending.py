@@ -42,7 +42,7 @@ from ldptel.client.errors import (
 from ldptel.client.health import DropCounter
 from ldptel.client.limits import LARGE_BODY, Limits, split_batch
 from ldptel.client.queue import Chunk, ReportQueue
-from ldptel.client.sealed import ClockOffset, seal_rows
+from ldptel.client.sealed import ClockOffset, bodies, seal_rows
 from ldptel.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch
 
@@ -193,7 +193,8 @@ class Sender:
         return Attempt(Action.SENT, duplicate=bool(answer.get("duplicate")))
 
     def attempt_sealed(self, chunk: Chunk, cfg: dict[str, Any], mech: Mechanism) -> Attempt:
-        """Seal the chunk's envelopes (``client.sealed.seal_rows``) and post each; configs without
+        """Seal the chunk's envelopes (``client.sealed.seal_rows``: one per device) and post them
+        (``client.sealed.bodies``: several per POST within the limits); configs without
         a usable analyzer key, or an answer that the key or the window is not the collector's
         (``unknown_key``, ``wrong_window``), fetch the configs again and retry (sealed anew, same
         batch ids: nothing is lost or doubled)."""
@@ -220,12 +221,13 @@ class Sender:
             log.warning("dropping %s", why)
             c._dropped.add("stale_window", stale, why)
         accepted = duplicate = 0
-        for env in envelopes:
-            if len(env.body) > c.limits.max_body_bytes:
-                why = f"sealed body of {len(env.body)} bytes over max_body_bytes {c.limits.max_body_bytes}"
+        limits = c.limits
+        for body, count in bodies(envelopes, limits.max_body_bytes, limits.max_reports_per_batch):
+            if len(body) > limits.max_body_bytes:
+                why = f"sealed body of {len(body)} bytes over max_body_bytes {limits.max_body_bytes}"
                 return Attempt(delivery.classify(delivery.TOO_LARGE, chunk.count), error=why, reason=why)
             try:
-                answer = json.loads(c._request("POST", "/v1/reports", env.body, CONTENT_TYPE) or b"{}")
+                answer = json.loads(c._request("POST", "/v1/reports", body, CONTENT_TYPE) or b"{}")
             except HttpStatus as exc:
                 code = delivery.error_code(exc.body)
                 if code in ("unknown_key", "wrong_window"):
@@ -237,10 +239,9 @@ class Sender:
                 return self.refused(exc, chunk)
             except (OSError, ValueError) as exc:
                 return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
-            if answer.get("duplicate"):
-                duplicate += env.reports
-            else:
-                accepted += env.reports
+            dups = int(answer.get("duplicates", count if answer.get("duplicate") else 0))
+            duplicate += dups
+            accepted += count - dups
         return Attempt(Action.SENT, duplicate=duplicate > 0 and accepted == 0, accepted=accepted or duplicate)
 
     def refused(self, exc: HttpStatus, chunk: Chunk) -> Attempt:

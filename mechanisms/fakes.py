@@ -48,12 +48,23 @@ def poisson_counts(rng: np.random.Generator | OsRandom, lam: float, n: int) -> n
     return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1).astype(np.int64)
 
 
+def max_fakes(lam: float, reports: int = 1) -> int:
+    """The most fake messages an honest envelope of ``reports`` real reports carries at rate λ:
+    ⌈λr + 8√(λr) + 16⌉ (a Poisson(λr) count exceeds it with probability below 10⁻¹²), and 0 at
+    λ = 0 (``fake_source = "shuffler"``: a device sends its value only). The one definition: the
+    collector refuses an envelope with more (400 ``invalid_batch``, field ``messages``) and the SDKs
+    never draw more (a draw above it is cut to it; the JS SDK's ``maxFakes`` is checked equal
+    against ``testvectors/``)."""
+    m = max(float(lam), 0.0) * reports
+    if m == 0:
+        return 0
+    return int(math.ceil(m + 8 * math.sqrt(m) + 16))
+
+
 def envelope_message_limit(fake_rate: float, reports: int) -> int:
-    """The most messages the collector takes in an envelope of ``reports`` devices that each add
-    Poisson(λ = ``fake_rate``) fakes: reports + ⌈Λ + 8√Λ + 16⌉, Λ = λ·reports (an honest envelope
-    exceeds it with probability below 10⁻¹², ``server.sealed_ingest``)."""
-    lam = fake_rate * reports
-    return reports + int(math.ceil(lam + 8 * math.sqrt(lam) + 16))
+    """The most messages the collector takes in an envelope of ``reports`` real reports:
+    ``reports`` + ``max_fakes(fake_rate, reports)``."""
+    return reports + max_fakes(fake_rate, reports)
 
 
 def fake_indices(rng: np.random.Generator | OsRandom, count: int, domain_size: int) -> np.ndarray:
@@ -63,4 +74,4 @@ def fake_indices(rng: np.random.Generator | OsRandom, count: int, domain_size: i
     return np.asarray(rng.integers(0, domain_size, size=count), dtype=np.int64)
 
 
-__all__ = ["envelope_message_limit", "fake_indices", "poisson_cdf", "poisson_counts"]
+__all__ = ["envelope_message_limit", "fake_indices", "max_fakes", "poisson_cdf", "poisson_counts"]

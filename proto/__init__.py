@@ -15,11 +15,13 @@ from ldptel.proto.ldptel.v1.reports_pb2 import (
     RapporPayload,
     ReportBatch,
     SealedBatch,
+    SealedEnvelopes,
     UnaryPayload,
 )
 
 SCHEMA_VERSION = 1
 SEALED_SCHEMA_VERSION = 2  # SealedBatch: campaigns in a shuffled privacy mode
+ENVELOPES_SCHEMA_VERSION = 3  # SealedEnvelopes: several SealedBatch envelopes in one body
 
 
 def schema_version_of(data: bytes) -> int:
@@ -67,6 +69,7 @@ def batch_version(batch: ReportBatch | SealedBatch) -> int:
 
 
 __all__ = [
+    "ENVELOPES_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "Dimension",
     "GrrPayload",
@@ -79,6 +82,7 @@ __all__ = [
     "ReportBatch",
     "SEALED_SCHEMA_VERSION",
     "SealedBatch",
+    "SealedEnvelopes",
     "UnaryPayload",
     "batch_version",
     "schema_version_of",

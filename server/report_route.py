@@ -34,10 +34,10 @@ from werkzeug.wsgi import get_content_length
 
 from ldptel import keys
 from ldptel.campaigns.config import Config
-from ldptel.proto import SEALED_SCHEMA_VERSION, schema_version_of
+from ldptel.proto import ENVELOPES_SCHEMA_VERSION, SEALED_SCHEMA_VERSION, schema_version_of
 from ldptel.server.bodies import drain_environ
 from ldptel.server.errors import API_CSP
-from ldptel.server.sealed_ingest import SealedValid, sealed_keys, validate_sealed
+from ldptel.server.sealed_ingest import SealedValid, sealed_keys, validate_envelopes, validate_sealed
 from ldptel.server.throttle import AuthThrottle
 from ldptel.server.validation import Rejection, ValidBatch, validate_batch
 from ldptel.store import scripts
@@ -83,11 +83,30 @@ def campaigns_digest(config: Config) -> str:
     return value
 
 
-def validate(st: Any, body: bytes) -> ValidBatch:
-    """The batch of ``body``, parsed once as what its ``schema_version`` says it is
-    (``proto.schema_version_of``): a ``ReportBatch`` (``_validate_plain``) or, schema_version 2, a
-    ``SealedBatch`` (``sealed_ingest``); ``Rejection`` otherwise."""
-    if schema_version_of(body) != SEALED_SCHEMA_VERSION:
+def validate(st: Any, body: bytes) -> list[ValidBatch]:
+    """The batches of ``body``, parsed once as what its ``schema_version`` says it is
+    (``proto.schema_version_of``): a ``ReportBatch`` (``_validate_plain``), schema_version 2 a
+    ``SealedBatch``, schema_version 3 a ``SealedEnvelopes`` (each envelope one device:
+    ``sealed_ingest``); ``Rejection`` otherwise."""
+    version = schema_version_of(body)
+    if version == ENVELOPES_SCHEMA_VERSION:
+        return _validate_envelopes(st, body)
+    return [_validate_one(st, body, version)]
+
+
+def _validate_envelopes(st: Any, body: bytes) -> list[ValidBatch]:
+    limit = st.config.server.max_reports_per_batch
+    try:
+        return list(validate_envelopes(body, st.config, st.mechanisms, sealed_keys(st), limit))
+    except Rejection as rej:
+        if rej.error not in ("unknown_key", "unknown_campaign", "unknown_version"):
+            raise
+        st.refresh()
+        return list(validate_envelopes(body, st.config, st.mechanisms, sealed_keys(st, force=True), limit))
+
+
+def _validate_one(st: Any, body: bytes, version: int) -> ValidBatch:
+    if version != SEALED_SCHEMA_VERSION:
         try:
             return _validate_plain(st, body)
         except Rejection as rej:
@@ -195,11 +214,24 @@ class ReportRoute:
         body = st.body_guard.read(environ, srv.max_body_bytes, address)
         environ["ldptel.body_read"] = True
         valid = validate(st, body)
-        return self._store(valid)
+        if len(valid) == 1 and schema_version_of(body) != ENVELOPES_SCHEMA_VERSION:
+            return self._store(valid[0])
+        # a SealedEnvelopes body: each envelope stored on its own (its batch id, shard, group), the
+        # INGEST calls in one round trip; an ingress_full answer refuses the body (what was stored
+        # of it is deduplicated when the device sends it again)
+        calls = [self._ingest_call(one) for one in valid]
+        entries = scripts.of(self.st.collector_redis).call_many("INGEST", [c[:2] for c in calls])
+        accepted = duplicates = 0
+        for one, (_, _, window), entry in zip(valid, calls, entries, strict=True):
+            _, doc = self._answer(one, window, entry)
+            accepted += doc["accepted"]
+            duplicates += bool(doc["duplicate"])
+        return 202, {"accepted": accepted, "duplicate": duplicates == len(valid), "envelopes": len(valid),
+                     "duplicates": duplicates}
 
-    def _store(self, valid: ValidBatch) -> tuple[int, dict[str, Any]]:
-        st = self.st
-        camp, cfg = valid.campaign, st.config
+    def _ingest_call(self, valid: ValidBatch) -> tuple[list[Any], list[Any], int]:
+        """The ``scripts.INGEST`` keys and args of ``valid``, and its window."""
+        camp, cfg = valid.campaign, self.st.config
         shard = keys.shard_of(valid.batch_id, camp.shards)
         now = time.time()
         window = keys.window_start(now, camp.window_seconds) if valid.window is None else valid.window
@@ -208,16 +240,24 @@ class ReportRoute:
         top = keys.ingress_top_key if shuffled else keys.stream_top_key
         script_keys = [keys.seen_key(camp.name, shard, valid.batch_id), target(camp.name, shard),
                        keys.metrics_key(camp.name, shard), top(camp.name, shard)]
-        args = [keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count]
-        group = keys.ingress_group(camp.version, window, valid.cell)
+        args: list[Any] = [keys.dedupe_expire_at(now, camp.window_seconds), valid.data, window, valid.count]
         if shuffled:  # the bound is per (version, window, cell) group (issue 34)
-            bound = cfg.shuffler.max_ingress_batches
             script_keys.append(keys.ingress_groups_key(camp.name, shard))
-            args += [bound, group]
+            args += [cfg.shuffler.max_ingress_batches, keys.ingress_group(camp.version, window, valid.cell)]
             if isinstance(valid, SealedValid):  # what still needs its analyzer key (``store.key_refs``)
                 script_keys.append(keys.sealed_keys_key(camp.name, shard))
                 args.append(f"{valid.key_id:08x}")
-        entry = scripts.of(st.collector_redis).call("INGEST", keys=script_keys, args=args)
+        return script_keys, args, window
+
+    def _store(self, valid: ValidBatch) -> tuple[int, dict[str, Any]]:
+        script_keys, args, window = self._ingest_call(valid)
+        entry = scripts.of(self.st.collector_redis).call("INGEST", keys=script_keys, args=args)
+        return self._answer(valid, window, entry)
+
+    def _answer(self, valid: ValidBatch, window: int, entry: Any) -> tuple[int, dict[str, Any]]:
+        """The answer to one stored batch (``Refused`` 503 when its ingress group is full)."""
+        st, camp = self.st, valid.campaign
+        bound = st.config.shuffler.max_ingress_batches
         if entry == b"full":  # a stopped shuffler, or a group below batch_min: refused, never trimmed
             st.metrics.reject(camp.name, "ingress_full")
             raise Refused(503, "ingress_full", {

@@ -57,7 +57,7 @@ def hand_off(r: AnyRedis, campaign: Campaign, shard: int,
         deletes: list[Any] = []
         for eid, window, env, group in chunk:
             markers.append(keys.handed_key(name, bytes(env.batch_id)))
-            args += [env.SerializeToString(), window, int(env.reports), group, f"{env.key_id:08x}"]
+            args += [env.SerializeToString(), window, 1, group, f"{env.key_id:08x}"]  # one device
             deletes += [eid, group, f"{env.key_id:08x}"]
         run.call("HANDOFF", keys=[*owner, *markers], args=args)
         res = run.call("HANDOFF_DEL", keys=source, args=deletes)

@@ -5,9 +5,11 @@ The shuffler cannot read a message (each is sealed to the analyzer, ``ldptel.sea
 the envelopes of one (campaign version, window, cell) — a cell is the envelopes' dimension values
 (issue 28), so each cell is released on its own and ``batch_min`` holds per cell — whatever analyzer
 key each is sealed to (a key rotation inside a window never splits its group: issue 36), and
-releases them only as a **whole batch of at least ``batch_min`` real reports** (devices: the sum of
-the envelopes' ``reports``), each batch once (``scripts.SHUFFLE`` deletes the ingress entries it
-moves, atomically):
+releases them only as a **whole batch of at least ``batch_min`` real reports** — devices, i.e.
+**envelopes**: the collector takes one device's report per envelope (``server.sealed_ingest``) and
+the shuffler counts envelopes, never the envelope's ``reports`` field, which a hostile device writes
+(issue 36) — each batch once (``scripts.SHUFFLE`` deletes the ingress entries it moves,
+atomically):
 
 - ``due``: a group is released when it holds ≥ ``batch_min`` reports and its window is closed
   (``durations.window_close``: the collector takes nothing more for it), or it holds
@@ -27,8 +29,9 @@ moves, atomically):
   permuted by ONE uniform permutation (OS
   randomness), split into parts of about ``[shuffler] batch_reports`` messages, each a
   ``SealedBatch`` without batch id carrying the release id (16 random bytes), the number of parts,
-  the part's index and the release's real reports, so the aggregator can commit the whole release
-  at once (``scripts.SHUFFLE`` gives the parts consecutive entry ids). A release of messages sealed
+  the part's index and the release's envelope count (``release_reports``: its devices, which the
+  aggregator re-checks against ``batch_min``), so the aggregator can commit the whole release at
+  once (``scripts.SHUFFLE`` gives the parts consecutive entry ids). A release of messages sealed
   to several keys carries each message's key id (``key_ids``, parallel to ``messages``, permuted
   with them; ``key_id`` = the key of the envelope read last); a release of one key leaves
   ``key_ids`` empty (``key_id`` names it), as before. What the key id tells the aggregator is what
@@ -87,7 +90,7 @@ def repack(envelopes: list[SealedBatch], campaign: str, version: int, window: in
                   [len(env.messages) for env in envelopes]),
         np.full(len(fakes), key_id, dtype=np.uint32)])
     mixed = len(np.unique(per_message)) > 1
-    reports = sum(env.reports for env in envelopes)
+    reports = len(envelopes)  # one device per envelope (issue 36): never the claimed ``reports``
     order = permutation(rng, len(messages))
     release = os.urandom(16)
     sizes = split_sizes(len(messages), batch_reports)

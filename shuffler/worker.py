@@ -296,7 +296,8 @@ class Shuffler:
             if camp.shards > 1 and held.shard != handoff.OWNER:  # released by shard 0 (issue 38)
                 held.outgoing.append((eid, window, env, keys.ingress_group(version, window, cell_of(env))))
                 return
-            held.add(eid, window, version, env, env.reports, key_id=env.key_id)
+            # one envelope is one device (issue 36): counted as 1, never as its claimed ``reports``
+            held.add(eid, window, version, env, 1, key_id=env.key_id)
             return
         held.add(eid, window, version, batch, count)
 
@@ -413,7 +414,7 @@ class Shuffler:
         for s in range(0, len(group.ids), step):
             ids = group.ids[s:s + step]
             envs = group.batches[s:s + step]
-            reports = sum(int(env.reports) for env in envs)
+            reports = len(envs)  # envelopes: one device each
             per_key: dict[int, int] = {}
             for env in envs:
                 per_key[env.key_id] = per_key.get(env.key_id, 0) + 1

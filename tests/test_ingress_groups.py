@@ -129,7 +129,8 @@ def test_a_group_below_batch_min_refuses_only_itself(stack, redis_client: redis.
     # the counts are exact: a release lowers its group, so the group takes batches again
     groups = held_groups(redis_client)
     stored = redis_client.xlen(keys.ingress_key("sh-cells"))
-    assert sum(groups.values()) == stored == 20 + 1 + 15 + 1 + 1  # spread, e, a, b, e2
+    # spread, e (3 devices: one envelope each, issue 36), a, b, e2 (2 devices)
+    assert sum(groups.values()) == stored == 20 + 3 + 15 + 1 + 2
     Shuffler(cfg, redis_client).run(once=True)  # cell a (20 ≥ batch_min) released; the rest held
     left = held_groups(redis_client)
     assert not any(k.endswith("platform=a") for k in left), left

@@ -159,7 +159,8 @@ def test_shuffle_and_discard_wait_for_a_release_in_progress(redis_client: redis.
 def test_a_sealed_release_split_over_calls_is_committed_whole(
         small_calls, monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, redis_url: str,
         tmp_path: Path) -> None:
-    """A shuffled campaign's release of 40 envelopes (more than one call's 30 ids) is journaled:
+    """A shuffled campaign's release of 400 envelopes (one per device, issue 36; more than one
+    call's 30 ids) is journaled:
     its 2 parts reach the analysis stream in separate steps, with consecutive ids, and the
     aggregator commits the whole release once (issue 26: a window changes by whole batches)."""
     cfg = sealed_config(tmp_path, [SHUFFLED])
@@ -170,7 +171,7 @@ def test_a_sealed_release_split_over_calls_is_committed_whole(
         assert devices(stack, tmp_path, "d", "sh-grr", values, seed=2, batch_size=10) == 400
     finally:
         stack.close()
-    assert redis_client.xlen(keys.ingress_key("sh-grr")) == 40
+    assert redis_client.xlen(keys.ingress_key("sh-grr")) == 400  # one envelope per device
     monkeypatch.setattr(release, "CALL_BATCHES", 1)  # one part per step
     Shuffler(cfg, redis_client, log=lambda _m: None).run(once=True)
     assert any(name == "RELEASE_STAGE" for name, _, _ in small_calls)

@@ -122,14 +122,17 @@ def test_hpke_fixed_reproduces_rfc9180_and_opens_with_the_production_code() -> N
 
 
 def test_sealed_vectors_open_with_the_analyzer_key() -> None:
-    """Every envelope of ``sealed.json`` is a valid ``SealedBatch`` whose messages the analyzer's
-    private key opens (production ``open_all``) to the recorded plaintexts, under the ``info`` of
-    its campaign, version, window and key, with the batch id derived from the chunk's."""
+    """Every envelope of ``sealed.json`` is a valid ``SealedBatch`` of one device (``reports`` 1,
+    its real row and at most ``max_fakes`` fakes) whose messages the analyzer's private key opens
+    (production ``open_all``) to the recorded plaintexts, under the ``info`` of its campaign,
+    version, window and key, with the batch id derived from the chunk's and the report's index;
+    the POST bodies carry exactly the envelopes (``SealedEnvelopes`` when several)."""
     import hashlib
 
     from ldptel import sealing
     from ldptel.client.sealed import analyzer_key
-    from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
+    from ldptel.mechanisms.fakes import max_fakes
+    from ldptel.proto import ENVELOPES_SCHEMA_VERSION, SEALED_SCHEMA_VERSION, SealedBatch, SealedEnvelopes
 
     doc = load("sealed.json")
     private = sealing.load_private(bytes.fromhex(doc["analyzer"]["private"]))
@@ -145,12 +148,30 @@ def test_sealed_vectors_open_with_the_analyzer_key() -> None:
             info = sealing.info(case["name"], case["config"]["version"], env["window"], key_id)
             assert info.hex() == env["info"]
             assert body.batch_id.hex() == env["batch_id"] == hashlib.sha256(
-                bytes.fromhex(case["batch_id"]) + env["window"].to_bytes(8, "big")).digest()[:16].hex()
+                bytes.fromhex(case["batch_id"]) + env["window"].to_bytes(8, "big")
+                + env["index"].to_bytes(4, "big")).digest()[:16].hex()
             plain, bad = sealing.open_all(list(body.messages), private, info, case["row_bytes"])
             assert bad == 0
             assert plain.hex() == "".join(m["plaintext"] for m in env["messages"])
+            # one device per envelope (issue 36): its one real row among its own fakes
+            assert body.reports == 1 and case["reports"][env["index"]]["row"] in {
+                m["plaintext"] for m in env["messages"]}
+            assert len(body.messages) - 1 <= max_fakes(case["config"].get("fake_rate", 0.0))
             n += len(body.messages)
+        # the POST bodies: alone a SealedBatch, several a SealedEnvelopes of the same envelopes
+        posted = []
+        for post in case["posts"]:
+            raw = bytes.fromhex(post["body"])
+            if post["envelopes"] == 1:
+                posted.append(raw.hex())
+            else:
+                many = SealedEnvelopes.FromString(raw)
+                assert many.schema_version == ENVELOPES_SCHEMA_VERSION
+                assert len(many.envelopes) == post["envelopes"] <= doc["post_envelopes"]
+                posted += [e.SerializeToString().hex() for e in many.envelopes]
+        assert posted == [env["body"] for env in case["envelopes"]]
     assert n >= 70
+    assert all(c["max_fakes"] == max_fakes(c["rate"], c["reports"]) for c in doc["max_fakes"])
 
 
 def test_the_deterministic_path_stays_out_of_the_package() -> None:

@@ -6,10 +6,12 @@
   given uniforms); the randomized rounding of numeric values to grid indices of shuffled numeric
   campaigns (``mechanisms.grid``, on given uniforms, edges included); every encode case's reports
   as sealed-message rows (``mechanisms.rows``); and
-  per shuffled campaign one device's chunk through the production ``seal_rows``: each report
-  from its draws, its row, and each posted envelope (window, derived batch id, ``info``, the
-  messages in their shuffled order — real rows and fakes — with each one's ephemeral key, and
-  the ``SealedBatch`` bytes).
+  per shuffled campaign one chunk through the production ``seal_rows``: each report from its
+  draws, its row, and its own posted envelope (one per report, i.e. per device: window, the
+  report's index in the chunk, derived batch id, ``info``, the messages in their shuffled order —
+  its real row and its fakes — with each one's ephemeral key, and the ``SealedBatch`` bytes), and
+  the POST bodies (``bodies``: a ``SealedEnvelopes`` of several envelopes); ``max_fakes``: the cap
+  of fakes per envelope the collector refuses above.
 - ``analyzer_key_signature.json``: the analyzer key's signed statement (``ldptel.key_signing``)
   under a fixed Ed25519 signing key: fields → statement bytes → signature, and changed fields
   (or another signer, or a flipped signature bit) that must not verify. ``sealed.json``'s analyzer
@@ -53,13 +55,13 @@ from ldptel import key_signing, sealing
 from ldptel.client.device_level import aggregate, event_key, increment
 from ldptel.client.envelope import set_envelope
 from ldptel.client.reporting import dimension_pairs
-from ldptel.client.sealed import seal_rows, unsealed
+from ldptel.client.sealed import accepted_windows, bodies, seal_rows, unsealed
 from ldptel.dimensions import Dimensions
 from ldptel.keys import window_start
 from ldptel.mechanisms.builder import build_mechanism, uses_device_secret, value_index
 from ldptel.mechanisms.claims import report_cost
 from ldptel.mechanisms.draws import Recorder
-from ldptel.mechanisms.fakes import poisson_cdf, poisson_counts
+from ldptel.mechanisms.fakes import max_fakes, poisson_cdf, poisson_counts
 from ldptel.mechanisms.grid import grid_mechanism
 from ldptel.mechanisms.rows import row_bytes, row_dtype, to_rows
 from ldptel.proto import ReportBatch, SealedBatch
@@ -262,6 +264,9 @@ def rows_vectors() -> list[dict[str, Any]]:
     return out
 
 
+POST_ENVELOPES = 3  # envelopes per POST body in the vectors (the SDKs' default: max_reports_per_batch)
+
+
 def sealed_case(i: int, case: dict[str, Any], key: dict[str, Any], private: bytes,
                 public: bytes) -> dict[str, Any]:
     cfg = {**case["config"], "analyzer_key": key["config"]}
@@ -297,16 +302,21 @@ def sealed_case(i: int, case: dict[str, Any], key: dict[str, Any], private: byte
         envelopes, stale = seal_rows(cfg, mech, name, version, BATCH_ID, queued, now,
                                      np.random.default_rng(7_000 + i), signing_key().public_key())
     posted = []
-    for env, call in zip(envelopes, calls, strict=True):
+    kept = [j for j, w in enumerate(windows) if w in accepted_windows(cfg, now)]
+    for index, env, call in zip(kept, envelopes, calls, strict=True):
         body = SealedBatch.FromString(env.body)
         plain, bad = sealing.open_all(list(body.messages), sealing.load_private(private),
                                       bytes.fromhex(call["info"]), row_dtype(mech).itemsize)
         assert bad == 0 and plain == b"".join(bytes.fromhex(m["plaintext"]) for m in call["messages"])
-        posted.append({"window": int(body.window), "batch_id": env.batch_id.hex(), "reports": env.reports,
+        posted.append({"window": int(body.window), "index": index, "batch_id": env.batch_id.hex(),
+                       "reports": env.reports,
                        "info": call["info"], "messages": call["messages"], "body": env.body.hex()})
     return {"name": name, "config": cfg, "now": now, "batch_id": BATCH_ID.hex(),
             "dimensions": [list(p) for p in dims], "row_bytes": row_dtype(mech).itemsize,
-            "reports": reports, "stale": stale, "envelopes": posted}
+            "reports": reports, "stale": stale, "envelopes": posted,
+            # the POST bodies of the envelopes, at most POST_ENVELOPES per body (``bodies``)
+            "posts": [{"envelopes": n, "body": b.hex()}
+                      for b, n in bodies(envelopes, 1 << 20, POST_ENVELOPES)]}
 
 
 def sealed_vectors() -> dict[str, Any]:
@@ -319,7 +329,9 @@ def sealed_vectors() -> dict[str, Any]:
             for c, v, w, k in INFO_CASES]
     return {"format": FORMAT, "suite": sealing.SUITE_ID, "rfc9180_a11": rfc9180(), "analyzer": key,
             "key_ids": key_ids, "info": info, "poisson": poisson_vectors(), "grid": grid_vectors(),
-            "rows": rows_vectors(),
+            "rows": rows_vectors(), "post_envelopes": POST_ENVELOPES,
+            "max_fakes": [{"rate": lam, "reports": r, "max_fakes": max_fakes(lam, r)}
+                          for lam in (0.0, 0.5, 2.2750876749365494, 62.0, 100.0) for r in (1, 2, 300)],
             "cases": [sealed_case(i, c, key, private, public) for i, c in enumerate(SEALED_CASES)]}
 
 

@@ -153,6 +153,17 @@ export interface SealedHeader {
 
 /** A serialized `SealedBatch` (schema_version 2, campaigns in a shuffled privacy mode), fields in
  * number order as the Python SDK writes it. */
+export const ENVELOPES_SCHEMA_VERSION = 3;
+
+/** A `SealedEnvelopes` body (schema_version 3): several encoded `SealedBatch` envelopes in one
+ * POST, each still one device at the collector. */
+export function encodeSealedEnvelopes(envelopes: Uint8Array[]): Uint8Array {
+  const w = new BinaryWriter();
+  w.tag(4, WireType.Varint).uint32(ENVELOPES_SCHEMA_VERSION);
+  for (const e of envelopes) w.tag(21, WireType.LengthDelimited).bytes(e);
+  return w.finish();
+}
+
 export function encodeSealedBatch(h: SealedHeader): Uint8Array {
   const w = new BinaryWriter();
   if (h.campaign) w.tag(1, WireType.LengthDelimited).string(h.campaign);

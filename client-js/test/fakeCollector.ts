@@ -150,7 +150,30 @@ export class FakeCollector {
     if (typeof next === "object") return new Response(JSON.stringify({ error: next.error }), { status: next.status });
     const body = new Uint8Array(init!.body as ArrayBuffer);
     if (body.length > this.limits.max_body_bytes) return new Response("{}", { status: 413 });
-    const batch = readBatch(body);
+    const first = readBatch(body);
+    // a SealedEnvelopes body (schema 3): each envelope checked and stored on its own
+    const batches = first.schema === 3 ? readEnvelopes(body).map(readBatch) : [first];
+    let accepted = 0,
+      duplicates = 0;
+    for (const batch of batches) {
+      const refused = this.check(batch);
+      if (refused) return refused;
+    }
+    for (const batch of batches) {
+      const duplicate = this.seen.has(batch.batchId);
+      if (!duplicate) {
+        this.seen.add(batch.batchId);
+        this.stored.push(batch);
+        accepted += batch.schema === 2 ? 1 : batch.count;
+      } else duplicates += 1;
+    }
+    if (next === "lost") throw new TypeError("connection reset after the collector stored it");
+    if (first.schema === 3)
+      return Response.json({ accepted, duplicate: duplicates === batches.length, duplicates }, { status: 202 });
+    return Response.json({ accepted: first.count, duplicate: duplicates > 0 }, { status: 202 });
+  };
+
+  private check(batch: Batch): Response | null {
     if (batch.schema === 2) {
       if (this.acceptedKeys !== null && !this.acceptedKeys.includes(batch.keyId)) {
         return new Response(JSON.stringify({ error: "unknown_key" }), { status: 400 });
@@ -161,15 +184,22 @@ export class FakeCollector {
       if (![current, current - length].includes(batch.window) && !(length === 0 && batch.window === 0)) {
         return new Response(JSON.stringify({ error: "wrong_window" }), { status: 400 });
       }
+      if (batch.count !== 1) return new Response(JSON.stringify({ error: "invalid_batch" }), { status: 400 });
     }
-    const duplicate = this.seen.has(batch.batchId);
-    if (!duplicate) {
-      this.seen.add(batch.batchId);
-      this.stored.push(batch);
-    }
-    if (next === "lost") throw new TypeError("connection reset after the collector stored it");
-    return Response.json({ accepted: batch.count, duplicate }, { status: 202 });
-  };
+    return null;
+  }
+}
+
+/** The envelopes (field 21) of a SealedEnvelopes body. */
+export function readEnvelopes(body: Uint8Array): Uint8Array[] {
+  const r = new BinaryReader(body);
+  const out: Uint8Array[] = [];
+  while (r.pos < r.len) {
+    const [no, wt] = r.tag();
+    if (no === 21 && wt === 2) out.push(r.bytes());
+    else r.skip(wt);
+  }
+  return out;
 }
 
 export const campaign = (name: string, extra: Record<string, unknown>) => ({

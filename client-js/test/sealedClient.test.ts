@@ -67,7 +67,11 @@ describe("shuffled-fakes", () => {
     for (const v of values) expect(await client.report("sf", v)).toBe(true);
     const result = await client.flush();
     expect(result).toMatchObject({ accepted: 100, pending: 0, dropped: 0 });
-    expect(fake.stored.length).toBe(3); // chunks of 40, 40, 20: one envelope each (window "all")
+    // one envelope per report (one device each, issue 36), the chunks of 40, 40, 20 one POST each
+    expect(fake.stored.length).toBe(100);
+    expect(fake.stored.every((b) => b.count === 1)).toBe(true);
+    expect(new Set(fake.stored.map((b) => b.batchId)).size).toBe(100);
+    expect(fake.posts).toBe(3); // 3 SealedEnvelopes bodies
     const { pair } = await keyPair(fromHex(analyzer.ikm));
     const opened = new Array<number>(8).fill(0);
     let messages = 0;
@@ -96,8 +100,9 @@ describe("shuffled-fakes", () => {
     fake.acceptedKeys = [rotated.config.id];
     const result = await client.flush();
     expect(result).toMatchObject({ accepted: 30, pending: 0 });
-    expect(fake.stored.map((b) => b.keyId)).toEqual([rotated.config.id as number]);
-    expect((await openAll(fake.stored[0]!, rotated.pair)).length).toBe(fake.stored[0]!.messages.length);
+    expect(new Set(fake.stored.map((b) => b.keyId))).toEqual(new Set([rotated.config.id as number]));
+    expect(fake.stored.length).toBe(30); // one envelope per device
+    for (const b of fake.stored) expect((await openAll(b, rotated.pair)).length).toBe(b.messages.length);
     expect(fake.posts).toBe(2);
   });
 
@@ -173,7 +178,12 @@ describe("shuffled (windowed)", () => {
     await client.fetchConfigs();
     for (let i = 0; i < 3; i++) await client.report("sg", i);
     expect(await client.flush()).toMatchObject({ accepted: 7, pending: 0 });
-    expect(fake.stored.map((b) => b.count)).toEqual([4, 3]); // one envelope per window
+    // one envelope per report (the fake collector's reports_per_window 10 is the SDK's ledger's),
+    // bound to the window it was made in
+    expect(fake.stored.map((b) => [b.count, b.window])).toEqual([
+      ...Array.from({ length: 4 }, () => [1, T0 - (T0 % DAY)]),
+      ...Array.from({ length: 3 }, () => [1, T0 + DAY - (T0 % DAY)]),
+    ]);
     for (let i = 0; i < 2; i++) await client.report("sg", i);
     fake.serverTime = T0 + 3 * DAY; // the collector moved on; the device's clock has not heard yet
     const result = await client.flush();

@@ -8,13 +8,13 @@ import { readFileSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
 import { buildMechanism, reportCost, valueIndex } from "../src/builder.js";
 import { aggregate, eventKey, increment } from "../src/client/deviceLevel.js";
-import { envelopeBatchId, windowStart } from "../src/client/envelope.js";
+import { envelopeBatchId, packEnvelopes, windowStart } from "../src/client/envelope.js";
 import { dimensionPairs, parseDimensions } from "../src/dimensions.js";
 import { type Draws, fromHex, ReplayDraws, type TapeEntry, toHex } from "../src/draws.js";
 import type { Report } from "../src/mechanisms/base.js";
 import { Grid } from "../src/mechanisms/grid.js";
 import { Histogram } from "../src/mechanisms/oracles.js";
-import { poissonCdf, poissonCounts } from "../src/sealed/fakes.js";
+import { maxFakes, poissonCdf, poissonCounts } from "../src/sealed/fakes.js";
 import { rowOf } from "../src/sealed/rows.js";
 import { analyzerKey, info, keyId, recipientKey, seal, suite } from "../src/sealed/sealing.js";
 import { encodeBatch, encodeSealedBatch } from "../src/wire.js";
@@ -144,32 +144,33 @@ describe("sealed batches: one device's chunk of each shuffled campaign", () => {
       const current = windowStart(c.now, length);
       const accepted = length === 0 ? [current] : [current, current - length];
       expect(rows.filter((r) => !accepted.includes(r.window)).length).toBe(c.stale);
-      expect(c.envelopes.map((e: Any) => e.window)).toEqual(
-        [...new Set(rows.filter((r) => accepted.includes(r.window)).map((r) => r.window))].sort(),
-      );
+      // one envelope per kept report (one device each), in the chunk's order
+      const keptIdx = c.reports
+        .map((r: Any, j: number) => (accepted.includes(r.window) ? j : -1))
+        .filter((j: number) => j >= 0);
+      expect(c.envelopes.map((e: Any) => e.index)).toEqual(keptIdx);
       const recipient = await recipientKey(key.raw);
+      const bodies: Uint8Array[] = [];
       for (const env of c.envelopes) {
-        expect(toHex(envelopeBatchId(fromHex(c.batch_id), env.window))).toBe(env.batch_id);
+        expect(env.window).toBe(rows[env.index]!.window);
+        expect(toHex(envelopeBatchId(fromHex(c.batch_id), env.window, env.index))).toBe(env.batch_id);
         const infoBytes = info(c.name, c.config.version, env.window, key.id);
         expect(toHex(infoBytes)).toBe(env.info);
-        // the messages are the window's real rows and its fakes (indices in [0, d)), shuffled
-        const real = rows
-          .filter((r) => r.window === env.window)
-          .map((r) => r.row)
-          .sort();
+        // the messages are the device's one real row and its own fakes (indices in [0, d)), shuffled
         const plain: string[] = env.messages.map((m: Any) => m.plaintext);
         const rest = [...plain];
-        for (const r of real) rest.splice(rest.indexOf(r), 1);
-        expect(plain.length - rest.length).toBe(real.length);
+        rest.splice(rest.indexOf(rows[env.index]!.row), 1);
+        expect(plain.length - rest.length).toBe(1);
+        expect(rest.length).toBeLessThanOrEqual(maxFakes(c.config.fake_rate ?? 0));
         for (const f of rest)
           expect(new DataView(fromHex(f).buffer).getUint32(0, true)).toBeLessThan(c.config.domain_size);
-        expect(env.reports).toBe(real.length);
+        expect(env.reports).toBe(1);
         const messages = await seal(plain.map(fromHex), recipient, infoBytes, (i) => fromHex(env.messages[i].ikm_e));
         expect(messages.map(toHex)).toEqual(env.messages.map((m: Any) => m.message));
         const body = encodeSealedBatch({
           campaign: c.name,
-          batchId: envelopeBatchId(fromHex(c.batch_id), env.window),
-          reports: env.reports,
+          batchId: envelopeBatchId(fromHex(c.batch_id), env.window, env.index),
+          reports: 1,
           campaignVersion: c.config.version,
           keyId: key.id,
           window: env.window,
@@ -177,10 +178,19 @@ describe("sealed batches: one device's chunk of each shuffled campaign", () => {
           dimensions: c.dimensions,
         });
         expect(toHex(body)).toBe(env.body);
+        bodies.push(body);
         checked += env.messages.length + 1;
       }
+      // the POST bodies: several envelopes as one SealedEnvelopes (`packEnvelopes`)
+      const posts = packEnvelopes(bodies, 1 << 20, sealed.post_envelopes);
+      expect(posts.map((p) => [p.reports, toHex(p.body)])).toEqual(c.posts.map((p: Any) => [p.envelopes, p.body]));
     });
   }
+
+  it("the cap of fakes per envelope (the collector's bound)", () => {
+    for (const m of sealed.max_fakes) expect(maxFakes(m.rate, m.reports), `${m.rate} × ${m.reports}`).toBe(m.max_fakes);
+    checked += sealed.max_fakes.length;
+  });
 });
 
 describe("dimension values on the device", () => {

@@ -829,6 +829,8 @@ export class TelemetryClient {
         now: this.now(),
         draws: this.draws,
         signingKey: this.signingKey,
+        maxBodyBytes: this.limits.maxBodyBytes,
+        maxEnvelopes: this.limits.maxReportsPerBatch,
       });
     } catch (err) {
       if (err instanceof KeyNotTrusted) {
@@ -858,8 +860,10 @@ export class TelemetryClient {
           (await request(this.fetchFn, this.url + m.path, this.token, this.timeoutMs, "POST", m.body, m.contentType)) ||
             "{}",
         );
-        if (answer.duplicate) duplicates += m.reports;
-        else accepted += m.reports;
+        // a SealedEnvelopes body answers how many of its envelopes were duplicates
+        const dups = typeof answer.duplicates === "number" ? answer.duplicates : answer.duplicate ? m.reports : 0;
+        duplicates += dups;
+        accepted += m.reports - dups;
       } catch (err) {
         if (err instanceof HttpStatus) {
           const code = [400, 409, 410].includes(err.status) ? errorCode(err.body) : null;

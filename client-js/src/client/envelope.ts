@@ -5,16 +5,18 @@
  *
  * - `local` (or absent): one plain `ReportBatch` (wire format v1) with the chunk's window and
  *   dimension values;
- * - `shuffled` / `shuffled-fakes` (`ldptel.client.sealed`): per window of the collector's clock
- *   the chunk's reports were bound to, one `SealedBatch` whose batch_id is derived from the
- *   chunk's (SHA-256(batch_id ‖ window as u64)[:16], so a retry is deduplicated), holding each
- *   report as one message — for `shuffled-fakes` with Poisson(λ) fake messages per report, uniform
- *   over the domain — in a uniformly random order, each message sealed on its own to the
+ * - `shuffled` / `shuffled-fakes` (`ldptel.client.sealed`): per report — one device: the
+ *   collector takes `reports` = 1 per envelope and the shuffler counts envelopes (issue 36) — one
+ *   `SealedBatch` whose batch_id is derived from the chunk's (SHA-256(batch_id ‖ window as u64 ‖
+ *   the report's index in the chunk as u32)[:16], so a retry is deduplicated), holding the report
+ *   as one message — for `shuffled-fakes` with Poisson(λ) fake messages (cut to `maxFakes`),
+ *   uniform over the domain — in a uniformly random order, each message sealed on its own to the
  *   campaign's analyzer key with the campaign, version, window and key id bound (`info`). Reports
  *   of a window the collector no longer takes (neither the current nor the previous one) are left
  *   out and counted (`stale`). Everything random is drawn from the client's `Draws`
  *   (`crypto.getRandomValues`) and Web Crypto's key generation; the ciphertexts are made anew at
- *   each attempt, under the same batch ids.
+ *   each attempt, under the same batch ids. Several envelopes share one POST as a
+ *   `SealedEnvelopes` body (`packEnvelopes`) within `max_body_bytes` and `max_reports_per_batch`.
  */
 import { sha256 } from "@noble/hashes/sha2.js";
 import type { Draws } from "../draws.js";
@@ -24,7 +26,7 @@ import { untrustedBecause } from "../sealed/keySigning.js";
 import { indexRow, rowOf } from "../sealed/rows.js";
 import { analyzerKey, info, recipientKey, seal } from "../sealed/sealing.js";
 import { concat } from "../secret.js";
-import { CONTENT_TYPE, encodeBatch, encodeSealedBatch, mergeReports } from "../wire.js";
+import { CONTENT_TYPE, encodeBatch, encodeSealedBatch, encodeSealedEnvelopes, mergeReports } from "../wire.js";
 
 export const SHUFFLED_MODES = ["shuffled", "shuffled-fakes"];
 
@@ -50,6 +52,9 @@ export interface Sealable {
   /** The pinned analyzer signing key (`analyzerSigningKey`), or null when the app passed none:
    * a sealed campaign's chunk then waits (`KeyNotTrusted`). */
   signingKey: CryptoKey | null;
+  /** The collector's limits a POST body keeps within (`max_body_bytes`, `max_reports_per_batch`). */
+  maxBodyBytes?: number;
+  maxEnvelopes?: number;
 }
 
 export interface Message {
@@ -120,9 +125,38 @@ function u64be(v: number): Uint8Array {
   return out;
 }
 
-/** The batch_id of a chunk's envelope of `window` (`seal_rows`). */
-export function envelopeBatchId(chunkId: Uint8Array, window: number): Uint8Array {
-  return sha256(concat(chunkId, u64be(window))).slice(0, 16);
+function u32be(v: number): Uint8Array {
+  const out = new Uint8Array(4);
+  new DataView(out.buffer).setUint32(0, v);
+  return out;
+}
+
+/** The batch_id of the envelope of a chunk's `index`-th report, bound to `window`: SHA-256(chunk
+ * batch_id ‖ window (u64) ‖ index (u32))[:16] (`envelope_batch_id`). */
+export function envelopeBatchId(chunkId: Uint8Array, window: number, index: number): Uint8Array {
+  return sha256(concat(chunkId, u64be(window), u32be(index))).slice(0, 16);
+}
+
+/** The POST bodies of encoded envelopes: one alone as itself, several as a `SealedEnvelopes` of at
+ * most `maxEnvelopes` envelopes and `maxBytes` bytes (`client.sealed.bodies`). */
+export function packEnvelopes(envelopes: Uint8Array[], maxBytes: number, maxEnvelopes: number): Message[] {
+  const out: Message[] = [];
+  let group: Uint8Array[] = [];
+  let size = 2;
+  const flush = () => {
+    const body = group.length === 1 ? group[0]! : encodeSealedEnvelopes(group);
+    out.push({ path: "/v1/reports", body, contentType: CONTENT_TYPE, reports: group.length });
+    group = [];
+    size = 2;
+  };
+  for (const e of envelopes) {
+    const cost = e.length + 2 + Math.max(1, Math.ceil(Math.log2(e.length + 1) / 7));
+    if (group.length && (size + cost > maxBytes || group.length >= maxEnvelopes)) flush();
+    group.push(e);
+    size += cost;
+  }
+  if (group.length) flush();
+  return out;
 }
 
 /** The most fake messages per report a shuffled-fakes config may ask for: the planner's limits
@@ -220,13 +254,13 @@ export const sealedEnvelope: Envelope = {
     const length = typeof c.config.window_seconds === "number" ? c.config.window_seconds : 0;
     const current = windowStart(c.now, length);
     const accepted = length === 0 ? [current] : [current, current - length];
-    const byWindow = new Map<number, Uint8Array[]>();
+    const kept: { window: number; index: number; row: Uint8Array }[] = [];
     let stale = 0;
-    for (const r of c.rows) {
+    c.rows.forEach((r, index) => {
       const w = r.window ?? 0;
       if (!accepted.includes(w)) stale += 1;
-      else (byWindow.get(w) ?? byWindow.set(w, []).get(w)!).push(rowOf(c.mech, r.report));
-    }
+      else kept.push({ window: w, index, row: rowOf(c.mech, r.report) });
+    });
     let recipient: CryptoKey;
     try {
       recipient = await recipientKey(key.raw);
@@ -235,10 +269,11 @@ export const sealedEnvelope: Envelope = {
         `campaign ${c.campaign}: this runtime cannot seal (Web Crypto X25519): ${String(err)}`,
       );
     }
-    const messages: Message[] = [];
-    for (const window of [...byWindow.keys()].sort((a, b) => a - b)) {
-      const rows = byWindow.get(window)!;
-      const plain = withFakes(c.config, c.mech, rows, c.draws);
+    // one envelope per report, i.e. per device (issue 36): the collector takes reports = 1 and
+    // the shuffler counts envelopes; several envelopes may share one POST (`packEnvelopes`)
+    const envelopes: Uint8Array[] = [];
+    for (const { window, index, row } of kept) {
+      const plain = withFakes(c.config, c.mech, [row], c.draws);
       let sealed: Uint8Array[];
       try {
         sealed = await seal(plain, recipient, info(c.campaign, c.version, window, key.id));
@@ -247,19 +282,20 @@ export const sealedEnvelope: Envelope = {
           `campaign ${c.campaign}: sealing failed (Web Crypto X25519, AES-GCM): ${String(err)}`,
         );
       }
-      const body = encodeSealedBatch({
-        campaign: c.campaign,
-        batchId: envelopeBatchId(c.batchId, window),
-        reports: rows.length,
-        campaignVersion: c.version,
-        keyId: key.id,
-        window,
-        messages: sealed,
-        dimensions: c.dimensions,
-      });
-      messages.push({ path: "/v1/reports", body, contentType: CONTENT_TYPE, reports: rows.length });
+      envelopes.push(
+        encodeSealedBatch({
+          campaign: c.campaign,
+          batchId: envelopeBatchId(c.batchId, window, index),
+          reports: 1,
+          campaignVersion: c.version,
+          keyId: key.id,
+          window,
+          messages: sealed,
+          dimensions: c.dimensions,
+        }),
+      );
     }
-    return { messages, stale };
+    return { messages: packEnvelopes(envelopes, c.maxBodyBytes ?? 1 << 20, c.maxEnvelopes ?? 10_000), stale };
   },
 };
 

@@ -76,9 +76,22 @@ export function permutation(draws: Draws, n: number): number[] {
   return out;
 }
 
-/** The indices of an envelope's fakes: Poisson(`rate`) per real report, each uniform over [0, d). */
+/**
+ * The most fake messages an honest envelope of `reports` real reports carries at rate λ:
+ * ⌈λr + 8√(λr) + 16⌉, and 0 at λ = 0 (`ldptel.mechanisms.fakes.max_fakes`, the one cap the
+ * collector refuses above; checked equal against testvectors/sealed.json).
+ */
+export function maxFakes(rate: number, reports = 1): number {
+  const m = Math.max(rate, 0) * reports;
+  if (m === 0) return 0;
+  return Math.ceil(m + 8 * Math.sqrt(m) + 16);
+}
+
+/** The indices of an envelope's fakes: Poisson(`rate`) per real report (their sum cut to
+ * `maxFakes`), each uniform over [0, d). */
 export function fakeIndices(draws: Draws, rate: number, reports: number, d: number): number[] {
-  const total = poissonCounts(draws, rate, reports).reduce((a, b) => a + b, 0);
+  const drawn = poissonCounts(draws, rate, reports).reduce((a, b) => a + b, 0);
+  const total = Math.min(drawn, maxFakes(rate, reports));
   const out: number[] = [];
   for (let i = 0; i < total; i++) out.push(draws.below(d));
   return out;

@@ -48,7 +48,7 @@ describe("sealed vectors in Chromium", () => {
         expect(out.map(toHex)).toEqual(env.messages.map((m: { message: string }) => m.message));
         const body = encodeSealedBatch({
           campaign: c.name,
-          batchId: envelopeBatchId(fromHex(c.batch_id), env.window),
+          batchId: envelopeBatchId(fromHex(c.batch_id), env.window, env.index),
           reports: env.reports,
           campaignVersion: c.config.version,
           keyId: key.id,

@@ -147,3 +147,11 @@ class SealedBatch(_message.Message):
     dimensions: _containers.RepeatedCompositeFieldContainer[Dimension]
     key_ids: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, campaign: _Optional[str] = ..., batch_id: _Optional[bytes] = ..., reports: _Optional[int] = ..., schema_version: _Optional[int] = ..., campaign_version: _Optional[int] = ..., key_id: _Optional[int] = ..., window: _Optional[int] = ..., messages: _Optional[_Iterable[bytes]] = ..., release: _Optional[bytes] = ..., release_parts: _Optional[int] = ..., release_reports: _Optional[int] = ..., release_part: _Optional[int] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ..., key_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SealedEnvelopes(_message.Message):
+    __slots__ = ("schema_version", "envelopes")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ENVELOPES_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    envelopes: _containers.RepeatedCompositeFieldContainer[SealedBatch]
+    def __init__(self, schema_version: _Optional[int] = ..., envelopes: _Optional[_Iterable[_Union[SealedBatch, _Mapping]]] = ...) -> None: ...
