@@ -134,7 +134,8 @@ def device_composition(campaigns: Sequence[Claimed], wait: bool = False) -> dict
         "releases": sum(p.releases for p in parts), "unbounded": unbounded,
         "scope": ("one device reporting to every campaign in a shuffled privacy mode in every window over "
                   "its retention period (one batch of batch_min devices per window), composed by a PLD "
-                  "accountant at the smallest central_delta"
+                  "accountant at the smallest central_delta: what the exports of one retention period "
+                  "reveal, not a lifetime bound (exports kept longer add their windows)"
                   + (f"; not composed: {', '.join(unbounded)} (windows kept forever: set retention)"
                      if unbounded else ""))}
     if not parts:

@@ -169,7 +169,9 @@ def window_claim(campaign: Claimed, batches: list[int], compose: bool = True) ->
            "central_scope": ("one device in one shuffled batch (it reports once per window, so in one "
                              "batch per window); the window's claim is its worst batch; "
                              + (f"cumulative over {releases} windows (the retention period) by a PLD "
-                                "accountant" if releases else "windows are kept forever: no cumulative "
+                                "accountant: what the exports of one retention period reveal, not a "
+                                "lifetime bound (exports kept longer add their windows)"
+                                if releases else "windows are kept forever: no cumulative "
                                 "figure (set retention)"))}
     if not compose:
         out["cumulative_status"] = status
