@@ -3,7 +3,8 @@
 Upper bound (``ShuffleBound``): the least of the stronger clone pair of any ε₀-LDP randomizer
 (Feldman–McMillan–Talwar, SODA 2023: ``generic_pair``, the ``CountPair`` with device 1 at
 (e^ε₀, 1)/(e^ε₀ + 1) and every other device a clone of it with probability 2/(e^ε₀ + 1), half each
-way) and, for GRR, its privacy blanket summed exactly (``blanket``). Wang et al.'s mechanism-
+way) and, for GRR, its privacy blanket summed exactly (``blanket``) and at d = 2 the exact worst
+dataset (``binary_grr``: the blanket is loose there, up to 1.42× the attack). Wang et al.'s mechanism-
 specific "variation-ratio" pair (VLDB 2024, Theorem 4.8) is *not* used: it is unsound (it claims
 ε = 1.607 at δ = 0.03 for GRR at n = 8, d = 3, ε₀ = 2, where the real release has δ = 0.0478 there;
 reproduced with the authors' code); it lives only in tests/, as the negative control's reference.
@@ -27,6 +28,7 @@ import numpy as np
 from scipy import stats
 
 from ldptel.mechanisms.olh import olh_g
+from ldptel.privacy.binary_grr import binary_delta
 from ldptel.privacy.blanket import blanket_delta
 from ldptel.privacy.count_pair import GRID_STEP, CountPair, grid, search_epsilon
 
@@ -132,6 +134,8 @@ class ShuffleBound:
         out = [(generic_pair(self.epsilon0, self.n).delta(epsilon), BOUND_CLONE)]
         if self.oracle == "grr":
             out.append((blanket_delta(epsilon, self.epsilon0, self.domain_size, self.n), BOUND_GRR))
+            if self.domain_size == 2:
+                out.append((binary_delta(epsilon, self.epsilon0, self.n), BOUND_BINARY))
         return out
 
     def epsilon(self, delta: float) -> float | None:
@@ -144,6 +148,7 @@ class ShuffleBound:
 
 BOUND_CLONE = "stronger clone (Feldman-McMillan-Talwar 2023)"
 BOUND_GRR = "GRR privacy blanket, summed exactly (blanket of Balle et al. 2019, m revealed)"
+BOUND_BINARY = "binary GRR, worst dataset by a certified search (exact per dataset)"
 
 
 @lru_cache(maxsize=16384)
@@ -188,5 +193,5 @@ def amplified_epsilon_lower(oracle: str, epsilon0: float, domain_size: int, n: i
     return best
 
 
-__all__ = ["BOUND_CLONE", "BOUND_GRR", "DEFAULT_RAPPOR_HASHES", "ORACLES", "ShuffleBound",
+__all__ = ["BOUND_BINARY", "BOUND_CLONE", "BOUND_GRR", "DEFAULT_RAPPOR_HASHES", "ORACLES", "ShuffleBound",
            "amplified_epsilon", "amplified_epsilon_lower", "attack_pairs", "generic_pair", "rappor_bits"]
