@@ -82,7 +82,7 @@ def _certified(campaign: Campaign, n: int):
         case Shuffled(local_epsilon=eps0):
             return shuffled_curve(str(campaign.oracle), eps0, d, n).delta
         case ShuffledFakes(fake_rate=rate, local_epsilon=eps):
-            return fakes_curve(rate * n / d, eps, d).delta
+            return fakes_curve(rate * n / d, eps, d, n).delta
     raise ValueError(f"campaign {campaign.name!r} has no central claim (privacy_mode local)")
 
 

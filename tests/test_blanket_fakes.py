@@ -132,3 +132,13 @@ def test_a_lower_bound_above_the_certified_one_raises(monkeypatch: pytest.Monkey
     with pytest.raises(AssertionError, match="unsound bound"):
         planner.shuffled_bound("grr", 4.0, 16, 1000, 1e-6)
     planner.shuffled_bound.cache_clear()
+
+
+def test_the_cumulative_curve_is_the_blanket_one() -> None:
+    """The window composition uses the blanket-with-fakes curve (advanced joint convexity alone
+    certifies no ε at all at μ = 7.05, δ = 10⁻⁸): one window composes to the release's own ε
+    (measured 1.0007: the accountant's pessimistic discretization)."""
+    one = planner.compute_plan("shuffled-fakes", "grr", 1024, 1.0, 1e-8, 100_000, windows=1,
+                               local_epsilon=8.0)
+    assert one.cumulative_epsilon is not None and one.cumulative_epsilon <= 1.05, one.cumulative_epsilon
+    assert planner.cumulative_epsilon([(planner.fakes_curve(7.05, 8.0, 1024), 1)], 1e-8) == math.inf

@@ -42,7 +42,7 @@ from ldptel.privacy.modes import Shuffled, ShuffledFakes
 from ldptel.privacy.release_claims import releases_composed
 from ldptel.privacy.subject import Claimed
 
-VERSION = 1  # of the cached documents: bump when the composition's math changes
+VERSION = 2  # of the cached documents: bump when the composition's math changes (2: issue 38's fakes)
 _running: dict[str, int] = {}  # key → pid of the process whose thread computes it
 _failed: dict[str, str] = {}  # key → why its computation failed in this process (not started again)
 _lock = threading.Lock()
@@ -95,7 +95,8 @@ def compose(parts: list[Release]) -> float | None:
     curves = []
     for p in parts:
         curve = (shuffled_curve(p.oracle, float(p.epsilon or 0.0), p.domain_size, p.n) if p.mode == "shuffled"
-                 else fakes_curve(float(p.fake_rate or 0.0) * p.n / p.domain_size, p.epsilon, p.domain_size))
+                 else fakes_curve(float(p.fake_rate or 0.0) * p.n / p.domain_size, p.epsilon, p.domain_size,
+                                  p.n))
         curves.append((curve, p.releases))
     value = cumulative_epsilon(curves, min(p.delta for p in parts))
     return value if math.isfinite(value) else None

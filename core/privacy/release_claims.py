@@ -77,7 +77,7 @@ def releases_composed(campaign: Claimed) -> int | None:
 
 def _key(mode: ShuffledMode, oracle: str, d: int, n: int, releases: int) -> str:
     fake_rate = mode.fake_rate if isinstance(mode, ShuffledFakes) else None
-    return json.dumps(["cumulative", 1, mode.name, oracle, mode.local_epsilon, d, n, mode.central_delta,
+    return json.dumps(["cumulative", 2, mode.name, oracle, mode.local_epsilon, d, n, mode.central_delta,
                        fake_rate, releases])
 
 
@@ -97,7 +97,7 @@ def _cumulative(mode: ShuffledMode, oracle: str, d: int, n: int, releases: int) 
     from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
     curve = (shuffled_curve(oracle, mode.local_epsilon, d, n) if isinstance(mode, Shuffled)
-             else fakes_curve(mode.fake_rate * n / d, mode.local_epsilon, d))
+             else fakes_curve(mode.fake_rate * n / d, mode.local_epsilon, d, n))
     value = cumulative_epsilon([(curve, releases)], mode.central_delta)
     plan_cache.store(key, {"epsilon": value if math.isfinite(value) else None})
     return value if math.isfinite(value) else None
