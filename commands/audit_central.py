@@ -84,7 +84,7 @@ def _certified(campaign: Campaign, n: int):
         case Shuffled(local_epsilon=eps0):
             return shuffled_curve(str(campaign.oracle), eps0, d, n).delta
         case ShuffledFakes(local_epsilon=eps) as mode:
-            return fakes_curve(fake_split(mode).honest_mu(n, d), eps, d).delta
+            return fakes_curve(fake_split(mode).honest_mu(n, d), eps, d, n).delta
     raise ValueError(f"campaign {campaign.name!r} has no central claim (privacy_mode local)")
 
 

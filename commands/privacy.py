@@ -125,6 +125,9 @@ def _text(doc: dict[str, Any]) -> str:
                      "release)")
         if doc["local_epsilon"] is not None:
             lines.append(f"index passed through GRR at ε = {doc['local_epsilon']:g}")
+        if doc.get("fakes_per_bucket_lower") is not None:
+            lines.append(f"an explicit attack needs μ ≥ {doc['fakes_per_bucket_lower']:.4g} per bucket "
+                         "for this target (lower bound)")
     lines.append(f"central ε between {doc['central_epsilon_lower']:.4g} (lower bound) and "
                  f"{doc['central_epsilon']:.4g} (certified: {doc['bound']})")
     for claim in doc["claims"]:

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from unsound_variation_ratio import VariationRatio, variation_ratio
 
 from ldptel.privacy.amplification import (
     ORACLES,
     ShuffleBound,
-    VariationRatio,
     amplified_epsilon,
     amplified_epsilon_lower,
     attack_pairs,
-    variation_ratio,
 )
 from ldptel.privacy.clones import shuffle_epsilon
 from ldptel.privacy.count_pair import CountPair

@@ -113,3 +113,29 @@ def test_a_version_written_before_pinning_is_pinned_at_the_next_write() -> None:
     local = {"name": "l", "kind": "frequency", "epsilon": 1.0, "domain_size": 4}
     rec, _, _ = registry_records.put_table(None, local, 0.0)
     assert "plan" not in rec["versions"][0] and registry_records.pin_missing(rec) == []
+
+
+def test_the_blanket_with_fakes_planner_keeps_older_versions_plans() -> None:
+    """Issue 38 Build 2: planner version 2 plans GRR-with-fakes by the blanket (μ = 7.05 at d = 1,024,
+    n = 10⁵, ε_l = 8, central (1, 10⁻⁸)), version 1 by advanced joint convexity (μ = 46.42): a
+    version pinned by planner 1 keeps its λ = 0.4753; a new version of the same campaign gets the
+    tighter λ = 0.0722 and records planner version 2."""
+    table = {**FAKES, "oracle": "grr", "local_epsilon": 8.0, "domain_size": 1024, "batch_min": 100_000,
+             "central_delta": 1e-8}
+    assert plan_cache.VERSION == 2
+    record, _, _ = registry_records.put_table(None, table, 0.0)
+    fresh = record["versions"][0]["plan"]
+    assert fresh["planner_version"] == 2 and fresh["fake_rate"] <= 0.0737
+    old = json.loads(json.dumps(record))  # as planner 1 pinned it (its figures, issue 38)
+    old["versions"][0]["plan"].update(planner_version=1, fake_rate=0.475336, fakes_per_bucket=46.419,
+                                      bound=planner.BOUND_FAKES_LOCAL)
+    (v1,) = registry_records.versions_of(old)
+    assert isinstance(v1.mode, ShuffledFakes) and v1.mode.fake_rate == 0.475336
+    _, same, _ = registry_records.put_table(old, table, 1.0)
+    assert same.action == "unchanged"
+    after, change, _ = registry_records.put_table(old, {**table, "central_epsilon": 0.99}, 2.0)
+    assert (change.action, change.version) == ("new_version", 2)
+    older, newer = registry_records.versions_of(json.loads(json.dumps(after)))
+    assert isinstance(older.mode, ShuffledFakes) and isinstance(newer.mode, ShuffledFakes)
+    assert older.mode.fake_rate == 0.475336 and after["versions"][0]["plan"]["planner_version"] == 1
+    assert newer.mode.fake_rate < 0.08 and after["versions"][1]["plan"]["planner_version"] == 2

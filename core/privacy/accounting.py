@@ -3,7 +3,7 @@
 What is composed. Each release is described by a ``PrivacyCurve``: a certified upper bound δ(ε),
 ε ≥ 0, on the hockey-stick divergence of a *symmetric dominating pair* of that release (a pair of
 distributions of which the release, for every pair of neighbouring datasets, is post-processing):
-the variation-ratio ``CountPair`` for shuffled ε₀-LDP reports (``ldptel.privacy.amplification``),
+the ``ShuffleBound`` pairs for shuffled ε₀-LDP reports (``ldptel.privacy.amplification``),
 the exact two-bucket Poisson pair for fake messages (``ldptel.privacy.fake_messages``). Not the
 (ε, δ) point alone: composing T points adds T·δ at least, where the curve composes to far less.
 

@@ -1,27 +1,21 @@
-"""Amplification by shuffling per frequency oracle: variation-ratio upper bounds, explicit lower bounds.
+"""Amplification by shuffling per frequency oracle: certified upper bounds, explicit lower bounds.
 
-Upper bound (Wang et al., VLDB 2024, Theorem 4.8). A randomizer R has the (p, β, q) property if for
-all inputs x, x', x'' and outputs y: R(x)(y) ≤ p·R(x')(y); TV(R(x), R(x')) ≤ β; R(x)(y) ≤ q·R(x'')(y).
-Then n shuffled reports are, for every pair of neighbouring datasets, post-processing of the
-``CountPair`` with α = β/(p − 1), u0 = p·α, u1 = α, r0 = r1 = α·p/q (Lemma 4.5), so its
-hockey-stick curve bounds theirs at every ε. Larger p, β or q only loosen it (Lemma 4.6), so the
-parameters below are upper bounds on the true ones, all with p = q = e^ε₀:
-
-    GRR(d):     β = (e^ε − 1)/(e^ε + d − 1)          (TV of two inputs: p_grr − q_grr)
-    OUE:        β = (e^ε − 1)/(2(e^ε + 1))           (two bits differ: ½·(1 − 2q), q = 1/(e^ε+1))
-    SUE:        β = (e^{ε/2} − 1)/(e^{ε/2} + 1)
-    OLH(g):     β = (e^ε − 1)/(e^ε + g − 1)          (as if the two hashes never collided)
-    Hadamard:   β = (e^ε − 1)/(2(e^ε + 1))           (the signs of two columns differ on half the rows)
-    RAPPOR:     β = TV of h bits Bern(q*) and h bits Bern(p*) against the swap (two Bloom filters
-                with h bits each, disjoint: the worst case)
+Upper bound (``ShuffleBound``): the least of the stronger clone pair of any ε₀-LDP randomizer
+(Feldman–McMillan–Talwar, SODA 2023: ``generic_pair``, the ``CountPair`` with device 1 at
+(e^ε₀, 1)/(e^ε₀ + 1) and every other device a clone of it with probability 2/(e^ε₀ + 1), half each
+way) and, for GRR, its privacy blanket summed exactly (``blanket``) and at d = 2 the exact worst
+dataset (``binary_grr``: the blanket is loose there, up to 1.42× the attack). Wang et al.'s mechanism-
+specific "variation-ratio" pair (VLDB 2024, Theorem 4.8) is *not* used: it is unsound (it claims
+ε = 1.607 at δ = 0.03 for GRR at n = 8, d = 3, ε₀ = 2, where the real release has δ = 0.0478 there;
+reproduced with the authors' code); it lives only in tests/, as the negative control's reference.
 
 Lower bound: an explicit pair of neighbouring datasets (one device a vs b, every other device on
 one value) and a statistic of the shuffled reports: each report is mapped to "supports a", "supports
 b" or neither, and the two counts are a ``CountPair`` whose parameters are the exact probabilities
 of those events (``attack_pairs``); its hockey-stick divergence, computed as a lower bound, is a
-lower bound on the release's. For GRR with the others on a third value c the attack pair *is* the
-variation-ratio pair, so the two bounds coincide (the bound is tight). OLH's attack assumes an
-ideal hash (collision probability 1/g).
+lower bound on the release's. For GRR the strong attack is every other device on a third value c;
+the blanket bound is within 0.3 % of it for d ≥ 16 (tests/test_amplification.py). OLH's attack
+assumes an ideal hash (collision probability 1/g).
 """
 
 from __future__ import annotations
@@ -29,12 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import cast
 
 import numpy as np
 from scipy import stats
 
 from ldptel.mechanisms.olh import olh_g
+from ldptel.privacy.binary_grr import binary_delta
 from ldptel.privacy.blanket import blanket_delta
 from ldptel.privacy.count_pair import GRID_STEP, CountPair, grid, search_epsilon
 
@@ -42,55 +36,11 @@ ORACLES = ("grr", "oue", "sue", "olh", "hadamard", "rappor")
 DEFAULT_RAPPOR_HASHES = 2
 
 
-@dataclass(frozen=True)
-class VariationRatio:
-    """The (p, β, q) parameters of a randomizer (module docstring)."""
-
-    p: float
-    beta: float
-    q: float
-
-    def pair(self, n: int) -> CountPair:
-        """The dominating ``CountPair`` of n shuffled reports."""
-        alpha = self.beta / (self.p - 1)
-        r = alpha * self.p / self.q
-        return CountPair(u0=self.p * alpha, u1=alpha, r0=r, r1=r, n=n)
-
-
 def rappor_bits(epsilon0: float, hashes: int) -> tuple[float, float]:
     """(p*, q*) of the representative RAPPOR the planner uses for ε₁ = ``epsilon0``: symmetric
     bits (p* = 1 − q*) with h·ln(q*(1−p*)/(p*(1−q*))) = ε₁, i.e. q*/(1 − q*) = e^{ε₁/(2h)}."""
     odds = math.exp(epsilon0 / (2 * hashes))
     return 1 / (odds + 1), odds / (odds + 1)
-
-
-def _rappor_beta(p_star: float, q_star: float, hashes: int) -> float:
-    k = range(hashes + 1)
-    on = np.asarray(stats.binom.pmf(list(k), hashes, q_star), dtype=np.float64)
-    off = np.asarray(stats.binom.pmf(list(k), hashes, p_star), dtype=np.float64)
-    return cast("float", 0.5 * sum(abs(on[i] * off[j] - off[i] * on[j]) for i in k for j in k))
-
-
-def variation_ratio(oracle: str, epsilon0: float, domain_size: int, *, hashes: int = DEFAULT_RAPPOR_HASHES,
-                    rappor_p_star: float | None = None, rappor_q_star: float | None = None) -> VariationRatio:
-    """(p, β, q) of ``oracle`` at local ε₀ (module docstring). RAPPOR takes its bit probabilities
-    p*, q* (default: ``rappor_bits(ε₀, hashes)``) and its number of hashes."""
-    e = math.exp(epsilon0)
-    if oracle == "grr":
-        beta = (e - 1) / (e + domain_size - 1)
-    elif oracle in ("oue", "hadamard"):
-        beta = (e - 1) / (2 * (e + 1))
-    elif oracle == "sue":
-        h = math.exp(epsilon0 / 2)
-        beta = (h - 1) / (h + 1)
-    elif oracle == "olh":
-        beta = (e - 1) / (e + olh_g(epsilon0) - 1)
-    elif oracle == "rappor":
-        p_star, q_star = _rappor_star(epsilon0, hashes, rappor_p_star, rappor_q_star)
-        beta = _rappor_beta(p_star, q_star, hashes)
-    else:
-        raise ValueError(f"oracle must be one of {', '.join(ORACLES)}, got {oracle!r}")
-    return VariationRatio(p=e, beta=beta, q=e)
 
 
 def _rappor_star(epsilon0: float, hashes: int, p_star: float | None,
@@ -152,10 +102,10 @@ def _rappor_attack(p_star: float, q_star: float, hashes: int) -> tuple[Rates, Ra
 
 
 def generic_pair(epsilon0: float, n: int) -> CountPair:
-    """The stronger clone pair of any ε₀-LDP randomizer (FMT 2023; the (p, β, q) pair at
-    β = (e^ε₀ − 1)/(e^ε₀ + 1), where device 1 has no leftover: w = 0)."""
+    """The stronger clone pair of any ε₀-LDP randomizer (FMT 2023): device 1 at (e^ε₀, 1)/(e^ε₀ + 1)
+    (no leftover), each other device a clone, 1/(e^ε₀ + 1) each way."""
     e = math.exp(epsilon0)
-    return VariationRatio(p=e, beta=(e - 1) / (e + 1), q=e).pair(n)
+    return CountPair(u0=e / (e + 1), u1=1 / (e + 1), r0=1 / (e + 1), r1=1 / (e + 1), n=n)
 
 
 @dataclass(frozen=True)
@@ -184,6 +134,8 @@ class ShuffleBound:
         out = [(generic_pair(self.epsilon0, self.n).delta(epsilon), BOUND_CLONE)]
         if self.oracle == "grr":
             out.append((blanket_delta(epsilon, self.epsilon0, self.domain_size, self.n), BOUND_GRR))
+            if self.domain_size == 2:
+                out.append((binary_delta(epsilon, self.epsilon0, self.n), BOUND_BINARY))
         return out
 
     def epsilon(self, delta: float) -> float | None:
@@ -196,6 +148,7 @@ class ShuffleBound:
 
 BOUND_CLONE = "stronger clone (Feldman-McMillan-Talwar 2023)"
 BOUND_GRR = "GRR privacy blanket, summed exactly (blanket of Balle et al. 2019, m revealed)"
+BOUND_BINARY = "binary GRR, worst dataset by a certified search (exact per dataset)"
 
 
 @lru_cache(maxsize=16384)
@@ -240,6 +193,5 @@ def amplified_epsilon_lower(oracle: str, epsilon0: float, domain_size: int, n: i
     return best
 
 
-__all__ = ["BOUND_CLONE", "BOUND_GRR", "DEFAULT_RAPPOR_HASHES", "ORACLES", "ShuffleBound", "VariationRatio",
-           "amplified_epsilon", "amplified_epsilon_lower", "attack_pairs", "generic_pair", "rappor_bits",
-           "variation_ratio"]
+__all__ = ["BOUND_BINARY", "BOUND_CLONE", "BOUND_GRR", "DEFAULT_RAPPOR_HASHES", "ORACLES", "ShuffleBound",
+           "amplified_epsilon", "amplified_epsilon_lower", "attack_pairs", "generic_pair", "rappor_bits"]

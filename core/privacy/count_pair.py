@@ -1,8 +1,9 @@
 """The two-count pair that bounds n shuffled reports, and its exact hockey-stick divergence.
 
-The pair (Wang et al., "Privacy Amplification via Shuffling: Unified, Simplified, and Tightened",
-VLDB 2024, Lemma 4.5 and Theorem 4.8; with r = α it is the "stronger clone" reduction of
-Feldman–McMillan–Talwar, SODA 2023). n users; the observation is (X, Y), two counts:
+The pair (the "stronger clone" reduction of Feldman–McMillan–Talwar, SODA 2023, in the two-count
+form of Wang et al., VLDB 2024, Lemma 4.5 — whose mechanism-specific Theorem 4.8 is unsound and not
+used, ``amplification``; also the GRR blanket's and the attacks' pairs). n users; the observation
+is (X, Y), two counts:
 
 - user 1 adds (1, 0) w.p. u0, (0, 1) w.p. u1, nothing w.p. w = 1 − u0 − u1 under P; under Q u0
   and u1 swap;

@@ -42,7 +42,7 @@ from ldptel.privacy.modes import Shuffled, ShuffledFakes
 from ldptel.privacy.release_claims import releases_composed
 from ldptel.privacy.subject import Claimed
 
-VERSION = 1  # of the cached documents: bump when the composition's math changes
+VERSION = 2  # of the cached documents: bump when the composition's math changes (2: issue 38's fakes)
 _running: dict[str, int] = {}  # key → pid of the process whose thread computes it
 _failed: dict[str, str] = {}  # key → why its computation failed in this process (not started again)
 _lock = threading.Lock()
@@ -99,7 +99,7 @@ def compose(parts: list[Release]) -> float | None:
     for p in parts:
         curve = (shuffled_curve(p.oracle, float(p.epsilon or 0.0), p.domain_size, p.n) if p.mode == "shuffled"
                  else fakes_curve(FakeSplit("", float(p.fake_rate or 0.0), p.shuffler_fakes).honest_mu(
-                     p.n, p.domain_size), p.epsilon, p.domain_size))
+                     p.n, p.domain_size), p.epsilon, p.domain_size, p.n))
         curves.append((curve, p.releases))
     value = cumulative_epsilon(curves, min(p.delta for p in parts))
     return value if math.isfinite(value) else None
@@ -138,7 +138,8 @@ def device_composition(campaigns: Sequence[Claimed], wait: bool = False) -> dict
         "releases": sum(p.releases for p in parts), "unbounded": unbounded,
         "scope": ("one device reporting to every campaign in a shuffled privacy mode in every window over "
                   "its retention period (one batch of batch_min devices per window), composed by a PLD "
-                  "accountant at the smallest central_delta"
+                  "accountant at the smallest central_delta: what the exports of one retention period "
+                  "reveal, not a lifetime bound (exports kept longer add their windows)"
                   + (f"; not composed: {', '.join(unbounded)} (windows kept forever: set retention)"
                      if unbounded else ""))}
     if not parts:

@@ -26,8 +26,9 @@ D(P_a‖U) ≤ (1 − 1/d)·δ(ε) gives, for ε' = ln(1 + γ(e^ε − 1)) and �
 
     δ'(ε') ≤ γ·[(1 − β)(1 − 1/d) + β]·δ(ε)          (``local_fake_delta``)
 
-and the release is also no worse than shuffled GRR reports at ε_l (the fakes are post-processing),
-so the certified ε is the least of that, the variation-ratio bound at ε_l, and ε_l itself.
+and the release is also no worse than shuffled GRR reports at ε_l (the fakes are post-processing).
+Much tighter (6.6× fewer fakes at d = 1,024, n = 10⁵, ε_l = 8): the fakes joined to the GRR
+blanket (``ldptel.privacy.blanket_fakes``); the planner takes the least of the three.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from ldptel.privacy.count_pair import GRID_STEP, grid
 TAIL = 1e-20
 _ROUNDING = 1e-10
 _EPS_FLOOR = 1e-6
-_MU_STEP = math.log1p(1e-4)  # μ is returned on the grid e^{j·_MU_STEP}
+MU_STEP = math.log1p(1e-4)  # μ is returned on the grid e^{j·MU_STEP}
 
 
 def fake_rate(mu: float, domain_size: int, batch_min: int) -> float:
@@ -61,8 +62,8 @@ def fake_delta(epsilon: float, mu: float, upper: bool = True) -> float:
 
 @lru_cache(maxsize=65536)
 def _fake_delta(epsilon: float, mu: float, upper: bool) -> float:
-    a_hi = _poisson_upper_end(mu, TAIL)
-    a_lo = _poisson_lower_end(mu, TAIL)
+    a_hi = poisson_upper_end(mu, TAIL)
+    a_lo = poisson_lower_end(mu, TAIL)
     a = np.arange(a_lo, a_hi + 1, dtype=np.float64)
     weight = np.exp(a * math.log(mu) - mu - special.gammaln(a + 1))
     x = (a + 1) * math.exp(-epsilon)
@@ -84,7 +85,7 @@ def _fake_delta(epsilon: float, mu: float, upper: bool) -> float:
     return max(0.0, total - allowance)
 
 
-def _poisson_upper_end(mu: float, tail: float) -> int:
+def poisson_upper_end(mu: float, tail: float) -> int:
     """The smallest k with P(Poisson(μ) > k) ≤ tail."""
     lo, hi = int(mu), int(mu + 20 + 20 * math.sqrt(mu))
     while float(special.pdtrc(hi, mu)) > tail:
@@ -98,7 +99,7 @@ def _poisson_upper_end(mu: float, tail: float) -> int:
     return hi
 
 
-def _poisson_lower_end(mu: float, tail: float) -> int:
+def poisson_lower_end(mu: float, tail: float) -> int:
     """The largest k with P(Poisson(μ) < k) ≤ tail (0 when even P(A = 0) is above it)."""
     lo, hi = 0, int(mu)  # P(A < 0) = 0 ≤ tail; P(A < ⌊μ⌋) is near 1/2
     if hi <= 0 or float(special.pdtr(hi - 1, mu)) <= tail:
@@ -176,27 +177,27 @@ def fakes_for(epsilon: float, delta: float, local_epsilon: float | None = None,
         assert domain_size is not None
         return local_fake_delta(epsilon, mu, local_epsilon, domain_size) <= delta
 
-    j_hi = math.ceil(math.log(max(math.log(1 / delta), 1.0)) / _MU_STEP)
-    j_lo = math.floor(math.log(1e-6) / _MU_STEP)
-    if certified(math.exp(j_lo * _MU_STEP)):
-        return math.exp(j_lo * _MU_STEP)
+    j_hi = math.ceil(math.log(max(math.log(1 / delta), 1.0)) / MU_STEP)
+    j_lo = math.floor(math.log(1e-6) / MU_STEP)
+    if certified(math.exp(j_lo * MU_STEP)):
+        return math.exp(j_lo * MU_STEP)
     j_hi = max(j_hi, j_lo + 1)
-    j_top = math.floor(math.log(max_mu) / _MU_STEP) if math.isfinite(max_mu) else None
+    j_top = math.floor(math.log(max_mu) / MU_STEP) if math.isfinite(max_mu) else None
     if j_top is not None and j_hi > j_top:
         j_hi = max(j_top, j_lo + 1)
-    while not certified(math.exp(j_hi * _MU_STEP)):
+    while not certified(math.exp(j_hi * MU_STEP)):
         if j_top is not None and j_hi >= j_top:
             return math.inf
-        j_lo, j_hi = j_hi, j_hi + round(math.log(2) / _MU_STEP)
+        j_lo, j_hi = j_hi, j_hi + round(math.log(2) / MU_STEP)
         if j_top is not None:
             j_hi = min(j_hi, j_top)
     while j_hi - j_lo > 1:
         mid = (j_lo + j_hi) // 2
-        if certified(math.exp(mid * _MU_STEP)):
+        if certified(math.exp(mid * MU_STEP)):
             j_hi = mid
         else:
             j_lo = mid
-    return math.exp(j_hi * _MU_STEP)
+    return math.exp(j_hi * MU_STEP)
 
 
 __all__ = ["fake_delta", "fake_epsilon", "fake_rate", "fakes_for", "grr_gamma", "local_fake_delta"]

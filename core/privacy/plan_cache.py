@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-VERSION = 1
+VERSION = 2
 MAX_ENTRIES = 2048
 _memory: dict[str, Any] = {}
 _lock = threading.Lock()

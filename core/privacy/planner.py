@@ -40,6 +40,12 @@ from ldptel.privacy.amplification import (
     amplified_epsilon_lower,
     attack_pairs,
 )
+from ldptel.privacy.blanket_fakes import (
+    fakes_attack_epsilon,
+    fakes_blanket_delta,
+    fakes_blanket_epsilon,
+    fakes_for_blanket,
+)
 from ldptel.privacy.clones import n_bucket, shuffle_epsilon
 from ldptel.privacy.fake_messages import (
     fake_delta,
@@ -56,6 +62,7 @@ BOUND_FMT21 = "clone (Feldman-McMillan-Talwar 2021)"
 BOUND_LOCAL = "local (no amplification certified)"
 BOUND_FAKES = "poisson-fakes (exact)"
 BOUND_FAKES_LOCAL = "poisson-fakes with GRR (advanced joint convexity)"
+BOUND_FAKES_BLANKET = "poisson-fakes inside the GRR blanket (exact count pair)"
 MAX_FAKE_RATE = 100.0  # fake messages per device above which a plan is refused
 EPS0_STEP = 1e-3
 # The smallest δ a plan may target: every bound here adds the mass it truncates, each tail at most
@@ -98,6 +105,9 @@ class PrivacyPlan:
     bound: str
     windows: int | None = None
     cumulative_epsilon: float | None = None
+    # shuffled-fakes with GRR: the μ an explicit attack shows is needed for the target (every μ that
+    # certifies it is above this one); None where no attack is computed
+    fakes_per_bucket_lower: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,8 +147,8 @@ def _check(mode: str, oracle: str, domain_size: int, epsilon: float, delta: floa
 @lru_cache(maxsize=4096)
 def shuffled_bound(oracle: str, epsilon0: float, domain_size: int, n: int, delta: float,
                    hashes: int = DEFAULT_RAPPOR_HASHES) -> CentralBound:
-    """Central ε of n shuffled ε₀-LDP reports of ``oracle`` at δ: U = min(variation-ratio at the
-    n-bucket, FMT21, ε₀), L = the best explicit attack at n (module docstring)."""
+    """Central ε of n shuffled ε₀-LDP reports of ``oracle`` at δ: U = min(``ShuffleBound`` at the
+    n-bucket, FMT21, ε₀), L = the best explicit attack at n (module docstring); L > U raises."""
     bound = ShuffleBound(oracle, epsilon0, domain_size, n_bucket(n))
     vr = bound.epsilon(delta)
     fmt = shuffle_epsilon(epsilon0, n, delta)
@@ -149,12 +159,12 @@ def shuffled_bound(oracle: str, epsilon0: float, domain_size: int, n: int, delta
         candidates.append((vr, bound.bound_name(vr)))
     upper, name = min(candidates)
     lower = amplified_epsilon_lower(oracle, epsilon0, domain_size, n, delta, hashes=hashes)
-    return CentralBound(epsilon=upper, epsilon_lower=min(lower, upper), delta=delta, bound=name)
+    return _checked(CentralBound(epsilon=upper, epsilon_lower=lower, delta=delta, bound=name))
 
 
 def shuffled_curve(oracle: str, epsilon0: float, domain_size: int, n: int,
                    hashes: int = DEFAULT_RAPPOR_HASHES) -> PrivacyCurve:
-    """The variation-ratio curve of one release (for ``ldptel.privacy.accounting``)."""
+    """The ``ShuffleBound`` curve of one release (for ``ldptel.privacy.accounting``)."""
     bound = ShuffleBound(oracle, epsilon0, domain_size, n_bucket(n))
     return PrivacyCurve(delta=bound.delta, max_loss=bound.max_loss, name=f"shuffled {oracle}")
 
@@ -167,14 +177,28 @@ def fakes_bound(mu: float, domain_size: int, n: int, delta: float,
     if local_epsilon is None:
         upper = fake_epsilon(mu, delta) if mu > 0 else math.inf
         lower = fake_epsilon(mu, delta, upper=False) if mu > 0 else math.inf
-        return CentralBound(epsilon=upper, epsilon_lower=min(lower, upper), delta=delta, bound=BOUND_FAKES)
+        return _checked(CentralBound(epsilon=upper, epsilon_lower=lower, delta=delta, bound=BOUND_FAKES))
     grr = shuffled_bound("grr", local_epsilon, domain_size, n, delta)
     if mu <= 0:
         return grr  # no fakes: shuffled GRR reports
-    eps = _local_fake_epsilon(mu, local_epsilon, domain_size, delta)
-    upper, name = min((grr.epsilon, grr.bound), (eps, BOUND_FAKES_LOCAL))
-    # no explicit attack on GRR with fakes is computed: 0 is the trivial lower bound
-    return CentralBound(epsilon=upper, epsilon_lower=0.0, delta=delta, bound=name)
+    lower = fakes_attack_epsilon(mu, local_epsilon, domain_size, n, delta)
+    blanket = fakes_blanket_epsilon(mu, local_epsilon, domain_size, n_bucket(n), delta,
+                                    start=lower if lower > 0 else None)
+    candidates = [(grr.epsilon, grr.bound), (_local_fake_epsilon(mu, local_epsilon, domain_size, delta),
+                                             BOUND_FAKES_LOCAL)]
+    if blanket is not None:
+        candidates.append((blanket, BOUND_FAKES_BLANKET))
+    upper, name = min(candidates)
+    return _checked(CentralBound(epsilon=upper, epsilon_lower=lower, delta=delta, bound=name))
+
+
+def _checked(bound: CentralBound) -> CentralBound:
+    """``bound`` itself; a lower bound above the certified one means an unsound bound (a bug):
+    raised, never clipped (clipping would print the unsound U as if certified)."""
+    if bound.epsilon_lower > bound.epsilon:
+        raise AssertionError(f"unsound bound: the attack's ε {bound.epsilon_lower!r} exceeds the certified "
+                             f"{bound.epsilon!r} ({bound.bound}) at δ = {bound.delta:g}")
+    return bound
 
 
 @lru_cache(maxsize=1024)
@@ -212,13 +236,22 @@ def _local_fake_epsilon(mu: float, local_epsilon: float, domain_size: int, delta
 
 
 def fakes_curve(mu: float, local_epsilon: float | None = None,
-                domain_size: int | None = None) -> PrivacyCurve:
-    """The fake-message curve of one release (for ``ldptel.privacy.accounting``)."""
+                domain_size: int | None = None, n: int | None = None) -> PrivacyCurve:
+    """The fake-message curve of one release (for ``ldptel.privacy.accounting``); with GRR on top
+    and the release's n given, the least of advanced joint convexity and the blanket with fakes."""
     if local_epsilon is None:
         return PrivacyCurve(delta=lambda eps: fake_delta(eps, mu), max_loss=math.inf, name=BOUND_FAKES)
     assert domain_size is not None
-    return PrivacyCurve(delta=lambda eps: local_fake_delta(eps, mu, local_epsilon, domain_size),
-                        max_loss=local_epsilon, name=BOUND_FAKES_LOCAL)
+    if n is None or mu <= 0:
+        return PrivacyCurve(delta=lambda eps: local_fake_delta(eps, mu, local_epsilon, domain_size),
+                            max_loss=local_epsilon, name=BOUND_FAKES_LOCAL)
+    pair_n = n_bucket(n)
+
+    def least(eps: float) -> float:  # both bound the same release: the lesser δ at each ε
+        return min(local_fake_delta(eps, mu, local_epsilon, domain_size),
+                   fakes_blanket_delta(eps, mu, local_epsilon, domain_size, pair_n))
+
+    return PrivacyCurve(delta=least, max_loss=local_epsilon, name=BOUND_FAKES_BLANKET)
 
 
 def std_error(oracle: str, epsilon0: float, domain_size: int, n: int) -> float | None:
@@ -297,13 +330,16 @@ def _plan(mode: str, oracle: str, d: int, target: float, delta: float, n: int, w
         error = math.sqrt(n * q * (1 - q) + mu) / grr_gamma(local_epsilon, d)
     cumulative = None
     if windows is not None:
-        cumulative = cumulative_epsilon([(fakes_curve(mu, local_epsilon, d), windows)], delta)
+        cumulative = cumulative_epsilon([(fakes_curve(mu, local_epsilon, d, n), windows)], delta)
+    mu_lower = None
+    if local_epsilon is not None and mu > 0:
+        mu_lower = fakes_for_blanket(target, delta, local_epsilon, d, n, MAX_MU, upper=False)
     return PrivacyPlan(mode, oracle, d, n, target, delta, local_epsilon, rate, mu, bound.epsilon,
-                       bound.epsilon_lower, error, bound.bound, windows, cumulative)
+                       bound.epsilon_lower, error, bound.bound, windows, cumulative, mu_lower)
 
 
 def _largest_epsilon0(oracle: str, d: int, target: float, delta: float, n: int, hashes: int) -> float:
-    """The largest multiple of EPS0_STEP (≤ MAX_EPSILON) whose variation-ratio δ at the target ε
+    """The largest multiple of EPS0_STEP (≤ MAX_EPSILON) whose ``ShuffleBound`` δ at the target ε
     is ≤ δ; at worst ε₀ = the target itself (no amplification needed)."""
     pair_n = n_bucket(n)
 
@@ -361,7 +397,8 @@ def _smallest_mu(target: float, delta: float, d: int, n: int, local_epsilon: flo
         return fakes_for(target, delta, max_mu=MAX_MU)
     if shuffled_bound("grr", local_epsilon, d, n, delta).epsilon <= target:
         return 0.0  # shuffled GRR at ε_l alone meets the target
-    return fakes_for(target, delta, local_epsilon, d, max_mu=MAX_MU)
+    joint = fakes_for(target, delta, local_epsilon, d, max_mu=MAX_MU)
+    return min(joint, fakes_for_blanket(target, delta, local_epsilon, d, n_bucket(n), max_mu=MAX_MU))
 
 
 def _up(x: float) -> float:
@@ -372,7 +409,7 @@ def _up(x: float) -> float:
     return float(f"{math.ceil(x / scale - 1e-9) * scale:.3g}")
 
 
-__all__ = ["BOUND_FAKES", "BOUND_FAKES_LOCAL", "BOUND_FMT21", "BOUND_LOCAL", "FAKE_ORACLES",
-           "MAX_FAKE_RATE", "MAX_MU", "MIN_DELTA", "MODES", "CentralBound", "PrivacyPlan",
+__all__ = ["BOUND_FAKES", "BOUND_FAKES_BLANKET", "BOUND_FAKES_LOCAL", "BOUND_FMT21", "BOUND_LOCAL",
+           "FAKE_ORACLES", "MAX_FAKE_RATE", "MAX_MU", "MIN_DELTA", "MODES", "CentralBound", "PrivacyPlan",
            "adversarial_bound", "compute_plan", "fakes_bound", "fakes_curve", "shuffled_bound",
            "shuffled_curve", "std_error"]

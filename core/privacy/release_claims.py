@@ -87,7 +87,7 @@ def releases_composed(campaign: Claimed) -> int | None:
 def _key(mode: ShuffledMode, oracle: str, d: int, n: int, releases: int) -> str:
     fake_rate = mode.fake_rate if isinstance(mode, ShuffledFakes) else None
     shuffler = [mode.shuffler_fakes] if isinstance(mode, ShuffledFakes) and mode.shuffler_fakes else []
-    return json.dumps(["cumulative", 1, mode.name, oracle, mode.local_epsilon, d, n, mode.central_delta,
+    return json.dumps(["cumulative", 2, mode.name, oracle, mode.local_epsilon, d, n, mode.central_delta,
                        fake_rate, releases, *shuffler])
 
 
@@ -107,7 +107,7 @@ def _cumulative(mode: ShuffledMode, oracle: str, d: int, n: int, releases: int) 
     from ldptel.privacy.planner import fakes_curve, shuffled_curve
 
     curve = (shuffled_curve(oracle, mode.local_epsilon, d, n) if isinstance(mode, Shuffled)
-             else fakes_curve(fake_split(mode).honest_mu(n, d), mode.local_epsilon, d))
+             else fakes_curve(fake_split(mode).honest_mu(n, d), mode.local_epsilon, d, n))
     value = cumulative_epsilon([(curve, releases)], mode.central_delta)
     plan_cache.store(key, {"epsilon": value if math.isfinite(value) else None})
     return value if math.isfinite(value) else None
@@ -179,7 +179,9 @@ def window_claim(campaign: Claimed, batches: list[int], compose: bool = True) ->
            "central_scope": ("one device in one shuffled batch (it reports once per window, so in one "
                              "batch per window); the window's claim is its worst batch; "
                              + (f"cumulative over {releases} windows (the retention period) by a PLD "
-                                "accountant" if releases else "windows are kept forever: no cumulative "
+                                "accountant: what the exports of one retention period reveal, not a "
+                                "lifetime bound (exports kept longer add their windows)"
+                                if releases else "windows are kept forever: no cumulative "
                                 "figure (set retention)")),
            "claims": source_claims(campaign, worst, max(bounds, key=lambda b: b.epsilon))}
     if isinstance(mode, ShuffledFakes):

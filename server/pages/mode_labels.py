@@ -110,7 +110,9 @@ def central_note(privacy: Mapping[str, Any]) -> Markup:
     if privacy.get("cumulative_epsilon") is not None:
         text += Markup(" A device that reports in every window over the retention period ({t}) "
                        "reveals at most ε = {c} at the same δ (composed by a privacy-loss-distribution "
-                       "accountant).").format(t=plural(int(privacy["releases_composed"]), "window"),
+                       "accountant) to whoever holds the exports of one retention period; this is not a "
+                       "lifetime bound: someone who keeps older exports holds more windows, and the ε "
+                       "grows with them.").format(t=plural(int(privacy["releases_composed"]), "window"),
                                               c=_eps(privacy["cumulative_epsilon"]))
     return text
 
@@ -156,7 +158,9 @@ def composition_note(composition: Mapping[str, Any]) -> Markup | None:
         text = Markup("A device that reports to every shuffled campaign ({names}) in every window over their "
                       "retention periods — {t} in all — reveals at most central ε = {e} (δ = {d}) "
                       "through their published estimates, composed by a privacy-loss-distribution "
-                      "accountant.").format(names=", ".join(p["name"] for p in parts),
+                      "accountant, to whoever holds the exports of one retention period (not a "
+                      "lifetime bound: older exports kept add their windows).").format(
+                                            names=", ".join(p["name"] for p in parts),
                                             t=plural(total, "release"),
                                             e=_eps(composition["epsilon"]),
                                             d=_delta(float(composition["delta"])))
