@@ -35,6 +35,7 @@ from werkzeug.wsgi import get_content_length
 from ldptel import keys
 from ldptel.campaigns.config import Config
 from ldptel.proto import SEALED_SCHEMA_VERSION, schema_version_of
+from ldptel.server import redemption
 from ldptel.server.bodies import drain_environ
 from ldptel.server.errors import API_CSP
 from ldptel.server.sealed_ingest import sealed_keys, validate_sealed
@@ -181,13 +182,14 @@ class ReportRoute:
         if length is not None and length > srv.max_body_bytes:
             raise Rejection(413, "too_large", f"request body exceeds {srv.max_body_bytes} bytes",
                             "body_too_large")
+        token = redemption.token_of(environ)  # a PrivateToken (issue 37): 401 bad_token if malformed
         address = environ["ldptel.address"]
         limited = st.rate_limiter.check_address(address)
         if limited:
             environ["ldptel.retry_after"] = limited
             raise Rejection(429, "rate_limited", f"over {srv.rate_limit_per_address_per_minute} requests per "
                             "minute from this address", "rate_limited")
-        allowed, retry_after = st.rate_limiter.check(token_id)
+        allowed, retry_after = (True, 0) if token is not None else st.rate_limiter.check(token_id)
         if not allowed:
             environ["ldptel.retry_after"] = retry_after
             raise Rejection(429, "rate_limited", f"over {srv.rate_limit_per_minute} requests per minute "
@@ -195,12 +197,18 @@ class ReportRoute:
         body = st.body_guard.read(environ, srv.max_body_bytes, address)
         environ["ldptel.body_read"] = True
         valid = validate(st, body)
-        return self._store(valid)
+        now = time.time()
+        length = valid.campaign.window_seconds
+        window = keys.window_start(now, length) if valid.window is None else valid.window
+        spent = redemption.redeem(st.config, valid.campaign, token, window, valid.count, now)
+        return self._store(valid, spent)
 
-    def _store(self, valid: ValidBatch) -> tuple[int, dict[str, Any]]:
+    def _store(self, valid: ValidBatch, spent: bytes | None = None) -> tuple[int, dict[str, Any]]:
+        """Store ``valid``; with ``spent`` (a redeemed token's digest) through ``INGEST_TOKEN``, on
+        the token's shard, refusing a token already spent (409)."""
         st = self.st
         camp, cfg = valid.campaign, st.config
-        shard = keys.shard_of(valid.batch_id, camp.shards)
+        shard = keys.shard_of(valid.batch_id if spent is None else spent, camp.shards)
         now = time.time()
         window = keys.window_start(now, camp.window_seconds) if valid.window is None else valid.window
         shuffled = cfg.shuffler.enabled
@@ -214,7 +222,17 @@ class ReportRoute:
             bound = cfg.shuffler.max_ingress_batches
             script_keys.append(keys.ingress_groups_key(camp.name, shard))
             args += [bound, group]
-        entry = scripts.of(st.collector_redis).call("INGEST", keys=script_keys, args=args)
+        if spent is None:
+            entry = scripts.of(st.collector_redis).call("INGEST", keys=script_keys, args=args)
+        else:
+            entry = scripts.of(st.collector_redis).call(
+                "INGEST_TOKEN", keys=[keys.spent_key(camp.name, shard, window), *script_keys],
+                args=[spent, redemption.spent_expire_at(camp, window, cfg, now), *args])
+            if entry == b"spent":
+                st.metrics.reject(camp.name, "token_spent")
+                raise Refused(409, "token_spent", {"campaign": camp.name, "window": window,
+                                                   "reason": "this Privacy Pass token was already redeemed: "
+                                                             "one token per envelope, never reused"})
         if entry == b"full":  # a stopped shuffler, or a group below batch_min: refused, never trimmed
             st.metrics.reject(camp.name, "ingress_full")
             raise Refused(503, "ingress_full", {
@@ -251,7 +269,10 @@ class ReportRoute:
         throttle: AuthThrottle = st.auth_throttle
         address = environ["ldptel.address"] = st.client_address.of_environ(environ)
         wait = throttle.blocked(address)
-        token = bearer(environ.get("HTTP_AUTHORIZATION", ""))
+        header = environ.get("HTTP_AUTHORIZATION", "")
+        if not wait and header[:13].lower() == "privatetoken ":  # issue 37: checked after validation
+            return "privacy-pass"
+        token = bearer(header)
         if not wait:
             presented = hashlib.sha256((token or "").encode("utf-8", "surrogatepass")).digest()
             ok = False

@@ -1,0 +1,160 @@
+"""Privacy Pass tokens end to end (issue 37): the issuer and the collector over HTTP on one Redis,
+real sealed envelopes. One stack asserts the Sybil bounds of the issue: 2,000 token-less envelopes
+all refused, a replayed token 409, tokens for another campaign / window / key refused, 50
+subjects × 1 report → 50 counted; and unlinkability: no value common to the issuer's and the
+collector's stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import jwt
+import pytest
+import redis
+from agg_support import HttpStack
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from issuer_support import IssuerStack
+from sealed_support import SHUFFLED, publish_keys, shuffle_and_aggregate
+
+from ldptel import keys, privacy_pass
+from ldptel.client.sealed import seal_rows, unsealed
+from ldptel.mechanisms.builder import build_mechanism
+from ldptel.privacy_pass import Token
+
+CAMP = {**SHUFFLED, "name": "tok-grr", "batch_min": 50, "window": "1h"}
+
+
+@pytest.fixture
+def stacks(redis_client: redis.Redis, redis_url: str, tmp_path: Path):
+    signing = ed25519.Ed25519PrivateKey.generate()
+    (tmp_path / "app.pem").write_bytes(
+        signing.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    import dataclasses
+
+    from agg_support import write_config
+
+    cfg = write_config(
+        tmp_path / "c.toml",
+        [CAMP],
+        shuffler={"batch_reports": 200},
+        issuer={
+            "attester": "jwt",
+            "jwt_public_key": str(tmp_path / "app.pem"),
+            "jwt_audience": "app",
+            "key_file": str(tmp_path / "issuer" / "key.pem"),
+        },
+    )
+    cfg = dataclasses.replace(
+        cfg, analyzer=dataclasses.replace(cfg.analyzer, keys_dir=str(tmp_path / "keys"))
+    )
+    assert cfg.campaigns[0].require_tokens  # a config with [issuer]: shuffled campaigns take tokens
+    publish_keys(cfg, redis_client)
+    issuer = IssuerStack(cfg, redis_url)
+    collector = HttpStack(cfg, redis_url)
+
+    def attest(sub: str) -> str:
+        return jwt.encode(
+            {"sub": sub, "aud": "app", "exp": int(time.time()) + 60}, signing, algorithm="EdDSA"
+        )
+
+    yield cfg, issuer, collector, attest
+    collector.close()
+    issuer.close()
+
+
+def envelope(collector: HttpStack, value: int) -> tuple[bytes, int]:
+    """One device's real sealed envelope (the SDK's sealing), and its window."""
+    status, _, raw = collector.get("/v1/campaigns", token="ingest-token-for-tests")
+    cfg = next(c for c in json.loads(raw)["campaigns"] if c["name"] == CAMP["name"])
+    assert cfg["require_tokens"] is True
+    mech = build_mechanism(cfg)
+    now = time.time()
+    row = unsealed(cfg, mech, mech.encode_batch([value], campaign=CAMP["name"]), now)
+    sealed, _ = seal_rows(cfg, mech, CAMP["name"], 1, os.urandom(16), [row], now)
+    return sealed[0].body, keys.window_start(now, 3600)
+
+
+def post(collector: HttpStack, body: bytes, token: Token | None):
+    headers = {"Content-Type": "application/x-protobuf"}
+    headers["Authorization"] = (
+        privacy_pass.authorization(token) if token is not None else "Bearer ingest-token-for-tests"
+    )
+    status, _, raw = collector.request("POST", "/v1/reports", body, headers)
+    return status, json.loads(raw)
+
+
+def test_tokens_end_to_end(stacks, redis_client: redis.Redis):
+    cfg, issuer, collector, attest = stacks
+    body, window = envelope(collector, 3)
+
+    # 2,000 token-less envelopes: every one refused, nothing stored
+    refused = sum(post(collector, body, None)[1]["error"] == "token_required" for _ in range(2000))
+    assert refused == 2000
+    assert redis_client.xlen(keys.ingress_key(CAMP["name"], 0)) == 0
+
+    # malformed, wrong-window, wrong-campaign and foreign-key tokens: 401 bad_token, nothing stored
+    good = issuer.tokens(CAMP["name"], window, 1, attestation=attest("probe"))[0]
+    other_window = issuer.tokens(CAMP["name"], window - 3600 * 5, 1, attestation=attest("probe2"))[0]
+    other_campaign = issuer.tokens("elsewhere", window, 1, attestation=attest("probe3"))[0]
+    forged = Token(good.nonce, good.challenge_digest, b"\x07" * 32, good.authenticator)
+    flipped = Token(good.nonce, good.challenge_digest, good.token_key_id, good.authenticator[:-1] + b"\x00")
+    for bad in (other_window, other_campaign, forged, flipped):
+        status, doc = post(collector, body, bad)
+        assert (status, doc["error"]) == (401, "bad_token"), doc
+    for header in ('PrivateToken token="AAAA"', "PrivateToken nothing", 'PrivateToken token="!!"'):
+        status, _, raw = collector.request(
+            "POST", "/v1/reports", body, {"Content-Type": "application/x-protobuf", "Authorization": header}
+        )
+        assert (status, json.loads(raw)["error"]) == (401, "bad_token")
+    assert redis_client.xlen(keys.ingress_key(CAMP["name"], 0)) == 0
+
+    # a subject asking for a second token in the window: refused by the issuer
+    with pytest.raises(AssertionError, match="token_quota"):
+        issuer.tokens(CAMP["name"], window, 1, attestation=attest("probe"))
+
+    # the good token: accepted once; replayed (another envelope, same token): 409
+    assert post(collector, body, good)[0] == 202
+    body2, _ = envelope(collector, 4)
+    status, doc = post(collector, body2, good)
+    assert (status, doc["error"]) == (409, "token_spent"), doc
+
+    # 49 more subjects × 1 report: 50 counted in all
+    for i in range(49):
+        token = issuer.tokens(CAMP["name"], window, 1, attestation=attest(f"user-{i}"))[0]
+        b, _ = envelope(collector, i % 8)
+        assert post(collector, b, token)[0] == 202
+    shuffle_and_aggregate(cfg, redis_client)
+    status, _, raw = collector.get(f"/v1/campaigns/{CAMP['name']}/estimates?window={window}")
+    assert status == 200, raw
+    assert json.loads(raw)["n_reports"] == 50
+
+    # unlinkability: no value (key or member) common to the issuer's and the collector's stores
+    issuer_values, collector_values = set(), set()
+    for k in redis_client.keys("*"):
+        values = {k}
+        t = redis_client.type(k)
+        if t == b"set":
+            values |= set(redis_client.smembers(k))
+        elif t == b"string":
+            values.add(redis_client.get(k))
+        (issuer_values if k.startswith(b"ldptel:issuer:") else collector_values).update(values)
+
+    def parts(values: set[bytes]) -> set[bytes]:
+        """Every field of 8+ bytes, a window start (public time, shared by design) left out."""
+        return {
+            p
+            for v in values
+            for p in v.replace(b"{", b":").replace(b"}", b":").split(b":")
+            if len(p) >= 8 and not p.isdigit() and p != b"ldptel"
+        }
+
+    assert issuer_values and collector_values
+    common = parts(issuer_values) & parts(collector_values)
+    assert not common, common
