@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ldptel import privacy_pass
 from ldptel.client import delivery
 from ldptel.client.configs import CampaignConfigs
 from ldptel.client.delivery import CONTENT_TYPE, Action, Attempt, BodyCutOff, FlushResult, HttpStatus
@@ -40,9 +42,10 @@ from ldptel.client.errors import (
 from ldptel.client.health import DropCounter
 from ldptel.client.limits import LARGE_BODY, Limits, split_batch
 from ldptel.client.queue import Chunk, ReportQueue
-from ldptel.client.sealed import ClockOffset, seal_rows
+from ldptel.client.sealed import ClockOffset, accepted_windows, seal_rows
+from ldptel.client.tokens import NoToken, TokenWallet
 from ldptel.mechanisms.base import Mechanism
-from ldptel.proto import ReportBatch
+from ldptel.proto import ReportBatch, SealedBatch
 
 log = logging.getLogger("ldptel.client")
 
@@ -61,6 +64,7 @@ class FlushingClient(Protocol):
     max_backoff: float
     _configs: CampaignConfigs
     _dropped: DropCounter
+    tokens: TokenWallet  # issue 37: the Privacy Pass tokens of require_tokens campaigns
 
     @property
     def queue(self) -> ReportQueue: ...
@@ -79,7 +83,7 @@ class FlushingClient(Protocol):
     def sleep(self, delay: float) -> bool: ...
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 content_type: str | None = None) -> bytes: ...
+                 content_type: str | None = None, authorization: str | None = None) -> bytes: ...
 
 
 class Sender:
@@ -161,6 +165,8 @@ class Sender:
         try:
             mech = c.mechanism(chunk.campaign, chunk.version)  # refuses a campaign over max_epsilon
             cfg = c.sealed_config(chunk.campaign, chunk.version)
+            if cfg is not None and cfg.get("require_tokens"):  # issue 37: a token per envelope
+                return self.attempt_tokens(chunk, cfg, mech)
             if cfg is not None:  # a shuffled privacy mode: sealed envelopes (``client.sealed``)
                 return self.attempt_sealed(chunk, cfg, mech)
             body = self.batch_body(chunk)
@@ -229,6 +235,63 @@ class Sender:
                 duplicate += env.reports
             else:
                 accepted += env.reports
+        return Attempt(Action.SENT, duplicate=duplicate > 0 and accepted == 0, accepted=accepted or duplicate)
+
+    def attempt_tokens(self, chunk: Chunk, cfg: dict[str, Any], mech: Mechanism) -> Attempt:
+        """A campaign with ``require_tokens`` (issue 37): each row (one device's report) sealed
+        into an envelope of its own (batch id derived from the chunk's and the row's index, so a
+        retry is the same envelope), each sent with its own Privacy Pass token
+        (``client.tokens``); without a token the chunk waits (``no_token``), never sent. The
+        envelopes' tokens are forgotten once the whole chunk is taken."""
+        c = self.client
+        if chunk.count != len(chunk.batches):
+            why = (f"campaign {chunk.campaign!r} requires tokens: one report per envelope (report(), not "
+                   "report_many of several values)")
+            return Attempt(Action.DROP, error=why, reason=why, code="one_report_per_token")
+        now = c.clock.now()
+        windows = accepted_windows(cfg, now)
+        c.tokens.prune(chunk.campaign, min(windows))
+        envelopes = []
+        for i, row in enumerate(chunk.batches):
+            row_id = hashlib.sha256(chunk.batch_id + i.to_bytes(4, "big")).digest()[:16]
+            try:
+                sealed, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, row_id, [row], now, c.rng)
+            except TelemetryError:
+                c._configs.refresh_in_background()
+                raise
+            if stale:
+                c._dropped.add("stale_window", stale, f"campaign {chunk.campaign!r}: a report of a window "
+                               "the collector no longer takes")
+            envelopes += [(env, SealedBatch.FromString(env.body).window) for env in sealed]
+        accepted = duplicate = 0
+        for env, window in envelopes:
+            try:
+                token = c.tokens.for_envelope(cfg, chunk.campaign, window, env.batch_id, len(envelopes))
+            except NoToken as exc:
+                c.tokens.waited(chunk.count, str(exc))
+                log.info("no token: %s; %d reports wait", exc, chunk.count)
+                return Attempt(Action.RETRY, error=f"no_token: {exc}")
+            try:
+                answer = json.loads(c._request("POST", "/v1/reports", env.body, CONTENT_TYPE,
+                                               authorization=privacy_pass.authorization(token)) or b"{}")
+            except HttpStatus as exc:
+                code = delivery.error_code(exc.body)
+                if code in ("token_spent", "bad_token"):  # never offered again; a new one next time
+                    c.tokens.discard(env.batch_id)
+                    return Attempt(Action.RETRY, error=str(exc))
+                if code in ("unknown_key", "wrong_window"):
+                    c._configs.refresh_in_background()
+                    return Attempt(Action.RETRY, error=str(exc))
+                return self.refused(exc, chunk)
+            except (OSError, ValueError) as exc:
+                return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
+            if answer.get("duplicate"):
+                duplicate += env.reports
+            else:
+                accepted += env.reports
+        c.tokens.cleared()
+        for env, _ in envelopes:
+            c.tokens.discard(env.batch_id)
         return Attempt(Action.SENT, duplicate=duplicate > 0 and accepted == 0, accepted=accepted or duplicate)
 
     def refused(self, exc: HttpStatus, chunk: Chunk) -> Attempt:

@@ -57,6 +57,8 @@ def stacks(redis_client: redis.Redis, redis_url: str, tmp_path: Path):
     assert cfg.campaigns[0].require_tokens  # a config with [issuer]: shuffled campaigns take tokens
     publish_keys(cfg, redis_client)
     issuer = IssuerStack(cfg, redis_url)
+    # the devices are told the issuer's real address (the test's free port)
+    cfg = dataclasses.replace(cfg, issuer=dataclasses.replace(cfg.issuer, url=issuer.url))
     collector = HttpStack(cfg, redis_url)
 
     def attest(sub: str) -> str:
@@ -158,3 +160,35 @@ def test_tokens_end_to_end(stacks, redis_client: redis.Redis):
     assert issuer_values and collector_values
     common = parts(issuer_values) & parts(collector_values)
     assert not common, common
+
+
+def test_sdk_sends_with_tokens_and_waits_without(stacks, redis_client: redis.Redis, tmp_path: Path):
+    """Python SDK (issue 37 item 4): with ``attestation`` each report goes in its own envelope with
+    a fresh token (3 devices → 3 stored, tokens spent and gone from the SDK's file); without, the
+    reports wait (``health().waiting == {"no_token": 1}``) and nothing reaches the collector."""
+    from agg_support import INGEST_TOKEN
+
+    from ldptel.client import TelemetryClient
+
+    cfg, issuer, collector, attest = stacks
+    for i in range(3):
+        with TelemetryClient(collector.url, INGEST_TOKEN, queue_path=tmp_path / f"d{i}.sqlite",
+                             attestation=lambda i=i: attest(f"device-{i}")) as client:
+            assert client.report(CAMP["name"], i)
+            result = client.flush(timeout=30)
+            assert (result.accepted, result.pending) == (1, 0), result
+            assert client.tokens._queue().query("SELECT COUNT(*) FROM tokens") == [(0,)]
+    assert redis_client.xlen(keys.ingress_key(CAMP["name"], 0)) == 3
+    spent = redis_client.keys(b"*:spent:*")
+    assert sum(redis_client.scard(k) for k in spent) == 3
+
+    with TelemetryClient(collector.url, INGEST_TOKEN, queue_path=tmp_path / "none.sqlite") as client:
+        assert client.report(CAMP["name"], 1)
+        result = client.flush(timeout=3)
+        assert result.pending == 1 and "no_token" in (result.error or ""), result
+        assert client.health().waiting == {"no_token": 1}
+    assert redis_client.xlen(keys.ingress_key(CAMP["name"], 0)) == 3  # never sent without a token
+    assert collector.app.extensions["ldptel"].metrics.flush()
+    counters = redis_client.hgetall(keys.GLOBAL_METRICS_KEY)  # the collector refused nothing:
+    refused = {k: v for k, v in counters.items() if k.startswith(b"rej|")}  # no token-less envelope came
+    assert not refused, refused

@@ -355,14 +355,17 @@ return deleted
 def _with_token(ingest: str) -> str:
     """``INGEST`` behind a spent-token check (issue 37): KEYS[1] the spent set (keys.spent_key),
     ARGV[1] the token's digest, ARGV[2] the set's expiry (epoch s), then INGEST's own KEYS and ARGV.
-    Returns 'spent' (nothing written) for a token already in the set; the digest is added with the
-    XADD, in the same script, so a token is spent exactly when its envelope is stored (a duplicate
-    batch_id or a full ingress spends nothing)."""
+    Returns 'spent' (nothing written) for a token already in the set, unless the envelope itself
+    was stored already (its batch id seen: a retry is a duplicate, as without tokens); the digest
+    is added with the XADD, in the same script, so a token is spent exactly when its envelope is
+    stored (a duplicate batch_id or a full ingress spends nothing)."""
     body = ingest[len(_TRACKED_ID):].replace("KEYS[", "K[").replace("ARGV[", "A[")
     head, sep, tail = body.rpartition("\nreturn id\n")
     assert sep, "INGEST ends with 'return id'"
     return (_TRACKED_ID + "local K, A = {unpack(KEYS, 2)}, {unpack(ARGV, 3)}\n"
-            "if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 'spent' end\n"
+            "if redis.call('EXISTS', K[1]) == 0 and redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then\n"
+            "  return 'spent'\n"
+            "end\n"
             + head + "\nredis.call('SADD', KEYS[1], ARGV[1])\nredis.call('EXPIREAT', KEYS[1], ARGV[2])"
             + sep + tail)
 
