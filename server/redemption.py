@@ -14,8 +14,9 @@ that
 5. is unspent: ``scripts.INGEST_TOKEN`` checks and adds its digest to the (campaign, shard, window)
    spent set in the same round trip that stores the envelope, else 409 ``token_spent``.
 
-No token at all: 401 ``token_required``. A token-bearing envelope holds one device's report
-(``reports = 1``), so the shuffler's ``batch_min`` counts token-bearing envelopes. What the
+No token at all: 401 ``token_required``. A token-bearing envelope of a shuffled campaign holds one
+device's report (``reports = 1``), so the shuffler's ``batch_min`` counts token-bearing envelopes;
+a local campaign's batch (a device's queued reports) takes one token per batch. What the
 collector stores of a token is SHA-256(token_input)[:16] in the spent set, until the window's
 accepting ends; never the token, never anything the issuer saw.
 """
@@ -132,7 +133,7 @@ def redeem(
             f"the issuer at {issuer.public_url() if issuer else '(none configured)'}",
             campaign=name,
         )
-    if reports != 1:
+    if reports != 1 and campaign.privacy_mode != "local":  # batch_min counts envelopes
         raise Rejection(
             400,
             "invalid_batch",
@@ -151,7 +152,7 @@ def redeem(
             },
             campaign=name,
         )
-    if token.challenge_digest != privacy_pass.challenge_for(issuer.name, name, window).digest():
+    if token.challenge_digest != privacy_pass.challenge_digest(issuer.name, name, window):
         raise Rejection(
             401,
             "bad_token",
