@@ -120,3 +120,13 @@ def test_parse_authorization_refusals():
         privacy_pass.parse_authorization('PrivateToken token="AAIAAA"')
     with pytest.raises(TokenFormatError, match="not 0x0002"):
         privacy_pass.parse_authorization('PrivateToken token="AAEAAA"')
+
+
+def test_ldptel_challenge_vector():
+    """testvectors/privacy_pass_ldptel.json (written from this module, checked by the JS SDK too):
+    the (campaign, window) challenge and the header stay byte-identical."""
+    w = json.loads((VECTORS / "privacy_pass_ldptel.json").read_text())
+    assert privacy_pass.redemption_context(w["campaign"], w["window"]).hex() == w["redemption_context"]
+    challenge = privacy_pass.challenge_for(w["issuer_name"], w["campaign"], w["window"])
+    assert challenge.encode().hex() == w["challenge"]
+    assert privacy_pass.authorization(Token.decode(bytes.fromhex(w["token"]))) == w["authorization"]

@@ -172,8 +172,12 @@ def test_sdk_sends_with_tokens_and_waits_without(stacks, redis_client: redis.Red
 
     cfg, issuer, collector, attest = stacks
     for i in range(3):
-        with TelemetryClient(collector.url, INGEST_TOKEN, queue_path=tmp_path / f"d{i}.sqlite",
-                             attestation=lambda i=i: attest(f"device-{i}")) as client:
+        with TelemetryClient(
+            collector.url,
+            INGEST_TOKEN,
+            queue_path=tmp_path / f"d{i}.sqlite",
+            attestation=lambda i=i: attest(f"device-{i}"),
+        ) as client:
             assert client.report(CAMP["name"], i)
             result = client.flush(timeout=30)
             assert (result.accepted, result.pending) == (1, 0), result
@@ -192,3 +196,66 @@ def test_sdk_sends_with_tokens_and_waits_without(stacks, redis_client: redis.Red
     counters = redis_client.hgetall(keys.GLOBAL_METRICS_KEY)  # the collector refused nothing:
     refused = {k: v for k, v in counters.items() if k.startswith(b"rej|")}  # no token-less envelope came
     assert not refused, refused
+
+
+CLIENT_JS = Path(__file__).resolve().parent.parent / "client-js"
+
+
+@pytest.mark.skipif(
+    not (CLIENT_JS / "node_modules" / "@cloudflare" / "privacypass-ts").exists(),
+    reason="client-js dependencies not installed (cd client-js && npm ci)",
+)
+def test_tokens_across_languages(stacks, redis_client: redis.Redis, tmp_path: Path):
+    """A token the JS SDK (@cloudflare/privacypass-ts) fetched from the Python issuer is redeemed
+    by the Python collector, and one a JS issuer minted for ldptel's challenge verifies in Python
+    and is redeemed once its key is in the directory the collector reads (issue 37)."""
+    import subprocess
+
+    cfg, issuer, collector, attest = stacks
+    body, window = envelope(collector, 2)
+    out = tmp_path / "interop.json"
+    env = {
+        **os.environ,
+        "LDPTEL_INTEROP_OUT": str(out),
+        "LDPTEL_ISSUER_URL": issuer.url,
+        "LDPTEL_ISSUER_NAME": cfg.issuer.name,
+        "LDPTEL_CAMPAIGN": CAMP["name"],
+        "LDPTEL_WINDOW": str(window),
+        "LDPTEL_ATTESTATION": attest("js-device"),
+    }
+    run = subprocess.run(
+        ["npx", "vitest", "run", "--project", "node", "test/tokensInterop.test.ts"],
+        cwd=CLIENT_JS,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    from_python = Token.decode(bytes.fromhex(doc["python_issued"][0]))
+    assert post(collector, body, from_python)[0] == 202
+
+    js_token = Token.decode(bytes.fromhex(doc["js_issued"]))
+    js_key = privacy_pass.decode_public_key(bytes.fromhex(doc["js_issuer_spki"]))
+    assert privacy_pass.verify_token(js_key, js_token)
+    assert js_token.token_key_id == privacy_pass.token_key_id(js_key)
+    assert (
+        js_token.challenge_digest
+        == privacy_pass.challenge_for(cfg.issuer.name, CAMP["name"], window).digest()
+    )
+    directory = cfg.issuer.public_path()
+    listing = json.loads(directory.read_text())
+    listing["token-keys"].append(
+        {
+            "token-type": 2,
+            "token-key": privacy_pass.b64url(bytes.fromhex(doc["js_issuer_spki"])),
+            "not-before": 0,
+            "ldptel-not-after": time.time() + 3600,
+        }
+    )
+    directory.write_text(json.dumps(listing))
+    time.sleep(2.5)  # the collector reads the directory again within DIRECTORY_CACHE_SECONDS
+    body2, _ = envelope(collector, 5)
+    status, doc2 = post(collector, body2, js_token)
+    assert status == 202, doc2
