@@ -208,7 +208,8 @@ CLIENT_JS = Path(__file__).resolve().parent.parent / "client-js"
 def test_tokens_across_languages(stacks, redis_client: redis.Redis, tmp_path: Path):
     """A token the JS SDK (@cloudflare/privacypass-ts) fetched from the Python issuer is redeemed
     by the Python collector, and one a JS issuer minted for ldptel's challenge verifies in Python
-    and is redeemed once its key is in the directory the collector reads (issue 37)."""
+    and is redeemed once its key is in the directory the collector reads; the JS SDK sends a
+    report with a token and keeps one without attestation waiting (``no_token``) (issue 37)."""
     import subprocess
 
     cfg, issuer, collector, attest = stacks
@@ -222,6 +223,9 @@ def test_tokens_across_languages(stacks, redis_client: redis.Redis, tmp_path: Pa
         "LDPTEL_CAMPAIGN": CAMP["name"],
         "LDPTEL_WINDOW": str(window),
         "LDPTEL_ATTESTATION": attest("js-device"),
+        "LDPTEL_ATTESTATION_SDK": attest("js-sdk-device"),
+        "LDPTEL_COLLECTOR_URL": collector.url,
+        "LDPTEL_INGEST_TOKEN": "ingest-token-for-tests",
     }
     run = subprocess.run(
         ["npx", "vitest", "run", "--project", "node", "test/tokensInterop.test.ts"],
@@ -259,3 +263,6 @@ def test_tokens_across_languages(stacks, redis_client: redis.Redis, tmp_path: Pa
     body2, _ = envelope(collector, 5)
     status, doc2 = post(collector, body2, js_token)
     assert status == 202, doc2
+    # the JS SDK (tokensInterop.test.ts, second test): its token-bearing report stored, the
+    # token-less one never sent: 1 (Python-issued, JS-fetched) + 1 (JS issuer) + 1 (JS SDK)
+    assert redis_client.xlen(keys.ingress_key(CAMP["name"], 0)) == 3

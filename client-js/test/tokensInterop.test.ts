@@ -5,6 +5,7 @@
 import { writeFileSync } from "node:fs";
 import { publicVerif, TOKEN_TYPES, util } from "@cloudflare/privacypass-ts";
 import { describe, expect, it } from "vitest";
+import { TelemetryClient } from "../src/client/client.js";
 import { toHex } from "../src/draws.js";
 import { challengeFor, fetchTokens } from "../src/tokens/privacyPass.js";
 
@@ -44,5 +45,28 @@ describe.skipIf(!out)("tokens across languages", () => {
         js_issuer_spki: toHex(spki),
       }),
     );
+  });
+});
+
+describe.skipIf(!out)("the JS SDK with tokens", () => {
+  it("sends each report with a token, and without attestation keeps it waiting", async () => {
+    const url = env.LDPTEL_COLLECTOR_URL ?? "";
+    const campaign = env.LDPTEL_CAMPAIGN ?? "";
+    const withToken = await TelemetryClient.open({
+      url,
+      token: env.LDPTEL_INGEST_TOKEN ?? "",
+      attestation: () => env.LDPTEL_ATTESTATION_SDK ?? "",
+    });
+    expect(await withToken.report(campaign, 6)).toBe(true);
+    const sent = await withToken.flush(30_000);
+    expect([sent.accepted, sent.pending]).toEqual([1, 0]);
+    await withToken.close(null);
+
+    const without = await TelemetryClient.open({ url, token: env.LDPTEL_INGEST_TOKEN ?? "" });
+    expect(await without.report(campaign, 1)).toBe(true);
+    const waiting = await without.flush(2_000);
+    expect(waiting.pending).toBe(1);
+    expect(without.health().waiting).toEqual({ no_token: 1 });
+    await without.close(null);
   });
 });
