@@ -266,3 +266,74 @@ def test_tokens_across_languages(stacks, redis_client: redis.Redis, tmp_path: Pa
     # the JS SDK (tokensInterop.test.ts, second test): its token-bearing report stored, the
     # token-less one never sent: 1 (Python-issued, JS-fetched) + 1 (JS issuer) + 1 (JS SDK)
     assert redis_client.xlen(keys.ingress_key(CAMP["name"], 0)) == 3
+
+
+def test_serve_runs_the_issuer(tmp_path: Path):
+    """``ldptel serve`` with an [issuer] runs the issuer as its own child, on its port, as the
+    Redis user ``issuer`` of the embedded Redis (its quota script works under that role: a second
+    token for the same address is 429), and tells devices where it is (issue 37)."""
+    from http_support import http_request, start_collector
+
+    from ldptel.store.redis_server import free_port
+
+    port = free_port()
+    text = "\n".join(
+        [
+            "[server]",
+            'ingest_tokens = ["ingest-token-for-tests"]',
+            "",
+            "[issuer]",
+            f"port = {port}",
+            f'key_file = "{tmp_path / "issuer" / "key.pem"}"',
+            "",
+            "[[campaigns]]",
+            'name = "tok-grr"',
+            'privacy_mode = "shuffled"',
+            'oracle = "grr"',
+            "domain_size = 8",
+            "central_epsilon = 1.0",
+            "central_delta = 1e-6",
+            "batch_min = 50",
+            'window = "1h"',
+            "",
+        ]
+    )
+    col = start_collector(tmp_path / "serve", text, None, env={"LDPTEL_DATA_DIR": str(tmp_path / "data")})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                reply = http_request(url, "GET", "/.well-known/private-token-issuer-directory", timeout=5)
+                if reply.status == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, col.log()
+            time.sleep(0.1)
+        key = privacy_pass.decode_public_key(
+            privacy_pass.b64url_decode(json.loads(reply.body)["token-keys"][0]["token-key"])
+        )
+        challenge = privacy_pass.challenge_for("ldptel-issuer", "tok-grr", 0)
+        statuses = []
+        for _ in range(2):
+            pending = privacy_pass.token_request(key, challenge)
+            reply = http_request(
+                url,
+                "POST",
+                "/token-request",
+                pending.request,
+                {"Content-Type": privacy_pass.REQUEST_CONTENT_TYPE},
+            )
+            statuses.append(reply.status)
+            if reply.status == 200:
+                assert privacy_pass.verify_token(key, pending.finalize(key, reply.body))
+        assert statuses == [200, 429], (statuses, col.log())
+        reply = http_request(
+            col.url, "GET", "/v1/campaigns", headers={"Authorization": "Bearer ingest-token-for-tests"}
+        )
+        campaign = json.loads(reply.body)["campaigns"][0]
+        assert campaign["require_tokens"] is True
+        assert campaign["token_issuer"] == {"url": url, "name": "ldptel-issuer"}
+    finally:
+        col.stop()

@@ -29,7 +29,7 @@ from ldptel.privacy.modes import Shuffled, ShuffledFakes
 __all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "AnalyzerConfig",
            "Campaign", "IssuerConfig", "Config",
            "ConfigError", "ServerConfig", "ShufflerConfig", "check_file_rules", "load_config",
-           "numeric_params",
+           "numeric_params", "with_token_default",
            "parse_campaign", "parse_config"]
 
 SERVER_KEYS = {
@@ -382,8 +382,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         check_file_rules(camp, shuffler)
     issuer = None
     if "issuer" in data:  # a config with an [issuer] (a new one): shuffled campaigns take tokens by default
-        campaigns = [replace(c, require_tokens=True) if c.require_tokens is None and c.privacy_mode != "local"
-                     else c for c in campaigns]
+        campaigns = with_token_default(campaigns, True)
         issuer = _issuer(data["issuer"], campaigns)
     else:
         bad = next((c for c in campaigns if c.require_tokens), None)
@@ -393,6 +392,16 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path, shuffler=shuffler,
                   tables=[dict(c) for c in raw_campaigns], declared=list(campaigns),
                   analyzer=_analyzer(data.get("analyzer", {})), issuer=issuer)
+
+
+def with_token_default(campaigns: list[Campaign], issuer: bool) -> list[Campaign]:
+    """``require_tokens`` not said: true for a shuffled campaign of a config with an ``[issuer]``
+    (issue 37: a new config), else as today (off). Applied by ``parse_config`` and by the
+    registry (``registry.Live``) to the versions it reads, so the file and the registry agree."""
+    if not issuer:
+        return campaigns
+    return [replace(c, require_tokens=True) if c.require_tokens is None and c.privacy_mode != "local" else c
+            for c in campaigns]
 
 
 def check_file_rules(camp: Campaign, shuffler: ShufflerConfig) -> None:
