@@ -31,7 +31,7 @@ describe.skipIf(!out)("tokens across languages", () => {
     const issuer = new publicVerif.Issuer(publicVerif.BlindRSAMode.PSS, "js", keys.privateKey, keys.publicKey);
     const pk = await publicVerif.getPublicKeyBytes(keys.publicKey);
     const client = new publicVerif.Client(publicVerif.BlindRSAMode.PSS);
-    const chl = challengeFor(env.LDPTEL_ISSUER_NAME ?? "", campaign, window);
+    const chl = await challengeFor(env.LDPTEL_ISSUER_NAME ?? "", campaign, window);
     const request = await client.createTokenRequest(chl, pk);
     const token = await client.finalize(await issuer.issue(request));
     expect(token.authInput.tokenType).toBe(TOKEN_TYPES.BLIND_RSA.value);

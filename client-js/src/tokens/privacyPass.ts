@@ -2,9 +2,14 @@
 // (issue 37), on @cloudflare/privacypass-ts: the challenge binding a token to one (campaign,
 // window), a batch of tokens from ldptel's issuer, and the RFC 9577 Authorization header. The same
 // bytes as the Python SDK (ldptel.privacy_pass): testvectors/privacy_pass_rfc9578.json and
-// tests/test_tokens_js.py check both ways.
-import { publicVerif, TOKEN_TYPES, type Token, TokenChallenge } from "@cloudflare/privacypass-ts";
+// tests/test_tokens_e2e.py check both ways.
+import type { Token, TokenChallenge } from "@cloudflare/privacypass-ts";
 import { sha256 } from "@noble/hashes/sha2.js";
+
+// the library is imported on first use only (never at the bundle's top level: it stays a package
+// import for the app's bundler or Node to resolve, and a device without such campaigns never loads it)
+const library = () => import("@cloudflare/privacypass-ts");
+const BLIND_RSA = 0x0002;
 
 export const NK = 256;
 export const REQUEST_LEN = 2 + 1 + NK;
@@ -24,8 +29,9 @@ export function redemptionContext(campaign: string, window: number): Uint8Array 
 }
 
 /** The challenge a token for (campaign, window) answers (origin_info empty). */
-export function challengeFor(issuerName: string, campaign: string, window: number): TokenChallenge {
-  return new TokenChallenge(TOKEN_TYPES.BLIND_RSA.value, issuerName, redemptionContext(campaign, window), []);
+export async function challengeFor(issuerName: string, campaign: string, window: number): Promise<TokenChallenge> {
+  const { TokenChallenge } = await library();
+  return new TokenChallenge(BLIND_RSA, issuerName, redemptionContext(campaign, window), []);
 }
 
 export function b64urlDecode(text: string): Uint8Array {
@@ -61,10 +67,11 @@ export async function fetchTokens(
   const dir = await fetcher(url + DIRECTORY_PATH);
   if (!dir.ok) throw new Error(`issuer directory: HTTP ${dir.status}`);
   const doc = (await dir.json()) as { "token-keys": { "token-type": number; "token-key": string }[] };
-  const entry = doc["token-keys"].find((k) => k["token-type"] === TOKEN_TYPES.BLIND_RSA.value);
+  const entry = doc["token-keys"].find((k) => k["token-type"] === BLIND_RSA);
   if (!entry) throw new Error("the issuer's directory has no type 2 key");
   const pk = b64urlDecode(entry["token-key"]);
-  const challenge = challengeFor(issuerName, campaign, window);
+  const { publicVerif } = await library();
+  const challenge = await challengeFor(issuerName, campaign, window);
   const clients = Array.from({ length: n }, () => new publicVerif.Client(publicVerif.BlindRSAMode.PSS));
   const requests = await Promise.all(clients.map((c) => c.createTokenRequest(challenge, pk)));
   const body = new Uint8Array(2 + n * REQUEST_LEN);
