@@ -137,6 +137,31 @@ def test_tokens_end_to_end(stacks, redis_client: redis.Redis):
     assert status == 200, raw
     assert json.loads(raw)["n_reports"] == 50
 
+    # random PrivateToken credentials (seeded): every one 401, never a 5xx, nothing stored
+    import random
+
+    rng = random.Random(37)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=+/ \"!,"
+    before = redis_client.xlen(keys.ingress_key(CAMP["name"], 0))
+    for _ in range(200):
+        value = "".join(rng.choice(alphabet) for _ in range(rng.choice((0, 1, 4, 472, 473, 2000))))
+        status, _, raw = collector.request("POST", "/v1/reports", body, {
+            "Content-Type": "application/x-protobuf", "Authorization": f'PrivateToken token="{value}"'})
+        assert (status, json.loads(raw)["error"]) == (401, "bad_token"), (value, raw)
+    assert redis_client.xlen(keys.ingress_key(CAMP["name"], 0)) == before
+
+    # an expired token key: its tokens are refused (401 bad_token, "expired"), nothing stored
+    fresh = issuer.tokens(CAMP["name"], window, 1, attestation=attest("late-user"))[0]
+    path = cfg.issuer.public_path()
+    listing = json.loads(path.read_text())
+    listing["token-keys"][0]["ldptel-not-after"] = int(time.time()) - 1
+    path.write_text(json.dumps(listing))
+    time.sleep(2.5)  # the collector reads the directory again within DIRECTORY_CACHE_SECONDS
+    b3, _ = envelope(collector, 1)
+    status, doc = post(collector, b3, fresh)
+    assert (status, doc["error"]) == (401, "bad_token") and "expired" in doc["detail"]["reason"], doc
+    assert redis_client.xlen(keys.ingress_key(CAMP["name"], 0)) == before
+
     # unlinkability: no value (key or member) common to the issuer's and the collector's stores
     issuer_values, collector_values = set(), set()
     for k in redis_client.keys("*"):
