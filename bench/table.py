@@ -40,7 +40,7 @@ for _blas in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # 
     os.environ.setdefault(_blas, "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROW_MODULES = ["rows_decoders", "rows_ingest", "rows_shuffle", "rows_fakes"]
+ROW_MODULES = ["rows_decoders", "rows_ingest", "rows_shuffle", "rows_fakes", "rows_tokens"]
 # the load test's row: ~100 s per run and a second checkout to compare with, so a target of its
 # own (bench/loadtest_pair.py); the table names it
 SEPARATE = [("loadtest/run.sh --run-time 60s accepted reports/s", "before this issue, same conditions",

@@ -152,13 +152,18 @@ ERROR_BODY_BYTES = 64 << 10  # of an error answer, at most this much is read
 
 def request(url: str, token: str, timeout: float, method: str, body: bytes | None = None,
             content_type: str | None = None, headers_seen: dict[str, str] | None = None,
-            max_bytes: int | None = None) -> bytes:
+            max_bytes: int | None = None, authorization: str | None = None,
+            accept: str = "application/json") -> bytes:
     """The response body of one bearer-authenticated request; ``HttpStatus`` for a non-2xx answer,
     ``BodyCutOff`` when the connection broke while the body was being written, ``AnswerTooLarge``
     for an answer over ``max_bytes`` (read no further), ``OSError`` for other network errors and
     timeouts. ``headers_seen``, if given, receives the answer's headers (of an error answer too), by
-    lower-case name."""
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    lower-case name. ``authorization``: the whole ``Authorization`` value instead of the bearer
+    token (a Privacy Pass token, ``PrivateToken token="…"``; issue 37)."""
+    headers = {"Accept": accept}
+    auth = authorization or (f"Bearer {token}" if token else None)
+    if auth:
+        headers["Authorization"] = auth
     if content_type:
         headers["Content-Type"] = content_type
     req = urllib.request.Request(url, data=body, method=method, headers=headers)

@@ -41,6 +41,9 @@ class Health:
     clipped: dict[str, int] = field(default_factory=dict)
     store_error: str | None = None
     sealing_error: str | None = None
+    # reports that wait in the queue, by reason: ``no_token`` (a campaign that requires Privacy Pass
+    # tokens, none to be had: no attestation, the issuer unreachable or its quota reached; issue 37)
+    waiting: dict[str, int] = field(default_factory=dict)
 
 
 class DropCounter:

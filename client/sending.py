@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from ldptel import privacy_pass
 from ldptel.client import delivery
 from ldptel.client.configs import CampaignConfigs
 from ldptel.client.delivery import CONTENT_TYPE, Action, Attempt, BodyCutOff, FlushResult, HttpStatus
@@ -42,9 +43,10 @@ from ldptel.client.errors import (
 from ldptel.client.health import DropCounter
 from ldptel.client.limits import LARGE_BODY, Limits, split_batch
 from ldptel.client.queue import Chunk, ReportQueue
-from ldptel.client.sealed import ClockOffset, bodies, seal_rows
+from ldptel.client.sealed import ClockOffset, accepted_windows, bodies, seal_rows
+from ldptel.client.tokens import NoToken, TokenWallet
 from ldptel.mechanisms.base import Mechanism
-from ldptel.proto import ReportBatch
+from ldptel.proto import ReportBatch, SealedBatch
 
 log = logging.getLogger("ldptel.client")
 
@@ -65,6 +67,7 @@ class FlushingClient(Protocol):
     _dropped: DropCounter
     _sealing_errors: dict[str, str]
     analyzer_signing_key: Ed25519PublicKey | None
+    tokens: TokenWallet  # issue 37: the Privacy Pass tokens of require_tokens campaigns
 
     @property
     def queue(self) -> ReportQueue: ...
@@ -83,7 +86,7 @@ class FlushingClient(Protocol):
     def sleep(self, delay: float) -> bool: ...
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 content_type: str | None = None) -> bytes: ...
+                 content_type: str | None = None, authorization: str | None = None) -> bytes: ...
 
 
 class Sender:
@@ -165,6 +168,8 @@ class Sender:
         try:
             mech = c.mechanism(chunk.campaign, chunk.version)  # refuses a campaign over max_epsilon
             cfg = c.sealed_config(chunk.campaign, chunk.version)
+            if cfg is not None and cfg.get("require_tokens"):  # issue 37: a token per envelope
+                return self.attempt_tokens(chunk, cfg, mech)
             if cfg is not None:  # a shuffled privacy mode: sealed envelopes (``client.sealed``)
                 return self.attempt_sealed(chunk, cfg, mech)
             body = self.batch_body(chunk)
@@ -202,13 +207,8 @@ class Sender:
         try:
             envelopes, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, chunk.batch_id,
                                          chunk.batches, c.clock.now(), c.rng, c.analyzer_signing_key)
-        except KeyNotTrusted as exc:  # never sealed to a key the pinned signing key did not sign:
-            if c._sealing_errors.get(chunk.campaign) != str(exc):  # logged once per reason
-                log.warning("%s", exc)
-            c._sealing_errors[chunk.campaign] = str(exc)  # held in the queue, said in health()
-            if c.analyzer_signing_key is not None:  # a rotation may bring a signed key
-                c._configs.refresh_in_background()
-            return Attempt(Action.HOLD, error=str(exc))
+        except KeyNotTrusted as exc:
+            return self.untrusted(chunk, exc)
         except TelemetryError:  # no usable analyzer key in the configs held (the aggregator had
             c._configs.refresh_in_background()  # published none yet): ask again; ``attempt`` retries
             raise
@@ -242,6 +242,71 @@ class Sender:
             dups = int(answer.get("duplicates", count if answer.get("duplicate") else 0))
             duplicate += dups
             accepted += count - dups
+        return Attempt(Action.SENT, duplicate=duplicate > 0 and accepted == 0, accepted=accepted or duplicate)
+
+    def untrusted(self, chunk: Chunk, exc: KeyNotTrusted) -> Attempt:
+        """Never sealed to a key the pinned signing key did not sign: the chunk is held in the
+        queue and the reason said in ``health().sealing_error`` (logged once per reason)."""
+        c = self.client
+        if c._sealing_errors.get(chunk.campaign) != str(exc):
+            log.warning("%s", exc)
+        c._sealing_errors[chunk.campaign] = str(exc)
+        if c.analyzer_signing_key is not None:  # a rotation may bring a signed key
+            c._configs.refresh_in_background()
+        return Attempt(Action.HOLD, error=str(exc))
+
+    def attempt_tokens(self, chunk: Chunk, cfg: dict[str, Any], mech: Mechanism) -> Attempt:
+        """A campaign with ``require_tokens`` (issue 37): each report (one device's) sealed into an
+        envelope of its own (``seal_rows``: batch id derived from the chunk's, the window and the
+        report's index, so a retry is the same envelope), each sent with its own Privacy Pass token
+        (``client.tokens``); without a token the chunk waits (``no_token``), never sent. The
+        envelopes' tokens are forgotten once the whole chunk is taken."""
+        c = self.client
+        now = c.clock.now()
+        windows = accepted_windows(cfg, now)
+        c.tokens.prune(chunk.campaign, min(windows))
+        try:  # one envelope per report (``seal_rows``), only to a key the pinned signing key signed
+            sealed, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, chunk.batch_id, chunk.batches,
+                                      now, c.rng, c.analyzer_signing_key)
+        except KeyNotTrusted as exc:
+            return self.untrusted(chunk, exc)
+        except TelemetryError:
+            c._configs.refresh_in_background()
+            raise
+        c._sealing_errors.pop(chunk.campaign, None)
+        if stale:
+            c._dropped.add("stale_window", stale, f"campaign {chunk.campaign!r}: {stale} reports of a window "
+                           "the collector no longer takes")
+        envelopes = [(env, SealedBatch.FromString(env.body).window) for env in sealed]
+        accepted = duplicate = 0
+        for env, window in envelopes:
+            try:
+                token = c.tokens.for_envelope(cfg, chunk.campaign, window, env.batch_id, len(envelopes))
+            except NoToken as exc:
+                c.tokens.waited(chunk.count, str(exc))
+                log.info("no token: %s; %d reports wait", exc, chunk.count)
+                return Attempt(Action.RETRY, error=f"no_token: {exc}")
+            try:
+                answer = json.loads(c._request("POST", "/v1/reports", env.body, CONTENT_TYPE,
+                                               authorization=privacy_pass.authorization(token)) or b"{}")
+            except HttpStatus as exc:
+                code = delivery.error_code(exc.body)
+                if code in ("token_spent", "bad_token"):  # never offered again; a new one next time
+                    c.tokens.discard(env.batch_id)
+                    return Attempt(Action.RETRY, error=str(exc))
+                if code in ("unknown_key", "wrong_window"):
+                    c._configs.refresh_in_background()
+                    return Attempt(Action.RETRY, error=str(exc))
+                return self.refused(exc, chunk)
+            except (OSError, ValueError) as exc:
+                return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
+            if answer.get("duplicate"):
+                duplicate += env.reports
+            else:
+                accepted += env.reports
+        c.tokens.cleared()
+        for env, _ in envelopes:
+            c.tokens.discard(env.batch_id)
         return Attempt(Action.SENT, duplicate=duplicate > 0 and accepted == 0, accepted=accepted or duplicate)
 
     def refused(self, exc: HttpStatus, chunk: Chunk) -> Attempt:

@@ -59,6 +59,7 @@ from ldptel.client.mechanism_cache import MechanismCache
 from ldptel.client.queue import ReportQueue, default_queue_path, store_path
 from ldptel.client.sealed import ClockOffset, is_sealed
 from ldptel.client.sending import BackgroundSender, Sender
+from ldptel.client.tokens import TokenWallet
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.builder import value_index
 from ldptel.mechanisms.claims import report_cost
@@ -111,6 +112,7 @@ class TelemetryClient:
         accept_unrandomized: bool = False,
         dimensions: Mapping[str, Any] | None = None,
         analyzer_signing_key: str | bytes | None = None,
+        attestation: Callable[[], str] | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
@@ -142,6 +144,12 @@ class TelemetryClient:
         self._queue_retry_at = -float("inf")
         self._dropped = DropCounter(announce=True)  # every drop on the device is logged (rate-limited)
         self._clipped = DropCounter()  # numeric values clipped to [lower, upper], by campaign
+        # issue 37: campaigns with require_tokens send each envelope with a Privacy Pass token from
+        # the issuer; ``attestation`` returns a fresh attestation for it (e.g. the app backend's JWT)
+        if attestation is not None and not callable(attestation):
+            raise ValueError("attestation must be a function returning a fresh attestation string")
+        self.attestation = attestation
+        self.tokens = TokenWallet(self)
         self._lock = threading.RLock()  # the queue and the ledger
         self._flush_lock = threading.Lock()  # one flush at a time
         self._configs = CampaignConfigs(self._get_campaigns,
@@ -209,7 +217,7 @@ class TelemetryClient:
                       queue_error=self._queue_error, config_error=config_error,
                       dropped=self._dropped.snapshot(), last_error=self._dropped.last_error,
                       pending=self.pending(), clipped=self._clipped.snapshot(), store_error=store_error,
-                      sealing_error=sealing_error)
+                      sealing_error=sealing_error, waiting=self.tokens.waiting())
 
     # --- campaign configs ---------------------------------------------------------------------
     def campaigns(self, refresh: bool = False) -> dict[str, dict[str, Any]]:
@@ -367,13 +375,13 @@ class TelemetryClient:
         return self._stop.wait(delay)
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 content_type: str | None = None) -> bytes:
+                 content_type: str | None = None, authorization: str | None = None) -> bytes:
         """One request; the campaigns digest of its answer (``delivery.HINT_HEADER``, on errors
         too) refreshes the configs when the campaigns changed (``CampaignConfigs.notice``)."""
         seen: dict[str, str] = {}
         try:
             return delivery.request(self.url + path, self.token, self.timeout, method, body,
-                                    content_type, seen)
+                                    content_type, seen, authorization=authorization)
         finally:
             self._configs.notice(seen.get(delivery.HINT_HEADER))
 

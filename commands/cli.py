@@ -97,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --access-log, also log the client address "
                             "(default: $LDPTEL_ACCESS_LOG_ADDRESSES=1, else left out)")
 
+    iss = command("issuer", "Privacy Pass token issuer ([issuer]; `serve` runs one by default)")
+    iss.add_argument("--config", required=True, help="TOML config file (with an [issuer] table)")
+    iss.add_argument("--redis-url", default=None, help=EMBEDDED_HELP)
+    iss.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    iss.add_argument("--port", type=int, default=0, help="port (default: [issuer] port)")
+    iss.add_argument("--workers", type=int, default=1, help="worker processes")
+
     agg = command("aggregate", "aggregator worker: drain report streams into estimates")
     agg.add_argument("--config", required=True, help="TOML config file")
     agg.add_argument("--redis-url", default=None, help=EMBEDDED_HELP)
@@ -241,6 +248,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("ldptel.commands.serve", "run_serve"),
     "aggregate": ("ldptel.commands.aggregate", "run_aggregate"),
     "shuffle": ("ldptel.commands.shuffle", "run_shuffle"),
+    "issuer": ("ldptel.commands.issuer", "run_issuer"),
     "audit": ("ldptel.commands.audit", "run_audit"),
     "campaigns": ("ldptel.commands.campaigns", "run_campaigns"),
     "redis-acl": ("ldptel.commands.acl_admin", "run_redis_acl"),

@@ -105,7 +105,13 @@ def run_serve(args: argparse.Namespace) -> int:
                 pid = children[-1].start()
                 print(f"ldptel: shuffler running beside the collector (pid {pid}; restarted if it "
                       "dies)", flush=True)
-        else:
+        if config.issuer is not None:  # issue 37: its own process, Redis user and key
+            children.append(child_process("issuer", lambda: ChildCommand("issuer", str(args.config),
+                                                                         redis_url)))
+            pid = children[-1].start()
+            print(f"ldptel: token issuer on {config.issuer.public_url()} (pid {pid}; attester "
+                  f"{config.issuer.attester}; restarted if it dies)", flush=True)
+        if not run_aggregator:
             shuffle = f" and `ldptel shuffle --config {args.config}`" if config.shuffler.enabled else ""
             print("ldptel: no aggregator runs here (--no-aggregator): nothing is counted unless "
                   f"`ldptel aggregate --config {args.config}`{shuffle} run against this Redis",

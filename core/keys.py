@@ -292,6 +292,19 @@ def seen_key(campaign: str, shard: int, batch_id: bytes) -> str:
     return f"{tag(campaign, shard)}:seen:{batch_id.hex()}"
 
 
+def spent_key(campaign: str, shard: int, window: int | str) -> str:
+    """Set: the digests of the Privacy Pass tokens spent on (campaign, shard, window) (issue 37;
+    ``scripts.INGEST_TOKEN`` checks and adds in the ingest's round trip; the shard is the token's,
+    ``shard_of(digest)``, so one token always meets the same set). Expires with the window."""
+    return f"{tag(campaign, shard)}:spent:{window}"
+
+
+def issuer_quota_key(subject_digest: str, window: int | str) -> str:
+    """Counter: tokens issued to one attested subject (its SHA-256, never the subject) in one
+    issuer window (``scripts.ISSUE_QUOTA``); the issuer's alone."""
+    return f"ldptel:issuer:quota:{subject_digest}:{window}"
+
+
 def _versioned(version: int) -> str:
     """The key suffix of a campaign version: none for version 1 (its keys predate versions)."""
     return "" if version == 1 else f":v{version}"

@@ -92,6 +92,8 @@ def client_config(config: Config, campaign: Campaign, now: float | None = None,
     out = {**campaign.public(), "privacy": device_privacy(campaign, shuffled)}
     if is_shuffled(campaign) and has_app_context():
         out.update(shuffled_config(state(), campaign, time.time() if now is None else now))
+    if campaign.require_tokens and config.issuer is not None:  # issue 37: where devices get tokens
+        out["token_issuer"] = {"url": config.issuer.public_url(), "name": config.issuer.name}
     if campaign.status != "active":
         out.update(status=campaign.status, reason=campaign.reason)
     at = time.time() if now is None else now

@@ -35,6 +35,7 @@ from werkzeug.wsgi import get_content_length
 from ldptel import keys
 from ldptel.campaigns.config import Config
 from ldptel.proto import ENVELOPES_SCHEMA_VERSION, SEALED_SCHEMA_VERSION, schema_version_of
+from ldptel.server import redemption
 from ldptel.server.bodies import drain_environ
 from ldptel.server.errors import API_CSP
 from ldptel.server.sealed_ingest import SealedValid, sealed_keys, validate_envelopes, validate_sealed
@@ -200,13 +201,14 @@ class ReportRoute:
         if length is not None and length > srv.max_body_bytes:
             raise Rejection(413, "too_large", f"request body exceeds {srv.max_body_bytes} bytes",
                             "body_too_large")
+        token = redemption.token_of(environ)  # a PrivateToken (issue 37): 401 bad_token if malformed
         address = environ["ldptel.address"]
         limited = st.rate_limiter.check_address(address)
         if limited:
             environ["ldptel.retry_after"] = limited
             raise Rejection(429, "rate_limited", f"over {srv.rate_limit_per_address_per_minute} requests per "
                             "minute from this address", "rate_limited")
-        allowed, retry_after = st.rate_limiter.check(token_id)
+        allowed, retry_after = (True, 0) if token is not None else st.rate_limiter.check(token_id)
         if not allowed:
             environ["ldptel.retry_after"] = retry_after
             raise Rejection(429, "rate_limited", f"over {srv.rate_limit_per_minute} requests per minute "
@@ -214,11 +216,22 @@ class ReportRoute:
         body = st.body_guard.read(environ, srv.max_body_bytes, address)
         environ["ldptel.body_read"] = True
         valid = validate(st, body)
+        now = time.time()
         if len(valid) == 1 and schema_version_of(body) != ENVELOPES_SCHEMA_VERSION:
-            return self._store(valid[0])
+            one = valid[0]
+            window = keys.window_start(now, one.campaign.window_seconds) if one.window is None else one.window
+            spent = redemption.redeem(st.config, one.campaign, token, window, one.count, now)
+            return self._store(one, spent)
         # a SealedEnvelopes body: each envelope stored on its own (its batch id, shard, group), the
         # INGEST calls in one round trip; an ingress_full answer refuses the body (what was stored
-        # of it is deduplicated when the device sends it again)
+        # of it is deduplicated when the device sends it again). A Privacy Pass token covers one
+        # envelope posted alone; an envelope of a campaign that requires one refuses the body (401)
+        if token is not None:
+            raise Rejection(400, "invalid_batch", "a Privacy Pass token covers one envelope: post each "
+                            "token-bearing envelope alone (a SealedBatch, schema_version 2), not in a "
+                            "SealedEnvelopes body", "invalid_batch")
+        for one in valid:
+            redemption.redeem(st.config, one.campaign, None, int(one.window or 0), one.count, now)
         calls = [self._ingest_call(one) for one in valid]
         entries = scripts.of(self.st.collector_redis).call_many("INGEST", [c[:2] for c in calls])
         accepted = duplicates = 0
@@ -229,10 +242,11 @@ class ReportRoute:
         return 202, {"accepted": accepted, "duplicate": duplicates == len(valid), "envelopes": len(valid),
                      "duplicates": duplicates}
 
-    def _ingest_call(self, valid: ValidBatch) -> tuple[list[Any], list[Any], int]:
-        """The ``scripts.INGEST`` keys and args of ``valid``, and its window."""
+    def _ingest_call(self, valid: ValidBatch, spent: bytes | None = None) -> tuple[list[Any], list[Any], int]:
+        """The ``scripts.INGEST`` keys and args of ``valid``, and its window; on the shard of its
+        batch id, or of ``spent`` (a redeemed token's digest: a token always meets one spent set)."""
         camp, cfg = valid.campaign, self.st.config
-        shard = keys.shard_of(valid.batch_id, camp.shards)
+        shard = keys.shard_of(valid.batch_id if spent is None else spent, camp.shards)
         now = time.time()
         window = keys.window_start(now, camp.window_seconds) if valid.window is None else valid.window
         shuffled = cfg.shuffler.enabled
@@ -249,9 +263,24 @@ class ReportRoute:
                 args.append(f"{valid.key_id:08x}")
         return script_keys, args, window
 
-    def _store(self, valid: ValidBatch) -> tuple[int, dict[str, Any]]:
-        script_keys, args, window = self._ingest_call(valid)
-        entry = scripts.of(self.st.collector_redis).call("INGEST", keys=script_keys, args=args)
+    def _store(self, valid: ValidBatch, spent: bytes | None = None) -> tuple[int, dict[str, Any]]:
+        """Store ``valid``; with ``spent`` (a redeemed token's digest) through ``INGEST_TOKEN``, on
+        the token's shard, refusing a token already spent (409)."""
+        st = self.st
+        camp, cfg = valid.campaign, st.config
+        script_keys, args, window = self._ingest_call(valid, spent)
+        if spent is None:
+            entry = scripts.of(st.collector_redis).call("INGEST", keys=script_keys, args=args)
+        else:
+            shard = keys.shard_of(spent, camp.shards)
+            entry = scripts.of(st.collector_redis).call(
+                "INGEST_TOKEN", keys=[keys.spent_key(camp.name, shard, window), *script_keys],
+                args=[spent, redemption.spent_expire_at(camp, window, cfg, time.time()), *args])
+            if entry == b"spent":
+                st.metrics.reject(camp.name, "token_spent")
+                raise Refused(409, "token_spent", {"campaign": camp.name, "window": window,
+                                                   "reason": "this Privacy Pass token was already redeemed: "
+                                                             "one token per envelope, never reused"})
         return self._answer(valid, window, entry)
 
     def _answer(self, valid: ValidBatch, window: int, entry: Any) -> tuple[int, dict[str, Any]]:
@@ -294,7 +323,10 @@ class ReportRoute:
         throttle: AuthThrottle = st.auth_throttle
         address = environ["ldptel.address"] = st.client_address.of_environ(environ)
         wait = throttle.blocked(address)
-        token = bearer(environ.get("HTTP_AUTHORIZATION", ""))
+        header = environ.get("HTTP_AUTHORIZATION", "")
+        if not wait and header[:13].lower() == "privatetoken ":  # issue 37: checked after validation
+            return "privacy-pass"
+        token = bearer(header)
         if not wait:
             presented = hashlib.sha256((token or "").encode("utf-8", "surrogatepass")).digest()
             ok = False

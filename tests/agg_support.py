@@ -38,7 +38,8 @@ def _toml_value(v) -> str:
 
 
 def write_config(path: Path, campaigns: list[dict], aggregator: dict | None = None,
-                 server: dict | None = None, shuffler: dict | None = None) -> Config:
+                 server: dict | None = None, shuffler: dict | None = None,
+                 issuer: dict | None = None) -> Config:
     """Write a TOML config and return it parsed."""
     server = {"ingest_tokens": [INGEST_TOKEN], "export_tokens": [EXPORT_TOKEN],
               "rate_limit_per_address_per_minute": 0,  # every test client sends from one address
@@ -49,6 +50,8 @@ def write_config(path: Path, campaigns: list[dict], aggregator: dict | None = No
         lines += ["", "[aggregator]"] + [f"{k} = {_toml_value(v)}" for k, v in aggregator.items()]
     if shuffler:
         lines += ["", "[shuffler]"] + [f"{k} = {_toml_value(v)}" for k, v in shuffler.items()]
+    if issuer is not None:  # issue 37: the token issuer
+        lines += ["", "[issuer]"] + [f"{k} = {_toml_value(v)}" for k, v in issuer.items()]
     for camp in campaigns:
         lines += ["", "[[campaigns]]"] + [f"{k} = {_toml_value(v)}" for k, v in camp.items()]
     path.write_text("\n".join(lines) + "\n")

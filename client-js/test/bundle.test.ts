@@ -30,6 +30,10 @@ describe("browser bundle", () => {
     expect(s.withHpke.gzip).toBeLessThanOrEqual(WITH_HPKE_CAP);
     expect(gzipSync(bundle(), { level: 9 }).length).toBe(s.withHpke.gzip); // what dist/ holds
   });
+  it("loads the Privacy Pass library only on first use (no static import of it)", () => {
+    expect(bundle().toString()).not.toMatch(/from\s*"@cloudflare\/privacypass-ts"/);
+    expect(bundle().toString()).toMatch(/import\("@cloudflare\/privacypass-ts"\)/);
+  });
   it("imports nothing of Node", () => {
     expect(bundle().toString()).not.toMatch(/from\s*"node:|require\(/);
   });

@@ -53,12 +53,13 @@ COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "sha
                         "memoize", "epsilon_inf", "reports_per_window", "retention", "accept_old_versions",
                         "shuffle_min_reports", "shuffle_max_delay", "central_delta",
                         "dimensions", "experiment",  # breakdowns: ldptel.dimensions
+                        "require_tokens",  # issue 37: a Privacy Pass token per envelope
                         *privacy_modes.MODE_KEYS}
 MAX_REPORTS_PER_WINDOW = 1_000_000
 # keys that may change without a new campaign version (ldptel.store.registry); every other key is a
 # randomization parameter (or the window / shards), immutable per version
 IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions", "retention", "reports_per_window",
-                 "shuffle_min_reports", "shuffle_max_delay", "central_delta", "experiment")
+                 "shuffle_min_reports", "shuffle_max_delay", "central_delta", "experiment", "require_tokens")
 CAMPAIGN_STATUSES = ("active", "paused", "retired")
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", "max_candidates", *RAPPOR_KEYS},
@@ -106,6 +107,10 @@ class Campaign:
     # the privacy mode as a type, with its own fields and pinned plan (``ldptel.privacy.modes``:
     # Local, Shuffled, ShuffledFakes), chosen once by the parse (``ldptel.campaigns.modes``)
     mode: PrivacyMode = LOCAL
+    # issue 37: a report is taken only with a valid, unspent Privacy Pass token bound to the
+    # campaign's window (``ldptel.server.redemption``); None: not said (the file's [issuer] decides,
+    # ``config.parse_config``), False: today's behaviour
+    require_tokens: bool | None = None
 
     @property
     def privacy_mode(self) -> str:
@@ -166,6 +171,8 @@ class Campaign:
         out.update(privacy_modes.public_fields(self))
         if self.dimensions is not None:
             out["dimensions"] = self.dimensions.public()
+        if self.require_tokens:  # only when on: the public config of every other campaign is unchanged
+            out["require_tokens"] = True
         return out
 
     def privacy(self) -> dict[str, Any]:
@@ -304,8 +311,15 @@ def _common_fields(raw: Any, where: str) -> tuple[SimpleNamespace, str]:
                                              f"{where}.shuffle_max_delay"),
         central_delta=_central_delta(raw.get("central_delta"), f"{where}.central_delta"),
         dimensions=parse_dimensions(raw.get("dimensions"), raw.get("experiment"), where),
+        require_tokens=_require_tokens(raw.get("require_tokens"), f"{where}.require_tokens"),
     )
     return camp, where
+
+
+def _require_tokens(value: Any, key: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise fail(key, f"must be true or false, got {value!r}")
+    return value
 
 
 def _rappor(raw: dict[str, Any], where: str, camp: SimpleNamespace) -> Campaign:

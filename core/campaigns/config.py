@@ -10,7 +10,7 @@ import hashlib
 import ipaddress
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,9 @@ from ldptel.durations import parse_duration
 from ldptel.privacy.modes import Shuffled, ShuffledFakes
 
 __all__ = ["CAMPAIGN_STATUSES", "IN_PLACE_KEYS", "KIND_KEYS", "AggregatorConfig", "AnalyzerConfig",
-           "Campaign", "Config",
+           "Campaign", "IssuerConfig", "Config",
            "ConfigError", "ServerConfig", "ShufflerConfig", "check_file_rules", "load_config",
-           "numeric_params",
+           "numeric_params", "with_token_default",
            "parse_campaign", "parse_config"]
 
 SERVER_KEYS = {
@@ -44,6 +44,9 @@ SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
 MAX_OPEN_PROCESSES = 256  # [analyzer] open_processes
 ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir", "open_processes"}
+ISSUER_KEYS = {"attester", "jwt_public_key", "jwt_audience", "tokens_per_window", "window", "name",
+               "key_file", "key_lifetime", "url", "port", "max_batch"}
+ATTESTERS = ("jwt", "address")
 
 
 def _tokens(d: dict[str, Any], key: str, env: str) -> list[str]:
@@ -188,6 +191,92 @@ def _analyzer(raw: Any) -> AnalyzerConfig:
 
 
 @dataclass(frozen=True)
+class IssuerConfig:
+    """``[issuer]`` (issue 37): the Privacy Pass issuer (``ldptel issuer``, ``ldptel.server.issuer``).
+    It gives at most ``tokens_per_window`` tokens per attested subject per ``window`` (default: one
+    per campaign that requires tokens, over the shortest such campaign window); ``attester`` says
+    who a subject is (``jwt``: the ``sub`` of a JWT signed by ``jwt_public_key``, a PEM or JWKS
+    file, for ``jwt_audience``; ``address``: the client address, weak, for demos and tests). Its
+    RSA key lives in ``key_file`` (default ``<LDPTEL_DATA_DIR>/issuer/key.pem``; the collector
+    reads only ``<key_file>.pub.json``, the public key directory), replaced after ``key_lifetime``."""
+    attester: str = "address"
+    jwt_public_key: str | None = None
+    jwt_audience: str | None = None
+    tokens_per_window: int = 1
+    window: str = "1d"
+    name: str = "ldptel-issuer"
+    key_file: str | None = None
+    key_lifetime: str = "30d"
+    url: str | None = None  # what devices are told (default: http://127.0.0.1:<port>)
+    port: int = 8101
+    max_batch: int = 64  # TokenRequests per batch request (more: 413)
+
+    @property
+    def window_seconds(self) -> int:
+        return parse_duration(self.window)
+
+    @property
+    def key_lifetime_seconds(self) -> int:
+        return parse_duration(self.key_lifetime)
+
+    def key_path(self) -> Path:
+        from ldptel.credentials import data_dir
+
+        return Path(self.key_file) if self.key_file else data_dir() / "issuer" / "key.pem"
+
+    def public_path(self) -> Path:
+        """The public key directory the issuer writes and the collector reads."""
+        return self.key_path().with_suffix(".pub.json")
+
+    def public_url(self) -> str:
+        return self.url or f"http://127.0.0.1:{self.port}"
+
+
+def _issuer(raw: Any, campaigns: list[Campaign]) -> IssuerConfig:
+    """``[issuer]``, every value checked (``ConfigError`` naming the key)."""
+    if not isinstance(raw, dict):
+        raise fail("issuer", "must be a table")
+    for key in raw:
+        if key not in ISSUER_KEYS:
+            raise fail(f"issuer.{key}", f"unknown key (allowed: {', '.join(sorted(ISSUER_KEYS))})")
+    attester = raw.get("attester", "address")
+    if attester not in ATTESTERS:
+        raise fail("issuer.attester", f"must be one of {', '.join(ATTESTERS)}, got {attester!r}")
+    strings: dict[str, Any] = {}
+    for key in ("jwt_public_key", "jwt_audience", "name", "key_file", "url"):
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 1024):
+            raise fail(f"issuer.{key}", "must be a non-empty string of at most 1024 characters")
+        strings[key] = value
+    if attester == "jwt":
+        for key in ("jwt_public_key", "jwt_audience"):
+            if not strings[key]:
+                raise fail(f"issuer.{key}", 'is required with attester = "jwt"')
+        if not Path(strings["jwt_public_key"]).is_file():
+            raise fail("issuer.jwt_public_key", f"file not found: {strings['jwt_public_key']}")
+    token_campaigns = [c for c in campaigns if c.require_tokens]
+    windows = [c.window_seconds for c in token_campaigns if c.window_seconds > 0]
+    default_window = f"{min(windows)}s" if windows else "1d"
+    durations = {}
+    for key, default, low in (("window", default_window, 60), ("key_lifetime", "30d", 3600)):
+        value = raw.get(key, default)
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise fail(f"issuer.{key}", str(exc)) from None
+        if seconds < low:
+            raise fail(f"issuer.{key}", f"must be at least {low} s, got {value!r}")
+        durations[key] = str(value)
+    return IssuerConfig(
+        attester=attester, jwt_public_key=strings["jwt_public_key"], jwt_audience=strings["jwt_audience"],
+        tokens_per_window=read_int(raw, "tokens_per_window", "issuer", max(1, len(token_campaigns)), 1,
+                                   10**6),
+        name=strings["name"] or "ldptel-issuer", key_file=strings["key_file"], url=strings["url"],
+        port=read_int(raw, "port", "issuer", 8101, 1, 65535),
+        max_batch=read_int(raw, "max_batch", "issuer", 64, 1, 1024), **durations)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration, immutable: ``registry.Live`` swaps in a new snapshot when the
     campaign registry changes, so whoever holds one sees one consistent set of campaigns."""
@@ -203,6 +292,7 @@ class Config:
     # campaigns whose registry record cannot be read (``ldptel.store.registry``): name → why; quarantined
     broken: dict[str, str] = field(default_factory=dict)
     analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
+    issuer: IssuerConfig | None = None  # [issuer]: Privacy Pass tokens (issue 37); None: no issuer
 
     def campaign(self, name: str) -> Campaign | None:
         """The latest version of campaign ``name``."""
@@ -256,9 +346,9 @@ def _signing_key_text(value: Any) -> str | None:
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     """Validate a parsed TOML document."""
     for key in data:
-        if key not in ("server", "aggregator", "shuffler", "campaigns", "analyzer"):
+        if key not in ("server", "aggregator", "shuffler", "campaigns", "analyzer", "issuer"):
             raise fail(key, "unknown top-level key (allowed: server, aggregator, shuffler, analyzer, "
-                       "campaigns)")
+                       "issuer, campaigns)")
     srv = data.get("server", {})
     if not isinstance(srv, dict):
         raise fail("server", "must be a table")
@@ -312,9 +402,28 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         raise fail(f"campaigns[{dup}].name", "is used by more than one campaign")
     for camp in campaigns:
         check_file_rules(camp, shuffler)
+    issuer = None
+    if "issuer" in data:  # a config with an [issuer] (a new one): shuffled campaigns take tokens by default
+        campaigns = with_token_default(campaigns, True)
+        issuer = _issuer(data["issuer"], campaigns)
+    else:
+        bad = next((c for c in campaigns if c.require_tokens), None)
+        if bad is not None:
+            raise fail(f"campaigns[{bad.name}].require_tokens", "needs an [issuer] table (the token "
+                       "issuer whose public key the collector checks tokens with)")
     return Config(server=server, aggregator=aggregator, campaigns=campaigns, path=path, shuffler=shuffler,
                   tables=[dict(c) for c in raw_campaigns], declared=list(campaigns),
-                  analyzer=_analyzer(data.get("analyzer", {})))
+                  analyzer=_analyzer(data.get("analyzer", {})), issuer=issuer)
+
+
+def with_token_default(campaigns: list[Campaign], issuer: bool) -> list[Campaign]:
+    """``require_tokens`` not said: true for a shuffled campaign of a config with an ``[issuer]``
+    (issue 37: a new config), else as today (off). Applied by ``parse_config`` and by the
+    registry (``registry.Live``) to the versions it reads, so the file and the registry agree."""
+    if not issuer:
+        return campaigns
+    return [replace(c, require_tokens=True) if c.require_tokens is None and c.privacy_mode != "local" else c
+            for c in campaigns]
 
 
 def check_file_rules(camp: Campaign, shuffler: ShufflerConfig) -> None:

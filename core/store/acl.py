@@ -71,6 +71,8 @@ SESSION = keys.session_key(ANY)
 REGISTRY = (keys.REGISTRY_KEY, keys.REGISTRY_REVISION_KEY)
 REGISTRY_HISTORY = keys.registry_history_key(ANY)  # the admin's alone
 OPENED = keys.opened_key(ANY)  # the messages opened per analyzer key (the aggregator's alone)
+SPENT = keys.spent_key(ANY, ANY, ANY)  # spent Privacy Pass tokens (the collector's alone, issue 37)
+ISSUER_QUOTA = keys.issuer_quota_key(ANY, ANY)  # tokens issued per subject (the issuer's alone)
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,9 @@ def roles(config: Config) -> list[Role]:
     return [
         Role("collector", "ingest: append accepted batches, dedupe markers, counters, rate limits",
              (*SCRIPT_COMMANDS, "exists", "xadd", "xlen", "set", "get", "incr", "incrby", "decrby",
-              "hget", "hincrby", "expire", "expireat", "ttl"),
+              "hget", "hincrby", "expire", "expireat", "ttl", "sadd", "sismember"),
              (target, INGRESS_TOP, STREAM_TOP, SEEN, COUNTERS, keys.GLOBAL_METRICS_KEY, RATELIMIT,
-              AUTH_FAILURE, INGRESS_GROUPS, SEALED_KEYS)),
+              AUTH_FAILURE, INGRESS_GROUPS, SEALED_KEYS, SPENT)),
         Role("shuffler", "move ingress batches, shuffled, to the analysis stream; its heartbeat",
              (*SCRIPT_COMMANDS, "xrange", "xdel", "xadd", "xlen", "xinfo|stream", "get", "set", "del",
               "unlink", "exists", "hincrby", "hset", "hget", "hmget", "hdel", "hgetall", "hkeys", "pexpire",
@@ -125,10 +127,12 @@ def roles(config: Config) -> list[Role]:
         Role("admin", "write the campaign registry (admin API, campaigns apply, serve's start)",
              (*SCRIPT_COMMANDS, "get", "hget", "hgetall", "hset", "incr", "rpush", "lrange", "llen"),
              (*REGISTRY, REGISTRY_HISTORY)),
+        Role("issuer", "the Privacy Pass issuer: its per-subject token counters, nothing else (issue 37)",
+             (*SCRIPT_COMMANDS, "get", "incrby", "expireat"), (ISSUER_QUOTA,)),
     ]
 
 
-ROLE_NAMES = ("collector", "shuffler", "aggregator", "reader", "sessions", "admin")
+ROLE_NAMES = ("collector", "shuffler", "aggregator", "reader", "sessions", "admin", "issuer")
 USER_PREFIX = "ldptel-"
 
 

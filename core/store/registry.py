@@ -46,6 +46,7 @@ from ldptel.campaigns.config import (
     ShufflerConfig,
     check_file_rules,
     parse_campaign,
+    with_token_default,
 )
 from ldptel.campaigns.records import (
     DERIVED_KEYS,
@@ -390,6 +391,9 @@ class Live:
                 continue
             latest.append(versions[-1])
             history[name] = versions[:-1]
+        issuer = self.config.issuer is not None  # issue 37: require_tokens as parse_config defaults it
+        latest = with_token_default(latest, issuer)
+        history = {name: with_token_default(vs, issuer) for name, vs in history.items()}
         # one new snapshot, swapped in by one assignment: a reader holds either the old or the new
         self.config = dataclasses.replace(self.config, campaigns=latest, history=history, broken=broken)
 

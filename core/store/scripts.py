@@ -496,6 +496,38 @@ end
 return answered
 """
 
+def _with_token(ingest: str) -> str:
+    """``INGEST`` behind a spent-token check (issue 37): KEYS[1] the spent set (keys.spent_key),
+    ARGV[1] the token's digest, ARGV[2] the set's expiry (epoch s), then INGEST's own KEYS and ARGV.
+    Returns 'spent' (nothing written) for a token already in the set, unless the envelope itself
+    was stored already (its batch id seen: a retry is a duplicate, as without tokens); the digest
+    is added with the XADD, in the same script, so a token is spent exactly when its envelope is
+    stored (a duplicate batch_id or a full ingress spends nothing)."""
+    body = ingest[len(_TRACKED_ID):].replace("KEYS[", "K[").replace("ARGV[", "A[")
+    head, sep, tail = body.rpartition("\nreturn id\n")
+    assert sep, "INGEST ends with 'return id'"
+    return (_TRACKED_ID + "local K, A = {unpack(KEYS, 2)}, {unpack(ARGV, 3)}\n"
+            "if redis.call('EXISTS', K[1]) == 0 and redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then\n"
+            "  return 'spent'\n"
+            "end\n"
+            + head + "\nredis.call('SADD', KEYS[1], ARGV[1])\nredis.call('EXPIREAT', KEYS[1], ARGV[2])"
+            + sep + tail)
+
+
+INGEST_TOKEN = _with_token(INGEST)
+
+# Grant up to ARGV[1] tokens to one subject in one issuer window (the issuer's quota, issue 37).
+# KEYS[1] keys.issuer_quota_key; ARGV[1] tokens asked, ARGV[2] tokens_per_window, ARGV[3] expiry
+# (epoch s: the window's end). Returns the count after the grant, or -1 (nothing written) when the
+# grant would pass the limit.
+ISSUE_QUOTA = """
+local have = tonumber(redis.call('GET', KEYS[1]) or '0')
+if have + tonumber(ARGV[1]) > tonumber(ARGV[2]) then return -1 end
+local now = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('EXPIREAT', KEYS[1], ARGV[3])
+return now
+"""
+
 # Record the messages one sealed release opened with one analyzer key (ldptel.store.opened): each
 # encapsulated key (enc) not yet recorded is recorded for this release; one recorded for this release
 # before (the same release decoded again after a worker died before its commit) is still its own;
@@ -557,6 +589,7 @@ SOURCES: dict[str, str] = {
     "RELEASE_COMMIT": release_scripts.RELEASE_COMMIT, "RELEASE_ABORT": release_scripts.RELEASE_ABORT,
     "RELEASE_STEP": release_scripts.release_step(_NEXT_ID + _GROUP_DONE + _KEYS_DONE),
     "KEYS_HELD": KEYS_HELD, "KEYS_FREE": KEYS_FREE, "HANDOFF": HANDOFF, "HANDOFF_DEL": HANDOFF_DEL,
+    "INGEST_TOKEN": INGEST_TOKEN, "ISSUE_QUOTA": ISSUE_QUOTA,
 }
 
 

@@ -25,6 +25,8 @@
  *   (`envelope.ts`: a plain `ReportBatch`, or for the shuffled modes `SealedBatch`es of HPKE-sealed
  *   messages with their fakes, made anew at each attempt).
  */
+
+import { sha256 } from "@noble/hashes/sha2.js";
 import {
   buildMechanism,
   type CampaignConfig,
@@ -35,7 +37,7 @@ import {
   valueIndex,
 } from "../builder.js";
 import { type Dimension, dimensionPairs, type Pairs, parseDimensions, UndeclaredDimension } from "../dimensions.js";
-import { cryptoDraws, type Draws } from "../draws.js";
+import { cryptoDraws, type Draws, fromHex, toHex } from "../draws.js";
 import { type Cell, InvalidConfig, type Mechanism, type Report } from "../mechanisms/base.js";
 import { Grid } from "../mechanisms/grid.js";
 import { Numeric } from "../mechanisms/numeric.js";
@@ -100,6 +102,9 @@ export interface ClientOptions {
    * only to an analyzer key signed by it (`sealed/keySigning.ts`). Without it they wait in the
    * queue and `health().sealingError` names this option. */
   analyzerSigningKey?: string | Uint8Array;
+  /** Campaigns with `require_tokens` (issue 37): a function returning a fresh attestation for the
+   * token issuer (e.g. the app backend's short-lived JWT), sent as `Authorization: Bearer …`. */
+  attestation?: () => string | Promise<string>;
 }
 
 export interface ReportOptions {
@@ -245,6 +250,8 @@ export class TelemetryClient {
   /** Campaign → why its sealed reports wait in the queue (`health().sealingError`). */
   private readonly sealingErrors = new Map<string, string>();
   private pinError: string | null = null;
+  private readonly attestation: (() => string | Promise<string>) | null;
+  private waiting: Record<string, number> = {};
   /** The collector's clock − this device's, in seconds (`server_time` of `/v1/campaigns`). */
   private clockOffset = 0;
   private windows!: DeviceWindows;
@@ -268,6 +275,7 @@ export class TelemetryClient {
     this.chunkReports = this.batchSize;
     this.defaults = { ...(opts.dimensions ?? {}) };
     this.acceptUnrandomized = opts.acceptUnrandomized ?? false;
+    this.attestation = opts.attestation ?? null;
   }
 
   /** Open the client: its store (created if new) and device secret; options are checked here
@@ -703,6 +711,7 @@ export class TelemetryClient {
       pending: this.pending(),
       clipped: { ...this.clippedCount.counts },
       storage: this.store.backend.kind,
+      waiting: { ...this.waiting },
     };
   }
 
@@ -814,6 +823,7 @@ export class TelemetryClient {
       }
       throw err;
     }
+    if (c.cfg.require_tokens) return this.attemptTokens(chunk, rows, c);
     let sealed: Sealed;
     try {
       const { window, dims } = ungroup(chunk.group);
@@ -897,6 +907,153 @@ export class TelemetryClient {
       );
     }
     return { action: "sent", accepted, duplicates, stale: sealed.stale };
+  }
+
+  /** A campaign with `require_tokens` (issue 37): each row (one report) sealed into an envelope of
+   * its own (batch id derived from the chunk's and the row's index: a retry is the same envelope)
+   * and sent with its own Privacy Pass token (`tokens/privacyPass.ts`), kept in the store (table
+   * "k/") bound to its envelope, never reused; without a token the chunk waits (`no_token`). */
+  private async attemptTokens(chunk: ChunkRow, rows: QueuedRow[], c: Campaign): Promise<Attempt> {
+    const { dims } = ungroup(chunk.group);
+    const envelopes: { body: Uint8Array; path: string; contentType: string; window: number; id: string }[] = [];
+    let stale = 0;
+    for (const [i, r] of rows.entries()) {
+      const rowId = sha256(concat(jsonBytes(chunk.batchId), Uint8Array.of(0, 0, i >> 8, i & 255))).slice(0, 16);
+      let sealed: Sealed;
+      try {
+        sealed = await c.envelope.seal({
+          campaign: chunk.campaign,
+          version: chunk.version,
+          batchId: rowId,
+          config: c.cfg,
+          mech: c.mech,
+          rows: [{ report: jsonReport(r.report), window: r.window }],
+          window: 0,
+          dimensions: dims,
+          now: this.now(),
+          draws: this.draws,
+          signingKey: this.signingKey,
+          maxBodyBytes: this.limits.maxBodyBytes,
+          maxEnvelopes: 1, // a token covers one envelope, posted alone
+        });
+      } catch (err) {
+        if (err instanceof KeyNotTrusted) {
+          // never sealed to a key the pinned signing key did not sign: held, said in health()
+          const why = this.pinError === null ? err.message : `campaign ${chunk.campaign}: ${this.pinError}`;
+          this.sealingErrors.set(chunk.campaign, why);
+          if (this.signingKey !== null) void this.refreshInBackground();
+          return { action: "hold", error: why };
+        }
+        if (err instanceof NoAnalyzerKey) {
+          void this.refreshInBackground();
+          return { action: "retry", error: err.message };
+        }
+        return { action: "drop", reason: `undecodable queued reports: ${String(err)}` };
+      }
+      stale += sealed.stale;
+      for (const m of sealed.messages)
+        envelopes.push({ ...m, window: r.window ?? 0, id: toHex(rowId) + (r.window ?? 0) });
+    }
+    let accepted = 0;
+    let duplicates = 0;
+    for (const env of envelopes) {
+      let token: string;
+      try {
+        token = await this.tokenFor(c.cfg, chunk.campaign, env.window, env.id, envelopes.length);
+      } catch (err) {
+        this.waiting = { no_token: rows.length };
+        return { action: "retry", error: `no_token: ${String(err)}` };
+      }
+      try {
+        const { authorization } = await import("../tokens/privacyPass.js");
+        const auth = authorization(fromHex(token));
+        const answer = JSON.parse(
+          (await request(
+            this.fetchFn,
+            this.url + env.path,
+            this.token,
+            this.timeoutMs,
+            "POST",
+            env.body,
+            env.contentType,
+            auth,
+          )) || "{}",
+        );
+        if (answer.duplicate) duplicates += 1;
+        else accepted += 1;
+      } catch (err) {
+        if (err instanceof HttpStatus) {
+          const code = errorCode(err.body);
+          if (code === "token_spent" || code === "bad_token") {
+            await this.dropTokens([env.id]);
+            return { action: "retry", error: err.message };
+          }
+          if (code !== null && RESEAL_ANSWERS.has(code)) {
+            await this.fetchConfigs();
+            return { action: "retry", error: err.message };
+          }
+          return { action: classify(err.status, rows.length), error: err.message, reason: err.message };
+        }
+        return { action: "retry", error: String(err) };
+      }
+    }
+    this.waiting = {};
+    this.sealingErrors.delete(chunk.campaign);
+    await this.dropTokens(envelopes.map((e) => e.id));
+    if (stale) this.dropped.add("stale_window", stale, `campaign ${chunk.campaign}: a report of a closed window`);
+    return { action: "sent", accepted, duplicates, stale };
+  }
+
+  /** The token of envelope `id` (hex), else an unused one of (campaign, window), fetched in one
+   * batch with `needed` − 1 more when none is held; throws when none can be had. */
+  private async tokenFor(
+    cfg: CampaignConfig,
+    campaign: string,
+    window: number,
+    id: string,
+    needed: number,
+  ): Promise<string> {
+    const mine = this.store.get(`k/e${id}`);
+    if (typeof mine === "string") return mine;
+    const free = [...this.store.entries(`k/`)].find(([k, v]) => {
+      const t = v as { campaign?: string; window?: number };
+      return k.startsWith("k/f") && t.campaign === campaign && t.window === window;
+    });
+    if (free === undefined) {
+      const issuer = cfg.token_issuer as { url?: string; name?: string } | undefined;
+      if (!issuer?.url || !issuer.name) throw new Error(`campaign ${campaign} names no token_issuer`);
+      const attestation = this.attestation ? await this.attestation() : null;
+      // loaded on first use: devices of campaigns without tokens never load the library (bundle.mjs)
+      const { fetchTokens } = await import("../tokens/privacyPass.js");
+      const fetched = await fetchTokens(
+        issuer.url.replace(/\/+$/, ""),
+        issuer.name,
+        campaign,
+        window,
+        Math.min(Math.max(needed, 1), 64),
+        attestation,
+        this.fetchFn,
+      );
+      await this.store.transact(() => ({
+        writes: fetched.map((t): Write => [`k/f${toHex(t.slice(2, 34))}`, { campaign, window, token: toHex(t) }]),
+        result: null,
+      }));
+      return this.tokenFor(cfg, campaign, window, id, needed);
+    }
+    const [key, value] = free;
+    const token = (value as { token: string }).token;
+    await this.store.transact(() => ({
+      writes: [
+        [key, undefined],
+        [`k/e${id}`, token],
+      ],
+      result: null,
+    }));
+    return token;
+  }
+
+  private async dropTokens(ids: string[]): Promise<void> {
+    await this.store.transact(() => ({ writes: ids.map((id): Write => [`k/e${id}`, undefined]), result: null }));
   }
 
   private async flushLoop(timeoutMs: number): Promise<FlushResult> {

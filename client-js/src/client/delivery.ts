@@ -41,8 +41,13 @@ export async function request(
   method: string,
   body?: Uint8Array,
   contentType?: string,
+  authorization?: string,
 ): Promise<string> {
-  const headers: Record<string, string> = { Authorization: `Bearer ${token}`, Accept: "application/json" };
+  // `authorization`: the whole header instead of the bearer token (a Privacy Pass token, issue 37)
+  const headers: Record<string, string> = {
+    Authorization: authorization ?? `Bearer ${token}`,
+    Accept: "application/json",
+  };
   if (contentType) headers["Content-Type"] = contentType;
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), timeoutMs);

@@ -18,6 +18,9 @@ export interface Health {
   clipped: Record<string, number>;
   /** The durable store in use: "indexeddb", "file" or "memory". */
   storage: string;
+  /** Reports waiting in the queue, by reason: `no_token` (a campaign that requires Privacy Pass
+   * tokens, none to be had: no attestation, issuer unreachable or its quota reached; issue 37). */
+  waiting: Record<string, number>;
 }
 
 export class Counter {

@@ -1,0 +1,156 @@
+"""RSA blind signatures, RFC 9474 variant RSABSSA-SHA384-PSS-Deterministic (the one Privacy Pass
+token type 0x0002 uses, RFC 9578 §6): SHA-384, MGF1-SHA-384, a 48-byte PSS salt, no message
+randomization (``msg_prefix`` empty, ``input_msg = msg``).
+
+The protocol (RFC 9474 §4), n the modulus, e the public and d the private exponent:
+
+* ``blind``:    EM = EMSA-PSS-ENCODE(msg, modBits − 1); m = OS2IP(EM); r ∈ [1, n) random with
+  gcd(r, n) = 1; blinded = m · rᵉ mod n; the client keeps inv = r⁻¹ mod n.
+* ``blind_sign``: s = blindedᵈ mod n (CRT on the private numbers), checked by sᵉ = blinded mod n
+  (RFC 9474 §4.3 step 4: a faulty CRT result must never leave the issuer).
+* ``finalize``: sig = s · inv mod n, then an ordinary RSASSA-PSS verification of (msg, sig).
+
+The signature is a plain RSASSA-PSS signature, so anyone holding the public key verifies it with
+``cryptography`` (:func:`verify`). ``cryptography`` exposes no raw private RSA operation, so the
+issuer's step is written here on the key's private numbers with ``gmpy2.powmod_sec`` (GMP's
+constant-time modular exponentiation: the blinded input is chosen by the client). Tests:
+tests/test_privacy_pass.py against RFC 9474 Appendix A (testvectors/blind_rsa_rfc9474.json).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+HASH_LEN = 48  # SHA-384
+SALT_LEN = 48  # RSABSSA-SHA384-PSS-*: sLen = hLen
+
+
+class BlindRsaError(ValueError):
+    """A blind-RSA input or result is invalid (message too long, blinded value out of range,
+    signature that does not verify)."""
+
+
+def _mgf1_sha384(seed: bytes, length: int) -> bytes:
+    out = bytearray()
+    counter = 0
+    while len(out) < length:
+        out += hashlib.sha384(seed + counter.to_bytes(4, "big")).digest()
+        counter += 1
+    return bytes(out[:length])
+
+
+def emsa_pss_encode(msg: bytes, em_bits: int, salt: bytes) -> bytes:
+    """RFC 8017 §9.1.1 EMSA-PSS-ENCODE with SHA-384 / MGF1-SHA-384 and the given salt."""
+    em_len = (em_bits + 7) // 8
+    m_hash = hashlib.sha384(msg).digest()
+    if em_len < HASH_LEN + len(salt) + 2:
+        raise BlindRsaError("encoding error: modulus too small for SHA-384 PSS")
+    h = hashlib.sha384(b"\x00" * 8 + m_hash + salt).digest()
+    db = b"\x00" * (em_len - len(salt) - HASH_LEN - 2) + b"\x01" + salt
+    masked = bytearray(a ^ b for a, b in zip(db, _mgf1_sha384(h, em_len - HASH_LEN - 1), strict=True))
+    masked[0] &= 0xFF >> (8 * em_len - em_bits)
+    return bytes(masked) + h + b"\xbc"
+
+
+def modulus_len(public_key: rsa.RSAPublicKey) -> int:
+    """k, the modulus length in bytes (256 for the 2048-bit keys of token type 0x0002)."""
+    return (public_key.key_size + 7) // 8
+
+
+def blind(public_key: rsa.RSAPublicKey, msg: bytes, *, salt: bytes | None = None,
+          inv: int | None = None) -> tuple[bytes, int]:
+    """RFC 9474 §4.2 Blind: (blinded_msg, inv). ``salt`` and ``inv`` are for the RFC's vectors
+    only; production draws both from the OS."""
+    numbers = public_key.public_numbers()
+    n, e = numbers.n, numbers.e
+    mod_bits = public_key.key_size
+    encoded = emsa_pss_encode(msg, mod_bits - 1, secrets.token_bytes(SALT_LEN) if salt is None else salt)
+    m = int.from_bytes(encoded, "big")
+    if math.gcd(m, n) != 1:
+        raise BlindRsaError("invalid input: message not coprime to the modulus")
+    if inv is None:
+        while True:
+            r = secrets.randbelow(n - 1) + 1
+            if math.gcd(r, n) == 1:
+                break
+        inv = pow(r, -1, n)
+    else:
+        r = pow(inv, -1, n)
+    z = (m * pow(r, e, n)) % n
+    return z.to_bytes(modulus_len(public_key), "big"), inv
+
+
+@dataclass(frozen=True)
+class _Crt:
+    n: Any
+    e: Any
+    p: Any
+    q: Any
+    dp: Any
+    dq: Any
+    qinv: Any
+
+
+class BlindSigner:
+    """The issuer's half (RFC 9474 §4.3 BlindSign) on one private key, CRT with GMP."""
+
+    def __init__(self, private_key: rsa.RSAPrivateKey) -> None:
+        import gmpy2  # the issuer only: the SDK never signs
+
+        self._gmpy2 = gmpy2
+        pn = private_key.private_numbers()
+        self.public_key = private_key.public_key()
+        self._k = modulus_len(self.public_key)
+        self._n_int = pn.public_numbers.n
+        mpz = gmpy2.mpz
+        self._crt = _Crt(mpz(pn.public_numbers.n), mpz(pn.public_numbers.e), mpz(pn.p), mpz(pn.q),
+                         mpz(pn.dmp1), mpz(pn.dmq1), mpz(pn.iqmp))
+
+    def blind_sign(self, blinded_msg: bytes) -> bytes:
+        """s = blinded_msgᵈ mod n, verified by sᵉ ≡ blinded_msg before it is returned."""
+        if len(blinded_msg) != self._k:
+            raise BlindRsaError(f"blinded message must be {self._k} bytes, got {len(blinded_msg)}")
+        m_int = int.from_bytes(blinded_msg, "big")
+        if m_int >= self._n_int:
+            raise BlindRsaError("blinded message out of range (not below the modulus)")
+        g, c = self._gmpy2, self._crt
+        m = g.mpz(m_int)
+        s1 = g.powmod_sec(m % c.p, c.dp, c.p)
+        s2 = g.powmod_sec(m % c.q, c.dq, c.q)
+        h = (c.qinv * (s1 - s2)) % c.p
+        s = s2 + c.q * h
+        if g.powmod(s, c.e, c.n) != m:
+            raise BlindRsaError("signing failure: the CRT result does not verify")
+        return int(s).to_bytes(self._k, "big")
+
+
+def finalize(public_key: rsa.RSAPublicKey, msg: bytes, blind_sig: bytes, inv: int) -> bytes:
+    """RFC 9474 §4.4 Finalize: unblind and verify; raises :class:`BlindRsaError` if invalid."""
+    k = modulus_len(public_key)
+    if len(blind_sig) != k:
+        raise BlindRsaError(f"blind signature must be {k} bytes, got {len(blind_sig)}")
+    n = public_key.public_numbers().n
+    sig = ((int.from_bytes(blind_sig, "big") * inv) % n).to_bytes(k, "big")
+    if not verify(public_key, msg, sig):
+        raise BlindRsaError("the issuer's blind signature does not verify")
+    return sig
+
+
+_PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA384()), salt_length=SALT_LEN)
+
+
+def verify(public_key: rsa.RSAPublicKey, msg: bytes, sig: bytes) -> bool:
+    """RSASSA-PSS-VERIFY (SHA-384, MGF1-SHA-384, sLen 48) by OpenSSL through ``cryptography``."""
+    try:
+        public_key.verify(sig, msg, _PSS, hashes.SHA384())
+    except InvalidSignature:
+        return False
+    return True
