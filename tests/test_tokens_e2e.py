@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from issuer_support import IssuerStack
 from sealed_support import SHUFFLED, publish_keys, shuffle_and_aggregate
 
-from ldptel import keys, privacy_pass
+from ldptel import key_signing, keys, privacy_pass
 from ldptel.client.sealed import seal_rows, unsealed
 from ldptel.mechanisms.builder import build_mechanism
 from ldptel.privacy_pass import Token
@@ -55,7 +55,7 @@ def stacks(redis_client: redis.Redis, redis_url: str, tmp_path: Path):
         cfg, analyzer=dataclasses.replace(cfg.analyzer, keys_dir=str(tmp_path / "keys"))
     )
     assert cfg.campaigns[0].require_tokens  # a config with [issuer]: shuffled campaigns take tokens
-    publish_keys(cfg, redis_client)
+    PINNED[:] = [publish_keys(cfg, redis_client).pinned]  # the app's analyzer_signing_key
     issuer = IssuerStack(cfg, redis_url)
     # the devices are told the issuer's real address (the test's free port)
     cfg = dataclasses.replace(cfg, issuer=dataclasses.replace(cfg.issuer, url=issuer.url))
@@ -71,6 +71,8 @@ def stacks(redis_client: redis.Redis, redis_url: str, tmp_path: Path):
     issuer.close()
 
 
+PINNED: list[str] = []  # the analyzer signing key of the stacks' keys directory
+
 def envelope(collector: HttpStack, value: int) -> tuple[bytes, int]:
     """One device's real sealed envelope (the SDK's sealing), and its window."""
     status, _, raw = collector.get("/v1/campaigns", token="ingest-token-for-tests")
@@ -79,7 +81,8 @@ def envelope(collector: HttpStack, value: int) -> tuple[bytes, int]:
     mech = build_mechanism(cfg)
     now = time.time()
     row = unsealed(cfg, mech, mech.encode_batch([value], campaign=CAMP["name"]), now)
-    sealed, _ = seal_rows(cfg, mech, CAMP["name"], 1, os.urandom(16), [row], now)
+    sealed, _ = seal_rows(cfg, mech, CAMP["name"], 1, os.urandom(16), [row], now,
+                          signing_key=key_signing.signing_public(PINNED[0]))
     return sealed[0].body, keys.window_start(now, 3600)
 
 
@@ -202,6 +205,7 @@ def test_sdk_sends_with_tokens_and_waits_without(stacks, redis_client: redis.Red
             INGEST_TOKEN,
             queue_path=tmp_path / f"d{i}.sqlite",
             attestation=lambda i=i: attest(f"device-{i}"),
+            analyzer_signing_key=PINNED[0],
         ) as client:
             assert client.report(CAMP["name"], i)
             result = client.flush(timeout=30)
@@ -211,7 +215,8 @@ def test_sdk_sends_with_tokens_and_waits_without(stacks, redis_client: redis.Red
     spent = redis_client.keys(b"*:spent:*")
     assert sum(redis_client.scard(k) for k in spent) == 3
 
-    with TelemetryClient(collector.url, INGEST_TOKEN, queue_path=tmp_path / "none.sqlite") as client:
+    with TelemetryClient(collector.url, INGEST_TOKEN, queue_path=tmp_path / "none.sqlite",
+                         analyzer_signing_key=PINNED[0]) as client:
         assert client.report(CAMP["name"], 1)
         result = client.flush(timeout=3)
         assert result.pending == 1 and "no_token" in (result.error or ""), result
@@ -251,6 +256,7 @@ def test_tokens_across_languages(stacks, redis_client: redis.Redis, tmp_path: Pa
         "LDPTEL_ATTESTATION_SDK": attest("js-sdk-device"),
         "LDPTEL_COLLECTOR_URL": collector.url,
         "LDPTEL_INGEST_TOKEN": "ingest-token-for-tests",
+        "LDPTEL_ANALYZER_SIGNING_KEY": PINNED[0],
     }
     run = subprocess.run(
         ["npx", "vitest", "run", "--project", "node", "test/tokensInterop.test.ts"],

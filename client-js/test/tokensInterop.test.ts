@@ -56,13 +56,18 @@ describe.skipIf(!out)("the JS SDK with tokens", () => {
       url,
       token: env.LDPTEL_INGEST_TOKEN ?? "",
       attestation: () => env.LDPTEL_ATTESTATION_SDK ?? "",
+      analyzerSigningKey: env.LDPTEL_ANALYZER_SIGNING_KEY ?? "",
     });
     expect(await withToken.report(campaign, 6)).toBe(true);
     const sent = await withToken.flush(30_000);
     expect([sent.accepted, sent.pending]).toEqual([1, 0]);
     await withToken.close(null);
 
-    const without = await TelemetryClient.open({ url, token: env.LDPTEL_INGEST_TOKEN ?? "" });
+    const without = await TelemetryClient.open({
+      url,
+      token: env.LDPTEL_INGEST_TOKEN ?? "",
+      analyzerSigningKey: env.LDPTEL_ANALYZER_SIGNING_KEY ?? "",
+    });
     expect(await without.report(campaign, 1)).toBe(true);
     const waiting = await without.flush(2_000);
     expect(waiting.pending).toBe(1);
