@@ -1,4 +1,5 @@
-// The browser bundle's size budget (30 KB min+gzip without HPKE; the size with it is stated) and
+// The browser bundle's size budget (30 KB min+gzip without HPKE and the SDK's Privacy Pass module, the
+// parts only some campaigns need; the size with them is stated) and
 // what it may contain.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -8,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { browserSizes } from "../scripts/bundle.mjs";
 
 const BUDGET = 30 * 1024;
-const WITH_HPKE_CAP = 36 * 1024; // not a budget: catches a dependency pulled in by mistake
+const WITH_HPKE_CAP = 38 * 1024; // not a budget: catches a dependency pulled in by mistake (36.9 KB with the token module)
 const bundle = () => readFileSync(new URL("../dist/ldptel.browser.min.js", import.meta.url));
 
 function sources(dir: string): string[] {
@@ -19,12 +20,12 @@ function sources(dir: string): string[] {
 }
 
 describe("browser bundle", () => {
-  it(`is at most ${BUDGET / 1024} KB min+gzip without HPKE (and stated with it)`, async () => {
+  it(`is at most ${BUDGET / 1024} KB min+gzip without HPKE or tokens (and stated with them)`, async () => {
     const s = await browserSizes();
     const kb = (n: number) => (n / 1024).toFixed(1);
     console.log(
-      `browser bundle: ${kb(s.withoutHpke.gzip)} KB min+gzip without HPKE (${kb(s.withoutHpke.min)} KB min), ` +
-        `${kb(s.withHpke.gzip)} KB with it (${kb(s.withHpke.min)} KB min)`,
+      `browser bundle: ${kb(s.withoutHpke.gzip)} KB min+gzip without HPKE or tokens (${kb(s.withoutHpke.min)} KB min), ` +
+        `${kb(s.withHpke.gzip)} KB with them (${kb(s.withHpke.min)} KB min)`,
     );
     expect(s.withoutHpke.gzip).toBeLessThanOrEqual(BUDGET);
     expect(s.withHpke.gzip).toBeLessThanOrEqual(WITH_HPKE_CAP);
