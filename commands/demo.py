@@ -241,13 +241,18 @@ def wait_ended(window: int | None, window_seconds: int) -> None:
 
 
 def wait_counted(stack: Stack, sent: dict[str, int], timeout: float) -> None:
-    """Until the aggregator has counted ``sent`` reports per campaign and published them."""
+    """Until the aggregator has counted ``sent`` reports per campaign and published them. A
+    shuffled campaign releases only whole batches of ``batch_min`` devices: the last fewer than
+    ``batch_min`` of its devices may wait in the shuffler for more (by design), so it has caught up
+    at ``sent`` − (``batch_min`` − 1)."""
 
     deadline = time.monotonic() + timeout
+    waits = {c.name: max(int(getattr(c.mode, "batch_min", 0) or 0) - 1, 0)
+             for c in stack.config.campaigns if c.name in sent}
     while True:
         counts = {c.name: sum(tally.window_counts(stack.redis, c).values())
                   for c in stack.config.campaigns if c.name in sent}
-        if all(counts[k] >= v for k, v in sent.items()) and not any(
+        if all(counts[k] >= v - waits[k] for k, v in sent.items()) and not any(
                 published.stale_windows(stack.redis, c) for c in stack.config.campaigns if c.name in sent):
             return
         if stack.agg is not None and stack.agg.error is not None:
