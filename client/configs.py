@@ -7,7 +7,8 @@ and in the queue file (so reporting works offline after a restart). ``fetch`` as
 file and, when they are older than the TTL, refreshes them on a background thread. Only when
 nothing is known at all (the first run of a device) does ``current`` wait — at most ``wait``
 seconds — for that first answer. ``check_config`` checks what the SDK computes with in a
-campaign's config (``mechanism_cache`` builds the mechanism, which checks the rest).
+campaign's config, and refuses heavy hitters in ``shuffled-fakes`` (a mode the collector never
+offers them in); ``mechanism_cache`` builds the mechanism, which checks the rest.
 
 Every answer of the collector carries a digest of its campaigns (``delivery.HINT_HEADER``); when
 an answer's digest differs from that of the configs held (``notice``), they are refreshed on a
@@ -56,6 +57,9 @@ def check_config(campaign: str, cfg: Any) -> None:
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise BadConfig(f"campaign {campaign!r}: the collector's config has {key} = {v!r} (an "
                             f"integer of at least {low} is needed); its reports are dropped")
+    if cfg.get("privacy_mode") == "shuffled-fakes" and cfg.get("kind") == "heavy_hitters":
+        raise BadConfig(f"campaign {campaign!r}: a heavy_hitters campaign in privacy_mode shuffled-fakes "
+                        "(heavy hitters are shuffled only: fakes are indices); its reports are dropped")
     if cfg.get("privacy_mode") == "shuffled-fakes":
         why = fake_rate_problem(cfg)
         if why is not None:

@@ -200,7 +200,11 @@ class HeavyHitters(LocalHashing):
         """UTF-8 bytes of a valid value, else ``ValueError`` naming ``value``."""
         if not isinstance(value, str):
             raise ValueError(f"value must be a string, got {type(value).__name__}")
-        data = value.encode("utf-8")
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: not Unicode text, no UTF-8 bytes
+            raise ValueError(f"value is not valid Unicode: a lone surrogate at position {exc.start}"
+                             ) from None
         if len(data) > self.max_length:
             raise ValueError(f"value is {len(data)} bytes in UTF-8, longer than max_length = "
                              f"{self.max_length}: {value[:40]!r}")

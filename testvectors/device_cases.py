@@ -75,6 +75,18 @@ SEALED_CASES: list[dict[str, Any]] = [
     {"config": shuffled("sh-grid-sue", "shuffled", kind="numeric", mechanism="grid", oracle="sue",
                         epsilon=2.272, domain_size=8, lower=0.0, upper=10.0),
      "values": [3.3, 10, 0.5, 7.142857142857143]},
+    # heavy hitters in shuffled (issue 39): the local report (level, pool index, hash) at ε₀ as a
+    # 12-byte row; the device secret is 32 zero bytes (both SDKs), so every report of this device
+    # has the same level and pool index; values: empty, multi-byte, max_length bytes exactly
+    {"config": shuffled("sh-hh", "shuffled", kind="heavy_hitters", oracle="olh", epsilon=2.5, max_length=8,
+                        levels=8, width=16, pool_size=64, pool_seed=7),
+     "values": ["", "a", "crash:42", "héllo", "日本", "abcdefgh"],
+     # refused by both SDKs as in local mode (nothing queued, nothing sent): over max_length bytes
+     # of UTF-8, a NUL, a lone surrogate (no UTF-8 encoding)
+     "refused": ["abcdefghi", "日本語", "a\0b", "\ud800x", "x\udfff"]},
+    {"config": shuffled("sh-hh-bits", "shuffled", kind="heavy_hitters", oracle="olh", epsilon=1.2,
+                        max_length=3, levels=5, width=8),
+     "values": ["x", "yz", "é"]},
 ]
 
 # the Poisson(λ) inversion of mechanisms.fakes: rates, including one over MAX_TABLE_RATE

@@ -264,6 +264,12 @@ def rows_vectors() -> list[dict[str, Any]]:
     return out
 
 
+def utf16(value: str) -> list[int]:
+    """A string's UTF-16 code units (a lone surrogate stays one unit)."""
+    data = value.encode("utf-16-le", "surrogatepass")
+    return [int.from_bytes(data[i:i + 2], "little") for i in range(0, len(data), 2)]
+
+
 POST_ENVELOPES = 3  # envelopes per POST body in the vectors (the SDKs' default: max_reports_per_batch)
 
 
@@ -271,7 +277,7 @@ def sealed_case(i: int, case: dict[str, Any], key: dict[str, Any], private: byte
                 public: bytes) -> dict[str, Any]:
     cfg = {**case["config"], "analyzer_key": key["config"]}
     name, version = cfg["name"], int(cfg.get("version", 1))
-    mech = build_mechanism(cfg)
+    mech = build_mechanism(cfg, bytes(32) if uses_device_secret(cfg) else None)  # heavy hitters: zeros
     length = int(cfg.get("window_seconds", 0))
     now = float(case.get("now", WINDOW + 100))
     dims = [tuple(p) for p in case.get("dimensions", [])]
@@ -285,6 +291,12 @@ def sealed_case(i: int, case: dict[str, Any], key: dict[str, Any], private: byte
         queued.append(unsealed(cfg, mech, batch, float(window) + 1.0))
         row = row_bytes(to_rows(mech, mech.columns(batch), 1))[0]
         reports.append({"value": value, "draws": rec.tape, "window": window, "row": row.hex()})
+    for value in case.get("refused", []):  # refused before any draw, as in local mode
+        try:
+            mech.encode(value, campaign=name)
+        except ValueError:
+            continue
+        raise AssertionError(f"{name}: {value!r} was accepted")
     calls: list[dict[str, Any]] = []
 
     def fixed_seal(messages: list[bytes], _public: Any, info: bytes) -> list[bytes]:
@@ -314,6 +326,8 @@ def sealed_case(i: int, case: dict[str, Any], key: dict[str, Any], private: byte
     return {"name": name, "config": cfg, "now": now, "batch_id": BATCH_ID.hex(),
             "dimensions": [list(p) for p in dims], "row_bytes": row_dtype(mech).itemsize,
             "reports": reports, "stale": stale, "envelopes": posted,
+            # values the SDKs refuse, as UTF-16 code units (a lone surrogate is not valid JSON text)
+            **({"refused_utf16": [utf16(v) for v in case["refused"]]} if "refused" in case else {}),
             # the POST bodies of the envelopes, at most POST_ENVELOPES per body (``bodies``)
             "posts": [{"envelopes": n, "body": b.hex()}
                       for b, n in bodies(envelopes, 1 << 20, POST_ENVELOPES)]}

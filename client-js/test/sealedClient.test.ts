@@ -262,6 +262,58 @@ describe("range and numeric campaigns in the shuffled modes (an index histogram)
   });
 });
 
+describe("heavy hitters in shuffled (issue 39)", () => {
+  const hh = (extra: Record<string, unknown> = {}) =>
+    campaign("hh", {
+      kind: "heavy_hitters",
+      oracle: "olh",
+      epsilon: 2.5, // ε₀
+      max_length: 8,
+      levels: 8,
+      width: 16,
+      pool_size: 64,
+      privacy_mode: "shuffled",
+      window: "all",
+      window_seconds: 0,
+      reports_per_window: 1_000_000,
+      analyzer_key: analyzer.config,
+      ...extra,
+    });
+
+  it("each report sealed as the local report's row (level, pool index, hash) at ε₀; bad values refused, nothing sent for them", async () => {
+    const fake = new FakeCollector([hh()]);
+    const client = await open(fake);
+    const good = ["", "crash:42", "héllo", "日本", "abcdefgh"];
+    for (let i = 0; i < 30; i++) expect(await client.report("hh", good[i % good.length])).toBe(true);
+    // over max_length (9 bytes of UTF-8), a NUL, lone surrogates, not a string
+    for (const bad of ["abcdefghi", "日本語", "a\u0000b", "\ud800x", "x\udfff", 42, new Uint8Array([0xff])])
+      expect(await client.report("hh", bad), String(bad)).toBe(false);
+    expect(client.health().dropped).toEqual({ bad_value: 7 });
+    expect(await client.flush()).toMatchObject({ accepted: 30, pending: 0 });
+    const messages = fake.stored.flatMap((b) => b.messages);
+    expect(messages.length).toBe(30); // one message per report: no fakes
+    expect(messages.every((m) => m.length === 32 + 12 + 16)).toBe(true);
+    const mech = (await client.mechanism("hh")) as unknown as { deviceSlot(): [number, number]; g: number };
+    const [level, index] = mech.deviceSlot();
+    const { pair } = await keyPair(fromHex(analyzer.ikm));
+    for (const b of fake.stored)
+      for (const row of await openAll(b, pair)) {
+        const view = new DataView(row.buffer, row.byteOffset);
+        expect([view.getUint32(0, true), view.getUint32(4, true)]).toEqual([level, index]);
+        expect(view.getUint32(8, true)).toBeLessThan(mech.g);
+      }
+  });
+
+  it("in shuffled-fakes (never offered: fakes are indices) refused, never sent", async () => {
+    const fake = new FakeCollector([hh({ privacy_mode: "shuffled-fakes", fake_rate: 0 })]);
+    const client = await open(fake);
+    expect(await client.report("hh", "a")).toBe(false);
+    expect(client.health().dropped).toEqual({ bad_config: 1 });
+    await client.flush();
+    expect(fake.posts).toBe(0);
+  });
+});
+
 describe("dimension values (local campaigns)", () => {
   it("each report carries the campaign's canonical values; chunks group them", async () => {
     const fake = new FakeCollector([

@@ -138,6 +138,14 @@ describe("sealed batches: one device's chunk of each shuffled campaign", () => {
         rows.push({ window: r.window, row: r.row });
         checked += 1;
       }
+      // values refused as in local mode, before any draw (heavy hitters: over max_length, NUL, a lone surrogate)
+      for (const units of c.refused_utf16 ?? []) {
+        const value = String.fromCharCode(...units);
+        expect(() => mech.encode(valueIndex(c.config, value), new ReplayDraws([])), JSON.stringify(value)).toThrow(
+          RangeError,
+        );
+        checked += 1;
+      }
       const key = analyzerKey(c.config)!;
       expect(key.id).toBe(a.key_id);
       const length = c.config.window_seconds;

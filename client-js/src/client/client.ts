@@ -66,6 +66,9 @@ import { type Backend, bytesJson, type Json, jsonBytes, MemoryBackend, Store, ty
 export const DEFAULT_MAX_EPSILON = 8.0;
 const CAMPAIGN_ANSWERS = new Set(["campaign_paused", "campaign_retired", "version_retired"]);
 const DEFAULT_LIMITS = { maxBodyBytes: 1 << 20, maxReportsPerBatch: 10_000 };
+// the kinds a campaign in a shuffled privacy mode may be (docs/privacy.md)
+const FAKES_KINDS = ["frequency", "range", "numeric"];
+const SHUFFLED_KINDS = [...FAKES_KINDS, "heavy_hitters"];
 // the collector's answers to a sealed batch that mean "fetch the configs again and seal anew"
 const RESEAL_ANSWERS = new Set(["unknown_key", "wrong_window"]);
 
@@ -449,8 +452,10 @@ export class TelemetryClient {
         `campaign ${name}: privacy_mode ${String(cfg.privacy_mode)} is not supported by this SDK`,
       );
     const kind = cfg.kind ?? "frequency";
-    if (envelope !== plainEnvelope && !["frequency", "range", "numeric"].includes(kind as string)) {
-      // the config refuses the other kinds in a shuffled mode; never sent as local reports instead
+    // the config refuses the other kinds in a shuffled mode (heavy hitters: `shuffled` only, their
+    // fakes would not be indices); never sent as local reports instead
+    const sealedKinds = cfg.privacy_mode === "shuffled" ? SHUFFLED_KINDS : FAKES_KINDS;
+    if (envelope !== plainEnvelope && !sealedKinds.includes(kind as string)) {
       throw new Refused(
         "bad_config",
         `campaign ${name}: a ${String(kind)} campaign in privacy_mode ${String(cfg.privacy_mode)}`,

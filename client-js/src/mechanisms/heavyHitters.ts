@@ -15,6 +15,8 @@ import {
   varianceStar,
 } from "./base.js";
 
+// a UTF-16 surrogate without its partner: a string that is not Unicode text, so not UTF-8 encodable
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 export const MAX_LEVEL_BITS = 16;
 export const MAX_G = 256;
 export const DEFAULT_POOL = 2048;
@@ -115,6 +117,10 @@ export class HeavyHitters implements Mechanism {
   /** UTF-8 of a valid value, zero-padded to max_length bytes. */
   padded(value: unknown): Uint8Array {
     if (typeof value !== "string") throw new TypeError(`value must be a string, got ${typeof value}`);
+    // a lone surrogate has no UTF-8 encoding (TextEncoder would send U+FFFD in its place): refused,
+    // as Python's str.encode("utf-8") refuses it
+    const lone = LONE_SURROGATE.exec(value);
+    if (lone !== null) throw new RangeError(`value is not valid Unicode: a lone surrogate at position ${lone.index}`);
     const data = utf8(value);
     if (data.length > this.maxLength)
       throw new RangeError(`value is ${data.length} bytes in UTF-8, longer than max_length = ${this.maxLength}`);

@@ -2,8 +2,9 @@
  * A report as the plaintext of one sealed message (`ldptel.mechanisms.rows`): a fixed-width row
  * per mechanism, little-endian — GRR and the histogram `values` u32; OLH `seeds` u32 then
  * `values` u32; Hadamard `indices` u32 then `signs` u8 (0/1); SUE/OUE the packed bit row
- * (⌈d/8⌉ bytes); RAPPOR `cohorts` u32 then the packed Bloom bits (⌈k/8⌉ bytes). Every row of one
- * campaign version has the same width, so every ciphertext has the same length and a fake message
+ * (⌈d/8⌉ bytes); RAPPOR `cohorts` u32 then the packed Bloom bits (⌈k/8⌉ bytes); heavy hitters
+ * (`shuffled`: the local report at ε₀) `levels`, `seed_indices`, `values` u32 each (12 bytes). Every
+ * row of one campaign version has the same width, so every ciphertext has the same length and a fake message
  * cannot be told from a real one by its size.
  */
 import type { Mechanism, Report } from "../mechanisms/base.js";
@@ -38,6 +39,15 @@ export function rowLayout(mech: Mechanism): { fields: Field[]; width: number } |
     case "sue":
     case "oue":
       return { fields: [["bits", "bits"]], width: Math.ceil(d / 8) };
+    case "heavy_hitters":
+      return {
+        fields: [
+          ["levels", "u32"],
+          ["seed_indices", "u32"],
+          ["values", "u32"],
+        ],
+        width: 12,
+      };
     case "rappor": {
       const k = (mech as { bloomBits?: number }).bloomBits ?? 0;
       return {
