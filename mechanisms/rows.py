@@ -5,9 +5,10 @@ fixed ``itemsize``, so a release's decrypted plaintexts, concatenated, become it
 
 Layouts (little-endian): GRR and the histogram index ``values`` u4; OLH ``seeds`` u4, ``values``
 u4; Hadamard ``indices`` u4, ``signs`` u1 (0/1); SUE/OUE ``bits`` ⌈d/8⌉ bytes (the row as
-``np.packbits``); RAPPOR ``cohorts`` u4, ``bits`` ⌈k/8⌉ bytes. Every row of one campaign version has
-the same width, so every ciphertext has the same length (``sealing.ciphertext_length``) and a
-fake message cannot be told from a real one by its size.
+``np.packbits``); RAPPOR ``cohorts`` u4, ``bits`` ⌈k/8⌉ bytes; heavy hitters (``shuffled``: today's
+local report at ε₀) ``levels`` u4, ``seed_indices`` u4, ``values`` u4 (12 bytes).
+Every row of one campaign version has the same width, so every ciphertext has the same length
+(``sealing.ciphertext_length``) and a fake message cannot be told from a real one by its size.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from ldptel.mechanisms.base import Mechanism
 from ldptel.mechanisms.checks import rejected
 
-ROW_ORACLES = ("grr", "histogram", "olh", "hadamard", "sue", "oue", "rappor")
+ROW_ORACLES = ("grr", "histogram", "olh", "hadamard", "sue", "oue", "rappor", "heavy_hitters")
 
 
 def row_dtype(mech: Mechanism) -> np.dtype:
@@ -36,6 +37,8 @@ def row_dtype(mech: Mechanism) -> np.dtype:
         return np.dtype([("bits", "u1", ((mech.domain_size + 7) // 8,))])
     if name == "rappor":
         return np.dtype([("cohorts", "<u4"), ("bits", "u1", ((mech.bloom_bits + 7) // 8,))])  # type: ignore[attr-defined]
+    if name == "heavy_hitters":
+        return np.dtype([("levels", "<u4"), ("seed_indices", "<u4"), ("values", "<u4")])
     raise ValueError(f"no row layout for mechanism {name!r} (rows exist for {', '.join(ROW_ORACLES)})")
 
 
