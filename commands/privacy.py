@@ -1,6 +1,11 @@
 """``ldptel privacy plan``: the plan of a central (ε, δ) target (``ldptel.privacy.plan``), as
 one JSON object (``--format json``) or readable text, with the claims a campaign of it states
-(against adversarial devices, with honest ones; ``ldptel.privacy.fake_sources``)."""
+(against adversarial devices, with honest ones; ``ldptel.privacy.fake_sources``).
+
+``--kind heavy_hitters`` (issue 39; ``--mode shuffled`` only) plans a heavy-hitter campaign: the
+pool-OLH at ε₀ over ``--levels`` J (default ``--max-length``), one report per device with its level
+inside, so one release of ``batch_min`` devices holds every level: ε₀, the hash range g, the
+devices per level (batch_min/J) and the std error of one prefix count at a level, U and L."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import Any
 
 from ldptel.campaigns.modes import SHUFFLED_ORACLES
 from ldptel.errors import UncertifiableTarget
+from ldptel.mechanisms.shuffled_kinds import HEAVY_HITTERS
 
 ORACLE_CHOICES = ("grr", "oue", "sue", "olh", "hadamard", "rappor", "histogram")  # refused: config_refusal
 
@@ -25,10 +31,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", required=True, choices=("shuffled", "shuffled-fakes"),
                    help="shuffled: ε₀-LDP reports, amplified; shuffled-fakes: the true index plus "
                         "Poisson fake indices")
-    p.add_argument("--oracle", required=True, choices=ORACLE_CHOICES,
+    p.add_argument("--kind", choices=("frequency", "heavy_hitters"), default="frequency",
+                   help="frequency (also range, numeric: an index over --domain-size), or heavy_hitters "
+                        "(--max-length, --levels; --mode shuffled)")
+    p.add_argument("--oracle", choices=ORACLE_CHOICES, default=None,
                    help="frequency oracle (shuffled); histogram, or grr with --local-epsilon "
-                        "(shuffled-fakes)")
-    p.add_argument("--domain-size", type=int, required=True, help="number of values d")
+                        "(shuffled-fakes); required for --kind frequency")
+    p.add_argument("--domain-size", type=int, default=None,
+                   help="number of values d (required for --kind frequency)")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="heavy_hitters: the longest value in UTF-8 bytes (1-64)")
+    p.add_argument("--levels", type=int, default=None,
+                   help="heavy_hitters: levels J of the prefix tree (default --max-length)")
     p.add_argument("--central-epsilon", type=float, required=True, help="target central ε")
     p.add_argument("--central-delta", type=float, required=True, help="target central δ")
     p.add_argument("--batch-min", type=int, required=True, help="devices per shuffled batch, at least")
@@ -63,15 +77,47 @@ def config_refusal(mode: str, oracle: str, local_epsilon: float | None,
     return None
 
 
+def kind_arguments(args: argparse.Namespace) -> tuple[str, int] | str:
+    """(oracle, d) the planner takes for ``--kind``, or why the arguments are refused: heavy
+    hitters plan the pool-OLH (``heavy_hitters``) with d = the levels J (``ldptel.privacy.planner``)."""
+    if args.kind == "frequency":
+        for flag, value in (("--max-length", args.max_length), ("--levels", args.levels)):
+            if value is not None:
+                return f"{flag} applies to --kind heavy_hitters"
+        missing = [f for f, v in (("--oracle", args.oracle), ("--domain-size", args.domain_size))
+                   if v is None]
+        if missing:
+            return f"{' and '.join(missing)} required with --kind frequency"
+        return str(args.oracle), int(args.domain_size)
+    if args.mode != "shuffled":
+        from ldptel.privacy.heavy_hitter_fakes import refusal
+
+        levels = args.levels or args.max_length or 16
+        return refusal(args.central_epsilon, args.central_delta, max(args.batch_min, 2), max(levels, 1))
+    if args.oracle not in (None, "olh") or args.domain_size is not None:
+        return ("--kind heavy_hitters takes no --oracle (the pool-OLH) nor --domain-size (--max-length, "
+                "--levels)")
+    if args.max_length is None or not 1 <= args.max_length <= 64:
+        return f"--max-length must be an integer with 1 <= max_length <= 64, got {args.max_length!r}"
+    levels = args.max_length if args.levels is None else args.levels
+    if not -(-args.max_length // 2) <= levels <= 8 * args.max_length:
+        return (f"--levels must be between {-(-args.max_length // 2)} and {8 * args.max_length} for "
+                f"--max-length {args.max_length} (at most 16 new bits per level), got {levels}")
+    return HEAVY_HITTERS, levels
+
+
 def run_privacy(args: argparse.Namespace) -> int:
     from ldptel.privacy import plan  # through the plan cache: a plan is computed once per machine
 
-    refused = config_refusal(args.mode, args.oracle, args.local_epsilon, args.fake_source)
-    if refused is not None:
+    chosen = kind_arguments(args)
+    refused = chosen if isinstance(chosen, str) else config_refusal(
+        args.mode, "olh" if chosen[0] == HEAVY_HITTERS else chosen[0], args.local_epsilon, args.fake_source)
+    if refused is not None or isinstance(chosen, str):
         print(f"ldptel privacy plan: {refused}", file=sys.stderr)
         return 2
+    oracle, d = chosen
     try:
-        result = plan(args.mode, args.oracle, args.domain_size, args.central_epsilon, args.central_delta,
+        result = plan(args.mode, oracle, d, args.central_epsilon, args.central_delta,
                       args.batch_min, args.windows, local_epsilon=args.local_epsilon)
     except UncertifiableTarget as exc:
         print(f"ldptel privacy plan: cannot certify: {exc}", file=sys.stderr)
@@ -80,6 +126,8 @@ def run_privacy(args: argparse.Namespace) -> int:
         print(f"ldptel privacy plan: {exc}", file=sys.stderr)
         return 2
     doc = with_claims(result.as_dict(), args.fake_source)
+    if oracle == HEAVY_HITTERS:
+        doc = heavy_hitter_fields(doc)
     if args.format == "json":
         print(json.dumps({k: _finite(v) for k, v in doc.items()}, sort_keys=False))
     else:
@@ -107,17 +155,36 @@ def with_claims(doc: dict[str, Any], fake_source: str | None) -> dict[str, Any]:
     return out
 
 
+def heavy_hitter_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    """A heavy-hitter plan with its own names: ``kind``, ``levels`` (the planner's d), the pool's
+    hash range ``g`` and the devices per level at ``batch_min`` (``std_error`` is one prefix count's
+    at a level)."""
+    from ldptel.mechanisms.heavy_hitters import pool_hash_range
+
+    out = {"kind": HEAVY_HITTERS, **doc, "levels": doc["domain_size"]}
+    out.update(g=pool_hash_range(float(doc["local_epsilon"])),
+               devices_per_level=doc["batch_min"] / doc["domain_size"])
+    return out
+
+
 def _finite(value: Any) -> Any:
     """JSON has no Infinity: an infinite ε (nothing certified) is written as null."""
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _text(doc: dict[str, Any]) -> str:
-    lines = [f"mode {doc['mode']}, oracle {doc['oracle']}, d = {doc['domain_size']:,}, "
-             f"batch_min = {doc['batch_min']:,}",
+    hh = doc.get("kind") == HEAVY_HITTERS
+    lines = [(f"heavy hitters, mode {doc['mode']}, pool-OLH over {doc['levels']} levels (one report per "
+              f"device, its level inside), batch_min = {doc['batch_min']:,}" if hh else
+              f"mode {doc['mode']}, oracle {doc['oracle']}, d = {doc['domain_size']:,}, "
+              f"batch_min = {doc['batch_min']:,}"),
              f"target: central ε ≤ {doc['target_epsilon']:g} at δ = {doc['central_delta']:g}"]
     if doc["mode"] == "shuffled":
-        lines.append(f"local ε₀ of each report: {doc['local_epsilon']:g}")
+        lines.append(f"local ε₀ of each report: {doc['local_epsilon']:g}"
+                     + (f" (hash range g = {doc['g']})" if hh else ""))
+        if hh:
+            lines.append(f"devices per level at batch_min: {doc['devices_per_level']:,.0f} (levels drawn "
+                         "per device: one release holds every level)")
     else:
         lines.append(f"fakes per bucket at batch_min: {doc['fakes_per_bucket']:.4g} (fake_source = "
                      f"{doc['fake_source']}: {doc['fake_rate']:.4g} fake messages per device, "
@@ -138,8 +205,10 @@ def _text(doc: dict[str, Any]) -> str:
                                              else f"central ε ≤ {eps:.4g} ({claim['central_bound']})")
                      + "; assumes: " + "; ".join(claim["assumes"]))
     error = doc["std_error"]
-    lines.append("standard error of one count: " + ("from the RAPPOR regression (no closed form)"
-                                                    if error is None else f"{error:.4g}"))
+    lines.append(("standard error of one prefix count at a level (batch_min/levels devices; the pool's "
+                  "collision term, which grows with the data's concentration, comes on top): " if hh
+                  else "standard error of one count: ")
+                 + ("from the RAPPOR regression (no closed form)" if error is None else f"{error:.4g}"))
     if doc["windows"] is not None:
         lines.append(f"cumulative ε over {doc['windows']} releases at δ = {doc['central_delta']:g}: "
                      f"{doc['cumulative_epsilon']:.4g}")

@@ -6,8 +6,8 @@ fixed ``itemsize``, so a release's decrypted plaintexts, concatenated, become it
 Layouts (little-endian): GRR and the histogram index ``values`` u4; OLH ``seeds`` u4, ``values``
 u4; Hadamard ``indices`` u4, ``signs`` u1 (0/1); SUE/OUE ``bits`` ⌈d/8⌉ bytes (the row as
 ``np.packbits``); RAPPOR ``cohorts`` u4, ``bits`` ⌈k/8⌉ bytes; heavy hitters (``shuffled``: today's
-local report at ε₀) ``levels`` u4, ``seed_indices`` u4, ``values`` u4 (12 bytes). Every row of one
-campaign version has the same width, so every ciphertext has the same length
+local report at ε₀) ``levels`` u4, ``seed_indices`` u4, ``values`` u4 (12 bytes).
+Every row of one campaign version has the same width, so every ciphertext has the same length
 (``sealing.ciphertext_length``) and a fake message cannot be told from a real one by its size.
 """
 

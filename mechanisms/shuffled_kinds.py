@@ -13,6 +13,9 @@ quantile and CDF queries, the mean and the sum are computed from its debiased hi
 variances of ``ldptel.mechanisms.index_stats``. The public config marks such a campaign with
 ``method = "histogram"`` (range) or ``mechanism = "grid"`` (numeric), which an SDK without this
 module refuses (an unknown method or mechanism) rather than send local range or numeric reports.
+
+A heavy-hitter campaign in ``shuffled`` keeps its own mechanism (today's local report at ε₀):
+nothing here but its name as the planner's oracle, ``HEAVY_HITTERS``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ INDEX_KINDS = ("range", "numeric")
 INDEX_ORACLES = ("grr", "oue", "sue")  # shuffled (planned ε₀); shuffled-fakes: histogram or grr
 RANGE_METHOD = "histogram"  # a range campaign's ``method`` in a shuffled mode
 GRID_MECHANISM = "grid"  # a numeric campaign's ``mechanism`` in a shuffled mode
+# a heavy-hitter campaign in ``shuffled`` (issue 39): its kind, and the planner's oracle for its
+# reports (the pool-OLH of ``ldptel.mechanisms.heavy_hitters`` at ε₀, levels inside the report)
+HEAVY_HITTERS = "heavy_hitters"
 
 
 def is_index_campaign(cfg: Mapping[str, Any]) -> bool:
@@ -57,5 +63,5 @@ def index_mechanism(cfg: Mapping[str, Any]) -> Mechanism:
     return classes[str(oracle)](eps, d)
 
 
-__all__ = ["GRID_MECHANISM", "INDEX_KINDS", "INDEX_ORACLES", "RANGE_METHOD", "index_mechanism",
-           "is_index_campaign"]
+__all__ = ["GRID_MECHANISM", "HEAVY_HITTERS", "INDEX_KINDS", "INDEX_ORACLES", "RANGE_METHOD",
+           "index_mechanism", "is_index_campaign"]

@@ -17,8 +17,11 @@
 Both shuffled modes: frequency campaigns (oracles grr, oue, sue, olh, hadamard for ``shuffled``;
 the histogram for ``shuffled-fakes``), and range and numeric campaigns as a histogram over their
 index domain (``ldptel.campaigns.shuffled_kinds``: the range's values, the numeric campaign's grid points);
-``reports_per_window = 1`` (a window's reports are its devices), no ``memoize`` (nor RAPPOR or
-heavy hitters: docs/privacy.md says why). ``central_delta`` defaults to min(1/(10·batch_min), 10⁻⁶). A
+``reports_per_window = 1`` (a window's reports are its devices), no ``memoize`` (nor RAPPOR:
+docs/privacy.md says why). Heavy hitters in ``shuffled`` only (issue 39): today's local report
+(level, pool index, hash) at the planned ε₀, planned as oracle ``heavy_hitters`` with the levels J
+as its ``domain_size`` (``ldptel.privacy.planner``); ``shuffled-fakes`` is refused with its cost
+(``ldptel.privacy.heavy_hitter_fakes``). ``central_delta`` defaults to min(1/(10·batch_min), 10⁻⁶). A
 target that cannot be certified raises ``UncertifiableTarget`` naming ``central_epsilon`` (or
 ``central_delta`` below the planner's floor) with the planner's suggestion; every other error is a
 ``ConfigError`` naming its key (``.key``).
@@ -43,7 +46,7 @@ from ldptel.campaigns import shuffled_kinds
 from ldptel.config_values import fail, read_int
 from ldptel.errors import UncertifiableTarget
 from ldptel.mechanisms.errors import argument_of
-from ldptel.mechanisms.shuffled_kinds import INDEX_KINDS
+from ldptel.mechanisms.shuffled_kinds import HEAVY_HITTERS, INDEX_KINDS
 from ldptel.privacy.fake_sources import DEFAULT_FAKE_SOURCE, FAKE_SOURCES, split
 from ldptel.privacy.modes import MODES, Local, Pinned, PlanInputs, Shuffled, ShuffledFakes
 
@@ -70,9 +73,9 @@ def parse(raw: dict[str, Any], where: str, base: Callable[[dict[str, Any]], Any]
             raise fail(f"{at}.{bad}", 'applies only with privacy_mode = "shuffled" or "shuffled-fakes"')
         return base({k: v for k, v in raw.items() if k != "privacy_mode"})
     kind = raw.get("kind", "frequency")
-    if kind not in ("frequency", *INDEX_KINDS):
-        raise fail(f"{at}.privacy_mode", f"{mode} is for frequency, range and numeric campaigns "
-                   f"(got kind = {kind!r}; docs/privacy.md says why); use privacy_mode = \"local\"")
+    if kind not in ("frequency", HEAVY_HITTERS, *INDEX_KINDS):
+        raise fail(f"{at}.privacy_mode", f"{mode} is for frequency, heavy-hitter, range and numeric "
+                   f"campaigns (got kind = {kind!r}; docs/privacy.md says why); use privacy_mode = \"local\"")
     for key in ("memoize", "epsilon_inf"):
         if key in raw:
             raise fail(f"{at}.{key}", f"does not apply with privacy_mode = {mode!r}")
@@ -91,7 +94,9 @@ def parse(raw: dict[str, Any], where: str, base: Callable[[dict[str, Any]], Any]
     d = len(domain) if isinstance(domain, list) else raw.get("domain_size")
     if kind in INDEX_KINDS:
         d = shuffled_kinds.index_domain(raw, at, kind)
-    elif "grid_points" in raw:
+    elif kind == HEAVY_HITTERS:
+        d = shuffled_kinds.heavy_hitter_levels(raw, at)
+    if kind not in INDEX_KINDS and "grid_points" in raw:
         raise fail(f"{at}.grid_points", "applies to numeric campaigns only")
     table = {k: v for k, v in raw.items() if k not in MODE_KEYS}
 
@@ -101,13 +106,18 @@ def parse(raw: dict[str, Any], where: str, base: Callable[[dict[str, Any]], Any]
         return base({**table, "oracle": oracle, "epsilon": epsilon})
 
     def planned(oracle: str, local_epsilon: float | None = None) -> Pinned:  # (after the oracle's checks)
-        if isinstance(d, bool) or not isinstance(d, int) or d < 2:
+        if kind == HEAVY_HITTERS:  # planned as the pool-OLH, d = the levels J (≥ 1)
+            oracle = HEAVY_HITTERS
+        if isinstance(d, bool) or not isinstance(d, int) or d < (1 if kind == HEAVY_HITTERS else 2):
             raise fail(f"{at}.domain_size", "give domain (labels) or domain_size (≥ 2)")
         inputs = PlanInputs(mode, oracle, d, float(target), float(delta), batch_min, local_epsilon)
         return _plan(inputs, at) if pinned is None else _pinned(pinned, inputs, at)
 
     if mode == Shuffled.name:
         camp = _shuffled(raw, at, kind, build, planned)
+    elif kind == HEAVY_HITTERS:
+        raise fail(f"{at}.privacy_mode", shuffled_kinds.heavy_hitter_fakes_refusal(
+            float(target), float(delta), batch_min, shuffled_kinds.heavy_hitter_levels(raw, at)))
     else:
         camp = _fakes(raw, at, kind, build, planned)
     _claims(camp, at, compute=pinned is None)
@@ -174,8 +184,11 @@ def _pinned(stored: Mapping[str, Any], inputs: PlanInputs, at: str) -> Pinned:
 
 def _shuffled(raw: dict[str, Any], at: str, kind: str, build: Callable[[str, float | None], Any],
               planned: Callable[[str], Pinned]) -> Any:
-    oracle = raw.get("oracle", "olh" if kind == "frequency" else "grr")
-    if kind != "frequency":
+    oracle = raw.get("oracle", "olh" if kind in ("frequency", HEAVY_HITTERS) else "grr")
+    if kind == HEAVY_HITTERS:
+        if oracle != "olh":
+            raise fail(f"{at}.oracle", f"heavy hitters use olh (the pool-OLH of each level), got {oracle!r}")
+    elif kind != "frequency":
         shuffled_kinds.check_oracle(oracle, at)
     elif oracle not in SHUFFLED_ORACLES:
         raise fail(f"{at}.oracle", f"must be one of {', '.join(SHUFFLED_ORACLES)} with privacy_mode = "

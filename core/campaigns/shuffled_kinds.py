@@ -12,6 +12,8 @@ parses the mode; this module the kinds' own keys; the mechanism: ``ldptel.mechan
 The oracle: ``shuffled`` takes ``grr`` (default), ``oue`` or ``sue`` (their range variances are in
 closed form, ``ldptel.mechanisms.index_stats``: OLH's and Hadamard's hashed or signed reports
 correlate the indices' counts), ``shuffled-fakes`` the histogram, or GRR with ``local_epsilon``.
+A heavy-hitter campaign (``shuffled`` only, issue 39) keeps its local keys; ``heavy_hitter_levels``
+reads its J for the plan, ``heavy_hitter_fakes_refusal`` says why ``shuffled-fakes`` is refused.
 Every error is a ``ConfigError`` naming its key.
 """
 
@@ -38,6 +40,21 @@ def index_domain(raw: dict[str, Any], at: str, kind: str) -> int:
         raise fail(f"{at}.domain_size", "does not apply to numeric campaigns: grid_points sets the index "
                    "domain of a shuffled numeric campaign")
     return read_int(raw, "grid_points", at, DEFAULT_GRID_POINTS, MIN_GRID_POINTS, MAX_GRID_POINTS)
+
+
+def heavy_hitter_levels(raw: dict[str, Any], at: str) -> int:
+    """J, the levels of a heavy-hitter campaign in ``shuffled`` (the planner's ``domain_size`` for
+    oracle ``heavy_hitters``): ``levels``, default ``max_length`` (the base parser checks the rest)."""
+    max_length = read_int(raw, "max_length", at, None, 1, 64)
+    return read_int(raw, "levels", at, max_length, -(-max_length // 2), 8 * max_length)
+
+
+def heavy_hitter_fakes_refusal(target: float, delta: float, batch_min: int, levels: int) -> str:
+    """Why ``shuffled-fakes`` is refused for heavy hitters, with its cost
+    (``ldptel.privacy.heavy_hitter_fakes``; scipy, server side)."""
+    from ldptel.privacy.heavy_hitter_fakes import refusal
+
+    return refusal(target, delta, batch_min, levels)
 
 
 def check_oracle(oracle: Any, at: str) -> None:
@@ -72,4 +89,5 @@ def build(kind: str, raw: dict[str, Any], table: dict[str, Any], oracle: str, ep
                                domain_size=index_domain(raw, at, kind))
 
 
-__all__ = ["KIND_OWN", "build", "check_oracle", "index_domain"]
+__all__ = ["KIND_OWN", "build", "check_oracle", "heavy_hitter_fakes_refusal", "heavy_hitter_levels",
+           "index_domain"]

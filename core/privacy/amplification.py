@@ -16,6 +16,16 @@ of those events (``attack_pairs``); its hockey-stick divergence, computed as a l
 lower bound on the release's. For GRR the strong attack is every other device on a third value c;
 the blanket bound is within 0.3 % of it for d ≥ 16 (tests/test_amplification.py). OLH's attack
 assumes an ideal hash (collision probability 1/g).
+
+``heavy_hitters`` (issue 39, ``privacy_mode = "shuffled"``): each device sends one report of the
+pool-OLH of ``ldptel.mechanisms.heavy_hitters`` at ε₀ (level j, pool index k, hash y), an ε₀-LDP
+randomizer, so only the generic pair applies to the upper bound. Its attack is OLH's with the
+pool's hash range g = ``pool_hash_range(ε₀)`` (a power of two, not OLH's e^ε₀ + 1): device 1 holds
+a vs b (strings whose first bytes differ, so every level's prefixes differ), every other device c,
+and a report "supports a" when y = H_{s_jk}(key_j(a)) ≠ H_{s_jk}(key_j(b)); with an ideal hash
+(independent uniform hash values of distinct prefixes) the rates do not depend on the level or the
+seed, so the counts over the whole release (every level at once) are the ``CountPair``. Here the
+``domain_size`` argument is the number of levels J (the plan's; the bound does not use it).
 """
 
 from __future__ import annotations
@@ -27,12 +37,14 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
+from ldptel.mechanisms.heavy_hitters import pool_hash_range
 from ldptel.mechanisms.olh import olh_g
+from ldptel.mechanisms.shuffled_kinds import HEAVY_HITTERS  # the pool-OLH (module docstring)
 from ldptel.privacy.binary_grr import binary_delta
 from ldptel.privacy.blanket import blanket_delta
 from ldptel.privacy.count_pair import GRID_STEP, CountPair, grid, search_epsilon
 
-ORACLES = ("grr", "oue", "sue", "olh", "hadamard", "rappor")
+ORACLES = ("grr", "oue", "sue", "olh", "hadamard", "rappor", "heavy_hitters")
 DEFAULT_RAPPOR_HASHES = 2
 
 
@@ -66,8 +78,8 @@ def attack_pairs(oracle: str, epsilon0: float, domain_size: int, n: int, *,
     elif oracle == "sue":
         h = math.exp(epsilon0 / 2) / (math.exp(epsilon0 / 2) + 1)
         user, third, same = (h * h, (1 - h) ** 2), (h * (1 - h), h * (1 - h)), (h * h, (1 - h) ** 2)
-    elif oracle == "olh":
-        g = olh_g(epsilon0)
+    elif oracle in ("olh", HEAVY_HITTERS):
+        g = olh_g(epsilon0) if oracle == "olh" else pool_hash_range(epsilon0)
         keep, other = e / (e + g - 1), 1 / (e + g - 1)
         split = 1 - 1 / g  # the two hashes differ
         user, third = (split * keep, split * other), (split / g, split / g)
@@ -82,7 +94,7 @@ def attack_pairs(oracle: str, epsilon0: float, domain_size: int, n: int, *,
     else:
         raise ValueError(f"oracle must be one of {', '.join(ORACLES)}, got {oracle!r}")
     others = [same, (same[1], same[0])]
-    if domain_size >= 3:
+    if domain_size >= 3 or oracle == HEAVY_HITTERS:  # (strings: a third value always exists)
         others.insert(0, third)
     return [CountPair(u0=user[0], u1=user[1], r0=r0, r1=r1, n=n) for r0, r1 in others]
 

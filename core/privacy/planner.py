@@ -16,8 +16,14 @@ or the smallest μ (shuffled-fakes; λ = μ·d/batch_min) whose certified U is �
 target δ, and reports the expected standard error of one count at n = batch_min: √(n·Var*) with the
 oracle's Var* for shuffled, √μ for fakes (the estimate subtracts the mean μ; its Poisson variance
 is μ), √(n·q(1−q) + μ)/(p − q) with GRR on top. A larger batch only lowers U (every bound falls
-in n). ``windows=T`` adds the cumulative ε at the target δ of T such releases
-(``ldptel.privacy.accounting``). Results are cached per argument tuple.
+in n). ``oracle = "heavy_hitters"`` (issue 39): the pool-OLH of heavy-hitter reports, one per device,
+its level inside the report, so one release of n devices holds every level and the bound is at that
+n (the generic pairs: any ε₀-LDP randomizer; L from the pool-OLH attack, ``amplification``);
+``domain_size`` is then the number of levels J and the std error is one prefix count's at a level,
+√((n/J)·Var*) with the pool's Var* = q(1−q)/(p − q)², q = 1/g, g = ``pool_hash_range(ε₀)`` (the
+pool's collision term, which grows with the data's concentration, is left out). ``windows=T``
+adds the cumulative ε at the target δ of T such releases (``ldptel.privacy.accounting``).
+Results are cached per argument tuple.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ from ldptel.errors import UncertifiableTarget
 from ldptel.mechanisms import MECHANISMS
 from ldptel.mechanisms.base import MAX_EPSILON, MIN_EPSILON, check_epsilon
 from ldptel.mechanisms.errors import bad_argument
+from ldptel.mechanisms.heavy_hitters import pool_hash_range
+from ldptel.mechanisms.olh import keep_probability
+from ldptel.mechanisms.shuffled_kinds import HEAVY_HITTERS
 from ldptel.privacy.accounting import MAX_RELEASES, PrivacyCurve, cumulative_epsilon
 from ldptel.privacy.amplification import (
     DEFAULT_RAPPOR_HASHES,
@@ -120,8 +129,9 @@ def _check(mode: str, oracle: str, domain_size: int, epsilon: float, delta: floa
     allowed = ORACLES if mode == "shuffled" else FAKE_ORACLES
     if oracle not in allowed:
         raise bad_argument(f"oracle for {mode} must be one of {', '.join(allowed)}, got {oracle!r}", "oracle")
-    if isinstance(domain_size, bool) or not isinstance(domain_size, int) or domain_size < 2:
-        raise bad_argument(f"domain_size must be an integer ≥ 2, got {domain_size!r}", "domain_size")
+    least = 1 if oracle == HEAVY_HITTERS else 2  # heavy hitters: domain_size is the levels J
+    if isinstance(domain_size, bool) or not isinstance(domain_size, int) or domain_size < least:
+        raise bad_argument(f"domain_size must be an integer ≥ {least}, got {domain_size!r}", "domain_size")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise bad_argument(f"central_epsilon must be a finite number > 0, got {epsilon!r}", "central_epsilon")
     if not (isinstance(delta, (int, float)) and 0 < delta < 1):
@@ -255,9 +265,14 @@ def fakes_curve(mu: float, local_epsilon: float | None = None,
 
 
 def std_error(oracle: str, epsilon0: float, domain_size: int, n: int) -> float | None:
-    """√(n·Var*): the standard error of one count of n ε₀-LDP reports (None for RAPPOR)."""
+    """√(n·Var*): the standard error of one count of n ε₀-LDP reports (None for RAPPOR; heavy
+    hitters: one prefix count of the n/J devices of a level, J = ``domain_size``)."""
     if oracle == "rappor":
         return None
+    if oracle == HEAVY_HITTERS:  # one prefix count at a level: n/J devices (module docstring)
+        g = pool_hash_range(epsilon0)
+        p, q = keep_probability(epsilon0, g), 1 / g
+        return math.sqrt(n / domain_size * q * (1 - q)) / (p - q)
     mechanism = MECHANISMS[oracle](epsilon=epsilon0, domain_size=domain_size)
     return math.sqrt(n * mechanism.variance_star())
 

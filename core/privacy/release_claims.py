@@ -3,8 +3,9 @@ published window says about one device, from the real reports of each shuffled b
 the window holds.
 
 - each batch of n devices is (U, δ)-DP with U from ``planner.shuffled_bound`` (ε₀-LDP reports
-  of the oracle) or ``planner.fakes_bound`` (μ = μ_s + λ·n/d fakes per bucket: the shuffler's and
-  the devices', ``fake_sources``; with the GRR of ``local_epsilon`` on top), and its true central
+  of the oracle; a heavy-hitter campaign's: the pool-OLH, ``claim_oracle``) or
+  ``planner.fakes_bound`` (μ = μ_s + λ·n/d fakes per bucket: the shuffler's and the devices',
+  ``fake_sources``; with the GRR of ``local_epsilon`` on top), and its true central
   ε is at least L (an explicit attack); that claim assumes honest devices, and ``claims`` (a list)
   states it beside the claim against adversarial devices (``fake_sources.claims``: every other
   device of the batch the attacker's), each with its ``assumes``;
@@ -35,6 +36,7 @@ import threading
 from functools import lru_cache
 from typing import Any
 
+from ldptel.mechanisms.shuffled_kinds import HEAVY_HITTERS
 from ldptel.privacy.accounting import MAX_RELEASES
 from ldptel.privacy.fake_sources import FakeSplit
 from ldptel.privacy.modes import Shuffled, ShuffledFakes, ShuffledMode
@@ -67,12 +69,21 @@ def fake_split(mode: ShuffledFakes) -> FakeSplit:
     return FakeSplit(mode.fake_source, mode.fake_rate, mode.shuffler_fakes)
 
 
+def claim_oracle(campaign: Claimed) -> tuple[str, int]:
+    """The (oracle, d) the bounds of ``campaign``'s releases are computed for: its plan's for a
+    heavy-hitter campaign (``heavy_hitters``, d = its levels J: the pool-OLH's attack), else its
+    own oracle and domain size."""
+    mode = shuffled_mode(campaign)
+    if isinstance(mode, Shuffled) and mode.plan.inputs.oracle == HEAVY_HITTERS:
+        return HEAVY_HITTERS, mode.plan.inputs.domain_size
+    return str(campaign.oracle), int(campaign.domain_size or 0)
+
+
 def batch_bound(campaign: Claimed, n: int) -> Any:
     """The ``CentralBound`` of one shuffled batch of ``n`` devices of ``campaign``."""
     from ldptel.privacy.clones import n_bucket
 
-    return _bound(shuffled_mode(campaign), str(campaign.oracle), int(campaign.domain_size or 0),
-                  n_bucket(max(n, 1)))
+    return _bound(shuffled_mode(campaign), *claim_oracle(campaign), n_bucket(max(n, 1)))
 
 
 def releases_composed(campaign: Claimed) -> int | None:
@@ -136,8 +147,7 @@ def cumulative(campaign: Claimed, n: int, wait: bool = True) -> tuple[int | None
     releases = releases_composed(campaign)
     if releases is None:
         return None, None, "none"
-    args = (shuffled_mode(campaign), str(campaign.oracle), int(campaign.domain_size or 0),
-            n_bucket(max(n, 2)), releases)
+    args = (shuffled_mode(campaign), *claim_oracle(campaign), n_bucket(max(n, 2)), releases)
     if wait:
         return releases, _cumulative(*args), "ready"
     key = _key(*args)
@@ -217,5 +227,6 @@ def planned_claim(campaign: Claimed) -> dict[str, Any]:
     return window_claim(campaign, [shuffled_mode(campaign).batch_min], compose=False)
 
 
-__all__ = ["MAX_RELEASES_COMPOSED", "batch_bound", "cumulative", "fake_split", "planned_claim",
-           "releases_composed", "shuffled_mode", "source_claims", "version_claims", "window_claim"]
+__all__ = ["MAX_RELEASES_COMPOSED", "batch_bound", "claim_oracle", "cumulative", "fake_split",
+           "planned_claim", "releases_composed", "shuffled_mode", "source_claims", "version_claims",
+           "window_claim"]
