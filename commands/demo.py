@@ -173,7 +173,7 @@ def sections() -> list[DemoSection]:
                        "items, every value randomized on its device)",
                        frequency_campaigns, frequency_simulate, frequency_report)]
     return out + [s for s in (heavy_hitter_section(), range_section(), numeric_section(), sealed_section(),
-                              breakdown_section()) if s is not None]
+                              shuffled_hh_section(), breakdown_section()) if s is not None]
 
 
 def breakdown_section() -> DemoSection:
@@ -188,6 +188,14 @@ def sealed_section() -> DemoSection:
     from ldptel.commands import demo_sealed as s
 
     return DemoSection(s.SEALED_TITLE, s.sealed_campaigns, s.sealed_simulate, s.sealed_report)
+
+
+def shuffled_hh_section() -> DemoSection:
+    """Heavy hitters in privacy_mode shuffled beside the local ones (``ldptel.commands.demo_shuffled_hh``)."""
+    from ldptel.commands import demo_shuffled_hh as h
+
+    return DemoSection(h.SHUFFLED_HH_TITLE, h.shuffled_hh_campaigns, h.shuffled_hh_simulate,
+                       h.shuffled_hh_report)
 
 
 # --- main ----------------------------------------------------------------------------------
