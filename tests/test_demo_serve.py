@@ -48,11 +48,15 @@ def test_demo_exit_prints_table() -> None:
     assert "items in 95% CI" in out.stdout and "export token: demo-export-" in out.stdout
     assert "heavy hitters" in out.stdout and "quantile" in out.stdout
     sent = re.search(r"sent ([\d,]+) randomized reports", out.stdout).group(1)
-    # 6 oracles, heavy hitters, range, 2 numeric, shuffled-fakes, and the experiment's two arms
-    assert int(sent.replace(",", "")) == 13 * 5000
+    # 6 oracles, heavy hitters (local and shuffled), range, 2 numeric, shuffled-fakes, and the
+    # experiment's two arms
+    assert int(sent.replace(",", "")) == 14 * 5000
     assert re.search(r"card  treatment − control +[+−-]\d", out.stdout)
     assert "demo-session-seconds" in out.stdout and "1bitmean" in out.stdout
     assert re.search(r"shuffled-fakes.*\n(.*\n)*.*central ε between", out.stdout)
+    # heavy hitters in privacy_mode shuffled beside the local ones: the release claim, both std errors
+    assert re.search(r"heavy hitters in privacy_mode shuffled.*\n(.*\n)*.*ε₀ = [\d.]+ per report; central ε "
+                     r"between [\d.]+ and [\d.]+ .*demo-search \(local", out.stdout), out.stdout[-3000:]
 
 
 POLLED = ("demo-olh", "demo-grr", "demo-search", "demo-session-seconds")  # 10 s windows each
