@@ -20,7 +20,10 @@ estimate_normalized    float64, nullable            Norm-Sub count (frequency ki
 n_reports              int64, nullable              reports of the window (or cell)
 status                 string                       ``released``, ``withheld`` or ``pending``
 epsilon_local          float64                      ε of one report (``privacy.epsilon_report``)
-epsilon_central        float64, nullable            central ε the document states, if any
+epsilon_central        float64, nullable            central ε the document states, if any (a
+                                                    shuffled mode: U, certified)
+epsilon_central_lower  float64, nullable            its lower bound L (an explicit attack reaches
+                                                    it: "central ε between L and U"), if stated
 complete               bool                         whether the window had ended when the file
                                                     was made (false: the window in progress,
                                                     and a ``window = "all"`` campaign's one
@@ -39,7 +42,7 @@ from ldptel.server.errors import BadParameter
 
 FIXED_HEAD = ("window_start", "window_end", "window", "version")
 FIXED_TAIL = ("value", "estimate", "std_error", "ci_low", "ci_high", "estimate_normalized", "n_reports",
-              "status", "epsilon_local", "epsilon_central", "complete")
+              "status", "epsilon_local", "epsilon_central", "epsilon_central_lower", "complete")
 MIMETYPE = "application/vnd.apache.parquet"
 
 
@@ -75,7 +78,8 @@ def row(window: int, window_seconds: int, version: int, privacy: Mapping[str, An
     out = {"window_start": 1000 * window if window_seconds else None,
            "window_end": 1000 * (window + window_seconds) if window_seconds else None,
            "window": window, "version": version, "status": status,
-           "epsilon_local": privacy.get("epsilon_report"), "epsilon_central": privacy.get("central_epsilon")}
+           "epsilon_local": privacy.get("epsilon_report"), "epsilon_central": privacy.get("central_epsilon"),
+           "epsilon_central_lower": privacy.get("central_epsilon_lower")}
     out.update(values)
     if "statistic" in out:
         out["value"] = out.pop("statistic")

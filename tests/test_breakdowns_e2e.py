@@ -201,7 +201,7 @@ def test_csv_and_parquet_carry_the_same_rows(stack) -> None:
     assert table.schema.names == ["window_start", "window_end", "window", "version", "platform", "arm",
                                   "value", "estimate", "std_error", "ci_low", "ci_high",
                                   "estimate_normalized", "n_reports", "status", "epsilon_local",
-                                  "epsilon_central", "complete"]
+                                  "epsilon_central", "epsilon_central_lower", "complete"]
     assert set(table.column("complete").to_pylist()) == {False}  # the hour in progress (issue 35)
     assert str(table.schema.field("window_start").type) == "timestamp[ms, tz=UTC]"
     frame = pd.read_parquet(path)

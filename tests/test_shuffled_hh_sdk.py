@@ -117,6 +117,7 @@ def test_exports_page_and_client(stack, redis_client: redis.Redis, tmp_path: Pat
     table = pq.read_table(io.BytesIO(body)).to_pylist()
     assert status == 200 and {r["value"] for r in table} == {it["value"] for it in items}
     assert {r["epsilon_central"] for r in table} == {p["central_epsilon"]}
+    assert {r["epsilon_central_lower"] for r in table} == {p["central_epsilon_lower"]}
     assert {r["epsilon_local"] for r in table} == {doc["epsilon"]}
 
     api = Client(s.url, EXPORT_TOKEN)
