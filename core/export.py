@@ -164,7 +164,9 @@ class Client:
     def heavy_hitters(self, name: str, k: int | None = None, window: int | str | None = None,
                       version: Version = None) -> Document:
         """The ``k`` most frequent strings of a heavy-hitter campaign (``items``: ``value``,
-        ``estimate``, ``std_error``, ``ci_low``, ``ci_high``), most frequent first."""
+        ``estimate``, ``std_error``, ``ci_low``, ``ci_high``), most frequent first; in a shuffled
+        mode ``privacy`` also states the release claim (``central_epsilon`` U,
+        ``central_epsilon_lower`` L, ``batches``)."""
         return self._doc(name, "heavy-hitters", window, version, k=k)
 
     def range(self, name: str, lo: int, hi: int, window: int | str | None = None,
