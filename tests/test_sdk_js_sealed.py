@@ -6,7 +6,9 @@ aggregator with its analyzer keys). Every message is HPKE-sealed in the page to 
 the collector publishes, with Poisson fakes (``shuffled-fakes``) or as a GRR report at the planned
 ε₀ (``shuffled``), dimension values in the clear on the envelope; the shuffler releases each
 (campaign, cell) as one whole batch (``batch_min`` is the number of devices sent, so nothing is
-left waiting), the aggregator opens and decodes it.
+left waiting), the aggregator opens and decodes it. Heavy hitters in ``shuffled`` (issue 39): each JS
+device seals its local report (level, pool index, hash at ε₀); the walk finds the heaviest string,
+every reported count within 4.5 std errors of the truth, as for the Python devices beside them.
 
 The Python SDK sends the same population to a twin campaign (same config, so the same planned
 fake rate or ε₀). The JS estimates agree with the truth and with Python's within 4.5 of their
@@ -59,7 +61,12 @@ GRR = {"privacy_mode": "shuffled", "oracle": "grr", "batch_min": N_GRR, **SEALED
 N_MEAN = 300
 MEAN = {"kind": "numeric", "privacy_mode": "shuffled-fakes", "lower": 0.0, "upper": 100.0, "grid_points": 16,
         "batch_min": N_MEAN, **{k: v for k, v in SEALED.items() if k != "domain"}}
+N_HH = 300  # heavy hitters in shuffled (issue 39): 2-byte strings over 2 levels
+HH = {"kind": "heavy_hitters", "privacy_mode": "shuffled", "max_length": 2, "levels": 2, "width": 8,
+      "batch_min": N_HH, **{k: v for k, v in SEALED.items() if k != "domain"}}
+WORDS = ["ho", "se", "ca", "ch", "ac"]  # LABELS' first two letters, with their probabilities
 CAMPAIGNS = [{"name": "js-sf", **FAKES}, {"name": "py-sf", **FAKES},
+             {"name": "js-hh", **HH}, {"name": "py-hh", **HH},
              {"name": "js-sf-dims", **DIMS}, {"name": "py-sf-dims", **DIMS},
              {"name": "js-sh", **GRR}, {"name": "py-sh", **GRR},
              {"name": "js-mean", **MEAN}, {"name": "py-mean", **MEAN},
@@ -257,6 +264,41 @@ def test_shuffled_grr_page(stack: Collector, browser, tmp_path: Path) -> None:
     assert 0.8 < js["items"][0]["std_error"] / py["items"][0]["std_error"] < 1.25
     print(f"shuffled GRR at ε₀ = {eps0:.3f}, {N_GRR} devices")
     print("\n".join(agree(js, py, counts(values), "fleet")))
+
+
+def test_shuffled_heavy_hitters_page(stack: Collector, browser, tmp_path: Path) -> None:
+    """Each JS device (its own random secret: its own level and pool index) seals the local
+    heavy-hitter report at ε₀ as one 12-byte message; the aggregator's walk finds the heaviest
+    string and every reported count is within 4.5 std errors of the truth, as for the Python
+    devices beside them (bad strings: client-js/test/sealedClient.test.ts)."""
+    url = stack.url
+    configs = wait_for_keys(url)
+    eps0 = configs["js-hh"]["epsilon"]
+    assert eps0 == configs["py-hh"]["epsilon"] and eps0 > 1.0
+    values = [w[:2] for w in population(N_HH, 7)]
+    assert {w[:2] for w in LABELS} == set(WORDS)
+    send_js(browser, url, "js-hh", [[v, None] for v in values])
+    send_py(url, tmp_path, "py-hh", values, seed=8)
+    truth = {w: values.count(w) for w in WORDS}
+    docs = {}
+    for name in ("js-hh", "py-hh"):
+        deadline = time.monotonic() + 90
+        while True:
+            status, doc = get_json(url, f"/v1/campaigns/{name}/heavy-hitters")
+            if status == 200 and doc.get("n_reports") == N_HH:
+                break
+            assert time.monotonic() < deadline, (status, doc)
+            time.sleep(0.25)
+        assert doc["privacy"]["privacy_mode"] == "shuffled" and doc["privacy"]["batches"] == [N_HH]
+        assert "ho" in {it["value"] for it in doc["items"]}, (name, doc["items"])  # 40 % of devices
+        for it in doc["items"]:
+            assert abs(it["estimate"] - truth.get(it["value"], 0)) <= Z * it["std_error"], (name, it, truth)
+        docs[name] = {it["value"]: it for it in doc["items"]}
+    js, py = docs["js-hh"]["ho"], docs["py-hh"]["ho"]
+    assert 0.7 < js["std_error"] / py["std_error"] < 1.4, (js, py)
+    print(f"shuffled heavy hitters at ε₀ = {eps0:.3f}, {N_HH} devices: 'ho' truth {truth['ho']}, "
+          f"JS {js['estimate']:.1f} ± {js['std_error']:.1f}, "
+          f"Python {py['estimate']:.1f} ± {py['std_error']:.1f}")
 
 
 def mean_doc(url: str, name: str, n: int) -> dict:
