@@ -28,6 +28,7 @@ from ldptel.mechanisms import hashing
 from ldptel.mechanisms.heavy_hitters import HeavyHitters
 from ldptel.privacy.amplification import attack_pairs
 from ldptel.privacy.planner import compute_plan, shuffled_bound
+from ldptel.privacy.release_claims import planned_claim
 
 N, STRINGS, BATCH_MIN, TARGET, DELTA = 100_000, 2_000, 10_000, 1.0, 1e-6
 HH = {"name": "hh-sh", "kind": "heavy_hitters", "max_length": 8, "privacy_mode": "shuffled",
@@ -121,6 +122,13 @@ def test_config_and_plan_command(capsys: pytest.CaptureFixture[str]) -> None:
     plan = compute_plan("shuffled", "heavy_hitters", 8, TARGET, DELTA, BATCH_MIN)
     assert camp.epsilon == plan.local_epsilon and camp.public()["oracle"] == "olh"
     assert camp.mode.plan.inputs.oracle == "heavy_hitters" and camp.mode.plan.inputs.domain_size == 8
+    # the claim a page or document states: U with the pool-OLH's own L (OLH's attack, whose hash
+    # range is round(e^ε₀) + 1 = 238, not 256, would state 0.456 here)
+    claim = planned_claim(camp)
+    pool = shuffled_bound("heavy_hitters", plan.local_epsilon, 8, BATCH_MIN, DELTA)
+    assert claim["central_epsilon"] == pool.epsilon <= TARGET
+    assert claim["central_epsilon_lower"] == pool.epsilon_lower == plan.central_epsilon_lower
+    assert pool.epsilon_lower != shuffled_bound("olh", plan.local_epsilon, 8, BATCH_MIN, DELTA).epsilon_lower
     with pytest.raises(ConfigError, match=r"privacy_mode.*shuffled-fakes is not offered.*fakes per release"):
         parse_campaign({**HH, "privacy_mode": "shuffled-fakes"}, "campaigns[0]")
     with pytest.raises(ConfigError, match=r"oracle"):
