@@ -102,12 +102,12 @@ def test_shuffled_heavy_hitters_end_to_end(stack, redis_client: redis.Redis, tmp
 
 
 def test_bad_strings_refused_in_the_shuffled_mode(stack, tmp_path: Path) -> None:
-    """Over max_length, not UTF-8 encodable (a lone surrogate), a NUL: ValueError naming the value,
+    """Over max_length, not UTF-8 (a lone surrogate, or bytes), a NUL: ValueError naming the value,
     nothing queued; the empty string is a value as in the local mode (the root of the tree)."""
     _, s = stack
     with TelemetryClient(s.url, INGEST_TOKEN, queue_path=tmp_path / "bad.sqlite",
                          analyzer_signing_key=pinned(tmp_path)) as client:
-        for bad in ("x" * 9, "caf\udce9", "a\0b"):
+        for bad in ("x" * 9, "caf\udce9", b"caf\xe9", "a\0b"):
             with pytest.raises(ValueError):
                 client.report("hh-sh", bad)
             with pytest.raises(ValueError):
