@@ -26,6 +26,7 @@ from ldptel.client import TelemetryClient
 from ldptel.commands.cli import main
 from ldptel.mechanisms import hashing
 from ldptel.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.mechanisms.rows import from_rows, to_rows
 from ldptel.privacy.amplification import attack_pairs
 from ldptel.privacy.planner import compute_plan, shuffled_bound
 from ldptel.privacy.release_claims import planned_claim
@@ -188,3 +189,17 @@ def test_attack_rates_match_the_real_mechanism(broken: bool) -> None:
     expected = [(own[0], user.u0), (own[1], user.u1), (other[0], third.r0), (other[1], third.r1)]
     z = [abs(got - want) / math.sqrt(want * (1 - want) / n) for got, want in expected]
     assert (max(z) > 4.5) == broken, z
+
+
+def test_row_is_the_local_report() -> None:
+    """A sealed message's plaintext is the local report (levels, seed_indices, values), 12 bytes
+    little-endian u32 each, read back as the decoder's columns (the fast tier's guard of the layout
+    the JS SDK's vectors share)."""
+    mech = HeavyHitters(5.47, max_length=8)
+    cols = mech.columns(mech.encode_batch(["alpha", "", "zz"], rng=np.random.default_rng(3)))
+    rows = to_rows(mech, cols, 3)
+    assert rows.dtype.itemsize == 12
+    assert rows.tobytes()[:12] == np.array([cols["levels"][0], cols["seed_indices"][0], cols["values"][0]],
+                                           dtype="<u4").tobytes()
+    back, n = from_rows(mech, rows.tobytes())
+    assert n == 3 and all(np.array_equal(back[k], cols[k]) for k in cols)
