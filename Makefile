@@ -88,6 +88,7 @@ bench-all: $(RUNTIME_STAMP)  ## the older per-topic benchmarks (several minutes;
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/aggregate.py
 	$(BIN)/python bench/heavy_hitters.py
+	$(BIN)/python bench/shuffled_heavy_hitters.py
 	$(BIN)/python bench/range.py
 
 proto: $(TEST_STAMP)

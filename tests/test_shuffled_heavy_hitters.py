@@ -4,7 +4,8 @@ the real collector over HTTP, the shuffler and the aggregator (HPKE open, the he
 decoder), read back from the export API; beside it the same values through the local mechanism at
 ε = 1 (the central target), which the same bars refuse, so the test can fail. Also the config
 (``shuffled-fakes`` refused with its cost), the plan command, the pool-OLH's bound and attack, and
-the SDK's rules for bad strings in the shuffled mode."""
+the SDK's rules for bad strings in the shuffled mode; the lower bound's rates against real reports,
+with a mechanism randomizing above its claimed ε₀ as the negative control."""
 
 from __future__ import annotations
 
@@ -23,9 +24,12 @@ from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
 from ldptel.campaigns.config import ConfigError, parse_campaign
 from ldptel.client import TelemetryClient
 from ldptel.commands.cli import main
+from ldptel.mechanisms import hashing
 from ldptel.mechanisms.heavy_hitters import HeavyHitters
+from ldptel.mechanisms.rows import from_rows, to_rows
 from ldptel.privacy.amplification import attack_pairs
 from ldptel.privacy.planner import compute_plan, shuffled_bound
+from ldptel.privacy.release_claims import planned_claim
 
 N, STRINGS, BATCH_MIN, TARGET, DELTA = 100_000, 2_000, 10_000, 1.0, 1e-6
 HH = {"name": "hh-sh", "kind": "heavy_hitters", "max_length": 8, "privacy_mode": "shuffled",
@@ -99,12 +103,12 @@ def test_shuffled_heavy_hitters_end_to_end(stack, redis_client: redis.Redis, tmp
 
 
 def test_bad_strings_refused_in_the_shuffled_mode(stack, tmp_path: Path) -> None:
-    """Over max_length, not UTF-8 encodable (a lone surrogate), a NUL: ValueError naming the value,
+    """Over max_length, not UTF-8 (a lone surrogate, or bytes), a NUL: ValueError naming the value,
     nothing queued; the empty string is a value as in the local mode (the root of the tree)."""
     _, s = stack
     with TelemetryClient(s.url, INGEST_TOKEN, queue_path=tmp_path / "bad.sqlite",
                          analyzer_signing_key=pinned(tmp_path)) as client:
-        for bad in ("x" * 9, "caf\udce9", "a\0b"):
+        for bad in ("x" * 9, "caf\udce9", b"caf\xe9", "a\0b"):
             with pytest.raises(ValueError):
                 client.report("hh-sh", bad)
             with pytest.raises(ValueError):
@@ -119,6 +123,13 @@ def test_config_and_plan_command(capsys: pytest.CaptureFixture[str]) -> None:
     plan = compute_plan("shuffled", "heavy_hitters", 8, TARGET, DELTA, BATCH_MIN)
     assert camp.epsilon == plan.local_epsilon and camp.public()["oracle"] == "olh"
     assert camp.mode.plan.inputs.oracle == "heavy_hitters" and camp.mode.plan.inputs.domain_size == 8
+    # the claim a page or document states: U with the pool-OLH's own L (OLH's attack, whose hash
+    # range is round(e^ε₀) + 1 = 238, not 256, would state 0.456 here)
+    claim = planned_claim(camp)
+    pool = shuffled_bound("heavy_hitters", plan.local_epsilon, 8, BATCH_MIN, DELTA)
+    assert claim["central_epsilon"] == pool.epsilon <= TARGET
+    assert claim["central_epsilon_lower"] == pool.epsilon_lower == plan.central_epsilon_lower
+    assert pool.epsilon_lower != shuffled_bound("olh", plan.local_epsilon, 8, BATCH_MIN, DELTA).epsilon_lower
     with pytest.raises(ConfigError, match=r"privacy_mode.*shuffled-fakes is not offered.*fakes per release"):
         parse_campaign({**HH, "privacy_mode": "shuffled-fakes"}, "campaigns[0]")
     with pytest.raises(ConfigError, match=r"oracle"):
@@ -145,3 +156,50 @@ def test_pool_olh_attack_is_its_own() -> None:
     assert len(pairs) == 3  # a third value always exists for strings
     assert pairs[0].u0 == pytest.approx((1 - 1 / mech.g) * mech.p)
     assert pairs[0].r0 == pytest.approx((1 - 1 / mech.g) / mech.g)
+
+
+def support_rates(mech: HeavyHitters, value: str, a: str, b: str, n: int, seed: int) -> tuple[float, float]:
+    """The share of n real reports of ``value`` (``encode_batch``: real pool seeds, real hashes)
+    that support a only (y = H(a) ≠ H(b) at the report's level and seed) and b only."""
+    cols = mech.columns(mech.encode_batch([value] * n, rng=np.random.default_rng(seed)))
+    rows, _ = mech.string_rows([a, b])
+    levels, index, y = cols["levels"], cols["seed_indices"], cols["values"]
+    ka, kb = np.empty(n, np.uint32), np.empty(n, np.uint32)
+    for j in range(mech.levels):
+        sel = levels == j
+        ka[sel], kb[sel] = mech.keys(rows, j)
+    seeds = mech.pool[levels, index]
+    ha = hashing.olh_hash_batch(seeds, ka, mech.g).astype(np.int64)
+    hb = hashing.olh_hash_batch(seeds, kb, mech.g).astype(np.int64)
+    return float(np.mean((y == ha) & (ha != hb))), float(np.mean((y == hb) & (ha != hb)))
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_attack_rates_match_the_real_mechanism(broken: bool) -> None:
+    """Independent check of the lower bound's pair: the rates at which real reports (the real
+    pool, not an ideal hash) support a or b match ``attack_pairs("heavy_hitters")`` within 4.5
+    binomial std errors. Negative control: a mechanism that randomizes at ε₀ + 1 while claiming ε₀
+    is caught (its rates leave the pair's)."""
+    eps0, n = 5.47, 200_000
+    mech = HeavyHitters(eps0 + (1.0 if broken else 0.0), max_length=8)
+    assert mech.g == 256  # the claimed ε₀'s hash range too: only the keep probability differs
+    third, user, _ = attack_pairs("heavy_hitters", eps0, 8, n)  # others on c; on a (= device 1's rates)
+    own = support_rates(mech, "alpha", "alpha", "bravo", n, seed=11)
+    other = support_rates(mech, "zulu", "alpha", "bravo", n, seed=12)
+    expected = [(own[0], user.u0), (own[1], user.u1), (other[0], third.r0), (other[1], third.r1)]
+    z = [abs(got - want) / math.sqrt(want * (1 - want) / n) for got, want in expected]
+    assert (max(z) > 4.5) == broken, z
+
+
+def test_row_is_the_local_report() -> None:
+    """A sealed message's plaintext is the local report (levels, seed_indices, values), 12 bytes
+    little-endian u32 each, read back as the decoder's columns (the fast tier's guard of the layout
+    the JS SDK's vectors share)."""
+    mech = HeavyHitters(5.47, max_length=8)
+    cols = mech.columns(mech.encode_batch(["alpha", "", "zz"], rng=np.random.default_rng(3)))
+    rows = to_rows(mech, cols, 3)
+    assert rows.dtype.itemsize == 12
+    assert rows.tobytes()[:12] == np.array([cols["levels"][0], cols["seed_indices"][0], cols["values"][0]],
+                                           dtype="<u4").tobytes()
+    back, n = from_rows(mech, rows.tobytes())
+    assert n == 3 and all(np.array_equal(back[k], cols[k]) for k in cols)
