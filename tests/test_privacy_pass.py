@@ -35,7 +35,11 @@ def _key(v: dict) -> rsa.RSAPrivateKey:
                                  rsa.rsa_crt_iqmp(p, q), pub).private_key()
 
 
-def test_rfc9474_deterministic_vector():
+@pytest.mark.parametrize("gmp", [True, False], ids=["gmpy2", "python-ints"])
+def test_rfc9474_deterministic_vector(gmp, monkeypatch):
+    """Blind with GMP (where installed) and with Python's ints alone (the SDK without gmpy2)."""
+    if not gmp:
+        monkeypatch.setattr(blind_rsa, "_gmpy2", lambda: None)
     v = _rfc9474()
     key = _key(v)
     pub = key.public_key()
