@@ -53,6 +53,11 @@ def test_demo_exit_prints_table() -> None:
     assert re.search(r"card  treatment − control +[+−-]\d", out.stdout)
     assert "demo-session-seconds" in out.stdout and "1bitmean" in out.stdout
     assert re.search(r"shuffled-fakes.*\n(.*\n)*.*central ε between", out.stdout)
+    # tokens on (issue 37): the devices' envelopes carried tokens (all 5,000 counted, above); a
+    # token-less flood of real sealed envelopes is refused whole
+    assert re.search(r"token-less flood: 200 sealed envelopes of demo-sealed .*: 200 refused \(401 "
+                     r"token_required\); none stored\. The SDK delivered its 5,000 devices' envelopes, each "
+                     r"with a token of its own", out.stdout)
 
 
 POLLED = ("demo-olh", "demo-grr", "demo-search", "demo-session-seconds")  # 10 s windows each
