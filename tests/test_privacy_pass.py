@@ -126,7 +126,8 @@ def _outcome(parse, header):
 
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.binary(min_size=352, max_size=356).map(lambda b: b"\x00\x02" + b),
-                 st.binary(max_size=20)),
+                 st.binary(max_size=20),
+                 st.binary(min_size=760, max_size=775).map(lambda b: b"\x00\x02" + b)),  # ~1,024 chars
        st.sampled_from(["", "=", "==", "==="]), st.sampled_from(['"', ""]))
 def test_the_one_token_fast_path_parses_as_the_general_parser(raw, pad, quote):
     """``parse_authorization``'s fast path (the header the SDKs send) gives what the general
