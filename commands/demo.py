@@ -61,6 +61,9 @@ BATCH = 1000
 ORACLES = ("grr", "sue", "oue", "olh", "hadamard", "rappor")
 RAPPOR = {"bloom_bits": 128, "hashes": 2, "cohorts": 32, "f": 0.25, "p": 0.35, "q": 0.65}
 AGGREGATE_TIMEOUT_S = 120.0
+# the demo's token issuer: every simulated device posts from 127.0.0.1, one subject to the address
+# attester (weak: demos and tests), so its quota is set high (examples/demo.toml holds the same)
+ISSUER = {"attester": "address", "tokens_per_window": 1_000_000}
 
 
 def zipf_population(n: int, d: int, rng: np.random.Generator, s: float = 1.1) -> np.ndarray:
@@ -209,6 +212,8 @@ def demo_tables(secs: list[DemoSection]) -> list[dict[str, Any]]:
 
 
 def demo_config(secs: list[DemoSection], ingest: str, export: str, admin: str) -> Config:
+    from ldptel.store.redis_server import free_port
+
     return parse_config({
         "server": {"ingest_tokens": [ingest], "export_tokens": [export], "admin_tokens": [admin],
                    "rate_limit_per_minute": 10**9, "rate_limit_per_address_per_minute": 0,
@@ -216,6 +221,9 @@ def demo_config(secs: list[DemoSection], ingest: str, export: str, admin: str) -
         "aggregator": {"block_ms": 100, "read_count": 200, "publish_interval": 1},
         # the analyzer's keys of shuffled campaigns: this run's own (``aggregator.keyring``)
         "analyzer": {"keys_dir": tempfile.mkdtemp(prefix="ldptel-demo-keys-")},
+        # the Privacy Pass issuer (issue 37): the shuffled campaign takes a token per envelope
+        "issuer": {**ISSUER, "port": free_port(),
+                   "key_file": str(Path(tempfile.mkdtemp(prefix="ldptel-demo-issuer-")) / "key.pem")},
         "campaigns": demo_tables(secs),
     })
 
@@ -346,6 +354,12 @@ def first_table(args: argparse.Namespace, stack: Stack, http: Http, client: Tele
     dt = time.perf_counter() - t0
     print(f"{args.users:,} simulated devices per campaign sent {total:,} randomized reports through "
           f"the SDK (POST /v1/reports, batches of {BATCH}) in {dt:.1f} s ({total / dt:,.0f} reports/s)")
+    if stack.config.issuer is not None:
+        from ldptel.commands.demo_sealed import NAME, token_flood
+
+        flood = token_flood(stack, http, sent.get(NAME, 0))
+        if flood:
+            print(flood)
     t0 = time.perf_counter()
     wait_counted(stack, sent, AGGREGATE_TIMEOUT_S)
     first = stack.config.campaigns[0]

@@ -3,16 +3,26 @@
 shuffler releases whole batches of at least ``batch_min`` devices with fakes of its own
 (``fake_source = "both"``: half the planned fakes each), the aggregator decrypts and
 subtracts the fakes — printed against the truth, with the claim "central ε between L and U" and
-the local OUE error at ε = 1 on the same devices for comparison."""
+the local OUE error at ε = 1 on the same devices for comparison.
+
+With an ``[issuer]`` (the demo's own config, ``examples/demo.toml``) the campaign takes a report
+only with a Privacy Pass token (issue 37): the SDK fetches one per envelope from the issuer
+(``attester = "address"``: every simulated device shares 127.0.0.1, so ``tokens_per_window`` is
+set high), and ``token_flood`` then posts ``FLOOD`` real sealed envelopes the way a client without
+tokens would (the public ingest token only): every one is refused, 401 ``token_required``."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
+FLOOD = 200  # token-less envelopes posted after the devices' reports
 SEALED_TITLE = ("shuffled-fakes: the true item sealed to the analyzer plus Poisson fakes, released in "
                 "whole shuffled batches (central ε = 1 planned)")
 NAME, DOMAIN = "demo-sealed", 64
@@ -66,4 +76,39 @@ def sealed_report(stack: Any, http: Any, truth: dict[str, Any]) -> None:
               + ("is not certified" if eps is None else f"≤ {eps:.3f}") + " still holds")
 
 
-__all__ = ["SEALED_TITLE", "sealed_campaigns", "sealed_report", "sealed_simulate"]
+def token_flood(stack: Any, http: Any, devices: int, n: int = FLOOD) -> str | None:
+    """Post ``n`` real sealed envelopes of the campaign (the SDK's sealing, one report each) with
+    the ingest token and no Privacy Pass token; the line saying how they were answered (None when
+    the campaign takes no tokens)."""
+    from ldptel import key_signing
+    from ldptel.aggregator.keyring import signing_public_text
+    from ldptel.client.sealed import seal_rows, unsealed
+    from ldptel.mechanisms.builder import build_mechanism
+
+    ingest = stack.config.server.ingest_tokens[0]
+    status, body = http.request("GET", "/v1/campaigns", None, {"Authorization": f"Bearer {ingest}"})
+    listed = json.loads(body)["campaigns"] if status == 200 else []
+    cfg = next((c for c in listed if c["name"] == NAME), None)
+    if cfg is None or not cfg.get("require_tokens"):
+        return None
+    mech = build_mechanism(cfg)
+    now = time.time()
+    row = unsealed(cfg, mech, mech.encode_batch([i % DOMAIN for i in range(n)], campaign=NAME), now)
+    sealed, _ = seal_rows(cfg, mech, NAME, int(cfg.get("version", 1)), os.urandom(16), [row], now,
+                          signing_key=key_signing.signing_public(signing_public_text(stack.config.analyzer)))
+    answers: Counter[str] = Counter()
+    headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {ingest}"}
+    for env in sealed:
+        status, body = http.request("POST", "/v1/reports", env.body, headers)
+        answers["stored" if status == 202 else f"{status} {json.loads(body).get('error')}"] += 1
+    refused = answers.pop("401 token_required", 0)
+    others = ", ".join(f"{v} {k}" for k, v in sorted(answers.items())) or "none stored"
+    return (f"token-less flood: {len(sealed)} sealed envelopes of {NAME} posted with the public ingest "
+            f"token and no Privacy Pass token: {refused} refused (401 token_required); {others}. "
+            f"The SDK delivered its {devices:,} devices' envelopes, each with a token of its own from "
+            f"the issuer (attester "
+            f"{stack.config.issuer.attester}, {stack.config.issuer.tokens_per_window:,} tokens per subject "
+            f"per {stack.config.issuer.window})")
+
+
+__all__ = ["FLOOD", "SEALED_TITLE", "sealed_campaigns", "sealed_report", "sealed_simulate", "token_flood"]

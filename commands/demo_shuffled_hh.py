@@ -21,6 +21,8 @@ NAME = "demo-search-shuffled"
 SHUFFLED_HH_CAMPAIGN = {"name": NAME, "kind": "heavy_hitters", "privacy_mode": "shuffled",
                         **{k: HH_CAMPAIGN[k] for k in ("max_length", "levels", "width")},
                         "central_epsilon": 1.0, "central_delta": 1e-6, "batch_min": 1000, "window": "all",
+                        # tokens are shown on demo-sealed; a deployment leaves them on here too
+                        "require_tokens": False,
                         "description": "search terms as demo-search, sealed and shuffled: central ε = 1"}
 
 

@@ -1,6 +1,7 @@
 """The running stack of ``ldptel demo``: an embedded Redis with the role users of ``ldptel serve``
-(in the demo's data directory), the collector app on a Werkzeug HTTP server thread, a shuffler
-and an aggregator thread (``Stack``), and one keep-alive HTTP connection to it (``Http``)."""
+(in the demo's data directory), the collector app on a Werkzeug HTTP server thread, the Privacy
+Pass token issuer (``[issuer]``: on its own Werkzeug thread, port and Redis user ``issuer``), a
+shuffler and an aggregator thread (``Stack``), and one keep-alive HTTP connection to it (``Http``)."""
 
 from __future__ import annotations
 
@@ -40,10 +41,13 @@ class Stack:
         shutil.rmtree(data_dir / "redis", ignore_errors=True)  # a demo starts from nothing
         self.redis_server = EmbeddedRedis(data_dir / "redis", redis_port, acl_args, password=password).start()
         self.server = self.agg = self.shuffler = None
+        self.issuer: Any = None  # the issuer's Werkzeug server (``_start_issuer``)
         try:
             self.redis = connect(self.redis_server.url, role="reader")
             self.admin = connect(self.redis_server.url, role="admin")
             registry.apply(self.admin, config.tables, by="ldptel demo", via="apply", shuffler=config.shuffler)
+            if config.issuer is not None:  # issue 37: devices fetch a token per shuffled envelope
+                config = self.config = self._start_issuer(config)
             self.app = create_app(config, self.redis_server.url)
             if "export" not in self.app.blueprints:
                 from ldptel.server.export import bp
@@ -61,6 +65,28 @@ class Stack:
             self.stop()
             raise
 
+    def _start_issuer(self, config: Config) -> Config:
+        """The token issuer on ``[issuer] port`` (a free port when that one is taken: another
+        demo, a test), on its own thread; the config with the port the devices are told."""
+        import dataclasses
+
+        from werkzeug.serving import make_server
+
+        from ldptel.server.issuer import create_issuer_app
+
+        wanted = config.issuer
+        assert wanted is not None
+        app = create_issuer_app(config, self.redis_server.url)
+        try:
+            server = make_server("127.0.0.1", wanted.port, app, threaded=True)
+        except OSError:
+            server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.issuer = server
+        threading.Thread(target=server.serve_forever, name="ldptel-issuer", daemon=True).start()
+        if server.server_port == wanted.port:
+            return config
+        return dataclasses.replace(config, issuer=dataclasses.replace(wanted, port=server.server_port))
+
     def campaigns(self) -> list[Campaign]:
         """The campaigns as the collector knows them now (the registry's latest versions)."""
         return list(self.app.extensions["ldptel"].live.config.campaigns)
@@ -73,9 +99,10 @@ class Stack:
             self.shuffler.stop()
         if self.agg is not None:
             self.agg.stop()
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+        for server in (self.server, self.issuer):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
         self.redis_server.cleanup()
 
 

@@ -272,11 +272,20 @@ def authorization(token: Token) -> str:
 
 MAX_HEADER_TOKEN_CHARS = 1024
 _B64URL = re.compile(r"[A-Za-z0-9_\-]+={0,2}")
+_ONE_TOKEN = re.compile(r'PrivateToken token="([A-Za-z0-9_\-]{1,1022}={0,2})"')  # ≤ MAX_HEADER_TOKEN_CHARS
 
 
 def parse_authorization(header: str) -> Token | None:
     """The Token of an ``Authorization: PrivateToken token=…`` value; None for another scheme;
     :class:`TokenFormatError` for a malformed PrivateToken credential."""
+    one = _ONE_TOKEN.fullmatch(header)  # what the SDKs send, parsed alike by ``_parse_params``
+    if one is not None:
+        return Token.decode(b64url_decode(one[1]))
+    return _parse_params(header)
+
+
+def _parse_params(header: str) -> Token | None:
+    """``parse_authorization`` of any form: scheme in any case, parameters in any order."""
     scheme, _, params = header.strip().partition(" ")
     if scheme.lower() != "privatetoken":
         return None

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 from ldptel.campaigns.config import load_config
-from ldptel.commands.demo import WINDOW, demo_tables, sections
+from ldptel.commands.demo import ISSUER, WINDOW, demo_tables, sections
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "demo.toml"
@@ -31,3 +31,6 @@ def test_examples_demo_toml_is_the_demo() -> None:
     assert config.server.export_tokens == ["demo-export-token"]
     assert tomllib.loads(DEMO.read_text())["campaigns"] == demo_tables(sections())
     assert "ldptel demo --config examples/demo.toml" in (ROOT / "Makefile").read_text()
+    # tokens on (issue 37): the issuer of the demo's own config, and only the shuffled campaign takes them
+    assert tomllib.loads(DEMO.read_text())["issuer"] == ISSUER
+    assert [c.name for c in config.campaigns if c.require_tokens] == ["demo-sealed"]

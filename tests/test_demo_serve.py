@@ -57,6 +57,11 @@ def test_demo_exit_prints_table() -> None:
     # heavy hitters in privacy_mode shuffled beside the local ones: the release claim, both std errors
     assert re.search(r"heavy hitters in privacy_mode shuffled.*\n(.*\n)*.*ε₀ = [\d.]+ per report; central ε "
                      r"between [\d.]+ and [\d.]+ .*demo-search \(local", out.stdout), out.stdout[-3000:]
+    # tokens on (issue 37): the devices' envelopes carried tokens (all 5,000 counted, above); a
+    # token-less flood of real sealed envelopes is refused whole
+    assert re.search(r"token-less flood: 200 sealed envelopes of demo-sealed .*: 200 refused \(401 "
+                     r"token_required\); none stored\. The SDK delivered its 5,000 devices' envelopes, each "
+                     r"with a token of its own", out.stdout)
 
 
 POLLED = ("demo-olh", "demo-grr", "demo-search", "demo-session-seconds")  # 10 s windows each

@@ -93,7 +93,8 @@ ROOT_MODULES = {
     "__init__": set(), "cell_sums": {"numpy"}, "config_values": set(), "credentials": set(),
     "dimensions": set(), "durations": set(), "errors": set(), "export": set(), "keys": set(),
     "key_signing": {"cryptography"},
-    # gmpy2: imported inside the issuer's signer only (the SDK blinds and finalizes, never signs)
+    # gmpy2: imported inside the issuer's signer, and by the device's blinding where installed (the
+    # SDK alone blinds with Python's ints: gmpy2 stays a server extra)
     "blind_rsa": {"cryptography", "gmpy2"}, "privacy_pass": {"cryptography"},
     "logs": set(), "numbers": set(), "process": set(), "sealing": {"cryptography"},
 }

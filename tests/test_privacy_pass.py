@@ -35,7 +35,11 @@ def _key(v: dict) -> rsa.RSAPrivateKey:
                                  rsa.rsa_crt_iqmp(p, q), pub).private_key()
 
 
-def test_rfc9474_deterministic_vector():
+@pytest.mark.parametrize("gmp", [True, False], ids=["gmpy2", "python-ints"])
+def test_rfc9474_deterministic_vector(gmp, monkeypatch):
+    """Blind with GMP (where installed) and with Python's ints alone (the SDK without gmpy2)."""
+    if not gmp:
+        monkeypatch.setattr(blind_rsa, "_gmpy2", lambda: None)
     v = _rfc9474()
     key = _key(v)
     pub = key.public_key()
@@ -111,6 +115,28 @@ def test_parsers_never_raise_anything_but_token_format_error(data, text):
         except TokenFormatError:
             pass
 
+
+
+def _outcome(parse, header):
+    try:
+        return parse(header)
+    except TokenFormatError as exc:
+        return str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(min_size=352, max_size=356).map(lambda b: b"\x00\x02" + b),
+                 st.binary(max_size=20),
+                 st.binary(min_size=760, max_size=775).map(lambda b: b"\x00\x02" + b)),  # ~1,024 chars
+       st.sampled_from(["", "=", "==", "==="]), st.sampled_from(['"', ""]))
+def test_the_one_token_fast_path_parses_as_the_general_parser(raw, pad, quote):
+    """``parse_authorization``'s fast path (the header the SDKs send) gives what the general
+    parse of the same header gives: the same token, or the same refusal."""
+    header = f"PrivateToken token={quote}{privacy_pass.b64url(raw)}{pad}{quote}"
+    want = _outcome(privacy_pass._parse_params, header)
+    assert _outcome(privacy_pass.parse_authorization, header) == want
+    if len(raw) == privacy_pass.TOKEN_LEN and not pad and quote:
+        assert want == Token.decode(raw) and privacy_pass._ONE_TOKEN.fullmatch(header)
 
 def test_parse_authorization_refusals():
     assert privacy_pass.parse_authorization("Bearer abc") is None
