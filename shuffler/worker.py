@@ -54,6 +54,7 @@ from ldptel.shuffler import fakes, handoff, metrics, release, sealed
 from ldptel.shuffler.held import Group, Held, cell_of
 from ldptel.shuffler.release import Mover
 from ldptel.shuffler.repack import repack
+from ldptel.shuffler.sealer import Sealer
 from ldptel.store import heartbeat, key_refs, registry, scripts
 from ldptel.store.redis_client import AnyRedis
 from ldptel.store.runner import UNAVAILABLE, Backoff, retry_wait
@@ -96,6 +97,7 @@ class Shuffler:
         self.live = registry.Live(config, registry_r or r)
         self.keys_r = registry_r or r  # reads the published analyzer keys (the reader role: read only)
         self.rng = rng
+        self.sealer = Sealer(config.shuffler.fake_processes)  # its fakes are sealed on every core
         self._unpublished: set[int] = set()  # analyzer keys warned of (not published)
         self.cfg = config.shuffler
         self.r = r
@@ -153,6 +155,7 @@ class Shuffler:
             if not once:
                 stop.wait(self.cfg.poll_ms / 1000)
         self.give_up_leases()
+        self.sealer.close()
         try:
             heartbeat.forget(self.r, self.pulse.consumer, keys.SHUFFLER_HEARTBEAT_KEY)
         except redis_lib.RedisError:
@@ -402,7 +405,8 @@ class Shuffler:
         self._unpublished.discard(group.key_id)
         t0 = time.perf_counter()
         info = sealing.info(camp.name, group.version, group.window, group.key_id)
-        out = fakes.sealed_fakes(self.mechanism(camp), mode.shuffler_fakes, public, info, self.rng)
+        out = fakes.sealed_fakes(self.mechanism(camp), mode.shuffler_fakes, public, info, self.rng,
+                                 seal=self.sealer.seal)
         metrics.observe_fakes(camp.name, len(out), time.perf_counter() - t0)
         return out
 
