@@ -21,6 +21,7 @@ fakes to a key of its own (it could then open and subtract them).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -58,16 +59,16 @@ def draw_indices(mu: float, domain_size: int, rng: np.random.Generator | OsRando
     return np.repeat(np.arange(domain_size, dtype=np.int64), counts)
 
 
-Seal = Callable[[Sequence[bytes], X25519PublicKey, bytes], list[bytes]]
+T = TypeVar("T")
 
 
 def sealed_fakes(mech: Mechanism, mu: float, public: X25519PublicKey, info: bytes,
-                 rng: np.random.Generator | OsRandom = OS_RANDOM, seal: Seal = sealing.seal) -> list[bytes]:
+                 rng: np.random.Generator | OsRandom = OS_RANDOM,
+                 seal: Callable[[Sequence[bytes], X25519PublicKey, bytes], T] = sealing.seal) -> T:  # type: ignore[assignment]
     """One release's fakes (``draw_indices``), each sealed on its own as a device's message
-    (``seal``: ``sealing.seal``, or ``shuffler.sealer.Sealer.seal`` on every core)."""
-    if mu <= 0:
-        return []
-    idx = draw_indices(mu, mech.domain_size, rng)
+    (``seal``: ``sealing.seal``; ``shuffler.sealer.Sealer.seal`` on every core, or its ``submit``,
+    which returns them being sealed)."""
+    idx = draw_indices(mu, mech.domain_size, rng) if mu > 0 else np.zeros(0, dtype=np.int64)
     return seal(row_bytes(to_rows(mech, {"values": idx}, len(idx))), public, info)
 
 

@@ -1,8 +1,9 @@
-"""``shuffler.sealer``: the shuffler's fakes sealed on a pool of processes are exactly what
-``sealing.seal`` makes (each opens to its row, in order, under the release's ``info``; every
-encapsulated key fresh); through the real shuffler (``Shuffler.fakes``, real Redis, a signed
-published key) a release's fakes are sealed on the pool and open under the aggregator's key; and
-``[shuffler] fake_processes`` takes 0 to 256 and refuses anything else."""
+"""``shuffler.sealer``: the shuffler's fakes sealed on a pool of processes (at once, or submitted
+without waiting) are exactly what ``sealing.seal`` makes (each opens to its row, in order, under
+the release's ``info``; every encapsulated key fresh); through the real shuffler
+(``Shuffler.fakes``, real Redis, a signed published key) a release's fakes are sealed on the pool
+without holding its loop (the release waits, then gets them, once) and open under the
+aggregator's key; and ``[shuffler] fake_processes`` takes 0 to 256 and refuses anything else."""
 
 from __future__ import annotations
 
@@ -34,11 +35,14 @@ def test_pool_seals_what_one_process_seals() -> None:
     try:
         pooled = sealer.seal(rows, key.public_key(), info)
         assert sealer._pool is not None, "a release over MIN_PARALLEL sealed without the pool"
+        pending = sealer.submit(rows, key.public_key(), info)
+        submitted = pending.result()
     finally:
         sealer.close()
-    assert sealing.open_each(pooled, key, info, 4) == rows  # in row order, under this info only
-    assert sealing.open_each(pooled[:5], key, sealing.info("c", 1, 1, 7), 4) == [None] * 5
-    assert len({sealing.enc_of(m) for m in pooled}) == len(rows)  # a fresh encapsulated key each
+    for out in (pooled, submitted):
+        assert sealing.open_each(out, key, info, 4) == rows  # in row order, under this info only
+        assert sealing.open_each(out[:5], key, sealing.info("c", 1, 1, 7), 4) == [None] * 5
+    assert len({sealing.enc_of(m) for m in pooled + submitted}) == 2 * len(rows)  # fresh each
 
 
 def test_small_release_and_one_process_seal_in_process() -> None:
@@ -70,11 +74,17 @@ def test_shuffler_seals_a_release_of_fakes_on_the_pool(redis_client: redis.Redis
     key_id = next(iter(ring.private))
     shuffler = Shuffler(cfg, redis_client, rng=np.random.default_rng(5))
     assert shuffler.sealer.processes == 2
+    group = Group(version=camp.version, window=0, sealed=True, key_id=key_id)
     try:
-        out = shuffler.fakes(camp, Group(version=camp.version, window=0, sealed=True, key_id=key_id))
-        assert out is not None and shuffler.sealer._pool is not None
+        first = shuffler.fakes(camp, group, wait=False)  # drawn, submitted, not waited for
+        assert shuffler.sealer._pool is not None
+        assert first is None, "the loop waited for the fakes' seals"
+        got = shuffler.fakes(camp, group, wait=True)  # the same set, now sealed (once: waits)
+        assert got is not None and not shuffler._sealing  # used by one release, then forgotten
+        out, sealed_to = got
     finally:
         shuffler.sealer.close()
+    assert sealed_to == key_id
     d = camp.domain_size
     assert abs(len(out) - mu * d) < 5 * (mu * d) ** 0.5 and len(out) >= MIN_PARALLEL
     width = len(out[0]) - sealing.ENC_BYTES - sealing.TAG_BYTES
