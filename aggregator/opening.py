@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
-import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -29,18 +28,9 @@ from concurrent.futures.process import BrokenProcessPool
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ldptel import sealing
+from ldptel.process import chunk_bounds, processes_for
 
 MIN_PARALLEL = 2048  # messages: below this a release opens in this process
-
-
-def processes_for(setting: int) -> int:
-    """The processes ``open_processes`` = ``setting`` means (0: every core this process may use)."""
-    if setting > 0:
-        return setting
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not Linux
-        return max(os.cpu_count() or 1, 1)
 
 
 def _open_chunk(private: dict[int, bytes], infos: dict[int, bytes], width: int, messages: list[bytes],
@@ -48,18 +38,6 @@ def _open_chunk(private: dict[int, bytes], infos: dict[int, bytes], width: int, 
     """A child's work: ``sealing.open_keyed`` on one chunk."""
     keys = {kid: sealing.load_private(raw) for kid, raw in private.items()}
     return sealing.open_keyed(messages, key_ids, keys, infos, width)
-
-
-def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous [start, stop) ranges covering 0..n, sizes differing by at most 1."""
-    parts = max(min(parts, n), 1)
-    base, extra = divmod(n, parts)
-    out, start = [], 0
-    for i in range(parts):
-        stop = start + base + (1 if i < extra else 0)
-        out.append((start, stop))
-        start = stop
-    return out
 
 
 class Opener:

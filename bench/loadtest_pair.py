@@ -3,7 +3,10 @@ this checkout and, with ``--before DIR``, on another checkout of ldptel (its own
 ``git worktree`` of the commit before the change, ``make install-test`` run in it), interleaved
 (before, after, after, before, …) so that both meet the same load; prints each run's accepted
 reports/s and exactly-once verdict, then the medians, ranges and the ratio. Each run takes about
-100 s (start-up, 60 s of load, drain and check), so it is kept out of ``make bench``.
+100 s (start-up, 60 s of load, drain and check), so it is kept out of ``make bench``. Each side
+runs its own ``loadtest/ldptel.toml``: since issue 36 it holds ``lt-sealed`` (a shuffled-fakes
+campaign whose shuffler seals ~63,600 fakes a release), so a checkout before that meets a lighter
+load (docs/privacy.md: 194,000 against 142,000–154,000 reports/s on 2 shared cores).
 
     .venv/bin/python bench/loadtest_pair.py [--before DIR] [--pairs 3] [--run-time 60s]
 """

@@ -1,6 +1,9 @@
 """``die_with_parent``: a child process of ``ldptel serve`` (gunicorn, the aggregator, the
 embedded Redis) gets SIGTERM when ``serve`` dies, even by SIGKILL, so that no orphan keeps the data
-directory or a port (Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing happens)."""
+directory or a port (Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing happens).
+
+``processes_for`` and ``chunk_bounds``: how a pool of processes splits HPKE work (the aggregator's
+``aggregator.opening.Opener``, the shuffler's ``shuffler.sealer.Sealer``)."""
 
 from __future__ import annotations
 
@@ -23,3 +26,26 @@ def die_with_parent(parent: int | None = None) -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if parent is not None and os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def processes_for(setting: int) -> int:
+    """The processes a setting (``[analyzer] open_processes``, ``[shuffler] fake_processes``)
+    means: 0 is every core this process may use, k > 0 is k."""
+    if setting > 0:
+        return setting
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous [start, stop) ranges covering 0..n, sizes differing by at most 1."""
+    parts = max(min(parts, n), 1)
+    base, extra = divmod(n, parts)
+    out, start = [], 0
+    for i in range(parts):
+        stop = start + base + (1 if i < extra else 0)
+        out.append((start, stop))
+        start = stop
+    return out

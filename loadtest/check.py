@@ -13,6 +13,13 @@ Sources compared, per campaign:
   reports taken from ingress and written to the analysis streams), which must both equal what the
   collector accepted, and the ingress streams, which must be empty once drained.
 
+A campaign in a shuffled privacy mode (``lt-sealed``) is released only in whole batches of
+``batch_min`` devices: fewer than that may wait in its ingress streams when the load stops, by
+design (counted as ``waiting``, never lost); its check is clients = collector = store + waiting =
+export + waiting with 0 ≤ waiting < batch_min (nothing due left unreleased). The summary gives its
+releases, the shuffler's CPU-seconds per release and whether ``/healthz`` says the shuffler is
+caught up (issue 36: it keeps up with its fakes).
+
 Fails (exit 1) on a lost or double-counted report, an invalid batch not rejected with its expected
 status, a re-sent batch stored twice, or a 5xx (503 too unless ``--allow-503``). Writes
 ``summary.json`` and ``summary.txt`` into ``--out``.
@@ -36,6 +43,8 @@ from cpu import snapshot
 
 from ldptel import keys
 from ldptel.campaigns.config import load_config
+from ldptel.privacy.modes import is_shuffled
+from ldptel.server.metrics import SHUFFLED_LABEL
 from ldptel.store import published, tally
 from ldptel.store.redis_client import connect, is_cluster
 
@@ -108,13 +117,23 @@ def collector_accepted(r, config) -> dict[str, int]:
                         for s in range(c.shards)) for c in config.campaigns}
 
 
+def waiting(r, config) -> dict[str, int]:
+    """Reports of each shuffled campaign still in its ingress streams (below ``batch_min``: they
+    wait for more devices by design); 0 for the others."""
+    return {c.name: sum(stream_reports(r, keys.ingress_key(c.name, s)) for s in range(c.shards))
+            if is_shuffled(c) else 0 for c in config.campaigns}
+
+
 def wait_drained(r, config, timeout: float) -> tuple[bool, float]:
-    """Until the store has counted what the collector accepted (stable over two looks) and the
-    aggregator has published every window's estimates of what it counted."""
+    """Until the store has counted what the collector accepted, less what waits below
+    ``batch_min`` in a shuffled campaign's ingress (stable over two looks), and the aggregator has
+    published every window's estimates of what it counted."""
     t0 = time.monotonic()
     last = None
     while time.monotonic() - t0 < timeout:
-        now = (counted(r, config), collector_accepted(r, config))
+        held = waiting(r, config)
+        accepted = collector_accepted(r, config)
+        now = (counted(r, config), {k: v - held[k] for k, v in accepted.items()})
         all_published = not any(published.stale_windows(r, c) for c in config.campaigns)
         if now[0] == now[1] and now == last and all_published:
             return True, time.monotonic() - t0
@@ -175,6 +194,23 @@ def stream_reports(r, key: str) -> int:
         if len(page) < 5000:
             return total
         start = "(" + page[-1][0].decode()
+
+
+def lags(out: Path, t_end: float | None) -> dict[str, dict[str, float]]:
+    """The shuffler's and aggregator's ``/healthz`` lag (``lag.py``) during the run (up to the last
+    request, ``t_end``) and after it: max and median seconds."""
+    path = out / "lag.jsonl"
+    if not path.exists():
+        return {}
+    looks = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    res: dict[str, dict[str, float]] = {}
+    for who in ("shuffler", "aggregator"):
+        run = [x[f"{who}_lag"] for x in looks if x.get(f"{who}_lag") is not None and x["t"] <= (t_end or 0)]
+        drain = [x[f"{who}_lag"] for x in looks if x.get(f"{who}_lag") is not None and x["t"] > (t_end or 0)]
+        if run:
+            res[who] = {"run_max": max(run), "run_median": sorted(run)[len(run) // 2],
+                        "drain_max": max(drain, default=0.0)}
+    return res
 
 
 def kills(out: Path) -> list[dict]:
@@ -238,6 +274,18 @@ def main() -> int:
     m_batches = metric_by(metrics, "ldptel_batches_accepted_total", "campaign")
     m_dup = sum(metric_by(metrics, "ldptel_batches_duplicate_total", "campaign").values())
     m_rejected = metric_by(metrics, "ldptel_batches_rejected_total", "reason")
+    # shuffled campaigns are summed under one label in /metrics (no per-campaign timing signal,
+    # issue 36): their accepted reports and batches per campaign from the collector's Redis counters
+    sealed_names = [c.name for c in config.campaigns if is_shuffled(c)]
+    if sealed_names:
+        for per in (m_accepted, m_batches):
+            per.pop(SHUFFLED_LABEL, None)
+        from_redis = collector_accepted(r, config)
+        for name in sealed_names:
+            m_accepted[name] = from_redis[name]
+            camp = config.campaign(name)
+            m_batches[name] = sum(int(r.hget(keys.metrics_key(name, s), keys.ACCEPTED_BATCHES) or 0)
+                                  for s in range(camp.shards))
     store_n = counted(r, config) if not args.ingest_only else dict(m_accepted)
     if args.ingest_only:  # reports in the ingress and analysis streams (a shuffler re-packs batches)
         in_streams = {c.name: sum(stream_reports(r, key(c.name, s)) for s in range(c.shards)
@@ -246,13 +294,18 @@ def main() -> int:
             problems.append(f"reports in the streams {in_streams} differ from the collector's accepted "
                             "reports")
     shuffled = shuffler_counts(r, config)
+    held = waiting(r, config) if not args.ingest_only else {c.name: 0 for c in config.campaigns}
+    for camp in config.campaigns:
+        if is_shuffled(camp) and not held[camp.name] < camp.mode.batch_min:  # type: ignore[union-attr]
+            problems.append(f"{camp.name}: {held[camp.name]} reports wait in ingress, not below batch_min "
+                            f"{camp.mode.batch_min}: a due release was not made")  # type: ignore[union-attr]
     if config.shuffler.enabled and not args.ingest_only:
-        accepted_total = sum(m_accepted.values())
+        accepted_total = sum(m_accepted.values()) - sum(held.values())
         if not shuffled[keys.INGRESS_REPORTS] == shuffled[keys.ANALYSIS_REPORTS] == accepted_total:
             problems.append(f"the shuffler took {shuffled[keys.INGRESS_REPORTS]} reports from ingress "
                             f"and wrote {shuffled[keys.ANALYSIS_REPORTS]}; the collector accepted "
                             f"{accepted_total}")
-        if shuffled["ingress_entries"]:
+        if shuffled["ingress_entries"] - sum(held.values()):  # a sealed entry is one report
             problems.append(f"{shuffled['ingress_entries']} entries left in the ingress streams")
     undecodable = sum(int(r.hget(keys.counts_key(c.name, s), keys.REJECTED) or 0)
                       for c in config.campaigns for s in range(c.shards))
@@ -264,9 +317,10 @@ def main() -> int:
         client = ledger["accepted_reports"].get(camp.name, 0) + ambiguous_stored.get(camp.name, 0)
         exported = store_n[camp.name] if args.ingest_only else exported_n(args.collector, token, camp)
         row = (camp.name, ledger["accepted_reports"].get(camp.name, 0), ambiguous_stored.get(camp.name, 0),
-               m_accepted.get(camp.name, 0), store_n[camp.name], exported)
+               m_accepted.get(camp.name, 0), store_n[camp.name], exported, held[camp.name])
         rows.append(row)
-        if not client == m_accepted.get(camp.name, 0) == store_n[camp.name] == exported:
+        wait = held[camp.name]  # below batch_min in a shuffled campaign's ingress: not lost
+        if not client == m_accepted.get(camp.name, 0) == store_n[camp.name] + wait == (exported or 0) + wait:
             problems.append(f"{camp.name}: clients {client}, collector {m_accepted.get(camp.name)}, "
                             f"store {store_n[camp.name]}, export {exported}: reports lost or counted twice")
 
@@ -344,11 +398,25 @@ def main() -> int:
     per_batch, per_report = memory / max(stored_batches, 1), memory / max(sum(store_n.values()), 1)
     lines.append(f"  Redis memory {memory / 2**20:,.1f} MiB: {per_batch:,.0f} B per stored batch, "
                  f"{per_report:,.1f} B per report (streams, dedupe markers, state)")
+    for camp in config.campaigns:
+        if is_shuffled(camp) and not args.ingest_only:
+            bmin = camp.mode.batch_min  # type: ignore[union-attr]
+            lines.append(f"  {camp.name} (sealed, one device a post): {store_n[camp.name]:,} devices "
+                         f"released in ≥ {store_n[camp.name] // bmin} releases of ≥ batch_min {bmin:,}, "
+                         f"{held[camp.name]} waiting below batch_min")
+    lag = lags(out, ledger["t_last"])
+    if lag:
+        lines.append("  lag (/healthz every 0.5 s, loadtest/lag.py): " + "; ".join(
+            f"{who} during the run max {v['run_max']:.1f} s (median {v['run_median']:.1f}), "
+            f"during the drain max {v['drain_max']:.1f} s" for who, v in lag.items()))
+    if not args.ingest_only:
+        hz_status, hz_body = http_get(args.collector, "/healthz")
+        lines.append(f"  /healthz after the drain: {hz_status} {hz_body.strip()[:300]}")
     lines.append(f"  {'campaign':<14}{'clients':>11}{'+unanswered':>12}{'collector':>11}{'store':>11}"
-                 f"{'export':>11}")
-    for name, cl, amb, col, st, ex in rows:
+                 f"{'export':>11}{'waiting':>9}")
+    for name, cl, amb, col, st, ex, wt in rows:
         shown = f"{ex:,}" if ex is not None else "-"
-        lines.append(f"  {name:<14}{cl:>11,}{amb:>12,}{col:>11,}{st:>11,}{shown:>11}")
+        lines.append(f"  {name:<14}{cl:>11,}{amb:>12,}{col:>11,}{st:>11,}{shown:>11}{wt:>9,}")
     verdict = "OK: every accepted report counted exactly once, every invalid batch rejected" if not problems \
         else "FAILED:\n" + "\n".join(f"  - {p}" for p in problems)
     lines.append(verdict)
@@ -361,7 +429,8 @@ def main() -> int:
         "latency_ms": {p: agg.get(p) for p in ("50%", "95%", "99%", "100%")},
         "statuses": statuses, "invalid": ledger["invalid"], "campaigns": rows, "problems": problems,
         "loadavg": os.getloadavg(), "cpu_seconds": {**cpu, "load_generator": ledger["cpu_seconds"]},
-        "redis_used_memory": memory, "shuffler": shuffled, "shuffler_kills": killed,
+        "redis_used_memory": memory, "shuffler": shuffled, "shuffler_kills": killed, "lag": lag,
+        "waiting": held,
     }, indent=1, default=dict) + "\n")
     return 1 if problems else 0
 

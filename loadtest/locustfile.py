@@ -15,6 +15,12 @@ configs, then posts ``ReportBatch``es in a closed loop:
   body, so the same batch_id) up to ``RETRIES`` times with backoff; a batch still unanswered then
   is given up (the SDK would keep it queued).
 
+- a campaign in a shuffled privacy mode (``lt-sealed``) gets as many posts as any other campaign,
+  each ONE device's envelope (as the SDK sends it: issue 36): one report on a Zipf value, sealed
+  (one HPKE seal, ~0.1 ms) to the analyzer key of the collector's config once its signature
+  verifies under ``[shuffler] analyzer_signing_key`` (``ldptel.client.sealed.pinned_key``, the
+  SDK's check), a fresh batch_id each.
+
 Load generation is cheap: a pool of batches per campaign is encoded once per process at start
 (``LDPTEL_LT_POOL`` per campaign), and a request only writes a new batch_id into a copy of a pooled
 body at a known offset.
@@ -42,12 +48,21 @@ import gevent
 import numpy as np
 from locust import FastHttpUser, constant, constant_throughput, events, task
 
+from ldptel import key_signing, keys, sealing
 from ldptel.campaigns.config import Campaign, load_config
+from ldptel.client.sealed import pinned_key
+from ldptel.mechanisms.rows import row_bytes, to_rows
+from ldptel.privacy.modes import is_shuffled
+from ldptel.proto import SEALED_SCHEMA_VERSION, SealedBatch
 
 ROOT = Path(__file__).resolve().parent
 CONFIG = load_config(os.environ.get("LDPTEL_LT_CONFIG", ROOT / "ldptel.toml"))
 OUT = Path(os.environ.get("LDPTEL_LT_OUT", ROOT / "out"))
 TOKENS = CONFIG.server.ingest_tokens
+SEALED = {c.name: c for c in CONFIG.campaigns if is_shuffled(c)}  # one device's sealed envelope a post
+SEALED_MECHS = {name: c.mechanism() for name, c in SEALED.items()}
+SIGNING = (key_signing.signing_public(CONFIG.shuffler.analyzer_signing_key)
+           if CONFIG.shuffler.analyzer_signing_key else None)
 SIZES = os.environ.get("LDPTEL_LT_SIZES", "1-500")
 POOL = int(os.environ.get("LDPTEL_LT_POOL", "24"))
 INVALID_SHARE = float(os.environ.get("LDPTEL_LT_INVALID", "0.02"))
@@ -116,6 +131,9 @@ def build_pool(seed: int) -> tuple[list[Body], list[tuple[str, int, Body]]]:
     invalid: list[tuple[str, int, Body]] = []
     mechs = {c.name: c.mechanism() for c in CONFIG.campaigns}
     for camp in CONFIG.campaigns:
+        if camp.name in SEALED:  # sealed per post (``Device.sealed_body``): placeholders here
+            valid += [Body(camp.name, 1, b"", None) for _ in range(POOL)]
+            continue
         mech = mechs[camp.name]
         for _ in range(POOL):
             batch, ph = _encode(camp, mech, int(rng.integers(lo, hi + 1)), rng)
@@ -139,10 +157,11 @@ def build_pool(seed: int) -> tuple[list[Body], list[tuple[str, int, Body]]]:
             batch, ph = _encode(camp, mech, 50, rng)
             batch.unary.bits = b"\xff" * len(batch.unary.bits)
             invalid.append(("implausible_bits", 400, _body(batch, ph, camp.name)))
-    first = CONFIG.campaigns[0]
+    first = next(c for c in CONFIG.campaigns if c.name not in SEALED)
     batch, ph = _encode(first, mechs[first.name], 10, rng, campaign="no-such-campaign")
     invalid.append(("unknown_campaign", 400, _body(batch, ph, "no-such-campaign")))
-    other = next(c for c in CONFIG.campaigns if c.kind != first.kind or c.oracle != first.oracle)
+    other = next(c for c in CONFIG.campaigns
+                 if c.name not in SEALED and (c.kind != first.kind or c.oracle != first.oracle))
     batch, ph = _encode(first, mechs[first.name], 10, rng, campaign=other.name)
     invalid.append(("wrong_payload", 400, _body(batch, ph, other.name)))
     limit = CONFIG.server.max_reports_per_batch
@@ -217,6 +236,8 @@ class Device(FastHttpUser):
     def on_start(self) -> None:
         self.headers = {"Content-Type": PROTOBUF, "Authorization": f"Bearer {random.choice(TOKENS)}"}
         self.sent: list[Body] = []  # accepted batches with their ids, for re-sends
+        self.sealed_cfg: dict[str, dict] = {}  # shuffled campaigns' configs (their analyzer key)
+        self.rng = np.random.default_rng()
         self.fetch_configs()
 
     @task(1)
@@ -230,6 +251,23 @@ class Device(FastHttpUser):
                 resp.failure(f"status {resp.status_code}")
             elif len(resp.json()["campaigns"]) != len(CONFIG.campaigns):
                 resp.failure("campaign list incomplete")
+            else:
+                self.sealed_cfg = {c["name"]: c for c in resp.json()["campaigns"] if c["name"] in SEALED}
+
+    def sealed_body(self, name: str) -> tuple[bytes, bytes]:
+        """(one device's envelope of shuffled campaign ``name``, its batch_id): one Zipf value,
+        sealed to the config's analyzer key once it verifies under the pinned signing key."""
+        cfg, camp = self.sealed_cfg[name], SEALED[name]
+        public, key_id = pinned_key(cfg, name, SIGNING)
+        version = int(cfg.get("version", camp.version))
+        window = keys.window_start(time.time(), int(cfg.get("window_seconds", camp.window_seconds)))
+        value = np.array([int(self.rng.zipf(1.3)) % int(camp.domain_size or 1)])
+        row = row_bytes(to_rows(SEALED_MECHS[name], {"values": value}, 1))
+        bid = random.randbytes(16)
+        env = SealedBatch(campaign=name, campaign_version=version, schema_version=SEALED_SCHEMA_VERSION,
+                          batch_id=bid, reports=1, key_id=key_id, window=window,
+                          messages=sealing.seal(row, public, sealing.info(name, version, window, key_id)))
+        return env.SerializeToString(), bid
 
     @task(200)
     def post_batch(self) -> None:
@@ -258,7 +296,7 @@ class Device(FastHttpUser):
                 LEDGER.note_unexpected(f"re-sent batch answered {status}: {doc}")
             return
         template = random.choice(VALID)
-        data, bid = template.fresh()
+        data, bid = self.sealed_body(template.campaign) if template.campaign in SEALED else template.fresh()
         LEDGER.pending[bid] = (template.campaign, template.count)
         status, doc = self._send(data, N_VALID, expect=202)
         if status == 202:

@@ -72,13 +72,20 @@ if (( USERS < 1 || USERS > 2000 )); then echo "run.sh: --users must be in 1..200
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 rm -rf "$OUT/redis" "$OUT"/ledger-*.json "$OUT"/locust* "$OUT"/summary.* "$OUT"/*.log "$OUT/redis.url" \
-  "$OUT/pids" "$OUT"/cpu-*.json "$OUT"/shuffler-kills.jsonl
+  "$OUT/pids" "$OUT"/cpu-*.json "$OUT"/shuffler-kills.jsonl "$OUT/lag.jsonl"
 CONFIG="$OUT/ldptel.toml"
 if [[ -n "$SHARDS" ]]; then
   sed "s/^shards = .*/shards = $SHARDS/" "$ROOT/loadtest/ldptel.toml" > "$CONFIG"
 else
   cp "$ROOT/loadtest/ldptel.toml" "$CONFIG"
 fi
+
+# the analyzer's keys (shuffled campaigns: lt-sealed) in --out, and its signing key pinned by the
+# shuffler (and by the locustfile's devices, which read it from this config)
+rm -rf "$OUT/analyzer-keys"
+printf '\n[analyzer]\nkeys_dir = "%s"\n' "$OUT/analyzer-keys" >>"$CONFIG"
+SIGNING="$(env -u REDIS_URL "$PY" -m ldptel.commands.cli analyzer-key show --config "$CONFIG" --quiet)"
+printf '\n[shuffler]\nanalyzer_signing_key = "%s"\n' "$SIGNING" >>"$CONFIG"
 
 PIDS=()
 stop_all() {
@@ -161,6 +168,9 @@ LDPTEL_LT_RESEND="$RESEND" LDPTEL_LT_RATE_PER_USER="$RATE_PER_USER" \
   "$PY" -m locust "${LOCUST_ARGS[@]}" >"$OUT/locust.log" 2>&1 &
 LOCUST_PID=$!
 PIDS+=("$LOCUST_PID")
+# the shuffler's and aggregator's lag (/healthz) every 0.5 s during the run and the drain (lag.py)
+"$PY" "$ROOT/loadtest/lag.py" --url "$URL" --out "$OUT/lag.jsonl" >"$OUT/lag.log" 2>&1 &
+PIDS+=($!)
 CHECK_ARGS=()
 if [[ -n "$OUTAGE" ]]; then
   ( sleep "$OUTAGE_AT"; kill -USR1 "$REDIS_PID" 2>/dev/null || true ) &

@@ -8,7 +8,8 @@ them into the release's one uniform permutation, so that after shuffling nothing
 the shuffler from a device's message or fake: same length, same ``info``, fresh encapsulated key.
 
 Cost: drawing is numpy (d Poisson counts, ``np.repeat``); sealing is one HPKE seal per fake (the
-``cryptography`` package), ~d·μ_s per release: ``bench/shuffler_fakes.py`` measures it.
+``cryptography`` package), ~d·μ_s per release, made on every core by the shuffler
+(``shuffler.sealer.Sealer``, ``[shuffler] fake_processes``): ``bench/rows_fakes.py`` measures it.
 
 ``release_public_key`` is the one place the shuffler gets the key it seals to: the published
 record in Redis (``ldptel.store.analyzer_keys``), whose id must be its key's, and, with
@@ -18,6 +19,9 @@ fakes to a key of its own (it could then open and subtract them).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -55,13 +59,17 @@ def draw_indices(mu: float, domain_size: int, rng: np.random.Generator | OsRando
     return np.repeat(np.arange(domain_size, dtype=np.int64), counts)
 
 
+T = TypeVar("T")
+
+
 def sealed_fakes(mech: Mechanism, mu: float, public: X25519PublicKey, info: bytes,
-                 rng: np.random.Generator | OsRandom = OS_RANDOM) -> list[bytes]:
-    """One release's fakes (``draw_indices``), each sealed on its own as a device's message."""
-    if mu <= 0:
-        return []
-    idx = draw_indices(mu, mech.domain_size, rng)
-    return sealing.seal(row_bytes(to_rows(mech, {"values": idx}, len(idx))), public, info)
+                 rng: np.random.Generator | OsRandom = OS_RANDOM,
+                 seal: Callable[[Sequence[bytes], X25519PublicKey, bytes], T] = sealing.seal) -> T:  # type: ignore[assignment]
+    """One release's fakes (``draw_indices``), each sealed on its own as a device's message
+    (``seal``: ``sealing.seal``; ``shuffler.sealer.Sealer.seal`` on every core, or its ``submit``,
+    which returns them being sealed)."""
+    idx = draw_indices(mu, mech.domain_size, rng) if mu > 0 else np.zeros(0, dtype=np.int64)
+    return seal(row_bytes(to_rows(mech, {"values": idx}, len(idx))), public, info)
 
 
 __all__ = ["draw_indices", "release_public_key", "sealed_fakes"]

@@ -21,7 +21,8 @@ ANALYSIS_BATCHES = _counter("analysis_batches", "Re-packed batches written to th
 REFUSED = _counter("refused_releases",
                    "Releases refused because an ingress entry had been moved by another shuffler.")
 FAKES = _counter("fakes", "Fake messages the shuffler drew and sealed (fake_source shuffler or both).")
-FAKES_SECONDS = _counter("fakes_seconds", "CPU-bound seconds spent drawing and sealing the shuffler's fakes.")
+FAKES_SECONDS = _counter("fakes_seconds", "Seconds from drawing the shuffler's fakes of a release to "
+                         "their release (sealed on the pool meanwhile, the shuffler's loop going on).")
 RELEASE_SECONDS = Histogram("ldptel_shuffler_release_seconds",
                             "Time of one release (parse, permute, re-pack, the SHUFFLE script).",
                             ["campaign"], buckets=LATENCY_BUCKETS)

@@ -54,6 +54,7 @@ from ldptel.shuffler import fakes, handoff, metrics, release, sealed
 from ldptel.shuffler.held import Group, Held, cell_of
 from ldptel.shuffler.release import Mover
 from ldptel.shuffler.repack import repack
+from ldptel.shuffler.sealer import Pending, Sealer
 from ldptel.store import heartbeat, key_refs, registry, scripts
 from ldptel.store.redis_client import AnyRedis
 from ldptel.store.runner import UNAVAILABLE, Backoff, retry_wait
@@ -96,6 +97,10 @@ class Shuffler:
         self.live = registry.Live(config, registry_r or r)
         self.keys_r = registry_r or r  # reads the published analyzer keys (the reader role: read only)
         self.rng = rng
+        self.sealer = Sealer(config.shuffler.fake_processes)  # its fakes are sealed on every core
+        # fakes being sealed: (campaign, version, window, cell) → (key id, sealing, perf_counter at draw)
+        self._sealing: dict[tuple[str, int, int, tuple[tuple[str, str], ...]],
+                            tuple[int, Pending, float]] = {}
         self._unpublished: set[int] = set()  # analyzer keys warned of (not published)
         self.cfg = config.shuffler
         self.r = r
@@ -153,6 +158,7 @@ class Shuffler:
             if not once:
                 stop.wait(self.cfg.poll_ms / 1000)
         self.give_up_leases()
+        self.sealer.close()
         try:
             heartbeat.forget(self.r, self.pulse.consumer, keys.SHUFFLER_HEARTBEAT_KEY)
         except redis_lib.RedisError:
@@ -166,7 +172,8 @@ class Shuffler:
 
     def overdue(self) -> bool:
         """Whether a held group is past its release time (a release was refused, or failed); a
-        sealed group waiting for ``batch_min`` devices is not (``shuffler.sealed.due``)."""
+        sealed group waiting for ``batch_min`` devices is not (``shuffler.sealed.due``), nor one whose
+        fakes are being sealed on the pool (``fakes``: in progress, the loop going on)."""
         now = time.monotonic()
         for held in self.held.values():
             latest = self.config.campaign(held.campaign)
@@ -175,6 +182,8 @@ class Shuffler:
             marks: dict[int, int] | None = None
             for g in held.groups.values():
                 if g.sealed:
+                    if (held.campaign, g.version, g.window, g.cell) in self._sealing:
+                        continue
                     camp = self.config.campaign_version(held.campaign, g.version) or latest
                     if marks is None:
                         marks = handoff.marks(self.r, held.campaign) if camp.shards > 1 else {}
@@ -348,8 +357,9 @@ class Shuffler:
             if why is None:
                 continue
             done = (self.discard(held, group) if why == "discard" else
-                    self.release_sealed(held, group) if group.sealed else self.release(held, group, why))
-            if done is None:  # waits, held (the release's analyzer key is not published)
+                    self.release_sealed(held, group, once) if group.sealed else
+                    self.release(held, group, why))
+            if done is None:  # waits, held (its analyzer key is not published, its fakes are sealing)
                 continue
             if not done:
                 held.reset()  # another shuffler moved some of it: read again from the start
@@ -366,29 +376,43 @@ class Shuffler:
             cached = self._mechanisms[camp.name, camp.version] = (camp, camp.mechanism())
         return cached[1]
 
-    def release_sealed(self, held: Held, group: Group) -> bool | None:
+    def release_sealed(self, held: Held, group: Group, once: bool = False) -> bool | None:
         """Release one sealed group as one whole batch (``shuffler.sealed.repack``): its messages of
         every analyzer key together, each with its key id, and the shuffler's fakes sealed to the
-        group's newest key; None when it waits (its fakes cannot be sealed: the key is not
-        published)."""
+        group's newest key; None when it waits (its fakes cannot be sealed — the key is not
+        published — or, unless ``once``, are still being sealed in the pool: the next rounds
+        look again)."""
         camp = self.config.campaign_version(held.campaign, group.version)
         assert camp is not None and group.key_id is not None
         t0 = time.perf_counter()
-        added = self.fakes(camp, group)
+        added = self.fakes(camp, group, wait=once)
         if added is None:
             return None
+        messages, key_id = added
         parts, reports = sealed.repack(group.batches, camp.name, group.version, group.window,
-                                       group.key_id, self.cfg.batch_reports, cell=group.cell, fakes=added)
+                                       key_id, self.cfg.batch_reports, cell=group.cell, fakes=messages)
         return self._move(held, group, camp, parts, t0, "batch")
 
-    def fakes(self, camp: Campaign, group: Group) -> list[bytes] | None:
+    def fakes(self, camp: Campaign, group: Group, wait: bool = True) -> tuple[list[bytes], int] | None:
         """The shuffler's sealed fakes of one release (``shuffler.fakes``; none unless the version
-        is ``shuffled-fakes`` with ``fake_source`` shuffler or both); None when the release's
-        analyzer key is not published (nothing is released without its fakes)."""
+        is ``shuffled-fakes`` with ``fake_source`` shuffler or both) and the analyzer key they are
+        sealed to (the group's newest when they were drawn); None when the release's analyzer key
+        is not published (nothing is released without its fakes) or, unless ``wait``, they are
+        still being sealed on the pool (``Sealer.submit``: the loop goes on meanwhile; one set per
+        (campaign, version, window, cell), drawn once and used by one release)."""
         mode = camp.mode
-        if not isinstance(mode, ShuffledFakes) or mode.shuffler_fakes <= 0:
-            return []
         assert group.key_id is not None
+        if not isinstance(mode, ShuffledFakes) or mode.shuffler_fakes <= 0:
+            return [], group.key_id
+        slot = (camp.name, group.version, group.window, group.cell)
+        if slot in self._sealing:
+            key_id, pending, t0 = self._sealing[slot]
+            if not wait and not pending.done():
+                return None
+            del self._sealing[slot]
+            out = pending.result()
+            metrics.observe_fakes(camp.name, len(out), time.perf_counter() - t0)
+            return out, key_id
         signing = self.config.shuffler.analyzer_signing_key
         public = fakes.release_public_key(self.keys_r, group.key_id,
                                           key_signing.signing_public(signing) if signing else None)
@@ -400,11 +424,11 @@ class Shuffler:
                           "waits (its fakes are sealed to it)")
             return None
         self._unpublished.discard(group.key_id)
-        t0 = time.perf_counter()
         info = sealing.info(camp.name, group.version, group.window, group.key_id)
-        out = fakes.sealed_fakes(self.mechanism(camp), mode.shuffler_fakes, public, info, self.rng)
-        metrics.observe_fakes(camp.name, len(out), time.perf_counter() - t0)
-        return out
+        self._sealing[slot] = (group.key_id, fakes.sealed_fakes(
+            self.mechanism(camp), mode.shuffler_fakes, public, info, self.rng, seal=self.sealer.submit),
+            time.perf_counter())
+        return self.fakes(camp, group, wait)
 
     def discard(self, held: Held, group: Group) -> bool:
         """Delete a sealed group whose window closed below ``batch_min`` (``scripts.DISCARD``,

@@ -56,6 +56,9 @@ def test_shuffler_killed_ten_times_loses_and_doubles_nothing(tmp_path: Path) -> 
     assert len(kills) == 10 and all(k["moved_reports"] > 0 for k in kills), kills
     assert kills[-1]["t"] < 80  # all during the load
     shuffled = summary["shuffler"]
+    # lt-sealed (shuffled-fakes): fewer than batch_min devices may wait in ingress at the end, by design
+    waiting = sum(summary["waiting"].values())
+    assert waiting < 1000
     collector = sum(row[3] for row in summary["campaigns"])
-    assert shuffled["ingress_reports"] == shuffled["analysis_reports"] == collector > 0
-    assert shuffled["ingress_entries"] == 0
+    assert shuffled["ingress_reports"] == shuffled["analysis_reports"] == collector - waiting > 0
+    assert shuffled["ingress_entries"] == waiting

@@ -40,9 +40,9 @@ SERVER_KEYS = {
     "trusted_proxies", "max_unfinished_bodies_per_address",
 }
 SHUFFLER_KEYS = {"enabled", "poll_ms", "batch_reports", "max_held_reports", "aof_rewrite_seconds",
-                 "max_ingress_batches", "analyzer_signing_key"}
+                 "max_ingress_batches", "analyzer_signing_key", "fake_processes"}
 AGGREGATOR_KEYS = {"read_count", "block_ms", "retention_seconds", "claim_idle_ms", "publish_interval"}
-MAX_OPEN_PROCESSES = 256  # [analyzer] open_processes
+MAX_OPEN_PROCESSES = 256  # [analyzer] open_processes, [shuffler] fake_processes
 ANALYZER_KEYS = {"key_rotation", "key_overlap", "keys_dir", "open_processes"}
 ISSUER_KEYS = {"attester", "jwt_public_key", "jwt_audience", "tokens_per_window", "window", "name",
                "key_file", "key_lifetime", "url", "port", "max_batch"}
@@ -152,6 +152,9 @@ class ShufflerConfig:
     # the aggregator's signing key (``ldptel analyzer-key show``): the shuffler seals its fakes only
     # to a published key signed by it; unset: checked by key id only (``shuffler.fakes``)
     analyzer_signing_key: str | None = None
+    # processes that seal the shuffler's own fakes (``shuffler.sealer``): 0 = every core, 1 = in the
+    # shuffler's process
+    fake_processes: int = 0
 
 
 @dataclass(frozen=True)
@@ -327,6 +330,7 @@ def _shuffler(shf: Any) -> ShufflerConfig:
         aof_rewrite_seconds=read_int(shf, "aof_rewrite_seconds", "shuffler", 600, 1, 86400),
         max_ingress_batches=read_int(shf, "max_ingress_batches", "shuffler", 100_000, 1, 10**8),
         analyzer_signing_key=_signing_key_text(shf.get("analyzer_signing_key")),
+        fake_processes=read_int(shf, "fake_processes", "shuffler", 0, 0, MAX_OPEN_PROCESSES),
     )
 
 
