@@ -22,6 +22,11 @@ REFUSED = _counter("refused_releases",
                    "Releases refused because an ingress entry had been moved by another shuffler.")
 FAKES = _counter("fakes", "Fake messages the shuffler drew and sealed (fake_source shuffler or both).")
 FAKES_SECONDS = _counter("fakes_seconds", "CPU-bound seconds spent drawing and sealing the shuffler's fakes.")
+EARLY = Counter("ldptel_shuffler_early_releases_total",
+                "Sealed groups released before their window closed (issue 38), by reason: early "
+                "(shuffle_early_release), max_held / ingress_full (forced by a memory bound), drain "
+                "(shuffle --once). Each adds a release's fakes to its window: k releases, std error "
+                "≈ √k·√μ per count.", ["campaign", "reason"])
 RELEASE_SECONDS = Histogram("ldptel_shuffler_release_seconds",
                             "Time of one release (parse, permute, re-pack, the SHUFFLE script).",
                             ["campaign"], buckets=LATENCY_BUCKETS)
