@@ -33,6 +33,7 @@ import argparse
 import math
 import resource
 import time
+import urllib.error
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +48,12 @@ from ldptel.privacy import plan
 D, EPS, DELTA = 1024, 1.0, 1e-8
 
 
-WINDOW_BATCH_MIN, WINDOW_SHARDS = 100_000, 4
+WINDOW_SHARDS = 4
+
+
+def window_batch_min(n: int) -> int:
+    """The one-window run's ``batch_min``: 10⁵ (issue 38's shape), a tenth of a smaller run."""
+    return min(100_000, max(1_000, n // 10))
 
 
 def config_text(runs: int, devices: int, keys_dir: Path, fake_source: str = "both",
@@ -60,8 +66,8 @@ def config_text(runs: int, devices: int, keys_dir: Path, fake_source: str = "bot
     if window_devices:
         lines += ["[[campaigns]]", 'name = "window"', 'privacy_mode = "shuffled-fakes"',
                   f"domain_size = {D}", f"central_epsilon = {EPS}", f"central_delta = {DELTA}",
-                  f"batch_min = {WINDOW_BATCH_MIN}", 'window = "1d"', f"shards = {WINDOW_SHARDS}",
-                  'fake_source = "shuffler"', "min_reports = 1"]
+                  f"batch_min = {window_batch_min(window_devices)}", 'window = "1d"',
+                  f"shards = {WINDOW_SHARDS}", 'fake_source = "shuffler"', "min_reports = 1"]
     for i in range(runs):
         lines += ["[[campaigns]]", f'name = "fakes-{i}"', 'privacy_mode = "shuffled-fakes"',
                   f"domain_size = {D}", f"central_epsilon = {EPS}", f"central_delta = {DELTA}",
@@ -106,24 +112,29 @@ def window_run(stack: Served, n: int, rng: np.random.Generator) -> None:
     ring.ensure(r)
     (old,) = ring.public
     t0 = time.perf_counter()
+    window = int(time.time() // 86400) * 86400  # the daily window the devices seal to
     t_send = send(stack.url, stack.tmp / "w1.sqlite", name, values[:n // 2].tolist(), stack.signing_key)
     ring.ensure(r, now=ring.public[old].current_until + 1)  # the aggregator rotates inside the window
     time.sleep(KEY_CACHE_SECONDS + 0.5)
     t_send += send(stack.url, stack.tmp / "w2.sqlite", name, values[n // 2:].tolist(), stack.signing_key)
+    assert int(time.time() // 86400) * 86400 == window, "the devices straddle two windows: run it again"
     time.sleep(2)  # serve's shuffler: a few rounds with the window open
     early = sum(r.xlen(keys.stream_key(name, s)) for s in range(WINDOW_SHARDS))
     assert early == 0, f"{early} analysis entries while the window is open"
     t_shuffle = stack.ldptel("shuffle")
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     t_agg = stack.ldptel("aggregate")
-    doc = get(stack.url, f"/v1/campaigns/{name}/estimates?window=current")
+    try:
+        doc = get(stack.url, f"/v1/campaigns/{name}/estimates?window={window}")
+    except urllib.error.HTTPError as exc:
+        raise SystemExit(f"estimates of {name!r}: {exc.code} {exc.read()[:2000]!r}") from None
     est = np.array([row["estimate"] for row in doc["items"]])
     empirical = float(np.sqrt(np.mean((est - truth) ** 2)))
     stated = float(np.mean([row["std_error"] for row in doc["items"]]))
     p = doc["privacy"]
     mu = p.get("shuffler_fakes_per_bucket", 0)
     print(f"\nONE window of {n:,} devices, {WINDOW_SHARDS} shards, a key rotation inside it "
-          f"(batch_min {WINDOW_BATCH_MIN:,}, fake_source shuffler, μ = {mu:.2f}): batches {p['batches']}, "
+          f"(batch_min {window_batch_min(n):,}, fake_source shuffler, μ = {mu:.2f}): batches {p['batches']}, "
           f"n_reports {doc['n_reports']:,}; std error per count empirical {empirical:.3f}, stated "
           f"{stated:.3f} (√μ = {math.sqrt(mu):.3f}); central ε ≤ {p['central_epsilon']:.4f}; send "
           f"{t_send:.0f} s, shuffle --once {t_shuffle:.0f} s (peak RSS of a child ≤ {rss:.0f} MB), "
