@@ -142,3 +142,22 @@ def test_one_window_of_1e5_devices_is_one_release(redis_client: redis.Redis, red
         assert abs(empirical - math.sqrt(mu)) <= 4 * math.sqrt(mu) / math.sqrt(2 * D)  # std of a std
     finally:
         stack.close()
+
+
+def test_early_release_changes_in_place_and_keeps_the_pinned_plan() -> None:
+    """A version planned before issue 38 keeps its pinned plan: the release rule is no plan input,
+    and ``shuffle_early_release`` changes the latest version in place (no new version, the same
+    pinned fake rate); a value below ``batch_min`` is refused at write time, nothing written."""
+    from ldptel.campaigns import records
+
+    table = camp(name="pin", batch_min=20_000)
+    record, _, _ = records.put_table(None, table, 0.0)
+    (v1,) = records.versions_of(record)
+    stored = json.loads(json.dumps(record, sort_keys=True))
+    after, change, _ = records.put_table(stored, {**table, "shuffle_early_release": 40_000}, 1.0)
+    assert change.action != "new_version" and len(after["versions"]) == 1
+    assert after["versions"][0]["plan"] == record["versions"][0]["plan"]
+    (same,) = records.versions_of(json.loads(json.dumps(after)))
+    assert same.mode == v1.mode and same.shuffle_early_release == 40_000
+    with pytest.raises(ConfigError, match=r"shuffle_early_release"):
+        records.put_table(stored, {**table, "shuffle_early_release": 19_999}, 2.0)
