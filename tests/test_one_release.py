@@ -161,3 +161,27 @@ def test_early_release_changes_in_place_and_keeps_the_pinned_plan() -> None:
     assert same.mode == v1.mode and same.shuffle_early_release == 40_000
     with pytest.raises(ConfigError, match=r"shuffle_early_release"):
         records.put_table(stored, {**table, "shuffle_early_release": 19_999}, 2.0)
+
+
+def test_a_drain_is_one_release(redis_client: redis.Redis, redis_url: str, tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ldptel shuffle --once`` releases a sealed group only in a round that read every shard to
+    its end: one release of all it holds, not one per read (here 10 entries a read; before: a
+    release each time shard 0 held ``batch_min``)."""
+    from ldptel.shuffler import worker
+
+    monkeypatch.setattr(worker, "READ_COUNT", 10)
+    monkeypatch.setattr(worker, "READ_PAGES", 1)
+    c = camp(name="drain", batch_min=40, domain_size=8, shards=2)
+    cfg = sealed_config(tmp_path, [c])
+    publish_keys(cfg, redis_client)
+    stack = HttpStack(cfg, redis_url)
+    try:
+        assert devices(stack, tmp_path, "d", "drain", np.arange(130) % 8, seed=3) == 130
+    finally:
+        stack.close()
+    Shuffler(cfg, redis_client).run(once=True)
+    parts = [SealedBatch.FromString(f[keys.ENTRY_BATCH])
+             for _, f in redis_client.xrange(keys.stream_key("drain", 0))]
+    assert {p.release_reports for p in parts} == {130} and len({p.release for p in parts}) == 1
+    assert all(redis_client.xlen(keys.ingress_key("drain", s)) == 0 for s in range(2))
