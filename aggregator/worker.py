@@ -92,6 +92,7 @@ class Worker:
         self.stats = DrainStats()
         self.slots: list[Slot] = build_slots(config)
         self._ready = False  # groups created and stored state checked (setup() done)
+        self._read = 0  # new entries the last round read (``step``)
         self._last_claim = 0.0
         self._last_trim = time.monotonic()
         self._marks = upkeep.DeliveryMarks(self.cfg.retention_seconds)
@@ -194,7 +195,9 @@ class Worker:
                 # a round at least every second: campaign changes are seen within 2 s
                 n = self.step(block_ms=None if once else min(self.cfg.block_ms, 1000))
                 backoff.reset()
-                drained = n == 0 and not any(slot.history for slot in self.slots)
+                # a round that read only parts of a release larger than one read (held until
+                # complete: ``aggregator.sealed``) commits nothing, yet is not drained
+                drained = n == 0 and not self._read and not any(slot.history for slot in self.slots)
                 self.caught_up_at = time.time() if drained else self.caught_up_at
                 self.housekeeping()
                 self.publisher.due(drained, everything=once and drained)
@@ -283,6 +286,7 @@ class Worker:
         """One round: entries pending to this consumer first, else new ones (blocking up to
         ``block_ms``). Returns the number of entries committed."""
         done = self.sealed.poll() if self.sealed.partial else 0  # releases split between workers
+        self._read = 0  # new entries this round (``run``: a round of parts alone is not drained)
         for slot in self.slots:
             if slot.history:
                 pending: Any = self.r.xreadgroup(GROUP, self.consumer, {slot.stream: "0"},
@@ -307,6 +311,7 @@ class Worker:
         for key, entries in resp or []:
             key = key.decode() if isinstance(key, bytes) else key
             if entries:
+                self._read += len(entries)
                 done += self.process(by_stream[key], entries)
         return done
 

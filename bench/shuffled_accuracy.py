@@ -11,22 +11,36 @@ shuffle`` and ``ldptel aggregate`` on an embedded Redis, at central ε = 1, δ =
   simulated at that n (vectorized encode, the aggregator's GRR decoder): the empirical error.
 - local OUE at ε = 1 on the same data (the same values; simulated decode): its empirical error, and
   each mode's ratio to it.
+- ``--window-devices`` N (issue 38, e.g. 10⁶): ONE daily window of N devices of a ``shuffled-fakes``
+  campaign (``fake_source = "shuffler"``: the fakes of a release do not grow with its size;
+  ``batch_min`` 10⁵) over 4 shards, the analyzer key rotated halfway (the aggregator's keyring, as
+  at ``current_until``), every device posted through the SDK (``SealedEnvelopes`` bodies of 1,000
+  envelopes); ``serve``'s own shuffler runs throughout and releases nothing while the window is
+  open; then ``ldptel shuffle --once`` (a drain: it stands in for the window's close, which the
+  suite's ``test_one_release`` reaches with a clock) and ``ldptel aggregate --once``. Asserts the
+  published document's ``batches`` is ONE release of N devices (exactly once) and the std error per
+  count (empirical over the 1,024 buckets, and stated) ≤ 8.5; prints the drain's peak RSS.
 - throughput of ``shuffled-fakes`` against a local OUE campaign of the same devices through the
   same stack: the SDK's seal-and-post time, the shuffler's and the aggregator's time, per message
   and per device.
 
-    .venv/bin/python bench/shuffled_accuracy.py [--runs 3] [--devices 100000]
+    .venv/bin/python bench/shuffled_accuracy.py [--runs 3] [--devices 100000] [--window-devices 1000000]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import resource
+import time
+import urllib.error
 from pathlib import Path
 
 import numpy as np
-from served import EXPORT, INGEST, get, send, served
+import redis
+from served import EXPORT, INGEST, Served, get, send, served
 
+from ldptel import keys
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.client import create_mechanism
 from ldptel.privacy import plan
@@ -34,11 +48,26 @@ from ldptel.privacy import plan
 D, EPS, DELTA = 1024, 1.0, 1e-8
 
 
-def config_text(runs: int, devices: int, keys_dir: Path, fake_source: str = "both") -> str:
+WINDOW_SHARDS = 4
+
+
+def window_batch_min(n: int) -> int:
+    """The one-window run's ``batch_min``: 10⁵ (issue 38's shape), a tenth of a smaller run."""
+    return min(100_000, max(1_000, n // 10))
+
+
+def config_text(runs: int, devices: int, keys_dir: Path, fake_source: str = "both",
+                window_devices: int = 0) -> str:
+    """The bench's config; the ``[shuffler]`` bounds at their defaults (a window of 10⁶ devices is
+    one release: issue 38)."""
     lines = ["[server]", f'ingest_tokens = ["{INGEST}"]', f'export_tokens = ["{EXPORT}"]',
-             "[shuffler]", "batch_reports = 2000", f"max_held_reports = {10 * devices}",
-             f"max_ingress_batches = {max(10_000, 4 * devices)}",
+             "[shuffler]", "batch_reports = 2000",
              "[analyzer]", f'keys_dir = "{keys_dir}"']
+    if window_devices:
+        lines += ["[[campaigns]]", 'name = "window"', 'privacy_mode = "shuffled-fakes"',
+                  f"domain_size = {D}", f"central_epsilon = {EPS}", f"central_delta = {DELTA}",
+                  f"batch_min = {window_batch_min(window_devices)}", 'window = "1d"',
+                  f"shards = {WINDOW_SHARDS}", 'fake_source = "shuffler"', "min_reports = 1"]
     for i in range(runs):
         lines += ["[[campaigns]]", f'name = "fakes-{i}"', 'privacy_mode = "shuffled-fakes"',
                   f"domain_size = {D}", f"central_epsilon = {EPS}", f"central_delta = {DELTA}",
@@ -69,18 +98,70 @@ def simulated_error(mech, values: np.ndarray, rng: np.random.Generator,
     return (float(np.sqrt(np.mean((est.counts - truth)[sel] ** 2))), float(np.mean(est.std_error[sel])))
 
 
+def window_run(stack: Served, n: int, rng: np.random.Generator) -> None:
+    """Issue 38's end-to-end check (module docstring: ``--window-devices``)."""
+    from ldptel.aggregator.keyring import Keyring
+    from ldptel.campaigns.config import load_config
+    from ldptel.server.sealed_ingest import KEY_CACHE_SECONDS
+
+    name = "window"
+    values = population(rng, n)
+    truth = np.bincount(values, minlength=D)
+    r = redis.Redis.from_url(stack.redis_url)
+    ring = Keyring(load_config(stack.config).analyzer)
+    ring.ensure(r)
+    (old,) = ring.public
+    t0 = time.perf_counter()
+    window = int(time.time() // 86400) * 86400  # the daily window the devices seal to
+    t_send = send(stack.url, stack.tmp / "w1.sqlite", name, values[:n // 2].tolist(), stack.signing_key)
+    ring.ensure(r, now=ring.public[old].current_until + 1)  # the aggregator rotates inside the window
+    time.sleep(KEY_CACHE_SECONDS + 0.5)
+    t_send += send(stack.url, stack.tmp / "w2.sqlite", name, values[n // 2:].tolist(), stack.signing_key)
+    assert int(time.time() // 86400) * 86400 == window, "the devices straddle two windows: run it again"
+    time.sleep(2)  # serve's shuffler: a few rounds with the window open
+    early = sum(r.xlen(keys.stream_key(name, s)) for s in range(WINDOW_SHARDS))
+    assert early == 0, f"{early} analysis entries while the window is open"
+    t_shuffle = stack.ldptel("shuffle")
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    t_agg = stack.ldptel("aggregate")
+    try:
+        doc = get(stack.url, f"/v1/campaigns/{name}/estimates?window={window}")
+    except urllib.error.HTTPError as exc:
+        raise SystemExit(f"estimates of {name!r}: {exc.code} {exc.read()[:2000]!r}") from None
+    est = np.array([row["estimate"] for row in doc["items"]])
+    empirical = float(np.sqrt(np.mean((est - truth) ** 2)))
+    stated = float(np.mean([row["std_error"] for row in doc["items"]]))
+    p = doc["privacy"]
+    mu = p.get("shuffler_fakes_per_bucket", 0)
+    print(f"\nONE window of {n:,} devices, {WINDOW_SHARDS} shards, a key rotation inside it "
+          f"(batch_min {window_batch_min(n):,}, fake_source shuffler, μ = {mu:.2f}): batches {p['batches']}, "
+          f"n_reports {doc['n_reports']:,}; std error per count empirical {empirical:.3f}, stated "
+          f"{stated:.3f} (√μ = {math.sqrt(mu):.3f}); central ε ≤ {p['central_epsilon']:.4f}; send "
+          f"{t_send:.0f} s, shuffle --once {t_shuffle:.0f} s (peak RSS of a child ≤ {rss:.0f} MB), "
+          f"aggregate --once {t_agg:.0f} s; {time.perf_counter() - t0:.0f} s in all", flush=True)
+    assert p["batches"] == [n] and doc["n_reports"] == n, (p["batches"], doc["n_reports"])
+    assert empirical <= 8.5 and stated <= 8.5, (empirical, stated)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--devices", type=int, default=100_000)
     ap.add_argument("--fake-source", choices=("devices", "shuffler", "both"), default="both",
                     help="who adds the fakes (the campaigns' fake_source)")
+    ap.add_argument("--window-devices", type=int, default=0,
+                    help="also the one-window run of issue 38 with this many devices (e.g. 1000000)")
     args = ap.parse_args()
     rng = np.random.default_rng(2026)
     values = population(rng, args.devices)
     truth = np.bincount(values, minlength=D)
-    with served(lambda keys: config_text(args.runs, args.devices, keys, args.fake_source)) as stack:
+    with served(lambda keys: config_text(args.runs, args.devices, keys, args.fake_source,
+                                         args.window_devices)) as stack:
         url = stack.url
+        if args.window_devices:
+            window_run(stack, args.window_devices, np.random.default_rng(38))
+            if not args.runs:  # --runs 0: the window run alone
+                return
         errors, stated, timing = [], [], []
         for i in range(args.runs):
             name = f"fakes-{i}"

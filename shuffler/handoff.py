@@ -14,8 +14,9 @@ released once, not once per shard.
   when that read began (``keys.handoff_key``, rounded down to a window start). Every envelope of a
   window is in its shard's ingress before the window closes (``durations.window_close``), so once
   every other shard's mark is at or past the close, shard 0 holds the whole window: only then does
-  it release or discard it (``settled``). ``window = "all"`` never closes: its groups are released
-  at ``batch_min`` as they fill, the handed envelopes joining shard 0's next release.
+  it release or discard it (``settled``): one release per window (``shuffler.sealed.due``).
+  ``window = "all"`` never closes: its groups are released at ``shuffle_early_release`` (default
+  ``batch_min``) as they fill, the handed envelopes joining shard 0's next release.
 
 Shard 0's shuffler sees every shard's envelopes: the shuffler's trust domain is unchanged (one
 shuffler role holds every shard's stream), and the envelopes stay sealed to the analyzer.

@@ -13,6 +13,7 @@ again from its start.
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +31,17 @@ class Group:
     cell: tuple[tuple[str, str], ...] = ()  # the dimension values (name, value) of its batches
     first_seen: float = field(default_factory=time.monotonic)
     ids: list[bytes] = field(default_factory=list)
-    batches: list[Any] = field(default_factory=list)  # ReportBatch, or SealedBatch when ``sealed``
+    batches: list[ReportBatch] = field(default_factory=list)  # not sealed: the batches as read
     reports: int = 0
     sealed: bool = False  # sealed envelopes (privacy_mode shuffled*), of any analyzer key
     key_id: int | None = None  # sealed: the analyzer key of the envelope read last (the newest)
     key_entries: dict[int, int] = field(default_factory=dict)  # sealed: analyzer key id → entries
+    # sealed, held compactly (a window of 10⁶ devices is one group, issue 38): every envelope's
+    # messages (the sealed bytes, in read order), and per envelope its message count and key id —
+    # never the parsed envelopes
+    messages: list[bytes] = field(default_factory=list)
+    sizes: array[int] = field(default_factory=lambda: array("I"))
+    key_ids: array[int] = field(default_factory=lambda: array("I"))
 
     @property
     def ingress_group(self) -> str:
@@ -42,13 +49,18 @@ class Group:
         with each move or discard): the same (version, window, cell)."""
         return keys.ingress_group(self.version, self.window, self.cell)
 
-    def add(self, eid: bytes, batch: ReportBatch, count: int, key_id: int | None = None) -> None:
+    def add(self, eid: bytes, batch: Any, count: int, key_id: int | None = None) -> None:
+        """Hold one entry; a sealed envelope (``key_id``: its analyzer key) as its messages."""
         self.ids.append(eid)
-        self.batches.append(batch)
         self.reports += count
-        if key_id is not None:
-            self.key_id = key_id
-            self.key_entries[key_id] = self.key_entries.get(key_id, 0) + 1
+        if key_id is None:
+            self.batches.append(batch)
+            return
+        self.messages.extend(batch.messages)
+        self.sizes.append(len(batch.messages))
+        self.key_ids.append(key_id)
+        self.key_id = key_id
+        self.key_entries[key_id] = self.key_entries.get(key_id, 0) + 1
 
     def due(self, campaign: Campaign, max_held: int, now: float) -> str | None:
         """Why the group is released now (``min_reports``, ``max_delay``, ``max_held``), or None:

@@ -23,6 +23,11 @@ REFUSED = _counter("refused_releases",
 FAKES = _counter("fakes", "Fake messages the shuffler drew and sealed (fake_source shuffler or both).")
 FAKES_SECONDS = _counter("fakes_seconds", "Seconds from drawing the shuffler's fakes of a release to "
                          "their release (sealed on the pool meanwhile, the shuffler's loop going on).")
+EARLY = Counter("ldptel_shuffler_early_releases_total",
+                "Sealed groups released before their window closed (issue 38), by reason: early "
+                "(shuffle_early_release), max_held / ingress_full (forced by a memory bound), drain "
+                "(shuffle --once). Each adds a release's fakes to its window: k releases, std error "
+                "≈ √k·√μ per count.", ["campaign", "reason"])
 RELEASE_SECONDS = Histogram("ldptel_shuffler_release_seconds",
                             "Time of one release (parse, permute, re-pack, the SHUFFLE script).",
                             ["campaign"], buckets=LATENCY_BUCKETS)

@@ -11,12 +11,29 @@ the shuffler counts envelopes, never the envelope's ``reports`` field, which a h
 (issue 36) — each batch once (``scripts.SHUFFLE`` deletes the ingress entries it moves,
 atomically):
 
-- ``due``: a group is released when it holds ≥ ``batch_min`` reports and its window is closed
-  (``durations.window_close``: the collector takes nothing more for it), or it holds
-  ≥ 2·``batch_min`` (or ``[shuffler] max_held_reports``, if larger), or the ingress stream holds
-  half its ``[shuffler] max_ingress_batches`` (the collector refuses more: a batch must be released
-  before it fills; the config refuses a ``batch_min`` over that half), or the campaign has one
-  window (``"all"``), or on a drain (``--once``); never below ``batch_min``, whatever the delay;
+- ``due``: a group is released **once, when its window closes** (``durations.window_close``: the
+  collector takes nothing more for it) with ≥ ``batch_min`` reports, after every shard handed it
+  off (``settled``): one release per (version, window, cell), whatever the window's size, shard
+  count or key rotations (issue 38: the noise of a release is μ fakes per bucket whatever its
+  size, so k releases in a window give a std error per count of ≈ √k·√μ, one gives √μ). Before the
+  close, only:
+
+  - ``"early"``: the campaign opted in (``shuffle_early_release`` = m ≥ ``batch_min``, 0 = off):
+    a group of ≥ m devices is released at once (each release still ≥ ``batch_min``: the claim per
+    device holds; the accuracy cost is the √k above);
+  - ``"max_held"`` / ``"ingress_full"``: forced by the memory bounds — the group holds
+    ``[shuffler] max_held_reports``, or half the collector's ``[shuffler] max_ingress_batches``
+    (it refuses more: a batch must be released before it fills; the config refuses a
+    ``batch_min`` over that half). Counted (``ldptel_shuffler_early_releases_total``) and logged
+    as a warning naming the cost (``worker``);
+  - ``"drain"``: ``ldptel shuffle --once`` releases what it holds (an operator's drain);
+  - ``window = "all"`` never closes: a group is released at its early-release size,
+    ``shuffle_early_release`` or by default ``batch_min`` (``"all"``: as before, the least delay;
+    each release a batch of its own in the window's estimate, so its std error per count grows as
+    √k·√μ with its k releases — a campaign that wants accuracy over a long span uses windows of a
+    fixed length, or a larger ``shuffle_early_release``).
+
+  Never below ``batch_min``, whatever the delay.
 - a campaign with several shards: every shard hands its envelopes to shard 0, which releases
   (``shuffler.handoff``): a group is the union of the shards', and a closed window is released or
   discarded only once every shard has handed it off;
@@ -54,55 +71,82 @@ from ldptel.privacy.modes import Shuffled, ShuffledFakes
 from ldptel.proto import SEALED_SCHEMA_VERSION, Dimension, SealedBatch
 from ldptel.shuffler.repack import split_sizes
 
+EARLY_REASONS = ("early", "max_held", "ingress_full", "drain")  # a release before the window closes
+FORCED_REASONS = ("max_held", "ingress_full")  # forced by the memory bounds (a warning)
+
+
+def early_size(campaign: Campaign) -> int:
+    """The devices at which an open group is released before its window closes: the campaign's
+    ``shuffle_early_release``; for ``window = "all"`` (never closes) ``batch_min`` by default;
+    0: never (one release at the close)."""
+    assert isinstance(campaign.mode, (Shuffled, ShuffledFakes)), "sealed groups are of shuffled campaigns"
+    if campaign.shuffle_early_release:
+        return campaign.shuffle_early_release
+    return campaign.mode.batch_min if campaign.window_seconds == 0 else 0
+
 
 def due(campaign: Campaign, window: int, reports: int, max_held: int, once: bool,
         now: float | None = None, filling: bool = False, settled: bool = True) -> str | None:
-    """Why a sealed group is released (``"batch"``) or discarded (``"discard"``) now, or None
-    (module docstring); ``filling``: the ingress stream holds half its ``max_ingress_batches``;
-    ``settled``: every other shard handed off its envelopes of the window (``handoff.settled``:
-    until then a closed window is neither released nor discarded)."""
+    """Why a sealed group is released now — ``"close"`` (its window closed), ``"all"`` (the
+    early-release size of a ``window = "all"`` group), ``"early"`` (opted in), ``"max_held"``,
+    ``"ingress_full"`` (forced by the memory bounds), ``"drain"`` (``once``) — or discarded
+    (``"discard"``: closed below ``batch_min``), or None (module docstring). ``filling``: the
+    ingress group holds half its ``max_ingress_batches``; ``settled``: every other shard handed
+    off its envelopes of the window (``handoff.settled``: until then a closed window is neither
+    released nor discarded)."""
     assert isinstance(campaign.mode, (Shuffled, ShuffledFakes)), "sealed groups are of shuffled campaigns"
     batch_min = campaign.mode.batch_min
-    closed = settled and (time.time() if now is None else now) >= window_close(window,
-                                                                               campaign.window_seconds)
-    if reports >= batch_min and (closed or once or filling or campaign.window_seconds == 0
-                                 or reports >= max(2 * batch_min, max_held)):
-        return "batch"
-    if closed and reports < batch_min:
-        return "discard"
+    if campaign.window_seconds == 0:
+        closed = False
+    else:
+        closed = settled and (time.time() if now is None else now) >= window_close(
+            window, campaign.window_seconds)
+    if reports < batch_min:
+        return "discard" if closed else None
+    early = early_size(campaign)
+    if closed:
+        return "close"
+    if early and reports >= early:
+        return "all" if campaign.window_seconds == 0 and not campaign.shuffle_early_release else "early"
+    if reports >= max_held:
+        return "max_held"
+    if filling:
+        return "ingress_full"
+    if once:
+        return "drain"
     return None
 
 
-def repack(envelopes: list[SealedBatch], campaign: str, version: int, window: int, key_id: int,
-           batch_reports: int, rng: np.random.Generator | OsRandom = OS_RANDOM,
-           cell: Sequence[tuple[str, str]] = (), fakes: Sequence[bytes] = ()
-           ) -> tuple[list[tuple[bytes, int]], int]:
+def repack(messages: Sequence[bytes], sizes: Sequence[int], key_ids: Sequence[int], campaign: str,
+           version: int, window: int, key_id: int, batch_reports: int,
+           rng: np.random.Generator | OsRandom = OS_RANDOM, cell: Sequence[tuple[str, str]] = (),
+           fakes: Sequence[bytes] = ()) -> tuple[list[tuple[bytes, int]], int]:
     """The release's parts as (serialized ``SealedBatch``, count) — count = the release's real
     reports on the first part, 0 on the others, so the analysis counters add up to it — and the
-    number of real reports. ``cell``: the envelopes' dimension values (issue 28), on every part.
-    Each message keeps the key id of its envelope (``key_ids`` when the release holds several
-    keys); ``key_id``: the parts' ``key_id`` when it does not, and the key ``fakes`` are sealed to.
-    ``fakes``: the shuffler's sealed fakes (``shuffler.fakes``), permuted with the rest."""
-    messages = [m for env in envelopes for m in env.messages]
-    messages.extend(fakes)
+    number of real reports. ``messages``: every envelope's messages in order, ``sizes`` and
+    ``key_ids`` per envelope (``held.Group``: one envelope per device). ``cell``: the envelopes'
+    dimension values (issue 28), on every part. Each message keeps the key id of its envelope
+    (``key_ids`` when the release holds several keys); ``key_id``: the parts' ``key_id`` when it
+    does not, and the key ``fakes`` are sealed to. ``fakes``: the shuffler's sealed fakes
+    (``shuffler.fakes``), permuted with the rest."""
+    everything = [*messages, *fakes]
     per_message = np.concatenate([
-        np.repeat(np.array([env.key_id for env in envelopes], dtype=np.uint32),
-                  [len(env.messages) for env in envelopes]),
+        np.repeat(np.asarray(key_ids, dtype=np.uint32), np.asarray(sizes, dtype=np.int64)),
         np.full(len(fakes), key_id, dtype=np.uint32)])
     mixed = len(np.unique(per_message)) > 1
-    reports = len(envelopes)  # one device per envelope (issue 36): never the claimed ``reports``
-    order = permutation(rng, len(messages))
+    reports = len(sizes)  # one device per envelope (issue 36): never the claimed ``reports``
+    order = permutation(rng, len(everything))
     release = os.urandom(16)
-    sizes = split_sizes(len(messages), batch_reports)
+    sizes_out = split_sizes(len(everything), batch_reports)
     single = int(per_message[0]) if len(per_message) and not mixed else key_id
     parts = []
     start = 0
-    for i, size in enumerate(sizes):
+    for i, size in enumerate(sizes_out):
         take = order[start:start + size]
         part = SealedBatch(campaign=campaign, campaign_version=version, schema_version=SEALED_SCHEMA_VERSION,
-                           key_id=single, window=window, release=release, release_parts=len(sizes),
+                           key_id=single, window=window, release=release, release_parts=len(sizes_out),
                            release_reports=reports, release_part=i,
-                           messages=[messages[j] for j in take],
+                           messages=[everything[j] for j in take],
                            key_ids=per_message[take].tolist() if mixed else [],
                            dimensions=[Dimension(name=k, value=v) for k, v in cell])
         parts.append((part.SerializeToString(), reports if i == 0 else 0))
@@ -110,4 +154,4 @@ def repack(envelopes: list[SealedBatch], campaign: str, version: int, window: in
     return parts, reports
 
 
-__all__ = ["due", "repack"]
+__all__ = ["EARLY_REASONS", "FORCED_REASONS", "due", "early_size", "repack"]

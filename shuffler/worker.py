@@ -13,7 +13,9 @@ Per (campaign, shard) a shuffler (``ldptel shuffle``, or ``ldptel serve``'s chil
    (logged once). A shuffled campaign's sealed envelopes read on a shard ≠ 0 are handed to shard
    0, which releases them (``shuffler.handoff``).
 3. releases a group when it holds ≥ ``shuffle_min_reports`` reports, its first report waited
-   ``shuffle_max_delay``, it holds ``[shuffler] max_held_reports``, or on ``once`` (a drain):
+   ``shuffle_max_delay``, it holds ``[shuffler] max_held_reports``, or on ``once`` (a drain) — a
+   sealed group of a shuffled campaign once, at its window's close (``shuffler.sealed.due``; early
+   releases counted and, when forced by a memory bound, logged as a warning: ``early``):
    ``repack.repack`` (one uniform permutation of all the group's reports, re-packed without batch
    ids) then ``scripts.SHUFFLE``, which writes the new batches to the analysis stream
    (``keys.stream_key``) and deletes the ingress entries in one atomic step — refusing, and
@@ -89,10 +91,14 @@ class Shuffler:
 
     def __init__(self, config: Config, r: AnyRedis, log: Callable[[str], None] | None = None,
                  registry_r: AnyRedis | None = None,
-                 rng: np.random.Generator | OsRandom = OS_RANDOM) -> None:
-        """``registry_r``: the client that reads the campaign registry (``ldptel.store.acl``: the
-        ``reader`` role, when ``r`` is the ``shuffler`` role, which holds no registry key);
-        default ``r``. ``rng``: the randomness of the shuffler's own fakes (OS randomness; a
+                 rng: np.random.Generator | OsRandom = OS_RANDOM,
+                 clock: Callable[[], float] | None = None) -> None:
+        """``clock``: epoch seconds (default ``time.time``), for the windows' close (``sealed.due``,
+        ``handoff.mark``): a test's clock past a window's close stands in for waiting for it.
+        ``registry_r``: the
+        client that reads the campaign registry (``ldptel.store.acl``: the ``reader`` role, when
+        ``r`` is the ``shuffler`` role, which holds no registry key); default ``r``. ``rng``: the
+        randomness of the shuffler's own fakes (OS randomness; a
         seeded generator in tests only)."""
         self.live = registry.Live(config, registry_r or r)
         self.keys_r = registry_r or r  # reads the published analyzer keys (the reader role: read only)
@@ -101,6 +107,7 @@ class Shuffler:
         # fakes being sealed: (campaign, version, window, cell) → (key id, sealing, perf_counter at draw)
         self._sealing: dict[tuple[str, int, int, tuple[tuple[str, str], ...]],
                             tuple[int, Pending, float]] = {}
+        self.clock: Callable[[], float] = clock or (lambda: time.time())
         self._unpublished: set[int] = set()  # analyzer keys warned of (not published)
         self.cfg = config.shuffler
         self.r = r
@@ -188,7 +195,8 @@ class Shuffler:
                     if marks is None:
                         marks = handoff.marks(self.r, held.campaign) if camp.shards > 1 else {}
                     if sealed.due(camp, g.window, g.reports, self.cfg.max_held_reports, False,
-                                  settled=handoff.settled(marks, camp.shards, g.window, camp.window_seconds)):
+                                  now=self.clock(), settled=handoff.settled(marks, camp.shards, g.window,
+                                                                            camp.window_seconds)):
                         return True
                 elif g.due(latest, self.cfg.max_held_reports, now):
                     return True
@@ -211,9 +219,19 @@ class Shuffler:
                 done += self.read(held)
                 if held.outgoing or (held.read_all and shard != handoff.OWNER):
                     self.hand_off(camp, held)
-                done += self.release_due(camp, held, once)
+                done += self.release_due(camp, held, once, drained=once and self.drained(camp))
                 self.answer_keyring(camp.name, shard)
         return done
+
+    def drained(self, camp: Campaign) -> bool:
+        """Whether this round read every shard of ``camp`` to its end and handed all of it off (a
+        drain releases a sealed group only then: one release of all it holds, never one per
+        ``READ_PAGES`` of reading; shard 0 is visited last)."""
+        for s in range(camp.shards):
+            h = self.held.get((camp.name, s))
+            if h is None or not h.read_all or h.outgoing:
+                return False
+        return True
 
     def hand_off(self, camp: Campaign, held: Held) -> None:
         """Hand the sealed envelopes read on a shard ≠ 0 to shard 0 (``shuffler.handoff``); once
@@ -257,7 +275,7 @@ class Shuffler:
         if not held.groups and not held.unknown and not held.outgoing:
             held.cursor = "-"  # nothing held: all the stream holds is new (also after a data reset)
         got = 0
-        held.read_start, held.read_all = time.time(), False
+        held.read_start, held.read_all = self.clock(), False
         for _ in range(READ_PAGES):
             start = "-" if held.cursor == "-" else f"({held.cursor}"
             entries: Any = self.r.xrange(stream, min=start, max="+", count=READ_COUNT)
@@ -333,9 +351,10 @@ class Shuffler:
                     self.hold(held, eid, window, batch_version(batch), batch, count)
 
     # --- release ----------------------------------------------------------------------------
-    def release_due(self, latest: Campaign, held: Held, once: bool) -> int:
-        """Release every due group of ``held`` (all of them with ``once``); the release rules use
-        the latest version's shuffle keys (they change in place). Returns the entries moved."""
+    def release_due(self, latest: Campaign, held: Held, once: bool, drained: bool = False) -> int:
+        """Release every due group of ``held`` (all of them with ``once``; a sealed one once
+        ``drained``: every shard read to its end); the release rules use the latest version's
+        shuffle keys (they change in place). Returns the entries moved."""
         now = time.monotonic()
         moved = 0
         half = self.cfg.max_ingress_batches // 2  # the collector's bound is per ingress group
@@ -348,8 +367,8 @@ class Shuffler:
         for key, group in list(held.groups.items()):
             if group.sealed:
                 camp = self.config.campaign_version(held.campaign, group.version) or latest
-                why = sealed.due(camp, group.window, group.reports, self.cfg.max_held_reports, once,
-                                 filling=filling[group.ingress_group] >= half,
+                why = sealed.due(camp, group.window, group.reports, self.cfg.max_held_reports, drained,
+                                 now=self.clock(), filling=filling[group.ingress_group] >= half,
                                  settled=handoff.settled(marks, camp.shards, group.window,
                                                          camp.window_seconds))
             else:
@@ -366,7 +385,22 @@ class Shuffler:
                 return moved
             del held.groups[key]
             moved += len(group.ids)
+            if group.sealed and why in sealed.EARLY_REASONS:
+                self.early(self.config.campaign_version(held.campaign, group.version) or latest, group, why)
         return moved
+
+    def early(self, camp: Campaign, group: Group, why: str) -> None:
+        """A sealed group released before its window closes (``sealed.EARLY_REASONS``): counted
+        (``ldptel_shuffler_early_releases_total``); one forced by a memory bound is logged as a
+        warning naming its cost (issue 38)."""
+        metrics.EARLY.labels(camp.name, why).inc()
+        if why in sealed.FORCED_REASONS:
+            bound = ("[shuffler] max_held_reports" if why == "max_held"
+                     else "half of [shuffler] max_ingress_batches")
+            self.warn(f"shuffle: {camp.name!r} v{group.version} window {group.window}: {group.reports:,} "
+                      f"devices released before the window closes ({bound} reached): each extra "
+                      "release in a window adds its own fakes, k releases give a std error per count "
+                      "of about √k·√μ instead of √μ; raise the bound to keep one release per window")
 
     def mechanism(self, camp: Campaign) -> Mechanism:
         """The mechanism of one campaign version, built once per ``Campaign`` object (a
@@ -389,8 +423,9 @@ class Shuffler:
         if added is None:
             return None
         messages, key_id = added
-        parts, reports = sealed.repack(group.batches, camp.name, group.version, group.window,
-                                       key_id, self.cfg.batch_reports, cell=group.cell, fakes=messages)
+        parts, reports = sealed.repack(group.messages, group.sizes, group.key_ids, camp.name, group.version,
+                                       group.window, key_id, self.cfg.batch_reports, cell=group.cell,
+                                       fakes=messages)
         return self._move(held, group, camp, parts, t0, "batch")
 
     def fakes(self, camp: Campaign, group: Group, wait: bool = True) -> tuple[list[bytes], int] | None:
@@ -437,11 +472,11 @@ class Shuffler:
         step = release.CALL_IDS
         for s in range(0, len(group.ids), step):
             ids = group.ids[s:s + step]
-            envs = group.batches[s:s + step]
-            reports = len(envs)  # envelopes: one device each
+            kids = group.key_ids[s:s + step]
+            reports = len(kids)  # envelopes: one device each
             per_key: dict[int, int] = {}
-            for env in envs:
-                per_key[env.key_id] = per_key.get(env.key_id, 0) + 1
+            for kid in kids:
+                per_key[kid] = per_key.get(kid, 0) + 1
             res: Any = self._scripts.call(
                 "DISCARD", keys=[keys.ingress_key(held.campaign, held.shard),
                                  keys.shuffle_metrics_key(held.campaign, held.shard),

@@ -134,6 +134,6 @@ def test_batch_min_fits_in_ingress_and_filling_releases() -> None:
     c = cfg.campaigns[0]
     now = 86400 * 100 + 10  # inside the window that starts at 86400·100
     assert sealed.due(c, 86400 * 100, 700, 10**6, False, now=now) is None  # open: waits
-    assert sealed.due(c, 86400 * 100, 700, 10**6, False, now=now, filling=True) == "batch"
+    assert sealed.due(c, 86400 * 100, 700, 10**6, False, now=now, filling=True) == "ingress_full"
     assert sealed.due(c, 86400 * 100, 500, 10**6, False, now=now, filling=True) is None  # never below
     assert sealed.due(c, 86400 * 100, 500, 10**6, False, now=now + 2 * 86400) == "discard"

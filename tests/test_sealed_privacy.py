@@ -106,14 +106,15 @@ def test_nothing_decryptable_outside_the_aggregator(redis_client: redis.Redis, r
     shuffler = Shuffler(cfg, redis_client)
     for camp in sealed:
         shuffler.read(shuffler.held.setdefault((camp.name, 0), Held(camp.name, 0)))
-    held = [env for h in shuffler.held.values() for g in h.groups.values() if g.sealed for env in g.batches]
-    assert sum(env.reports for env in held) == 750
-    for env in held:
-        camp = cfg.campaign(env.campaign)
+    held = [(h.campaign, g) for h in shuffler.held.values() for g in h.groups.values() if g.sealed]
+    assert sum(len(g.sizes) for _, g in held) == 750  # envelopes: one device each
+    for name, g in held:  # held as their sealed messages only (issue 38: compact)
+        camp = cfg.campaign(name)
         size = sealing.ciphertext_length(row_dtype(camp.mechanism()).itemsize)
-        assert all(len(m) == size and not report_like(camp, m) for m in env.messages)
-        assert all(sealing.open_all([m], ring.private[env.key_id], sealing.info(
-            env.campaign, 1, env.window, env.key_id), size - 48)[1] == 0 for m in env.messages[:3])
+        assert all(len(m) == size and not report_like(camp, m) for m in g.messages)
+        kid = g.key_ids[0]
+        assert all(sealing.open_all([m], ring.private[kid], sealing.info(
+            name, 1, g.window, kid), size - 48)[1] == 0 for m in g.messages[:3])
     shuffler.held.clear()
     shuffler.run(once=True)
     # the analysis stream: release parts of ciphertext; the aggregator decodes them

@@ -52,6 +52,7 @@ ORACLES = tuple(MECHANISMS)  # grr, sue, oue, olh, hadamard, rappor
 COMMON_CAMPAIGN_KEYS = {"name", "kind", "epsilon", "window", "min_reports", "shards", "description",
                         "memoize", "epsilon_inf", "reports_per_window", "retention", "accept_old_versions",
                         "shuffle_min_reports", "shuffle_max_delay", "central_delta",
+                        "shuffle_early_release",  # issue 38: opt-in early releases of a shuffled window
                         "dimensions", "experiment",  # breakdowns: ldptel.dimensions
                         "require_tokens",  # issue 37: a Privacy Pass token per envelope
                         *privacy_modes.MODE_KEYS}
@@ -59,7 +60,8 @@ MAX_REPORTS_PER_WINDOW = 1_000_000
 # keys that may change without a new campaign version (ldptel.store.registry); every other key is a
 # randomization parameter (or the window / shards), immutable per version
 IN_PLACE_KEYS = ("description", "min_reports", "accept_old_versions", "retention", "reports_per_window",
-                 "shuffle_min_reports", "shuffle_max_delay", "central_delta", "experiment", "require_tokens")
+                 "shuffle_min_reports", "shuffle_max_delay", "central_delta", "experiment", "require_tokens",
+                 "shuffle_early_release")
 CAMPAIGN_STATUSES = ("active", "paused", "retired")
 KIND_KEYS = {
     "frequency": {"oracle", "domain", "domain_size", "max_candidates", *RAPPOR_KEYS},
@@ -103,6 +105,10 @@ class Campaign:
     shuffle_min_reports: int = 1000
     shuffle_max_delay: str = "60s"
     central_delta: float | None = None  # δ of the central (shuffled) ε; None: min(1/(10n), 1e-6)
+    # a shuffled campaign's (version, window, cell) group is released ONCE, at its window's close
+    # (``shuffler.sealed``); > 0: also whenever it holds this many devices (≥ batch_min), at a cost
+    # in accuracy: k releases in a window → std error per count ≈ √k·√μ (0: off)
+    shuffle_early_release: int = 0
     dimensions: Dimensions | None = None  # public breakdown dimensions (``ldptel.dimensions``)
     # the privacy mode as a type, with its own fields and pinned plan (``ldptel.privacy.modes``:
     # Local, Shuffled, ShuffledFakes), chosen once by the parse (``ldptel.campaigns.modes``)
@@ -237,6 +243,16 @@ def parse_campaign(raw: Any, where: str, pinned: Mapping[str, Any] | None = None
     if not isinstance(raw, dict):
         raise fail(where, "must be a table")
     campaign: Campaign = privacy_modes.parse(raw, where, lambda table: _parse_campaign(table, where), pinned)
+    early = campaign.shuffle_early_release
+    batch_min = getattr(campaign.mode, "batch_min", None)
+    if early and batch_min is None:
+        raise fail(f"campaigns[{campaign.name}].shuffle_early_release",
+                   "applies to a campaign in a shuffled privacy_mode only (a local campaign's "
+                   "releases follow shuffle_min_reports)")
+    if early and batch_min is not None and early < batch_min:
+        raise fail(f"campaigns[{campaign.name}].shuffle_early_release",
+                   f"must be 0 (one release per window) or at least batch_min ({batch_min:,}), "
+                   f"got {early:,}")
     return campaign
 
 
@@ -307,6 +323,7 @@ def _common_fields(raw: Any, where: str) -> tuple[SimpleNamespace, str]:
         reports_per_window=read_int(raw, "reports_per_window", where, 1, 1, MAX_REPORTS_PER_WINDOW),
         accept_old_versions=read_int(raw, "accept_old_versions", where, 7 * 86400, 0, 10**9),
         shuffle_min_reports=read_int(raw, "shuffle_min_reports", where, 1000, 1, 10**7),
+        shuffle_early_release=read_int(raw, "shuffle_early_release", where, 0, 0, 10**9),
         shuffle_max_delay=_shuffle_max_delay(raw.get("shuffle_max_delay", "60s"),
                                              f"{where}.shuffle_max_delay"),
         central_delta=_central_delta(raw.get("central_delta"), f"{where}.central_delta"),

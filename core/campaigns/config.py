@@ -142,13 +142,16 @@ class ShufflerConfig:
     enabled: bool = True
     poll_ms: int = 200  # how often the shuffler reads the ingress streams
     batch_reports: int = 1000  # reports per re-packed analysis batch
-    max_held_reports: int = 100_000  # a (campaign, version, window) is released at this many
+    # a (campaign, version, window) is released at this many (a shuffled one before its window
+    # closes: forced early, a warning; issue 38: a window of 10⁶ devices is one release, held in
+    # ~0.2 GB: docs/operations.md)
+    max_held_reports: int = 2_000_000
     # serve rewrites its embedded Redis's AOF this often: until a rewrite, the AOF still holds the
     # ingress batches (as devices sent them) that the shuffler deleted from memory
     aof_rewrite_seconds: int = 600
     # the collector refuses new batches (503, Retry-After) while a campaign shard's ingress stream
     # holds this many (a stopped shuffler): bounded, and no accepted report is ever trimmed
-    max_ingress_batches: int = 100_000
+    max_ingress_batches: int = 4_000_000  # per (version, window, cell) group; half of it forces a release
     # the aggregator's signing key (``ldptel analyzer-key show``): the shuffler seals its fakes only
     # to a published key signed by it; unset: checked by key id only (``shuffler.fakes``)
     analyzer_signing_key: str | None = None
@@ -326,9 +329,9 @@ def _shuffler(shf: Any) -> ShufflerConfig:
         enabled=enabled,
         poll_ms=read_int(shf, "poll_ms", "shuffler", 200, 1, 60_000),
         batch_reports=read_int(shf, "batch_reports", "shuffler", 1000, 1, 100_000),
-        max_held_reports=read_int(shf, "max_held_reports", "shuffler", 100_000, 1, 10_000_000),
+        max_held_reports=read_int(shf, "max_held_reports", "shuffler", 2_000_000, 1, 10_000_000),
         aof_rewrite_seconds=read_int(shf, "aof_rewrite_seconds", "shuffler", 600, 1, 86400),
-        max_ingress_batches=read_int(shf, "max_ingress_batches", "shuffler", 100_000, 1, 10**8),
+        max_ingress_batches=read_int(shf, "max_ingress_batches", "shuffler", 4_000_000, 1, 10**8),
         analyzer_signing_key=_signing_key_text(shf.get("analyzer_signing_key")),
         fake_processes=read_int(shf, "fake_processes", "shuffler", 0, 0, MAX_OPEN_PROCESSES),
     )
