@@ -98,6 +98,7 @@ def test_one_window_of_1e5_devices_is_one_release(redis_client: redis.Redis, red
     ring = publish_keys(cfg, redis_client)
     (old,) = ring.public
     stack = HttpStack(cfg, redis_url)
+    shuffler: Shuffler | None = None
     try:
         values = np.random.default_rng(38).integers(0, D, size=n)
         per = n // clients
@@ -117,8 +118,10 @@ def test_one_window_of_1e5_devices_is_one_release(redis_client: redis.Redis, red
         assert redis_client.xlen(keys.ingress_key(c["name"], 0)) == n  # all handed to shard 0
 
         shift[0] = 14 * DAY  # past the window's close
-        for _ in range(3):
+        deadline = time.monotonic() + 300  # the shuffler's fakes are sealed on its pool meanwhile
+        while redis_client.xlen(keys.stream_key(c["name"], 0)) == 0 and time.monotonic() < deadline:
             shuffler.step()
+            time.sleep(0.05)
         parts = [SealedBatch.FromString(f[keys.ENTRY_BATCH])
                  for _, f in redis_client.xrange(keys.stream_key(c["name"], 0))]
         # one release (a weekly window: the devices sealed to one unless the test straddles its end)
@@ -141,6 +144,8 @@ def test_one_window_of_1e5_devices_is_one_release(redis_client: redis.Redis, red
         assert planned <= 8.5 and empirical <= 8.5
         assert abs(empirical - math.sqrt(mu)) <= 4 * math.sqrt(mu) / math.sqrt(2 * D)  # std of a std
     finally:
+        if shuffler is not None:
+            shuffler.sealer.close()
         stack.close()
 
 
