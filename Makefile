@@ -60,7 +60,7 @@ test: $(TEST_STAMP)
 	$(BIN)/mypy
 	$(BIN)/ldptel audit --config examples/ldptel.toml
 	$(MAKE) test-js
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
 
 test-js:  ## the JavaScript SDK (client-js/): npm ci, Biome (format + lint), type check, bundles, Vitest in Node and in Chromium
 	cd client-js && npm ci --no-audit --no-fund && npm test

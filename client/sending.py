@@ -43,7 +43,7 @@ from ldptel.client.errors import (
 from ldptel.client.health import DropCounter
 from ldptel.client.limits import LARGE_BODY, Limits, split_batch
 from ldptel.client.queue import Chunk, ReportQueue
-from ldptel.client.sealed import ClockOffset, accepted_windows, bodies, seal_rows
+from ldptel.client.sealed import ClockOffset, Sealed, accepted_windows, bodies, seal_rows
 from ldptel.client.tokens import NoToken, TokenWallet
 from ldptel.mechanisms.base import Mechanism
 from ldptel.proto import ReportBatch, SealedBatch
@@ -203,42 +203,18 @@ class Sender:
         a usable analyzer key, or an answer that the key or the window is not the collector's
         (``unknown_key``, ``wrong_window``), fetch the configs again and retry (sealed anew, same
         batch ids: nothing is lost or doubled)."""
-        c = self.client
-        try:
-            envelopes, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, chunk.batch_id,
-                                         chunk.batches, c.clock.now(), c.rng, c.analyzer_signing_key)
-        except KeyNotTrusted as exc:
-            return self.untrusted(chunk, exc)
-        except TelemetryError:  # no usable analyzer key in the configs held (the aggregator had
-            c._configs.refresh_in_background()  # published none yet): ask again; ``attempt`` retries
-            raise
-        except (MemoryError, OverflowError) as exc:  # never raised from flush(); not kept to fail again
-            why = f"campaign {chunk.campaign!r}: cannot seal its reports ({type(exc).__name__}: {exc})"
-            return Attempt(Action.DROP, error=why, reason=why, code="bad_config")
-        c._sealing_errors.pop(chunk.campaign, None)
-        if stale:
-            why = f"campaign {chunk.campaign!r}: {stale} reports of a window the collector no longer takes"
-            log.warning("dropping %s", why)
-            c._dropped.add("stale_window", stale, why)
+        envelopes = self._seal(chunk, cfg, mech, self.client.clock.now())
+        if isinstance(envelopes, Attempt):
+            return envelopes
         accepted = duplicate = 0
-        limits = c.limits
+        limits = self.client.limits
         for body, count in bodies(envelopes, limits.max_body_bytes, limits.max_reports_per_batch):
             if len(body) > limits.max_body_bytes:
                 why = f"sealed body of {len(body)} bytes over max_body_bytes {limits.max_body_bytes}"
                 return Attempt(delivery.classify(delivery.TOO_LARGE, chunk.count), error=why, reason=why)
-            try:
-                answer = json.loads(c._request("POST", "/v1/reports", body, CONTENT_TYPE) or b"{}")
-            except HttpStatus as exc:
-                code = delivery.error_code(exc.body)
-                if code in ("unknown_key", "wrong_window"):
-                    try:
-                        c._configs.fetch()
-                    except TelemetryError:
-                        pass
-                    return Attempt(Action.RETRY, error=str(exc))
-                return self.refused(exc, chunk)
-            except (OSError, ValueError) as exc:
-                return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
+            answer = self._post_sealed(chunk, body)
+            if isinstance(answer, Attempt):
+                return answer
             dups = int(answer.get("duplicates", count if answer.get("duplicate") else 0))
             duplicate += dups
             accepted += count - dups
@@ -263,20 +239,10 @@ class Sender:
         envelopes' tokens are forgotten once the whole chunk is taken."""
         c = self.client
         now = c.clock.now()
-        windows = accepted_windows(cfg, now)
-        c.tokens.prune(chunk.campaign, min(windows))
-        try:  # one envelope per report (``seal_rows``), only to a key the pinned signing key signed
-            sealed, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, chunk.batch_id, chunk.batches,
-                                      now, c.rng, c.analyzer_signing_key)
-        except KeyNotTrusted as exc:
-            return self.untrusted(chunk, exc)
-        except TelemetryError:
-            c._configs.refresh_in_background()
-            raise
-        c._sealing_errors.pop(chunk.campaign, None)
-        if stale:
-            c._dropped.add("stale_window", stale, f"campaign {chunk.campaign!r}: {stale} reports of a window "
-                           "the collector no longer takes")
+        c.tokens.prune(chunk.campaign, min(accepted_windows(cfg, now)))
+        sealed = self._seal(chunk, cfg, mech, now)
+        if isinstance(sealed, Attempt):
+            return sealed
         envelopes = [(env, SealedBatch.FromString(env.body).window) for env in sealed]
         accepted = duplicate = 0
         for env, window in envelopes:
@@ -286,20 +252,9 @@ class Sender:
                 c.tokens.waited(chunk.count, str(exc))
                 log.info("no token: %s; %d reports wait", exc, chunk.count)
                 return Attempt(Action.RETRY, error=f"no_token: {exc}")
-            try:
-                answer = json.loads(c._request("POST", "/v1/reports", env.body, CONTENT_TYPE,
-                                               authorization=privacy_pass.authorization(token)) or b"{}")
-            except HttpStatus as exc:
-                code = delivery.error_code(exc.body)
-                if code in ("token_spent", "bad_token"):  # never offered again; a new one next time
-                    c.tokens.discard(env.batch_id)
-                    return Attempt(Action.RETRY, error=str(exc))
-                if code in ("unknown_key", "wrong_window"):
-                    c._configs.refresh_in_background()
-                    return Attempt(Action.RETRY, error=str(exc))
-                return self.refused(exc, chunk)
-            except (OSError, ValueError) as exc:
-                return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
+            answer = self._post_sealed(chunk, env.body, token, env.batch_id)
+            if isinstance(answer, Attempt):
+                return answer
             if answer.get("duplicate"):
                 duplicate += env.reports
             else:
@@ -308,6 +263,56 @@ class Sender:
         for env, _ in envelopes:
             c.tokens.discard(env.batch_id)
         return Attempt(Action.SENT, duplicate=duplicate > 0 and accepted == 0, accepted=accepted or duplicate)
+
+    def _seal(self, chunk: Chunk, cfg: dict[str, Any], mech: Mechanism, now: float) -> list[Sealed] | Attempt:
+        """The chunk's envelopes (``seal_rows``, only to a key the pinned signing key signed;
+        reports of a window the collector no longer takes counted as ``stale_window``), or the
+        ``Attempt`` when they cannot be sealed; configs without a usable analyzer key are asked
+        for again and ``TelemetryError`` raised (``attempt`` retries)."""
+        c = self.client
+        try:
+            envelopes, stale = seal_rows(cfg, mech, chunk.campaign, chunk.version, chunk.batch_id,
+                                         chunk.batches, now, c.rng, c.analyzer_signing_key)
+        except KeyNotTrusted as exc:
+            return self.untrusted(chunk, exc)
+        except TelemetryError:  # no usable analyzer key in the configs held (the aggregator had
+            c._configs.refresh_in_background()  # published none yet): ask again; ``attempt`` retries
+            raise
+        except (MemoryError, OverflowError) as exc:  # never raised from flush(); not kept to fail again
+            why = f"campaign {chunk.campaign!r}: cannot seal its reports ({type(exc).__name__}: {exc})"
+            return Attempt(Action.DROP, error=why, reason=why, code="bad_config")
+        c._sealing_errors.pop(chunk.campaign, None)
+        if stale:
+            why = f"campaign {chunk.campaign!r}: {stale} reports of a window the collector no longer takes"
+            log.warning("dropping %s", why)
+            c._dropped.add("stale_window", stale, why)
+        return envelopes
+
+    def _post_sealed(self, chunk: Chunk, body: bytes, token: privacy_pass.Token | None = None,
+                     token_batch: bytes | None = None) -> dict[str, Any] | Attempt:
+        """POST one sealed body (with ``token``'s ``PrivateToken`` authorization if given): the
+        answer's JSON, or the ``Attempt`` after a failure. ``token_spent``/``bad_token``: that
+        envelope's token (``token_batch``) is never offered again, retry; ``unknown_key``/
+        ``wrong_window``: the configs are fetched again, retry (sealed anew, same batch ids)."""
+        c = self.client
+        auth = privacy_pass.authorization(token) if token is not None else None
+        try:
+            return dict(json.loads(c._request("POST", "/v1/reports", body, CONTENT_TYPE,
+                                              authorization=auth) or b"{}"))
+        except HttpStatus as exc:
+            code = delivery.error_code(exc.body)
+            if code in ("token_spent", "bad_token") and token_batch is not None:
+                c.tokens.discard(token_batch)
+                return Attempt(Action.RETRY, error=str(exc))
+            if code in ("unknown_key", "wrong_window"):
+                try:
+                    c._configs.fetch()
+                except TelemetryError:
+                    pass
+                return Attempt(Action.RETRY, error=str(exc))
+            return self.refused(exc, chunk)
+        except (OSError, ValueError) as exc:
+            return Attempt(Action.RETRY, error=f"{type(exc).__name__}: {exc}")
 
     def refused(self, exc: HttpStatus, chunk: Chunk) -> Attempt:
         """What to do after a non-2xx answer (``delivery.classify``), except for a campaign's

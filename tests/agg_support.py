@@ -8,12 +8,11 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 import redis
-from http_support import http_request
+from http_support import AppServer, http_request
 
 from ldptel.aggregator import store
 from ldptel.aggregator.decoders import Accumulator
@@ -133,29 +132,19 @@ def run_shuffle(config_path: Path, redis_url: str, timeout: float = 60) -> subpr
 
 # --- HTTP ------------------------------------------------------------------------------------
 
-class HttpStack:
+class HttpStack(AppServer):
     """The real collector app (``create_app``, with the export blueprint) served over HTTP by a
     Werkzeug server thread on a free 127.0.0.1 port."""
 
     def __init__(self, config: Config, redis_url: str) -> None:
-        from werkzeug.serving import make_server
-
         from ldptel.server.app import create_app
 
-        self.app = create_app(config, redis_url)
-        if "export" not in self.app.blueprints:  # until the factory registers it by default
+        app = create_app(config, redis_url)
+        if "export" not in app.blueprints:  # until the factory registers it by default
             from ldptel.server.export import bp
 
-            self.app.register_blueprint(bp)
-        self.server = make_server("127.0.0.1", 0, self.app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
+            app.register_blueprint(bp)
+        super().__init__(app)
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict | None = None) -> tuple[int, dict, bytes]:

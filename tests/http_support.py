@@ -1,7 +1,8 @@
 """The one HTTP client of the tests (``http_request``; ``request`` and ``Poster`` on top of it) and
 the one way to run the collector as a process (``start_collector``: ``ldptel serve`` under
 gunicorn on a free 127.0.0.1 port), used by every test that talks HTTP or runs the collector, and by
-the module-scoped ``collector`` fixture of conftest.py."""
+the module-scoped ``collector`` fixture of conftest.py; ``AppServer``: a Flask app in this process
+behind a Werkzeug server thread (the collector's ``HttpStack``, the issuer's ``IssuerStack``)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis
@@ -135,6 +138,25 @@ def wait_counted(fetch: Callable[[], tuple[int, dict]], n_reports: int, timeout:
         assert waiting_answer(status, doc), (status, doc)
         assert time.monotonic() < deadline, (status, doc)
         time.sleep(0.1)
+
+
+class AppServer:
+    """A WSGI ``app`` served by a threaded Werkzeug server on a free 127.0.0.1 port, in a daemon
+    thread of this process, until ``close()``."""
+
+    def __init__(self, app: Any) -> None:
+        from werkzeug.serving import make_server
+
+        self.app = app
+        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
 
 
 # --- the collector process -------------------------------------------------------------------

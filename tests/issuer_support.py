@@ -3,35 +3,23 @@ issuance (``ldptel.privacy_pass``) for tests that need tokens without the SDK.""
 
 from __future__ import annotations
 
-import threading
-
-from http_support import http_request
+from http_support import AppServer, http_request
 
 from ldptel import privacy_pass
 from ldptel.campaigns.config import Config
 from ldptel.privacy_pass import Token
 
 
-class IssuerStack:
+class IssuerStack(AppServer):
     """``create_issuer_app`` under a Werkzeug server thread on a free 127.0.0.1 port."""
 
     def __init__(self, config: Config, redis_url: str) -> None:
-        from werkzeug.serving import make_server
-
         from ldptel.server.issuer import create_issuer_app
 
-        self.app = create_issuer_app(config, redis_url)
-        self.issuer = self.app.extensions["ldptel_issuer"]
+        app = create_issuer_app(config, redis_url)
+        super().__init__(app)
+        self.issuer = app.extensions["ldptel_issuer"]
         self.public_key = self.issuer.key.private_key.public_key()
-        self.server = make_server("127.0.0.1", 0, self.app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
 
     def post(self, body: bytes, batch: bool = True, attestation: str | None = None,
              content_type: str | None = None):

@@ -249,7 +249,8 @@ def test_two_workers_at_once_equal_one(redis_client: redis.Redis, redis_url: str
     rounds: list[list[int]] = []
     for attempt in range(4):
         name = f"two-{attempt}"
-        two = write_config(tmp_path / f"{name}.toml", [{"name": name, **params}], aggregator=agg).campaigns[0]
+        two_cfg = write_config(tmp_path / f"{name}.toml", [{"name": name, **params}], aggregator=agg)
+        two = two_cfg.campaigns[0]
         total = xadd_batches(redis_client, two, batches)
         cmd = aggregate_cmd(tmp_path / f"{name}.toml", redis_url)
         procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -257,8 +258,10 @@ def test_two_workers_at_once_equal_one(redis_client: redis.Redis, redis_url: str
         outs = [p.communicate(timeout=90)[1] for p in procs]  # the log lines are on stderr
         assert all(p.returncode == 0 for p in procs), outs
         rounds.append([int(out.split("drained ")[1].split()[0]) for out in outs])
-        time.sleep(0.05)
-        run_aggregate(tmp_path / f"{name}.toml", redis_url)  # picks up anything a worker left pending
+        time.sleep(0.05)  # entries a worker left pending are idle past claim_idle_ms (40 ms)
+        # picks them up: the same worker in this (already imported) process, not a third
+        # interpreter start-up per round
+        Worker(two_cfg, redis_client).run(once=True)
         acc, n = store.load_accumulator(redis_client, two, 0)
         assert n == one_n == total and same_state(acc, one_acc)
         assert pending(redis_client, name, 2) == 0

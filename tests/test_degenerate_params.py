@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.publish import document
 from ldptel.aggregator.worker import Worker
-from ldptel.campaigns.config import Config, ConfigError, parse_campaign
+from ldptel.campaigns.config import Config, ConfigError, parse_campaign, parse_config
 from ldptel.config_values import fail
 from ldptel.mechanisms import create_mechanism
 from ldptel.server.ingest import client_config
@@ -287,3 +287,129 @@ def test_rappor_subnormal_f_is_refused_with_its_key() -> None:
     with pytest.raises(ValueError, match="ε∞"):
         create_mechanism("rappor", bloom_bits=1, hashes=1, cohorts=1, f=5e-324, p=0.5, q=0.75,
                          candidates=["a", "b", "c"])
+
+
+# --- the keys of issues 36 and 37: [analyzer] open_processes, [shuffler] analyzer_signing_key,
+# [issuer], and the campaign keys fake_source and require_tokens (docs/campaigns.md,
+# docs/operations.md): each documented value works, every other is refused when the file is read
+# (ConfigError naming the key) ----------------------------------------------------------------------
+
+SIGNING_PUBLIC = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="  # RFC 8032 TEST 1's public key
+
+
+@st.composite
+def config_docs(draw, edges: bool, jwt_file: str) -> tuple[dict, list[str]]:
+    """A config document drawing the keys above, and the keys given a value outside what is
+    documented (empty: the document must load with every value as given)."""
+    bad: list[str] = []
+
+    def put(table: dict, name: str, valid, beyond, where: str) -> None:
+        """``table[name]``: a documented value, or with ``edges`` maybe one beyond (noted in ``bad``)."""
+        if edges and draw(st.booleans()):
+            bad.append(f"{where}.{name}")
+            table[name] = draw(beyond)
+        else:
+            table[name] = draw(valid)
+
+    doc: dict = {"analyzer": {}, "shuffler": {}}
+    if draw(st.booleans()):
+        put(doc["analyzer"], "open_processes", st.integers(0, 256),
+            st.sampled_from([-1, 257, 10**9, True, 1.5, "2"]), "analyzer")
+    if draw(st.booleans()):
+        put(doc["shuffler"], "analyzer_signing_key", st.just(SIGNING_PUBLIC),
+            st.sampled_from(["not base64!", "AAAA", SIGNING_PUBLIC[:-4], 7, ""]), "shuffler")
+    issuer = draw(st.booleans())
+    if issuer:
+        iss: dict = {}
+        if draw(st.booleans()):
+            put(iss, "attester", st.sampled_from(["address", "jwt"]), st.sampled_from(["oidc", "", 1]),
+                "issuer")
+        if iss.get("attester") == "jwt":  # both required with jwt; the key a file that exists
+            put(iss, "jwt_public_key", st.just(jwt_file), st.sampled_from([jwt_file + ".missing", ""]),
+                "issuer")
+            put(iss, "jwt_audience", st.text(min_size=1, max_size=40), st.sampled_from(["", "a" * 1025, 5]),
+                "issuer")
+        optional = {
+            "tokens_per_window": (st.integers(1, 10**6), st.sampled_from([0, -1, 10**6 + 1, 2.0, True])),
+            "window": (st.sampled_from(["60s", "1m", "1h", "1d", "7d"]),
+                       st.sampled_from(["59s", "1s", "x", 60])),
+            "name": (st.text(min_size=1, max_size=60), st.sampled_from(["", "n" * 1025, 3])),
+            "key_file": (st.just("/var/lib/ldptel/issuer/key.pem"), st.sampled_from(["", "k" * 1025])),
+            "key_lifetime": (st.sampled_from(["1h", "3600s", "30d"]),
+                             st.sampled_from(["3599s", "59m", "1d1"])),
+            "url": (st.just("https://issuer.example.org"), st.sampled_from(["", "u" * 1025])),
+            "port": (st.integers(1, 65535), st.sampled_from([0, 65536, -1, "8101"])),
+            "max_batch": (st.integers(1, 1024), st.sampled_from([0, 1025, 1.0])),
+        }
+        for name in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=4)):
+            put(iss, name, *optional[name], "issuer")
+        doc["issuer"] = iss
+    mode = draw(st.sampled_from(["local", "shuffled", "shuffled-fakes"]))
+    camp: dict = {"name": "k", "oracle": "grr", "domain_size": 4, "epsilon": 1.0}
+    if mode != "local":
+        camp = {"name": "k", "privacy_mode": mode, "oracle": "grr" if mode == "shuffled" else "histogram",
+                "domain_size": 4, "central_epsilon": 1.0, "batch_min": 1000}
+    sources = st.sampled_from(["devices", "shuffler", "both"])
+    if mode == "shuffled-fakes":
+        if draw(st.booleans()):
+            put(camp, "fake_source", sources, st.sampled_from(["nobody", "", 2]), "campaigns[k]")
+    elif edges and draw(st.booleans()):  # documented for shuffled-fakes only: refused with any other mode
+        camp["fake_source"] = draw(sources)
+        bad.append("campaigns[k].fake_source")
+    if draw(st.booleans()):  # documented values true, false; true needs an [issuer]
+        put(camp, "require_tokens", st.booleans() if issuer else st.just(False),
+            st.sampled_from(["yes", 1] if issuer else ["yes", 1, True]), "campaigns[k]")
+    doc["campaigns"] = [camp]
+    return doc, bad
+
+
+def check_keys(doc: dict, bad: list[str]) -> None:
+    """``doc`` loads with every value as given (``bad`` empty), or is refused naming one of ``bad``."""
+    try:
+        config = parse_config(doc)
+    except ConfigError as exc:
+        named = str(exc).split(":", 1)[0]
+        assert named in bad, (str(exc), bad, doc)
+        return
+    assert not bad, (bad, doc)
+    camp, iss = doc["campaigns"][0], doc.get("issuer")
+    assert config.analyzer.open_processes == doc["analyzer"].get("open_processes", 0)
+    assert config.shuffler.analyzer_signing_key == doc["shuffler"].get("analyzer_signing_key")
+    c = config.campaigns[0]
+    if camp.get("privacy_mode") == "shuffled-fakes":
+        assert c.mode.fake_source == camp.get("fake_source", "both")
+    # require_tokens: as given, else on for a shuffled campaign of a config with an [issuer]
+    default = iss is not None and camp.get("privacy_mode", "local") != "local"
+    assert bool(c.require_tokens) == camp.get("require_tokens", default), (c.require_tokens, doc)
+    if iss is None:
+        assert config.issuer is None
+    else:
+        assert config.issuer is not None
+        for name, value in iss.items():
+            assert getattr(config.issuer, name) == value, (name, value, config.issuer)
+    answer = client_config(config, c)  # the device answer: tokens named where required
+    json.dumps(answer, allow_nan=False)
+    assert ("token_issuer" in answer) == bool(c.require_tokens), answer
+
+
+@pytest.fixture(scope="module")
+def jwt_file(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("jwt") / "app-jwt.pem"
+    path.write_text("-----BEGIN PUBLIC KEY-----\n(load checks it exists)\n-----END PUBLIC KEY-----\n")
+    return str(path)
+
+
+@bounded(60)
+@given(data=st.data())
+def test_documented_values_of_the_issue_36_37_keys_load_as_given(jwt_file: str, data) -> None:
+    doc, bad = data.draw(config_docs(edges=False, jwt_file=jwt_file))
+    assert not bad
+    check_keys(doc, bad)
+
+
+@bounded(120)
+@given(data=st.data())
+def test_other_values_of_the_issue_36_37_keys_are_refused_naming_the_key(jwt_file: str, data) -> None:
+    doc, bad = data.draw(config_docs(edges=True, jwt_file=jwt_file))
+    event("refused" if bad else "accepted")
+    check_keys(doc, bad)

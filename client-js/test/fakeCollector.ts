@@ -7,7 +7,7 @@ import { BinaryReader } from "@bufbuild/protobuf/wire";
 import sealedVectors from "../../testvectors/sealed.json";
 import { fromHex, toHex } from "../src/draws.js";
 import { MemoryBackend, TelemetryClient } from "../src/index.js";
-import { statement } from "../src/sealed/keySigning.js";
+import { statement, verifyKey } from "../src/sealed/keySigning.js";
 import { concat } from "../src/secret.js";
 
 /** The test vectors' analyzer signing key (`testvectors/sealed.json`: `analyzer.signing`): its
@@ -225,3 +225,40 @@ export const openTestClient = (fake: FakeCollector, extra: Record<string, unknow
     analyzerSigningKey: SIGNING.public,
     ...extra,
   });
+
+/** A `shuffled-fakes` histogram campaign "sf" of 8 values, window "all", as the collector serves
+ * it (`analyzer_key` and the rest in `extra`). */
+export const shuffledFakes = (extra: Record<string, unknown>) =>
+  campaign("sf", {
+    oracle: "histogram",
+    epsilon: null,
+    domain_size: 8,
+    privacy_mode: "shuffled-fakes",
+    fake_rate: 2.0,
+    window: "all",
+    window_seconds: 0,
+    reports_per_window: 1_000_000,
+    ...extra,
+  });
+
+/** One case of testvectors/analyzer_key_signature.json. */
+export interface SignatureCase {
+  suite: string;
+  public: string; // hex
+  key_id: number;
+  current_until: number;
+  accepted_until: number;
+  signature: string; // base64
+}
+
+/** `verifyKey` on a vectors case against the `pinned` signing key. */
+export const verifyCase = (c: SignatureCase, pinned: CryptoKey): Promise<boolean> =>
+  verifyKey(
+    c.suite,
+    fromHex(c.public),
+    c.key_id,
+    c.current_until,
+    c.accepted_until,
+    Uint8Array.from(atob(c.signature), (ch) => ch.charCodeAt(0)),
+    pinned,
+  );

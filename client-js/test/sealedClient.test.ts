@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it, vi } from "vitest";
 import { type Draws, fromHex } from "../src/draws.js";
 import { info, keyId, suite } from "../src/sealed/sealing.js";
-import { type Batch, campaign, FakeCollector, openTestClient, signedKey } from "./fakeCollector.js";
+import { type Batch, campaign, FakeCollector, openTestClient, shuffledFakes, signedKey } from "./fakeCollector.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const analyzer = (JSON.parse(readFileSync(new URL("../../testvectors/sealed.json", import.meta.url), "utf8")) as any)
@@ -45,15 +45,7 @@ const u32 = (row: Uint8Array) => new DataView(row.buffer, row.byteOffset).getUin
 const open = (fake: FakeCollector, extra: Record<string, unknown> = {}) => openTestClient(fake, extra);
 
 const fakes = (extra: Record<string, unknown> = {}) =>
-  campaign("sf", {
-    oracle: "histogram",
-    epsilon: null,
-    domain_size: 8,
-    privacy_mode: "shuffled-fakes",
-    fake_rate: 2.0,
-    window: "all",
-    window_seconds: 0,
-    reports_per_window: 1_000_000,
+  shuffledFakes({
     analyzer_key: analyzer.config,
     dimensions: [{ name: "platform", values: ["android", "ios"] }],
     ...extra,

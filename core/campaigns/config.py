@@ -173,22 +173,32 @@ class AnalyzerConfig:
     open_processes: int = 0
 
 
-def _analyzer(raw: Any) -> AnalyzerConfig:
+def _table(raw: Any, name: str, allowed: set[str]) -> dict[str, Any]:
+    """The ``[name]`` table ``raw``, every key in ``allowed`` (else ``ConfigError`` naming it)."""
     if not isinstance(raw, dict):
-        raise fail("analyzer", "must be a table")
+        raise fail(name, "must be a table")
     for key in raw:
-        if key not in ANALYZER_KEYS:
-            raise fail(f"analyzer.{key}", f"unknown key (allowed: {', '.join(sorted(ANALYZER_KEYS))})")
-    out = {}
-    for key, low in (("key_rotation", 60), ("key_overlap", 1)):
-        value = raw.get(key, getattr(AnalyzerConfig, key))
-        try:
-            seconds = parse_duration(value)
-        except ValueError as exc:
-            raise fail(f"analyzer.{key}", str(exc)) from None
-        if seconds < low:
-            raise fail(f"analyzer.{key}", f"must be at least {low} s, got {value!r}")
-        out[key] = str(value)
+        if key not in allowed:
+            raise fail(f"{name}.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    return raw
+
+
+def _duration(raw: dict[str, Any], table: str, key: str, default: str, low: int) -> str:
+    """``[table] key``: a duration (``ldptel.durations``) of at least ``low`` seconds, as given."""
+    value = raw.get(key, default)
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise fail(f"{table}.{key}", str(exc)) from None
+    if seconds < low:
+        raise fail(f"{table}.{key}", f"must be at least {low} s, got {value!r}")
+    return str(value)
+
+
+def _analyzer(raw: Any) -> AnalyzerConfig:
+    raw = _table(raw, "analyzer", ANALYZER_KEYS)
+    out = {key: _duration(raw, "analyzer", key, getattr(AnalyzerConfig, key), low)
+           for key, low in (("key_rotation", 60), ("key_overlap", 1))}
     keys_dir = raw.get("keys_dir")
     if keys_dir is not None and (not isinstance(keys_dir, str) or not keys_dir):
         raise fail("analyzer.keys_dir", "must be a non-empty path")
@@ -240,11 +250,7 @@ class IssuerConfig:
 
 def _issuer(raw: Any, campaigns: list[Campaign]) -> IssuerConfig:
     """``[issuer]``, every value checked (``ConfigError`` naming the key)."""
-    if not isinstance(raw, dict):
-        raise fail("issuer", "must be a table")
-    for key in raw:
-        if key not in ISSUER_KEYS:
-            raise fail(f"issuer.{key}", f"unknown key (allowed: {', '.join(sorted(ISSUER_KEYS))})")
+    raw = _table(raw, "issuer", ISSUER_KEYS)
     attester = raw.get("attester", "address")
     if attester not in ATTESTERS:
         raise fail("issuer.attester", f"must be one of {', '.join(ATTESTERS)}, got {attester!r}")
@@ -263,16 +269,8 @@ def _issuer(raw: Any, campaigns: list[Campaign]) -> IssuerConfig:
     token_campaigns = [c for c in campaigns if c.require_tokens]
     windows = [c.window_seconds for c in token_campaigns if c.window_seconds > 0]
     default_window = f"{min(windows)}s" if windows else "1d"
-    durations = {}
-    for key, default, low in (("window", default_window, 60), ("key_lifetime", "30d", 3600)):
-        value = raw.get(key, default)
-        try:
-            seconds = parse_duration(value)
-        except ValueError as exc:
-            raise fail(f"issuer.{key}", str(exc)) from None
-        if seconds < low:
-            raise fail(f"issuer.{key}", f"must be at least {low} s, got {value!r}")
-        durations[key] = str(value)
+    durations = {key: _duration(raw, "issuer", key, default, low)
+                 for key, default, low in (("window", default_window, 60), ("key_lifetime", "30d", 3600))}
     return IssuerConfig(
         attester=attester, jwt_public_key=strings["jwt_public_key"], jwt_audience=strings["jwt_audience"],
         tokens_per_window=read_int(raw, "tokens_per_window", "issuer", max(1, len(token_campaigns)), 1,
@@ -317,11 +315,7 @@ class Config:
 
 
 def _shuffler(shf: Any) -> ShufflerConfig:
-    if not isinstance(shf, dict):
-        raise fail("shuffler", "must be a table")
-    for key in shf:
-        if key not in SHUFFLER_KEYS:
-            raise fail(f"shuffler.{key}", f"unknown key (allowed: {', '.join(sorted(SHUFFLER_KEYS))})")
+    shf = _table(shf, "shuffler", SHUFFLER_KEYS)
     enabled = shf.get("enabled", True)
     if not isinstance(enabled, bool):
         raise fail("shuffler.enabled", f"must be true or false, got {enabled!r}")
@@ -356,12 +350,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         if key not in ("server", "aggregator", "shuffler", "campaigns", "analyzer", "issuer"):
             raise fail(key, "unknown top-level key (allowed: server, aggregator, shuffler, analyzer, "
                        "issuer, campaigns)")
-    srv = data.get("server", {})
-    if not isinstance(srv, dict):
-        raise fail("server", "must be a table")
-    for key in srv:
-        if key not in SERVER_KEYS:
-            raise fail(f"server.{key}", f"unknown key (allowed: {', '.join(sorted(SERVER_KEYS))})")
+    srv = _table(data.get("server", {}), "server", SERVER_KEYS)
     secret = srv.get("secret_key")
     if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
         raise fail("server.secret_key", "must be a string of at least 16 characters")
@@ -384,13 +373,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         max_unfinished_bodies_per_address=read_int(srv, "max_unfinished_bodies_per_address", "server", 4, 1,
                                                    10**6),
     )
-    agg = data.get("aggregator", {})
-    if not isinstance(agg, dict):
-        raise fail("aggregator", "must be a table")
-    for key in agg:
-        if key not in AGGREGATOR_KEYS:
-            raise fail(f"aggregator.{key}",
-                        f"unknown key (allowed: {', '.join(sorted(AGGREGATOR_KEYS))})")
+    agg = _table(data.get("aggregator", {}), "aggregator", AGGREGATOR_KEYS)
     aggregator = AggregatorConfig(
         read_count=read_int(agg, "read_count", "aggregator", 500, 1, 100_000),
         block_ms=read_int(agg, "block_ms", "aggregator", 1000, 1, 600_000),

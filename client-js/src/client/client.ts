@@ -848,20 +848,7 @@ export class TelemetryClient {
         maxEnvelopes: this.limits.maxReportsPerBatch,
       });
     } catch (err) {
-      if (err instanceof KeyNotTrusted) {
-        // never sealed to a key the pinned signing key did not sign: held, said in health()
-        const why = this.pinError === null ? err.message : `campaign ${chunk.campaign}: ${this.pinError}`;
-        this.sealingErrors.set(chunk.campaign, why);
-        if (this.signingKey !== null) void this.refreshInBackground(); // a rotation may bring a signed key
-        return { action: "hold", error: why };
-      }
-      if (err instanceof NoAnalyzerKey) {
-        void this.refreshInBackground();
-        return { action: "retry", error: err.message };
-      }
-      if (err instanceof SealingUnavailable)
-        return { action: "drop", error: err.message, reason: err.message, code: "sealing_unavailable" };
-      return { action: "drop", reason: `undecodable queued reports: ${String(err)}` };
+      return this.notSealed(chunk, err);
     }
     let accepted = 0,
       duplicates = 0;
@@ -870,38 +857,12 @@ export class TelemetryClient {
         const why = `body of ${m.body.length} bytes over max_body_bytes ${this.limits.maxBodyBytes}`;
         return { action: classify(413, rows.length), error: why, reason: why };
       }
-      try {
-        const answer = JSON.parse(
-          (await request(this.fetchFn, this.url + m.path, this.token, this.timeoutMs, "POST", m.body, m.contentType)) ||
-            "{}",
-        );
-        // a SealedEnvelopes body answers how many of its envelopes were duplicates
-        const dups = typeof answer.duplicates === "number" ? answer.duplicates : answer.duplicate ? m.reports : 0;
-        duplicates += dups;
-        accepted += m.reports - dups;
-      } catch (err) {
-        if (err instanceof HttpStatus) {
-          const code = [400, 409, 410].includes(err.status) ? errorCode(err.body) : null;
-          if (code !== null && RESEAL_ANSWERS.has(code)) {
-            // a rotated key, or a window the collector's clock does not take: fetch the configs
-            // (the key, the clock) and seal anew at the next attempt, under the same batch ids
-            await this.fetchConfigs();
-            return { action: "retry", error: err.message };
-          }
-          if (code !== null && CAMPAIGN_ANSWERS.has(code)) {
-            void this.refreshInBackground();
-            if (code === "campaign_paused") return { action: "retry", error: err.message, retryAfter: err.retryAfter };
-            return { action: "drop", error: err.message, reason: `collector answered ${err.message}`, code };
-          }
-          return {
-            action: classify(err.status, rows.length),
-            error: err.message,
-            reason: `collector answered ${err.message}`,
-            retryAfter: err.retryAfter,
-          };
-        }
-        return { action: "retry", error: String(err) };
-      }
+      const answer = await this.postSealed(m, rows.length);
+      if ("action" in answer) return answer;
+      // a SealedEnvelopes body answers how many of its envelopes were duplicates
+      const dups = typeof answer.duplicates === "number" ? answer.duplicates : answer.duplicate ? m.reports : 0;
+      duplicates += dups;
+      accepted += m.reports - dups;
     }
     this.sealingErrors.delete(chunk.campaign);
     if (sealed.stale) {
@@ -942,18 +903,7 @@ export class TelemetryClient {
           maxEnvelopes: 1, // a token covers one envelope, posted alone
         });
       } catch (err) {
-        if (err instanceof KeyNotTrusted) {
-          // never sealed to a key the pinned signing key did not sign: held, said in health()
-          const why = this.pinError === null ? err.message : `campaign ${chunk.campaign}: ${this.pinError}`;
-          this.sealingErrors.set(chunk.campaign, why);
-          if (this.signingKey !== null) void this.refreshInBackground();
-          return { action: "hold", error: why };
-        }
-        if (err instanceof NoAnalyzerKey) {
-          void this.refreshInBackground();
-          return { action: "retry", error: err.message };
-        }
-        return { action: "drop", reason: `undecodable queued reports: ${String(err)}` };
+        return this.notSealed(chunk, err);
       }
       stale += sealed.stale;
       for (const m of sealed.messages)
@@ -969,44 +919,82 @@ export class TelemetryClient {
         this.waiting = { no_token: rows.length };
         return { action: "retry", error: `no_token: ${String(err)}` };
       }
-      try {
-        const { authorization } = await import("../tokens/privacyPass.js");
-        const auth = authorization(fromHex(token));
-        const answer = JSON.parse(
-          (await request(
-            this.fetchFn,
-            this.url + env.path,
-            this.token,
-            this.timeoutMs,
-            "POST",
-            env.body,
-            env.contentType,
-            auth,
-          )) || "{}",
-        );
-        if (answer.duplicate) duplicates += 1;
-        else accepted += 1;
-      } catch (err) {
-        if (err instanceof HttpStatus) {
-          const code = errorCode(err.body);
-          if (code === "token_spent" || code === "bad_token") {
-            await this.dropTokens([env.id]);
-            return { action: "retry", error: err.message };
-          }
-          if (code !== null && RESEAL_ANSWERS.has(code)) {
-            await this.fetchConfigs();
-            return { action: "retry", error: err.message };
-          }
-          return { action: classify(err.status, rows.length), error: err.message, reason: err.message };
-        }
-        return { action: "retry", error: String(err) };
-      }
+      const { authorization } = await import("../tokens/privacyPass.js");
+      const answer = await this.postSealed(env, rows.length, { header: authorization(fromHex(token)), id: env.id });
+      if ("action" in answer) return answer;
+      if (answer.duplicate) duplicates += 1;
+      else accepted += 1;
     }
     this.waiting = {};
     this.sealingErrors.delete(chunk.campaign);
     await this.dropTokens(envelopes.map((e) => e.id));
     if (stale) this.dropped.add("stale_window", stale, `campaign ${chunk.campaign}: a report of a closed window`);
     return { action: "sent", accepted, duplicates, stale };
+  }
+
+  /** What to do with a chunk whose envelopes could not be sealed (`err` from `envelope.seal`). */
+  private notSealed(chunk: ChunkRow, err: unknown): Attempt {
+    if (err instanceof KeyNotTrusted) {
+      // never sealed to a key the pinned signing key did not sign: held, said in health()
+      const why = this.pinError === null ? err.message : `campaign ${chunk.campaign}: ${this.pinError}`;
+      this.sealingErrors.set(chunk.campaign, why);
+      if (this.signingKey !== null) void this.refreshInBackground(); // a rotation may bring a signed key
+      return { action: "hold", error: why };
+    }
+    if (err instanceof NoAnalyzerKey) {
+      void this.refreshInBackground();
+      return { action: "retry", error: err.message };
+    }
+    if (err instanceof SealingUnavailable)
+      return { action: "drop", error: err.message, reason: err.message, code: "sealing_unavailable" };
+    return { action: "drop", reason: `undecodable queued reports: ${String(err)}` };
+  }
+
+  /** POST one sealed body (with a Privacy Pass `token`'s authorization header when given): the
+   * answer's JSON, or the attempt after a failure. `token_spent`/`bad_token`: that envelope's
+   * token is never offered again, retry; `unknown_key`/`wrong_window` (a rotated key, or a window
+   * the collector's clock does not take): fetch the configs (the key, the clock) and seal anew at
+   * the next attempt under the same batch ids; a campaign's status answers as for any chunk. */
+  private async postSealed(
+    m: { path: string; body: Uint8Array; contentType: string },
+    count: number,
+    token?: { header: string; id: string },
+  ): Promise<Attempt | { duplicate?: boolean; duplicates?: number }> {
+    try {
+      const answer = await request(
+        this.fetchFn,
+        this.url + m.path,
+        this.token,
+        this.timeoutMs,
+        "POST",
+        m.body,
+        m.contentType,
+        token?.header,
+      );
+      return JSON.parse(answer || "{}");
+    } catch (err) {
+      if (!(err instanceof HttpStatus)) return { action: "retry", error: String(err) };
+      const code = [400, 401, 409, 410].includes(err.status) ? errorCode(err.body) : null;
+      if (token !== undefined && (code === "token_spent" || code === "bad_token")) {
+        await this.dropTokens([token.id]);
+        return { action: "retry", error: err.message };
+      }
+      if (code !== null && RESEAL_ANSWERS.has(code)) {
+        await this.fetchConfigs();
+        return { action: "retry", error: err.message };
+      }
+      if (code !== null && CAMPAIGN_ANSWERS.has(code)) {
+        void this.refreshInBackground();
+        if (code === "campaign_paused") return { action: "retry", error: err.message, retryAfter: err.retryAfter };
+        return { action: "drop", error: err.message, reason: `collector answered ${err.message}`, code };
+      }
+      return {
+        action: classify(err.status, count),
+        error: err.message,
+        reason: `collector answered ${err.message}`,
+        retryAfter: err.retryAfter,
+      };
+    }
   }
 
   /** The token of envelope `id` (hex), else an unused one of (campaign, window), fetched in one
