@@ -19,16 +19,13 @@ order: the result is exactly ``sealing.open_keyed``'s.
 
 from __future__ import annotations
 
-import atexit
-import multiprocessing
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ldptel import sealing
-from ldptel.process import chunk_bounds, processes_for
+from ldptel.process import HelperPool, chunk_bounds
 
 MIN_PARALLEL = 2048  # messages: below this a release opens in this process
 
@@ -40,13 +37,8 @@ def _open_chunk(private: dict[int, bytes], infos: dict[int, bytes], width: int, 
     return sealing.open_keyed(messages, key_ids, keys, infos, width)
 
 
-class Opener:
+class Opener(HelperPool):
     """``sealing.open_keyed`` over a pool of processes (module docstring)."""
-
-    def __init__(self, processes: int = 0) -> None:
-        self.processes = processes_for(processes)
-        self._pool: ProcessPoolExecutor | None = None
-        self._atexit = False
 
     def open_keyed(self, messages: Sequence[bytes], key_ids: Sequence[int],
                    private: Mapping[int, X25519PrivateKey], infos: Mapping[int, bytes],
@@ -60,7 +52,7 @@ class Opener:
         info = {kid: v for kid, v in infos.items() if kid in needed}
         bounds = chunk_bounds(len(messages), self.processes)
         try:
-            pool = self._started()
+            pool = self.started()
             futures = [pool.submit(_open_chunk, raw, info, width, list(messages[a:b]), list(key_ids[a:b]))
                        for a, b in bounds[1:]]
             a, b = bounds[0]  # this process opens the first chunk meanwhile (no pipe for it)
@@ -77,20 +69,6 @@ class Opener:
         """``open_keyed`` of messages all sealed to one key."""
         return self.open_keyed(messages, [0] * len(messages), {0: private}, {0: info}, width)
 
-    def _started(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.processes - 1,
-                                             mp_context=multiprocessing.get_context("forkserver"))
-            if not self._atexit:
-                atexit.register(self.close)
-                self._atexit = True
-        return self._pool
-
-    def close(self) -> None:
-        """Stop the pool's processes (a later large release starts a new pool)."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
 
 
-__all__ = ["MIN_PARALLEL", "Opener", "chunk_bounds", "processes_for"]
+__all__ = ["MIN_PARALLEL", "Opener"]

@@ -2,16 +2,19 @@
 embedded Redis) gets SIGTERM when ``serve`` dies, even by SIGKILL, so that no orphan keeps the data
 directory or a port (Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing happens).
 
-``processes_for`` and ``chunk_bounds``: how a pool of processes splits HPKE work (the aggregator's
-``aggregator.opening.Opener``, the shuffler's ``shuffler.sealer.Sealer``)."""
+``processes_for``, ``chunk_bounds`` and ``HelperPool``: how a pool of processes splits HPKE work (the
+aggregator's ``aggregator.opening.Opener``, the shuffler's ``shuffler.sealer.Sealer``)."""
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
+import multiprocessing
 import os
 import signal
 import sys
+from concurrent.futures import ProcessPoolExecutor
 
 PR_SET_PDEATHSIG = 1
 
@@ -49,3 +52,30 @@ def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
         out.append((start, stop))
         start = stop
     return out
+
+
+class HelperPool:
+    """``processes`` − 1 helper processes (``forkserver``: no copy of the caller's threads or
+    keys), started at first use and stopped by ``close`` or at exit; the calling process does one
+    share of the work itself. ``processes``: a setting as ``processes_for`` reads it."""
+
+    def __init__(self, processes: int = 0) -> None:
+        self.processes = processes_for(processes)
+        self._pool: ProcessPoolExecutor | None = None
+        self._atexit = False
+
+    def started(self) -> ProcessPoolExecutor:
+        """The pool, started if it is not running."""
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.processes - 1,
+                                             mp_context=multiprocessing.get_context("forkserver"))
+            if not self._atexit:
+                atexit.register(self.close)
+                self._atexit = True
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the pool's processes (a later large job starts a new pool)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -25,16 +25,14 @@ OpenSSL from OS randomness in whichever process seals it).
 
 from __future__ import annotations
 
-import atexit
-import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from ldptel import sealing
-from ldptel.process import chunk_bounds, processes_for
+from ldptel.process import HelperPool, chunk_bounds
 
 MIN_PARALLEL = 2048  # rows: below this a release's fakes are sealed in this process
 
@@ -69,13 +67,8 @@ class Pending:
         return self._ready
 
 
-class Sealer:
+class Sealer(HelperPool):
     """``sealing.seal`` over a pool of processes (module docstring)."""
-
-    def __init__(self, processes: int = 0) -> None:
-        self.processes = processes_for(processes)
-        self._pool: ProcessPoolExecutor | None = None
-        self._atexit = False
 
     def seal(self, rows: Sequence[bytes], public: X25519PublicKey, info: bytes) -> list[bytes]:
         """``sealing.seal(rows, public, info)``, on every process for a large release."""
@@ -84,7 +77,7 @@ class Sealer:
         raw = sealing.public_bytes(public)
         bounds = chunk_bounds(len(rows), self.processes)
         try:
-            pool = self._started()
+            pool = self.started()
             futures = [pool.submit(_seal_chunk, list(rows[a:b]), raw, info) for a, b in bounds[1:]]
             a, b = bounds[0]  # this process seals the first chunk meanwhile (no pipe for it)
             out = sealing.seal(rows[a:b], public, info)
@@ -103,7 +96,7 @@ class Sealer:
             return Pending(self, rows, public, info, None, sealing.seal(rows, public, info))
         raw = sealing.public_bytes(public)
         try:
-            pool = self._started()
+            pool = self.started()
             futures = [pool.submit(_seal_chunk, rows[a:b], raw, info)
                        for a, b in chunk_bounds(len(rows), self.processes - 1)]
         except (BrokenProcessPool, OSError):
@@ -111,20 +104,6 @@ class Sealer:
             return Pending(self, rows, public, info, None, sealing.seal(rows, public, info))
         return Pending(self, rows, public, info, futures)
 
-    def _started(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.processes - 1,
-                                             mp_context=multiprocessing.get_context("forkserver"))
-            if not self._atexit:
-                atexit.register(self.close)
-                self._atexit = True
-        return self._pool
-
-    def close(self) -> None:
-        """Stop the pool's processes (a later large release starts a new pool)."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
 
 
 __all__ = ["MIN_PARALLEL", "Pending", "Sealer"]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from ldptel import sealing
-from ldptel.aggregator.opening import MIN_PARALLEL, Opener, chunk_bounds, processes_for
+from ldptel.aggregator.opening import MIN_PARALLEL, Opener
 from ldptel.campaigns.config import ConfigError, parse_config
+from ldptel.process import chunk_bounds, processes_for
 
 BASE = {"campaigns": [{"name": "c", "oracle": "grr", "epsilon": 1.0, "domain_size": 4}]}
 
