@@ -129,7 +129,8 @@ def range_simulate(stack: Any, client: Any, truth: dict[str, Any], rng: np.rando
     return {camp.name: post_reports(stack.url, stack.config.server.ingest_tokens[0], camp, values, rng)}
 
 
-def _get(stack: Any, http_: Any, path: str) -> dict[str, Any] | None:
+def export_get(stack: Any, http_: Any, path: str) -> dict[str, Any] | None:
+    """GET an export API path with the demo's export token: its JSON, or None (said) on a non-200."""
     status, body = http_.request("GET", path, None,
                                  {"Authorization": f"Bearer {stack.config.server.export_tokens[0]}"})
     if status != 200:
@@ -139,15 +140,15 @@ def _get(stack: Any, http_: Any, path: str) -> dict[str, Any] | None:
 
 
 def hh_report(stack: Any, http_: Any, truth: dict[str, Any]) -> None:
-    doc = _get(stack, http_, f"/v1/campaigns/{HH_CAMPAIGN['name']}/heavy-hitters?k=10")
+    doc = export_get(stack, http_, f"/v1/campaigns/{HH_CAMPAIGN['name']}/heavy-hitters?k=10")
     if doc is not None:
         print("\n".join(heavy_hitter_lines(doc["items"], truth["words"], doc["n_reports"])))
 
 
 def range_report(stack: Any, http_: Any, truth: dict[str, Any]) -> None:
     name = RANGE_CAMPAIGN["name"]
-    docs = [_get(stack, http_, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}") for lo, hi in RANGES]
+    docs = [export_get(stack, http_, f"/v1/campaigns/{name}/range?lo={lo}&hi={hi}") for lo, hi in RANGES]
     rows = [doc for doc in docs if doc is not None]
-    qdoc = _get(stack, http_, f"/v1/campaigns/{name}/quantiles?q={','.join(map(str, QUANTILES))}")
+    qdoc = export_get(stack, http_, f"/v1/campaigns/{name}/quantiles?q={','.join(map(str, QUANTILES))}")
     if qdoc is not None and len(rows) == len(docs):
         print("\n".join(range_lines(rows, qdoc["items"], truth["values"])))

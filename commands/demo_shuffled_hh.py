@@ -8,12 +8,11 @@ release claim "central ε between L and U" and both campaigns' std errors."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 
-from ldptel.commands.demo_queries import HH_CAMPAIGN, heavy_hitter_lines, search_terms
+from ldptel.commands.demo_queries import HH_CAMPAIGN, export_get, heavy_hitter_lines, search_terms
 
 SHUFFLED_HH_TITLE = ("heavy hitters in privacy_mode shuffled: the same prefix-tree report sealed to the "
                      "analyzer at the planned ε₀, released in whole shuffled batches (central ε = 1 planned)")
@@ -39,26 +38,18 @@ def shuffled_hh_simulate(stack: Any, client: Any, truth: dict[str, Any], rng: np
     return {NAME: client.report_many(NAME, list(values))}
 
 
-def _doc(stack: Any, http: Any, path: str) -> dict[str, Any] | None:
-    status, body = http.request("GET", path, None,
-                                {"Authorization": f"Bearer {stack.config.server.export_tokens[0]}"})
-    if status != 200:
-        print(f"{path}: the export API answered {status}: {body[:160]!r}")
-        return None
-    return json.loads(body)  # type: ignore[no-any-return]
-
 
 def mean_std_error(doc: dict[str, Any]) -> float:
     return float(np.mean([it["std_error"] for it in doc["items"]])) if doc["items"] else float("nan")
 
 
 def shuffled_hh_report(stack: Any, http: Any, truth: dict[str, Any]) -> None:
-    doc = _doc(stack, http, f"/v1/campaigns/{NAME}/heavy-hitters?k=10&window=0")
+    doc = export_get(stack, http, f"/v1/campaigns/{NAME}/heavy-hitters?k=10&window=0")
     if doc is None:
         return
     print("\n".join(heavy_hitter_lines(doc["items"], truth["words"], doc["n_reports"])))
     p = doc["privacy"]
-    local = _doc(stack, http, f"/v1/campaigns/{HH_CAMPAIGN['name']}/heavy-hitters?k=10")  # as hh_report
+    local = export_get(stack, http, f"/v1/campaigns/{HH_CAMPAIGN['name']}/heavy-hitters?k=10")  # as hh_report
     beside = ("" if local is None else f"; demo-search (local, ε = {local['epsilon']:g} per report, "
               f"no central claim): {mean_std_error(local):.1f} over {local['n_reports']:,} devices")
     print(f"devices {doc['n_reports']:,} in batches {p['batches']}, ε₀ = {doc['epsilon']:.3f} per report; "

@@ -95,11 +95,10 @@ class Shuffler:
                  clock: Callable[[], float] | None = None) -> None:
         """``clock``: epoch seconds (default ``time.time``), for the windows' close (``sealed.due``,
         ``handoff.mark``): a test's clock past a window's close stands in for waiting for it.
-        ``registry_r``: the
-        client that reads the campaign registry (``ldptel.store.acl``: the ``reader`` role, when
-        ``r`` is the ``shuffler`` role, which holds no registry key); default ``r``. ``rng``: the
-        randomness of the shuffler's own fakes (OS randomness; a
-        seeded generator in tests only)."""
+        ``registry_r``: the client that reads the campaign registry (``ldptel.store.acl``: the
+        ``reader`` role, when ``r`` is the ``shuffler`` role, which holds no registry key); default
+        ``r``. ``rng``: the randomness of the shuffler's own fakes (OS randomness; a seeded
+        generator in tests only)."""
         self.live = registry.Live(config, registry_r or r)
         self.keys_r = registry_r or r  # reads the published analyzer keys (the reader role: read only)
         self.rng = rng
@@ -107,7 +106,7 @@ class Shuffler:
         # fakes being sealed: (campaign, version, window, cell) → (key id, sealing, perf_counter at draw)
         self._sealing: dict[tuple[str, int, int, tuple[tuple[str, str], ...]],
                             tuple[int, Pending, float]] = {}
-        self.clock: Callable[[], float] = clock or (lambda: time.time())
+        self.clock: Callable[[], float] = clock or (lambda: time.time())  # looked up per call
         self._unpublished: set[int] = set()  # analyzer keys warned of (not published)
         self.cfg = config.shuffler
         self.r = r
