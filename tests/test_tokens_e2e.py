@@ -299,6 +299,7 @@ def test_tokens_across_languages(stacks, redis_client: redis.Redis, tmp_path: Pa
     assert redis_client.xlen(keys.ingress_key(CAMP["name"], 0)) == 3
 
 
+@pytest.mark.integration  # starts `ldptel serve` (the unit tier starts no server)
 def test_serve_runs_the_issuer(tmp_path: Path):
     """``ldptel serve`` with an [issuer] runs the issuer as its own child, on its port, as the
     Redis user ``issuer`` of the embedded Redis (its quota script works under that role: a second
