@@ -29,24 +29,14 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
+from heavy_hitters import vocabulary  # bench/ is the script's directory (Zipf strings, as there)
 
 from ldptel.aggregator.decoders.heavy_hitters import HeavyHitterAccumulator
 from ldptel.mechanisms.heavy_hitters import HeavyHitters
 from ldptel.privacy import plan
 from ldptel.privacy.planner import shuffled_bound
 
-ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
 TARGET, DELTA, BATCH_MIN, LEVELS, MAX_LENGTH = 1.0, 1e-8, 100_000, 16, 16
-
-
-def vocabulary(rng: np.random.Generator, size: int) -> np.ndarray:
-    out: set[str] = set()
-    while len(out) < size:
-        length = int(rng.integers(1, MAX_LENGTH + 1))
-        out.add(bytes(ALPHABET[rng.integers(0, ALPHABET.size, length)]).decode())
-    words = np.array(sorted(out), dtype=object)
-    rng.shuffle(words)
-    return words
 
 
 def decode(eps: float, values: np.ndarray, rng: np.random.Generator) -> tuple:
@@ -85,7 +75,7 @@ def main() -> None:
     print(f"this release: n = {args.devices:,} devices (all levels): U = {at_n.epsilon:.4f}, "
           f"L = {at_n.epsilon_lower:.4f} at δ = {DELTA:g}")
     rng = np.random.default_rng(args.seed)
-    words = vocabulary(rng, args.strings)
+    words = vocabulary(rng, args.strings, MAX_LENGTH, fixed=False)
     w = 1.0 / np.arange(1, words.size + 1) ** 1.1
     idx = rng.choice(words.size, size=args.devices, p=w / w.sum())
     counts = np.bincount(idx, minlength=words.size)

@@ -26,7 +26,6 @@ from ``ldptel.commands.demo_numeric`` (``numeric_section``).
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
 import shutil
 import signal
@@ -45,6 +44,7 @@ from ldptel.aggregator.keyring import signing_public_text
 from ldptel.campaigns.config import Config, parse_config
 from ldptel.client.transport import TelemetryClient
 from ldptel.commands.demo_live import LiveDevices
+from ldptel.commands.demo_queries import export_get
 from ldptel.commands.demo_stack import Http, Stack
 from ldptel.credentials import embedded_data_dir
 from ldptel.privacy.modes import is_shuffled
@@ -120,17 +120,13 @@ def frequency_simulate(stack: Stack, client: Any, truth: dict[str, Any], rng: np
 
 def frequency_report(stack: Stack, http: Http, truth: dict[str, Any]) -> None:
     """Raw unbiased estimates of the most frequent items per oracle, read from the export API."""
-    token = stack.config.server.export_tokens[0]
     docs = {}
     for camp in stack.config.campaigns:
         if camp.kind != "frequency" or is_shuffled(camp) or camp.dimensions is not None:
             continue
-        status, body = http.request("GET", f"/v1/campaigns/{camp.name}/estimates?format=json", None,
-                                    {"Authorization": f"Bearer {token}"})
-        if status != 200:
-            print(f"{camp.name}: the export API answered {status}: {body[:120]!r}")
-            continue
-        docs[camp.oracle] = json.loads(body)
+        doc = export_get(stack, http, f"/v1/campaigns/{camp.name}/estimates?format=json")
+        if doc is not None:
+            docs[camp.oracle] = doc
     t = truth["counts"]
     width = 9
     print(f"{'item':>6} {'true':>8} |" + "".join(f"{o:>{width}}" for o in docs))

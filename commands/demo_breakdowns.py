@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ldptel.commands.demo_queries import export_get
 from ldptel.store import tally
 
 BREAKDOWN_TITLE = ("breakdowns: per platform and experiment arm, each cell released on its own; "
@@ -57,17 +58,14 @@ def live_report(client: Any, n: int, rng: np.random.Generator) -> None:
 
 
 def breakdown_report(stack: Any, http: Any, truth: dict[str, Any]) -> None:
-    token = stack.config.server.export_tokens[0]
     # the window its devices reported in (they report last, perhaps after the window of the first
     # table, perhaps in the window still in progress: not window=latest, the newest ended one)
     counts = tally.window_counts(stack.redis, stack.config.campaign(NAME))
     window = max(counts, key=lambda w: counts[w]) if counts else "current"
     path = f"/v1/campaigns/{NAME}/estimates?by=arm&compare=treatment&window={window}"
-    status, body = http.request("GET", path, None, {"Authorization": f"Bearer {token}"})
-    if status != 200:
-        print(f"{NAME}: the export API answered {status}: {body[:120]!r}")
+    doc = export_get(stack, http, path)
+    if doc is None:
         return
-    doc = json.loads(body)
     for d in doc["differences"]:
         print(f"{d['value']:>8}  treatment − control {100 * d['estimate']:+6.1f} points  "
               f"(95% CI {100 * d['ci_low']:+.1f} to {100 * d['ci_high']:+.1f})")

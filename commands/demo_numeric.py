@@ -4,12 +4,11 @@ device; the demo prints ``/v1/campaigns/<name>/mean`` against the true mean of t
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 
-from ldptel.commands.demo_queries import post_reports
+from ldptel.commands.demo_queries import export_get, post_reports
 
 NUMERIC_TITLE = "numeric campaigns: mean and sum with 95% CIs (hybrid and 1BitMean)"
 NUMERIC_CAMPAIGNS = (
@@ -46,12 +45,9 @@ def numeric_simulate(stack: Any, client: Any, truth: dict[str, Any], rng: np.ran
 def numeric_report(stack: Any, http_: Any, truth: dict[Any, Any]) -> None:
     print(f"{'campaign':>22} {'mechanism':>10} {'true mean':>10} {'estimate':>10} {'95% CI':>22} {'sum':>14}")
     for spec in NUMERIC_CAMPAIGNS:
-        status, body = http_.request("GET", f"/v1/campaigns/{spec['name']}/mean", None,
-                                     {"Authorization": f"Bearer {stack.config.server.export_tokens[0]}"})
-        if status != 200:
-            print(f"{spec['name']}: the export API answered {status}: {body[:160]!r}")
+        doc = export_get(stack, http_, f"/v1/campaigns/{spec['name']}/mean")
+        if doc is None:
             continue
-        doc = json.loads(body)
         m = doc["mean"]
         ci = f"[{m['ci_low']:.1f}, {m['ci_high']:.1f}]"
         print(f"{spec['name']:>22} {doc['mechanism']:>10} {truth[spec['name']]:>10.1f} "

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ldptel.commands.demo_queries import export_get
+
 FLOOD = 200  # token-less envelopes posted after the devices' reports
 SEALED_TITLE = ("shuffled-fakes: the true item sealed to the analyzer plus Poisson fakes, released in "
                 "whole shuffled batches (central ε = 1 planned)")
@@ -47,13 +49,9 @@ def sealed_simulate(stack: Any, client: Any, truth: dict[str, Any], rng: np.rand
 
 
 def sealed_report(stack: Any, http: Any, truth: dict[str, Any]) -> None:
-    token = stack.config.server.export_tokens[0]
-    status, body = http.request("GET", f"/v1/campaigns/{NAME}/estimates?format=json&window=0", None,
-                                {"Authorization": f"Bearer {token}"})
-    if status != 200:
-        print(f"{NAME}: the export API answered {status}: {body[:120]!r}")
+    doc = export_get(stack, http, f"/v1/campaigns/{NAME}/estimates?format=json&window=0")
+    if doc is None:
         return
-    doc = json.loads(body)
     p, t = doc["privacy"], truth["counts"]
     est = np.array([it["estimate"] for it in doc["items"]])
     se = np.array([it["std_error"] for it in doc["items"]])

@@ -66,6 +66,13 @@ READ_PAGES = 20  # XRANGEs per stream and round (a round then releases what is d
 ANSWER_INTERVAL_S = 5.0  # the keyring's questions about analyzer keys (``key_refs.answer``), per stream
 BEAT_INTERVAL_S = 0.25  # the shuffler's heartbeat (``/healthz``: a hung shuffler shows within 2 × delay)
 LOG = logging.getLogger("ldptel.shuffler")
+Slot = tuple[str, int, int, tuple[tuple[str, str], ...]]  # (campaign, version, window, cell)
+
+
+def sealing_slot(campaign: str, group: Group) -> Slot:
+    """Where a group's fakes being sealed are kept (``Shuffler._sealing``): one set per
+    (campaign, version, window, cell), drawn once and used by the group's one release."""
+    return campaign, group.version, group.window, group.cell
 
 
 @dataclass
@@ -103,9 +110,8 @@ class Shuffler:
         self.keys_r = registry_r or r  # reads the published analyzer keys (the reader role: read only)
         self.rng = rng
         self.sealer = Sealer(config.shuffler.fake_processes)  # its fakes are sealed on every core
-        # fakes being sealed: (campaign, version, window, cell) → (key id, sealing, perf_counter at draw)
-        self._sealing: dict[tuple[str, int, int, tuple[tuple[str, str], ...]],
-                            tuple[int, Pending, float]] = {}
+        # fakes being sealed: ``sealing_slot`` → (key id, sealing, perf_counter at draw)
+        self._sealing: dict[Slot, tuple[int, Pending, float]] = {}
         self.clock: Callable[[], float] = clock or (lambda: time.time())  # looked up per call
         self._unpublished: set[int] = set()  # analyzer keys warned of (not published)
         self.cfg = config.shuffler
@@ -188,7 +194,7 @@ class Shuffler:
             marks: dict[int, int] | None = None
             for g in held.groups.values():
                 if g.sealed:
-                    if (held.campaign, g.version, g.window, g.cell) in self._sealing:
+                    if sealing_slot(held.campaign, g) in self._sealing:
                         continue
                     camp = self.config.campaign_version(held.campaign, g.version) or latest
                     if marks is None:
@@ -438,7 +444,7 @@ class Shuffler:
         assert group.key_id is not None
         if not isinstance(mode, ShuffledFakes) or mode.shuffler_fakes <= 0:
             return [], group.key_id
-        slot = (camp.name, group.version, group.window, group.cell)
+        slot = sealing_slot(camp.name, group)
         if slot in self._sealing:
             key_id, pending, t0 = self._sealing[slot]
             if not wait and not pending.done():

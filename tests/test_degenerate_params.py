@@ -11,7 +11,9 @@ overflowed, ``±1e308`` published a null mean. The limits and their derivation:
 from __future__ import annotations
 
 import json
+import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +24,9 @@ from hypothesis import strategies as st
 from ldptel.aggregator.decoders import accumulator_for
 from ldptel.aggregator.publish import document
 from ldptel.aggregator.worker import Worker
-from ldptel.campaigns.config import Config, ConfigError, parse_campaign, parse_config
+from ldptel.campaigns import config as config_module
+from ldptel.campaigns import records
+from ldptel.campaigns.config import Config, ConfigError, ShufflerConfig, parse_campaign, parse_config
 from ldptel.config_values import fail
 from ldptel.mechanisms import create_mechanism
 from ldptel.server.ingest import client_config
@@ -289,32 +293,132 @@ def test_rappor_subnormal_f_is_refused_with_its_key() -> None:
                          candidates=["a", "b", "c"])
 
 
-# --- the keys of issues 36 and 37: [analyzer] open_processes, [shuffler] analyzer_signing_key,
-# [issuer], and the campaign keys fake_source and require_tokens (docs/campaigns.md,
-# docs/operations.md): each documented value works, every other is refused when the file is read
-# (ConfigError naming the key) ----------------------------------------------------------------------
+# --- the documented keys (docs/campaigns.md, the configuration reference): every key whose bounds
+# read "A to B" there (integers, read from the doc itself), [shuffler] enabled, [analyzer]
+# key_rotation, key_overlap, keys_dir, [server] secret_key, the keys of issues 36 to 38
+# ([analyzer] open_processes, [shuffler] analyzer_signing_key and fake_processes, [issuer], the
+# campaign keys fake_source, require_tokens, shuffle_max_delay and shuffle_early_release): each
+# documented value works, every other is refused when the file is read (ConfigError naming the
+# key), and a campaign's in-place keys likewise when written to the registry (admin PUT,
+# ``ldptel campaigns set``: ``records.put_table`` + ``check_record``, nothing written) ----------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "campaigns.md"
+SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
+
+
+def documented_number(text: str) -> int | None:
+    """``"2³⁰"`` → 2³⁰, ``"4,096"`` → 4096; None for anything else."""
+    m = re.fullmatch(r"(\d+)([⁰¹²³⁴⁵⁶⁷⁸⁹]*)", text.replace(",", ""))
+    if m is None:
+        return None
+    return int(m[1]) ** int(m[2].translate(SUPERSCRIPTS)) if m[2] else int(m[1])
+
+
+def documented_tables() -> tuple[dict[str, tuple[int, int]], set[str]]:
+    """From docs/campaigns.md's ``[server]``, ``[aggregator]``, ``[shuffler]``, ``[analyzer]`` and
+    campaign-key tables: (``"server.max_body_bytes"`` → (1024, 2³⁰) for each one-key row whose
+    bounds read "A to B", every key documented there)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    keys: set[str] = set()
+    table = None
+    for line in DOCS.read_text().splitlines():
+        head = re.match(r"^`\[(\w+)\]`", line) or re.match(r"^## (Campaign keys)", line)
+        if head:
+            table = "campaigns" if head[1] == "Campaign keys" else head[1]
+        elif line.startswith("#"):
+            table = None
+        cells = [c.strip() for c in line.strip("|").split("|")] if line.startswith("| `") else []
+        if table is None or len(cells) != 4:
+            continue
+        names = re.findall(r"`(\w+)`", cells[0].split("(")[0])
+        keys.update(f"{table}.{n}" for n in names)
+        m = re.fullmatch(r"(\S+)(?: \([^)]*\))? to (\S+?)(?: \([^)]*\))?(?:;.*)?", cells[2])
+        if len(names) == 1 and m:
+            low, high = documented_number(m[1]), documented_number(m[2])
+            if low is not None and high is not None:
+                ranges[f"{table}.{names[0]}"] = (low, high)
+    return ranges, keys
+
+
+RANGES, DOCUMENTED_KEYS = documented_tables()
+FILE_RANGES = sorted(k for k in RANGES if not k.startswith("campaigns."))
+# grid_points: numeric campaigns in a shuffled mode only (test_each_documented_edge_…, shuffled numeric)
+CAMPAIGN_RANGES = sorted(k for k in RANGES if k.startswith("campaigns.") and k != "campaigns.grid_points")
+IN_PLACE_RANGES = [k for k in CAMPAIGN_RANGES if k.split(".")[1] in config_module.IN_PLACE_KEYS]
+
+
+def test_the_reference_documents_every_key_and_the_ranges_are_read() -> None:
+    """Every key the loader takes is a row of the reference; the rows this property test draws
+    from were read (a reworded bounds cell would otherwise drop its key silently)."""
+    loader = {f"{table}.{k}" for table, ks in (
+        ("server", config_module.SERVER_KEYS), ("aggregator", config_module.AGGREGATOR_KEYS),
+        ("shuffler", config_module.SHUFFLER_KEYS), ("analyzer", config_module.ANALYZER_KEYS)) for k in ks}
+    assert loader <= DOCUMENTED_KEYS, sorted(loader - DOCUMENTED_KEYS)
+    assert {"shuffler.fake_processes", "analyzer.open_processes", "server.max_body_bytes",
+            "aggregator.publish_interval", "campaigns.shards", "campaigns.grid_points"} <= set(RANGES)
+    assert RANGES["shuffler.fake_processes"] == (0, 256)
+    assert RANGES["server.max_body_bytes"] == (1024, 1 << 30)
+    assert set(IN_PLACE_RANGES) == {"campaigns.min_reports", "campaigns.reports_per_window",
+                                    "campaigns.accept_old_versions", "campaigns.shuffle_min_reports"}
+
+
+def in_range(low: int, high: int):
+    return st.one_of(st.sampled_from([low, high]), st.integers(low, high))
+
+
+def beyond_range(key: str, low: int, high: int):
+    """Values outside "low to high": past each end, a bool, a string; a fraction where the key
+    takes integers (``publish_interval`` takes seconds as a float)."""
+    out: list[object] = [low - 1, high + 1, True, str(low)]
+    if key != "aggregator.publish_interval":
+        out.append(low + 0.5)
+    return st.sampled_from(out)
+
 
 SIGNING_PUBLIC = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="  # RFC 8032 TEST 1's public key
 
 
 @st.composite
 def config_docs(draw, edges: bool, jwt_file: str) -> tuple[dict, list[str]]:
-    """A config document drawing the keys above, and the keys given a value outside what is
-    documented (empty: the document must load with every value as given)."""
+    """A config document drawing the keys above, and the key given a value outside what is
+    documented: with ``edges`` at most one (the ``target``-th key drawn), so that the refusal must
+    name that key and no other key's refusal hides a missing check; empty: the document must load
+    with every value as given."""
     bad: list[str] = []
+    target, drawn = (draw(st.integers(0, 11)) if edges else -1), [0]
 
     def put(table: dict, name: str, valid, beyond, where: str) -> None:
-        """``table[name]``: a documented value, or with ``edges`` maybe one beyond (noted in ``bad``)."""
-        if edges and draw(st.booleans()):
+        """``table[name]``: a documented value, or for the ``target``-th key one beyond (noted in ``bad``)."""
+        drawn[0] += 1
+        if drawn[0] - 1 == target:
             bad.append(f"{where}.{name}")
             table[name] = draw(beyond)
         else:
             table[name] = draw(valid)
 
-    doc: dict = {"analyzer": {}, "shuffler": {}}
+    doc: dict = {"server": {}, "aggregator": {}, "shuffler": {}, "analyzer": {}}
+    mode = draw(st.sampled_from(["local", "shuffled", "shuffled-fakes"]))
+    batch_min = 1000
+    for key in draw(st.lists(st.sampled_from(FILE_RANGES), unique=True, max_size=4)):
+        table, name = key.split(".")
+        low, high = RANGES[key]
+        if key == "shuffler.max_ingress_batches" and mode != "local":  # every batch_min ≤ half of it
+            low = 2 * batch_min
+        put(doc[table], name, in_range(low, high), beyond_range(key, *RANGES[key]), table)
     if draw(st.booleans()):
-        put(doc["analyzer"], "open_processes", st.integers(0, 256),
-            st.sampled_from([-1, 257, 10**9, True, 1.5, "2"]), "analyzer")
+        put(doc["shuffler"], "enabled", st.booleans(), st.sampled_from(["true", 1, 0]), "shuffler")
+    if draw(st.booleans()):
+        put(doc["server"], "secret_key", st.text(min_size=16, max_size=40),
+            st.sampled_from(["", "s" * 15, 16, ["s" * 16]]), "server")
+    if draw(st.booleans()):
+        put(doc["analyzer"], "key_rotation", st.sampled_from(["60s", "1m", "1h", "30d"]),
+            st.sampled_from(["59s", "1s", "30", 60, ""]), "analyzer")
+    if draw(st.booleans()):
+        put(doc["analyzer"], "key_overlap", st.sampled_from(["1s", "10m", "7d"]),
+            st.sampled_from(["0s", "7", 1, ""]), "analyzer")
+    if draw(st.booleans()):
+        put(doc["analyzer"], "keys_dir", st.just("/var/lib/ldptel/analyzer-keys"), st.sampled_from(["", 7]),
+            "analyzer")
     if draw(st.booleans()):
         put(doc["shuffler"], "analyzer_signing_key", st.just(SIGNING_PUBLIC),
             st.sampled_from(["not base64!", "AAAA", SIGNING_PUBLIC[:-4], 7, ""]), "shuffler")
@@ -344,16 +448,29 @@ def config_docs(draw, edges: bool, jwt_file: str) -> tuple[dict, list[str]]:
         for name in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=4)):
             put(iss, name, *optional[name], "issuer")
         doc["issuer"] = iss
-    mode = draw(st.sampled_from(["local", "shuffled", "shuffled-fakes"]))
     camp: dict = {"name": "k", "oracle": "grr", "domain_size": 4, "epsilon": 1.0}
     if mode != "local":
         camp = {"name": "k", "privacy_mode": mode, "oracle": "grr" if mode == "shuffled" else "histogram",
-                "domain_size": 4, "central_epsilon": 1.0, "batch_min": 1000}
+                "domain_size": 4, "central_epsilon": 1.0, "batch_min": batch_min}
+    for key in draw(st.lists(st.sampled_from(CAMPAIGN_RANGES), unique=True, max_size=3)):
+        name = key.split(".")[1]
+        low, high = RANGES[key]
+        if name == "reports_per_window" and mode != "local":  # a shuffled window's reports are its devices
+            low = high = 1
+        put(camp, name, in_range(low, high), beyond_range(key, *RANGES[key]), "campaigns[k]")
+    if draw(st.booleans()):
+        put(camp, "shuffle_max_delay", st.sampled_from(["1s", "60s", "1h", "1d", "86400s"]),
+            st.sampled_from(["86401s", "2d", "0s", "60", 60]), "campaigns[k]")
+    if draw(st.booleans()):  # 0 = off, else ≥ batch_min; a shuffled campaign's only
+        early = in_range(batch_min, 10**9) if mode != "local" else st.nothing()
+        put(camp, "shuffle_early_release", st.one_of(st.just(0), early),
+            st.sampled_from([1, batch_min - 1, -1, 10**9 + 1, True, 1000.5]) if mode != "local"
+            else st.one_of(in_range(1, 10**9), st.sampled_from([-1, True])), "campaigns[k]")
     sources = st.sampled_from(["devices", "shuffler", "both"])
     if mode == "shuffled-fakes":
         if draw(st.booleans()):
             put(camp, "fake_source", sources, st.sampled_from(["nobody", "", 2]), "campaigns[k]")
-    elif edges and draw(st.booleans()):  # documented for shuffled-fakes only: refused with any other mode
+    elif edges and not bad and draw(st.booleans()):  # shuffled-fakes only: refused with any other mode
         camp["fake_source"] = draw(sources)
         bad.append("campaigns[k].fake_source")
     if draw(st.booleans()):  # documented values true, false; true needs an [issuer]
@@ -364,18 +481,25 @@ def config_docs(draw, edges: bool, jwt_file: str) -> tuple[dict, list[str]]:
 
 
 def check_keys(doc: dict, bad: list[str]) -> None:
-    """``doc`` loads with every value as given (``bad`` empty), or is refused naming one of ``bad``."""
+    """``doc`` loads with every value as given (``bad`` empty), or is refused naming one of ``bad``;
+    its campaign's in-place keys likewise when written to the registry (``check_write``)."""
     try:
         config = parse_config(doc)
     except ConfigError as exc:
         named = str(exc).split(":", 1)[0]
         assert named in bad, (str(exc), bad, doc)
+        check_write(doc, bad, ShufflerConfig())
         return
     assert not bad, (bad, doc)
+    check_write(doc, bad, config.shuffler)
     camp, iss = doc["campaigns"][0], doc.get("issuer")
-    assert config.analyzer.open_processes == doc["analyzer"].get("open_processes", 0)
-    assert config.shuffler.analyzer_signing_key == doc["shuffler"].get("analyzer_signing_key")
+    for table in ("server", "aggregator", "shuffler", "analyzer"):
+        for name, value in doc[table].items():
+            assert getattr(getattr(config, table), name) == value, (table, name, value)
     c = config.campaigns[0]
+    for name in ("shuffle_max_delay", "shuffle_early_release", *(k.split(".")[1] for k in CAMPAIGN_RANGES)):
+        if name in camp:
+            assert getattr(c, name) == camp[name], (name, camp)
     if camp.get("privacy_mode") == "shuffled-fakes":
         assert c.mode.fake_source == camp.get("fake_source", "both")
     # require_tokens: as given, else on for a shuffled campaign of a config with an [issuer]
@@ -392,6 +516,36 @@ def check_keys(doc: dict, bad: list[str]) -> None:
     assert ("token_issuer" in answer) == bool(c.require_tokens), answer
 
 
+WRITTEN_IN_PLACE = ("shuffle_max_delay", "shuffle_early_release", *(k.split(".")[1] for k in IN_PLACE_RANGES))
+
+
+def check_write(doc: dict, bad: list[str], shuffler: ShufflerConfig) -> None:
+    """The campaign's drawn in-place keys written over a version without them, as the admin API's
+    PUT and ``ldptel campaigns set`` write (``records.put_table``, then ``check_record`` against
+    the running file's ``[shuffler]``): the same version changed in place when documented, else
+    refused naming the key (nothing to write)."""
+    camp = doc["campaigns"][0]
+    drawn = [name for name in WRITTEN_IN_PLACE if name in camp]
+    if not drawn:
+        return
+    try:
+        record, _, _ = records.put_table(None, {k: v for k, v in camp.items() if k not in drawn}, 0.0)
+    except ConfigError:
+        return  # the version is refused for another key's value (the load check named it)
+    refused = [key for key in bad if key.startswith("campaigns[k].") and key.split(".")[1] in drawn]
+    try:
+        after, change, _ = records.put_table(record, camp, 1.0)
+        records.check_record(after, {}, 1.0, shuffler)
+    except ConfigError as exc:
+        assert str(exc).split(":", 1)[0] in refused, (str(exc), refused, camp)
+        return
+    assert not refused, (refused, camp)
+    assert change.action == "updated" and len(after["versions"]) == 1, (change, camp)
+    (version,) = records.versions_of(json.loads(json.dumps(after)))
+    for name in drawn:
+        assert getattr(version, name) == camp[name], (name, camp)
+
+
 @pytest.fixture(scope="module")
 def jwt_file(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("jwt") / "app-jwt.pem"
@@ -401,7 +555,7 @@ def jwt_file(tmp_path_factory) -> str:
 
 @bounded(60)
 @given(data=st.data())
-def test_documented_values_of_the_issue_36_37_keys_load_as_given(jwt_file: str, data) -> None:
+def test_documented_values_of_the_documented_keys_load_as_given(jwt_file: str, data) -> None:
     doc, bad = data.draw(config_docs(edges=False, jwt_file=jwt_file))
     assert not bad
     check_keys(doc, bad)
@@ -409,7 +563,60 @@ def test_documented_values_of_the_issue_36_37_keys_load_as_given(jwt_file: str, 
 
 @bounded(120)
 @given(data=st.data())
-def test_other_values_of_the_issue_36_37_keys_are_refused_naming_the_key(jwt_file: str, data) -> None:
+def test_other_values_of_the_documented_keys_are_refused_naming_the_key(jwt_file: str, data) -> None:
     doc, bad = data.draw(config_docs(edges=True, jwt_file=jwt_file))
     event("refused" if bad else "accepted")
     check_keys(doc, bad)
+
+
+def one_key_doc(key: str, value: object, mode: str = "local") -> dict:
+    """A config document of one campaign (local, or in ``mode`` at ``batch_min`` 1000) with
+    ``key`` (``"server.max_body_bytes"``, ``"campaigns.shards"``) set to ``value``."""
+    doc: dict = {"server": {}, "aggregator": {}, "shuffler": {}, "analyzer": {}}
+    camp: dict = {"name": "k", "oracle": "grr", "domain_size": 4, "epsilon": 1.0}
+    if key == "campaigns.grid_points":  # numeric campaigns in a shuffled mode only
+        camp = {"name": "k", "kind": "numeric", "lower": 0, "upper": 100}
+    if mode != "local":
+        camp = {**{k: v for k, v in camp.items() if k not in ("oracle", "domain_size", "epsilon")},
+                "privacy_mode": mode, "central_epsilon": 1.0, "batch_min": 1000}
+        if "kind" not in camp:
+            camp.update(oracle="grr" if mode == "shuffled" else "histogram", domain_size=4)
+    table, name = key.split(".")
+    (camp if table == "campaigns" else doc[table])[name] = value
+    doc["campaigns"] = [camp]
+    return doc
+
+
+EDGE_CASES = [  # (key, privacy mode, value, documented)
+    *((key, "shuffled" if key == "campaigns.grid_points" else "local", value, ok)
+      for key, (low, high) in RANGES.items()
+      for value, ok in ((low, True), (high, True), (low - 1, False), (high + 1, False), (True, False),
+                        (str(low), False))),
+    *(("campaigns.shuffle_early_release", "local", value, value == 0) for value in (0, 1000, 10**9)),
+    *(("campaigns.shuffle_early_release", mode, value, ok) for mode in ("shuffled", "shuffled-fakes")
+      for value, ok in ((0, True), (1000, True), (10**9, True), (1, False), (999, False), (10**9 + 1, False),
+                        (True, False), (1000.0, False))),
+    ("campaigns.reports_per_window", "shuffled", 1, True),
+    ("campaigns.reports_per_window", "shuffled", 2, False),
+    ("shuffler.max_ingress_batches", "shuffled", 2000, True),
+    ("shuffler.max_ingress_batches", "shuffled", 1999, False),
+]
+
+
+@pytest.mark.parametrize("key,mode,value,ok", EDGE_CASES, ids=[f"{k}-{m}-{v!r}" for k, m, v, _ in EDGE_CASES])
+def test_each_documented_edge_loads_or_is_refused_naming_the_key(key: str, mode: str, value: object,
+                                                                 ok: bool) -> None:
+    """Each key's documented ends work, one past them (or another type) is refused naming the key,
+    loaded (``parse_config``) and written to the registry in place (``check_write``); one key a
+    document, so no other refusal hides a missing check (the property test draws combinations)."""
+    table, name = key.split(".")
+    named = f"campaigns[k].{name}" if table == "campaigns" else key
+    if key == "shuffler.max_ingress_batches" and mode != "local":  # the rule between the two names batch_min
+        named = "campaigns[k].batch_min"
+    doc = one_key_doc(key, value, mode)
+    if ok:
+        check_keys(doc, [])
+    else:
+        with pytest.raises(ConfigError, match=rf"^{re.escape(named)}: "):
+            parse_config(doc)
+        check_write(doc, [named], ShufflerConfig())
