@@ -7,12 +7,12 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import pytest
 import redis
 from http_support import Collector, start_collector
 from ingest_support import config_text
+from xdist_support import worker_url
 
 from ldptel.keys import SESSION_SECRET_KEY
 from ldptel.store import registry
@@ -35,24 +35,6 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         registry.stop_pollers()  # the in-process apps' registry pollers, before their Redis goes
         server.stop()
-
-
-def worker_url(url: str, worker: str) -> str:
-    """``REDIS_URL`` for the xdist worker ``worker`` (``gw0``, ``gw1``, …; ``""`` without xdist):
-    worker k uses database URL's + k, so that one worker's ``flushdb`` never empties another's
-    keys (``pytest_configure`` checks first that each worker's database can be selected)."""
-    k = int(worker.removeprefix("gw")) if worker.startswith("gw") else 0
-    if k == 0:
-        return url
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    if "db" in query or parts.scheme == "unix":  # unix://path?db=N: the path is the socket's
-        query["db"] = [str(int(query.get("db", ["0"])[0]) + k)]
-        moved = parts._replace(query=urlencode(query, doseq=True))
-    else:
-        moved = parts._replace(path=f"/{int(parts.path.strip('/') or 0) + k}")
-    out = urlunsplit(moved)
-    return out.replace("unix:", "unix://", 1) if parts.scheme == "unix" and not parts.netloc else out
 
 
 def pytest_configure(config: pytest.Config) -> None:

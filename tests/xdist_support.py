@@ -4,6 +4,7 @@
 - ``run_id()``: one id for every process of this run (xdist's ``testrunuid``, else this process's);
 - ``shared_lock(path)``: an exclusive ``fcntl.flock`` on ``path``, held by one process at a time
   (e.g. one-time builds into the working tree, a directory emptied once per run);
+- ``worker_url(url, worker)``: ``REDIS_URL`` for one worker (its own database);
 - ``HEAVY``/``heavy(nodeid)``: the tests the scheduler (``conftest.pytest_xdist_make_scheduler``)
   keeps together and starts first.
 """
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 _OWN_RUN = uuid.uuid4().hex
 
@@ -38,6 +40,25 @@ def shared_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+
+def worker_url(url: str, worker: str) -> str:
+    """``REDIS_URL`` for the xdist worker ``worker`` (``gw0``, ``gw1``, …; ``""`` without xdist):
+    worker k uses database URL's + k, so that one worker's ``flushdb`` never empties another's
+    keys (tests/conftest.py's ``pytest_configure`` checks first that each can be selected)."""
+    k = int(worker.removeprefix("gw")) if worker.startswith("gw") else 0
+    if k == 0:
+        return url
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    if "db" in query or parts.scheme == "unix":  # unix://path?db=N: the path is the socket's
+        query["db"] = [str(int(query.get("db", ["0"])[0]) + k)]
+        moved = parts._replace(query=urlencode(query, doseq=True))
+    else:
+        moved = parts._replace(path=f"/{int(parts.path.strip('/') or 0) + k}")
+    out = urlunsplit(moved)
+    return out.replace("unix:", "unix://", 1) if parts.scheme == "unix" and not parts.netloc else out
 
 
 # The longest end-to-end, load and kill tests (a minute or more each, several processes; a module,
