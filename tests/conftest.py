@@ -199,5 +199,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_sep("!", title, red=True)
         write(f"to run them: {browser_support.INSTALL_HINT}")
         write("(on CI, or with LDPTEL_REQUIRE_BROWSER=1, they fail instead of skipping)")
-    for path in dict.fromkeys(browser_support.USED):  # a module's fixture may run on two workers
+    for path in dict.fromkeys(browser_support.USED):  # both workers may name one
         terminalreporter.write_line(f"screenshots: {path}")
