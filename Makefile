@@ -53,6 +53,11 @@ DEMO_PORT ?= 8000
 demo: $(RUNTIME_STAMP)  ## the demo on http://127.0.0.1:$(DEMO_PORT)/ (examples/demo.toml: its tokens)
 	$(BIN)/ldptel demo --config examples/demo.toml --port $(DEMO_PORT)
 
+# `make test` and `make test-fast` run pytest on PYTEST_WORKERS processes (pytest-xdist; 0: in
+# this process). The unit of work is a test module, except the heaviest end-to-end tests
+# (tests/xdist_support.py: HEAVY), one unit started first (tests/conftest.py); each worker has its
+# own embedded Redis (with REDIS_URL set, its own database on it).
+PYTEST_WORKERS ?= 2
 test: $(TEST_STAMP)
 	.ci/conflict-markers
 	$(BIN)/ruff check .
@@ -60,13 +65,13 @@ test: $(TEST_STAMP)
 	$(BIN)/mypy
 	$(BIN)/ldptel audit --config examples/ldptel.toml
 	$(MAKE) test-js
-	$(BIN)/python -m pytest -q --durations=30
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30
 
 test-js:  ## the JavaScript SDK (client-js/): npm ci, Biome (format + lint), type check, bundles, Vitest in Node and in Chromium
 	cd client-js && npm ci --no-audit --no-fund && npm test
 
 test-fast: $(TEST_STAMP)  ## the unit tier: no Redis, no server, no slow test (under a minute)
-	LDPTEL_UNIT_TIER=1 $(BIN)/python -m pytest -q -m "not slow and not integration"
+	LDPTEL_UNIT_TIER=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow and not integration"
 
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy

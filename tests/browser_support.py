@@ -8,7 +8,9 @@
 - ``launched()``: the Chromium of a module's ``browser`` fixture, or its skip/failure;
 - ``artifacts(name)``: a fresh directory for screenshots, ``$LDPTEL_ARTIFACTS`` or
   ``build/test-artifacts`` of the repository, plus ``name``; the end of the run prints every
-  directory used, so a CI log says where its screenshots are.
+  directory used, so a CI log says where its screenshots are. Under pytest-xdist a module's tests
+  may run on both workers: the directory is emptied once per run (the first worker to ask, under a
+  file lock), and the workers hand their ``USED`` to the controller (``conftest``).
 """
 
 from __future__ import annotations
@@ -65,9 +67,17 @@ def launched() -> Iterator[Any]:
 
 
 def artifacts(name: str) -> Path:
-    """A fresh directory for this run's screenshots named ``name`` (printed at the end)."""
-    path = Path(os.environ.get("LDPTEL_ARTIFACTS") or ROOT / "build" / "test-artifacts") / name
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
+    """A fresh directory for this run's screenshots named ``name`` (printed at the end): emptied
+    by the first process of this run to ask (``.run`` holds the run's id), kept by the others."""
+    from xdist_support import run_id, shared_lock
+
+    root = Path(os.environ.get("LDPTEL_ARTIFACTS") or ROOT / "build" / "test-artifacts")
+    root.mkdir(parents=True, exist_ok=True)
+    path, marker = root / name, root / name / ".run"
+    with shared_lock(root / f".{name}.lock"):
+        if not marker.exists() or marker.read_text() != run_id():
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+            marker.write_text(run_id())
     USED.append(path)
     return path

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 from http_support import Collector, start_collector
 from ingest_support import config_text
+from xdist_support import worker_url
 
 from ldptel.keys import SESSION_SECRET_KEY
 from ldptel.store import registry
@@ -19,9 +21,10 @@ from ldptel.store.redis_server import EmbeddedRedis
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a real Redis: ``REDIS_URL`` if set, else an embedded server for the session."""
+    """URL of a real Redis: ``REDIS_URL`` if set (under pytest-xdist, each worker on its own
+    database: ``worker_url``), else an embedded server for the session (one per worker process)."""
     if os.environ.get("REDIS_URL"):
-        yield os.environ["REDIS_URL"]
+        yield worker_url(os.environ["REDIS_URL"], os.environ.get("PYTEST_XDIST_WORKER", ""))
         return
     server = EmbeddedRedis(data_dir=tmp_path_factory.mktemp("redis"))
     server.start()
@@ -32,6 +35,26 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         registry.stop_pollers()  # the in-process apps' registry pollers, before their Redis goes
         server.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``REDIS_URL`` and ``-n N`` (N > 1), before any worker starts: every worker's database
+    (``worker_url``) must be selectable, or the run stops naming it. A Redis Cluster (database 0
+    only) or a server with fewer databases than workers is refused: run ``-n 0`` on it."""
+    url = os.environ.get("REDIS_URL")
+    workers = getattr(config.option, "numprocesses", None) or 0
+    if not url or hasattr(config, "workerinput") or workers < 2:
+        return
+    for k in range(1, workers):
+        try:
+            client = redis.Redis.from_url(worker_url(url, f"gw{k}"), socket_timeout=10)
+            client.ping()
+            client.close()
+        except (redis.RedisError, ValueError) as exc:
+            raise pytest.UsageError(
+                f"REDIS_URL with -n {workers}: worker gw{k} uses database {k} above the URL's "
+                f"(so that no worker flushes another's keys), which this Redis refuses: {exc}. "
+                "Run the suite with -n 0 on it, or give a Redis with more databases") from exc
 
 
 def with_role_users(url: str, tmp) -> None:
@@ -121,6 +144,48 @@ def _unit_tier_starts_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subprocess.Popen, "__init__", checked_popen)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile`` (``make test``) as this suite wants it: the unit of work is a test
+    module (its module-scoped stacks start once, on one worker), except for the tests of
+    ``xdist_support.HEAVY``: together they are one unit, run one after another on one worker (two
+    of them never run at once) and handed out before any module (none left for the end of the
+    run, the other worker idle)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+    from xdist_support import heavy
+
+    class ModulesAndHeavy(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "heavy" if heavy(nodeid) else super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if "heavy" in self.workqueue:
+                self.workqueue.move_to_end("heavy", last=False)
+            super()._assign_work_unit(node)
+
+    return ModulesAndHeavy(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands the screenshot directories it used to the controller (below)."""
+    import browser_support
+
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["screenshots"] = [str(p) for p in browser_support.USED]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """The controller gathers each worker's screenshot directories (printed once at the end)."""
+    import browser_support
+
+    for path in getattr(node, "workeroutput", {}).get("screenshots", []):
+        if Path(path) not in browser_support.USED:
+            browser_support.USED.append(Path(path))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """Where this run's screenshots are, and, when browser tests were skipped for want of
     Chromium, how to install it (on CI they fail instead: ``tests/browser_support.py``)."""
@@ -134,5 +199,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_sep("!", title, red=True)
         write(f"to run them: {browser_support.INSTALL_HINT}")
         write("(on CI, or with LDPTEL_REQUIRE_BROWSER=1, they fail instead of skipping)")
-    for path in browser_support.USED:
+    for path in dict.fromkeys(browser_support.USED):  # both workers may name one
         terminalreporter.write_line(f"screenshots: {path}")

@@ -154,9 +154,15 @@ class AppServer:
         self.thread.start()
 
     def close(self) -> None:
+        """Stops the server and the app's registry poller (``registry.Live``), which would
+        otherwise read the session Redis until the app is garbage-collected: every change a
+        later test makes to the registry then reloads every campaign in each stale poller."""
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
+        state = getattr(self.app, "extensions", {}).get("ldptel")
+        if getattr(state, "live", None) is not None:
+            state.live.stop()
 
 
 # --- the collector process -------------------------------------------------------------------

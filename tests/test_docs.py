@@ -169,8 +169,14 @@ def run_js_examples(port: int, tmp: Path, env: dict[str, str]) -> None:
     app = tmp / "app"
     app.mkdir()
     (app / "package.json").write_text('{"name": "docs-example", "private": true, "type": "module"}\n')
+    # a copy of client-js/ (its node_modules linked): the install's build writes the copy's dist/,
+    # never the working tree's, which tests/test_sdk_js.py may be serving on another xdist worker
+    sdk = tmp / "client-js"
+    shutil.copytree(ROOT / "client-js", sdk, ignore=shutil.ignore_patterns("node_modules", "dist"))
+    if (ROOT / "client-js" / "node_modules").exists():  # else the install's prepare runs npm ci in the copy
+        (sdk / "node_modules").symlink_to(ROOT / "client-js" / "node_modules")
     install = next(b for b in all_blocks() if b.path == JS_DOC and "npm install ./client-js" in b.text)
-    out = subprocess.run(["bash", "-eu", "-c", install.text.replace("./client-js", str(ROOT / "client-js"))],
+    out = subprocess.run(["bash", "-eu", "-c", install.text.replace("./client-js", str(sdk))],
                          cwd=app, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"{install.where}: {out.stderr[-2000:]}"
     (app / "example.mjs").write_text(js_block("node-example"))
@@ -187,7 +193,7 @@ def run_js_examples(port: int, tmp: Path, env: dict[str, str]) -> None:
         print(f"the browser example of docs/sdk-js.md was not run: {missing()}")
         return
     html = js_block("browser-example").replace("YOUR-INGEST-TOKEN", "demo-ingest-token")
-    bundle = (ROOT / "client-js" / "dist" / "ldptel.browser.min.js").read_bytes()
+    bundle = (sdk / "dist" / "ldptel.browser.min.js").read_bytes()
     url = f"http://127.0.0.1:{port}"
 
     def handle(route) -> None:  # the page and the bundle on the collector's origin

@@ -34,6 +34,7 @@ import pytest
 from agg_support import EXPORT_TOKEN, INGEST_TOKEN, write_config
 from browser_support import REQUIRE_BROWSER, launched
 from http_support import Collector, http_request, start_collector, wait_counted
+from xdist_support import run_id, shared_lock
 
 from ldptel.client import TelemetryClient
 
@@ -79,15 +80,24 @@ def node() -> str | None:
 
 @pytest.fixture(scope="module")
 def bundle() -> Path:
-    """The SDK's bundles, built from the working tree (``npm ci`` first if needed)."""
+    """The SDK's bundles, built from the working tree (``npm ci`` first if needed) once per run:
+    the modules using them may run on two xdist workers at once, and a rebuild by one (esbuild
+    rewrites dist/ in place) could hand the other a half-written bundle. The build holds a file
+    lock, and ``build/client-js.run`` names the run that built it; nothing else writes dist/
+    during the run (tests/test_docs.py installs a copy of client-js/)."""
     if node() is None or shutil.which("npm") is None:
         if REQUIRE_BROWSER:
             pytest.fail("node/npm not found (the JS SDK tests need Node ≥ 20)")
         pytest.skip("node/npm not found")
-    if not (JS / "node_modules" / "esbuild").exists():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, timeout=600,
-                       capture_output=True)
-    subprocess.run(["node", "scripts/bundle.mjs"], cwd=JS, check=True, timeout=120, capture_output=True)
+    built = ROOT / "build" / "client-js.run"
+    with shared_lock(ROOT / "build" / "client-js.lock"):
+        if built.exists() and built.read_text() == run_id() and BUNDLE.exists():
+            return BUNDLE
+        if not (JS / "node_modules" / "esbuild").exists():
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, timeout=600,
+                           capture_output=True)
+        subprocess.run(["node", "scripts/bundle.mjs"], cwd=JS, check=True, timeout=120, capture_output=True)
+        built.write_text(run_id())
     return BUNDLE
 
 
