@@ -3,7 +3,11 @@ embedded Redis) gets SIGTERM when ``serve`` dies, even by SIGKILL, so that no or
 directory or a port (Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing happens).
 
 ``processes_for``, ``chunk_bounds`` and ``HelperPool``: how a pool of processes splits HPKE work (the
-aggregator's ``aggregator.opening.Opener``, the shuffler's ``shuffler.sealer.Sealer``)."""
+aggregator's ``aggregator.opening.Opener``, the shuffler's ``shuffler.sealer.Sealer``). A pool's
+helpers exit when the process that started the pool is gone, even by SIGKILL (``exit_with``): a
+``forkserver`` helper's parent is the fork server, which lives as long as its helpers do, so
+without it a killed shuffler or aggregator left the fork server, its helpers and the resource
+tracker running for good."""
 
 from __future__ import annotations
 
@@ -12,8 +16,11 @@ import ctypes
 import ctypes.util
 import multiprocessing
 import os
+import select
 import signal
 import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 
 PR_SET_PDEATHSIG = 1
@@ -54,6 +61,38 @@ def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
+def exit_with(owner: int) -> None:
+    """Pool initializer: this helper exits (``os._exit``) once process ``owner`` is gone, watched
+    by a daemon thread (``pidfd_open`` and a blocking ``select``; where that is missing, a check
+    every second). Its work queue cannot tell it: the helper holds that queue's writing end too."""
+
+    def gone() -> None:
+        os._exit(0)
+
+    try:
+        fd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        gone()
+    except (AttributeError, OSError):
+        fd = None
+
+    def watch() -> None:
+        if fd is not None:
+            select.select([fd], [], [])
+        else:
+            while True:
+                time.sleep(1.0)
+                try:
+                    os.kill(owner, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:  # another user's process took the pid: ours is gone
+                    break
+        gone()
+
+    threading.Thread(target=watch, name="ldptel-owner-watch", daemon=True).start()
+
+
 class HelperPool:
     """``processes`` − 1 helper processes (``forkserver``: no copy of the caller's threads or
     keys), started at first use and stopped by ``close`` or at exit; the calling process does one
@@ -68,7 +107,8 @@ class HelperPool:
         """The pool, started if it is not running."""
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.processes - 1,
-                                             mp_context=multiprocessing.get_context("forkserver"))
+                                             mp_context=multiprocessing.get_context("forkserver"),
+                                             initializer=exit_with, initargs=(os.getpid(),))
             if not self._atexit:
                 atexit.register(self.close)
                 self._atexit = True
