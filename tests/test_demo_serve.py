@@ -141,7 +141,8 @@ def test_serve_runs_an_aggregator_beside_the_collector(tmp_path: Path) -> None:
     """``ldptel serve`` without a Redis URL: embedded Redis + gunicorn collector + aggregator
     process; reports POSTed over HTTP become estimates on the export API; SIGTERM stops all."""
     cfg = write_config(tmp_path / "serve.toml", [
-        {"name": "served", "oracle": "oue", "epsilon": 1.0, "domain_size": 10, "min_reports": 500}],
+        {"name": "served", "oracle": "oue", "epsilon": 1.0, "domain_size": 10, "min_reports": 500,
+         "shuffle_max_delay": "1s"}],  # the last 500 reports are counted within seconds, not 60 s
         aggregator={"block_ms": 100})
     col = start_collector(tmp_path / "serve", (tmp_path / "serve.toml").read_text(), None, workers=1,
                           env={"LDPTEL_DATA_DIR": str(tmp_path / "data")})

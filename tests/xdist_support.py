@@ -71,8 +71,8 @@ HEAVY = (
     "tests/test_loadtest.py",  # the load test and its shuffler kill test: ~120 s
     "tests/test_docs.py::test_every_block_runs_against_the_demo",  # 70-120 s
     "tests/test_amplification.py::test_grr_grid_sound_and_tight",  # CPU only: 47-260 s
-    "tests/test_demo_serve.py::test_demo_exit_prints_table",  # ~60 s
-    "tests/test_demo_serve.py::test_demo_keeps_running_and_serves_the_export_api",  # ~60 s
+    "tests/test_demo_serve.py",  # two demo runs (~60 s each), a serve stack counting within 30 s
+    "tests/test_campaign_change_e2e.py",  # 10 s alone, 65 s beside a heavy test: waits of 60 s each
     "tests/test_one_release.py::test_one_window_of_1e5_devices_is_one_release",  # ~55 s
     "tests/test_shuffled_heavy_hitters.py::test_shuffled_heavy_hitters_end_to_end",  # ~55 s
 )
