@@ -241,7 +241,10 @@ class CampaignConfigs:
         return False
 
     def _fallback(self, exc: Exception) -> None:
-        if self.configs or self._load_stored():
-            log.info("using cached campaign configs (%s)", self.last_error)
+        """Keep what is known after a failed fetch: the configs in memory, else the stored copy
+        (not read once the client closed: its store is closed too; nothing logged then)."""
+        if self.configs or (not self._closed and self._load_stored()):
+            if not self._closed:
+                log.info("using cached campaign configs (%s)", self.last_error)
             return
         raise TelemetryError(f"no campaign configs: the collector is unreachable ({exc})") from None
