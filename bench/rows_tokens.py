@@ -179,49 +179,15 @@ def _collector(quick: bool) -> Timed:
 _SERVED: dict = {}
 
 
-def _descendants(root: int) -> dict[int, tuple[int, bytes]]:
-    """pid → (ppid, cmdline) of ``root``'s process tree (Linux ``/proc``)."""
-    procs: dict[int, tuple[int, bytes]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                raw = (entry / "stat").read_text()
-                cmd = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            procs[int(entry.name)] = (int(raw[raw.rindex(")") + 2:].split()[1]), cmd)
-    tree, stack = {}, [root]
-    while stack:
-        pid = stack.pop()
-        if pid in procs:
-            tree[pid] = procs[pid]
-        stack.extend(c for c, (ppid, _) in procs.items() if ppid == pid)
-    return tree
-
-
-def _cpu(pids: list[int]) -> float:
-    """User + system CPU seconds of ``pids``, with the children they reaped."""
-    total = 0.0
-    for pid in pids:
-        try:
-            raw = (Path("/proc") / str(pid) / "stat").read_text()
-        except OSError:
-            continue
-        total += sum(int(x) for x in raw[raw.rindex(")") + 2:].split()[11:15]) / TICK
-    return total
-
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
 def _served_stack():
     """``ldptel serve`` (one worker, no aggregator) on the route stack's Redis and config, and the
-    pids of its tree less the issuer's subtree."""
+    pid of its issuer child (its CPU is not the collector's)."""
     if _SERVED:
         return _SERVED
     import subprocess
     import sys
-    import urllib.request
+
+    from serve_cost import wait_healthy
 
     from ldptel.store.redis_server import free_port
 
@@ -244,25 +210,28 @@ def _served_stack():
         log.close()
 
     atexit.register(stop)
-    url = f"http://127.0.0.1:{port}"
-    end = time.time() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=5) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.time() > end or proc.poll() is not None:
-            raise SystemExit(f"ldptel serve did not start: see {log.name}")
-        time.sleep(0.3)
-    tree = _descendants(proc.pid)
-    issuers = [p for p, (ppid, cmd) in tree.items() if ppid == proc.pid and b"\0issuer\0" in cmd]
-    skip = set()
-    for p in issuers:
-        skip |= set(_descendants(p))
-    _SERVED.update(url=url, port=port, pids=[p for p in tree if p not in skip], proc=proc)
+    wait_healthy(f"http://127.0.0.1:{port}")
+    issuer = next(int(e.name) for e in Path("/proc").iterdir()
+                  if e.name.isdigit() and _child_issuer(e, proc.pid))
+    _SERVED.update(port=port, pid=proc.pid, issuer=issuer)
     return _SERVED
+
+
+def _child_issuer(entry: Path, parent: int) -> bool:
+    """Whether ``/proc/<pid>`` is ``parent``'s ``ldptel issuer`` child."""
+    try:
+        stat, cmd = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
+    except OSError:
+        return False
+    return int(stat[stat.rindex(")") + 2:].split()[1]) == parent and b"\0issuer\0" in cmd
+
+
+def _collector_cpu(sv: dict) -> float:
+    """CPU seconds of serve's process tree less its issuer's (``serve_latency.cpu_seconds``)."""
+    from serve_latency import cpu_seconds
+
+    cpu = cpu_seconds({"serve": sv["pid"], "issuer": sv["issuer"]})
+    return cpu["serve"] - cpu["issuer"]
 
 
 def _collector_served(quick: bool) -> Timed:
@@ -274,15 +243,15 @@ def _collector_served(quick: bool) -> Timed:
 
     def side(name: str):
         def run() -> float:
-            requests, pids = _requests(st, name, n), sv["pids"]
-            c0 = _cpu(pids)
+            requests = _requests(st, name, n)
+            c0 = _collector_cpu(sv)
             for body, auth in requests:
                 conn.request("POST", "/v1/reports", body=body, headers={
                     "Content-Type": "application/x-protobuf", "Authorization": auth})
                 resp = conn.getresponse()
                 out = resp.read()
                 assert resp.status == 202, out
-            return _cpu(pids) - c0  # CPU seconds of n requests in serve's tree, less the issuer
+            return _collector_cpu(sv) - c0  # CPU seconds of n requests in serve's tree, less the issuer
 
         return run
 
