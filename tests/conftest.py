@@ -12,7 +12,7 @@ import pytest
 import redis
 from http_support import Collector, start_collector
 from ingest_support import config_text
-from xdist_support import worker_url
+from xdist_support import worker, worker_url
 
 from ldptel.keys import SESSION_SECRET_KEY
 from ldptel.store import registry
@@ -24,7 +24,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a real Redis: ``REDIS_URL`` if set (under pytest-xdist, each worker on its own
     database: ``worker_url``), else an embedded server for the session (one per worker process)."""
     if os.environ.get("REDIS_URL"):
-        yield worker_url(os.environ["REDIS_URL"], os.environ.get("PYTEST_XDIST_WORKER", ""))
+        yield worker_url(os.environ["REDIS_URL"], worker())
         return
     server = EmbeddedRedis(data_dir=tmp_path_factory.mktemp("redis"))
     server.start()

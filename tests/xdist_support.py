@@ -42,7 +42,6 @@ def shared_lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-
 def worker_url(url: str, worker: str) -> str:
     """``REDIS_URL`` for the xdist worker ``worker`` (``gw0``, ``gw1``, …; ``""`` without xdist):
     worker k uses database URL's + k, so that one worker's ``flushdb`` never empties another's
