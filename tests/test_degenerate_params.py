@@ -375,6 +375,18 @@ def beyond_range(key: str, low: int, high: int):
     return st.sampled_from(out)
 
 
+def base_campaign(mode: str, batch_min: int = 1000, numeric: bool = False) -> dict:
+    """Campaign ``k`` in ``mode`` ("local", "shuffled", "shuffled-fakes"; at ``batch_min``): GRR
+    (local, shuffled) or a histogram (shuffled-fakes) over 4 values, or a numeric one on [0, 100]."""
+    if numeric:
+        camp: dict = {"name": "k", "kind": "numeric", "lower": 0, "upper": 100}
+    else:
+        camp = {"name": "k", "oracle": "grr" if mode != "shuffled-fakes" else "histogram", "domain_size": 4}
+    if mode == "local":
+        return camp if numeric else {**camp, "epsilon": 1.0}
+    return {**camp, "privacy_mode": mode, "central_epsilon": 1.0, "batch_min": batch_min}
+
+
 SIGNING_PUBLIC = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="  # RFC 8032 TEST 1's public key
 
 
@@ -448,10 +460,7 @@ def config_docs(draw, edges: bool, jwt_file: str) -> tuple[dict, list[str]]:
         for name in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=4)):
             put(iss, name, *optional[name], "issuer")
         doc["issuer"] = iss
-    camp: dict = {"name": "k", "oracle": "grr", "domain_size": 4, "epsilon": 1.0}
-    if mode != "local":
-        camp = {"name": "k", "privacy_mode": mode, "oracle": "grr" if mode == "shuffled" else "histogram",
-                "domain_size": 4, "central_epsilon": 1.0, "batch_min": batch_min}
+    camp = base_campaign(mode, batch_min=batch_min)
     for key in draw(st.lists(st.sampled_from(CAMPAIGN_RANGES), unique=True, max_size=3)):
         name = key.split(".")[1]
         low, high = RANGES[key]
@@ -573,14 +582,7 @@ def one_key_doc(key: str, value: object, mode: str = "local") -> dict:
     """A config document of one campaign (local, or in ``mode`` at ``batch_min`` 1000) with
     ``key`` (``"server.max_body_bytes"``, ``"campaigns.shards"``) set to ``value``."""
     doc: dict = {"server": {}, "aggregator": {}, "shuffler": {}, "analyzer": {}}
-    camp: dict = {"name": "k", "oracle": "grr", "domain_size": 4, "epsilon": 1.0}
-    if key == "campaigns.grid_points":  # numeric campaigns in a shuffled mode only
-        camp = {"name": "k", "kind": "numeric", "lower": 0, "upper": 100}
-    if mode != "local":
-        camp = {**{k: v for k, v in camp.items() if k not in ("oracle", "domain_size", "epsilon")},
-                "privacy_mode": mode, "central_epsilon": 1.0, "batch_min": 1000}
-        if "kind" not in camp:
-            camp.update(oracle="grr" if mode == "shuffled" else "histogram", domain_size=4)
+    camp = base_campaign(mode, numeric=key == "campaigns.grid_points")  # grid_points: numeric only
     table, name = key.split(".")
     (camp if table == "campaigns" else doc[table])[name] = value
     doc["campaigns"] = [camp]
