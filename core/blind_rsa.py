@@ -12,9 +12,11 @@ The protocol (RFC 9474 §4), n the modulus, e the public and d the private expon
 
 The signature is a plain RSASSA-PSS signature, so anyone holding the public key verifies it with
 ``cryptography`` (:func:`verify`). ``cryptography`` exposes no raw private RSA operation, so the
-issuer's step is written here on the key's private numbers with ``gmpy2.powmod_sec`` (GMP's
-constant-time modular exponentiation: the blinded input is chosen by the client). Tests:
-tests/test_privacy_pass.py against RFC 9474 Appendix A (testvectors/blind_rsa_rfc9474.json).
+issuer's step is the machine's OpenSSL through ``libcrypto_rsa`` where it loads (Linux, OpenSSL
+≥ 3), else written here on the key's private numbers with ``gmpy2.powmod_sec`` (GMP's
+constant-time modular exponentiation: the blinded input is chosen by the client); either result
+is checked by sᵉ = blinded. Tests: tests/test_privacy_pass.py against RFC 9474 Appendix A
+(testvectors/blind_rsa_rfc9474.json), through both.
 """
 
 from __future__ import annotations
@@ -115,11 +117,22 @@ class _Crt:
 
 
 class BlindSigner:
-    """The issuer's half (RFC 9474 §4.3 BlindSign) on one private key, CRT with GMP."""
+    """The issuer's half (RFC 9474 §4.3 BlindSign) on one private key: the raw private operation
+    of OpenSSL (``backend`` "openssl", the default where ``libcrypto_rsa`` loads) or CRT with GMP
+    ("gmp"); ``backend`` names the one in use."""
 
-    def __init__(self, private_key: rsa.RSAPrivateKey) -> None:
+    def __init__(self, private_key: rsa.RSAPrivateKey, backend: str | None = None) -> None:
         import gmpy2  # the issuer only: the SDK never signs
 
+        from ldptel import libcrypto_rsa
+
+        if backend not in (None, "openssl", "gmp"):
+            raise ValueError(f"backend is 'openssl' or 'gmp', got {backend!r}")
+        self._raw = None if backend == "gmp" else libcrypto_rsa.load(private_key)
+        if backend == "openssl" and self._raw is None:
+            raise BlindRsaError("OpenSSL's libcrypto (3.x) does not load on this machine")
+        self.backend = "gmp" if self._raw is None else "openssl"
+        self.raw_version = "" if self._raw is None else self._raw.version  # e.g. "OpenSSL 3.0.19 27 Jan 2026"
         self._gmpy2 = gmpy2
         pn = private_key.private_numbers()
         self.public_key = private_key.public_key()
@@ -138,10 +151,13 @@ class BlindSigner:
             raise BlindRsaError("blinded message out of range (not below the modulus)")
         g, c = self._gmpy2, self._crt
         m = g.mpz(m_int)
-        s1 = g.powmod_sec(m % c.p, c.dp, c.p)
-        s2 = g.powmod_sec(m % c.q, c.dq, c.q)
-        h = (c.qinv * (s1 - s2)) % c.p
-        s = s2 + c.q * h
+        if self._raw is not None:
+            s = g.mpz(int.from_bytes(self._raw.private(blinded_msg), "big"))
+        else:
+            s1 = g.powmod_sec(m % c.p, c.dp, c.p)
+            s2 = g.powmod_sec(m % c.q, c.dq, c.q)
+            h = (c.qinv * (s1 - s2)) % c.p
+            s = s2 + c.q * h
         if g.powmod(s, c.e, c.n) != m:
             raise BlindRsaError("signing failure: the CRT result does not verify")
         return int(s).to_bytes(self._k, "big")

@@ -113,6 +113,8 @@ ROOT_MODULES = {
     # gmpy2: imported inside the issuer's signer, and by the device's blinding where installed (the
     # SDK alone blinds with Python's ints: gmpy2 stays a server extra)
     "blind_rsa": {"cryptography", "gmpy2"}, "privacy_pass": {"cryptography"},
+    # the issuer's raw RSA private operation in the machine's libcrypto (ctypes: no package)
+    "libcrypto_rsa": {"cryptography"},
     "logs": set(), "numbers": set(), "process": set(), "sealing": {"cryptography"},
 }
 ROOMS = {"campaigns", "ops", "privacy", "store"}  # core/'s sub-packages (docs/architecture.md)

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ldptel import blind_rsa, privacy_pass
+from ldptel import blind_rsa, libcrypto_rsa, privacy_pass
 from ldptel.privacy_pass import Token, TokenChallenge, TokenFormatError, TokenRequest
 
 VECTORS = Path(__file__).resolve().parent.parent / "testvectors"
@@ -52,6 +52,48 @@ def test_rfc9474_deterministic_vector(gmp, monkeypatch):
     assert blind_sig.hex() == v["blind_sig"]
     assert blind_rsa.finalize(pub, msg, blind_sig, inv).hex() == v["sig"]
     assert not blind_rsa.verify(pub, msg + b"x", bytes.fromhex(v["sig"]))
+
+
+OPENSSL = pytest.mark.skipif(libcrypto_rsa.load(rsa.generate_private_key(65537, 2048)) is None,
+                             reason="no OpenSSL 3 libcrypto on this machine: the issuer signs with GMP")
+
+
+@pytest.mark.parametrize("backend", [pytest.param("openssl", marks=OPENSSL), "gmp"])
+def test_rfc9474_blind_sign_through_each_backend(backend):
+    """The issuer's raw private operation, OpenSSL's (libcrypto_rsa) and GMP's CRT, gives the
+    RFC's blind signature; a blinded message at or above n is refused before either runs."""
+    v = _rfc9474()
+    key = _key(v)
+    signer = blind_rsa.BlindSigner(key, backend=backend)
+    assert signer.backend == backend
+    assert signer.blind_sign(bytes.fromhex(v["blinded_msg"])).hex() == v["blind_sig"]
+    n = key.public_key().public_numbers().n
+    with pytest.raises(blind_rsa.BlindRsaError, match="out of range"):
+        signer.blind_sign(n.to_bytes(512, "big"))
+
+
+@OPENSSL
+def test_the_issuer_signs_with_openssl_where_it_loads_and_checks_its_result(monkeypatch):
+    """The default backend is OpenSSL's; a wrong raw result (a deliberately broken backend) never
+    leaves the signer (the sᵉ = m check); OpenSSL's own refusal (m ≥ n, asked directly) is a
+    ValueError, not a crash."""
+    v = _rfc9474()
+    key = _key(v)
+    signer = blind_rsa.BlindSigner(key)
+    assert signer.backend == "openssl"
+    raw = signer._raw
+    assert raw is not None and raw.version.startswith("OpenSSL 3")
+    blinded = bytes.fromhex(v["blinded_msg"])
+    good = raw.private(blinded)
+    monkeypatch.setattr(raw, "private", lambda m: (int.from_bytes(good, "big") + 1).to_bytes(512, "big"))
+    with pytest.raises(blind_rsa.BlindRsaError, match="does not verify"):
+        signer.blind_sign(blinded)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="refused"):
+        raw.private(b"\xff" * 512)
+    assert raw.private(blinded) == good  # the failed call left nothing behind
+    with pytest.raises(ValueError, match="'openssl' or 'gmp'"):
+        blind_rsa.BlindSigner(key, backend="rsa")
 
 
 def test_blind_sign_refuses_out_of_range_and_bad_blind_signature():
