@@ -39,6 +39,7 @@ os.environ.setdefault("LDPTEL_KERNEL_THREADS", "1")
 for _blas in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # one core: BLAS too
     os.environ.setdefault(_blas, "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.modules.setdefault("table", sys.modules[__name__])  # the row modules' ``from table import``: this module
 
 ROW_MODULES = ["rows_decoders", "rows_ingest", "rows_shuffle", "rows_fakes", "rows_tokens"]
 # the load test's row: ~100 s per run and a second checkout to compare with, so a target of its
@@ -59,12 +60,24 @@ class Timed:
 
 
 @dataclass
+class Paired:
+    """What ``Row.setup`` returns when the two sides are measured interleaved in one call (both
+    under the same machine conditions, block by block): ``run`` returns (ldptel's cost, the
+    floor's cost) in seconds, for ``units`` work units each; a round keeps the call of the
+    smallest sum of ``Row.repeats``."""
+
+    run: Callable[[], tuple[float, float]]
+    units: float
+    check: Callable[[], str] | None = None
+
+
+@dataclass
 class Row:
     name: str
     unit: str  # "ns/pair", "ns/bit", "ns/report", "s", "ms"
     floor_name: str
     target: str
-    setup: Callable[[bool], Timed]  # setup(quick)
+    setup: Callable[[bool], Timed | Paired]  # setup(quick)
     group: str = ""
     before: str = ""  # the issue's figure before this work, for the table
     rounds: int | None = None  # fewer rounds for a row whose one call is long
@@ -86,6 +99,8 @@ def _clock(fn: Callable[[], object], self_timed: bool = False) -> float:
 
 def measure(row: Row, rounds: int, quick: bool) -> dict:
     timed = row.setup(quick)
+    if isinstance(timed, Paired):
+        return _measure_paired(row, timed, rounds)
     clock = functools.partial(_clock, self_timed=row.self_timed)
     timed.ldptel()  # warm-up: compile, caches, page faults
     if timed.floor is not None:
@@ -110,6 +125,19 @@ def measure(row: Row, rounds: int, quick: bool) -> dict:
     k = scale(row.unit) / timed.units
     return {"ours": [t * k for t in ours], "floor": [t * k for t in floors], "ratio": ratios,
             "note": note}
+
+
+def _measure_paired(row: Row, paired: Paired, rounds: int) -> dict:
+    paired.run()  # warm-up
+    note = paired.check() if paired.check else ""
+    ours, floors = [], []
+    for _ in range(row.rounds or rounds):
+        a, b = min((paired.run() for _ in range(row.repeats)), key=sum)
+        ours.append(a)
+        floors.append(b)
+    k = scale(row.unit) / paired.units
+    return {"ours": [t * k for t in ours], "floor": [t * k for t in floors],
+            "ratio": [a / b for a, b in zip(ours, floors, strict=True)], "note": note}
 
 
 def spread(xs: list[float], fmt: str) -> str:
