@@ -322,10 +322,8 @@ def server_times(config_path: str, redis_url: str, repeat: int) -> dict[str, Cos
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
-    """User + system CPU seconds of each root process and its descendants, including children
-    they reaped (Linux ``/proc``, as ``loadtest/cpu.py``): CPU used does not depend on how busy
-    the shared machine is, latency does."""
+def _processes() -> dict[int, tuple[int, float]]:
+    """pid → (parent pid, user + system CPU seconds including reaped children) of every process."""
     procs: dict[int, tuple[int, float]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -335,33 +333,31 @@ def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
                 continue
             fields = raw[raw.rindex(")") + 2:].split()
             procs[int(entry.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]) / TICK)
-    out = {}
-    for role, root in roots.items():
-        total, stack = 0.0, [root]
-        while stack:
-            pid = stack.pop()
-            total += procs.get(pid, (0, 0.0))[1]
-            stack.extend(c for c, (ppid, _) in procs.items() if ppid == pid)
-        out[role] = total
+    return procs
+
+
+def _tree(procs: dict[int, tuple[int, float]], root: int) -> list[int]:
+    """``root`` and every process under it in ``procs``."""
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(c for c, (ppid, _) in procs.items() if ppid == pid)
     return out
+
+
+def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """User + system CPU seconds of each root process and its descendants, including children
+    they reaped (Linux ``/proc``, as ``loadtest/cpu.py``): CPU used does not depend on how busy
+    the shared machine is, latency does."""
+    procs = _processes()
+    return {role: sum(procs.get(pid, (0, 0.0))[1] for pid in _tree(procs, root))
+            for role, root in roots.items()}
 
 
 def descendants(root: int) -> set[int]:
     """``root`` and every process under it (Linux ``/proc``)."""
-    parent: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                raw = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent[int(entry.name)] = int(raw[raw.rindex(")") + 2:].split()[1])
-    out, stack = set(), [root]
-    while stack:
-        pid = stack.pop()
-        out.add(pid)
-        stack.extend(c for c, p in parent.items() if p == pid)
-    return out
+    return set(_tree(_processes(), root))
 
 
 def thread_cpu(pids: set[int]) -> dict[int, float]:
