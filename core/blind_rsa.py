@@ -118,21 +118,15 @@ class _Crt:
 
 class BlindSigner:
     """The issuer's half (RFC 9474 §4.3 BlindSign) on one private key: the raw private operation
-    of OpenSSL (``backend`` "openssl", the default where ``libcrypto_rsa`` loads) or CRT with GMP
-    ("gmp"); ``backend`` names the one in use."""
+    of OpenSSL (``backend`` "openssl", the default where ``libcrypto_rsa`` loads and signs a test
+    value correctly: else GMP, ``fallback`` says why) or CRT with GMP ("gmp"); ``backend`` names
+    the one in use."""
 
     def __init__(self, private_key: rsa.RSAPrivateKey, backend: str | None = None) -> None:
         import gmpy2  # the issuer only: the SDK never signs
 
-        from ldptel import libcrypto_rsa
-
         if backend not in (None, "openssl", "gmp"):
             raise ValueError(f"backend is 'openssl' or 'gmp', got {backend!r}")
-        self._raw = None if backend == "gmp" else libcrypto_rsa.load(private_key)
-        if backend == "openssl" and self._raw is None:
-            raise BlindRsaError("OpenSSL's libcrypto (3.x) does not load on this machine")
-        self.backend = "gmp" if self._raw is None else "openssl"
-        self.raw_version = "" if self._raw is None else self._raw.version  # e.g. "OpenSSL 3.0.19 27 Jan 2026"
         self._gmpy2 = gmpy2
         pn = private_key.private_numbers()
         self.public_key = private_key.public_key()
@@ -141,6 +135,29 @@ class BlindSigner:
         mpz = gmpy2.mpz
         self._crt = _Crt(mpz(pn.public_numbers.n), mpz(pn.public_numbers.e), mpz(pn.p), mpz(pn.q),
                          mpz(pn.dmp1), mpz(pn.dmq1), mpz(pn.iqmp))
+        self._raw: Any = None
+        self.fallback = "" if backend == "gmp" else self._load_openssl(private_key)
+        if backend == "openssl" and self._raw is None:
+            raise BlindRsaError(f"OpenSSL cannot sign here: {self.fallback}")
+        self.backend = "gmp" if self._raw is None else "openssl"
+        self.raw_version = "" if self._raw is None else self._raw.version  # e.g. "OpenSSL 3.0.19 27 Jan 2026"
+
+    def _load_openssl(self, private_key: rsa.RSAPrivateKey) -> str:
+        """``self._raw`` = the key in the machine's libcrypto if it signs 2 correctly (a FIPS
+        build may refuse unpadded RSA); else why not."""
+        from ldptel import libcrypto_rsa
+
+        raw = libcrypto_rsa.load(private_key)
+        if raw is None:
+            return "no OpenSSL 3 libcrypto loads on this machine"
+        try:
+            s = int.from_bytes(raw.private((2).to_bytes(self._k, "big")), "big")
+        except ValueError as exc:
+            return f"{raw.version}: {exc}"
+        if self._gmpy2.powmod(s, self._crt.e, self._crt.n) != 2:
+            return f"{raw.version}: its test signature does not verify"
+        self._raw = raw
+        return ""
 
     def blind_sign(self, blinded_msg: bytes) -> bytes:
         """s = blinded_msgᵈ mod n, verified by sᵉ ≡ blinded_msg before it is returned."""

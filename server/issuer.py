@@ -126,7 +126,7 @@ class Issuer:
         self.attester = attester if attester is not None else attester_for(config)
         self.signer = blind_rsa.BlindSigner(key.private_key)
         log.info("issuer: blind signatures by %s", self.signer.raw_version if self.signer.backend == "openssl"
-                 else "GMP's powmod_sec (no OpenSSL 3 libcrypto loads here: ~3.5x the CPU per token)")
+                 else f"GMP's powmod_sec ({self.signer.fallback}: ~3x the CPU per token)")
         self.key_id = privacy_pass.token_key_id(key.private_key.public_key())
         self._n = key.private_key.public_key().public_numbers().n
 

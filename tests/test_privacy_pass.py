@@ -96,6 +96,28 @@ def test_the_issuer_signs_with_openssl_where_it_loads_and_checks_its_result(monk
         blind_rsa.BlindSigner(key, backend="rsa")
 
 
+@OPENSSL
+@pytest.mark.parametrize("fault", ["refuses", "wrong"])
+def test_an_openssl_that_fails_its_test_signature_leaves_gmp_signing(fault, monkeypatch):
+    """A libcrypto that loads but refuses unpadded RSA (a FIPS build) or answers wrongly is not
+    used: the signer falls back to GMP and says why; asked for OpenSSL, it refuses to start."""
+    v = _rfc9474()
+    key = _key(v)
+
+    def private(self, m):
+        if fault == "refuses":
+            raise ValueError("OpenSSL refused the raw RSA operation")
+        return (3).to_bytes(len(m), "big")
+
+    monkeypatch.setattr(libcrypto_rsa.RawRsa, "private", private)
+    signer = blind_rsa.BlindSigner(key)
+    assert signer.backend == "gmp" and signer.raw_version == ""
+    assert ("refused" if fault == "refuses" else "does not verify") in signer.fallback
+    assert signer.blind_sign(bytes.fromhex(v["blinded_msg"])).hex() == v["blind_sig"]
+    with pytest.raises(blind_rsa.BlindRsaError, match="OpenSSL cannot sign here"):
+        blind_rsa.BlindSigner(key, backend="openssl")
+
+
 def test_blind_sign_refuses_out_of_range_and_bad_blind_signature():
     v = _rfc9474()
     key = _key(v)
