@@ -50,7 +50,7 @@ class Metrics:
         self.flush_interval = flush_interval
         self._lock = threading.Lock()
         self._ints: dict[str, int] = defaultdict(int)
-        self._thread = ProcessThread(self._run, "ldptel-metrics")
+        self._thread = ProcessThread(self._round, "ldptel-metrics")
         self._last_failure = 0.0
         self._thread.ensure()  # it also refreshes the process gauges
 
@@ -92,14 +92,14 @@ class Metrics:
                     self._ints[k] += n
             return False
 
-    def _run(self) -> None:
-        while True:
-            try:
-                prom.update_process_gauges("collector")
-                self.flush()
-            except Exception:  # never let the flusher die
-                log.exception("metrics flush")
-            time.sleep(self.flush_interval)
+    def _round(self) -> float:
+        """One round of the background thread: the process gauges, a flush; the seconds to wait."""
+        try:
+            prom.update_process_gauges("collector")
+            self.flush()
+        except Exception:  # never let the flusher die
+            log.exception("metrics flush")
+        return self.flush_interval
 
     # --- exposition ---------------------------------------------------------------------------
     def render(self, snap: Snapshot, aggregator: dict[str, float | None],

@@ -120,7 +120,7 @@ class Probe:
         self._client: AnyRedis | None = None
         self._snap: Snapshot | None = None
         self._lock = threading.Lock()
-        self._thread = ProcessThread(self._run, "ldptel-probe")
+        self._thread = ProcessThread(self._round, "ldptel-probe")
         self._thread.ensure()
 
     def _connect(self) -> AnyRedis:
@@ -160,10 +160,10 @@ class Probe:
         finally:
             self._lock.release()
 
-    def _run(self) -> None:
-        while True:
-            self._update(self._snap, blocking=True)
-            time.sleep(REFRESH_S)
+    def _round(self) -> float:
+        """One round of the background thread: a fresh reading; the seconds to wait."""
+        self._update(self._snap, blocking=True)
+        return REFRESH_S
 
     def _refresh(self, last: Snapshot | None) -> Snapshot:
         now = time.time()
