@@ -139,24 +139,30 @@ class BlindSigner:
         self.fallback = "" if backend == "gmp" else self._load_openssl(private_key)
         if backend == "openssl" and self._raw is None:
             raise BlindRsaError(f"OpenSSL cannot sign here: {self.fallback}")
-        self.backend = "gmp" if self._raw is None else "openssl"
-        self.raw_version = "" if self._raw is None else self._raw.version  # e.g. "OpenSSL 3.0.19 27 Jan 2026"
+
+    @property
+    def backend(self) -> str:
+        return "gmp" if self._raw is None else "openssl"
+
+    @property
+    def raw_version(self) -> str:
+        """OpenSSL's version when it signs (e.g. "OpenSSL 3.0.19 27 Jan 2026"), else ""."""
+        return "" if self._raw is None else str(self._raw.version)
 
     def _load_openssl(self, private_key: rsa.RSAPrivateKey) -> str:
-        """``self._raw`` = the key in the machine's libcrypto if it signs 2 correctly (a FIPS
-        build may refuse unpadded RSA); else why not."""
+        """``self._raw`` = the key in the machine's libcrypto if it signs 2 through
+        :meth:`blind_sign` (its sᵉ = m check; a FIPS build may refuse unpadded RSA); else why not."""
         from ldptel import libcrypto_rsa
 
         raw = libcrypto_rsa.load(private_key)
         if raw is None:
             return "no OpenSSL 3 libcrypto loads on this machine"
-        try:
-            s = int.from_bytes(raw.private((2).to_bytes(self._k, "big")), "big")
-        except ValueError as exc:
-            return f"{raw.version}: {exc}"
-        if self._gmpy2.powmod(s, self._crt.e, self._crt.n) != 2:
-            return f"{raw.version}: its test signature does not verify"
         self._raw = raw
+        try:
+            self.blind_sign((2).to_bytes(self._k, "big"))
+        except ValueError as exc:  # OpenSSL's refusal, or BlindRsaError: a wrong answer
+            self._raw = None
+            return f"{raw.version}: {exc}"
         return ""
 
     def blind_sign(self, blinded_msg: bytes) -> bytes:

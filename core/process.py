@@ -84,9 +84,7 @@ def exit_with(owner: int) -> None:
                 time.sleep(1.0)
                 try:
                     os.kill(owner, 0)
-                except ProcessLookupError:
-                    break
-                except PermissionError:  # another user's process took the pid: ours is gone
+                except (ProcessLookupError, PermissionError):  # gone, or its pid is another user's now
                     break
         gone()
 
