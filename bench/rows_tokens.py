@@ -30,6 +30,7 @@ import io
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes
@@ -164,25 +165,35 @@ def _requests(st: dict, name: str, n: int) -> list[tuple[bytes, str]]:
 BLOCK = 50  # requests per block of the collector rows: the sides alternate block by block
 
 
+def _in_turns(n: int, block: Callable[[str, int], float]) -> tuple[float, float]:
+    """Costs of ``n`` requests a side ("tok", "plain"), ``block(side, at)`` measuring requests
+    ``at`` … ``at + BLOCK`` of a side, the sides taking turns (tok, plain, plain, tok, …) so both
+    meet the same machine: a load change between them moves neither ratio."""
+    used = {"tok": 0.0, "plain": 0.0}
+    for i, at in enumerate(range(0, n, BLOCK)):
+        for side in ("tok", "plain") if i % 2 == 0 else ("plain", "tok"):
+            used[side] += block(side, at)
+    return used["tok"], used["plain"]
+
+
 def _collector(quick: bool) -> Paired:
     n = 150 if quick else 600
     st = _collector_stack()
     route = st["route"]
 
     def run() -> tuple[float, float]:
-        """This thread's CPU seconds in ``ReportRoute.answer`` for ``n`` requests a side, in blocks
-        of ``BLOCK`` taking turns (as the served row)."""
+        """This thread's CPU seconds in ``ReportRoute.answer``, ``n`` requests a side in turns."""
         envs = {side: [_environ(body, auth) for body, auth in _requests(st, side, n)]
                 for side in ("tok", "plain")}
-        used = {"tok": 0.0, "plain": 0.0}
-        for i, at in enumerate(range(0, n, BLOCK)):
-            for side in ("tok", "plain") if i % 2 == 0 else ("plain", "tok"):
-                t0 = time.thread_time()
-                for env in envs[side][at:at + BLOCK]:
-                    status, _, out = route.answer(env)
-                    assert status == 202, out
-                used[side] += time.thread_time() - t0
-        return used["tok"], used["plain"]
+
+        def block(side: str, at: int) -> float:
+            t0 = time.thread_time()
+            for env in envs[side][at:at + BLOCK]:
+                status, _, out = route.answer(env)
+                assert status == 202, out
+            return time.thread_time() - t0
+
+        return _in_turns(n, block)
 
     return Paired(run, float(n))
 
@@ -199,6 +210,7 @@ def _served_stack():
     import sys
 
     from serve_cost import wait_healthy
+    from serve_latency import children
 
     from ldptel.store.redis_server import free_port
 
@@ -222,19 +234,9 @@ def _served_stack():
 
     atexit.register(stop)
     wait_healthy(f"http://127.0.0.1:{port}")
-    issuer = next(int(e.name) for e in Path("/proc").iterdir()
-                  if e.name.isdigit() and _child_issuer(e, proc.pid))
+    issuer = next(p for p in children(proc.pid) if b"\0issuer\0" in Path(f"/proc/{p}/cmdline").read_bytes())
     _SERVED.update(port=port, pid=proc.pid, issuer=issuer)
     return _SERVED
-
-
-def _child_issuer(entry: Path, parent: int) -> bool:
-    """Whether ``/proc/<pid>`` is ``parent``'s ``ldptel issuer`` child."""
-    try:
-        stat, cmd = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
-    except OSError:
-        return False
-    return int(stat[stat.rindex(")") + 2:].split()[1]) == parent and b"\0issuer\0" in cmd
 
 
 def _collector_served(quick: bool) -> Paired:
@@ -255,18 +257,17 @@ def _collector_served(quick: bool) -> Paired:
             assert resp.status == 202, out
 
     def run() -> tuple[float, float]:
-        """CPU seconds of serve's threads (its tree less the issuer's) for ``n`` requests a side,
-        in blocks of ``BLOCK`` taking turns (tok, plain, plain, tok, …): both sides meet the same
-        machine, so a load change between them moves neither ratio."""
+        """CPU seconds of serve's threads (its tree less the issuer's), ``n`` requests a side in
+        turns."""
         requests = {side: _requests(st, side, n) for side in ("tok", "plain")}
         pids = descendants(sv["pid"]) - descendants(sv["issuer"])
-        used = {"tok": 0.0, "plain": 0.0}
-        for i, at in enumerate(range(0, n, BLOCK)):
-            for side in ("tok", "plain") if i % 2 == 0 else ("plain", "tok"):
-                before = thread_cpu(pids)
-                post(requests[side][at:at + BLOCK])
-                used[side] += thread_cpu_used(before, thread_cpu(pids))
-        return used["tok"], used["plain"]
+
+        def block(side: str, at: int) -> float:
+            before = thread_cpu(pids)
+            post(requests[side][at:at + BLOCK])
+            return thread_cpu_used(before, thread_cpu(pids))
+
+        return _in_turns(n, block)
 
     return Paired(run, float(n))
 

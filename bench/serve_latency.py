@@ -360,6 +360,11 @@ def descendants(root: int) -> set[int]:
     return set(_tree(_processes(), root))
 
 
+def children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (Linux ``/proc``)."""
+    return [pid for pid, (ppid, _) in _processes().items() if ppid == parent]
+
+
 def thread_cpu(pids: set[int]) -> dict[int, float]:
     """CPU seconds so far of each live thread of ``pids``: the scheduler's nanosecond count
     (``/proc/<pid>/task/<tid>/schedstat``), else its ticks (``stat``'s utime + stime). Precise
