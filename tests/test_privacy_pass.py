@@ -97,6 +97,28 @@ def test_the_issuer_signs_with_openssl_where_it_loads_and_checks_its_result(monk
 
 
 @OPENSSL
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.sampled_from([0, 1, 2, -1, -2]), st.integers(min_value=0)))
+def test_openssl_and_gmp_sign_any_client_value_alike(pick):
+    """What a client may send to a token key (2048-bit; any m < n, the edges 0, 1, n − 1
+    included): both backends give the same mᵈ, and m ≥ n is refused before either runs."""
+    if not _SIGNERS:
+        key = rsa.generate_private_key(65537, 2048)
+        _SIGNERS.update(n=key.public_key().public_numbers().n,
+                        ossl=blind_rsa.BlindSigner(key, backend="openssl"),
+                        gmp=blind_rsa.BlindSigner(key, backend="gmp"))
+    n, ossl, gmp = _SIGNERS["n"], _SIGNERS["ossl"], _SIGNERS["gmp"]
+    m = (pick % n).to_bytes(256, "big")
+    assert ossl.blind_sign(m) == gmp.blind_sign(m)
+    for bad in (n, n + pick % 1000, (1 << 2048) - 1):
+        with pytest.raises(blind_rsa.BlindRsaError, match="out of range"):
+            ossl.blind_sign(bad.to_bytes(256, "big"))
+
+
+_SIGNERS: dict = {}
+
+
+@OPENSSL
 @pytest.mark.parametrize("fault", ["refuses", "wrong"])
 def test_an_openssl_that_fails_its_test_signature_leaves_gmp_signing(fault, monkeypatch):
     """A libcrypto that loads but refuses unpadded RSA (a FIPS build) or answers wrongly is not
